@@ -1,0 +1,221 @@
+"""Model analysis before lowering: bind symbolic dims, fold what is known at package time, infer every shape.
+
+The result is a static graph: each value has a dtype and a concrete shape, and every value computable
+without the graph inputs (initializers, Constant, Shape of a static tensor, ...) is a numpy constant."""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper, shape_inference
+
+from .errors import PackagerError, UnsupportedError
+
+MIN_OPSET, MAX_OPSET = 7, onnx.defs.onnx_opset_version()
+# Ops evaluated at package time when all their inputs are known; anything else with known inputs is too.
+SHAPE_OPS = {"Shape", "Size"}
+FOLD_LIMIT_BYTES = 256 << 20
+
+
+@dataclass
+class Graph:
+    model: onnx.ModelProto                 # bound + folded model (what the bundle ships as model.onnx)
+    opset: int
+    nodes: list[onnx.NodeProto]            # nodes left to run (not folded), topological order
+    inputs: list[str]
+    outputs: list[str]
+    shapes: dict[str, tuple[int, ...]]
+    dtypes: dict[str, int]                 # ONNX TensorProto codes
+    consts: dict[str, np.ndarray]
+    notices: list[str] = field(default_factory=list)
+    folded: int = 0
+
+
+def default_opset(model: onnx.ModelProto) -> int:
+    for imp in model.opset_import:
+        if imp.domain in ("", "ai.onnx"):
+            return imp.version
+    return 1
+
+
+def _dims(t: onnx.TypeProto) -> list[int | str | None]:
+    if not t.tensor_type.HasField("shape"):
+        return []
+    return [d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in t.tensor_type.shape.dim]
+
+
+def bind_inputs(model: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...]], notices: list[str]) -> None:
+    """Give every graph input a fully static shape (in place): --input-shape values, else 1 with a notice."""
+    inits = {i.name for i in model.graph.initializer}
+    for vi in model.graph.input:
+        if vi.name in inits:
+            continue
+        if not vi.type.HasField("tensor_type"):
+            raise UnsupportedError("graph input", vi.name, default_opset(model), "only tensor inputs are supported")
+        dims = _dims(vi.type)
+        if vi.name in input_shapes:
+            want = tuple(int(d) for d in input_shapes[vi.name])
+            if dims and len(dims) != len(want):
+                raise PackagerError(f"--input-shape {vi.name}: rank {len(want)} given, the model says rank {len(dims)}")
+            for d, w in zip(dims, want):
+                if isinstance(d, int) and d and d != w:
+                    raise PackagerError(f"--input-shape {vi.name}={'x'.join(map(str, want))}: the model fixes "
+                                        f"this dimension to {d}")
+            new = list(want)
+        else:
+            if not vi.type.tensor_type.HasField("shape"):
+                raise PackagerError(f"input '{vi.name}' has no shape in the model: give it with "
+                                    f"--input-shape {vi.name}=1x3x224x224")
+            new = []
+            for d in dims:
+                if isinstance(d, int) and d > 0:
+                    new.append(d)
+                else:
+                    notices.append(f"input '{vi.name}': symbolic dimension '{d or '?'}' set to 1 "
+                                   f"(use --input-shape {vi.name}=... to choose)")
+                    new.append(1)
+        shape = vi.type.tensor_type.shape
+        del shape.dim[:]
+        for w in new:
+            shape.dim.add().dim_value = w
+    for name in input_shapes:
+        if name not in {vi.name for vi in model.graph.input}:
+            raise PackagerError(f"--input-shape names '{name}', which is not an input of the model "
+                                f"(inputs: {', '.join(vi.name for vi in model.graph.input if vi.name not in inits)})")
+
+
+def _eval_node(node: onnx.NodeProto, inputs: list[np.ndarray | None], opset: int) -> list[np.ndarray]:
+    from onnx.reference import ReferenceEvaluator
+    names = [f"i{k}" if x is not None else "" for k, x in enumerate(inputs)]
+    n = helper.make_node(node.op_type, names, [f"o{k}" for k in range(len(node.output))], domain=node.domain)
+    n.attribute.extend(node.attribute)
+    g = helper.make_graph([n], "fold",
+                          [helper.make_tensor_value_info(nm, helper.np_dtype_to_tensor_dtype(x.dtype), x.shape)
+                           for nm, x in zip(names, inputs) if x is not None],
+                          [helper.make_tensor_value_info(o, onnx.TensorProto.UNDEFINED, None) for o in n.output])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    feeds = {nm: x for nm, x in zip(names, inputs) if x is not None}
+    return [np.asarray(r) for r in ReferenceEvaluator(m).run(None, feeds)]
+
+
+def _infer(model: onnx.ModelProto) -> onnx.ModelProto:
+    try:
+        return shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
+    except Exception as e:  # inference errors mean an inconsistent model
+        raise PackagerError(f"shape inference failed: {e}") from e
+
+
+def _collect_types(model: onnx.ModelProto) -> tuple[dict[str, tuple[int, ...]], dict[str, int]]:
+    shapes, dtypes = {}, {}
+    g = model.graph
+    for vi in list(g.input) + list(g.value_info) + list(g.output):
+        tt = vi.type.tensor_type
+        if tt.elem_type:
+            dtypes[vi.name] = tt.elem_type
+        d = _dims(vi.type)
+        if tt.HasField("shape") and all(isinstance(x, int) and (x > 0 or _is_zero_dim(vi, i)) for i, x in enumerate(d)):
+            shapes[vi.name] = tuple(int(x) for x in d)
+    for init in g.initializer:
+        shapes[init.name] = tuple(init.dims)
+        dtypes[init.name] = init.data_type
+    return shapes, dtypes
+
+
+def _is_zero_dim(vi: onnx.ValueInfoProto, i: int) -> bool:
+    d = vi.type.tensor_type.shape.dim[i]
+    return d.HasField("dim_value") and d.dim_value == 0
+
+
+def _shapes_by_running(model: onnx.ModelProto, shapes: dict, dtypes: dict, missing: list[str]) -> None:
+    """Last resort for shapes inference could not settle: run the model once on zeros and read them off."""
+    import onnxruntime as ort
+    m = copy.deepcopy(model)
+    known_out = {o.name for o in m.graph.output}
+    for name in missing:
+        if name not in known_out:
+            m.graph.output.append(helper.make_empty_tensor_value_info(name))
+    feeds = {}
+    for vi in m.graph.input:
+        if vi.name in {i.name for i in m.graph.initializer}:
+            continue
+        dt = helper.tensor_dtype_to_np_dtype(vi.type.tensor_type.elem_type)
+        feeds[vi.name] = np.zeros(shapes[vi.name], dtype=dt)
+    m.ir_version = min(m.ir_version, 10)
+    try:
+        sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+        outs = sess.run(missing, feeds)
+    except Exception as e:
+        raise PackagerError(f"could not determine static shapes of {', '.join(missing[:5])}: {e}") from e
+    for name, val in zip(missing, outs):
+        shapes[name] = tuple(np.asarray(val).shape)
+        dtypes[name] = helper.np_dtype_to_tensor_dtype(np.asarray(val).dtype)
+
+
+def analyze(model: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...]] | None = None,
+            constants: dict[str, np.ndarray] | None = None) -> Graph:
+    model = copy.deepcopy(model)
+    notices: list[str] = []
+    opset = default_opset(model)
+    if not MIN_OPSET <= opset <= MAX_OPSET:
+        raise UnsupportedError("model", model.graph.name or "graph", opset,
+                               f"opset {opset} is outside the supported range {MIN_OPSET}..{MAX_OPSET}")
+    g = model.graph
+    constants = dict(constants or {})
+    # Inputs bound to constants become initializers.
+    for name, value in constants.items():
+        if name not in {vi.name for vi in g.input}:
+            raise PackagerError(f"--const names '{name}', which is not an input of the model")
+        g.initializer.append(numpy_helper.from_array(np.asarray(value), name))
+    keep_inputs = [vi for vi in g.input if vi.name not in constants]
+    del g.input[:]
+    g.input.extend(keep_inputs)
+    bind_inputs(model, input_shapes or {}, notices)
+
+    consts: dict[str, np.ndarray] = {i.name: numpy_helper.to_array(i) for i in g.initializer}
+    inputs = [vi.name for vi in g.input if vi.name not in consts]
+    outputs = [o.name for o in g.output]
+    folded = 0
+    model = _infer(model)
+    shapes, dtypes = _collect_types(model)
+    remaining: list[onnx.NodeProto] = []
+    for node in model.graph.node:
+        if node.domain not in ("", "ai.onnx"):
+            remaining.append(node)
+            continue
+        vals = None
+        if node.op_type == "Constant":
+            vals = [_eval_node(node, [], opset)[0]]
+        elif node.op_type in SHAPE_OPS and node.input[0] in shapes:
+            vals = [_eval_node(node, [np.zeros(shapes[node.input[0]], dtype=np.float32)], opset)[0]]
+        elif node.input and all((not i) or i in consts for i in node.input) and node.op_type not in ("RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli"):
+            try:
+                vals = _eval_node(node, [consts[i] if i else None for i in node.input], opset)
+            except Exception:
+                vals = None  # leave it to the runtime (or to a clear unsupported error)
+        if vals is not None and sum(v.nbytes for v in vals) <= FOLD_LIMIT_BYTES:
+            for name, v in zip(node.output, vals):
+                if name:
+                    consts[name] = v
+                    shapes[name] = tuple(v.shape)
+                    dtypes[name] = helper.np_dtype_to_tensor_dtype(v.dtype)
+            folded += 1
+            continue
+        remaining.append(node)
+
+    # Rebuild: folded values become initializers; re-infer so shapes downstream of folds settle.
+    used = {i for n in remaining for i in n.input} | set(outputs)
+    del model.graph.node[:]
+    model.graph.node.extend(remaining)
+    del model.graph.initializer[:]
+    model.graph.initializer.extend(numpy_helper.from_array(v, k) for k, v in consts.items() if k in used)
+    del model.graph.value_info[:]
+    model = _infer(model)
+    shapes2, dtypes2 = _collect_types(model)
+    shapes.update(shapes2)
+    dtypes.update(dtypes2)
+    missing = [o for n in remaining for o in n.output if o and o not in shapes]
+    if missing:
+        _shapes_by_running(model, shapes, dtypes, missing)
+    return Graph(model, opset, remaining, inputs, outputs, shapes, dtypes, consts, notices, folded)

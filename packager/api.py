@@ -1,0 +1,145 @@
+"""The packaging pipeline: load -> analyze (bind, fold, shapes) -> lower to a plan -> write bundle -> verify."""
+from __future__ import annotations
+
+import datetime
+import os
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import onnx
+
+from . import __version__
+from .analyze import analyze
+from .bundle import FORMAT, FORMAT_VERSION, WASM_VARIANTS, load_bundle, write_bundle, dtype_name
+from .errors import ModelLoadError, PackagerError
+from .lower import lower
+from .plan import layout
+from .toolchain import ensure_wasm
+
+TARGETS = ("web",)
+ORT_MAX_IR = 10
+
+
+def load_model(model: str | os.PathLike | onnx.ModelProto) -> onnx.ModelProto:
+    if isinstance(model, onnx.ModelProto):
+        m = model
+    else:
+        p = Path(model)
+        if not p.is_file():
+            raise ModelLoadError(f"{p}: no such file")
+        try:
+            m = onnx.load(str(p))
+        except Exception as e:
+            raise ModelLoadError(f"{p}: not a readable ONNX model ({type(e).__name__}: {e})") from None
+    try:
+        onnx.checker.check_model(m)
+    except Exception as e:
+        raise ModelLoadError(f"invalid ONNX model: {str(e).strip().splitlines()[0]}") from None
+    return m
+
+
+def random_inputs(specs: list[dict], seed: int = 0) -> dict[str, np.ndarray]:
+    """Seeded inputs for verification: normal floats; small non-negative ints (valid as indices)."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for s in specs:
+        dt = np.dtype(s["dtype"])
+        if dt.kind == "f":
+            out[s["name"]] = rng.standard_normal(s["shape"]).astype(dt)
+        elif dt.kind == "b":
+            out[s["name"]] = rng.integers(0, 2, s["shape"]).astype(dt)
+        else:
+            out[s["name"]] = rng.integers(0, 8, s["shape"]).astype(dt)
+    return out
+
+
+def reference_run(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """onnxruntime CPU (float32 reference, all optimizations) on the same feeds."""
+    import onnxruntime as ort
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    so.log_severity_level = 3
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    m.ir_version = min(m.ir_version, ORT_MAX_IR)  # onnx writes newer IR versions than onnxruntime reads
+    sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    names = [o.name for o in sess.get_outputs()]
+    return dict(zip(names, sess.run(names, feeds)))
+
+
+def compare(got: dict[str, np.ndarray], want: dict[str, np.ndarray]) -> dict:
+    worst_abs, worst_rel = 0.0, 0.0
+    for k, w in want.items():
+        g = got[k]
+        if g.shape != w.shape:
+            raise PackagerError(f"verification: output '{k}' has shape {g.shape}, onnxruntime gives {w.shape}")
+        if w.size:
+            d = np.abs(g.astype(np.float64) - w.astype(np.float64))
+            worst_abs = max(worst_abs, float(np.nanmax(d)))
+            worst_rel = max(worst_rel, float(np.nanmax(d / (np.abs(w.astype(np.float64)) + 1e-6))))
+    return {"max_abs_diff": worst_abs, "max_rel_diff": worst_rel}
+
+
+def package(model: str | os.PathLike | onnx.ModelProto, target: str = "web", out: str | os.PathLike = "out",
+            input_shapes: dict[str, tuple[int, ...]] | None = None,
+            constants: dict[str, np.ndarray] | None = None, verify: bool = True,
+            log: Callable[[str], None] = lambda s: None) -> Path:
+    """Package an ONNX model for `target`; returns the bundle directory. See `package --help`."""
+    if target not in TARGETS:
+        raise PackagerError(f"unknown target '{target}' (available: {', '.join(TARGETS)})")
+    name = Path(model).stem if not isinstance(model, onnx.ModelProto) else (model.graph.name or "model")
+    m = load_model(model)
+    graph = analyze(m, input_shapes, constants)
+    for n in graph.notices:
+        log(f"notice: {n}")
+    lowered = lower(graph)
+    plan_bytes = layout.encode(lowered.plan)
+    runtime = ensure_wasm()
+    tensor_ids = {n: i for i, n in enumerate(lowered.names)}
+
+    def io(names: list[str], plan_ids: list[int]) -> list[dict]:
+        return [{"name": n, "dtype": dtype_name(lowered.plan.tensors[t].dtype), "shape": list(lowered.plan.tensors[t].dims),
+                 "tensor": t} for n, t in zip(names, plan_ids)]
+
+    manifest = {
+        "format": FORMAT, "format_version": FORMAT_VERSION, "target": target,
+        "name": name, "created_by": f"edgepack {__version__}",
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "source": {"opset": graph.opset, "producer": f"{m.producer_name} {m.producer_version}".strip(),
+                   "nodes": len(m.graph.node)},
+        "inputs": io(graph.inputs, lowered.plan.inputs),
+        "outputs": io(graph.outputs, lowered.plan.outputs),
+        "plan": {"version": layout.VERSION, "nodes": len(lowered.plan.nodes), "tensors": len(lowered.plan.tensors),
+                 "arena_bytes": lowered.plan.arena_bytes, "intermediates_bytes": lowered.intermediates_bytes,
+                 "weights_bytes": len(lowered.plan.weights), "folded_nodes": graph.folded},
+        "runtime": {v: f for v, f in WASM_VARIANTS.items()},
+        "notices": graph.notices,
+    }
+    files: dict = {"model.onnx": graph.model.SerializeToString(), "model.plan": plan_bytes}
+    files.update({f: runtime[f] for f in WASM_VARIANTS.values()})
+    path = write_bundle(Path(out), manifest, files)
+    del tensor_ids
+    if verify:
+        _verify(path, graph.model, log)
+    return path
+
+
+def _verify(path: Path, model: onnx.ModelProto, log: Callable[[str], None]) -> None:
+    """Run the bundle (SIMD build) and onnxruntime on the same seeded inputs; record the difference."""
+    import json
+    b = load_bundle(path)
+    feeds = random_inputs(b.inputs)
+    got = b.run(feeds)
+    try:
+        want = reference_run(model, feeds)
+        result = dict(compare(got, want), reference="onnxruntime CPU", inputs="seeded random (seed 0)")
+    except PackagerError:
+        raise
+    except Exception as e:  # onnxruntime itself cannot run this model
+        result = {"reference": "unavailable", "reason": str(e).splitlines()[0][:200]}
+    manifest = json.loads((path / "manifest.json").read_text())
+    manifest["verification"] = result
+    (path / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    if "max_abs_diff" in result:
+        log(f"verified against onnxruntime: max abs diff {result['max_abs_diff']:.3g}")

@@ -1,0 +1,136 @@
+"""Bundles on disk: writing one (manifest, model, plan, runtime files) and loading one to run it."""
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+
+from .errors import BundleError, InputError
+from .plan.opcodes import DTYPES
+
+FORMAT = "edgepack-bundle"
+FORMAT_VERSION = 1
+WASM_VARIANTS = {"simd": "edgepack.wasm", "scalar": "edgepack-scalar.wasm", "relaxed": "edgepack-relaxed.wasm"}
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def write_bundle(out: Path, manifest: dict, files: dict[str, bytes | Path]) -> Path:
+    """Write files and a manifest holding their SHA-256. Writes into a temp dir first: a failed
+    packaging never leaves a half bundle behind or destroys an earlier one."""
+    out = Path(out)
+    tmp = out.with_name(out.name + ".partial")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    entries = {}
+    for name, src in files.items():
+        dst = tmp / name
+        if isinstance(src, Path):
+            shutil.copyfile(src, dst)
+        else:
+            dst.write_bytes(src)
+        entries[name] = {"bytes": dst.stat().st_size, "sha256": sha256(dst)}
+    manifest = dict(manifest, files=entries)
+    (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    if out.exists():
+        if not (out / "manifest.json").exists() and any(out.iterdir()):
+            shutil.rmtree(tmp)
+            raise BundleError(f"{out} exists and is not an edgepack bundle: refusing to overwrite it")
+        shutil.rmtree(out)
+    tmp.rename(out)
+    return out
+
+
+class Bundle:
+    """A packaged model, run with the bundle's own wasm under wasmtime."""
+
+    def __init__(self, path: Path | str, variant: str = "simd", verify: bool = True) -> None:
+        self.path = Path(path)
+        mpath = self.path / "manifest.json"
+        if not mpath.is_file():
+            raise BundleError(f"{self.path}: no manifest.json (not an edgepack bundle)")
+        try:
+            self.manifest = json.loads(mpath.read_text())
+        except json.JSONDecodeError as e:
+            raise BundleError(f"{mpath}: not valid JSON ({e})") from None
+        if self.manifest.get("format") != FORMAT:
+            raise BundleError(f"{mpath}: not an edgepack bundle manifest")
+        if self.manifest.get("format_version") != FORMAT_VERSION:
+            raise BundleError(f"{mpath}: bundle format {self.manifest.get('format_version')} not supported")
+        if verify:
+            self.verify()
+        if variant not in WASM_VARIANTS:
+            raise BundleError(f"unknown wasm variant '{variant}' (choose from {', '.join(WASM_VARIANTS)})")
+        self.variant = variant
+        self._session = None
+
+    def verify(self) -> None:
+        """Every file listed in the manifest exists and matches its SHA-256."""
+        for name, meta in self.manifest.get("files", {}).items():
+            p = self.path / name
+            if Path(name).is_absolute() or ".." in Path(name).parts:
+                raise BundleError(f"manifest lists a file outside the bundle: {name}")
+            if not p.is_file():
+                raise BundleError(f"bundle file missing: {name}")
+            if sha256(p) != meta.get("sha256"):
+                raise BundleError(f"bundle file {name} does not match its SHA-256 in manifest.json (tampered or corrupt)")
+
+    @property
+    def inputs(self) -> list[dict]:
+        return self.manifest["inputs"]
+
+    @property
+    def outputs(self) -> list[dict]:
+        return self.manifest["outputs"]
+
+    def session(self):
+        if self._session is None:
+            from .runtime.wasm import WasmPlan
+            wasm = self.path / WASM_VARIANTS[self.variant]
+            if not wasm.is_file():
+                raise BundleError(f"{self.path}: runtime file {wasm.name} missing")
+            self._session = WasmPlan(wasm, (self.path / "model.plan").read_bytes())
+        return self._session
+
+    def check_feeds(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        names = [i["name"] for i in self.inputs]
+        unknown = [k for k in feeds if k not in names]
+        if unknown:
+            raise InputError(f"unknown input(s) {', '.join(map(repr, unknown))}; this model takes "
+                             f"{', '.join(repr(n) for n in names)}")
+        missing = [n for n in names if n not in feeds]
+        if missing:
+            raise InputError(f"missing input(s) {', '.join(map(repr, missing))}")
+        out = {}
+        for spec in self.inputs:
+            a = np.asarray(feeds[spec["name"]])
+            want = np.dtype(spec["dtype"])
+            if a.dtype != want:
+                raise InputError(f"input '{spec['name']}': dtype {a.dtype}, expected {want}")
+            if tuple(a.shape) != tuple(spec["shape"]):
+                raise InputError(f"input '{spec['name']}': shape {list(a.shape)}, expected {spec['shape']}")
+            out[spec["name"]] = a
+        return out
+
+    def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        feeds = self.check_feeds(feeds)
+        s = self.session()
+        for spec in self.inputs:
+            s.write(spec["tensor"], feeds[spec["name"]])
+        s.run()
+        return {o["name"]: s.read(o["tensor"], np.dtype(o["dtype"]), tuple(o["shape"])) for o in self.outputs}
+
+
+def load_bundle(path: Path | str, variant: str = "simd") -> Bundle:
+    """Open a bundle directory (checks hashes) for running under wasmtime."""
+    return Bundle(path, variant)
+
+
+def dtype_name(code: int) -> str:
+    return DTYPES[code].name

@@ -1,0 +1,187 @@
+"""The `package` command.
+
+    package [--target web] MODEL.onnx -o OUT/      package a model into a bundle
+    package run BUNDLE --input NAME=FILE.npy       run a bundle, print or save its outputs
+    package inspect BUNDLE                          ops, tensors, arena and weight sizes
+    package bench BUNDLE                            latency percentiles after a timed warm-up
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+from .errors import PackagerError
+
+VERBS = ("run", "inspect", "bench")
+
+
+def _shape_arg(s: str) -> tuple[str, tuple[int, ...]]:
+    name, _, dims = s.rpartition("=")
+    try:
+        shape = tuple(int(d) for d in dims.lower().split("x")) if dims else ()
+    except ValueError:
+        shape = ()
+    if not name or not shape or any(d <= 0 for d in shape):
+        raise argparse.ArgumentTypeError(f"expected NAME=1x3x224x224, got '{s}'")
+    return name, shape
+
+
+def _file_arg(s: str) -> tuple[str, str]:
+    name, eq, path = s.partition("=")
+    if not eq or not name or not path:
+        raise argparse.ArgumentTypeError(f"expected NAME=FILE.npy, got '{s}'")
+    return name, path
+
+
+def _load_npy(path: str) -> np.ndarray:
+    try:
+        return np.load(path, allow_pickle=False)
+    except Exception as e:
+        raise PackagerError(f"{path}: not a readable .npy file ({e})") from None
+
+
+def cmd_package(argv: list[str]) -> int:
+    from .api import TARGETS, package
+    ap = argparse.ArgumentParser(prog="package", description="Package an ONNX model into a bundle for a target.",
+                                 epilog="other verbs: package run|inspect|bench BUNDLE (see package VERB --help)")
+    ap.add_argument("model", help="the .onnx file")
+    ap.add_argument("--target", default="web", choices=TARGETS)
+    ap.add_argument("-o", "--out", help="bundle directory (default: MODEL name + '.bundle')")
+    ap.add_argument("--input-shape", action="append", type=_shape_arg, default=[], metavar="NAME=1x3x224x224",
+                    help="static shape for an input with symbolic dimensions (default: each symbolic dim = 1)")
+    ap.add_argument("--const", action="append", type=_file_arg, default=[], metavar="NAME=FILE.npy",
+                    help="bind a graph input to a fixed value (it becomes a constant of the bundle)")
+    ap.add_argument("--no-verify", action="store_true", help="skip the run against onnxruntime after packaging")
+    a = ap.parse_args(argv)
+    out = a.out or str(Path(a.model).with_suffix("")) + ".bundle"
+    t0 = time.perf_counter()
+    path = package(a.model, target=a.target, out=out, input_shapes=dict(a.input_shape),
+                   constants={n: _load_npy(p) for n, p in a.const}, verify=not a.no_verify,
+                   log=lambda s: print(s, file=sys.stderr))
+    m = json.loads((path / "manifest.json").read_text())
+    p = m["plan"]
+    print(f"{path}: {p['nodes']} kernels, arena {p['arena_bytes'] / 1024:.1f} KiB, weights "
+          f"{p['weights_bytes'] / 1024:.1f} KiB, packaged in {time.perf_counter() - t0:.1f}s")
+    return 0
+
+
+def cmd_run(argv: list[str]) -> int:
+    from .bundle import load_bundle
+    ap = argparse.ArgumentParser(prog="package run", description="Run a bundle under wasmtime (the bundle's own wasm).")
+    ap.add_argument("bundle")
+    ap.add_argument("--input", action="append", type=_file_arg, default=[], metavar="NAME=FILE.npy")
+    ap.add_argument("--output", action="append", type=_file_arg, default=[], metavar="NAME=FILE.npy",
+                    help="save an output; without it outputs are printed")
+    ap.add_argument("--variant", default="simd", choices=["simd", "scalar", "relaxed"])
+    a = ap.parse_args(argv)
+    b = load_bundle(a.bundle, a.variant)
+    outs = b.run({n: _load_npy(p) for n, p in a.input})
+    saves = dict(a.output)
+    unknown = [n for n in saves if n not in outs]
+    if unknown:
+        raise PackagerError(f"--output names unknown output(s) {', '.join(unknown)}; outputs: {', '.join(outs)}")
+    for name, val in outs.items():
+        if name in saves:
+            np.save(saves[name], val)
+            print(f"{name}: {val.dtype}{list(val.shape)} -> {saves[name]}")
+        else:
+            with np.printoptions(precision=5, suppress=True, threshold=64):
+                print(f"{name}: {val.dtype}{list(val.shape)}\n{val}")
+    return 0
+
+
+def cmd_inspect(argv: list[str]) -> int:
+    from .bundle import load_bundle
+    from .plan import layout
+    from .plan.opcodes import Op
+    ap = argparse.ArgumentParser(prog="package inspect", description="Show what a bundle holds.")
+    ap.add_argument("bundle")
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args(argv)
+    b = load_bundle(a.bundle)
+    plan = layout.decode((b.path / "model.plan").read_bytes())
+    ops = Counter(Op(n.op).name if n.op in Op._value2member_map_ else f"op{n.op}" for n in plan.nodes)
+    info = {
+        "name": b.manifest["name"], "target": b.manifest["target"],
+        "inputs": b.inputs, "outputs": b.outputs,
+        "kernels": dict(ops.most_common()), "nodes": len(plan.nodes), "tensors": len(plan.tensors),
+        "arena_bytes": plan.arena_bytes, "intermediates_bytes": b.manifest["plan"]["intermediates_bytes"],
+        "weights_bytes": len(plan.weights),
+        "files": {k: v["bytes"] for k, v in b.manifest["files"].items()},
+        "verification": b.manifest.get("verification"),
+    }
+    if a.json:
+        print(json.dumps(info, indent=2))
+        return 0
+    kib = lambda n: f"{n / 1024:,.1f} KiB"  # noqa: E731
+    print(f"bundle   {b.path}  ({info['name']}, target {info['target']})")
+    for kind in ("inputs", "outputs"):
+        for s in info[kind]:
+            print(f"{kind[:-1]:<8} {s['name']}: {s['dtype']}{s['shape']}")
+    print(f"plan     {info['nodes']} kernel nodes, {info['tensors']} tensors")
+    print("kernels  " + ", ".join(f"{k} x{v}" for k, v in info["kernels"].items()))
+    saved = 1 - info["arena_bytes"] / info["intermediates_bytes"] if info["intermediates_bytes"] else 0
+    print(f"arena    {kib(info['arena_bytes'])} (all intermediates: {kib(info['intermediates_bytes'])}, "
+          f"{saved:.0%} saved by lifetime reuse)")
+    print(f"weights  {kib(info['weights_bytes'])}")
+    for f, n in info["files"].items():
+        print(f"file     {f:<24} {kib(n)}")
+    if info["verification"]:
+        print(f"verified {json.dumps(info['verification'])}")
+    return 0
+
+
+def cmd_bench(argv: list[str]) -> int:
+    from .api import random_inputs
+    from .bundle import load_bundle
+    ap = argparse.ArgumentParser(prog="package bench",
+                                 description="Latency of a bundle under wasmtime: warm-up by time, then percentiles.")
+    ap.add_argument("bundle")
+    ap.add_argument("--warmup", type=float, default=3.0, help="seconds of warm-up (default 3)")
+    ap.add_argument("--seconds", type=float, default=10.0, help="seconds of measurement (default 10)")
+    ap.add_argument("--variant", default="simd", choices=["simd", "scalar", "relaxed"])
+    a = ap.parse_args(argv)
+    b = load_bundle(a.bundle, a.variant)
+    feeds = b.check_feeds(random_inputs(b.inputs))
+    s = b.session()
+    for spec in b.inputs:
+        s.write(spec["tensor"], feeds[spec["name"]])
+    end = time.perf_counter() + a.warmup
+    while time.perf_counter() < end:
+        s.run()
+    times = []
+    end = time.perf_counter() + a.seconds
+    while time.perf_counter() < end or len(times) < 5:
+        t = time.perf_counter()
+        s.run()
+        times.append((time.perf_counter() - t) * 1e3)
+    p50, p95, p99 = np.percentile(times, [50, 95, 99])
+    print(f"{b.path.name} [{a.variant}, wasmtime, 1 thread]: p50 {p50:.3f} ms  p95 {p95:.3f} ms  p99 {p99:.3f} ms  "
+          f"({len(times)} runs)")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    verb = argv[0] if argv and argv[0] in VERBS else None
+    try:
+        if verb == "run":
+            return cmd_run(argv[1:])
+        if verb == "inspect":
+            return cmd_inspect(argv[1:])
+        if verb == "bench":
+            return cmd_bench(argv[1:])
+        return cmd_package(argv)
+    except PackagerError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

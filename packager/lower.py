@@ -1,0 +1,283 @@
+"""Lowering: a static ONNX graph -> a plan (tensor table, kernel nodes, packed weights, arena offsets).
+
+Each ONNX op has a lowering function in packager/ops/, registered with @lowers("OpType"). It reads
+shapes/attributes through LowerCtx and emits one or more kernel nodes; it raises UnsupportedError for
+anything the kernels cannot do exactly. Lowerings never touch the plan bytes directly."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Sequence
+
+import numpy as np
+import onnx
+from onnx import helper
+
+from .analyze import Graph
+from .errors import NeedsConstantError, PackagerError, UnsupportedError
+from .plan import layout
+from .plan.memory import Block, plan_memory
+from .plan.opcodes import CODES, DTYPES, MAX_IO, MAX_RANK, Op
+
+LowerFn = Callable[["LowerCtx", onnx.NodeProto], None]
+REGISTRY: dict[str, LowerFn] = {}
+
+
+def lowers(*op_types: str) -> Callable[[LowerFn], LowerFn]:
+    """Register a lowering function for ONNX op types (default domain)."""
+    def deco(fn: LowerFn) -> LowerFn:
+        for t in op_types:
+            if t in REGISTRY:
+                raise RuntimeError(f"two lowerings registered for {t}")
+            REGISTRY[t] = fn
+        return fn
+    return deco
+
+
+@dataclass
+class Tensor:
+    name: str
+    dtype: int
+    shape: tuple[int, ...]
+    data: bytes | None = None       # weights: the bytes to store in the plan
+    alias: str | None = None        # arena tensor sharing another's bytes
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * DTYPES[self.dtype].itemsize
+
+
+@dataclass
+class Emitted:
+    op: Op
+    inputs: list[str | None]
+    outputs: list[str]
+    params: list[int]
+    scratch_bytes: int
+    onnx_node: str
+
+
+@dataclass
+class LoweredPlan:
+    plan: layout.Plan
+    names: list[str]                         # tensor id -> name
+    node_sources: list[str]                  # plan node -> ONNX node name
+    intermediates_bytes: int                 # sum of all arena tensors if none shared memory
+    report: dict = field(default_factory=dict)
+
+
+class LowerCtx:
+    """What a lowering function may ask and do."""
+
+    def __init__(self, graph: Graph) -> None:
+        self.graph = graph
+        self.opset = graph.opset
+        self.tensors: dict[str, Tensor] = {}
+        self.emitted: list[Emitted] = []
+        self._current = ""
+        self._counter = 0
+
+    # -- queries ---------------------------------------------------------------------------------
+    def shape(self, name: str) -> tuple[int, ...]:
+        if name in self.tensors:
+            return self.tensors[name].shape
+        try:
+            return self.graph.shapes[name]
+        except KeyError:
+            raise PackagerError(f"no static shape known for '{name}'") from None
+
+    def dtype(self, name: str) -> np.dtype:
+        code = self.tensors[name].dtype if name in self.tensors else self.graph.dtypes.get(name, 0)
+        if code not in DTYPES:
+            name_s = onnx.TensorProto.DataType.Name(code) if code else "unknown"
+            raise UnsupportedError(self._node.op_type, self._current, self.opset,
+                                   f"tensor '{name}' has dtype {name_s}, which the runtime does not support")
+        return DTYPES[code]
+
+    def const(self, name: str) -> np.ndarray | None:
+        return self.graph.consts.get(name) if name else None
+
+    def attrs(self, node: onnx.NodeProto) -> dict:
+        return {a.name: helper.get_attribute_value(a) for a in node.attribute}
+
+    def require_const(self, node: onnx.NodeProto, *names: str) -> list[np.ndarray]:
+        missing = [n for n in names if n and n not in self.graph.consts]
+        if missing:
+            raise NeedsConstantError(node.op_type, node.name or node.output[0], self.opset, missing)
+        return [self.graph.consts[n] if n else None for n in names]
+
+    def unsupported(self, node: onnx.NodeProto, reason: str) -> UnsupportedError:
+        return UnsupportedError(node.op_type, node.name or node.output[0], self.opset, reason)
+
+    def check_dtypes(self, node: onnx.NodeProto, allowed: Iterable[type], names: Sequence[str] | None = None) -> None:
+        """Refuse the node unless every named (default: all) input and output has one of `allowed` dtypes."""
+        ok = {np.dtype(a) for a in allowed}
+        for n in (names if names is not None else [*node.input, *node.output]):
+            if n and self.dtype(n) not in ok:
+                raise self.unsupported(node, f"dtype {self.dtype(n)} of '{n}' is not supported "
+                                             f"(supported: {', '.join(sorted(str(d) for d in ok))})")
+
+    # -- building --------------------------------------------------------------------------------
+    def weight(self, array: np.ndarray, hint: str = "w") -> str:
+        """Add a (packed) weight tensor; returns its name."""
+        array = np.ascontiguousarray(array)
+        if array.dtype not in CODES:
+            raise PackagerError(f"weight dtype {array.dtype} not storable")
+        name = self._fresh(hint)
+        self.tensors[name] = Tensor(name, CODES[array.dtype], tuple(array.shape), array.tobytes())
+        return name
+
+    def temp(self, shape: Sequence[int], dtype: type = np.float32, hint: str = "t") -> str:
+        """A new intermediate arena tensor (for lowerings that emit several kernels)."""
+        name = self._fresh(hint)
+        self.tensors[name] = Tensor(name, CODES[np.dtype(dtype)], tuple(int(d) for d in shape))
+        return name
+
+    def emit(self, op: Op, inputs: Sequence[str | None], outputs: Sequence[str],
+             params: Sequence[int | float | np.integer | np.floating] = (), scratch_bytes: int = 0) -> None:
+        if len(inputs) > MAX_IO or len(outputs) > MAX_IO:
+            raise PackagerError(f"{op.name}: more than {MAX_IO} inputs/outputs")
+        for n in [*inputs, *outputs]:
+            if n:
+                self._ensure(n)
+        words = []
+        for p in params:
+            if isinstance(p, (float, np.floating)):
+                words.append(layout.f32_bits(float(p)))
+            else:
+                v = int(p)
+                if not -2**31 <= v < 2**31:
+                    raise PackagerError(f"{op.name}: parameter {v} does not fit in 32 bits")
+                words.append(v)
+        self.emitted.append(Emitted(op, list(inputs), list(outputs), words, int(scratch_bytes), self._current))
+
+    def alias(self, out: str, src: str) -> None:
+        """`out` is `src` reinterpreted (Reshape, Flatten, Squeeze, ...): same bytes, no kernel."""
+        self._ensure(src)
+        if src in self.graph.consts:   # a view of a weight is itself a weight
+            self.tensors[out] = Tensor(out, self.tensors[src].dtype, self.shape(out), self.tensors[src].data)
+            return
+        self.tensors[out] = Tensor(out, self.tensors[src].dtype, self.shape(out), alias=src)
+
+    # -- internals -------------------------------------------------------------------------------
+    def _fresh(self, hint: str) -> str:
+        self._counter += 1
+        return f"{self._current or 'plan'}::{hint}{self._counter}"
+
+    def _ensure(self, name: str) -> None:
+        if name in self.tensors:
+            return
+        shape = self.shape(name)
+        if len(shape) > MAX_RANK:
+            raise PackagerError(f"tensor '{name}' has rank {len(shape)} > {MAX_RANK}")
+        code = self.graph.dtypes.get(name, 0)
+        if code not in DTYPES:
+            raise UnsupportedError(getattr(self, "_node", onnx.NodeProto()).op_type or "graph", self._current,
+                                   self.opset, f"tensor '{name}' has dtype "
+                                   f"{onnx.TensorProto.DataType.Name(code) if code else 'unknown'}, unsupported")
+        c = self.graph.consts.get(name)
+        data = np.ascontiguousarray(c).astype(DTYPES[code], copy=False).tobytes() if c is not None else None
+        self.tensors[name] = Tensor(name, code, shape, data)
+
+
+def _load_ops() -> None:
+    import importlib
+    import pkgutil
+    from . import ops
+    for m in pkgutil.iter_modules(ops.__path__):
+        importlib.import_module(f"{ops.__name__}.{m.name}")
+
+
+def lower(graph: Graph) -> LoweredPlan:
+    _load_ops()
+    ctx = LowerCtx(graph)
+    for name in graph.inputs:
+        ctx._ensure(name)
+    for node in graph.nodes:
+        ctx._current = node.name or node.output[0]
+        ctx._node = node
+        if node.domain not in ("", "ai.onnx"):
+            raise UnsupportedError(node.op_type, ctx._current, graph.opset,
+                                   f"custom domain '{node.domain}' is not supported", domain=node.domain)
+        fn = REGISTRY.get(node.op_type)
+        if fn is None:
+            raise UnsupportedError(node.op_type, ctx._current, graph.opset, "no edgepack kernel for this op")
+        fn(ctx, node)
+        for o in node.output:
+            if o and o not in ctx.tensors:
+                raise PackagerError(f"internal: lowering of {node.op_type} did not produce '{o}'")
+    ctx._current = "output"
+    # Outputs that are weights or duplicates of another output/input need a copy into their own arena tensor.
+    out_names: list[str] = []
+    for o in graph.outputs:
+        ctx._ensure(o)
+        t = ctx.tensors[o]
+        if t.data is not None or o in out_names:
+            dst = ctx.temp(t.shape, DTYPES[t.dtype], "out")
+            ctx.emit(Op.COPY, [o], [dst], [])
+            o = dst
+        out_names.append(o)
+    return _assemble(ctx, graph.inputs, out_names)
+
+
+def _root(ctx: LowerCtx, name: str) -> str:
+    while ctx.tensors[name].alias:
+        name = ctx.tensors[name].alias
+    return name
+
+
+def _assemble(ctx: LowerCtx, inputs: list[str], outputs: list[str]) -> LoweredPlan:
+    names = list(ctx.tensors)
+    ids = {n: i for i, n in enumerate(names)}
+    n_steps = len(ctx.emitted)
+    first: dict[str, int] = {}
+    last: dict[str, int] = {}
+
+    def touch(name: str, step: int) -> None:
+        r = _root(ctx, name)
+        first[r] = min(first.get(r, step), step)
+        last[r] = max(last.get(r, step), step)
+
+    for name in inputs:
+        touch(name, -1)
+    for step, e in enumerate(ctx.emitted):
+        for n in [*e.inputs, *e.outputs]:
+            if n:
+                touch(n, step)
+    for name in outputs:
+        touch(name, n_steps)
+    # Weights: concatenated, each 64-aligned.
+    weights = bytearray()
+    w_off: dict[str, int] = {}
+    for n in names:
+        t = ctx.tensors[n]
+        if t.data is not None:
+            key = id(t.data)
+            w_off[n] = len(weights)
+            weights += t.data
+            weights += b"\0" * (-len(weights) % layout.ALIGN)
+    blocks = [Block(ids[r], ctx.tensors[r].nbytes, first[r], last[r]) for r in first if ctx.tensors[r].data is None]
+    scratch_key = {}
+    for step, e in enumerate(ctx.emitted):
+        if e.scratch_bytes:
+            key = len(names) + step
+            scratch_key[step] = key
+            blocks.append(Block(key, e.scratch_bytes, step, step))
+    offsets, arena = plan_memory(blocks)
+    tensors = []
+    for n in names:
+        t = ctx.tensors[n]
+        if t.data is not None:
+            tensors.append(layout.TensorEntry(t.dtype, layout.WEIGHTS, w_off[n], t.nbytes, t.shape))
+        else:
+            r = _root(ctx, n)
+            off = offsets.get(ids[r], 0)   # never-used tensors get offset 0 with size checked below
+            tensors.append(layout.TensorEntry(t.dtype, layout.ARENA, off, t.nbytes, t.shape))
+            arena = max(arena, off + t.nbytes)
+    nodes = [layout.NodeEntry(int(e.op), [ids[i] if i else -1 for i in e.inputs], [ids[o] for o in e.outputs],
+                              e.params, offsets.get(scratch_key.get(s, -1), 0), e.scratch_bytes)
+             for s, e in enumerate(ctx.emitted)]
+    arena = (arena + layout.ALIGN - 1) // layout.ALIGN * layout.ALIGN
+    plan = layout.Plan(tensors, nodes, [ids[i] for i in inputs], [ids[o] for o in outputs], bytes(weights), arena)
+    intermediates = sum(ctx.tensors[r].nbytes for r in first if ctx.tensors[r].data is None) + \
+        sum(e.scratch_bytes for e in ctx.emitted)
+    return LoweredPlan(plan, names, [e.onnx_node for e in ctx.emitted], intermediates)

@@ -1,0 +1,1 @@
+"""Runtimes the packager drives from Python: the bundle's own .wasm under wasmtime."""

@@ -1,0 +1,89 @@
+"""Run a plan with the exact .wasm a browser gets, under wasmtime."""
+from __future__ import annotations
+
+import hashlib
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+import wasmtime
+
+from ..errors import RuntimeFailure
+
+PAGE = 65536
+
+
+@lru_cache(maxsize=None)
+def _engine() -> wasmtime.Engine:
+    cfg = wasmtime.Config()
+    cfg.wasm_simd = True
+    cfg.wasm_relaxed_simd = True
+    return wasmtime.Engine(cfg)
+
+
+@lru_cache(maxsize=8)
+def _compiled(digest: str, code: bytes) -> wasmtime.Module:
+    return wasmtime.Module(_engine(), code)
+
+
+def _module(path: str) -> wasmtime.Module:
+    """Compiled once per distinct binary: every bundle carries its own copy of the same .wasm."""
+    code = Path(path).read_bytes()
+    return _compiled(hashlib.sha256(code).hexdigest(), code)
+
+
+def _align(n: int, a: int = 64) -> int:
+    return (n + a - 1) // a * a
+
+
+class WasmPlan:
+    """One wasm instance holding one plan and its arena. Tensor ids come from the manifest."""
+
+    def __init__(self, wasm_path: Path | str, plan: bytes) -> None:
+        wasm_path = str(wasm_path)
+        self.store = wasmtime.Store(_engine())
+        inst = wasmtime.Instance(self.store, _module(wasm_path), [])
+        self.ex = inst.exports(self.store)
+        if "_initialize" in self.ex:
+            self.ex["_initialize"](self.store)
+        self.mem: wasmtime.Memory = self.ex["memory"]
+        plan_ptr = _align(self.ex["ep_heap_base"](self.store))
+        self._reserve(plan_ptr + len(plan))
+        self.mem.write(self.store, plan, plan_ptr)
+        self._check(self.ex["ep_open"](self.store, plan_ptr, len(plan)), "opening the plan")
+        arena_bytes = self.ex["ep_arena_bytes"](self.store)
+        arena_ptr = _align(plan_ptr + len(plan))
+        self._reserve(arena_ptr + arena_bytes)
+        self._check(self.ex["ep_bind"](self.store, arena_ptr, arena_bytes), "binding the arena")
+        self.vec = self._cstr(self.ex["ep_vec_name"](self.store))
+
+    def _reserve(self, end: int) -> None:
+        have = self.mem.data_len(self.store)
+        if end > have:
+            self.mem.grow(self.store, (end - have + PAGE - 1) // PAGE)
+
+    def _cstr(self, ptr: int) -> str:
+        raw = self.mem.read(self.store, ptr, ptr + 256)
+        return bytes(raw[: raw.index(0)]).decode()
+
+    def _check(self, status: int, what: str) -> None:
+        if status != 0:
+            msg = self._cstr(self.ex["ep_status_str"](self.store, status))
+            raise RuntimeFailure(f"edgepack runtime refused {what}: {msg} (status {status})")
+
+    def write(self, tensor_id: int, array: np.ndarray) -> None:
+        ptr = self.ex["ep_tensor_data"](self.store, tensor_id)
+        n = self.ex["ep_tensor_nbytes"](self.store, tensor_id)
+        data = np.ascontiguousarray(array).tobytes()
+        if not ptr or len(data) != n:
+            raise RuntimeFailure(f"tensor {tensor_id}: expected {n} bytes, got {len(data)}")
+        self.mem.write(self.store, data, ptr)
+
+    def read(self, tensor_id: int, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
+        ptr = self.ex["ep_tensor_data"](self.store, tensor_id)
+        n = self.ex["ep_tensor_nbytes"](self.store, tensor_id)
+        raw = self.mem.read(self.store, ptr, ptr + n)
+        return np.frombuffer(bytes(raw), dtype=dtype).reshape(shape).copy()
+
+    def run(self) -> None:
+        self._check(self.ex["ep_run"](self.store), "running the plan")

@@ -1,0 +1,187 @@
+"""ONNX backend node conformance: every case of onnx.backend.test.case.node through package -> bundle -> wasmtime.
+
+    python -m tests.conformance.runner [--ops Relu,Conv] [--json results.json] [--variant simd|scalar]
+
+Each case ends as one of:
+  pass      packaged, ran, outputs match the case's expected outputs (rtol 1e-3, atol 1e-5)
+  rejected  refused at package time with a PackagerError naming op, node and opset (the designed outcome
+            for ops, dtypes and attributes edgepack does not support)
+  fail      packaged but outputs differ, or the runtime refused the plan   <- a bug
+  crash     any other exception                                             <- a bug
+Inputs that an op needs at package time (Reshape's shape, Slice's starts, ...) are bound as constants
+(the CLI's --const), as an exporter would have made them initializers.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+RTOL, ATOL = 1e-3, 1e-5
+CASE_TIMEOUT_S = 60
+
+
+def collect(ops: set[str] | None = None):
+    from onnx.backend.test.case import node
+    from onnx.backend.test.case.utils import import_recursive
+    import_recursive(node)
+    cases = node.collect_testcases("all") if hasattr(node, "collect_testcases") else []
+    out = []
+    for c in cases:
+        op = c.model.graph.node[0].op_type if c.model.graph.node else "?"
+        # the op under test: the case name's op family, for multi-node cases the first node of that op
+        if ops and not (ops & {n.op_type for n in c.model.graph.node}):
+            continue
+        out.append((c, _op_of(c)))
+    return out
+
+
+def _op_of(case) -> str:
+    types = [n.op_type for n in case.model.graph.node]
+    name = case.name.lower().replace("test_", "", 1).replace("_", "")
+    for t in sorted(set(types), key=len, reverse=True):
+        if name.startswith(t.lower()):
+            return t
+    return types[0] if types else "?"
+
+
+def is_float32_case(case) -> bool:
+    import onnx
+    g = case.model.graph
+    elem = [vi.type.tensor_type.elem_type for vi in list(g.input) + list(g.output)]
+    return bool(elem) and onnx.TensorProto.FLOAT in elem and all(
+        e in (onnx.TensorProto.FLOAT, onnx.TensorProto.INT64, onnx.TensorProto.BOOL) for e in elem)
+
+
+class _Timeout(Exception):
+    pass
+
+
+def _alarm(signum, frame):
+    raise _Timeout()
+
+
+def run_case(case, workdir: Path, variant: str = "simd") -> tuple[str, str]:
+    from packager import load_bundle, package
+    from packager.errors import NeedsConstantError, PackagerError
+    data = case.data_sets[0] if case.data_sets else None
+    if data is None:
+        return "rejected", "no data set"
+    ins, expected = data
+    g = case.model.graph
+    init_names = {i.name for i in g.initializer}
+    in_names = [vi.name for vi in g.input if vi.name not in init_names]
+    feeds = {n: np.asarray(v) for n, v in zip(in_names, ins)}
+    consts: dict[str, np.ndarray] = {}
+    out = workdir / "bundle"
+    signal.signal(signal.SIGALRM, _alarm)
+    signal.alarm(CASE_TIMEOUT_S)
+    try:
+        for _ in range(4):
+            try:
+                package(case.model, target="web", out=out, constants=consts, verify=False,
+                        input_shapes={n: tuple(v.shape) for n, v in feeds.items() if n not in consts})
+                break
+            except NeedsConstantError as e:
+                new = [n for n in e.names if n in feeds and n not in consts]
+                if not new:
+                    return "rejected", str(e)
+                consts.update({n: feeds[n] for n in new})
+        else:
+            return "rejected", "too many constant inputs"
+        b = load_bundle(out, variant)
+        got = b.run({n: v for n, v in feeds.items() if n not in consts})
+    except PackagerError as e:
+        kind = "fail" if type(e).__name__ in ("RuntimeFailure",) else "rejected"
+        return kind, str(e).splitlines()[0][:300]
+    except _Timeout:
+        return "crash", f"timeout after {CASE_TIMEOUT_S}s"
+    except Exception as e:  # noqa: BLE001 - everything else is a bug to report
+        return "crash", f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
+    finally:
+        signal.alarm(0)
+    out_names = [o.name for o in g.output]
+    for name, want in zip(out_names, expected):
+        want = np.asarray(want)
+        have = got.get(name)
+        if have is None or have.shape != want.shape:
+            return "fail", f"output {name}: shape {None if have is None else have.shape} != {want.shape}"
+        if want.dtype.kind == "f":
+            if not np.allclose(have, want, rtol=RTOL, atol=ATOL, equal_nan=True):
+                err = np.nanmax(np.abs(have.astype(np.float64) - want))
+                return "fail", f"output {name}: max abs diff {err:.3g}"
+        elif not np.array_equal(have, want):
+            return "fail", f"output {name}: values differ"
+    return "pass", ""
+
+
+def run_all(ops: set[str] | None = None, variant: str = "simd", float32_only: bool = False,
+            progress: bool = False) -> list[dict]:
+    results = []
+    cases = collect(ops)
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, (case, op) in enumerate(cases):
+            t = time.perf_counter()
+            f32 = is_float32_case(case)
+            if float32_only and not f32:
+                continue
+            status, why = run_case(case, Path(tmp), variant)
+            results.append({"case": case.name, "op": op, "float32": f32, "status": status, "why": why,
+                            "seconds": round(time.perf_counter() - t, 3)})
+            if progress and (i % 100 == 0):
+                print(f"  {i}/{len(cases)}", file=sys.stderr)
+    return results
+
+
+def table(results: list[dict]) -> str:
+    per = defaultdict(lambda: defaultdict(int))
+    for r in results:
+        per[r["op"]][r["status"]] += 1
+        if r["float32"]:
+            per[r["op"]]["f32"] += 1
+    rows = [f"{'op':<28}{'cases':>6}{'f32':>6}{'pass':>6}{'rej':>6}{'fail':>6}{'crash':>6}"]
+    tot = defaultdict(int)
+    for op in sorted(per):
+        c = per[op]
+        n = sum(c[k] for k in ("pass", "rejected", "fail", "crash"))
+        if not c["pass"] and not c["fail"] and not c["crash"]:
+            tot["rejected_ops"] += 1
+        for k in ("pass", "rejected", "fail", "crash", "f32"):
+            tot[k] += c[k]
+        tot["cases"] += n
+        if c["pass"] or c["fail"] or c["crash"]:
+            rows.append(f"{op:<28}{n:>6}{c['f32']:>6}{c['pass']:>6}{c['rejected']:>6}{c['fail']:>6}{c['crash']:>6}")
+    rows.append(f"{'(' + str(tot['rejected_ops']) + ' ops rejected whole)':<28}")
+    rows.append(f"{'total':<28}{tot['cases']:>6}{tot['f32']:>6}{tot['pass']:>6}{tot['rejected']:>6}"
+                f"{tot['fail']:>6}{tot['crash']:>6}")
+    return "\n".join(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ops", help="comma-separated op types to run (default: all)")
+    ap.add_argument("--variant", default="simd", choices=["simd", "scalar", "relaxed"])
+    ap.add_argument("--json", help="write per-case results here")
+    ap.add_argument("--show", choices=["fail", "crash", "rejected", "pass"], action="append", default=[],
+                    help="list cases with this status")
+    a = ap.parse_args(argv)
+    ops = set(a.ops.split(",")) if a.ops else None
+    results = run_all(ops, a.variant, progress=True)
+    print(table(results))
+    for r in results:
+        if r["status"] in a.show or r["status"] in ("fail", "crash"):
+            print(f"{r['status']:>8}  {r['case']}: {r['why']}")
+    if a.json:
+        Path(a.json).write_text(json.dumps(results, indent=1))
+    return 0 if not any(r["status"] in ("fail", "crash") for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

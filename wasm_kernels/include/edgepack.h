@@ -1,0 +1,75 @@
+/* edgepack runtime core: public C API.
+ * The core allocates nothing. The host gives it the plan bytes (which must stay unchanged and
+ * alive while the context is used) and one arena of ep_arena_bytes() bytes, 64-byte aligned.
+ * All functions return an ep_status; ep_status_str() names it. The plan is untrusted input:
+ * ep_open() validates every offset, length, id, shape and kernel parameter before anything runs. */
+#ifndef EDGEPACK_H
+#define EDGEPACK_H
+#include <stddef.h>
+#include <stdint.h>
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+  EP_OK = 0,
+  EP_E_TRUNCATED = 1,    /* the plan is shorter than its header or a section says */
+  EP_E_MAGIC = 2,        /* not a plan */
+  EP_E_VERSION = 3,      /* plan format version not supported by this runtime */
+  EP_E_BOUNDS = 4,       /* an offset/length/id points outside its section */
+  EP_E_TENSOR = 5,       /* a tensor entry is inconsistent (dtype, rank, size) */
+  EP_E_OP = 6,           /* unknown kernel id or wrong number of inputs/outputs */
+  EP_E_PARAM = 7,        /* kernel parameters invalid or inconsistent with shapes */
+  EP_E_SHAPE = 8,        /* tensor shapes inconsistent with the kernel */
+  EP_E_DTYPE = 9,        /* tensor dtype not supported by the kernel */
+  EP_E_ARENA = 10,       /* arena missing or misaligned */
+  EP_E_INDEX = 11,       /* a runtime index (Gather, ...) is out of range */
+  EP_E_STATE = 12,       /* call order wrong (run before open/bind) */
+  EP_E_ALIGN = 13        /* plan buffer misaligned */
+} ep_status;
+
+/* Tensor element types use ONNX TensorProto codes. */
+enum { EP_F32 = 1, EP_U8 = 2, EP_I8 = 3, EP_I32 = 6, EP_I64 = 7, EP_BOOL = 9, EP_F16 = 10 };
+
+#define EP_MAX_RANK 8
+
+typedef struct {
+  const uint8_t *plan;
+  uint32_t plan_bytes;
+  uint8_t *arena;
+  uint32_t arena_bytes;
+  uint32_t n_tensors, n_nodes, n_inputs, n_outputs;
+  uint32_t tensors_off, nodes_off, ints_off, ints_count, weights_off, weights_bytes;
+  uint32_t inputs_at, outputs_at;
+  uint32_t opened;
+} ep_ctx;
+
+typedef struct {
+  uint32_t dtype;
+  uint32_t rank;
+  int32_t dims[EP_MAX_RANK];
+  uint32_t nbytes;
+} ep_tensor_info;
+
+const char *ep_status_str(ep_status s);
+/* Validate the plan and fill ctx. plan must be 64-byte aligned (weights are read in place). */
+ep_status ep_open(ep_ctx *ctx, const uint8_t *plan, uint32_t plan_bytes);
+uint32_t ep_arena_bytes(const ep_ctx *ctx);
+/* Hand the core its arena (64-byte aligned, at least ep_arena_bytes()). */
+ep_status ep_bind(ep_ctx *ctx, uint8_t *arena, uint32_t arena_bytes);
+/* Run every node in plan order. Inputs must have been written to their tensors first. */
+ep_status ep_run(ep_ctx *ctx);
+/* Graph inputs/outputs, in manifest order: their tensor ids. */
+uint32_t ep_num_inputs(const ep_ctx *ctx);
+uint32_t ep_num_outputs(const ep_ctx *ctx);
+int32_t ep_input_id(const ep_ctx *ctx, uint32_t i);
+int32_t ep_output_id(const ep_ctx *ctx, uint32_t i);
+/* Where a tensor lives (after ep_bind), and its description. NULL/EP_E_BOUNDS on a bad id. */
+uint8_t *ep_tensor_data(const ep_ctx *ctx, uint32_t id);
+ep_status ep_tensor_describe(const ep_ctx *ctx, uint32_t id, ep_tensor_info *out);
+const char *ep_vec_name(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

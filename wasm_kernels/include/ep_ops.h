@@ -1,0 +1,37 @@
+/* Kernel ids: the `op` field of a plan node. Stable numbers: they are part of the plan format.
+ * packager/plan/opcodes.py mirrors this list (a test checks both agree). Never renumber; append. */
+#ifndef EP_OPS_H
+#define EP_OPS_H
+#define EP_OP_LIST(X) \
+  X(1, UNARY)          /* elementwise unary f32, params[0] = ep_unary_fn, then fn params */ \
+  X(2, BINARY)         /* elementwise binary with broadcasting, params[0] = ep_binary_fn */ \
+  X(3, WHERE)          \
+  X(4, CAST)           \
+  X(5, CONV)           \
+  X(6, CONV_TRANSPOSE) \
+  X(7, GEMM)           \
+  X(8, MATMUL)         \
+  X(9, POOL)           \
+  X(10, GLOBAL_POOL)   \
+  X(11, BATCHNORM)     \
+  X(12, SOFTMAX)       \
+  X(13, LAYERNORM)     \
+  X(14, REDUCE)        \
+  X(15, CONCAT)        \
+  X(16, SPLIT)         \
+  X(17, SLICE)         \
+  X(18, GATHER)        \
+  X(19, TRANSPOSE)     \
+  X(20, COPY)          /* byte copy: Reshape/Flatten/Squeeze/Unsqueeze/Identity when not aliased */ \
+  X(21, PAD)           \
+  X(22, EXPAND)        \
+  X(23, RESIZE)        \
+  X(24, DEPTHWISE_CONV)
+
+enum ep_op {
+#define EP_OP_ENUM(n, name) EP_OP_##name = n,
+  EP_OP_LIST(EP_OP_ENUM)
+#undef EP_OP_ENUM
+  EP_OP_COUNT
+};
+#endif

@@ -1,0 +1,37 @@
+/* Kernel table: op id -> arity and the check/run pair of its family file. */
+#include "ep_dispatch.h"
+
+/* min_in, max_in, min_out, max_out per op. Variadic ops (Concat, Split) take up to EP_MAX_IO. */
+#define K(name, a, b, c, d) [EP_OP_##name] = {a, b, c, d, ep_check_##name, ep_run_##name}
+static const ep_kernel kernels[EP_OP_COUNT] = {
+  K(UNARY, 1, 1, 1, 1),
+  K(BINARY, 2, 2, 1, 1),
+  K(WHERE, 3, 3, 1, 1),
+  K(CAST, 1, 1, 1, 1),
+  K(CONV, 2, 4, 1, 1),            /* X, packed W, bias?, residual? */
+  K(CONV_TRANSPOSE, 2, 3, 1, 1),
+  K(GEMM, 2, 4, 1, 1),            /* A, B, C?, residual? */
+  K(MATMUL, 2, 2, 1, 1),
+  K(POOL, 1, 1, 1, 1),
+  K(GLOBAL_POOL, 1, 1, 1, 1),
+  K(BATCHNORM, 5, 5, 1, 1),
+  K(SOFTMAX, 1, 1, 1, 1),
+  K(LAYERNORM, 1, 3, 1, 1),
+  K(REDUCE, 1, 1, 1, 1),
+  K(CONCAT, 1, EP_MAX_IO, 1, 1),
+  K(SPLIT, 1, 1, 1, EP_MAX_IO),
+  K(SLICE, 1, 1, 1, 1),
+  K(GATHER, 2, 2, 1, 1),
+  K(TRANSPOSE, 1, 1, 1, 1),
+  K(COPY, 1, 1, 1, 1),
+  K(PAD, 1, 2, 1, 1),
+  K(EXPAND, 1, 1, 1, 1),
+  K(RESIZE, 1, 1, 1, 1),
+  K(DEPTHWISE_CONV, 2, 4, 1, 1),
+};
+#undef K
+
+const ep_kernel *ep_kernel_for(uint32_t op) {
+  if (op == 0 || op >= EP_OP_COUNT || kernels[op].run == 0) return 0;
+  return &kernels[op];
+}

@@ -1,0 +1,28 @@
+/* Freestanding float math (no libm): accurate to a few ulp over the full float range,
+ * with IEEE special cases (inf, nan, signed zero) handled as libm does. Scalar and f32x4 forms. */
+#ifndef EP_MATH_H
+#define EP_MATH_H
+#include <stdint.h>
+#include "ep_vec.h"
+
+float ep_expf(float x);
+float ep_logf(float x);
+float ep_tanhf(float x);
+float ep_erff(float x);
+float ep_powf(float x, float y);
+float ep_sqrtf(float x);      /* maps to the sqrt instruction */
+float ep_floorf(float x);
+float ep_ceilf(float x);
+float ep_roundf_even(float x); /* round half to even, as ONNX Round and QuantizeLinear */
+float ep_fabsf(float x);
+float ep_sinf(float x);
+float ep_cosf(float x);
+float ep_nanf(void);
+float ep_inff(void);
+int ep_isnan(float x);
+/* Vector forms for the hot activations; lane-wise identical in accuracy to the scalar forms. */
+f32x4 ep_expf4(f32x4 x);
+f32x4 ep_tanhf4(f32x4 x);
+f32x4 ep_erff4(f32x4 x);
+f32x4 ep_sigmoidf4(f32x4 x);
+#endif

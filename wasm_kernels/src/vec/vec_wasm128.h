@@ -1,0 +1,49 @@
+/* WebAssembly SIMD128 implementation of the vector layer. */
+#ifndef EP_VEC_WASM128_H
+#define EP_VEC_WASM128_H
+#include <wasm_simd128.h>
+#define EP_VEC_NAME "wasm-simd128"
+typedef v128_t f32x4;
+typedef v128_t i32x4;
+typedef v128_t i16x8;
+typedef v128_t i8x16;
+
+static inline f32x4 f32x4_load(const float *p) { return wasm_v128_load(p); }
+static inline void f32x4_store(float *p, f32x4 v) { wasm_v128_store(p, v); }
+static inline f32x4 f32x4_splat(float x) { return wasm_f32x4_splat(x); }
+static inline f32x4 f32x4_zero(void) { return wasm_f32x4_splat(0.0f); }
+static inline f32x4 f32x4_add(f32x4 a, f32x4 b) { return wasm_f32x4_add(a, b); }
+static inline f32x4 f32x4_sub(f32x4 a, f32x4 b) { return wasm_f32x4_sub(a, b); }
+static inline f32x4 f32x4_mul(f32x4 a, f32x4 b) { return wasm_f32x4_mul(a, b); }
+static inline f32x4 f32x4_div(f32x4 a, f32x4 b) { return wasm_f32x4_div(a, b); }
+/* pmin/pmax lower to single minps/maxps on x86; NaN semantics differ from IEEE min/max only when an operand is NaN. */
+static inline f32x4 f32x4_max(f32x4 a, f32x4 b) { return wasm_f32x4_pmax(a, b); }
+static inline f32x4 f32x4_min(f32x4 a, f32x4 b) { return wasm_f32x4_pmin(a, b); }
+#if defined(__wasm_relaxed_simd__)
+#define EP_VEC_FUSED 1
+static inline f32x4 f32x4_fma(f32x4 acc, f32x4 a, f32x4 b) { return wasm_f32x4_relaxed_madd(a, b, acc); }
+#else
+static inline f32x4 f32x4_fma(f32x4 acc, f32x4 a, f32x4 b) { return wasm_f32x4_add(acc, wasm_f32x4_mul(a, b)); }
+#endif
+static inline float f32x4_hsum(f32x4 v) {
+  return wasm_f32x4_extract_lane(v, 0) + wasm_f32x4_extract_lane(v, 1) +
+         wasm_f32x4_extract_lane(v, 2) + wasm_f32x4_extract_lane(v, 3);
+}
+static inline float f32x4_hmax(f32x4 v) {
+  float a = wasm_f32x4_extract_lane(v, 0), b = wasm_f32x4_extract_lane(v, 1);
+  float c = wasm_f32x4_extract_lane(v, 2), d = wasm_f32x4_extract_lane(v, 3);
+  a = a > b ? a : b; c = c > d ? c : d; return a > c ? a : c;
+}
+/* Broadcast lane L of v to all lanes. */
+#define f32x4_lane_splat(v, L) wasm_i32x4_shuffle((v), (v), L, L, L, L)
+
+static inline i32x4 i32x4_load(const int32_t *p) { return wasm_v128_load(p); }
+static inline void i32x4_store(int32_t *p, i32x4 v) { wasm_v128_store(p, v); }
+static inline i32x4 i32x4_splat(int32_t x) { return wasm_i32x4_splat(x); }
+static inline i32x4 i32x4_add(i32x4 a, i32x4 b) { return wasm_i32x4_add(a, b); }
+static inline i16x8 i16x8_load_i8(const int8_t *p) { return wasm_i16x8_load8x8(p); }   /* widen 8 x i8 */
+static inline i16x8 i16x8_load_u8(const uint8_t *p) { return wasm_u16x8_load8x8(p); }  /* widen 8 x u8 */
+/* acc += pairwise dot of i16 lanes: acc[i] += a[2i]*b[2i] + a[2i+1]*b[2i+1] */
+static inline i32x4 i32x4_dot_i16x8_add(i32x4 acc, i16x8 a, i16x8 b) { return wasm_i32x4_add(acc, wasm_i32x4_dot_i16x8(a, b)); }
+static inline f32x4 f32x4_from_i32x4(i32x4 v) { return wasm_f32x4_convert_i32x4(v); }
+#endif
