@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
-# Idempotent set-up for a fresh Debian 12 machine: system toolchain, Python deps, npm deps,
-# benchmark models. Each step is skipped when what it provides is already there.
+# Idempotent set-up on a fresh Debian 12 machine: system toolchain, Python deps, npm deps, benchmark
+# models, runtime builds. Each step is skipped when what it provides is already there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PKGS=(emscripten clang-19 lld-19 wabt)
+APT_PKGS=(emscripten clang-19 lld-19 wabt nodejs npm)
 missing=()
 for p in "${APT_PKGS[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+# node/npm may come from elsewhere (e.g. a preinstalled Node 20): only ask apt when the command is absent
+command -v node >/dev/null && missing=("${missing[@]/nodejs}")
+command -v npm >/dev/null && missing=("${missing[@]/npm}")
+missing=($(printf '%s\n' "${missing[@]}" | grep -v '^$' || true))
 if ((${#missing[@]})); then
   echo "[setup] apt: ${missing[*]}"
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
@@ -14,18 +18,23 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-python3 - <<'PY' 2>/dev/null || { echo "[setup] pip: project + deps"; python3 -m pip install -q -e '.[dev]'; }
-import importlib.util, sys
-need = ["onnx", "onnxruntime", "wasmtime", "numpy", "pytest", "torch", "packager"]
-sys.exit(any(importlib.util.find_spec(m) is None for m in need))
-PY
+if ! python3 -c 'import onnx, onnxruntime, wasmtime, numpy, pytest, torch, packager' 2>/dev/null; then
+  echo "[setup] pip: edgepack (editable) + dev deps"
+  python3 -m pip install -q --disable-pip-version-check -e '.[dev]'
+fi
 
-if [ ! -d bench/node_modules/onnxruntime-web ]; then
+if [ -f bench/package.json ] && [ ! -d bench/node_modules ]; then
   echo "[setup] npm: bench deps"
   (cd bench && npm install --silent --no-audit --no-fund)
 fi
 
-if [ ! -f .cache/models/minilm_like.onnx ]; then
-  echo "[setup] building benchmark models into .cache/models"
-  python3 ../shared/models/make_models.py .cache/models >/dev/null
+MODELS=(cifar10net cifar10net_unfused mobilenetv2 resnet18 minilm_like)
+need=()
+for m in "${MODELS[@]}"; do [ -f ".cache/models/$m.onnx" ] || need+=("$m"); done
+if ((${#need[@]})); then
+  echo "[setup] building benchmark models: ${need[*]}"
+  python3 ../shared/models/make_models.py .cache/models "${need[@]}" >/dev/null
 fi
+
+echo "[setup] building the runtime (wasm SIMD, scalar, relaxed; host)"
+make -s -C wasm_kernels -j2 all >/dev/null

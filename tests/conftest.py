@@ -1,0 +1,41 @@
+"""Shared fixtures: the benchmark models (built by scripts/setup.sh) and small hand-made models."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+REPO = Path(__file__).resolve().parent.parent
+MODELS = REPO / ".cache" / "models"
+SHARED_MODELS = REPO.parent / "shared" / "models" / "make_models.py"
+
+
+def model_path(name: str) -> Path:
+    p = MODELS / f"{name}.onnx"
+    if not p.exists():
+        import subprocess
+        import sys
+        subprocess.run([sys.executable, str(SHARED_MODELS), str(MODELS), name], check=True, capture_output=True)
+    return p
+
+
+def make_model(nodes, inputs, outputs, initializers=(), opset: int = 17) -> onnx.ModelProto:
+    g = helper.make_graph(nodes, "test", inputs, outputs, list(initializers))
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 8
+    return m
+
+
+def f32(name: str, shape) -> onnx.ValueInfoProto:
+    return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+
+
+@pytest.fixture
+def reshape_model() -> onnx.ModelProto:
+    """x[2,3] -> Reshape -> y[3,2]: runs with the plan machinery alone (aliasing, no kernel)."""
+    shape = numpy_helper.from_array(np.array([3, 2], dtype=np.int64), "s")
+    return make_model([helper.make_node("Reshape", ["x", "s"], ["y"], name="reshape0")],
+                      [f32("x", [2, 3])], [f32("y", [3, 2])], [shape])

@@ -1,0 +1,96 @@
+"""The runtime treats the plan as hostile: truncated or corrupted plans give an error code, never an
+out-of-bounds access (checked under AddressSanitizer + UBSan on the host) nor a wasm trap."""
+from __future__ import annotations
+
+import random
+import subprocess
+from pathlib import Path
+
+import pytest
+import wasmtime
+
+from packager import package
+from packager.errors import RuntimeFailure
+from packager.plan import layout
+from packager.runtime.wasm import WasmPlan
+from packager.toolchain import BUILD, KERNELS
+
+from .conftest import model_path
+
+
+@pytest.fixture(scope="module")
+def plan_bytes(tmp_path_factory) -> bytes:
+    out = package(model_path("cifar10net"), out=tmp_path_factory.mktemp("b") / "cifar", verify=False)
+    return (out / "model.plan").read_bytes()
+
+
+@pytest.fixture(scope="module")
+def asan_driver() -> Path:
+    exe = BUILD / "asan" / "run_plan"
+    subprocess.run(["make", "-s", "-C", str(KERNELS), "build/asan/run_plan"], check=True, capture_output=True)
+    return exe
+
+
+def _mutants(plan: bytes, n: int, seed: int) -> list[bytes]:
+    """Single-byte changes anywhere in the header, tables and int pool (the weights only change numbers)."""
+    rng = random.Random(seed)
+    w_off = int.from_bytes(plan[48:52], "little")
+    out = []
+    for _ in range(n):
+        b = bytearray(plan)
+        i = rng.randrange(0, w_off)
+        b[i] = rng.choice([0, 1, 0x7F, 0x80, 0xFF, b[i] ^ (1 << rng.randrange(8)), rng.randrange(256)])
+        out.append(bytes(b))
+    return out
+
+
+def _run_asan(driver: Path, plans: list[bytes], tmp: Path) -> list[str]:
+    files = []
+    for k, p in enumerate(plans):
+        f = tmp / f"p{k}.plan"
+        f.write_bytes(p)
+        files.append(str(f))
+    r = subprocess.run([str(driver), *files], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, f"sanitizer report:\n{r.stderr[-3000:]}"
+    return r.stdout.splitlines()
+
+
+def test_valid_plan_runs_clean_under_asan(plan_bytes: bytes, asan_driver: Path, tmp_path: Path) -> None:
+    assert _run_asan(asan_driver, [plan_bytes], tmp_path) == ["0 ok"]
+
+
+def test_truncated_plans_are_refused(plan_bytes: bytes, asan_driver: Path, tmp_path: Path) -> None:
+    w_off = int.from_bytes(plan_bytes[48:52], "little")
+    cuts = sorted(set(range(0, w_off + 8)) | {len(plan_bytes) - 1, len(plan_bytes) // 2})
+    lines = _run_asan(asan_driver, [plan_bytes[:c] for c in cuts], tmp_path)
+    assert all(not line.startswith("0 ") for line in lines)
+    for c in cuts[:: max(1, len(cuts) // 40)]:
+        with pytest.raises(RuntimeFailure):
+            WasmPlan(BUILD / "edgepack.wasm", plan_bytes[:c])
+
+
+def test_corrupted_plans_never_read_out_of_bounds(plan_bytes: bytes, asan_driver: Path, tmp_path: Path) -> None:
+    mutants = _mutants(plan_bytes, 1500, seed=1)
+    lines = _run_asan(asan_driver, mutants, tmp_path)
+    assert len(lines) == len(mutants)
+    refused = sum(not line.startswith("0 ") for line in lines)
+    assert refused > len(mutants) // 4   # most corruptions are caught at open; the rest change values only
+
+
+def test_corrupted_plans_never_trap_in_wasm(plan_bytes: bytes) -> None:
+    for m in _mutants(plan_bytes, 150, seed=2):
+        try:
+            s = WasmPlan(BUILD / "edgepack.wasm", m)
+            s.run()
+        except RuntimeFailure:
+            pass
+        except wasmtime.Trap as e:  # an out-of-bounds access the checks missed
+            pytest.fail(f"wasm trap on a corrupted plan: {e}")
+
+
+def test_plan_reader_in_python_checks_bounds(plan_bytes: bytes) -> None:
+    from packager.errors import BundleError
+    with pytest.raises(BundleError):
+        layout.decode(plan_bytes[:100])
+    with pytest.raises(BundleError):
+        layout.decode(b"XXXX" + plan_bytes[4:])

@@ -1,0 +1,45 @@
+/* Host driver: open each plan file given with the C core, run it on a fixed input pattern, print the status.
+ * Built with ASan/UBSan (make build/asan/run_plan) so hostile-plan tests catch any out-of-bounds access
+ * that wasm's bounded linear memory would hide. Exit status: 0 whatever the plan's fate; a sanitizer
+ * report aborts with non-zero. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "edgepack.h"
+
+static int run_one(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f) { perror(path); return 2; }
+  fseek(f, 0, SEEK_END);
+  long len = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  /* exactly len bytes (rounded to the alignment only) so ASan sees reads past the end */
+  uint8_t *plan = aligned_alloc(64, len ? ((size_t)len + 63) / 64 * 64 : 64);
+  if (!plan || fread(plan, 1, (size_t)len, f) != (size_t)len) { fprintf(stderr, "read failed\n"); return 2; }
+  fclose(f);
+  ep_ctx ctx;
+  ep_status s = ep_open(&ctx, plan, (uint32_t)len);
+  if (s == EP_OK) {
+    uint32_t n = ep_arena_bytes(&ctx);
+    uint8_t *arena = aligned_alloc(64, n ? ((size_t)n + 63) / 64 * 64 : 64);
+    s = ep_bind(&ctx, arena, n);
+    for (uint32_t i = 0; s == EP_OK && i < ep_num_inputs(&ctx); i++) {
+      ep_tensor_info info;
+      int32_t id = ep_input_id(&ctx, i);
+      if (ep_tensor_describe(&ctx, (uint32_t)id, &info) == EP_OK)
+        memset(ep_tensor_data(&ctx, (uint32_t)id), 0x01 * (int)(i + 1), info.nbytes);  /* small ints / tiny floats */
+    }
+    if (s == EP_OK) s = ep_run(&ctx);
+    free(arena);
+  }
+  printf("%d %s\n", (int)s, ep_status_str(s));
+  free(plan);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) { fprintf(stderr, "usage: run_plan PLAN...\n"); return 2; }
+  for (int i = 1; i < argc; i++)
+    if (run_one(argv[i])) return 2;
+  return 0;
+}
