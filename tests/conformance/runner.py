@@ -78,7 +78,9 @@ def run_case(case, workdir: Path, variant: str = "simd") -> tuple[str, str]:
     g = case.model.graph
     init_names = {i.name for i in g.initializer}
     in_names = [vi.name for vi in g.input if vi.name not in init_names]
-    feeds = {n: np.asarray(v) for n, v in zip(in_names, ins)}
+    # sequence/optional inputs stay lists: the packager refuses their graph inputs with a clear error
+    feeds = {n: v if isinstance(v, np.ndarray) else (v if isinstance(v, list) else np.asarray(v))
+             for n, v in zip(in_names, ins)}
     consts: dict[str, np.ndarray] = {}
     out = workdir / "bundle"
     signal.signal(signal.SIGALRM, _alarm)
@@ -87,7 +89,8 @@ def run_case(case, workdir: Path, variant: str = "simd") -> tuple[str, str]:
         for _ in range(4):
             try:
                 package(case.model, target="web", out=out, constants=consts, verify=False,
-                        input_shapes={n: tuple(v.shape) for n, v in feeds.items() if n not in consts})
+                        input_shapes={n: tuple(v.shape) for n, v in feeds.items()
+                                      if n not in consts and isinstance(v, np.ndarray) and v.dtype.kind in "biuf"})
                 break
             except NeedsConstantError as e:
                 new = [n for n in e.names if n in feeds and n not in consts]

@@ -1,0 +1,53 @@
+"""Every benchmark model matches onnxruntime (CPU) within 1e-4 abs/rel, on the SIMD and the scalar wasm builds."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from packager import load_bundle, package
+from packager.api import reference_run
+from packager.bundle import Bundle
+
+from .conftest import model_path
+
+MODELS = ["cifar10net", "cifar10net_unfused", "mobilenetv2", "resnet18", "minilm_like"]
+TOL = 1e-4
+
+
+@pytest.fixture(scope="module")
+def bundles(tmp_path_factory) -> dict[str, Path]:
+    return {}
+
+
+def _bundle(name: str, bundles: dict, tmp_path_factory) -> Path:
+    if name not in bundles:
+        bundles[name] = package(model_path(name), out=tmp_path_factory.mktemp(name) / name)
+    return bundles[name]
+
+
+def _inputs(b: Bundle, seed: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for s in b.inputs:
+        if s["dtype"] == "int64":
+            feeds[s["name"]] = rng.integers(0, 8192, s["shape"]).astype(np.int64)
+        else:
+            feeds[s["name"]] = rng.standard_normal(s["shape"]).astype(np.float32)
+    return feeds
+
+
+@pytest.mark.parametrize("variant", ["simd", "scalar"])
+@pytest.mark.parametrize("name", MODELS)
+def test_model_matches_onnxruntime(name: str, variant: str, bundles, tmp_path_factory) -> None:
+    path = _bundle(name, bundles, tmp_path_factory)
+    b = load_bundle(path, variant)
+    import onnx
+    ref_model = onnx.load(str(path / "model.onnx"))
+    for seed in (1, 2):
+        feeds = _inputs(b, seed)
+        got = b.run(feeds)
+        want = reference_run(ref_model, feeds)
+        for k, w in want.items():
+            np.testing.assert_allclose(got[k], w, rtol=TOL, atol=TOL, err_msg=f"{name} [{variant}] output {k}")
