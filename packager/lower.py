@@ -14,12 +14,17 @@ from onnx import helper
 
 from .analyze import Graph
 from .errors import NeedsConstantError, PackagerError, UnsupportedError
+from .passes.fuse_epilogue import Fused, fuse_epilogues
 from .plan import layout
 from .plan.memory import Block, plan_memory
 from .plan.opcodes import CODES, DTYPES, MAX_IO, MAX_RANK, Op
 
 LowerFn = Callable[["LowerCtx", onnx.NodeProto], None]
+# A fused lowering gets the head node (its output renamed to the group's), the activation
+# (code, params) and the residual input name (or None).
+FusedFn = Callable[["LowerCtx", onnx.NodeProto, tuple[int, list[float]], "str | None"], None]
 REGISTRY: dict[str, LowerFn] = {}
+FUSED_REGISTRY: dict[str, FusedFn] = {}
 
 
 def lowers(*op_types: str) -> Callable[[LowerFn], LowerFn]:
@@ -29,6 +34,15 @@ def lowers(*op_types: str) -> Callable[[LowerFn], LowerFn]:
             if t in REGISTRY:
                 raise RuntimeError(f"two lowerings registered for {t}")
             REGISTRY[t] = fn
+        return fn
+    return deco
+
+
+def lowers_fused(*op_types: str) -> Callable[[FusedFn], FusedFn]:
+    """Register the epilogue-fusing lowering of Conv/Gemm (see packager/passes/fuse_epilogue.py)."""
+    def deco(fn: FusedFn) -> FusedFn:
+        for t in op_types:
+            FUSED_REGISTRY[t] = fn
         return fn
     return deco
 
@@ -187,12 +201,22 @@ def _load_ops() -> None:
         importlib.import_module(f"{ops.__name__}.{m.name}")
 
 
-def lower(graph: Graph) -> LoweredPlan:
+def lower(graph: Graph, fuse: bool = True) -> LoweredPlan:
     _load_ops()
     ctx = LowerCtx(graph)
     for name in graph.inputs:
         ctx._ensure(name)
-    for node in graph.nodes:
+    steps: list = list(graph.nodes)
+    if fuse:
+        fused = fuse_epilogues(steps, graph.outputs, graph.shapes, graph.consts, graph.opset)
+        if all(not isinstance(s, Fused) or s.head.op_type in FUSED_REGISTRY for s in fused):
+            steps = fused
+    for node in steps:
+        if isinstance(node, Fused):
+            ctx._current = node.head.name or node.head.output[0]
+            ctx._node = node.head
+            FUSED_REGISTRY[node.head.op_type](ctx, node.head, node.activation, node.residual)
+            continue
         ctx._current = node.name or node.output[0]
         ctx._node = node
         if node.domain not in ("", "ai.onnx"):

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The main job on a fresh machine: set up the toolchain if missing, package the demo model for the web,
+# show what the bundle holds, run it next to onnxruntime, and time it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+MODEL=${1:-.cache/models/cifar10net.onnx}
+OUT=out/$(basename "$MODEL" .onnx)
+echo; echo "== package --target web $MODEL -o $OUT"
+package --target web "$MODEL" -o "$OUT"
+echo; echo "== package inspect $OUT"
+package inspect "$OUT"
+echo; echo "== run on a random input, next to onnxruntime"
+python3 - "$OUT" <<'PY'
+import sys, numpy as np, onnx
+from packager import load_bundle
+from packager.api import random_inputs, reference_run
+b = load_bundle(sys.argv[1])
+feeds = random_inputs(b.inputs, seed=42)
+got = b.run(feeds)
+want = reference_run(onnx.load(f"{sys.argv[1]}/model.onnx"), feeds)
+for name, y in got.items():
+    d = float(np.max(np.abs(y - want[name])))
+    top = int(np.argmax(y.reshape(y.shape[0], -1)[0]))
+    print(f"{name}: shape {list(y.shape)}, argmax {top}; onnxruntime argmax {int(np.argmax(want[name].reshape(y.shape[0], -1)[0]))}, max abs diff {d:.2e}")
+PY
+echo; echo "== package bench $OUT"
+package bench "$OUT" --warmup 2 --seconds 3
