@@ -64,12 +64,13 @@ def fuse_epilogues(nodes: list[onnx.NodeProto], outputs: list[str], shapes: dict
                 consumers.setdefault(i, []).append(n)
     graph_out = set(outputs)
 
-    def sole_consumer(value: str) -> onnx.NodeProto | None:
-        c = consumers.get(value, [])
-        return c[0] if len(c) == 1 and value not in graph_out else None
-
     groups: dict[int, Fused] = {}          # id(last node of group) -> group
     absorbed: set[int] = set()
+
+    def sole_consumer(value: str) -> onnx.NodeProto | None:
+        c = consumers.get(value, [])
+        return c[0] if len(c) == 1 and value not in graph_out and id(c[0]) not in absorbed else None
+
     for n in nodes:
         if n.op_type not in HEADS or len(n.output) != 1 or id(n) in absorbed:
             continue
