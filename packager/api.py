@@ -12,31 +12,14 @@ import onnx
 from . import __version__
 from .analyze import analyze
 from .bundle import FORMAT, FORMAT_VERSION, WASM_VARIANTS, load_bundle, write_bundle, dtype_name
-from .errors import ModelLoadError, PackagerError
+from .errors import PackagerError
 from .lower import lower
+from .model_load import load_model
 from .plan import layout
 from .toolchain import ensure_wasm
 
 TARGETS = ("web",)
 ORT_MAX_IR = 10
-
-
-def load_model(model: str | os.PathLike | onnx.ModelProto) -> onnx.ModelProto:
-    if isinstance(model, onnx.ModelProto):
-        m = model
-    else:
-        p = Path(model)
-        if not p.is_file():
-            raise ModelLoadError(f"{p}: no such file")
-        try:
-            m = onnx.load(str(p))
-        except Exception as e:
-            raise ModelLoadError(f"{p}: not a readable ONNX model ({type(e).__name__}: {e})") from None
-    try:
-        onnx.checker.check_model(m)
-    except Exception as e:
-        raise ModelLoadError(f"invalid ONNX model: {str(e).strip().splitlines()[0]}") from None
-    return m
 
 
 def random_inputs(specs: list[dict], seed: int = 0) -> dict[str, np.ndarray]:
@@ -84,12 +67,13 @@ def compare(got: dict[str, np.ndarray], want: dict[str, np.ndarray]) -> dict:
 def package(model: str | os.PathLike | onnx.ModelProto, target: str = "web", out: str | os.PathLike = "out",
             input_shapes: dict[str, tuple[int, ...]] | None = None,
             constants: dict[str, np.ndarray] | None = None, verify: bool = True,
+            allow_domains: tuple[str, ...] = (),
             log: Callable[[str], None] = lambda s: None) -> Path:
     """Package an ONNX model for `target`; returns the bundle directory. See `package --help`."""
     if target not in TARGETS:
         raise PackagerError(f"unknown target '{target}' (available: {', '.join(TARGETS)})")
     name = Path(model).stem if not isinstance(model, onnx.ModelProto) else (model.graph.name or "model")
-    m = load_model(model)
+    m = load_model(model, frozenset(allow_domains))
     graph = analyze(m, input_shapes, constants)
     for n in graph.notices:
         log(f"notice: {n}")

@@ -57,12 +57,14 @@ def cmd_package(argv: list[str]) -> int:
                     help="static shape for an input with symbolic dimensions (default: each symbolic dim = 1)")
     ap.add_argument("--const", action="append", type=_file_arg, default=[], metavar="NAME=FILE.npy",
                     help="bind a graph input to a fixed value (it becomes a constant of the bundle)")
+    ap.add_argument("--allow-domain", action="append", default=[], metavar="DOMAIN",
+                    help="accept a model that uses ops of this custom domain (no code is ever loaded from a model)")
     ap.add_argument("--no-verify", action="store_true", help="skip the run against onnxruntime after packaging")
     a = ap.parse_args(argv)
     out = a.out or str(Path(a.model).with_suffix("")) + ".bundle"
     t0 = time.perf_counter()
     path = package(a.model, target=a.target, out=out, input_shapes=dict(a.input_shape),
-                   constants={n: _load_npy(p) for n, p in a.const}, verify=not a.no_verify,
+                   constants={n: _load_npy(p) for n, p in a.const}, verify=not a.no_verify, allow_domains=tuple(a.allow_domain),
                    log=lambda s: print(s, file=sys.stderr))
     m = json.loads((path / "manifest.json").read_text())
     p = m["plan"]
