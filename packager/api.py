@@ -67,7 +67,7 @@ def compare(got: dict[str, np.ndarray], want: dict[str, np.ndarray]) -> dict:
 def package(model: str | os.PathLike | onnx.ModelProto, target: str = "web", out: str | os.PathLike = "out",
             input_shapes: dict[str, tuple[int, ...]] | None = None,
             constants: dict[str, np.ndarray] | None = None, verify: bool = True,
-            allow_domains: tuple[str, ...] = (),
+            allow_domains: tuple[str, ...] = (), sign: str | os.PathLike | None = None,
             log: Callable[[str], None] = lambda s: None) -> Path:
     """Package an ONNX model for `target`; returns the bundle directory. See `package --help`."""
     if target not in TARGETS:
@@ -106,6 +106,9 @@ def package(model: str | os.PathLike | onnx.ModelProto, target: str = "web", out
     del tensor_ids
     if verify:
         _verify(path, graph.model, log)
+    if sign is not None:   # last: the signature covers the final manifest
+        from .signing import sign_bundle
+        sign_bundle(path, Path(sign))
     return path
 
 

@@ -50,11 +50,14 @@ def write_bundle(out: Path, manifest: dict, files: dict[str, bytes | Path]) -> P
 class Bundle:
     """A packaged model, run with the bundle's own wasm under wasmtime."""
 
-    def __init__(self, path: Path | str, variant: str = "simd", verify: bool = True) -> None:
+    def __init__(self, path: Path | str, variant: str = "simd", verify: bool = True, public_key=None) -> None:
         self.path = Path(path)
         mpath = self.path / "manifest.json"
         if not mpath.is_file():
             raise BundleError(f"{self.path}: no manifest.json (not an edgepack bundle)")
+        if public_key is not None:   # before parsing anything: the signature covers the manifest's bytes
+            from .signing import verify_signature
+            verify_signature(self.path, public_key)
         try:
             self.manifest = json.loads(mpath.read_text())
         except json.JSONDecodeError as e:
@@ -63,16 +66,26 @@ class Bundle:
             raise BundleError(f"{mpath}: not an edgepack bundle manifest")
         if self.manifest.get("format_version") != FORMAT_VERSION:
             raise BundleError(f"{mpath}: bundle format {self.manifest.get('format_version')} not supported")
-        if verify:
-            self.verify()
+        if verify or public_key is not None:
+            self.verify(strict=public_key is not None)
         if variant not in WASM_VARIANTS:
             raise BundleError(f"unknown wasm variant '{variant}' (choose from {', '.join(WASM_VARIANTS)})")
         self.variant = variant
         self._session = None
 
-    def verify(self) -> None:
-        """Every file listed in the manifest exists and matches its SHA-256."""
-        for name, meta in self.manifest.get("files", {}).items():
+    def verify(self, strict: bool = False) -> None:
+        """Every file listed in the manifest exists and matches its SHA-256; strict: nothing unlisted either."""
+        files = self.manifest.get("files")
+        if not isinstance(files, dict) or "model.plan" not in files:
+            raise BundleError(f"{self.path}: manifest lists no files (or no model.plan)")
+        if strict:
+            from .signing import SIG_FILE
+            listed = set(files) | {"manifest.json", SIG_FILE}
+            extra = sorted(str(p.relative_to(self.path)) for p in self.path.rglob("*")
+                           if p.is_file() and str(p.relative_to(self.path)) not in listed)
+            if extra:
+                raise BundleError(f"{self.path}: files not covered by the signed manifest: {', '.join(extra[:5])}")
+        for name, meta in files.items():
             p = self.path / name
             if Path(name).is_absolute() or ".." in Path(name).parts:
                 raise BundleError(f"manifest lists a file outside the bundle: {name}")
@@ -127,9 +140,10 @@ class Bundle:
         return {o["name"]: s.read(o["tensor"], np.dtype(o["dtype"]), tuple(o["shape"])) for o in self.outputs}
 
 
-def load_bundle(path: Path | str, variant: str = "simd") -> Bundle:
-    """Open a bundle directory (checks hashes) for running under wasmtime."""
-    return Bundle(path, variant)
+def load_bundle(path: Path | str, variant: str = "simd", public_key=None) -> Bundle:
+    """Open a bundle directory for running under wasmtime. Checks every file's SHA-256; with a public key
+    (hex string, bytes or key file) also requires a valid Ed25519 signature and no unlisted file."""
+    return Bundle(path, variant, public_key=public_key)
 
 
 def dtype_name(code: int) -> str:

@@ -4,6 +4,7 @@
     package run BUNDLE --input NAME=FILE.npy       run a bundle, print or save its outputs
     package inspect BUNDLE                          ops, tensors, arena and weight sizes
     package bench BUNDLE                            latency percentiles after a timed warm-up
+    package keygen --out KEY                        Ed25519 key pair for --sign / --public-key
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import numpy as np
 
 from .errors import PackagerError
 
-VERBS = ("run", "inspect", "bench")
+VERBS = ("run", "inspect", "bench", "keygen")
 
 
 def _shape_arg(s: str) -> tuple[str, tuple[int, ...]]:
@@ -59,12 +60,14 @@ def cmd_package(argv: list[str]) -> int:
                     help="bind a graph input to a fixed value (it becomes a constant of the bundle)")
     ap.add_argument("--allow-domain", action="append", default=[], metavar="DOMAIN",
                     help="accept a model that uses ops of this custom domain (no code is ever loaded from a model)")
+    ap.add_argument("--sign", metavar="KEY.pem", help="sign the bundle with this Ed25519 private key "
+                    "(make one with: package keygen)")
     ap.add_argument("--no-verify", action="store_true", help="skip the run against onnxruntime after packaging")
     a = ap.parse_args(argv)
     out = a.out or str(Path(a.model).with_suffix("")) + ".bundle"
     t0 = time.perf_counter()
     path = package(a.model, target=a.target, out=out, input_shapes=dict(a.input_shape),
-                   constants={n: _load_npy(p) for n, p in a.const}, verify=not a.no_verify, allow_domains=tuple(a.allow_domain),
+                   constants={n: _load_npy(p) for n, p in a.const}, verify=not a.no_verify, allow_domains=tuple(a.allow_domain), sign=a.sign,
                    log=lambda s: print(s, file=sys.stderr))
     m = json.loads((path / "manifest.json").read_text())
     p = m["plan"]
@@ -81,8 +84,9 @@ def cmd_run(argv: list[str]) -> int:
     ap.add_argument("--output", action="append", type=_file_arg, default=[], metavar="NAME=FILE.npy",
                     help="save an output; without it outputs are printed")
     ap.add_argument("--variant", default="simd", choices=["simd", "scalar", "relaxed"])
+    ap.add_argument("--public-key", metavar="HEX|FILE", help="require a valid signature by this Ed25519 key")
     a = ap.parse_args(argv)
-    b = load_bundle(a.bundle, a.variant)
+    b = load_bundle(a.bundle, a.variant, public_key=a.public_key)
     outs = b.run({n: _load_npy(p) for n, p in a.input})
     saves = dict(a.output)
     unknown = [n for n in saves if n not in outs]
@@ -169,6 +173,16 @@ def cmd_bench(argv: list[str]) -> int:
     return 0
 
 
+def cmd_keygen(argv: list[str]) -> int:
+    from .signing import generate_keypair
+    ap = argparse.ArgumentParser(prog="package keygen", description="Make an Ed25519 key pair for signing bundles.")
+    ap.add_argument("--out", default="edgepack-key", help="writes OUT.pem (private) and OUT.pub (public, hex)")
+    a = ap.parse_args(argv)
+    generate_keypair(Path(a.out + ".pem"), Path(a.out + ".pub"))
+    print(f"private key: {a.out}.pem (keep it secret)\npublic key:  {a.out}.pub")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     verb = argv[0] if argv and argv[0] in VERBS else None
@@ -179,6 +193,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_inspect(argv[1:])
         if verb == "bench":
             return cmd_bench(argv[1:])
+        if verb == "keygen":
+            return cmd_keygen(argv[1:])
         return cmd_package(argv)
     except PackagerError as e:
         print(f"error: {e}", file=sys.stderr)
