@@ -46,8 +46,10 @@ def _dims(t: onnx.TypeProto) -> list[int | str | None]:
     return [d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in t.tensor_type.shape.dim]
 
 
-def bind_inputs(model: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...]], notices: list[str]) -> None:
-    """Give every graph input a fully static shape (in place): --input-shape values, else 1 with a notice."""
+def bind_inputs(model: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...]], notices: list[str],
+                strict: bool = False) -> None:
+    """Give every graph input a fully static shape (in place): --input-shape values, else 1 with a notice
+    (strict: an error)."""
     inits = {i.name for i in model.graph.initializer}
     for vi in model.graph.input:
         if vi.name in inits:
@@ -72,6 +74,9 @@ def bind_inputs(model: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...]]
             for d in dims:
                 if isinstance(d, int) and d > 0:
                     new.append(d)
+                elif strict:
+                    raise PackagerError(f"--profile strict: input '{vi.name}' has symbolic dimension "
+                                        f"'{d or '?'}': give it with --input-shape {vi.name}=...")
                 else:
                     notices.append(f"input '{vi.name}': symbolic dimension '{d or '?'}' set to 1 "
                                    f"(use --input-shape {vi.name}=... to choose)")
@@ -154,7 +159,7 @@ def _shapes_by_running(model: onnx.ModelProto, shapes: dict, dtypes: dict, missi
 
 
 def analyze(model: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...]] | None = None,
-            constants: dict[str, np.ndarray] | None = None) -> Graph:
+            constants: dict[str, np.ndarray] | None = None, strict: bool = False) -> Graph:
     model = copy.deepcopy(model)
     notices: list[str] = []
     opset = default_opset(model)
@@ -171,7 +176,7 @@ def analyze(model: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...]] | N
     keep_inputs = [vi for vi in g.input if vi.name not in constants]
     del g.input[:]
     g.input.extend(keep_inputs)
-    bind_inputs(model, input_shapes or {}, notices)
+    bind_inputs(model, input_shapes or {}, notices, strict)
 
     consts: dict[str, np.ndarray] = {i.name: numpy_helper.to_array(i) for i in g.initializer}
     inputs = [vi.name for vi in g.input if vi.name not in consts]

@@ -15,10 +15,13 @@ from .bundle import FORMAT, FORMAT_VERSION, WASM_VARIANTS, load_bundle, write_bu
 from .errors import PackagerError
 from .lower import lower
 from .model_load import load_model
+from .plan.opcodes import Op
+from .profile import check_strict_ops, explicit_attributes
 from .plan import layout
 from .toolchain import ensure_wasm
 
 TARGETS = ("web",)
+PROFILES = ("default", "strict")
 ORT_MAX_IR = 10
 
 
@@ -67,16 +70,22 @@ def compare(got: dict[str, np.ndarray], want: dict[str, np.ndarray]) -> dict:
 def package(model: str | os.PathLike | onnx.ModelProto, target: str = "web", out: str | os.PathLike = "out",
             input_shapes: dict[str, tuple[int, ...]] | None = None,
             constants: dict[str, np.ndarray] | None = None, verify: bool = True,
-            allow_domains: tuple[str, ...] = (), sign: str | os.PathLike | None = None,
+            allow_domains: tuple[str, ...] = (), sign: str | os.PathLike | None = None, profile: str = "default",
             log: Callable[[str], None] = lambda s: None) -> Path:
     """Package an ONNX model for `target`; returns the bundle directory. See `package --help`."""
     if target not in TARGETS:
         raise PackagerError(f"unknown target '{target}' (available: {', '.join(TARGETS)})")
     name = Path(model).stem if not isinstance(model, onnx.ModelProto) else (model.graph.name or "model")
+    if profile not in PROFILES:
+        raise PackagerError(f"unknown profile '{profile}' (available: {', '.join(PROFILES)})")
+    strict = profile == "strict"
     m = load_model(model, frozenset(allow_domains))
-    graph = analyze(m, input_shapes, constants)
+    graph = analyze(m, input_shapes, constants, strict=strict)
     for n in graph.notices:
         log(f"notice: {n}")
+    if strict:
+        check_strict_ops(graph.nodes, graph.opset)
+        explicit_attributes(graph.model, graph.shapes, graph.opset)
     lowered = lower(graph)
     plan_bytes = layout.encode(lowered.plan)
     runtime = ensure_wasm()
@@ -99,25 +108,38 @@ def package(model: str | os.PathLike | onnx.ModelProto, target: str = "web", out
                  "weights_bytes": len(lowered.plan.weights), "folded_nodes": graph.folded},
         "runtime": {v: f for v, f in WASM_VARIANTS.items()},
         "notices": graph.notices,
+        "profile": {"name": profile},
     }
+    if strict:
+        manifest["profile"]["execution_order"] = [
+            {"kernel": Op(n.op).name, "onnx_node": src} for n, src in zip(lowered.plan.nodes, lowered.node_sources)]
     files: dict = {"model.onnx": graph.model.SerializeToString(), "model.plan": plan_bytes}
     files.update({f: runtime[f] for f in WASM_VARIANTS.values()})
     path = write_bundle(Path(out), manifest, files)
     del tensor_ids
-    if verify:
-        _verify(path, graph.model, log)
+    if verify or strict:
+        _verify(path, graph.model, log, strict)
     if sign is not None:   # last: the signature covers the final manifest
         from .signing import sign_bundle
         sign_bundle(path, Path(sign))
     return path
 
 
-def _verify(path: Path, model: onnx.ModelProto, log: Callable[[str], None]) -> None:
-    """Run the bundle (SIMD build) and onnxruntime on the same seeded inputs; record the difference."""
+def _verify(path: Path, model: onnx.ModelProto, log: Callable[[str], None], strict: bool = False) -> None:
+    """Run the bundle (SIMD build) and onnxruntime on the same seeded inputs; record the difference.
+    Strict: also run it again and require identical bits, and record the exact memory bound."""
     import json
     b = load_bundle(path)
     feeds = random_inputs(b.inputs)
     got = b.run(feeds)
+    profile_facts = {}
+    if strict:
+        again = b.run(feeds)
+        if any(got[k].tobytes() != again[k].tobytes() for k in got):
+            raise PackagerError("--profile strict: two runs on the same input gave different bits")
+        profile_facts = {"deterministic": "two runs on the same input gave identical bits",
+                         "memory_bound_bytes": b.session().memory_bound,
+                         "memory_bound_note": "highest byte of wasm linear memory used: runtime image + plan + arena"}
     try:
         want = reference_run(model, feeds)
         result = dict(compare(got, want), reference="onnxruntime CPU", inputs="seeded random (seed 0)")
@@ -127,6 +149,7 @@ def _verify(path: Path, model: onnx.ModelProto, log: Callable[[str], None]) -> N
         result = {"reference": "unavailable", "reason": str(e).splitlines()[0][:200]}
     manifest = json.loads((path / "manifest.json").read_text())
     manifest["verification"] = result
+    manifest["profile"].update(profile_facts)
     (path / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
     if "max_abs_diff" in result:
         log(f"verified against onnxruntime: max abs diff {result['max_abs_diff']:.3g}")

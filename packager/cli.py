@@ -60,6 +60,9 @@ def cmd_package(argv: list[str]) -> int:
                     help="bind a graph input to a fixed value (it becomes a constant of the bundle)")
     ap.add_argument("--allow-domain", action="append", default=[], metavar="DOMAIN",
                     help="accept a model that uses ops of this custom domain (no code is ever loaded from a model)")
+    ap.add_argument("--profile", default="default", choices=["default", "strict"],
+                    help="strict: explicit attributes, static shapes, fixed order, exact memory bound, "
+                         "determinism check, ops outside the profile refused (docs/strict-profile.md)")
     ap.add_argument("--sign", metavar="KEY.pem", help="sign the bundle with this Ed25519 private key "
                     "(make one with: package keygen)")
     ap.add_argument("--no-verify", action="store_true", help="skip the run against onnxruntime after packaging")
@@ -68,6 +71,7 @@ def cmd_package(argv: list[str]) -> int:
     t0 = time.perf_counter()
     path = package(a.model, target=a.target, out=out, input_shapes=dict(a.input_shape),
                    constants={n: _load_npy(p) for n, p in a.const}, verify=not a.no_verify, allow_domains=tuple(a.allow_domain), sign=a.sign,
+                   profile=a.profile,
                    log=lambda s: print(s, file=sys.stderr))
     m = json.loads((path / "manifest.json").read_text())
     p = m["plan"]

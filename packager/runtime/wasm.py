@@ -55,6 +55,7 @@ class WasmPlan:
         arena_ptr = _align(plan_ptr + len(plan))
         self._reserve(arena_ptr + arena_bytes)
         self._check(self.ex["ep_bind"](self.store, arena_ptr, arena_bytes), "binding the arena")
+        self.memory_bound = arena_ptr + arena_bytes   # highest linear-memory byte the runtime touches
         self.vec = self._cstr(self.ex["ep_vec_name"](self.store))
 
     def _reserve(self, end: int) -> None:
