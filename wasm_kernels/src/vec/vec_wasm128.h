@@ -2,7 +2,11 @@
 #ifndef EP_VEC_WASM128_H
 #define EP_VEC_WASM128_H
 #include <wasm_simd128.h>
+#if defined(__wasm_relaxed_simd__)
+#define EP_VEC_NAME "wasm-simd128-relaxed"
+#else
 #define EP_VEC_NAME "wasm-simd128"
+#endif
 typedef v128_t f32x4;
 typedef v128_t i32x4;
 typedef v128_t i16x8;
