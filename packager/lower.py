@@ -167,10 +167,11 @@ class LowerCtx:
     def alias(self, out: str, src: str) -> None:
         """`out` is `src` reinterpreted (Reshape, Flatten, Squeeze, ...): same bytes, no kernel."""
         self._ensure(src)
-        if src in self.graph.consts:   # a view of a weight is itself a weight
-            self.tensors[out] = Tensor(out, self.tensors[src].dtype, self.shape(out), self.tensors[src].data)
+        t = self.tensors[src]
+        if t.data is not None:   # a view of a weight (graph constant or packed) is itself a weight
+            self.tensors[out] = Tensor(out, t.dtype, self.shape(out), t.data)
             return
-        self.tensors[out] = Tensor(out, self.tensors[src].dtype, self.shape(out), alias=src)
+        self.tensors[out] = Tensor(out, t.dtype, self.shape(out), alias=src)
 
     # -- internals -------------------------------------------------------------------------------
     def _fresh(self, hint: str) -> str:
