@@ -377,3 +377,127 @@ def test_hostile_tensor_dtype_mismatch(tmp_path):
     p.tensors[out].dtype = 6   # int32, same size
     with pytest.raises(RuntimeFailure):
         _open(p)
+
+
+# -- mutation fuzz under AddressSanitizer --------------------------------------------------------------
+
+_FUZZ = r'''
+import ctypes, random, sys, tempfile
+from pathlib import Path
+import numpy as np
+from tests.test_data import model, rand
+from packager import package
+from packager.plan import layout
+
+lib = ctypes.CDLL(sys.argv[3])
+libc = ctypes.CDLL(None)
+libc.aligned_alloc.restype = ctypes.c_void_p
+libc.aligned_alloc.argtypes = [ctypes.c_size_t, ctypes.c_size_t]
+libc.free.argtypes = [ctypes.c_void_p]
+CTX = ctypes.create_string_buffer(512)
+lib.ep_open.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint32]
+lib.ep_bind.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint32]
+lib.ep_arena_bytes.argtypes = [ctypes.c_void_p]
+lib.ep_run.argtypes = [ctypes.c_void_p]
+
+def try_plan(b: bytes):
+    n = len(b)
+    p = libc.aligned_alloc(64, (n + 63) // 64 * 64)
+    ctypes.memmove(p, b, n)
+    s = lib.ep_open(CTX, p, n)
+    ran = None
+    if s == 0:
+        a = lib.ep_arena_bytes(CTX)
+        ar = libc.aligned_alloc(64, max(64, (a + 63) // 64 * 64))
+        ctypes.memset(ar, 0x41, a)
+        assert lib.ep_bind(CTX, ar, a) == 0
+        ran = lib.ep_run(CTX)
+        libc.free(ar)
+    libc.free(p)
+    return s, ran
+
+tmp = Path(tempfile.mkdtemp())
+def plan_of(m):
+    out = package(m, out=tmp / "b", verify=False)
+    return layout.decode((out / "model.plan").read_bytes())
+
+R = np.random
+models = [
+  model("Slice", {"x": rand((4, 6, 3))}, {"s": np.array([1, 5], np.int64), "e": np.array([3, 0], np.int64), "a": np.array([0, 1], np.int64), "p": np.array([1, -2], np.int64)}, ["x", "s", "e", "a", "p"], ["y"]),
+  model("Transpose", {"x": rand((2, 3, 4, 5))}, {}, ["x"], ["y"], perm=[0, 2, 3, 1]),
+  model("Transpose", {"x": rand((7, 9))}, {}, ["x"], ["y"]),
+  model("Concat", {"a": rand((2, 3)), "b": rand((2, 5)), "c": rand((2, 1))}, {}, ["a", "b", "c"], ["y"], axis=1),
+  model("Split", {"x": rand((2, 8))}, {"s": np.array([3, 5], np.int64)}, ["x", "s"], ["a", "b"], axis=1),
+  model("Gather", {"x": rand((5, 4)), "i": np.array([1, 2], np.int64)}, {}, ["x", "i"], ["y"], axis=0),
+  model("GatherElements", {"x": rand((5, 4)), "i": np.array([[1, 2], [0, 0]], np.int64)}, {}, ["x", "i"], ["y"], axis=1),
+  model("Pad", {"x": rand((3, 4))}, {"p": np.array([1, 2, 0, 1], np.int64)}, ["x", "p"], ["y"], mode="reflect"),
+  model("Pad", {"x": rand((3, 4))}, {"p": np.array([-1, 2, 0, 1], np.int64)}, ["x", "p"], ["y"], mode="constant"),
+  model("Expand", {"x": rand((3, 1))}, {"s": np.array([2, 3, 4], np.int64)}, ["x", "s"], ["y"]),
+  model("Resize", {"x": rand((1, 2, 3, 4))}, {"s": np.array([1, 1, 2, 2], np.float32)}, ["x", "", "s"], ["y"], mode="nearest"),
+  model("Resize", {"x": rand((1, 2, 3, 4))}, {"s": np.array([1, 1, 2, 1.5], np.float32)}, ["x", "", "s"], ["y"], mode="linear"),
+  model("Resize", {"x": rand((1, 2, 3, 4))}, {"r": np.array([0, 0, 0.2, 0.1, 1, 1, 0.9, 1.3], np.float32), "z": np.array([1, 2, 5, 5], np.int64)}, ["x", "r", "", "z"], ["y"], mode="cubic", coordinate_transformation_mode="tf_crop_and_resize"),
+]
+bases = [plan_of(m) for m in models]
+INTERESTING = [0, 1, -1, 2, 3, 4, 5, 7, 8, 16, 2**31 - 1, -2**31, 2**16, 1000, -1000]
+random.seed(int(sys.argv[1]) if len(sys.argv) > 1 else 0)
+stats = {"open_ok": 0, "rejected": 0, "run_err": 0}
+N = int(sys.argv[2]) if len(sys.argv) > 2 else 3000
+for it in range(N):
+    base = random.choice(bases)
+    p = layout.decode(layout.encode(base))
+    node = random.choice(p.nodes)
+    for _ in range(random.randint(1, 3)):
+        what = random.random()
+        if what < 0.55 and node.params:
+            i = random.randrange(len(node.params))
+            node.params[i] = random.choice(INTERESTING) if random.random() < 0.7 else max(-2**31, min(2**31 - 1, node.params[i] + random.randint(-3, 3)))
+        elif what < 0.65:
+            if random.random() < 0.5 and node.params: node.params.pop(random.randrange(len(node.params)))
+            else: node.params.append(random.choice(INTERESTING))
+        else:
+            tid = random.choice(node.inputs + node.outputs)
+            if tid < 0: continue
+            t = p.tensors[tid]
+            dims = list(t.dims)
+            r = random.random()
+            if r < 0.2 and len(dims) < 8: dims.insert(random.randrange(len(dims) + 1), random.choice([1, 2, 3]))
+            elif r < 0.35 and dims: dims.pop(random.randrange(len(dims)))
+            elif dims:
+                k = random.randrange(len(dims)); dims[k] = max(0, random.choice([0, 1, 2, 3, 5, 8, dims[k] + 1, dims[k] - 1, 40]))
+            esz = {1: 4, 7: 8, 9: 1, 6: 4}[t.dtype]
+            t.dims = tuple(dims)
+            t.nbytes = int(np.prod(dims, dtype=np.int64)) * esz
+            if t.storage == 0:
+                p.arena_bytes = max(p.arena_bytes, (t.offset + t.nbytes + 63) // 64 * 64)
+    s, ran = try_plan(layout.encode(p))
+    if s == 0:
+        stats["open_ok"] += 1
+        if ran: stats["run_err"] += 1
+    else:
+        stats["rejected"] += 1
+print(stats)
+'''
+
+
+def test_fuzz_params_and_shapes_asan(tmp_path):
+    """Random corruptions of parameter words and tensor dims: whatever ep_open accepts must run without
+    touching memory outside the arena and the plan (host build with ASan + UBSan)."""
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+    from packager.toolchain import ensure_host_lib
+    asan = subprocess.run(["gcc", "-print-file-name=libasan.so"], capture_output=True, text=True).stdout.strip()
+    if not shutil.which("gcc") or not Path(asan).is_file():
+        pytest.skip("no libasan")
+    lib = ensure_host_lib("asan")
+    script = tmp_path / "fuzz.py"
+    script.write_text(_FUZZ)
+    root = Path(__file__).resolve().parent.parent
+    env = {"LD_PRELOAD": asan, "ASAN_OPTIONS": "detect_leaks=0", "PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"}
+    import os
+    env = {**os.environ, **env}
+    r = subprocess.run([sys.executable, str(script), "11", "1500", str(lib)], capture_output=True, text=True,
+                       env=env, cwd=root, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "open_ok" in r.stdout

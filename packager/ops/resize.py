@@ -255,8 +255,10 @@ def lower_resize(ctx: LowerCtx, node: onnx.NodeProto) -> None:
         scales = [float(v) for v in sc.reshape(-1)]
         _upsample_like(ctx, node, x, y, mode, scales)
         return
-    roi_c, sc, sz = ctx.require_const(node, ins[1], ins[2], ins[3])
     coord = _s(a.get("coordinate_transformation_mode", "half_pixel"))
+    sc, sz = ctx.require_const(node, ins[2], ins[3])
+    # roi only matters for tf_crop_and_resize: elsewhere it may stay a run-time input
+    roi_c = ctx.require_const(node, ins[1])[0] if coord == "tf_crop_and_resize" else None
     nearest_mode = _s(a.get("nearest_mode", "round_prefer_floor"))
     if coord not in COORD_MODES:
         raise ctx.unsupported(node, f"coordinate_transformation_mode '{coord}'")

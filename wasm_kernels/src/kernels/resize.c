@@ -154,6 +154,8 @@ static void run_weighted(const ep_tensor *x, const ep_tensor *y, const rs_tables
   const uint32_t KL = t->K[L];
   const float *xf = (const float *)(const void *)x->data;
   float *d = (float *)(void *)y->data;
+  int last_extrap = 0;
+  for (uint64_t i = 0; KL && i < (uint64_t)ol * KL; i++) if (t->idx[L][i] < 0) last_extrap = 1;
   for (;;) {
     /* Extrapolated row? (any outer coordinate with an index of -1) */
     int extrap = 0;
@@ -179,6 +181,11 @@ static void run_weighted(const ep_tensor *x, const ep_tensor *y, const rs_tables
           int64_t c = 0;
           for (; c + 4 <= ol; c += 4) f32x4_store(d + c, f32x4_fma(f32x4_load(d + c), f32x4_load(s + c), wv));
           for (; c < ol; c++) d[c] += wt * s[c];
+        } else if (KL == 2 && !last_extrap) {   /* the common (bi)linear case, no branches */
+          const int32_t *ix = t->idx[L];
+          const float *w = (const float *)(const void *)t->w[L];
+          for (int64_t c = 0; c < ol; c++)
+            d[c] += wt * (s[ix[2 * c]] * w[2 * c] + s[ix[2 * c + 1]] * w[2 * c + 1]);
         } else {
           const int32_t *ix = t->idx[L];
           const int32_t *w = t->w[L];
@@ -198,7 +205,7 @@ static void run_weighted(const ep_tensor *x, const ep_tensor *y, const rs_tables
         }
         if (k < 0) break;
       }
-      if (KL) {   /* extrapolated columns */
+      if (last_extrap) {   /* extrapolated columns */
         const int32_t *ix = t->idx[L];
         for (int64_t c = 0; c < ol; c++)
           for (uint32_t q = 0; q < KL; q++) if (ix[c * KL + q] < 0) { d[c] = t->extrap; break; }
