@@ -280,3 +280,29 @@ def test_manifest_not_matching_plan_is_refused(bundles, tmp_path) -> None:
     (bundle / "manifest.json").write_text(json.dumps(m))
     feeds["x"] = np.zeros((2, 3, 5), np.float32)   # what the (edited) manifest asks for
     assert "do not match model.plan" in _err(_node_run(tmp_path / "r", bundle, feeds))
+
+
+def test_loads_over_http_like_a_browser(bundles, tmp_path) -> None:
+    """A URL source goes through fetch (the browser path), served from 127.0.0.1 only."""
+    import functools
+    import http.server
+    import threading
+    bundle = _bundle(bundles, "views")
+    feeds = _feeds(bundle)
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *a) -> None:
+            pass
+    handler = functools.partial(Quiet, directory=str(bundle.parent))
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{srv.server_address[1]}/{bundle.name}"
+        got = _outputs(_node_run(tmp_path / "ok", url, feeds, "simd"))
+        want = load_bundle(bundle).run(feeds)
+        for k in want:
+            np.testing.assert_array_equal(got[k], want[k])
+        e = _err(_node_run(tmp_path / "404", url + "-missing", feeds, "simd"))
+        assert "manifest.json: HTTP 404" in e
+    finally:
+        srv.shutdown()
+        srv.server_close()

@@ -10,7 +10,8 @@ const FORMAT = 'edgepack-bundle';
 const FORMAT_VERSION = 1;
 const PAGE = 65536;
 
-/** dtype name (manifest) -> TypedArray constructor that carries it. */
+/** dtype name (manifest) -> TypedArray constructor that carries it.
+ * @type {Record<string, Float32ArrayConstructor | BigInt64ArrayConstructor | Int32ArrayConstructor | Int8ArrayConstructor | Uint8ArrayConstructor | Uint16ArrayConstructor>} */
 const ARRAYS = {
   float32: Float32Array, int64: BigInt64Array, int32: Int32Array, int8: Int8Array,
   uint8: Uint8Array, bool: Uint8Array, float16: Uint16Array,
@@ -71,7 +72,7 @@ function bundleReader(source, fetchFn) {
 async function sha256(bytes) {
   const subtle = globalThis.crypto?.subtle;
   if (!subtle) throw new EdgepackError('WebCrypto (crypto.subtle) is unavailable here (a non-secure http: page?): cannot verify the bundle; serve it over https or pass {verify: false}');
-  const d = new Uint8Array(await subtle.digest('SHA-256', bytes));
+  const d = new Uint8Array(await subtle.digest('SHA-256', /** @type {BufferSource} */ (bytes)));
   return Array.from(d, (b) => b.toString(16).padStart(2, '0')).join('');
 }
 
@@ -121,7 +122,7 @@ export class Session {
     this._check(ex.ep_bind(arenaPtr, arenaBytes), 'binding the arena');
     this.vec = this._cstr(ex.ep_vec_name() >>> 0);
     // The plan, not only the manifest, names the graph's inputs/outputs: both must agree.
-    const agree = (/** @type {TensorSpec[]} */ specs, n, id) => specs.length === n && specs.every((s, i) => id(i) === s.tensor &&
+    const agree = (/** @type {TensorSpec[]} */ specs, /** @type {number} */ n, /** @type {(i: number) => number} */ id) => specs.length === n && specs.every((s, i) => id(i) === s.tensor &&
       (ex.ep_tensor_nbytes(s.tensor) >>> 0) === s.shape.reduce((a, d) => a * d, 1) * ARRAYS[s.dtype].BYTES_PER_ELEMENT);
     if (!agree(this.inputs, ex.ep_num_inputs(), ex.ep_input_id) || !agree(this.outputs, ex.ep_num_outputs(), ex.ep_output_id))
       throw new EdgepackError('manifest.json inputs/outputs do not match model.plan');
@@ -231,9 +232,10 @@ export async function load(source, options = {}) {
   const [plan, wasm] = await Promise.all([read('model.plan'), read(wasmName)]);
   if (verify) await Promise.all([checkFile(manifest, 'model.plan', plan), checkFile(manifest, wasmName, wasm)]);
   const key = verify ? manifest.files[wasmName].sha256 : null;   // cache only binaries whose hash was checked
-  let mod = key && modules.get(key);
+  /** @type {WebAssembly.Module | undefined} */
+  let mod = key ? modules.get(key) : undefined;
   if (!mod) {
-    try { mod = await WebAssembly.compile(wasm); } catch (e) { throw new EdgepackError(`${wasmName}: not loadable here (${/** @type {Error} */ (e).message})`); }
+    try { mod = await WebAssembly.compile(/** @type {BufferSource} */ (wasm)); } catch (e) { throw new EdgepackError(`${wasmName}: not loadable here (${/** @type {Error} */ (e).message})`); }
     if (key) modules.set(key, mod);
   }
   const instance = await WebAssembly.instantiate(mod, {});
