@@ -88,7 +88,9 @@ async function ortModelBytes(modelPath) {
 const ORT_TYPES = { float32: 'float32', int64: 'int64', int32: 'int32', bool: 'bool' };
 
 async function ortWebRunner(modelPath, inputs) {
-  const ort = await import('onnxruntime-web');
+  const ort = await import('onnxruntime-web').catch((e) => {
+    throw new Error(`onnxruntime-web not installed (run \`npm install\` in bench/): ${e.message}`);
+  });
   ort.env.wasm.numThreads = 1;
   ort.env.wasm.simd = true;
   ort.env.wasm.proxy = false;
