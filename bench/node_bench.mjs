@@ -1,0 +1,268 @@
+#!/usr/bin/env node
+// edgepack vs onnxruntime-web (wasm, 1 thread, SIMD) vs native onnxruntime (onnxruntime-node, 1 thread),
+// in ONE Node process on the same random input. Outputs are checked to agree before anything is timed.
+//
+//   node node_bench.mjs MODEL.onnx BUNDLE_DIR [--seconds 3] [--rounds 10] [--slice 0.5]
+//        [--variants simd,relaxed] [--no-ort-web] [--no-native] [--atol 1e-4] [--rtol 1e-3] [--json OUT]
+//        [--save-io DIR]   (writes the inputs and edgepack's outputs as raw files + io.json, for bench/run.py)
+//
+// Warm-up is by time (V8 tiers wasm up late), then the runtimes are interleaved A B C A B C ... for
+// --rounds rounds of --slice seconds each, so a machine-wide slowdown burst hits all of them alike.
+// Relaxed SIMD needs --experimental-wasm-relaxed-simd on Node 20: without it the script re-runs itself with it.
+import { spawnSync } from 'node:child_process';
+import { createRequire } from 'node:module';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { detectVariant, load } from '../web/src/index.js';
+
+const HERE = path.dirname(fileURLToPath(import.meta.url));
+const RELAXED_FLAG = '--experimental-wasm-relaxed-simd';
+
+function parseArgs(argv) {
+  const a = { seconds: 3, rounds: 10, slice: 0.5, variants: 'simd,relaxed', ortWeb: true, native: true,
+    atol: 1e-4, rtol: 1e-3, json: null, saveIo: null, seed: 1, pos: [] };
+  for (let i = 0; i < argv.length; i++) {
+    const k = argv[i];
+    const val = () => { if (i + 1 >= argv.length) throw new Error(`${k} needs a value`); return argv[++i]; };
+    if (k === '--seconds') a.seconds = Number(val());
+    else if (k === '--rounds') a.rounds = Number(val());
+    else if (k === '--slice') a.slice = Number(val());
+    else if (k === '--variants') a.variants = val();
+    else if (k === '--atol') a.atol = Number(val());
+    else if (k === '--rtol') a.rtol = Number(val());
+    else if (k === '--seed') a.seed = Number(val());
+    else if (k === '--json') a.json = val();
+    else if (k === '--save-io') a.saveIo = val();
+    else if (k === '--no-ort-web') a.ortWeb = false;
+    else if (k === '--no-native') a.native = false;
+    else if (k === '-h' || k === '--help') { console.log(usage()); process.exit(0); }
+    else if (k.startsWith('--')) throw new Error(`unknown option ${k}\n${usage()}`);
+    else a.pos.push(k);
+  }
+  if (a.pos.length !== 2) throw new Error(usage());
+  return a;
+}
+const usage = () => 'usage: node node_bench.mjs MODEL.onnx BUNDLE_DIR [--seconds S] [--rounds R] [--slice S] ' +
+  '[--variants simd,relaxed,scalar] [--no-ort-web] [--no-native] [--atol A] [--rtol R] [--seed N] [--json OUT] [--save-io DIR]';
+
+/** Node 20 hides relaxed SIMD behind a flag: re-run this script once with it (not if the flag is unknown). */
+function maybeReexec() {
+  if (detectVariant() === 'relaxed' || process.execArgv.includes(RELAXED_FLAG) || process.env.EDGEPACK_BENCH_CHILD) return;
+  const r = spawnSync(process.execPath, [RELAXED_FLAG, ...process.execArgv, fileURLToPath(import.meta.url), ...process.argv.slice(2)],
+    { stdio: 'inherit', env: { ...process.env, EDGEPACK_BENCH_CHILD: '1' } });
+  if (r.status === 9 && r.signal === null) return;   // node: bad option -> run here without relaxed
+  process.exit(r.status ?? 1);
+}
+
+// Seeded inputs (mulberry32 + Box-Muller): normal floats, small non-negative ints (valid indices), 0/1 bools.
+function rng(seed) {
+  let s = seed >>> 0;
+  return () => { s = (s + 0x6d2b79f5) >>> 0; let t = s; t = Math.imul(t ^ (t >>> 15), t | 1); t ^= t + Math.imul(t ^ (t >>> 7), t | 61); return ((t ^ (t >>> 14)) >>> 0) / 4294967296; };
+}
+function makeInputs(specs, seed) {
+  const r = rng(seed);
+  const out = {};
+  for (const s of specs) {
+    const n = s.shape.reduce((a, d) => a * d, 1);
+    let data;
+    if (s.dtype === 'float32') data = Float32Array.from({ length: n }, () => Math.sqrt(-2 * Math.log(1 - r())) * Math.cos(2 * Math.PI * r()));
+    else if (s.dtype === 'int64') data = BigInt64Array.from({ length: n }, () => BigInt(Math.floor(r() * 8)));
+    else if (s.dtype === 'int32') data = Int32Array.from({ length: n }, () => Math.floor(r() * 8));
+    else if (s.dtype === 'bool') data = Uint8Array.from({ length: n }, () => (r() < 0.5 ? 1 : 0));
+    else throw new Error(`input '${s.name}': dtype ${s.dtype} not supported by the benchmark`);
+    out[s.name] = { data, dims: s.shape.slice(), dtype: s.dtype };
+  }
+  return out;
+}
+
+/** The model bytes for onnxruntime, with ir_version lowered to ORT_MAX_IR like packager/api.py's reference run:
+ * onnx writes newer IR versions than onnxruntime 1.30 reads. ir_version is ModelProto field 1 (a varint), written first. */
+const ORT_MAX_IR = 10;
+async function ortModelBytes(modelPath) {
+  const b = new Uint8Array(await (await import('node:fs/promises')).readFile(modelPath));
+  if (b[0] === 0x08 && b[1] > ORT_MAX_IR && b[1] < 0x80) b[1] = ORT_MAX_IR;
+  return b;
+}
+
+const ORT_TYPES = { float32: 'float32', int64: 'int64', int32: 'int32', bool: 'bool' };
+
+async function ortWebRunner(modelPath, inputs) {
+  const ort = await import('onnxruntime-web').catch((e) => {
+    throw new Error(`onnxruntime-web not installed (run \`npm install\` in bench/): ${e.message}`);
+  });
+  ort.env.wasm.numThreads = 1;
+  ort.env.wasm.simd = true;
+  ort.env.wasm.proxy = false;
+  ort.env.wasm.wasmPaths = pathToFileURL(path.join(HERE, 'node_modules/onnxruntime-web/dist/')).href;
+  ort.env.logLevel = 'error';
+  const sess = await ort.InferenceSession.create(await ortModelBytes(modelPath), { executionProviders: ['wasm'], graphOptimizationLevel: 'all' });
+  const feeds = Object.fromEntries(Object.entries(inputs).map(([k, t]) => [k, new ort.Tensor(ORT_TYPES[t.dtype], t.data, t.dims)]));
+  return { name: 'ort-web', version: ort.env.versions?.web, detail: 'wasm backend, numThreads=1, SIMD',
+    run: () => sess.run(feeds), close: () => sess.release() };
+}
+
+async function nativeRunner(modelPath, inputs) {
+  let ort;
+  try {
+    ort = createRequire(import.meta.url)('onnxruntime-node');
+  } catch (e) {
+    return { unavailable: `onnxruntime-node not loadable: ${String(e.message).split('\n')[0]}` };
+  }
+  const sess = await ort.InferenceSession.create(await ortModelBytes(modelPath), { executionProviders: ['cpu'], intraOpNumThreads: 1,
+    interOpNumThreads: 1, executionMode: 'sequential', graphOptimizationLevel: 'all' });
+  const feeds = Object.fromEntries(Object.entries(inputs).map(([k, t]) => [k, new ort.Tensor(ORT_TYPES[t.dtype], t.data, t.dims)]));
+  return { name: 'native', version: ort.env?.versions?.node, detail: 'onnxruntime-node CPU, intraOpNumThreads=1',
+    run: () => sess.run(feeds), close: () => sess.release() };
+}
+
+async function edgepackRunner(bundle, variant, inputs) {
+  const sess = await load(bundle, { variant });
+  const feeds = Object.fromEntries(Object.entries(inputs).map(([k, t]) => [k, { data: t.data, dims: t.dims }]));
+  return { name: `edgepack-${variant}`, detail: `variant ${sess.variant}, vec ${sess.vec}`, run: () => sess.run(feeds), close: () => {} };
+}
+
+/** Raw little-endian files + io.json {inputs|outputs: {name: {file, dtype, dims}}}: lets another process
+ * (bench/run.py's Python onnxruntime) time the same inputs and check it gets the same answer. */
+async function saveIo(dir, inputs, outputs) {
+  const fs = await import('node:fs/promises');
+  await fs.mkdir(dir, { recursive: true });
+  const index = { inputs: {}, outputs: {} };
+  const put = async (kind, name, t, dtype) => {
+    const file = `${kind}_${Object.keys(index[kind]).length}.bin`;
+    await fs.writeFile(path.join(dir, file), new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength));
+    index[kind][name] = { file, dtype, dims: t.dims };
+  };
+  for (const [n, t] of Object.entries(inputs)) await put('inputs', n, t, t.dtype);
+  const dtypes = { Float32Array: 'float32', BigInt64Array: 'int64', Int32Array: 'int32', Uint8Array: 'bool' };
+  for (const [n, t] of Object.entries(outputs || {})) await put('outputs', n, t, dtypes[t.data.constructor.name] || 'uint8');
+  await fs.writeFile(path.join(dir, 'io.json'), JSON.stringify(index, null, 1));
+}
+
+const toNumbers = (d) => (d instanceof BigInt64Array ? Array.from(d, Number) : d);
+
+/** Max abs diff of every output against the reference; throws when beyond atol + rtol * max|ref|. */
+function compareOutputs(ref, got, names, atol, rtol) {
+  const res = {};
+  for (const n of names) {
+    const a = ref[n], b = got[n];
+    if (!b) throw new Error(`output '${n}' missing`);
+    const dims = Array.from(b.dims, Number);
+    if (a.dims.length !== dims.length || a.dims.some((d, i) => d !== dims[i])) throw new Error(`output '${n}': dims [${dims}] vs [${a.dims}]`);
+    const x = toNumbers(a.data), y = toNumbers(b.data);
+    let diff = 0, mag = 0;
+    for (let i = 0; i < x.length; i++) {
+      const d = Math.abs(x[i] - y[i]);
+      diff = Number.isNaN(d) ? (Number.isNaN(x[i]) && Number.isNaN(y[i]) ? diff : Infinity) : Math.max(diff, d);
+      mag = Math.max(mag, Math.abs(x[i]));
+    }
+    res[n] = diff;
+    if (!(diff <= atol + rtol * mag)) throw new Error(`output '${n}': max abs diff ${diff.toExponential(3)} (max |ref| ${mag.toPrecision(4)}) exceeds tolerance`);
+  }
+  return res;
+}
+
+function stats(xs) {
+  const s = [...xs].sort((a, b) => a - b);
+  const q = (p) => { const i = p * (s.length - 1), lo = Math.floor(i); return s[lo] + (s[Math.min(lo + 1, s.length - 1)] - s[lo]) * (i - lo); };
+  return { n: s.length, median_ms: q(0.5), p10_ms: q(0.1), p90_ms: q(0.9), min_ms: s[0] };
+}
+const median = (xs) => stats(xs).median_ms;
+
+async function timeFor(r, seconds, sink) {
+  const end = performance.now() + seconds * 1000;
+  let n = 0;
+  do {
+    const t0 = performance.now();
+    await r.run();
+    const dt = performance.now() - t0;
+    if (sink) sink.push(dt);
+    n++;
+  } while (performance.now() < end);
+  return n;
+}
+
+async function main() {
+  maybeReexec();
+  const a = parseArgs(process.argv.slice(2));
+  const [modelPath, bundle] = a.pos.map((p) => path.resolve(p));
+  const manifest = JSON.parse(await (await import('node:fs/promises')).readFile(path.join(bundle, 'manifest.json'), 'utf8'));
+  const inputs = makeInputs(manifest.inputs, a.seed);
+  const outNames = manifest.outputs.map((o) => o.name);
+  const best = detectVariant();
+  const runners = [];
+  const skipped = {};
+  for (const v of a.variants.split(',').map((s) => s.trim()).filter(Boolean)) {
+    if (v === 'relaxed' && best !== 'relaxed') { skipped[`edgepack-${v}`] = 'relaxed SIMD does not validate in this engine'; continue; }
+    runners.push(await edgepackRunner(bundle, v, inputs));
+  }
+  if (a.ortWeb) runners.push(await ortWebRunner(modelPath, inputs));
+  if (a.native) {
+    const r = await nativeRunner(modelPath, inputs);
+    if (r.unavailable) skipped.native = r.unavailable; else runners.push(r);
+  }
+
+  // Correctness first: every runtime against the first (onnxruntime native if present, else ort-web, else edgepack-simd).
+  const norm = (o) => Object.fromEntries(outNames.map((n) => [n, o[n] && { data: o[n].data, dims: Array.from(o[n].dims, Number) }]));
+  const results = new Map();
+  for (const r of runners) results.set(r.name, norm(await r.run()));
+  const ref = ['native', 'ort-web'].find((n) => results.has(n)) || runners[0].name;
+  const agreement = {};
+  for (const r of runners) {
+    if (r.name === ref) continue;
+    try {
+      agreement[r.name] = compareOutputs(results.get(ref), results.get(r.name), outNames, a.atol, a.rtol);
+    } catch (e) {
+      console.error(`REFUSING TO BENCHMARK: ${r.name} disagrees with ${ref}: ${e.message}`);
+      process.exit(2);
+    }
+  }
+  if (a.saveIo) await saveIo(a.saveIo, inputs, results.get(runners.find((r) => r.name.startsWith('edgepack-'))?.name));
+  const maxDiff = Object.fromEntries(Object.entries(agreement).map(([k, v]) => [k, Math.max(...Object.values(v))]));
+  console.log(`outputs agree with ${ref}: ` + Object.entries(maxDiff).map(([k, v]) => `${k} max abs diff ${v.toExponential(2)}`).join(', '));
+
+  for (const r of runners) {
+    const n = await timeFor(r, a.seconds);
+    console.log(`warm-up ${r.name}: ${n} runs in ${a.seconds}s`);
+  }
+  const samples = Object.fromEntries(runners.map((r) => [r.name, []]));
+  const roundMedians = Object.fromEntries(runners.map((r) => [r.name, []]));
+  for (let round = 0; round < a.rounds; round++) {
+    for (const r of runners) {
+      const xs = [];
+      await timeFor(r, a.slice, xs);
+      for (const x of xs) samples[r.name].push(x);
+      roundMedians[r.name].push(median(xs));
+    }
+  }
+  const per = {};
+  for (const r of runners) per[r.name] = { ...stats(samples[r.name]), detail: r.detail, ...(r.version ? { version: r.version } : {}) };
+  const ratios = {};
+  for (const ep of runners.filter((r) => r.name.startsWith('edgepack-'))) {
+    for (const other of ['ort-web', 'native']) {
+      if (!per[other]) continue;
+      // paired: within a round the two ran back to back, so a slowdown burst mostly cancels
+      const paired = roundMedians[ep.name].map((x, i) => x / roundMedians[other][i]);
+      ratios[`${ep.name}/${other}`] = { of_medians: per[ep.name].median_ms / per[other].median_ms, paired_median: median(paired) };
+    }
+  }
+  for (const r of runners) await r.close();
+
+  const fmt = (x) => x.toFixed(x < 1 ? 4 : x < 10 ? 3 : 2);
+  console.log(`\n${manifest.name}: ${a.rounds} rounds x ${a.slice}s interleaved, ${a.seconds}s warm-up each`);
+  console.log('runtime'.padEnd(20) + 'median ms'.padStart(12) + 'p10'.padStart(10) + 'p90'.padStart(10) + 'runs'.padStart(8));
+  for (const [k, s] of Object.entries(per)) console.log(k.padEnd(20) + fmt(s.median_ms).padStart(12) + fmt(s.p10_ms).padStart(10) + fmt(s.p90_ms).padStart(10) + String(s.n).padStart(8));
+  for (const [k, v] of Object.entries(ratios)) console.log(`${k}: ${v.of_medians.toFixed(3)} (paired per round: ${v.paired_median.toFixed(3)})`);
+  for (const [k, v] of Object.entries(skipped)) console.log(`skipped ${k}: ${v}`);
+
+  const report = {
+    model: manifest.name, model_path: modelPath, bundle, inputs: manifest.inputs.map(({ name, dtype, shape }) => ({ name, dtype, shape })),
+    reference: ref, max_abs_diff: maxDiff, runtimes: per, ratios, skipped,
+    settings: { warmup_s: a.seconds, rounds: a.rounds, slice_s: a.slice, seed: a.seed },
+    machine: { cpu: os.cpus()[0]?.model, cores: os.cpus().length, node: process.version, platform: `${os.platform()}-${os.arch()}`,
+      wasm_best_variant: best },
+  };
+  if (a.json) await (await import('node:fs/promises')).writeFile(a.json, JSON.stringify(report, null, 1) + '\n');
+}
+
+main().catch((e) => { console.error(e?.stack || String(e)); process.exit(1); });

@@ -1,0 +1,243 @@
+// edgepack web runtime: loads a bundle (manifest.json, model.plan, one .wasm) and runs it.
+// Mirror of packager/runtime/wasm.py + packager/bundle.py. No dependencies; Node >= 20 and browsers.
+
+/** @typedef {'auto'|'simd'|'scalar'|'relaxed'} Variant */
+/** @typedef {{name: string, dtype: string, shape: number[], tensor: number}} TensorSpec */
+/** @typedef {{data: ArrayBufferView, dims: readonly number[]}} Tensor */
+
+export const VARIANTS = Object.freeze({ simd: 'edgepack.wasm', scalar: 'edgepack-scalar.wasm', relaxed: 'edgepack-relaxed.wasm' });
+const FORMAT = 'edgepack-bundle';
+const FORMAT_VERSION = 1;
+const PAGE = 65536;
+
+/** dtype name (manifest) -> TypedArray constructor that carries it.
+ * @type {Record<string, Float32ArrayConstructor | BigInt64ArrayConstructor | Int32ArrayConstructor | Int8ArrayConstructor | Uint8ArrayConstructor | Uint16ArrayConstructor>} */
+const ARRAYS = {
+  float32: Float32Array, int64: BigInt64Array, int32: Int32Array, int8: Int8Array,
+  uint8: Uint8Array, bool: Uint8Array, float16: Uint16Array,
+};
+
+export class EdgepackError extends Error {
+  /** @param {string} message @param {number} [status] runtime status code, when the wasm core refused */
+  constructor(message, status) {
+    super(message);
+    this.name = 'EdgepackError';
+    if (status !== undefined) this.status = status;
+  }
+}
+
+// Smallest modules using one SIMD128 op / one relaxed-SIMD op (f32x4.relaxed_madd, what the kernels use).
+const SIMD_PROBE = [0, 97, 115, 109, 1, 0, 0, 0, 1, 5, 1, 96, 0, 1, 123, 3, 2, 1, 0, 10, 10, 1, 8, 0, 65, 0, 253, 15, 253, 98, 11];
+const RELAXED_PROBE = [0, 97, 115, 109, 1, 0, 0, 0, 1, 5, 1, 96, 0, 1, 123, 3, 2, 1, 0, 10, 19, 1, 17, 0,
+  65, 0, 253, 15, 65, 0, 253, 15, 65, 0, 253, 15, 253, 133, 2, 11];
+
+/** What this engine runs: 'relaxed' if it validates relaxed SIMD, else 'simd' if it validates SIMD128, else 'scalar'.
+ * @returns {'relaxed'|'simd'|'scalar'} */
+export function detectVariant() {
+  const ok = (/** @type {number[]} */ b) => { try { return WebAssembly.validate(new Uint8Array(b)); } catch { return false; } };
+  return ok(RELAXED_PROBE) ? 'relaxed' : ok(SIMD_PROBE) ? 'simd' : 'scalar';
+}
+
+const align = (/** @type {number} */ n, a = 64) => Math.ceil(n / a) * a;
+const isNode = typeof process !== 'undefined' && !!process.versions?.node;
+
+/** Reads files of a bundle: a directory path or file: URL in Node, an http(s) URL (or path relative to the page) in browsers.
+ * @param {string|URL} source @param {typeof fetch} [fetchFn]
+ * @returns {(name: string) => Promise<Uint8Array>} */
+function bundleReader(source, fetchFn) {
+  const s = String(source);
+  if (isNode && !/^(https?|blob|data):/i.test(s)) {
+    const dir = s.startsWith('file:') ? new URL(s.endsWith('/') ? s : s + '/') : null;
+    return async (name) => {
+      const fs = await import('node:fs/promises');
+      try {
+        return new Uint8Array(await fs.readFile(dir ? new URL(name, dir) : `${s.replace(/\/+$/, '')}/${name}`));
+      } catch (e) {
+        throw new EdgepackError(`${s}: cannot read bundle file ${name} (${/** @type {any} */ (e).code || e})`);
+      }
+    };
+  }
+  const f = fetchFn || globalThis.fetch;
+  const base = new URL(s.endsWith('/') ? s : s + '/', globalThis.location?.href);
+  return async (name) => {
+    const url = new URL(name, base);
+    let r;
+    try { r = await f(url); } catch (e) { throw new EdgepackError(`${url}: fetch failed (${e})`); }
+    if (!r.ok) throw new EdgepackError(`${url}: HTTP ${r.status}`);
+    return new Uint8Array(await r.arrayBuffer());
+  };
+}
+
+/** @param {Uint8Array} bytes @returns {Promise<string>} lowercase hex SHA-256 */
+async function sha256(bytes) {
+  const subtle = globalThis.crypto?.subtle;
+  if (!subtle) throw new EdgepackError('WebCrypto (crypto.subtle) is unavailable here (a non-secure http: page?): cannot verify the bundle; serve it over https or pass {verify: false}');
+  const d = new Uint8Array(await subtle.digest('SHA-256', /** @type {BufferSource} */ (bytes)));
+  return Array.from(d, (b) => b.toString(16).padStart(2, '0')).join('');
+}
+
+/** @param {any} manifest @param {string} name @param {Uint8Array} bytes */
+async function checkFile(manifest, name, bytes) {
+  const meta = manifest.files?.[name];
+  if (!meta) throw new EdgepackError(`manifest.json does not list ${name}`);
+  if (meta.bytes !== bytes.length || (await sha256(bytes)) !== meta.sha256)
+    throw new EdgepackError(`bundle file ${name} does not match its SHA-256 in manifest.json (tampered or corrupt)`);
+}
+
+/** @param {any} m */
+function checkManifest(m) {
+  if (!m || m.format !== FORMAT) throw new EdgepackError('manifest.json: not an edgepack bundle manifest');
+  if (m.format_version !== FORMAT_VERSION) throw new EdgepackError(`manifest.json: bundle format ${m.format_version} not supported (this runtime reads ${FORMAT_VERSION})`);
+  for (const s of [...(m.inputs || []), ...(m.outputs || [])]) {
+    if (typeof s.name !== 'string' || !(s.dtype in ARRAYS) || !Array.isArray(s.shape) || !Number.isInteger(s.tensor))
+      throw new EdgepackError(`manifest.json: bad input/output entry ${JSON.stringify(s)}`);
+  }
+}
+
+/** Compiled modules by wasm SHA-256: every bundle ships its own copy of the same runtime. */
+const modules = new Map();
+
+/** One wasm instance holding one plan and its arena (like packager.runtime.wasm.WasmPlan). */
+export class Session {
+  /** @param {WebAssembly.Instance} instance @param {Uint8Array} plan @param {any} manifest @param {string} variant */
+  constructor(instance, plan, manifest, variant) {
+    const ex = /** @type {any} */ (instance.exports);
+    this.ex = ex;
+    /** @type {WebAssembly.Memory} */
+    this.memory = ex.memory;
+    this.manifest = manifest;
+    this.variant = variant;
+    /** @type {TensorSpec[]} */
+    this.inputs = manifest.inputs;
+    /** @type {TensorSpec[]} */
+    this.outputs = manifest.outputs;
+    if (typeof ex._initialize === 'function') ex._initialize();
+    const planPtr = align(ex.ep_heap_base() >>> 0);
+    this._reserve(planPtr + plan.length);
+    new Uint8Array(this.memory.buffer, planPtr, plan.length).set(plan);
+    this._check(ex.ep_open(planPtr, plan.length), 'opening the plan');
+    const arenaBytes = ex.ep_arena_bytes() >>> 0;
+    const arenaPtr = align(planPtr + plan.length);
+    this._reserve(arenaPtr + arenaBytes);
+    this._check(ex.ep_bind(arenaPtr, arenaBytes), 'binding the arena');
+    this.vec = this._cstr(ex.ep_vec_name() >>> 0);
+    // The plan, not only the manifest, names the graph's inputs/outputs: both must agree.
+    const agree = (/** @type {TensorSpec[]} */ specs, /** @type {number} */ n, /** @type {(i: number) => number} */ id) => specs.length === n && specs.every((s, i) => id(i) === s.tensor &&
+      (ex.ep_tensor_nbytes(s.tensor) >>> 0) === s.shape.reduce((a, d) => a * d, 1) * ARRAYS[s.dtype].BYTES_PER_ELEMENT);
+    if (!agree(this.inputs, ex.ep_num_inputs(), ex.ep_input_id) || !agree(this.outputs, ex.ep_num_outputs(), ex.ep_output_id))
+      throw new EdgepackError('manifest.json inputs/outputs do not match model.plan');
+  }
+
+  /** @param {number} end */
+  _reserve(end) {
+    const have = this.memory.buffer.byteLength;
+    if (end > have) this.memory.grow(Math.ceil((end - have) / PAGE));
+  }
+
+  /** @param {number} ptr */
+  _cstr(ptr) {
+    const b = new Uint8Array(this.memory.buffer, ptr, Math.min(256, this.memory.buffer.byteLength - ptr));
+    const end = b.indexOf(0);
+    return new TextDecoder().decode(b.subarray(0, end < 0 ? b.length : end));
+  }
+
+  /** @param {number} status @param {string} what */
+  _check(status, what) {
+    if (status !== 0) {
+      throw new EdgepackError(`edgepack runtime refused ${what}: ${this._cstr(this.ex.ep_status_str(status) >>> 0)} (status ${status})`, status);
+    }
+  }
+
+  /** Where tensor `id` lives in wasm memory. @param {number} id */
+  _span(id) {
+    const ptr = this.ex.ep_tensor_data(id) >>> 0;
+    const n = this.ex.ep_tensor_nbytes(id) >>> 0;
+    if (!ptr) throw new EdgepackError(`tensor ${id}: no data (plan not bound?)`);
+    return [ptr, n];
+  }
+
+  /** Validates feeds against the manifest: names, TypedArray kind, dims and element count.
+   * @param {Record<string, Tensor>} feeds */
+  checkFeeds(feeds) {
+    if (!feeds || typeof feeds !== 'object') throw new EdgepackError('run() takes an object {inputName: {data, dims}}');
+    const names = this.inputs.map((s) => s.name);
+    const unknown = Object.keys(feeds).filter((k) => !names.includes(k));
+    if (unknown.length) throw new EdgepackError(`unknown input(s) ${unknown.map((k) => `'${k}'`).join(', ')}; this model takes ${names.map((k) => `'${k}'`).join(', ')}`);
+    const missing = names.filter((k) => !(k in feeds));
+    if (missing.length) throw new EdgepackError(`missing input(s) ${missing.map((k) => `'${k}'`).join(', ')}`);
+    for (const s of this.inputs) {
+      const t = feeds[s.name];
+      const want = ARRAYS[s.dtype].name;
+      const data = t?.data;
+      const got = ArrayBuffer.isView(data) ? /** @type {any} */ (data)[Symbol.toStringTag] || 'DataView' : typeof data;
+      if (got !== want) throw new EdgepackError(`input '${s.name}': data is ${got}, expected ${want} (dtype ${s.dtype})`);
+      const dims = t.dims;
+      if (!Array.isArray(dims) && !ArrayBuffer.isView(dims)) throw new EdgepackError(`input '${s.name}': dims missing, expected [${s.shape}]`);
+      if (dims.length !== s.shape.length || s.shape.some((d, i) => Number(dims[i]) !== d))
+        throw new EdgepackError(`input '${s.name}': shape [${Array.from(dims)}], expected [${s.shape}]`);
+      const n = s.shape.reduce((a, d) => a * d, 1);
+      if (/** @type {any} */ (data).length !== n) throw new EdgepackError(`input '${s.name}': ${/** @type {any} */ (data).length} elements for shape [${s.shape}], expected ${n}`);
+    }
+  }
+
+  /** Runs the plan synchronously. @param {Record<string, Tensor>} feeds
+   * @returns {Record<string, {data: any, dims: number[], dtype: string}>} */
+  runSync(feeds) {
+    this.checkFeeds(feeds);
+    for (const s of this.inputs) {
+      const [ptr, n] = this._span(s.tensor);
+      const d = feeds[s.name].data;
+      if (d.byteLength !== n) throw new EdgepackError(`input '${s.name}': ${d.byteLength} bytes, the plan expects ${n}`);
+      new Uint8Array(this.memory.buffer, ptr, n).set(new Uint8Array(d.buffer, d.byteOffset, n));
+    }
+    this._check(this.ex.ep_run(), 'running the plan');
+    /** @type {Record<string, {data: any, dims: number[], dtype: string}>} */
+    const out = {};
+    for (const s of this.outputs) {
+      const [ptr, n] = this._span(s.tensor);
+      out[s.name] = { data: new ARRAYS[s.dtype](this.memory.buffer.slice(ptr, ptr + n)), dims: s.shape.slice(), dtype: s.dtype };
+    }
+    return out;
+  }
+
+  /** Runs the plan. @param {Record<string, Tensor>} feeds */
+  async run(feeds) {
+    return this.runSync(feeds);
+  }
+}
+
+/** Loads a bundle and opens a session on it.
+ * @param {string|URL} source bundle directory (Node) or URL (browser)
+ * @param {{variant?: Variant, verify?: boolean, fetch?: typeof fetch}} [options]
+ * @returns {Promise<Session>} */
+export async function load(source, options = {}) {
+  const { variant = 'auto', verify = true } = options;
+  const read = bundleReader(source, options.fetch);
+  let manifest;
+  try {
+    manifest = JSON.parse(new TextDecoder().decode(await read('manifest.json')));
+  } catch (e) {
+    throw e instanceof EdgepackError ? e : new EdgepackError(`${source}/manifest.json: not valid JSON (${/** @type {Error} */ (e).message})`);
+  }
+  checkManifest(manifest);
+  const best = detectVariant();
+  const v = variant === 'auto' ? best : variant;
+  if (!(v in VARIANTS)) throw new EdgepackError(`unknown wasm variant '${variant}' (choose from auto, ${Object.keys(VARIANTS).join(', ')})`);
+  const rank = { scalar: 0, simd: 1, relaxed: 2 };
+  if (rank[v] > rank[best]) {
+    throw new EdgepackError(`this WebAssembly engine does not support the '${v}' variant (best available: '${best}')` +
+      (v === 'relaxed' && isNode ? '; Node 20 needs --experimental-wasm-relaxed-simd' : ''));
+  }
+  const wasmName = VARIANTS[/** @type {keyof VARIANTS} */ (v)];
+  const [plan, wasm] = await Promise.all([read('model.plan'), read(wasmName)]);
+  if (verify) await Promise.all([checkFile(manifest, 'model.plan', plan), checkFile(manifest, wasmName, wasm)]);
+  const key = verify ? manifest.files[wasmName].sha256 : null;   // cache only binaries whose hash was checked
+  /** @type {WebAssembly.Module | undefined} */
+  let mod = key ? modules.get(key) : undefined;
+  if (!mod) {
+    try { mod = await WebAssembly.compile(/** @type {BufferSource} */ (wasm)); } catch (e) { throw new EdgepackError(`${wasmName}: not loadable here (${/** @type {Error} */ (e).message})`); }
+    if (key) modules.set(key, mod);
+  }
+  const instance = await WebAssembly.instantiate(mod, {});
+  return new Session(instance, plan, manifest, v);
+}
