@@ -46,4 +46,9 @@ static inline i16x8 i16x8_load_u8(const uint8_t *p) { return wasm_u16x8_load8x8(
 /* acc += pairwise dot of i16 lanes: acc[i] += a[2i]*b[2i] + a[2i+1]*b[2i+1] */
 static inline i32x4 i32x4_dot_i16x8_add(i32x4 acc, i16x8 a, i16x8 b) { return wasm_i32x4_add(acc, wasm_i32x4_dot_i16x8(a, b)); }
 static inline f32x4 f32x4_from_i32x4(i32x4 v) { return wasm_f32x4_convert_i32x4(v); }
+
+/* ---- additions (nn family: pooling) ---- */
+/* Even / odd lanes of the 8-float sequence a:b: (a0,a2,b0,b2) and (a1,a3,b1,b3); stride-2 pooling. */
+static inline f32x4 f32x4_even(f32x4 a, f32x4 b) { return wasm_i32x4_shuffle(a, b, 0, 2, 4, 6); }
+static inline f32x4 f32x4_odd(f32x4 a, f32x4 b) { return wasm_i32x4_shuffle(a, b, 1, 3, 5, 7); }
 #endif
