@@ -73,7 +73,7 @@ static inline void pool_taps(const pdim *p, int64_t o, int64_t *k0, int64_t *k1,
   *k0 = lo; *k1 = hi; *cpad = hp;
 }
 
-static inline f32x4 v_abs(f32x4 v) { return f32x4_max(v, f32x4_sub(f32x4_zero(), v)); }
+static inline f32x4 v_abs(f32x4 v) { return f32x4_abs(v); }
 static inline float s_abs(float v) { return v < 0 ? -v : v; }
 
 /* dst = f(src) (first row) or dst = dst (+|max) f(src), f = identity, |x| or x*x by kind. */

@@ -84,7 +84,7 @@ static inline float op1(int op, float acc, float v, float sh) {
 static inline f32x4 opv(int op, f32x4 acc, f32x4 v, f32x4 sh) {
   switch (op) {
     case OP_ADD: return f32x4_add(acc, v);
-    case OP_ABS: return f32x4_add(acc, f32x4_max(v, f32x4_sub(f32x4_zero(), v)));
+    case OP_ABS: return f32x4_add(acc, f32x4_abs(v));
     case OP_SQ: return f32x4_fma(acc, v, v);
     case OP_MUL: return f32x4_mul(acc, v);
     case OP_MAX: return f32x4_max(acc, v);
