@@ -178,26 +178,36 @@ ep_status ep_check_SOFTMAX(const ep_node *n) {
   return EP_OK;
 }
 
-/* One contiguous row of L. */
+/* One contiguous row of L. Several accumulators keep the max/sum chains from serializing. */
 static void softmax_row(int logsm, const float *x, float *y, uint64_t L) {
   uint64_t i = 0;
   float m = neg_inf();
-  if (L >= 4) {
-    f32x4 vm = f32x4_load(x);
-    for (i = 4; i + 4 <= L; i += 4) vm = f32x4_max(vm, f32x4_load(x + i));
-    m = f32x4_hmax(vm);
+  if (L >= 16) {
+    f32x4 m0 = f32x4_load(x), m1 = f32x4_load(x + 4), m2 = f32x4_load(x + 8), m3 = f32x4_load(x + 12);
+    for (i = 16; i + 16 <= L; i += 16) {
+      m0 = f32x4_max(m0, f32x4_load(x + i)); m1 = f32x4_max(m1, f32x4_load(x + i + 4));
+      m2 = f32x4_max(m2, f32x4_load(x + i + 8)); m3 = f32x4_max(m3, f32x4_load(x + i + 12));
+    }
+    m = f32x4_hmax(f32x4_max(f32x4_max(m0, m1), f32x4_max(m2, m3)));
   }
+  for (; i + 4 <= L; i += 4) { float t = f32x4_hmax(f32x4_load(x + i)); m = t > m ? t : m; }
   for (; i < L; i++) m = x[i] > m ? x[i] : m;
   const f32x4 vmax = f32x4_splat(m);
-  f32x4 vs = f32x4_zero();
+  f32x4 s0 = f32x4_zero(), s1 = f32x4_zero();
   float sum = 0.0f;
-  for (i = 0; i + 4 <= L; i += 4) {
+  for (i = 0; i + 8 <= L; i += 8) {
+    f32x4 e0 = ep_expf4(f32x4_sub(f32x4_load(x + i), vmax));
+    f32x4 e1 = ep_expf4(f32x4_sub(f32x4_load(x + i + 4), vmax));
+    s0 = f32x4_add(s0, e0); s1 = f32x4_add(s1, e1);
+    if (!logsm) { f32x4_store(y + i, e0); f32x4_store(y + i + 4, e1); }
+  }
+  for (; i + 4 <= L; i += 4) {
     f32x4 e = ep_expf4(f32x4_sub(f32x4_load(x + i), vmax));
-    vs = f32x4_add(vs, e);
+    s0 = f32x4_add(s0, e);
     if (!logsm) f32x4_store(y + i, e);
   }
   for (; i < L; i++) { float e = ep_expf(x[i] - m); sum += e; if (!logsm) y[i] = e; }
-  sum += f32x4_hsum(vs);
+  sum += f32x4_hsum(f32x4_add(s0, s1));
   if (logsm) {
     const float sh = m + ep_logf(sum);
     const f32x4 vsh = f32x4_splat(sh);
