@@ -79,4 +79,7 @@ def lower_conv_transpose(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     params: list[int] = [nsp, group]
     for i in range(nsp):
         params += [strides[i], dil[i], begin[i]]
-    ctx.emit(Op.CONV_TRANSPOSE, [x, w, b] if b else [x, w], [y], params)
+    sx = strides[-1]
+    # phase-split accumulator for one output channel when the innermost stride is > 1
+    scratch = 4 * sx * int(np.prod(out[:-1], dtype=np.int64)) * (-(-out[-1] // sx)) if sx > 1 else 0
+    ctx.emit(Op.CONV_TRANSPOSE, [x, w, b] if b else [x, w], [y], params, scratch_bytes=scratch)

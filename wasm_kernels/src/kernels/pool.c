@@ -5,7 +5,8 @@
  *   kind 0 max, 1 average, 2 Lp (integer p in 1..64). Output sizes come from Y's shape; the window of output o along a
  *   dim starts at o*stride - pad_begin and takes `kernel` taps `dilation` apart. Taps outside the input are
  *   skipped; the average divides by the taps inside the input (count_include_pad = 0) or inside
- *   [-pad_begin, in + pad_end) (count_include_pad = 1). A window with no tap inside the input gives -inf (max).
+ *   [-pad_begin, in + pad_end) (count_include_pad = 1). A window with no tap inside the input gives
+ *   -FLT_MAX (max) or 0 (average, Lp), as onnxruntime.
  *   scratch: at least 4 * (W + 8) bytes, W = innermost input dim.
  *   Method: the window's rows (outer spatial dims) are combined into one scratch row (contiguous, vectorized),
  *   then a horizontal pass pools that row; strides 1 and 2 run 4 outputs at a time.
@@ -21,6 +22,7 @@ enum { POOL_MAX = 0, POOL_AVG = 1, POOL_LP = 2 };
 typedef struct { int64_t k, s, d, pb, pe, in, out; } pdim;
 
 static inline float neg_inf(void) { union { uint32_t u; float f; } v; v.u = 0xff800000u; return v.f; }
+static inline float lowest(void) { union { uint32_t u; float f; } v; v.u = 0xff7fffffu; return v.f; }   /* -FLT_MAX */
 static inline int64_t fdiv(int64_t a, int64_t b) { int64_t q = a / b; return (a % b != 0 && a < 0) ? q - 1 : q; }
 static inline int64_t cdiv(int64_t a, int64_t b) { return -fdiv(-a, b); }
 
@@ -108,7 +110,6 @@ static void row_combine(int kind, int p, int first, float *dst, const float *src
 /* One output row from the combined scratch row r (r has >= W + 8 floats). */
 static void pool_hpass(int kind, int p, int cip, const float *r, const pdim *pw, float *y, int64_t cdh_valid, int64_t cdh_pad) {
   const int64_t K = pw->k, S = pw->s, D = pw->d, PB = pw->pb, OW = pw->out, W = pw->in;
-  const float ninf = neg_inf();
   /* Interior outputs: every tap inside [0, W). */
   int64_t olo = cdiv(PB, S), ohi = fdiv(W - 1 + PB - (K - 1) * D, S);
   if (ohi > OW - 1) ohi = OW - 1;
@@ -159,12 +160,15 @@ static void pool_hpass(int kind, int p, int cip, const float *r, const pdim *pw,
     const int64_t st = o * S - PB;   /* may be negative: only taps [k0, k1) are read */
     float acc;
     if (kind == POOL_MAX) {
-      acc = ninf;
-      for (int64_t k = k0; k < k1; k++) { float v = r[st + k * D]; acc = v > acc ? v : acc; }
+      acc = k1 > k0 ? r[st + k0 * D] : lowest();
+      for (int64_t k = k0 + 1; k < k1; k++) { float v = r[st + k * D]; acc = v > acc ? v : acc; }
     } else {
       acc = 0.0f;
       for (int64_t k = k0; k < k1; k++) acc += r[st + k * D];
-      if (kind == POOL_AVG) acc = acc / (float)(cip ? cdh_pad * cpad : cdh_valid * (k1 - k0));
+      if (kind == POOL_AVG) {
+        const int64_t cnt = cip ? cdh_pad * cpad : cdh_valid * (k1 - k0);
+        acc = cnt ? acc / (float)cnt : 0.0f;   /* a window with no tap: 0, as onnxruntime */
+      }
       else if (p == 2) acc = ep_sqrtf(acc);
       else if (p > 2) acc = ep_powf(acc, 1.0f / (float)p);
     }
@@ -182,7 +186,6 @@ ep_status ep_run_POOL(const ep_node *n) {
   float *row = (float *)(void *)n->scratch;
   const int64_t NC = (int64_t)xt->dims[0] * xt->dims[1];
   const int64_t ID = pd[0].in, IH = pd[1].in, IW = pd[2].in, OD = pd[0].out, OH = pd[1].out, OW = pd[2].out;
-  const float ninf = neg_inf();
   for (int64_t nc = 0; nc < NC; nc++) {
     const float *xp = x + nc * ID * IH * IW;
     float *yp = y + nc * OD * OH * OW;
@@ -201,7 +204,7 @@ ep_status ep_run_POOL(const ep_node *n) {
             first = 0;
           }
         }
-        if (first) { const float fill = kind == POOL_MAX ? ninf : 0.0f; for (int64_t i = 0; i < IW; i++) row[i] = fill; }
+        if (first) { const float fill = kind == POOL_MAX ? lowest() : 0.0f; for (int64_t i = 0; i < IW; i++) row[i] = fill; }
         for (int64_t i = IW; i < IW + 8; i++) row[i] = 0.0f;   /* lanes read past the row are discarded; keep them defined */
         pool_hpass(kind, p, cip, row, &pd[2], yp + (od * OH + oh) * OW, (d1 - d0) * (h1 - h0), dpad * hpad);
       }
