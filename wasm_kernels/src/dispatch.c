@@ -14,9 +14,9 @@ static const ep_kernel kernels[EP_OP_COUNT] = {
   K(MATMUL, 2, 2, 1, 1),
   K(POOL, 1, 1, 1, 1),
   K(GLOBAL_POOL, 1, 1, 1, 1),
-  K(BATCHNORM, 5, 5, 1, 1),
+  K(BATCHNORM, 3, 5, 1, 1),      /* X, a, b (folded) or X, scale, B, mean, var */
   K(SOFTMAX, 1, 1, 1, 1),
-  K(LAYERNORM, 1, 3, 1, 1),
+  K(LAYERNORM, 1, 3, 1, 3),      /* X, scale?, bias? -> Y, Mean?, InvStdDev? */
   K(REDUCE, 1, 1, 1, 1),
   K(CONCAT, 1, EP_MAX_IO, 1, 1),
   K(SPLIT, 1, 1, 1, EP_MAX_IO),

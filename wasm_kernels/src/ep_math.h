@@ -9,6 +9,8 @@ float ep_expf(float x);
 float ep_logf(float x);
 float ep_tanhf(float x);
 float ep_erff(float x);
+float ep_log1pf(float x);     /* log(1+x), accurate for small x */
+float ep_sigmoidf(float x);   /* 1/(1+exp(-x)) without overflow */
 float ep_powf(float x, float y);
 float ep_sqrtf(float x);      /* maps to the sqrt instruction */
 float ep_floorf(float x);
@@ -25,4 +27,5 @@ f32x4 ep_expf4(f32x4 x);
 f32x4 ep_tanhf4(f32x4 x);
 f32x4 ep_erff4(f32x4 x);
 f32x4 ep_sigmoidf4(f32x4 x);
+f32x4 ep_logf4(f32x4 x);
 #endif

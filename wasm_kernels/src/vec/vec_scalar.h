@@ -38,4 +38,67 @@ static inline i32x4 i32x4_dot_i16x8_add(i32x4 acc, i16x8 a, i16x8 b) {
   return acc;
 }
 static inline f32x4 f32x4_from_i32x4(i32x4 a) { f32x4 r; for (int i = 0; i < 4; i++) r.v[i] = (float)a.v[i]; return r; }
+/* ---- Additions (elementwise/math family): compares, select, rounding, integer lanes, bitcasts. ----
+ * Masks are i32x4 lanes of all-ones (true) or zero (false). */
+static inline uint32_t ep_vs_bits(float f) { union { float f; uint32_t u; } c; c.f = f; return c.u; }
+static inline float ep_vs_float(uint32_t u) { union { float f; uint32_t u; } c; c.u = u; return c.f; }
+/* Round to an integer value, mode 0 trunc, 1 floor, 2 ceil, 3 nearest-even; NaN, inf, |x| >= 2^23 pass. */
+static inline float ep_vs_round(float x, int mode) {
+  uint32_t u = ep_vs_bits(x), sign = u & 0x80000000u;
+  if ((u & 0x7fffffffu) >= 0x4b000000u) return x;
+  float a = ep_vs_float(u & 0x7fffffffu), t;
+  if (mode == 3) { t = (a + 8388608.0f) - 8388608.0f; }
+  else {
+    t = (float)(int32_t)a;
+    if (mode == 1 && sign && t != a) t += 1.0f;   /* floor of a negative: away from zero */
+    if (mode == 2 && !sign && t != a) t += 1.0f;  /* ceil of a positive: away from zero */
+  }
+  return ep_vs_float(ep_vs_bits(t) | sign);
+}
+#define EP_SCALAR_UN(name, expr) \
+  static inline f32x4 name(f32x4 a) { f32x4 r; for (int i = 0; i < 4; i++) { float x = a.v[i]; r.v[i] = (expr); } return r; }
+EP_SCALAR_UN(f32x4_abs, ep_vs_float(ep_vs_bits(x) & 0x7fffffffu))
+EP_SCALAR_UN(f32x4_neg, ep_vs_float(ep_vs_bits(x) ^ 0x80000000u))
+EP_SCALAR_UN(f32x4_sqrt, __builtin_sqrtf(x))
+EP_SCALAR_UN(f32x4_trunc, ep_vs_round(x, 0))
+EP_SCALAR_UN(f32x4_floor, ep_vs_round(x, 1))
+EP_SCALAR_UN(f32x4_ceil, ep_vs_round(x, 2))
+EP_SCALAR_UN(f32x4_round_even, ep_vs_round(x, 3))
+#undef EP_SCALAR_UN
+#define EP_SCALAR_CMP(name, expr) \
+  static inline i32x4 name(f32x4 a, f32x4 b) { i32x4 r; for (int i = 0; i < 4; i++) { float x = a.v[i], y = b.v[i]; r.v[i] = (expr) ? -1 : 0; } return r; }
+EP_SCALAR_CMP(f32x4_lt, x < y)
+EP_SCALAR_CMP(f32x4_le, x <= y)
+EP_SCALAR_CMP(f32x4_eq, x == y)
+#undef EP_SCALAR_CMP
+static inline f32x4 f32x4_select(i32x4 m, f32x4 a, f32x4 b) {
+  f32x4 r;
+  for (int i = 0; i < 4; i++) r.v[i] = ep_vs_float((ep_vs_bits(a.v[i]) & (uint32_t)m.v[i]) | (ep_vs_bits(b.v[i]) & ~(uint32_t)m.v[i]));
+  return r;
+}
+#define EP_SCALAR_IBIN(name, expr) \
+  static inline i32x4 name(i32x4 a, i32x4 b) { i32x4 r; for (int i = 0; i < 4; i++) { uint32_t x = (uint32_t)a.v[i], y = (uint32_t)b.v[i]; r.v[i] = (int32_t)(expr); } return r; }
+EP_SCALAR_IBIN(i32x4_sub, x - y)
+EP_SCALAR_IBIN(i32x4_and, x & y)
+EP_SCALAR_IBIN(i32x4_or, x | y)
+EP_SCALAR_IBIN(i32x4_xor, x ^ y)
+EP_SCALAR_IBIN(i32x4_gt, (int32_t)x > (int32_t)y ? 0xffffffffu : 0u)
+#undef EP_SCALAR_IBIN
+static inline i32x4 i32x4_shl(i32x4 a, int n) { i32x4 r; for (int i = 0; i < 4; i++) r.v[i] = (int32_t)((uint32_t)a.v[i] << n); return r; }
+static inline i32x4 i32x4_shr(i32x4 a, int n) { i32x4 r; for (int i = 0; i < 4; i++) r.v[i] = a.v[i] >> n; return r; }
+static inline i32x4 i32x4_from_f32x4(f32x4 a) {
+  i32x4 r;
+  for (int i = 0; i < 4; i++) {
+    float x = a.v[i];
+    r.v[i] = x != x ? 0 : x >= 2147483648.0f ? 2147483647 : x <= -2147483648.0f ? (-2147483647 - 1) : (int32_t)x;
+  }
+  return r;
+}
+static inline i32x4 f32x4_as_i32x4(f32x4 a) { i32x4 r; for (int i = 0; i < 4; i++) r.v[i] = (int32_t)ep_vs_bits(a.v[i]); return r; }
+static inline f32x4 i32x4_as_f32x4(i32x4 a) { f32x4 r; for (int i = 0; i < 4; i++) r.v[i] = ep_vs_float((uint32_t)a.v[i]); return r; }
+
+/* ---- additions (nn family: pooling) ---- */
+/* Even / odd lanes of the 8-float sequence a:b: (a0,a2,b0,b2) and (a1,a3,b1,b3); stride-2 pooling. */
+static inline f32x4 f32x4_even(f32x4 a, f32x4 b) { f32x4 r = {{a.v[0], a.v[2], b.v[0], b.v[2]}}; return r; }
+static inline f32x4 f32x4_odd(f32x4 a, f32x4 b) { f32x4 r = {{a.v[1], a.v[3], b.v[1], b.v[3]}}; return r; }
 #endif

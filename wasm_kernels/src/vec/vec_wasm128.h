@@ -50,4 +50,33 @@ static inline i16x8 i16x8_load_u8(const uint8_t *p) { return wasm_u16x8_load8x8(
 /* acc += pairwise dot of i16 lanes: acc[i] += a[2i]*b[2i] + a[2i+1]*b[2i+1] */
 static inline i32x4 i32x4_dot_i16x8_add(i32x4 acc, i16x8 a, i16x8 b) { return wasm_i32x4_add(acc, wasm_i32x4_dot_i16x8(a, b)); }
 static inline f32x4 f32x4_from_i32x4(i32x4 v) { return wasm_f32x4_convert_i32x4(v); }
+/* ---- Additions (elementwise/math family): compares, select, rounding, integer lanes, bitcasts. ----
+ * Masks are i32x4 lanes of all-ones (true) or zero (false). NEON needs the same names. */
+static inline f32x4 f32x4_abs(f32x4 a) { return wasm_f32x4_abs(a); }
+static inline f32x4 f32x4_neg(f32x4 a) { return wasm_f32x4_neg(a); }
+static inline f32x4 f32x4_sqrt(f32x4 a) { return wasm_f32x4_sqrt(a); }
+static inline f32x4 f32x4_floor(f32x4 a) { return wasm_f32x4_floor(a); }
+static inline f32x4 f32x4_ceil(f32x4 a) { return wasm_f32x4_ceil(a); }
+static inline f32x4 f32x4_trunc(f32x4 a) { return wasm_f32x4_trunc(a); }
+static inline f32x4 f32x4_round_even(f32x4 a) { return wasm_f32x4_nearest(a); }
+static inline i32x4 f32x4_lt(f32x4 a, f32x4 b) { return wasm_f32x4_lt(a, b); }
+static inline i32x4 f32x4_le(f32x4 a, f32x4 b) { return wasm_f32x4_le(a, b); }
+static inline i32x4 f32x4_eq(f32x4 a, f32x4 b) { return wasm_f32x4_eq(a, b); }
+/* mask ? a : b, lane-wise */
+static inline f32x4 f32x4_select(i32x4 mask, f32x4 a, f32x4 b) { return wasm_v128_bitselect(a, b, mask); }
+static inline i32x4 i32x4_sub(i32x4 a, i32x4 b) { return wasm_i32x4_sub(a, b); }
+static inline i32x4 i32x4_and(i32x4 a, i32x4 b) { return wasm_v128_and(a, b); }
+static inline i32x4 i32x4_or(i32x4 a, i32x4 b) { return wasm_v128_or(a, b); }
+static inline i32x4 i32x4_xor(i32x4 a, i32x4 b) { return wasm_v128_xor(a, b); }
+static inline i32x4 i32x4_shl(i32x4 a, int n) { return wasm_i32x4_shl(a, n); }
+static inline i32x4 i32x4_shr(i32x4 a, int n) { return wasm_i32x4_shr(a, n); }   /* arithmetic */
+static inline i32x4 i32x4_gt(i32x4 a, i32x4 b) { return wasm_i32x4_gt(a, b); }
+static inline i32x4 i32x4_from_f32x4(f32x4 a) { return wasm_i32x4_trunc_sat_f32x4(a); } /* truncating, saturating */
+static inline i32x4 f32x4_as_i32x4(f32x4 a) { return a; }   /* bit reinterpretation */
+static inline f32x4 i32x4_as_f32x4(i32x4 a) { return a; }
+
+/* ---- additions (nn family: pooling) ---- */
+/* Even / odd lanes of the 8-float sequence a:b: (a0,a2,b0,b2) and (a1,a3,b1,b3); stride-2 pooling. */
+static inline f32x4 f32x4_even(f32x4 a, f32x4 b) { return wasm_i32x4_shuffle(a, b, 0, 2, 4, 6); }
+static inline f32x4 f32x4_odd(f32x4 a, f32x4 b) { return wasm_i32x4_shuffle(a, b, 1, 3, 5, 7); }
 #endif

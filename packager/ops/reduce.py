@@ -1,0 +1,51 @@
+"""Reductions: ReduceSum/Mean/Max/Min/Prod/L1/L2/SumSquare/LogSum/LogSumExp -> REDUCE.
+
+Axes come from the attribute (older opsets) or from a constant second input (ReduceSum >= 13, the
+others >= 18); they are resolved here into a bit mask over the input dims."""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+
+from ..lower import LowerCtx, lowers
+from ..plan.opcodes import Op
+
+KINDS = {"ReduceSum": 0, "ReduceMean": 1, "ReduceMax": 2, "ReduceMin": 3, "ReduceProd": 4, "ReduceL1": 5,
+         "ReduceL2": 6, "ReduceSumSquare": 7, "ReduceLogSum": 8, "ReduceLogSumExp": 9}
+R_LSE = 9
+
+
+@lowers(*KINDS)
+def lower_reduce(ctx: LowerCtx, node: onnx.NodeProto) -> None:
+    x, y = node.input[0], node.output[0]
+    ctx.check_dtypes(node, [np.float32], [x, y])
+    a = ctx.attrs(node)
+    xs = ctx.shape(x)
+    r = len(xs)
+    axes_from_input = ctx.opset >= (13 if node.op_type == "ReduceSum" else 18)
+    noop = int(a.get("noop_with_empty_axes", 0)) if axes_from_input else 0
+    keepdims = int(a.get("keepdims", 1))
+    if axes_from_input:
+        axes = None
+        if len(node.input) > 1 and node.input[1]:
+            axes = [int(v) for v in np.asarray(ctx.require_const(node, node.input[1])[0]).reshape(-1)]
+    else:
+        axes = [int(v) for v in a["axes"]] if "axes" in a else None
+    if not axes:
+        axes = [] if noop else list(range(r))
+    norm = []
+    for ax in axes:
+        if not -r <= ax < r:
+            raise ctx.unsupported(node, f"axis {ax} out of range for rank {r}")
+        norm.append(ax % r)
+    if len(set(norm)) != len(norm):
+        raise ctx.unsupported(node, f"repeated axes {axes}")
+    mask = sum(1 << ax for ax in norm)
+    want = tuple(1 if i in norm else d for i, d in enumerate(xs)) if keepdims else \
+        tuple(d for i, d in enumerate(xs) if i not in norm)
+    ys = ctx.shape(y)
+    if tuple(ys) != want:
+        raise ctx.unsupported(node, f"output shape {ys} differs from the computed {want}")
+    kind = KINDS[node.op_type]
+    out_numel = int(np.prod(ys, dtype=np.int64))
+    ctx.emit(Op.REDUCE, [x], [y], [kind, mask], scratch_bytes=4 * out_numel if kind == R_LSE else 0)
