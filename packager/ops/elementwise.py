@@ -84,7 +84,7 @@ _SIMPLE_UNARY = {
     "Softsign": UnaryFn.SOFTSIGN, "Mish": UnaryFn.MISH, "Sin": UnaryFn.SIN, "Cos": UnaryFn.COS,
 }
 
-INT_DTYPES = (np.int32, np.int64)
+INT_DTYPES = (np.int32, np.int64, np.int8, np.uint8)
 
 
 def activation_params(ctx: LowerCtx, node: onnx.NodeProto) -> list[int | float] | None:
@@ -257,7 +257,7 @@ def lower_prelu(ctx: LowerCtx, node: onnx.NodeProto) -> None:
 def lower_pow(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     x, y, out = node.input[0], node.input[1], node.output[0]
     ctx.check_dtypes(node, [np.float32], [x, out])
-    ctx.check_dtypes(node, [np.float32, *INT_DTYPES], [y])
+    ctx.check_dtypes(node, [np.float32, np.int32, np.int64], [y])
     _check_broadcast(ctx, node, [x, y], out)
     c = ctx.const(y)
     if c is not None:

@@ -3,9 +3,9 @@
  * UNARY   in: X; out: Y (same shape). params[0] = ep_unary_fn (kernels/activation.h), then that
  *         function's float parameter words. float32, except NOT (bool -> bool).
  * BINARY  in: A, B; out: C. params[0] = ep_binary_fn below. Full numpy broadcasting: A and B
- *         broadcast to exactly C's shape (checked). dtypes: arithmetic and Min/Max on f32, i32, i64
- *         (integer Div truncates toward zero; x/0 gives 0, INT_MIN/-1 wraps); Pow and PRelu f32;
- *         comparisons on f32/i32/i64/bool -> bool; And/Or/Xor bool.
+ *         broadcast to exactly C's shape (checked). dtypes: arithmetic and Min/Max on f32, i64, i32,
+ *         i8, u8 (integers wrap; Div truncates toward zero, x/0 gives 0, INT_MIN/-1 wraps); Pow and
+ *         PRelu f32; comparisons on those or bool -> bool; And/Or/Xor bool.
  * WHERE   in: Cond (bool), X, Y; out: Z. All three broadcast to Z; X, Y, Z share one dtype.
  * CAST    in: X; out: Y (same shape), between f32, i64, i32, i8, u8, bool. float -> integer
  *         truncates toward zero and saturates at the target's 64/32-bit range (NaN -> 0), then
@@ -305,7 +305,7 @@ static void row_bin_f32(const void *ctx, uint8_t *o, const uint8_t *const *in, c
         case EP_BIN_ADD: r = (T)((UT)x + (UT)y); break; \
         case EP_BIN_SUB: r = (T)((UT)x - (UT)y); break; \
         case EP_BIN_MUL: r = (T)((UT)x * (UT)y); break; \
-        case EP_BIN_DIV: r = y == 0 ? 0 : (y == -1 ? (T)(0 - (UT)x) : x / y); break; \
+        case EP_BIN_DIV: r = y == 0 ? 0 : ((T)-1 < (T)0 && y == (T)-1) ? (T)(0 - (UT)x) : (T)(x / y); break; \
         case EP_BIN_MIN: r = y < x ? y : x; break; \
         default: r = x < y ? y : x; break; \
       } \
@@ -314,6 +314,8 @@ static void row_bin_f32(const void *ctx, uint8_t *o, const uint8_t *const *in, c
   }
 DEF_BIN_INT(int64_t, uint64_t, i64)
 DEF_BIN_INT(int32_t, uint32_t, i32)
+DEF_BIN_INT(int8_t, uint8_t, i8)
+DEF_BIN_INT(uint8_t, uint8_t, u8)
 
 /* Comparisons -> bool (0/1 bytes). */
 #define DEF_CMP(T, SUFFIX) \
@@ -337,6 +339,8 @@ DEF_BIN_INT(int32_t, uint32_t, i32)
 DEF_CMP(float, f32)
 DEF_CMP(int64_t, i64)
 DEF_CMP(int32_t, i32)
+DEF_CMP(int8_t, i8)
+DEF_CMP(uint8_t, u8)
 
 static void row_cmp_bool(const void *ctx, uint8_t *o, const uint8_t *const *in, const uint32_t *st, uint32_t n) {
   int32_t fn = *(const int32_t *)ctx;
@@ -365,9 +369,10 @@ ep_status ep_check_BINARY(const ep_node *n) {
   EP_CHECK(a && b, EP_E_SHAPE);
   EP_CHECK(a->dtype == b->dtype, EP_E_DTYPE);
   uint32_t dt = a->dtype;
-  if (fn <= EP_BIN_MAX) EP_CHECK((dt == EP_F32 || dt == EP_I64 || dt == EP_I32) && c->dtype == dt, EP_E_DTYPE);
+  int num = dt == EP_F32 || dt == EP_I64 || dt == EP_I32 || dt == EP_I8 || dt == EP_U8;
+  if (fn <= EP_BIN_MAX) EP_CHECK(num && c->dtype == dt, EP_E_DTYPE);
   else if (fn <= EP_BIN_PRELU) EP_CHECK(dt == EP_F32 && c->dtype == dt, EP_E_DTYPE);
-  else if (fn <= EP_BIN_GREATER_EQUAL) EP_CHECK((dt == EP_F32 || dt == EP_I64 || dt == EP_I32 || dt == EP_BOOL) && c->dtype == EP_BOOL, EP_E_DTYPE);
+  else if (fn <= EP_BIN_GREATER_EQUAL) EP_CHECK((num || dt == EP_BOOL) && c->dtype == EP_BOOL, EP_E_DTYPE);
   else EP_CHECK(dt == EP_BOOL && c->dtype == EP_BOOL, EP_E_DTYPE);
   const ep_tensor *ins[2] = {a, b};
   return bcast_check(c, ins, 2);
@@ -382,11 +387,13 @@ ep_status ep_run_BINARY(const ep_node *n) {
                                        bin_min_f32, bin_max_f32, bin_pow_f32, bin_prelu_f32};
     bcast_walk(n->out[0], ins, 2, row_bin_f32, &table[fn]);
   } else if (fn <= EP_BIN_MAX) {
-    bcast_walk(n->out[0], ins, 2, dt == EP_I64 ? row_bin_i64 : row_bin_i32, &n->params[0]);
+    row_fn f = dt == EP_I64 ? row_bin_i64 : dt == EP_I32 ? row_bin_i32 : dt == EP_I8 ? row_bin_i8 : row_bin_u8;
+    bcast_walk(n->out[0], ins, 2, f, &n->params[0]);
   } else if (dt == EP_BOOL) {
     bcast_walk(n->out[0], ins, 2, row_cmp_bool, &n->params[0]);
   } else {
-    bcast_walk(n->out[0], ins, 2, dt == EP_F32 ? row_cmp_f32 : dt == EP_I64 ? row_cmp_i64 : row_cmp_i32, &n->params[0]);
+    row_fn f = dt == EP_F32 ? row_cmp_f32 : dt == EP_I64 ? row_cmp_i64 : dt == EP_I32 ? row_cmp_i32 : dt == EP_I8 ? row_cmp_i8 : row_cmp_u8;
+    bcast_walk(n->out[0], ins, 2, f, &n->params[0]);
   }
   return EP_OK;
 }
