@@ -14,7 +14,6 @@ import onnx
 from ..lower import LowerCtx, lowers
 from ..plan.opcodes import Op
 
-F32 = np.float32
 FLT_MAX = float(np.finfo(np.float32).max)
 
 
