@@ -1,0 +1,337 @@
+"""Elementwise ops -> UNARY, BINARY, WHERE, CAST kernels (wasm_kernels/src/kernels/elementwise.c).
+
+UNARY params: [UnaryFn, float params...]; BINARY params: [BinaryFn]; WHERE and CAST: none.
+The function codes mirror enum ep_unary_fn (src/kernels/activation.h) and ep_binary_fn (elementwise.c).
+Broadcasting is done by the kernels from the tensor shapes; every attribute default and opset
+difference is resolved here so the kernels get explicit values."""
+from __future__ import annotations
+
+import enum
+
+import numpy as np
+import onnx
+
+from ..lower import LowerCtx, lowers
+from ..plan.opcodes import Op
+
+FLT_MAX = float(np.finfo(np.float32).max)
+
+
+class UnaryFn(enum.IntEnum):
+    NONE = 0
+    RELU = 1
+    LEAKY_RELU = 2
+    CLIP = 3
+    SIGMOID = 4
+    HARDSIGMOID = 5
+    HARDSWISH = 6
+    TANH = 7
+    GELU = 8
+    GELU_TANH = 9
+    ERF = 10
+    EXP = 11
+    LOG = 12
+    SQRT = 13
+    RECIPROCAL = 14
+    NEG = 15
+    ABS = 16
+    FLOOR = 17
+    CEIL = 18
+    ROUND = 19
+    SIGN = 20
+    ELU = 21
+    SELU = 22
+    CELU = 23
+    SOFTPLUS = 24
+    SOFTSIGN = 25
+    MISH = 26
+    THRESHOLDED_RELU = 27
+    SIN = 28
+    COS = 29
+    POW = 30
+    NOT = 31
+
+
+# Activations conv/gemm may fuse as epilogues (codes below this), see ep_apply_activation.
+FUSABLE_ACTIVATIONS = 10
+
+
+class BinaryFn(enum.IntEnum):
+    ADD = 0
+    SUB = 1
+    MUL = 2
+    DIV = 3
+    MIN = 4
+    MAX = 5
+    POW = 6
+    PRELU = 7
+    EQUAL = 8
+    LESS = 9
+    GREATER = 10
+    LESS_EQUAL = 11
+    GREATER_EQUAL = 12
+    AND = 13
+    OR = 14
+    XOR = 15
+
+
+_SIMPLE_UNARY = {
+    "Relu": UnaryFn.RELU, "Sigmoid": UnaryFn.SIGMOID, "HardSwish": UnaryFn.HARDSWISH, "Tanh": UnaryFn.TANH,
+    "Erf": UnaryFn.ERF, "Exp": UnaryFn.EXP, "Log": UnaryFn.LOG, "Sqrt": UnaryFn.SQRT,
+    "Reciprocal": UnaryFn.RECIPROCAL, "Neg": UnaryFn.NEG, "Abs": UnaryFn.ABS, "Floor": UnaryFn.FLOOR,
+    "Ceil": UnaryFn.CEIL, "Round": UnaryFn.ROUND, "Sign": UnaryFn.SIGN, "Softplus": UnaryFn.SOFTPLUS,
+    "Softsign": UnaryFn.SOFTSIGN, "Mish": UnaryFn.MISH, "Sin": UnaryFn.SIN, "Cos": UnaryFn.COS,
+}
+
+INT_DTYPES = (np.int32, np.int64, np.int8, np.uint8)
+
+
+def activation_params(ctx: LowerCtx, node: onnx.NodeProto) -> list[int | float] | None:
+    """[fn, params...] if `node` is an activation a conv/gemm epilogue can apply exactly, else None.
+    For fusion by other lowerings (Clip only with constant bounds)."""
+    t = node.op_type
+    a = ctx.attrs(node)
+    if t == "Relu":
+        return [UnaryFn.RELU]
+    if t == "LeakyRelu":
+        return [UnaryFn.LEAKY_RELU, float(a.get("alpha", 0.01))]
+    if t == "Sigmoid":
+        return [UnaryFn.SIGMOID]
+    if t == "HardSigmoid":
+        return [UnaryFn.HARDSIGMOID, float(a.get("alpha", 0.2)), float(a.get("beta", 0.5))]
+    if t == "HardSwish":
+        return [UnaryFn.HARDSWISH]
+    if t == "Tanh":
+        return [UnaryFn.TANH]
+    if t == "Gelu":
+        approx = a.get("approximate", b"none")
+        approx = approx.decode() if isinstance(approx, bytes) else approx
+        if approx == "none":
+            return [UnaryFn.GELU]
+        if approx == "tanh":
+            return [UnaryFn.GELU_TANH]
+        return None
+    if t == "Clip":
+        try:
+            lo, hi = _clip_bounds(ctx, node)
+        except Exception:  # noqa: BLE001 - non-constant bounds: not fusable
+            return None
+        return [UnaryFn.CLIP, lo, hi]
+    return None
+
+
+def _clip_bounds(ctx: LowerCtx, node: onnx.NodeProto) -> tuple[float, float]:
+    if ctx.opset < 11:
+        a = ctx.attrs(node)   # Clip-6 defaults are the float range, not infinities: clip(inf) = FLT_MAX
+        return float(a.get("min", -FLT_MAX)), float(a.get("max", FLT_MAX))
+    names = [node.input[i] if len(node.input) > i and node.input[i] else "" for i in (1, 2)]
+    vals = ctx.require_const(node, *names)
+    out = []
+    for v, default in zip(vals, (-np.inf, np.inf)):
+        if v is None:
+            out.append(default)
+            continue
+        v = np.asarray(v)
+        if v.size != 1:
+            raise ctx.unsupported(node, "min/max must be scalars")
+        out.append(float(v.reshape(())))
+    return out[0], out[1]
+
+
+def _f32_only(ctx: LowerCtx, node: onnx.NodeProto) -> None:
+    ctx.check_dtypes(node, [np.float32], [node.input[0], node.output[0]])
+
+
+def _unary(ctx: LowerCtx, node: onnx.NodeProto, params: list) -> None:
+    ctx.emit(Op.UNARY, [node.input[0]], [node.output[0]], params)
+
+
+@lowers(*_SIMPLE_UNARY)
+def lower_simple_unary(ctx: LowerCtx, node: onnx.NodeProto) -> None:
+    _f32_only(ctx, node)
+    _unary(ctx, node, [_SIMPLE_UNARY[node.op_type]])
+
+
+@lowers("LeakyRelu", "HardSigmoid", "Gelu", "Clip")
+def lower_activation(ctx: LowerCtx, node: onnx.NodeProto) -> None:
+    _f32_only(ctx, node)
+    if node.op_type == "Clip":
+        lo, hi = _clip_bounds(ctx, node)
+        _unary(ctx, node, [UnaryFn.CLIP, lo, hi])
+        return
+    p = activation_params(ctx, node)
+    if p is None:
+        raise ctx.unsupported(node, f"attribute approximate={ctx.attrs(node).get('approximate')!r} is not supported")
+    _unary(ctx, node, p)
+
+
+@lowers("Elu", "Selu", "Celu", "ThresholdedRelu")
+def lower_param_unary(ctx: LowerCtx, node: onnx.NodeProto) -> None:
+    _f32_only(ctx, node)
+    a = ctx.attrs(node)
+    t = node.op_type
+    if t == "Elu":
+        p = [UnaryFn.ELU, float(a.get("alpha", 1.0))]
+    elif t == "Selu":
+        p = [UnaryFn.SELU, float(a.get("alpha", 1.67326319217681884765625)),
+             float(a.get("gamma", 1.05070102214813232421875))]
+    elif t == "Celu":
+        p = [UnaryFn.CELU, float(a.get("alpha", 1.0))]
+    else:
+        p = [UnaryFn.THRESHOLDED_RELU, float(a.get("alpha", 1.0))]
+    _unary(ctx, node, p)
+
+
+@lowers("Not")
+def lower_not(ctx: LowerCtx, node: onnx.NodeProto) -> None:
+    ctx.check_dtypes(node, [np.bool_])
+    _unary(ctx, node, [UnaryFn.NOT])
+
+
+# ---- binary ----------------------------------------------------------------------------------------
+
+_ARITH = {"Add": BinaryFn.ADD, "Sub": BinaryFn.SUB, "Mul": BinaryFn.MUL, "Div": BinaryFn.DIV}
+_CMP = {"Equal": BinaryFn.EQUAL, "Less": BinaryFn.LESS, "Greater": BinaryFn.GREATER,
+        "LessOrEqual": BinaryFn.LESS_EQUAL, "GreaterOrEqual": BinaryFn.GREATER_EQUAL}
+_LOGIC = {"And": BinaryFn.AND, "Or": BinaryFn.OR, "Xor": BinaryFn.XOR}
+
+
+def _check_broadcast(ctx: LowerCtx, node: onnx.NodeProto, names: list[str], out: str) -> None:
+    try:
+        shape = np.broadcast_shapes(*[ctx.shape(n) for n in names])
+    except ValueError:
+        raise ctx.unsupported(node, "input shapes do not broadcast") from None
+    if tuple(shape) != tuple(ctx.shape(out)):
+        raise ctx.unsupported(node, f"output shape {ctx.shape(out)} is not the broadcast {tuple(shape)} of the inputs")
+
+
+def _legacy_broadcast(ctx: LowerCtx, node: onnx.NodeProto) -> None:
+    # Opset < 7 'broadcast'/'axis' attributes mean something else than numpy broadcasting.
+    a = ctx.attrs(node)
+    if "axis" in a or a.get("broadcast", 0):
+        raise ctx.unsupported(node, "legacy broadcast/axis attributes are not supported")
+
+
+@lowers(*_ARITH)
+def lower_arith(ctx: LowerCtx, node: onnx.NodeProto) -> None:
+    _legacy_broadcast(ctx, node)
+    ctx.check_dtypes(node, [np.float32, *INT_DTYPES])
+    if len({ctx.dtype(n) for n in [*node.input, node.output[0]]}) != 1:
+        raise ctx.unsupported(node, "inputs and output must share one dtype")
+    _check_broadcast(ctx, node, list(node.input[:2]), node.output[0])
+    ctx.emit(Op.BINARY, list(node.input[:2]), [node.output[0]], [_ARITH[node.op_type]])
+
+
+@lowers(*_CMP)
+def lower_compare(ctx: LowerCtx, node: onnx.NodeProto) -> None:
+    _legacy_broadcast(ctx, node)
+    allowed = [np.float32, *INT_DTYPES] + ([np.bool_] if node.op_type == "Equal" else [])
+    ctx.check_dtypes(node, allowed, list(node.input[:2]))
+    ctx.check_dtypes(node, [np.bool_], [node.output[0]])
+    if ctx.dtype(node.input[0]) != ctx.dtype(node.input[1]):
+        raise ctx.unsupported(node, "inputs must share one dtype")
+    _check_broadcast(ctx, node, list(node.input[:2]), node.output[0])
+    ctx.emit(Op.BINARY, list(node.input[:2]), [node.output[0]], [_CMP[node.op_type]])
+
+
+@lowers(*_LOGIC)
+def lower_logic(ctx: LowerCtx, node: onnx.NodeProto) -> None:
+    _legacy_broadcast(ctx, node)
+    ctx.check_dtypes(node, [np.bool_])
+    _check_broadcast(ctx, node, list(node.input[:2]), node.output[0])
+    ctx.emit(Op.BINARY, list(node.input[:2]), [node.output[0]], [_LOGIC[node.op_type]])
+
+
+@lowers("PRelu")
+def lower_prelu(ctx: LowerCtx, node: onnx.NodeProto) -> None:
+    ctx.check_dtypes(node, [np.float32])
+    x, slope = node.input[0], node.input[1]
+    if len(ctx.shape(slope)) > len(ctx.shape(x)):
+        raise ctx.unsupported(node, "slope has a higher rank than X")
+    _check_broadcast(ctx, node, [x, slope], node.output[0])   # slope broadcasts to X (unidirectional)
+    ctx.emit(Op.BINARY, [x, slope], [node.output[0]], [BinaryFn.PRELU])
+
+
+@lowers("Pow")
+def lower_pow(ctx: LowerCtx, node: onnx.NodeProto) -> None:
+    x, y, out = node.input[0], node.input[1], node.output[0]
+    ctx.check_dtypes(node, [np.float32], [x, out])
+    ctx.check_dtypes(node, [np.float32, np.int32, np.int64], [y])
+    _check_broadcast(ctx, node, [x, y], out)
+    c = ctx.const(y)
+    if c is not None:
+        cf = np.asarray(c).astype(np.float32)
+        if c.dtype != np.float32 and not np.array_equal(cf.astype(c.dtype), c):
+            raise ctx.unsupported(node, "integer exponent not exactly representable as float32")
+        if cf.size >= 1 and np.all(cf == cf.flat[0]) and ctx.shape(out) == ctx.shape(x):
+            # one exponent for all: UNARY with exact fast paths for small integers
+            ctx.emit(Op.UNARY, [x], [out], [UnaryFn.POW, float(cf.flat[0])])
+            return
+        y = ctx.weight(cf, "pow_exp")
+    elif ctx.dtype(y) != np.float32:
+        # a run-time integer exponent: cast to float32 first (exact for |y| <= 2^24)
+        t = ctx.temp(ctx.shape(y), np.float32, "pow_exp")
+        ctx.emit(Op.CAST, [y], [t])
+        y = t
+    ctx.emit(Op.BINARY, [x, y], [out], [BinaryFn.POW])
+
+
+@lowers("Min", "Max", "Sum", "Mean")
+def lower_variadic(ctx: LowerCtx, node: onnx.NodeProto) -> None:
+    ins = [n for n in node.input if n]
+    out = node.output[0]
+    t = node.op_type
+    if not ins:
+        raise ctx.unsupported(node, "no inputs")
+    allowed = [np.float32] if t in ("Sum", "Mean") else [np.float32, *INT_DTYPES]
+    ctx.check_dtypes(node, allowed, [*ins, out])
+    if len({ctx.dtype(n) for n in [*ins, out]}) != 1:
+        raise ctx.unsupported(node, "inputs and output must share one dtype")
+    _check_broadcast(ctx, node, ins, out)
+    dt = ctx.dtype(out)
+    if len(ins) == 1:
+        ctx.alias(out, ins[0])   # max/min/sum/mean of one tensor is that tensor
+        return
+    fn = {"Min": BinaryFn.MIN, "Max": BinaryFn.MAX, "Sum": BinaryFn.ADD, "Mean": BinaryFn.ADD}[t]
+    acc = ins[0]
+    for k, nxt in enumerate(ins[1:], start=2):
+        shape = tuple(np.broadcast_shapes(ctx.shape(acc), ctx.shape(nxt)))
+        last = k == len(ins) and t != "Mean"
+        dst = out if last else ctx.temp(shape, dt, "acc")
+        ctx.emit(Op.BINARY, [acc, nxt], [dst], [fn])
+        acc = dst
+    if t == "Mean":   # the reference divides the sum by the count (not a multiply by 1/n)
+        ctx.emit(Op.BINARY, [acc, ctx.weight(np.array(len(ins), np.float32), "count")], [out], [BinaryFn.DIV])
+
+
+@lowers("Where")
+def lower_where(ctx: LowerCtx, node: onnx.NodeProto) -> None:
+    c, x, y = node.input[:3]
+    out = node.output[0]
+    ctx.check_dtypes(node, [np.bool_], [c])
+    ctx.check_dtypes(node, [np.float32, np.int64, np.int32, np.bool_, np.uint8, np.int8], [x, y, out])
+    if not ctx.dtype(x) == ctx.dtype(y) == ctx.dtype(out):
+        raise ctx.unsupported(node, "X, Y and output must share one dtype")
+    _check_broadcast(ctx, node, [c, x, y], out)
+    ctx.emit(Op.WHERE, [c, x, y], [out])
+
+
+_CAST_OK = (np.float32, np.int64, np.int32, np.int8, np.uint8, np.bool_)
+
+
+@lowers("Cast", "CastLike")
+def lower_cast(ctx: LowerCtx, node: onnx.NodeProto) -> None:
+    x, out = node.input[0], node.output[0]
+    a = ctx.attrs(node)
+    if a.get("round_mode", b"up") not in (b"up", "up"):
+        raise ctx.unsupported(node, "round_mode applies to float8 targets, which are not supported")
+    if node.op_type == "Cast" and "to" in a:
+        to = int(a["to"])
+        if to not in (1, 2, 3, 6, 7, 9):
+            name = onnx.TensorProto.DataType.Name(to)
+            raise ctx.unsupported(node, f"cast to {name} is not supported (float32, int64, int32, int8, uint8, "
+                                        f"bool only)")
+    ctx.check_dtypes(node, _CAST_OK, [x, out])
+    if ctx.shape(x) != ctx.shape(out):
+        raise ctx.unsupported(node, "input and output shapes differ")
+    ctx.emit(Op.CAST, [x], [out])

@@ -1,0 +1,496 @@
+/* Elementwise kernels: UNARY, BINARY, WHERE, CAST.
+ *
+ * UNARY   in: X; out: Y (same shape). params[0] = ep_unary_fn (kernels/activation.h), then that
+ *         function's float parameter words. float32, except NOT (bool -> bool).
+ * BINARY  in: A, B; out: C. params[0] = ep_binary_fn below. Full numpy broadcasting: A and B
+ *         broadcast to exactly C's shape (checked). dtypes: arithmetic and Min/Max on f32, i64, i32,
+ *         i8, u8 (integers wrap; Div truncates toward zero, x/0 gives 0, INT_MIN/-1 wraps); Pow and
+ *         PRelu f32; comparisons on those or bool -> bool; And/Or/Xor bool.
+ * WHERE   in: Cond (bool), X, Y; out: Z. All three broadcast to Z; X, Y, Z share one dtype.
+ * CAST    in: X; out: Y (same shape), between f32, i64, i32, i8, u8, bool. float -> integer
+ *         truncates toward zero and saturates at the target's 64/32-bit range (NaN -> 0), then
+ *         wraps to 8 bits for i8/u8; integer -> integer wraps; anything -> bool is x != 0.
+ *
+ * Broadcasting: check() validates shapes; run() collapses the iteration space (drops size-1
+ * dims, merges dims that are contiguous for every operand) so the common cases become one
+ * inner loop of contiguous/scalar operands: same shape, scalar, per-channel [C,1,1] and
+ * trailing-dim broadcasts all run the vector loops below over long rows. */
+#include "ep_kernel.h"
+#include "ep_math.h"
+#include "kernels/activation.h"
+
+enum ep_binary_fn {
+  EP_BIN_ADD = 0, EP_BIN_SUB = 1, EP_BIN_MUL = 2, EP_BIN_DIV = 3, EP_BIN_MIN = 4, EP_BIN_MAX = 5,
+  EP_BIN_POW = 6, EP_BIN_PRELU = 7,
+  EP_BIN_EQUAL = 8, EP_BIN_LESS = 9, EP_BIN_GREATER = 10, EP_BIN_LESS_EQUAL = 11, EP_BIN_GREATER_EQUAL = 12,
+  EP_BIN_AND = 13, EP_BIN_OR = 14, EP_BIN_XOR = 15,
+  EP_BIN_COUNT = 16
+};
+
+/* ================================ unary ======================================================== */
+
+static const int8_t unary_nparams[EP_UN_COUNT] = {
+  [EP_ACT_NONE] = 0, [EP_ACT_RELU] = 0, [EP_ACT_LEAKY_RELU] = 1, [EP_ACT_CLIP] = 2, [EP_ACT_SIGMOID] = 0,
+  [EP_ACT_HARDSIGMOID] = 2, [EP_ACT_HARDSWISH] = 0, [EP_ACT_TANH] = 0, [EP_ACT_GELU] = 0, [EP_ACT_GELU_TANH] = 0,
+  [EP_UN_ERF] = 0, [EP_UN_EXP] = 0, [EP_UN_LOG] = 0, [EP_UN_SQRT] = 0, [EP_UN_RECIPROCAL] = 0, [EP_UN_NEG] = 0,
+  [EP_UN_ABS] = 0, [EP_UN_FLOOR] = 0, [EP_UN_CEIL] = 0, [EP_UN_ROUND] = 0, [EP_UN_SIGN] = 0, [EP_UN_ELU] = 1,
+  [EP_UN_SELU] = 2, [EP_UN_CELU] = 1, [EP_UN_SOFTPLUS] = 0, [EP_UN_SOFTSIGN] = 0, [EP_UN_MISH] = 0,
+  [EP_UN_THRESHOLDED_RELU] = 1, [EP_UN_SIN] = 0, [EP_UN_COS] = 0, [EP_UN_POW] = 1, [EP_UN_NOT] = 0,
+};
+
+int32_t ep_unary_nparams(int32_t fn) { return fn >= 0 && fn < EP_UN_COUNT ? unary_nparams[fn] : -1; }
+int32_t ep_activation_nparams(int32_t fn) { return fn >= 0 && fn < EP_ACT_COUNT ? unary_nparams[fn] : -1; }
+
+static inline float pf(const int32_t *p, uint32_t i) { union { int32_t i; float f; } u; u.i = p[i]; return u.f; }
+
+/* log(1 + exp(-|x|)) + max(x, 0): softplus without overflow; log1p(e) = log(w) + (e - (w-1))/w, w = 1+e. */
+static inline f32x4 softplus4(f32x4 x) {
+  const f32x4 one = f32x4_splat(1.0f);
+  f32x4 e = ep_expf4(f32x4_neg(f32x4_abs(x)));
+  f32x4 w = f32x4_add(one, e);
+  f32x4 c = f32x4_sub(e, f32x4_sub(w, one));
+  f32x4 l = f32x4_add(ep_logf4(w), f32x4_div(c, w));
+  return f32x4_add(f32x4_max(x, f32x4_zero()), l);
+}
+
+/* out[i] = EXPR(x) over n floats, x an f32x4 of inputs. The < 4 tail goes through the same vector
+ * expression on a padded copy (one instance of EXPR: smaller code, identical treatment). in may equal out. */
+#define VMAP(EXPR) do { \
+    for (uint32_t i_ = 0; i_ < n; i_ += 4) { \
+      float t_[4] = {0.0f, 0.0f, 0.0f, 0.0f}; \
+      uint32_t r_ = n - i_ < 4 ? n - i_ : 4; \
+      const float *s_ = in + i_; float *d_ = out + i_; \
+      if (r_ < 4) { ep_memcpy(t_, s_, 4 * r_); s_ = t_; d_ = t_; } \
+      f32x4 x = f32x4_load(s_); f32x4_store(d_, (EXPR)); \
+      if (r_ < 4) ep_memcpy(out + i_, t_, 4 * r_); \
+    } \
+  } while (0)
+
+static void unary_f32(const float *in, float *out, uint32_t n, int32_t fn, const int32_t *p) {
+  const f32x4 zero = f32x4_zero(), one = f32x4_splat(1.0f), half = f32x4_splat(0.5f);
+  switch (fn) {
+    case EP_ACT_NONE: if (in != out) VMAP(x); break;
+    case EP_ACT_RELU: VMAP(f32x4_max(x, zero)); break;   /* max(x, 0) keeps NaN: x is the first operand */
+    case EP_ACT_LEAKY_RELU: { f32x4 a = f32x4_splat(pf(p, 0)); VMAP(f32x4_select(f32x4_lt(x, zero), f32x4_mul(x, a), x)); break; }
+    case EP_ACT_CLIP: { f32x4 lo = f32x4_splat(pf(p, 0)), hi = f32x4_splat(pf(p, 1)); VMAP(f32x4_min(f32x4_max(x, lo), hi)); break; }
+    case EP_ACT_SIGMOID: VMAP(ep_sigmoidf4(x)); break;
+    case EP_ACT_HARDSIGMOID: {
+      f32x4 a = f32x4_splat(pf(p, 0)), b = f32x4_splat(pf(p, 1));
+      VMAP(f32x4_max(f32x4_min(f32x4_fma(b, a, x), one), zero)); break;
+    }
+    case EP_ACT_HARDSWISH: {
+      f32x4 a = f32x4_splat(1.0f / 6.0f);
+      VMAP(f32x4_mul(x, f32x4_max(f32x4_min(f32x4_fma(half, a, x), one), zero))); break;
+    }
+    case EP_ACT_TANH: VMAP(ep_tanhf4(x)); break;
+    case EP_ACT_GELU: { f32x4 s = f32x4_splat(0.70710678118654752f); VMAP(f32x4_mul(f32x4_mul(half, x), f32x4_add(one, ep_erff4(f32x4_mul(x, s))))); break; }
+    case EP_ACT_GELU_TANH: {
+      f32x4 k = f32x4_splat(0.79788456080286536f), c = f32x4_splat(0.044715f);
+      VMAP(f32x4_mul(f32x4_mul(half, x), f32x4_add(one, ep_tanhf4(f32x4_mul(k, f32x4_fma(x, f32x4_mul(c, x), f32x4_mul(x, x)))))));
+      break;
+    }
+    case EP_UN_ERF: VMAP(ep_erff4(x)); break;
+    case EP_UN_EXP: VMAP(ep_expf4(x)); break;
+    case EP_UN_LOG: VMAP(ep_logf4(x)); break;
+    case EP_UN_SQRT: VMAP(f32x4_sqrt(x)); break;
+    case EP_UN_RECIPROCAL: VMAP(f32x4_div(one, x)); break;
+    case EP_UN_NEG: VMAP(f32x4_neg(x)); break;
+    case EP_UN_ABS: VMAP(f32x4_abs(x)); break;
+    case EP_UN_FLOOR: VMAP(f32x4_floor(x)); break;
+    case EP_UN_CEIL: VMAP(f32x4_ceil(x)); break;
+    case EP_UN_ROUND: VMAP(f32x4_round_even(x)); break;
+    case EP_UN_SIGN: VMAP(f32x4_select(f32x4_lt(zero, x), one, f32x4_select(f32x4_lt(x, zero), f32x4_neg(one), x))); break;
+    case EP_UN_ELU: { f32x4 a = f32x4_splat(pf(p, 0)); VMAP(f32x4_select(f32x4_lt(x, zero), f32x4_mul(a, f32x4_sub(ep_expf4(x), one)), x)); break; }
+    case EP_UN_SELU: {
+      f32x4 a = f32x4_splat(pf(p, 0)), g = f32x4_splat(pf(p, 1));
+      VMAP(f32x4_mul(g, f32x4_select(f32x4_le(x, zero), f32x4_sub(f32x4_mul(a, ep_expf4(x)), a), x))); break;
+    }
+    case EP_UN_CELU: {
+      f32x4 a = f32x4_splat(pf(p, 0));
+      VMAP(f32x4_add(f32x4_max(x, zero), f32x4_min(f32x4_mul(a, f32x4_sub(ep_expf4(f32x4_div(x, a)), one)), zero))); break;
+    }
+    case EP_UN_SOFTPLUS: VMAP(softplus4(x)); break;
+    case EP_UN_SOFTSIGN: VMAP(f32x4_div(x, f32x4_add(one, f32x4_abs(x)))); break;
+    case EP_UN_MISH: VMAP(f32x4_mul(x, ep_tanhf4(softplus4(x)))); break;
+    case EP_UN_THRESHOLDED_RELU: { f32x4 a = f32x4_splat(pf(p, 0)); VMAP(f32x4_select(f32x4_lt(a, x), x, zero)); break; }
+    case EP_UN_SIN: for (uint32_t i = 0; i < n; i++) out[i] = ep_sinf(in[i]); break;
+    case EP_UN_COS: for (uint32_t i = 0; i < n; i++) out[i] = ep_cosf(in[i]); break;
+    case EP_UN_POW: {
+      float e = pf(p, 0);
+      if (e == 0.0f) { for (uint32_t i = 0; i < n; i++) out[i] = 1.0f; }   /* x^0 = 1 even for NaN */
+      else if (e == 1.0f) { if (in != out) VMAP(x); }
+      else if (e == 2.0f) VMAP(f32x4_mul(x, x));
+      else if (e == 3.0f) VMAP(f32x4_mul(f32x4_mul(x, x), x));
+      else if (e == 4.0f) VMAP(f32x4_mul(f32x4_mul(x, x), f32x4_mul(x, x)));
+      else if (e == -1.0f) VMAP(f32x4_div(one, x));
+      else for (uint32_t i = 0; i < n; i++) out[i] = ep_powf(in[i], e);
+      break;
+    }
+    default: break;   /* rejected by check() */
+  }
+}
+
+void ep_apply_activation(float *x, uint32_t count, int32_t fn, const int32_t *fn_params) {
+  if (fn > EP_ACT_NONE && fn < EP_ACT_COUNT) unary_f32(x, x, count, fn, fn_params);
+}
+
+ep_status ep_check_UNARY(const ep_node *n) {
+  EP_CHECK(n->in[0] && n->n_params >= 1, EP_E_PARAM);
+  int32_t fn = n->params[0], np = ep_unary_nparams(fn);
+  EP_CHECK(np >= 0 && n->n_params == 1u + (uint32_t)np, EP_E_PARAM);
+  const ep_tensor *x = n->in[0], *y = n->out[0];
+  EP_CHECK(ep_same_shape(x, y), EP_E_SHAPE);
+  uint32_t dt = fn == EP_UN_NOT ? EP_BOOL : EP_F32;
+  EP_CHECK(x->dtype == dt && y->dtype == dt, EP_E_DTYPE);
+  return EP_OK;
+}
+
+ep_status ep_run_UNARY(const ep_node *n) {
+  int32_t fn = n->params[0];
+  uint32_t count = (uint32_t)n->out[0]->numel;
+  if (fn == EP_UN_NOT) {
+    const uint8_t *a = n->in[0]->data;
+    uint8_t *o = n->out[0]->data;
+    for (uint32_t i = 0; i < count; i++) o[i] = a[i] == 0;
+    return EP_OK;
+  }
+  unary_f32(ep_f32(n->in[0]), ep_f32(n->out[0]), count, fn, n->params + 1);
+  return EP_OK;
+}
+
+/* ================================ broadcasting walker ========================================== */
+
+#define MAX_OPS 3
+typedef struct {
+  uint32_t rank;                    /* >= 1 after collapsing */
+  uint32_t dims[EP_MAX_RANK];
+  uint64_t strides[MAX_OPS][EP_MAX_RANK];   /* element strides, 0 where broadcast */
+} bcast;
+
+/* Each input broadcasts to out's shape: same rank as the widest input, each dim equal or 1, and
+ * the broadcast of all inputs is exactly out's shape. */
+static ep_status bcast_check(const ep_tensor *out, const ep_tensor *const *ins, uint32_t nin) {
+  uint32_t r = 0;
+  for (uint32_t k = 0; k < nin; k++) {
+    EP_CHECK(ins[k], EP_E_SHAPE);
+    if (ins[k]->rank > r) r = ins[k]->rank;
+  }
+  EP_CHECK(out->rank == r, EP_E_SHAPE);
+  for (uint32_t i = 0; i < r; i++) {
+    int32_t b = 1;
+    for (uint32_t k = 0; k < nin; k++) {
+      const ep_tensor *t = ins[k];
+      uint32_t lead = r - t->rank;
+      int32_t d = i < lead ? 1 : t->dims[i - lead];
+      if (d == 1) continue;
+      if (b == 1) b = d;
+      else EP_CHECK(d == b, EP_E_SHAPE);
+    }
+    EP_CHECK(b == out->dims[i], EP_E_SHAPE);
+  }
+  return EP_OK;
+}
+
+static void bcast_setup(bcast *p, const ep_tensor *out, const ep_tensor *const *ins, uint32_t nin) {
+  /* Per out dim (outer -> inner), per operand stride; size-1 out dims are dropped. */
+  uint32_t r = out->rank, m = 0;
+  uint32_t dims[EP_MAX_RANK];
+  uint64_t st[MAX_OPS][EP_MAX_RANK];
+  uint64_t run[MAX_OPS] = {1, 1, 1};
+  for (uint32_t ii = r; ii-- > 0;) {       /* inner to outer, so contiguous strides accumulate */
+    uint32_t d = (uint32_t)out->dims[ii];
+    uint64_t s[MAX_OPS];
+    for (uint32_t k = 0; k < nin; k++) {
+      const ep_tensor *t = ins[k];
+      uint32_t lead = r - t->rank;
+      uint32_t td = ii < lead ? 1 : (uint32_t)t->dims[ii - lead];
+      s[k] = td == 1 ? 0 : run[k];
+      run[k] *= td;
+    }
+    if (d == 1) continue;
+    /* merge with the previous (inner) kept dim when every operand is contiguous across both */
+    int merge = m > 0;
+    for (uint32_t k = 0; k < nin && merge; k++) merge = s[k] == st[k][m - 1] * dims[m - 1];
+    if (merge) { dims[m - 1] *= d; continue; }
+    dims[m] = d;
+    for (uint32_t k = 0; k < nin; k++) st[k][m] = s[k];
+    m++;
+  }
+  if (m == 0) { dims[0] = 1; for (uint32_t k = 0; k < nin; k++) st[k][0] = 0; m = 1; }
+  p->rank = m;
+  for (uint32_t i = 0; i < m; i++) {      /* store outer -> inner */
+    p->dims[i] = dims[m - 1 - i];
+    for (uint32_t k = 0; k < nin; k++) p->strides[k][i] = st[k][m - 1 - i];
+  }
+}
+
+/* Calls row(ctx, o, in, inner_strides (0 or 1), count) for every innermost row. */
+typedef void (*row_fn)(const void *ctx, uint8_t *o, const uint8_t *const *in, const uint32_t *st, uint32_t count);
+
+static void bcast_walk(const ep_tensor *out, const ep_tensor *const *ins, uint32_t nin, row_fn row, const void *ctx) {
+  if (out->numel == 0) return;
+  bcast p;
+  bcast_setup(&p, out, ins, nin);
+  uint32_t r = p.rank, inner = p.dims[r - 1];
+  uint32_t osz = ep_dtype_size(out->dtype), isz[MAX_OPS], st[MAX_OPS];
+  for (uint32_t k = 0; k < nin; k++) { isz[k] = ep_dtype_size(ins[k]->dtype); st[k] = (uint32_t)p.strides[k][r - 1]; }
+  uint32_t idx[EP_MAX_RANK] = {0};
+  uint64_t off[MAX_OPS] = {0, 0, 0};
+  uint64_t rows = out->numel / inner;
+  uint8_t *o = out->data;
+  for (uint64_t rw = 0; rw < rows; rw++) {
+    const uint8_t *ip[MAX_OPS];
+    for (uint32_t k = 0; k < nin; k++) ip[k] = ins[k]->data + off[k] * isz[k];
+    row(ctx, o, ip, st, inner);
+    o += (uint64_t)inner * osz;
+    for (uint32_t d = r - 1; d-- > 0;) {   /* odometer over the outer dims */
+      for (uint32_t k = 0; k < nin; k++) off[k] += p.strides[k][d];
+      if (++idx[d] < p.dims[d]) break;
+      for (uint32_t k = 0; k < nin; k++) off[k] -= p.strides[k][d] * p.dims[d];
+      idx[d] = 0;
+    }
+  }
+}
+
+/* ================================ binary ======================================================= */
+
+/* Vector row for f32 ops: contiguous/contiguous, contiguous/scalar, scalar/contiguous, scalar/scalar. */
+#define DEF_BIN_F32(NAME, EXPR) \
+  static void NAME(float *o, const float *a, const float *b, uint32_t sa, uint32_t sb, uint32_t n) { \
+    uint32_t i = 0; \
+    if (sa && sb) { for (; i + 4 <= n; i += 4) { f32x4 va = f32x4_load(a + i), vb = f32x4_load(b + i); f32x4_store(o + i, (EXPR)); } } \
+    else if (sa) { f32x4 vb = f32x4_splat(b[0]); for (; i + 4 <= n; i += 4) { f32x4 va = f32x4_load(a + i); f32x4_store(o + i, (EXPR)); } } \
+    else if (sb) { f32x4 va = f32x4_splat(a[0]); for (; i + 4 <= n; i += 4) { f32x4 vb = f32x4_load(b + i); f32x4_store(o + i, (EXPR)); } } \
+    else { \
+      f32x4 va = f32x4_splat(a[0]), vb = f32x4_splat(b[0]); f32x4 v = (EXPR); \
+      for (; i + 4 <= n; i += 4) f32x4_store(o + i, v); \
+    } \
+    if (i < n) { \
+      float ta[4] = {0.0f, 0.0f, 0.0f, 0.0f}, tb[4] = {0.0f, 0.0f, 0.0f, 0.0f}, to[4]; uint32_t r = n - i; \
+      for (uint32_t k = 0; k < r; k++) { ta[k] = a[sa ? i + k : 0]; tb[k] = b[sb ? i + k : 0]; } \
+      f32x4 va = f32x4_load(ta), vb = f32x4_load(tb); f32x4_store(to, (EXPR)); \
+      for (uint32_t k = 0; k < r; k++) o[i + k] = to[k]; \
+    } \
+  }
+
+DEF_BIN_F32(bin_add_f32, f32x4_add(va, vb))
+DEF_BIN_F32(bin_sub_f32, f32x4_sub(va, vb))
+DEF_BIN_F32(bin_mul_f32, f32x4_mul(va, vb))
+DEF_BIN_F32(bin_div_f32, f32x4_div(va, vb))
+/* NaN in either operand gives NaN (numpy minimum/maximum): min(a, b) keeps a NaN a; the select adds b's. */
+DEF_BIN_F32(bin_min_f32, f32x4_select(f32x4_eq(vb, vb), f32x4_min(va, vb), vb))
+DEF_BIN_F32(bin_max_f32, f32x4_select(f32x4_eq(vb, vb), f32x4_max(va, vb), vb))
+DEF_BIN_F32(bin_prelu_f32, f32x4_select(f32x4_lt(va, f32x4_zero()), f32x4_mul(va, vb), va))
+
+static void bin_pow_f32(float *o, const float *a, const float *b, uint32_t sa, uint32_t sb, uint32_t n) {
+  for (uint32_t i = 0; i < n; i++) o[i] = ep_powf(a[sa ? i : 0], b[sb ? i : 0]);
+}
+
+typedef void (*bin_f32_fn)(float *, const float *, const float *, uint32_t, uint32_t, uint32_t);
+
+static void row_bin_f32(const void *ctx, uint8_t *o, const uint8_t *const *in, const uint32_t *st, uint32_t count) {
+  bin_f32_fn f = *(const bin_f32_fn *)ctx;
+  f((float *)(void *)o, (const float *)(const void *)in[0], (const float *)(const void *)in[1], st[0], st[1], count);
+}
+
+/* Integer arithmetic, exact: wrapping add/sub/mul, C-style truncating div with x/0 -> 0 (no trap). */
+#define DEF_BIN_INT(T, UT, SUFFIX) \
+  static void row_bin_##SUFFIX(const void *ctx, uint8_t *o8, const uint8_t *const *in, const uint32_t *st, uint32_t n) { \
+    int32_t fn = *(const int32_t *)ctx; \
+    T *o = (T *)(void *)o8; const T *a = (const T *)(const void *)in[0], *b = (const T *)(const void *)in[1]; \
+    uint32_t sa = st[0], sb = st[1]; \
+    for (uint32_t i = 0; i < n; i++) { \
+      T x = a[sa ? i : 0], y = b[sb ? i : 0], r; \
+      switch (fn) { \
+        case EP_BIN_ADD: r = (T)((UT)x + (UT)y); break; \
+        case EP_BIN_SUB: r = (T)((UT)x - (UT)y); break; \
+        case EP_BIN_MUL: r = (T)((UT)x * (UT)y); break; \
+        case EP_BIN_DIV: r = y == 0 ? 0 : ((T)-1 < (T)0 && y == (T)-1) ? (T)(0 - (UT)x) : (T)(x / y); break; \
+        case EP_BIN_MIN: r = y < x ? y : x; break; \
+        default: r = x < y ? y : x; break; \
+      } \
+      o[i] = r; \
+    } \
+  }
+DEF_BIN_INT(int64_t, uint64_t, i64)
+DEF_BIN_INT(int32_t, uint32_t, i32)
+DEF_BIN_INT(int8_t, uint8_t, i8)
+DEF_BIN_INT(uint8_t, uint8_t, u8)
+
+/* Comparisons -> bool (0/1 bytes). */
+#define DEF_CMP(T, SUFFIX) \
+  static void row_cmp_##SUFFIX(const void *ctx, uint8_t *o, const uint8_t *const *in, const uint32_t *st, uint32_t n) { \
+    int32_t fn = *(const int32_t *)ctx; \
+    const T *a = (const T *)(const void *)in[0], *b = (const T *)(const void *)in[1]; \
+    uint32_t sa = st[0], sb = st[1]; \
+    for (uint32_t i = 0; i < n; i++) { \
+      T x = a[sa ? i : 0], y = b[sb ? i : 0]; \
+      int r; \
+      switch (fn) { \
+        case EP_BIN_EQUAL: r = x == y; break; \
+        case EP_BIN_LESS: r = x < y; break; \
+        case EP_BIN_GREATER: r = x > y; break; \
+        case EP_BIN_LESS_EQUAL: r = x <= y; break; \
+        default: r = x >= y; break; \
+      } \
+      o[i] = (uint8_t)r; \
+    } \
+  }
+DEF_CMP(float, f32)
+DEF_CMP(int64_t, i64)
+DEF_CMP(int32_t, i32)
+DEF_CMP(int8_t, i8)
+DEF_CMP(uint8_t, u8)
+
+static void row_cmp_bool(const void *ctx, uint8_t *o, const uint8_t *const *in, const uint32_t *st, uint32_t n) {
+  int32_t fn = *(const int32_t *)ctx;
+  const uint8_t *a = in[0], *b = in[1];
+  for (uint32_t i = 0; i < n; i++) {
+    int x = a[st[0] ? i : 0] != 0, y = b[st[1] ? i : 0] != 0, r;
+    switch (fn) {
+      case EP_BIN_EQUAL: r = x == y; break;
+      case EP_BIN_LESS: r = x < y; break;
+      case EP_BIN_GREATER: r = x > y; break;
+      case EP_BIN_LESS_EQUAL: r = x <= y; break;
+      case EP_BIN_GREATER_EQUAL: r = x >= y; break;
+      case EP_BIN_AND: r = x & y; break;
+      case EP_BIN_OR: r = x | y; break;
+      default: r = x ^ y; break;
+    }
+    o[i] = (uint8_t)r;
+  }
+}
+
+ep_status ep_check_BINARY(const ep_node *n) {
+  EP_CHECK(n->n_params == 1, EP_E_PARAM);
+  int32_t fn = n->params[0];
+  EP_CHECK(fn >= 0 && fn < EP_BIN_COUNT, EP_E_PARAM);
+  const ep_tensor *a = n->in[0], *b = n->in[1], *c = n->out[0];
+  EP_CHECK(a && b, EP_E_SHAPE);
+  EP_CHECK(a->dtype == b->dtype, EP_E_DTYPE);
+  uint32_t dt = a->dtype;
+  int num = dt == EP_F32 || dt == EP_I64 || dt == EP_I32 || dt == EP_I8 || dt == EP_U8;
+  if (fn <= EP_BIN_MAX) EP_CHECK(num && c->dtype == dt, EP_E_DTYPE);
+  else if (fn <= EP_BIN_PRELU) EP_CHECK(dt == EP_F32 && c->dtype == dt, EP_E_DTYPE);
+  else if (fn <= EP_BIN_GREATER_EQUAL) EP_CHECK((num || dt == EP_BOOL) && c->dtype == EP_BOOL, EP_E_DTYPE);
+  else EP_CHECK(dt == EP_BOOL && c->dtype == EP_BOOL, EP_E_DTYPE);
+  const ep_tensor *ins[2] = {a, b};
+  return bcast_check(c, ins, 2);
+}
+
+ep_status ep_run_BINARY(const ep_node *n) {
+  int32_t fn = n->params[0];
+  const ep_tensor *ins[2] = {n->in[0], n->in[1]};
+  uint32_t dt = ins[0]->dtype;
+  if (dt == EP_F32 && fn <= EP_BIN_PRELU) {
+    static const bin_f32_fn table[] = {bin_add_f32, bin_sub_f32, bin_mul_f32, bin_div_f32,
+                                       bin_min_f32, bin_max_f32, bin_pow_f32, bin_prelu_f32};
+    bcast_walk(n->out[0], ins, 2, row_bin_f32, &table[fn]);
+  } else if (fn <= EP_BIN_MAX) {
+    row_fn f = dt == EP_I64 ? row_bin_i64 : dt == EP_I32 ? row_bin_i32 : dt == EP_I8 ? row_bin_i8 : row_bin_u8;
+    bcast_walk(n->out[0], ins, 2, f, &n->params[0]);
+  } else if (dt == EP_BOOL) {
+    bcast_walk(n->out[0], ins, 2, row_cmp_bool, &n->params[0]);
+  } else {
+    row_fn f = dt == EP_F32 ? row_cmp_f32 : dt == EP_I64 ? row_cmp_i64 : dt == EP_I32 ? row_cmp_i32 : dt == EP_I8 ? row_cmp_i8 : row_cmp_u8;
+    bcast_walk(n->out[0], ins, 2, f, &n->params[0]);
+  }
+  return EP_OK;
+}
+
+/* ================================ where ======================================================== */
+
+static void row_where(const void *ctx, uint8_t *o, const uint8_t *const *in, const uint32_t *st, uint32_t n) {
+  uint32_t es = *(const uint32_t *)ctx;
+  const uint8_t *c = in[0], *x = in[1], *y = in[2];
+  for (uint32_t i = 0; i < n; i++) {
+    const uint8_t *src = c[st[0] ? i : 0] ? x + (st[1] ? i : 0) * es : y + (st[2] ? i : 0) * es;
+    switch (es) {
+      case 4: ((uint32_t *)(void *)o)[i] = *(const uint32_t *)(const void *)src; break;
+      case 8: ((uint64_t *)(void *)o)[i] = *(const uint64_t *)(const void *)src; break;
+      default: o[i] = *src; break;
+    }
+  }
+}
+
+ep_status ep_check_WHERE(const ep_node *n) {
+  EP_CHECK(n->n_params == 0, EP_E_PARAM);
+  const ep_tensor *c = n->in[0], *x = n->in[1], *y = n->in[2], *z = n->out[0];
+  EP_CHECK(c && x && y, EP_E_SHAPE);
+  EP_CHECK(c->dtype == EP_BOOL && x->dtype == z->dtype && y->dtype == z->dtype, EP_E_DTYPE);
+  uint32_t es = ep_dtype_size(z->dtype);
+  EP_CHECK(es == 1 || es == 4 || es == 8, EP_E_DTYPE);
+  const ep_tensor *ins[3] = {c, x, y};
+  return bcast_check(z, ins, 3);
+}
+
+ep_status ep_run_WHERE(const ep_node *n) {
+  const ep_tensor *ins[3] = {n->in[0], n->in[1], n->in[2]};
+  uint32_t es = ep_dtype_size(n->out[0]->dtype);
+  bcast_walk(n->out[0], ins, 3, row_where, &es);
+  return EP_OK;
+}
+
+/* ================================ cast ========================================================= */
+
+static int cast_dtype_ok(uint32_t d) {
+  return d == EP_F32 || d == EP_I64 || d == EP_I32 || d == EP_I8 || d == EP_U8 || d == EP_BOOL;
+}
+
+static int64_t f32_to_i64_sat(float x) {
+  if (x != x) return 0;
+  if (x >= 9223372036854775808.0f) return INT64_MAX;
+  if (x < -9223372036854775808.0f) return INT64_MIN;
+  return (int64_t)x;   /* in range: truncation toward zero, no trap */
+}
+
+static int64_t load_int(const uint8_t *p, uint32_t dt, uint32_t i) {
+  switch (dt) {
+    case EP_I64: return ((const int64_t *)(const void *)p)[i];
+    case EP_I32: return ((const int32_t *)(const void *)p)[i];
+    case EP_I8: return (int8_t)p[i];
+    case EP_U8: return p[i];
+    default: return p[i] != 0;   /* bool */
+  }
+}
+
+ep_status ep_check_CAST(const ep_node *n) {
+  EP_CHECK(n->n_params == 0, EP_E_PARAM);
+  const ep_tensor *x = n->in[0], *y = n->out[0];
+  EP_CHECK(x, EP_E_SHAPE);
+  EP_CHECK(ep_same_shape(x, y), EP_E_SHAPE);
+  EP_CHECK(cast_dtype_ok(x->dtype) && cast_dtype_ok(y->dtype), EP_E_DTYPE);
+  return EP_OK;
+}
+
+ep_status ep_run_CAST(const ep_node *n) {
+  const ep_tensor *x = n->in[0], *y = n->out[0];
+  uint32_t count = (uint32_t)y->numel, sd = x->dtype, dd = y->dtype;
+  const uint8_t *src = x->data;
+  uint8_t *dst = y->data;
+  if (sd == dd) { ep_memcpy(dst, src, count * ep_dtype_size(sd)); return EP_OK; }
+  if (dd == EP_F32) {
+    float *o = ep_f32(y);
+    if (sd == EP_U8) { for (uint32_t i = 0; i < count; i++) o[i] = (float)src[i]; }
+    else { for (uint32_t i = 0; i < count; i++) o[i] = (float)load_int(src, sd, i); }
+    return EP_OK;
+  }
+  for (uint32_t i = 0; i < count; i++) {
+    int64_t v;
+    if (sd == EP_F32) {
+      float f = ((const float *)(const void *)src)[i];
+      if (dd == EP_BOOL) { dst[i] = f != 0.0f; continue; }
+      v = f32_to_i64_sat(f);
+      if (dd == EP_I32) v = v > INT32_MAX ? INT32_MAX : v < INT32_MIN ? INT32_MIN : v;
+    } else {
+      v = load_int(src, sd, i);
+    }
+    switch (dd) {
+      case EP_I64: ((int64_t *)(void *)dst)[i] = v; break;
+      case EP_I32: ((int32_t *)(void *)dst)[i] = (int32_t)(uint32_t)(uint64_t)v; break;
+      case EP_I8: case EP_U8: dst[i] = (uint8_t)(uint64_t)v; break;
+      default: dst[i] = v != 0; break;
+    }
+  }
+  return EP_OK;
+}
