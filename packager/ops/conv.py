@@ -135,7 +135,8 @@ def emit_conv(ctx: LowerCtx, node: onnx.NodeProto, activation: Activation = (ACT
         nt, scratch = 0, 0
     else:
         n = g["oh"] * g["ow"]
-        nt = min(max(NR, PANEL_FLOATS // max(kg, 1) // NR * NR), _round_up(n, NR))
+        # at least 64 columns even for very deep K, so the weights are streamed few times
+        nt = min(max(8 * NR, PANEL_FLOATS // max(kg, 1) // NR * NR), _round_up(n, NR))
         scratch = kg * nt * 4
     ctx.emit(Op.CONV, [node.input[0], ctx.weight(packed, "wpk"), bias, residual], [out],
              [G, MR, *window, nt, *act], scratch_bytes=scratch)

@@ -207,16 +207,54 @@ static void dw_fill_plane(float *plane, const float *xc, const conv_geom *g, uin
   }
 }
 
-/* The common 3x3 window with its 9 weights held in registers. */
-static inline __attribute__((always_inline)) void dw_block3(const uint32_t nv, const float *const *rows, const uint32_t *offs,
-                                                            const f32x4 *wv, float bias, uint32_t ow0, f32x4 acc[DW_VEC]) {
-  for (uint32_t v = 0; v < nv; v++) acc[v] = f32x4_splat(bias);
-  for (uint32_t i = 0; i < 3; i++) {
-    const float *r = rows[i] + ow0;
-    for (uint32_t j = 0; j < 3; j++) {
-      const float *q = r + offs[j];
-      for (uint32_t v = 0; v < nv; v++) acc[v] = f32x4_fma(acc[v], f32x4_load(q + 4 * v), wv[i * 3 + j]);
-    }
+/* Epilogue of one full vector of outputs (bias already in acc): residual, then activation. */
+static inline f32x4 dw_epi(f32x4 r, const float *res, int32_t act, f32x4 p0, f32x4 p1) {
+  if (res) r = f32x4_add(r, f32x4_load(res));
+  switch (act) {
+    case EP_ACT_RELU: return f32x4_max(r, f32x4_zero());
+    case EP_ACT_CLIP: return f32x4_min(f32x4_max(r, p0), p1);
+    case EP_ACT_LEAKY_RELU: return f32x4_add(f32x4_max(r, f32x4_zero()), f32x4_mul(p0, f32x4_min(r, f32x4_zero())));
+    default: return r;
+  }
+}
+
+/* Store `left` (< 4) outputs of a partial vector through the scalar epilogue. */
+static void dw_store_partial(f32x4 acc, float *dst, uint32_t left, const ep_gemm_epi *e, uint32_t oh, uint32_t ow0) {
+  float tmp[4];
+  f32x4_store(tmp, acc);
+  for (uint32_t t = 0; t < left; t++) dst[t] = ep_gemm_epi_scalar(e, tmp[t], oh, ow0 + t);
+}
+
+/* One output row of a 3x3 window: r0..r2 are the three input rows (phased), o1/o2 the column
+ * offsets of kernel columns 1 and 2 (column 0 is at offset 0). 16 outputs per step keep four
+ * independent accumulator chains in flight. */
+static void dw_row3(float *dst, const float *r0, const float *r1, const float *r2, uint32_t o1, uint32_t o2,
+                    const f32x4 *w, f32x4 bias, uint32_t OW, const float *res, const ep_gemm_epi *e, uint32_t oh,
+                    f32x4 p0, f32x4 p1) {
+  uint32_t ow = 0;
+  for (; ow + 16 <= OW; ow += 16) {
+    f32x4 a0 = bias, a1 = bias, a2 = bias, a3 = bias;
+#define DW_TAP(row, off, wv) \
+    a0 = f32x4_fma(a0, f32x4_load(row + ow + off), wv); a1 = f32x4_fma(a1, f32x4_load(row + ow + off + 4), wv); \
+    a2 = f32x4_fma(a2, f32x4_load(row + ow + off + 8), wv); a3 = f32x4_fma(a3, f32x4_load(row + ow + off + 12), wv);
+    DW_TAP(r0, 0, w[0]) DW_TAP(r0, o1, w[1]) DW_TAP(r0, o2, w[2])
+    DW_TAP(r1, 0, w[3]) DW_TAP(r1, o1, w[4]) DW_TAP(r1, o2, w[5])
+    DW_TAP(r2, 0, w[6]) DW_TAP(r2, o1, w[7]) DW_TAP(r2, o2, w[8])
+#undef DW_TAP
+    f32x4_store(dst + ow, dw_epi(a0, res ? res + ow : 0, e->act, p0, p1));
+    f32x4_store(dst + ow + 4, dw_epi(a1, res ? res + ow + 4 : 0, e->act, p0, p1));
+    f32x4_store(dst + ow + 8, dw_epi(a2, res ? res + ow + 8 : 0, e->act, p0, p1));
+    f32x4_store(dst + ow + 12, dw_epi(a3, res ? res + ow + 12 : 0, e->act, p0, p1));
+  }
+  for (; ow < OW; ow += 4) {
+    f32x4 a0 = bias;
+    a0 = f32x4_fma(a0, f32x4_load(r0 + ow), w[0]); a0 = f32x4_fma(a0, f32x4_load(r0 + ow + o1), w[1]);
+    a0 = f32x4_fma(a0, f32x4_load(r0 + ow + o2), w[2]); a0 = f32x4_fma(a0, f32x4_load(r1 + ow), w[3]);
+    a0 = f32x4_fma(a0, f32x4_load(r1 + ow + o1), w[4]); a0 = f32x4_fma(a0, f32x4_load(r1 + ow + o2), w[5]);
+    a0 = f32x4_fma(a0, f32x4_load(r2 + ow), w[6]); a0 = f32x4_fma(a0, f32x4_load(r2 + ow + o1), w[7]);
+    a0 = f32x4_fma(a0, f32x4_load(r2 + ow + o2), w[8]);
+    if (ow + 4 <= OW) f32x4_store(dst + ow, dw_epi(a0, res ? res + ow : 0, e->act, p0, p1));
+    else dw_store_partial(a0, dst + ow, OW - ow, e, oh, ow);
   }
 }
 
@@ -225,7 +263,7 @@ ep_status ep_run_DEPTHWISE_CONV(const ep_node *n) {
   conv_geom g;
   check_geom(n, p, &g);
   const uint32_t pw = (uint32_t)dw_phase_width(&g), kk = g.kh * g.kw;
-  const uint64_t hw = (uint64_t)g.H * g.W, ohw = (uint64_t)g.OH * g.OW;
+  const uint64_t hw = (uint64_t)g.H * g.W, ohw = (uint64_t)g.OH * g.OW, rstride = (uint64_t)g.sw * pw;
   const float *x = ep_f32(n->in[0]), *w = ep_f32(n->in[1]);
   const float *bias = n->n_in > 2 && n->in[2] ? ep_f32(n->in[2]) : 0;
   const float *res = n->n_in > 3 && n->in[3] ? ep_f32(n->in[3]) : 0;
@@ -233,79 +271,42 @@ ep_status ep_run_DEPTHWISE_CONV(const ep_node *n) {
   float *plane = (float *)(void *)n->scratch;
   const int32_t act = p[10];
   const f32x4 p0 = f32x4_splat(ep_param_f32(n, 11)), p1 = f32x4_splat(ep_param_f32(n, 12));
-  const int is3 = g.kh == 3 && g.kw == 3;
-  /* Column offset of kernel column j inside the phased rows: phase (j*dw)%sw, shift (j*dw)/sw. */
-  uint32_t offs_small[16];
-  const float *rows_small[16];
+  /* Kernel column j reads phase (j*dw) % sw at shift (j*dw) / sw of a phased row. */
+#define DW_OFF(j) ((((j) * g.dw) % g.sw) * pw + ((j) * g.dw) / g.sw)
   for (uint64_t bc = 0; bc < (uint64_t)g.B * g.C; bc++) {
     const uint32_t c = (uint32_t)(bc % g.C);
     const float *wc = w + (uint64_t)c * kk;
-    const float bv = bias ? bias[c] : 0.0f;
+    const f32x4 bv = f32x4_splat(bias ? bias[c] : 0.0f);
     float *yc = y + bc * ohw;
-    const ep_gemm_epi e = {1.0f, 1.0f, 0, EP_BIAS_NONE, 0, res ? res + bc * ohw : 0, g.OW, act,
-                           ep_param_f32(n, 11), ep_param_f32(n, 12)};
+    const float *rc = res ? res + bc * ohw : 0;
+    const ep_gemm_epi e = {1.0f, 1.0f, 0, EP_BIAS_NONE, 0, rc, g.OW, act, ep_param_f32(n, 11), ep_param_f32(n, 12)};
     dw_fill_plane(plane, x + bc * hw, &g, pw);
-    f32x4 wv[9];
-    if (is3) for (uint32_t t = 0; t < 9; t++) wv[t] = f32x4_splat(wc[t]);
+    if (g.kh == 3 && g.kw == 3) {
+      f32x4 wv[9];
+      for (uint32_t t = 0; t < 9; t++) wv[t] = f32x4_splat(wc[t]);
+      const uint32_t o1 = DW_OFF(1u), o2 = DW_OFF(2u);
+      for (uint32_t oh = 0; oh < g.OH; oh++) {
+        const float *r0 = plane + (uint64_t)oh * g.sh * rstride;
+        dw_row3(yc + (uint64_t)oh * g.OW, r0, r0 + g.dh * rstride, r0 + 2ull * g.dh * rstride, o1, o2, wv, bv, g.OW,
+                rc ? rc + (uint64_t)oh * g.OW : 0, &e, oh, p0, p1);
+      }
+      continue;
+    }
+    /* Any other window: one vector of outputs at a time, taps walked in order. */
     for (uint32_t oh = 0; oh < g.OH; oh++) {
-      for (uint32_t ow0 = 0; ow0 < g.OW; ow0 += 4 * DW_VEC) {
-        const uint32_t left = g.OW - ow0;
-        const uint32_t nv = left >= 4 * DW_VEC ? DW_VEC : (left + 3) / 4;
-        f32x4 acc[DW_VEC] = {f32x4_zero(), f32x4_zero(), f32x4_zero(), f32x4_zero()};
-        /* Accumulate in row/column chunks of up to 16 taps so offsets fit the small arrays. */
-        for (uint32_t i0 = 0; i0 < g.kh; i0 += 16) {
-          const uint32_t ki = g.kh - i0 < 16 ? g.kh - i0 : 16;
-          for (uint32_t i = 0; i < ki; i++)
-            rows_small[i] = plane + ((uint64_t)oh * g.sh + (uint64_t)(i0 + i) * g.dh) * g.sw * pw;
-          for (uint32_t j0 = 0; j0 < g.kw; j0 += 16) {
-            const uint32_t kj = g.kw - j0 < 16 ? g.kw - j0 : 16;
-            for (uint32_t j = 0; j < kj; j++) {
-              const uint32_t t = (j0 + j) * g.dw;
-              offs_small[j] = (t % g.sw) * pw + t / g.sw;
-            }
-            f32x4 part[DW_VEC];
-            const float pb = (i0 == 0 && j0 == 0) ? bv : 0.0f;
-            if (is3) {
-              switch (nv) {
-                case 4: dw_block3(4, rows_small, offs_small, wv, pb, ow0, part); break;
-                case 3: dw_block3(3, rows_small, offs_small, wv, pb, ow0, part); break;
-                case 2: dw_block3(2, rows_small, offs_small, wv, pb, ow0, part); break;
-                default: dw_block3(1, rows_small, offs_small, wv, pb, ow0, part); break;
-              }
-            } else {
-              /* weights of this chunk: row stride kw, starting at (i0, j0) */
-              const float *wchunk = wc + (uint64_t)i0 * g.kw + j0;
-              for (uint32_t v = 0; v < nv; v++) part[v] = f32x4_splat(pb);
-              for (uint32_t i = 0; i < ki; i++) {
-                const float *r = rows_small[i] + ow0;
-                for (uint32_t j = 0; j < kj; j++) {
-                  const f32x4 wvv = f32x4_splat(wchunk[i * g.kw + j]);
-                  const float *q = r + offs_small[j];
-                  for (uint32_t v = 0; v < nv; v++) part[v] = f32x4_fma(part[v], f32x4_load(q + 4 * v), wvv);
-                }
-              }
-            }
-            for (uint32_t v = 0; v < nv; v++) acc[v] = (i0 == 0 && j0 == 0) ? part[v] : f32x4_add(acc[v], part[v]);
-          }
+      const float *rbase = plane + (uint64_t)oh * g.sh * rstride;
+      float *dst = yc + (uint64_t)oh * g.OW;
+      for (uint32_t ow = 0; ow < g.OW; ow += 4) {
+        f32x4 a0 = bv;
+        for (uint32_t i = 0; i < g.kh; i++) {
+          const float *r = rbase + (uint64_t)i * g.dh * rstride + ow;
+          for (uint32_t j = 0; j < g.kw; j++) a0 = f32x4_fma(a0, f32x4_load(r + DW_OFF(j)), f32x4_splat(wc[i * g.kw + j]));
         }
-        float *dst = yc + (uint64_t)oh * g.OW + ow0;
-        if (left >= 4 * nv) {
-          for (uint32_t v = 0; v < nv; v++) {
-            f32x4 r = acc[v];
-            if (e.res) r = f32x4_add(r, f32x4_load(e.res + (uint64_t)oh * g.OW + ow0 + 4 * v));
-            if (act == EP_ACT_RELU) r = f32x4_max(r, f32x4_zero());
-            else if (act == EP_ACT_CLIP) r = f32x4_min(f32x4_max(r, p0), p1);
-            else if (act == EP_ACT_LEAKY_RELU)
-              r = f32x4_add(f32x4_max(r, f32x4_zero()), f32x4_mul(p0, f32x4_min(r, f32x4_zero())));
-            f32x4_store(dst + 4 * v, r);
-          }
-        } else {
-          float tmp[4 * DW_VEC];
-          for (uint32_t v = 0; v < nv; v++) f32x4_store(tmp + 4 * v, acc[v]);
-          for (uint32_t t = 0; t < left; t++) dst[t] = ep_gemm_epi_scalar(&e, tmp[t], oh, ow0 + t);
-        }
+        if (ow + 4 <= g.OW) f32x4_store(dst + ow, dw_epi(a0, rc ? rc + (uint64_t)oh * g.OW + ow : 0, act, p0, p1));
+        else dw_store_partial(a0, dst + ow, g.OW - ow, &e, oh, ow);
       }
     }
   }
+#undef DW_OFF
   return EP_OK;
 }

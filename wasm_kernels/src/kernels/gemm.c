@@ -89,35 +89,33 @@ EP_AINLINE void epi_vec(const ep_gemm_epi *e, uint32_t m, uint32_t n, const uint
 EP_AINLINE void accumulate(const uint32_t mr, const uint32_t nv, uint32_t K, const float *a, const float *b,
                            uint32_t ldb, f32x4 acc[MR][2]) {
   for (uint32_t r = 0; r < mr; r++) { acc[r][0] = f32x4_zero(); acc[r][1] = f32x4_zero(); }
-  uint32_t k = 0;
-  for (; k + 2 <= K; k += 2) {
-    {
-      const f32x4 b0 = f32x4_load(b), b1 = nv == 2 ? f32x4_load(b + 4) : f32x4_zero();
-      for (uint32_t r = 0; r < mr; r++) {
-        const f32x4 av = f32x4_splat(a[r]);
-        acc[r][0] = f32x4_fma(acc[r][0], av, b0);
-        if (nv == 2) acc[r][1] = f32x4_fma(acc[r][1], av, b1);
-      }
+  if (mr == 6 && nv == 2) {
+    /* Rows 0-3 and 2-5 of the packed A column as two vector loads (no over-read past the panel),
+     * broadcast by lane shuffles: engines turn a scalar load+splat into 2-3 instructions. */
+    for (uint32_t k = 0; k < K; k++) {
+      const f32x4 b0 = f32x4_load(b), b1 = f32x4_load(b + 4);
+      const f32x4 alo = f32x4_load(a), ahi = f32x4_load(a + 2);
+      f32x4 av;
+      av = f32x4_lane_splat(alo, 0); acc[0][0] = f32x4_fma(acc[0][0], av, b0); acc[0][1] = f32x4_fma(acc[0][1], av, b1);
+      av = f32x4_lane_splat(alo, 1); acc[1][0] = f32x4_fma(acc[1][0], av, b0); acc[1][1] = f32x4_fma(acc[1][1], av, b1);
+      av = f32x4_lane_splat(alo, 2); acc[2][0] = f32x4_fma(acc[2][0], av, b0); acc[2][1] = f32x4_fma(acc[2][1], av, b1);
+      av = f32x4_lane_splat(alo, 3); acc[3][0] = f32x4_fma(acc[3][0], av, b0); acc[3][1] = f32x4_fma(acc[3][1], av, b1);
+      av = f32x4_lane_splat(ahi, 2); acc[4][0] = f32x4_fma(acc[4][0], av, b0); acc[4][1] = f32x4_fma(acc[4][1], av, b1);
+      av = f32x4_lane_splat(ahi, 3); acc[5][0] = f32x4_fma(acc[5][0], av, b0); acc[5][1] = f32x4_fma(acc[5][1], av, b1);
+      a += MR;
+      b += ldb;
     }
-    {
-      const float *bb = b + ldb;
-      const f32x4 b0 = f32x4_load(bb), b1 = nv == 2 ? f32x4_load(bb + 4) : f32x4_zero();
-      for (uint32_t r = 0; r < mr; r++) {
-        const f32x4 av = f32x4_splat(a[MR + r]);
-        acc[r][0] = f32x4_fma(acc[r][0], av, b0);
-        if (nv == 2) acc[r][1] = f32x4_fma(acc[r][1], av, b1);
-      }
-    }
-    a += 2 * MR;
-    b += 2 * (uint64_t)ldb;
+    return;
   }
-  if (k < K) {
+  for (uint32_t k = 0; k < K; k++) {
     const f32x4 b0 = f32x4_load(b), b1 = nv == 2 ? f32x4_load(b + 4) : f32x4_zero();
     for (uint32_t r = 0; r < mr; r++) {
       const f32x4 av = f32x4_splat(a[r]);
       acc[r][0] = f32x4_fma(acc[r][0], av, b0);
       if (nv == 2) acc[r][1] = f32x4_fma(acc[r][1], av, b1);
     }
+    a += MR;
+    b += ldb;
   }
 }
 
