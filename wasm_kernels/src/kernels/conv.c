@@ -103,6 +103,13 @@ static void gather_row(float *out, const float *src, int64_t iw0, uint32_t sw, u
   zero_f32(out, (uint32_t)lo);
   if (sw == 1) {
     copy_f32(out + lo, src + iw0 + lo, (uint32_t)(hi - lo));
+  } else if (sw == 2) {
+    /* 4 outputs from 8 contiguous inputs (the 8th must still be inside the row) */
+    int64_t t = lo;
+    const float *s = src + iw0;
+    for (; t + 4 <= hi && iw0 + 2 * t + 8 <= (int64_t)W; t += 4)
+      f32x4_store(out + t, f32x4_even(f32x4_load(s + 2 * t), f32x4_load(s + 2 * t + 4)));
+    for (; t < hi; t++) out[t] = s[2 * t];
   } else {
     const float *s = src + iw0 + lo * (int64_t)sw;
     for (int64_t t = lo; t < hi; t++, s += sw) out[t] = *s;

@@ -38,4 +38,8 @@ static inline i32x4 i32x4_dot_i16x8_add(i32x4 acc, i16x8 a, i16x8 b) {
   return acc;
 }
 static inline f32x4 f32x4_from_i32x4(i32x4 a) { f32x4 r; for (int i = 0; i < 4; i++) r.v[i] = (float)a.v[i]; return r; }
+
+/* ---- linalg additions (also in vec_wasm128.h) ---- */
+/* Even lanes of the 8-lane concatenation a:b = {a0, a2, b0, b2} (stride-2 deinterleave). */
+static inline f32x4 f32x4_even(f32x4 a, f32x4 b) { f32x4 r = {{a.v[0], a.v[2], b.v[0], b.v[2]}}; return r; }
 #endif

@@ -46,4 +46,8 @@ static inline i16x8 i16x8_load_u8(const uint8_t *p) { return wasm_u16x8_load8x8(
 /* acc += pairwise dot of i16 lanes: acc[i] += a[2i]*b[2i] + a[2i+1]*b[2i+1] */
 static inline i32x4 i32x4_dot_i16x8_add(i32x4 acc, i16x8 a, i16x8 b) { return wasm_i32x4_add(acc, wasm_i32x4_dot_i16x8(a, b)); }
 static inline f32x4 f32x4_from_i32x4(i32x4 v) { return wasm_f32x4_convert_i32x4(v); }
+
+/* ---- linalg additions (also in vec_scalar.h; NEON: vuzp1q_f32) ---- */
+/* Even lanes of the 8-lane concatenation a:b = {a0, a2, b0, b2} (stride-2 deinterleave). */
+static inline f32x4 f32x4_even(f32x4 a, f32x4 b) { return wasm_i32x4_shuffle(a, b, 0, 2, 4, 6); }
 #endif
