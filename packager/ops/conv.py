@@ -1,0 +1,147 @@
+"""Conv: 1-D and 2-D, groups, strides, dilations, pads, auto_pad -> CONV (GEMM on packed weights) or
+DEPTHWISE_CONV (group == Cin == Cout). Weights are packed here into the micro-kernel's panel layout.
+
+`emit_conv(ctx, node, activation=(code, params), residual=name)` is the entry point the fusion pass
+uses to fold a following activation and/or residual Add into the conv's epilogue."""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import onnx
+
+from ..lower import LowerCtx, lowers
+from ..plan.opcodes import Op
+
+# Must match wasm_kernels/src/kernels/gemm.h.
+MR = 6                       # EP_GEMM_MR: rows per packed weight panel
+NR = 8                       # EP_GEMM_NR: output columns per micro-tile
+PANEL_FLOATS = 64 * 1024     # im2col panel budget (256 KB): cache resident, tiled over output columns
+
+# Epilogue activation codes (gemm.h EP_ACT_*; activation.h uses the same numbers).
+ACT_NONE, ACT_RELU, ACT_LEAKY_RELU, ACT_CLIP = 0, 1, 2, 3
+Activation = tuple[int, Sequence[float]]
+
+
+def act_params(activation: Activation) -> list:
+    """[code, p0, p1] as parameter words (floats become their f32 bit pattern)."""
+    code, ps = activation
+    ps = [float(p) for p in ps]
+    if not 0 <= int(code) <= ACT_CLIP or len(ps) > 2:
+        raise ValueError(f"activation {activation} cannot be fused into a linalg epilogue")
+    return [int(code), *(ps + [0.0] * (2 - len(ps)))]
+
+
+def pack_panels(w2d: np.ndarray) -> np.ndarray:
+    """[M, K] -> ceil(M/MR) panels of MR rows, k-major inside a panel, rows past M zero (gemm.h)."""
+    m, k = w2d.shape
+    tiles = -(-m // MR)
+    padded = np.zeros((tiles * MR, k), np.float32)
+    padded[:m] = w2d
+    return np.ascontiguousarray(padded.reshape(tiles, MR, k).transpose(0, 2, 1)).reshape(-1)
+
+
+def _round_up(x: int, m: int) -> int:
+    return -(-x // m) * m
+
+
+def conv_geometry(ctx: LowerCtx, node: onnx.NodeProto) -> dict:
+    """Every Conv attribute resolved to explicit values (2-D form; a 1-D conv has kh = 1)."""
+    a = ctx.attrs(node)
+    xs, ws = ctx.shape(node.input[0]), ctx.shape(node.input[1])
+    nsp = len(xs) - 2
+    if nsp not in (1, 2) or len(ws) != len(xs):
+        raise ctx.unsupported(node, f"only 1-D and 2-D convolutions are supported (input rank {len(xs)})")
+    group = int(a.get("group", 1))
+    ksz = list(a.get("kernel_shape", ws[2:]))
+    strides = list(a.get("strides", [1] * nsp))
+    dil = list(a.get("dilations", [1] * nsp))
+    if list(ksz) != list(ws[2:]) or len(strides) != nsp or len(dil) != nsp:
+        raise ctx.unsupported(node, "kernel_shape/strides/dilations inconsistent with the weight shape")
+    if min(strides + dil + ksz) < 1:
+        raise ctx.unsupported(node, "strides, dilations and kernel sizes must be >= 1")
+    auto_pad = a.get("auto_pad", b"NOTSET")
+    auto_pad = auto_pad.decode() if isinstance(auto_pad, bytes) else str(auto_pad)
+    insp = list(xs[2:])
+    if auto_pad == "NOTSET":
+        pads = list(a.get("pads", [0] * (2 * nsp)))
+        if len(pads) != 2 * nsp or min(pads) < 0:
+            raise ctx.unsupported(node, f"pads {pads} invalid")
+        begin, end = pads[:nsp], pads[nsp:]
+    elif auto_pad == "VALID":
+        begin, end = [0] * nsp, [0] * nsp
+    elif auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        begin, end = [], []
+        for i in range(nsp):
+            out = -(-insp[i] // strides[i])
+            total = max(0, (out - 1) * strides[i] + (ksz[i] - 1) * dil[i] + 1 - insp[i])
+            small = total // 2
+            begin.append(small if auto_pad == "SAME_UPPER" else total - small)
+            end.append(total - small if auto_pad == "SAME_UPPER" else small)
+    else:
+        raise ctx.unsupported(node, f"auto_pad={auto_pad}")
+    if nsp == 1:   # 1-D: the kernel sees H = 1
+        insp, ksz, strides, dil, begin, end = [1] + insp, [1] + ksz, [1] + strides, [1] + dil, [0] + begin, [0] + end
+    outsp = []
+    for i in range(2):
+        eff = dil[i] * (ksz[i] - 1) + 1
+        span = insp[i] + begin[i] + end[i]
+        if span < eff:
+            raise ctx.unsupported(node, "the kernel window is larger than the padded input")
+        outsp.append((span - eff) // strides[i] + 1)
+    cin, cout = xs[1], ws[0]
+    if group < 1 or cin % group or cout % group or ws[1] != cin // group:
+        raise ctx.unsupported(node, f"group={group} inconsistent with {cin} input / {cout} output channels")
+    want = tuple(ctx.shape(node.output[0]))
+    have = (xs[0], cout, *(outsp if nsp == 2 else outsp[1:]))
+    if want != have:
+        raise ctx.unsupported(node, f"output shape {want} differs from the computed {have}")
+    return dict(group=group, cin=cin, cout=cout, kh=ksz[0], kw=ksz[1], sh=strides[0], sw=strides[1],
+                dh=dil[0], dw=dil[1], pt=begin[0], pl=begin[1], pb=end[0], pr=end[1],
+                h=insp[0], w=insp[1], oh=outsp[0], ow=outsp[1])
+
+
+def dw_scratch_bytes(g: dict) -> int:
+    """Mirror of conv.c dw_phase_width: the padded, column-phased input plane of one channel."""
+    wp = g["w"] + g["pl"] + g["pr"]
+    pw = max(-(-wp // g["sw"]), _round_up(g["ow"], 4) + (g["kw"] - 1) * g["dw"] // g["sw"])
+    pw = _round_up(pw, 4)
+    return (g["h"] + g["pt"] + g["pb"]) * g["sw"] * pw * 4
+
+
+def emit_conv(ctx: LowerCtx, node: onnx.NodeProto, activation: Activation = (ACT_NONE, ()),
+              residual: str | None = None, output: str | None = None) -> None:
+    """Lower one Conv node, with an optional fused activation and residual (added before it)."""
+    ctx.check_dtypes(node, [np.float32])
+    if residual is not None:
+        ctx.check_dtypes(node, [np.float32], [residual])
+    g = conv_geometry(ctx, node)
+    (w,) = ctx.require_const(node, node.input[1])
+    w = np.asarray(w, np.float32)
+    bias = node.input[2] if len(node.input) > 2 and node.input[2] else None
+    out = output or node.output[0]
+    act = act_params(activation)
+    window = [g["kh"], g["kw"], g["sh"], g["sw"], g["dh"], g["dw"], g["pt"], g["pl"], g["pb"], g["pr"]]
+    if g["group"] == g["cin"] == g["cout"]:
+        ctx.emit(Op.DEPTHWISE_CONV, [node.input[0], ctx.weight(w.reshape(g["cout"], -1), "dw"), bias, residual],
+                 [out], window + act, scratch_bytes=dw_scratch_bytes(g))
+        return
+    G = g["group"]
+    mg, kg = g["cout"] // G, g["cin"] // G * g["kh"] * g["kw"]
+    w2d = w.reshape(G, mg, kg)
+    packed = np.concatenate([pack_panels(w2d[i]) for i in range(G)]) if G > 1 else pack_panels(w2d[0])
+    direct = g["kh"] == g["kw"] == g["sh"] == g["sw"] == 1 and not any(window[6:])
+    if direct:
+        nt, scratch = 0, 0
+    else:
+        n = g["oh"] * g["ow"]
+        # at least 64 columns even for very deep K, so the weights are streamed few times
+        nt = min(max(8 * NR, PANEL_FLOATS // max(kg, 1) // NR * NR), _round_up(n, NR))
+        scratch = kg * nt * 4
+    ctx.emit(Op.CONV, [node.input[0], ctx.weight(packed, "wpk"), bias, residual], [out],
+             [G, MR, *window, nt, *act], scratch_bytes=scratch)
+
+
+@lowers("Conv")
+def lower_conv(ctx: LowerCtx, node: onnx.NodeProto) -> None:
+    emit_conv(ctx, node)

@@ -1,0 +1,119 @@
+"""Gemm -> GEMM (fused bias/activation/residual epilogue), MatMul -> MATMUL (batched, broadcast).
+
+A constant B is stored pre-transposed to [K, N] (the layout the micro-kernel reads in place); a runtime
+B with transB is transposed into scratch by the kernel. `emit_gemm` is the fusion pass's entry point."""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+
+from ..lower import LowerCtx, Tensor, lowers
+from ..plan.opcodes import Op
+from .conv import ACT_NONE, MR, Activation, act_params
+
+BIAS_NONE, BIAS_ROW, BIAS_COL, BIAS_FULL, BIAS_SCALAR = 0, 1, 2, 3, 4
+
+
+def packed_a_bytes(m: int, k: int) -> int:
+    return -(-m // MR) * MR * k * 4
+
+
+def view(ctx: LowerCtx, src: str, shape: tuple[int, ...], hint: str = "v") -> str:
+    """A new tensor with `src`'s bytes and another shape (no kernel runs)."""
+    ctx._ensure(src)
+    t = ctx.tensors[src]
+    if tuple(shape) == t.shape:
+        return src
+    assert int(np.prod(shape, dtype=np.int64)) == int(np.prod(t.shape, dtype=np.int64))
+    name = ctx._fresh(hint)
+    if t.data is not None:
+        ctx.tensors[name] = Tensor(name, t.dtype, tuple(shape), t.data)
+    else:
+        ctx.tensors[name] = Tensor(name, t.dtype, tuple(shape), alias=src)
+    return name
+
+
+def emit_gemm(ctx: LowerCtx, node: onnx.NodeProto, activation: Activation = (ACT_NONE, ()),
+              residual: str | None = None, output: str | None = None) -> None:
+    """Lower one Gemm node, with an optional fused activation and residual (added before it)."""
+    ctx.check_dtypes(node, [np.float32])
+    if residual is not None:
+        ctx.check_dtypes(node, [np.float32], [residual])
+    a = ctx.attrs(node)
+    alpha, beta = float(a.get("alpha", 1.0)), float(a.get("beta", 1.0))
+    ta, tb = int(a.get("transA", 0)), int(a.get("transB", 0))
+    sa, sb = ctx.shape(node.input[0]), ctx.shape(node.input[1])
+    if len(sa) != 2 or len(sb) != 2:
+        raise ctx.unsupported(node, "Gemm operands must be 2-D")
+    m, k = (sa[1], sa[0]) if ta else sa
+    kb, n = (sb[1], sb[0]) if tb else sb
+    if k != kb:
+        raise ctx.unsupported(node, f"inner dimensions differ ({k} vs {kb})")
+    out = output or node.output[0]
+    if tuple(ctx.shape(node.output[0])) != (m, n):
+        raise ctx.unsupported(node, f"output shape {ctx.shape(node.output[0])} is not ({m}, {n})")
+    b_name = node.input[1]
+    bc = ctx.const(b_name)
+    if bc is not None and tb:   # constant B: store it as [K, N] once instead of transposing per run
+        b_name, tb = ctx.weight(np.ascontiguousarray(np.asarray(bc, np.float32).T), "bT"), 0
+    c = node.input[2] if len(node.input) > 2 and node.input[2] else None
+    mode = BIAS_NONE
+    if c is not None:
+        sc = tuple(ctx.shape(c))
+        numel = int(np.prod(sc, dtype=np.int64))
+        if numel == 1:
+            mode = BIAS_SCALAR
+        elif len(sc) == 1 or (len(sc) == 2 and sc[0] == 1):
+            mode = BIAS_COL if sc[-1] == n else None
+        elif len(sc) == 2 and sc == (m, 1):
+            mode = BIAS_ROW
+        elif len(sc) == 2 and sc == (m, n):
+            mode = BIAS_FULL
+        else:
+            mode = None
+        if mode is None:
+            raise ctx.unsupported(node, f"C of shape {sc} does not broadcast to ({m}, {n})")
+    scratch = packed_a_bytes(m, k) + (k * n * 4 if tb else 0)
+    ctx.emit(Op.GEMM, [node.input[0], b_name, c, residual], [out],
+             [ta, tb, alpha, beta, mode, *act_params(activation)], scratch_bytes=scratch)
+
+
+@lowers("Gemm")
+def lower_gemm(ctx: LowerCtx, node: onnx.NodeProto) -> None:
+    emit_gemm(ctx, node)
+
+
+@lowers("MatMul")
+def lower_matmul(ctx: LowerCtx, node: onnx.NodeProto) -> None:
+    ctx.check_dtypes(node, [np.float32])
+    sa, sb = tuple(ctx.shape(node.input[0])), tuple(ctx.shape(node.input[1]))
+    if not sa or not sb:
+        raise ctx.unsupported(node, "MatMul operands must have rank >= 1")
+    a_name, b_name = node.input[0], node.input[1]
+    # numpy rules: a 1-D A is [1, K] (M dropped from the output), a 1-D B is [K, 1] (N dropped).
+    va = (1, *sa) if len(sa) == 1 else sa
+    vb = (*sb, 1) if len(sb) == 1 else sb
+    if va[-1] != vb[-2]:
+        raise ctx.unsupported(node, f"inner dimensions differ ({va[-1]} vs {vb[-2]})")
+    m, k, n = va[-2], va[-1], vb[-1]
+    ba, bb = va[:-2], vb[:-2]
+    r = max(len(ba), len(bb))
+    ba_p, bb_p = (1,) * (r - len(ba)) + ba, (1,) * (r - len(bb)) + bb
+    batch = []
+    for x, y in zip(ba_p, bb_p):
+        if x != y and 1 not in (x, y):
+            raise ctx.unsupported(node, f"batch dims {ba} and {bb} do not broadcast")
+        batch.append(y if x == 1 else x)
+    out_shape = tuple(ctx.shape(node.output[0]))
+    want = (*batch, *((m,) if len(sa) > 1 else ()), *((n,) if len(sb) > 1 else ()))
+    if out_shape != tuple(want):
+        raise ctx.unsupported(node, f"output shape {out_shape} differs from the computed {tuple(want)}")
+    if not bb and ba:   # B shared by every batch: fold A's batch dims into M (A is contiguous)
+        m = int(np.prod(ba, dtype=np.int64)) * m
+        va, vy = (m, k), (m, n)
+    else:
+        va, vy = (*ba_p, m, k) if r else (m, k), (*batch, m, n)
+        vb = (*bb_p, k, n) if r else (k, n)
+    ctx._ensure(node.output[0])
+    ctx.emit(Op.MATMUL, [view(ctx, a_name, va, "a"), view(ctx, b_name, vb, "b")],
+             [view(ctx, node.output[0], vy, "y")], [], scratch_bytes=packed_a_bytes(m, k))

@@ -1,0 +1,296 @@
+"""Conv / Gemm / MatMul kernels against onnxruntime on random shapes (edge tiles, groups, dilations,
+strides, pads, 1-D conv, batched/broadcast matmul, 1-D operands), fused epilogues, and hostile plans."""
+from __future__ import annotations
+
+import copy
+import dataclasses
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from packager import load_bundle, package
+from packager.analyze import analyze
+from packager.api import reference_run
+from packager.errors import RuntimeFailure, UnsupportedError
+from packager.lower import REGISTRY, lower
+from packager.plan import layout
+from packager.plan.opcodes import Op
+from packager.runtime.wasm import WasmPlan
+from packager.toolchain import WEB_RUNTIME
+
+TOL = 1e-4
+VARIANTS = ("simd", "relaxed", "scalar")
+
+
+def _model(nodes, inputs, outputs, inits=(), opset=17):
+    g = helper.make_graph(nodes, "t", inputs, outputs, list(inits))
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def _vi(name, shape):
+    return helper.make_tensor_value_info(name, TensorProto.FLOAT, list(shape))
+
+
+def _init(name, arr):
+    return helper.numpy_helper.from_array(np.asarray(arr, np.float32), name) if hasattr(helper, "numpy_helper") \
+        else onnx.numpy_helper.from_array(np.asarray(arr, np.float32), name)
+
+
+def _run_all_variants(model, feeds, tmp_path, want=None):
+    out = package(model, target="web", out=tmp_path / "b", verify=False)
+    if want is None:
+        want = reference_run(model, feeds)
+    for v in VARIANTS:
+        got = load_bundle(out, v).run(feeds)
+        for k, w in want.items():
+            assert got[k].shape == w.shape, (v, k, got[k].shape, w.shape)
+            np.testing.assert_allclose(got[k], w, rtol=TOL, atol=TOL, err_msg=f"variant {v}")
+    return out
+
+
+def _conv_model(x_shape, w_shape, bias=True, seed=0, **attrs):
+    rng = np.random.default_rng(seed)
+    w = rng.standard_normal(w_shape).astype(np.float32)
+    inits = [onnx.numpy_helper.from_array(w, "w")]
+    ins = ["x", "w"]
+    if bias:
+        inits.append(onnx.numpy_helper.from_array(rng.standard_normal(w_shape[0]).astype(np.float32), "b"))
+        ins.append("b")
+    node = helper.make_node("Conv", ins, ["y"], **attrs)
+    m = _model([node], [_vi("x", x_shape)], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    m = onnx.shape_inference.infer_shapes(m)
+    return m, {"x": rng.standard_normal(x_shape).astype(np.float32)}
+
+
+CONV_CASES = [
+    # x shape, w shape, attrs
+    ((1, 3, 9, 11), (5, 3, 3, 3), dict(pads=[1, 1, 1, 1])),                       # odd M, N
+    ((2, 8, 7, 7), (13, 8, 1, 1), {}),                                                # direct 1x1, N=49 edge
+    ((1, 16, 10, 6), (7, 16, 1, 1), {}),                                              # N=60: 4-col + scalar edge
+    ((1, 4, 12, 13), (9, 4, 3, 3), dict(strides=[2, 2], pads=[1, 0, 1, 2])),          # asym pads, stride
+    ((1, 4, 15, 15), (6, 4, 3, 3), dict(dilations=[2, 3], pads=[2, 3, 2, 3])),        # dilation
+    ((1, 6, 9, 9), (12, 2, 3, 3), dict(group=3, pads=[1, 1, 1, 1])),                  # groups
+    ((1, 8, 9, 10), (8, 1, 3, 3), dict(group=8, pads=[1, 1, 1, 1])),                  # depthwise s1
+    ((2, 5, 17, 19), (5, 1, 3, 3), dict(group=5, strides=[2, 2], pads=[1, 1, 1, 1])),  # depthwise s2
+    ((1, 3, 11, 23), (3, 1, 5, 5), dict(group=3, pads=[2, 2, 2, 2], dilations=[1, 2])),  # depthwise 5x5
+    ((1, 4, 8, 9), (4, 1, 3, 2), dict(group=4, strides=[1, 3], pads=[0, 1, 2, 0])),   # depthwise odd
+    ((1, 4, 8, 8), (8, 1, 3, 3), dict(group=4, pads=[1, 1, 1, 1])),                   # channel multiplier 2
+    ((1, 3, 20), (4, 3, 5), dict(pads=[2, 1], strides=[2])),                          # 1-D
+    ((2, 4, 31), (4, 1, 3), dict(group=4, strides=[2], auto_pad="SAME_UPPER")),       # 1-D depthwise
+    ((1, 3, 10, 9), (4, 3, 3, 3), dict(auto_pad="SAME_UPPER", strides=[2, 2])),
+    ((1, 3, 10, 9), (4, 3, 4, 4), dict(auto_pad="SAME_LOWER", strides=[2, 2])),
+    ((1, 3, 10, 9), (4, 3, 3, 2), dict(auto_pad="VALID")),
+    ((1, 20, 6, 6), (70, 20, 3, 3), dict(pads=[1, 1, 1, 1])),                         # several panels of M
+    ((1, 300, 5, 5), (10, 300, 3, 3), dict(pads=[1, 1, 1, 1])),                       # deep K
+]
+
+
+@pytest.mark.parametrize("xs,ws,attrs", CONV_CASES)
+def test_conv_random(xs, ws, attrs, tmp_path):
+    m, feeds = _conv_model(xs, ws, **attrs)
+    _run_all_variants(m, feeds, tmp_path)
+
+
+def test_conv_no_bias_large_panel(tmp_path):
+    m, feeds = _conv_model((1, 16, 40, 40), (24, 16, 3, 3), bias=False, pads=[1, 1, 1, 1])
+    _run_all_variants(m, feeds, tmp_path)
+
+
+def test_conv_3d_rejected(tmp_path):
+    m, _ = _conv_model((1, 2, 4, 4, 4), (3, 2, 2, 2, 2))
+    with pytest.raises(UnsupportedError):
+        package(m, target="web", out=tmp_path / "b", verify=False)
+
+
+@pytest.mark.parametrize("act,params,ref", [
+    (1, (), lambda v: np.maximum(v, 0)),
+    (2, (0.1,), lambda v: np.where(v < 0, 0.1 * v, v)),
+    (3, (0.0, 6.0), lambda v: np.clip(v, 0, 6)),
+])
+@pytest.mark.parametrize("kind", ["conv", "dw", "gemm"])
+def test_fused_epilogue(kind, act, params, ref, tmp_path, monkeypatch):
+    """The fusion pass's entry points: activation + residual applied in the kernel epilogue."""
+    from packager.ops.conv import emit_conv
+    from packager.ops.linalg import emit_gemm
+    rng = np.random.default_rng(1)
+    if kind == "gemm":
+        a = rng.standard_normal((5, 19)).astype(np.float32)
+        w = rng.standard_normal((13, 19)).astype(np.float32)
+        c = rng.standard_normal(13).astype(np.float32)
+        node = helper.make_node("Gemm", ["x", "w", "c"], ["y"], transB=1)
+        inits = [onnx.numpy_helper.from_array(w, "w"), onnx.numpy_helper.from_array(c, "c")]
+        x, yshape = a, (5, 13)
+        base = a @ w.T + c
+        op, emit = "Gemm", emit_gemm
+    else:
+        xs, ws, attrs = ((1, 6, 9, 11), (10, 6, 3, 3), {}) if kind == "conv" else ((1, 6, 9, 11), (6, 1, 3, 3), {"group": 6})
+        m0, f0 = _conv_model(xs, ws, seed=2, pads=[1, 1, 1, 1], **attrs)
+        base = reference_run(m0, f0)["y"]
+        x, yshape = f0["x"], base.shape
+        node = m0.graph.node[0]
+        inits = list(m0.graph.initializer)
+        op, emit = "Conv", emit_conv
+    r = rng.standard_normal(yshape).astype(np.float32)
+    m = _model([node], [_vi("x", x.shape), _vi("r", yshape)], [_vi("y", yshape)], inits)
+    monkeypatch.setitem(REGISTRY, op, lambda ctx, n: emit(ctx, n, activation=(act, params), residual="r"))
+    _run_all_variants(m, {"x": x, "r": r}, tmp_path, want={"y": ref(base + r).astype(np.float32)})
+
+
+GEMM_CASES = [
+    # A shape, B shape, C shape or None, attrs, B constant?
+    ((1, 37), (37, 29), (29,), {}, True),
+    ((7, 5), (11, 5), (7, 11), dict(transB=1, alpha=0.5, beta=2.0), True),
+    ((9, 13), (13, 17), (1,), dict(transA=1, alpha=1.5), False),
+    ((13, 9), (21, 9), (13, 1), dict(transA=1, transB=1, beta=-1.0), False),
+    ((6, 8), (8, 4), None, {}, False),
+    ((3, 300), (300, 70), (1, 70), {}, True),
+]
+
+
+@pytest.mark.parametrize("sa,sb,sc,attrs,bconst", GEMM_CASES)
+def test_gemm_random(sa, sb, sc, attrs, bconst, tmp_path):
+    rng = np.random.default_rng(3)
+    if attrs.get("transA"):
+        sa = sa[::-1]
+    a = rng.standard_normal(sa).astype(np.float32)
+    b = rng.standard_normal(sb).astype(np.float32)
+    feeds, inits, ins = {"a": a}, [], [_vi("a", sa)]
+    if bconst:
+        inits.append(onnx.numpy_helper.from_array(b, "b"))
+    else:
+        feeds["b"] = b
+        ins.append(_vi("b", sb))
+    names = ["a", "b"]
+    if sc is not None:
+        c = rng.standard_normal(sc).astype(np.float32)
+        feeds["c"] = c
+        ins.append(_vi("c", sc))
+        names.append("c")
+    node = helper.make_node("Gemm", names, ["y"], **attrs)
+    m = onnx.shape_inference.infer_shapes(_model([node], ins, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits))
+    _run_all_variants(m, feeds, tmp_path)
+
+
+MATMUL_CASES = [
+    ((7, 9), (9, 13), False),
+    ((2, 3, 5, 7), (7, 11), True),            # batch folded into M, constant B
+    ((2, 1, 5, 7), (3, 7, 6), False),         # broadcast batch both ways
+    ((4, 6), (3, 6, 5), False),               # 2-D A against batched B
+    ((9,), (9, 4), False),                    # 1-D A
+    ((2, 3, 9), (9,), False),                 # 1-D B
+    ((9,), (9,), False),                      # dot product
+    ((1, 64, 33), (1, 33, 65), False),
+    ((3, 1, 17), (17, 1), True),
+]
+
+
+@pytest.mark.parametrize("sa,sb,bconst", MATMUL_CASES)
+def test_matmul_random(sa, sb, bconst, tmp_path):
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal(sa).astype(np.float32)
+    b = rng.standard_normal(sb).astype(np.float32)
+    feeds, inits, ins = {"a": a}, [], [_vi("a", sa)]
+    if bconst:
+        inits.append(onnx.numpy_helper.from_array(b, "b"))
+    else:
+        feeds["b"] = b
+        ins.append(_vi("b", sb))
+    node = helper.make_node("MatMul", ["a", "b"], ["y"])
+    m = onnx.shape_inference.infer_shapes(_model([node], ins, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits))
+    _run_all_variants(m, feeds, tmp_path)
+
+
+# ------------------------------------------------------------------------------------------ hostile plans
+
+def _lowered(model):
+    return lower(analyze(model, None, None))
+
+
+def _open(plan: layout.Plan) -> None:
+    WasmPlan(WEB_RUNTIME["edgepack.wasm"], layout.encode(plan))
+
+
+def _mutations(plan: layout.Plan, op: Op):
+    """Yield (description, corrupted plan) for the first node of kernel `op`."""
+    idx = next(i for i, n in enumerate(plan.nodes) if n.op == int(op))
+    node = plan.nodes[idx]
+    for i in range(len(node.params)):
+        for val in (-1, 0, 2**31 - 1, node.params[i] + 1, node.params[i] * 3 + 7):
+            val = (val + 2**31) % 2**32 - 2**31   # wrap to an int32 word
+            if val == node.params[i]:
+                continue
+            p = copy.deepcopy(plan)
+            p.nodes[idx].params[i] = val
+            yield f"param[{i}]={val}", p, i
+    if node.params:
+        p = copy.deepcopy(plan)
+        p.nodes[idx].params = p.nodes[idx].params[:-1]
+        yield "short params", p, None
+    p = copy.deepcopy(plan)
+    p.nodes[idx].params = p.nodes[idx].params + [0]
+    yield "long params", p, None
+    if node.scratch_bytes:
+        p = copy.deepcopy(plan)
+        p.nodes[idx].scratch_bytes = node.scratch_bytes - 4
+        yield "scratch too small", p, None
+
+
+# Params whose change cannot make run() go out of bounds (values / flags inside a checked range).
+BENIGN = {
+    Op.CONV: {14, 15},                 # activation p0/p1 (floats)
+    Op.DEPTHWISE_CONV: {11, 12},
+    Op.GEMM: {2, 3, 6, 7},             # alpha, beta, p0, p1
+}
+
+
+@pytest.mark.parametrize("which", ["conv", "dw", "gemm", "matmul"])
+def test_hostile_params_rejected(which):
+    if which in ("conv", "dw"):
+        ws = (6, 4, 3, 3) if which == "conv" else (4, 1, 3, 3)
+        m, _ = _conv_model((1, 4, 9, 9), ws, group=1 if which == "conv" else 4, strides=[2, 2], pads=[1, 1, 1, 1])
+        op = Op.CONV if which == "conv" else Op.DEPTHWISE_CONV
+    elif which == "gemm":
+        node = helper.make_node("Gemm", ["a", "b", "c"], ["y"], transB=1)
+        m = _model([node], [_vi("a", (3, 5)), _vi("b", (4, 5)), _vi("c", (4,))], [_vi("y", (3, 4))])
+        op = Op.GEMM
+    else:
+        node = helper.make_node("MatMul", ["a", "b"], ["y"])
+        m = _model([node], [_vi("a", (2, 3, 5)), _vi("b", (5, 4))], [_vi("y", (2, 3, 4))])
+        op = Op.MATMUL
+    plan = _lowered(m).plan
+    _open(plan)  # the genuine plan opens
+    bad_accepted = []
+    for desc, p, i in _mutations(plan, op):
+        try:
+            _open(p)
+        except RuntimeFailure:
+            continue
+        # Accepted: only a consistent reinterpretation is allowed (e.g. a pad that gives the same output
+        # size, a group count whose packed weights have the same size, another valid activation code).
+        # Those must never be out-of-range values, and must run to completion.
+        v = p.nodes[[n.op for n in p.nodes].index(int(op))].params[i] if i is not None else None
+        if i is None or v < 0 or v >= 2**31 - 1:
+            if not (i in BENIGN.get(op, set())):
+                bad_accepted.append(desc)
+                continue
+        wp = WasmPlan(WEB_RUNTIME["edgepack.wasm"], layout.encode(p))
+        wp.run()
+    assert not bad_accepted, f"corrupt {op.name} plans accepted: {bad_accepted}"
+
+
+def test_hostile_shapes_rejected():
+    """A conv whose declared output shape disagrees with its window, or weights of the wrong size."""
+    m, _ = _conv_model((1, 4, 9, 9), (6, 4, 3, 3), pads=[1, 1, 1, 1])
+    plan = _lowered(m).plan
+    node = next(n for n in plan.nodes if n.op == int(Op.CONV))
+    for tid, dim, val in [(node.outputs[0], 3, 10), (node.inputs[0], 2, 8), (node.inputs[1], 0, 1)]:
+        p = copy.deepcopy(plan)
+        t = p.tensors[tid]
+        dims = list(t.dims)
+        dims[dim] = val
+        nb = int(np.prod(dims)) * 4
+        p.tensors[tid] = dataclasses.replace(t, dims=tuple(dims), nbytes=nb)
+        with pytest.raises(RuntimeFailure):
+            _open(p)

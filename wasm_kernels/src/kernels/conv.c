@@ -1,0 +1,319 @@
+/* CONV and DEPTHWISE_CONV (NCHW; 1-D convs are rank-3 tensors with H = 1).
+ *
+ * CONV: inputs X [B,Cin,H,W] (or [B,Cin,W]), Wp packed weights, bias? [Cout], residual? (Y's shape).
+ *   Per group g: GEMM with M = Cout/G, N = OH*OW, K = Cin/G*KH*KW. Wp holds, for each group, the
+ *   [M x K] weight matrix (ONNX [Cout, Cin/G, KH, KW] order) packed in EP_GEMM_MR-row panels (gemm.h).
+ *   params (16 words): group, mr, kh, kw, sh, sw, dh, dw, pad_top, pad_left, pad_bottom, pad_right,
+ *   nt, act, act_p0 (f32), act_p1 (f32).
+ *   nt = 0: direct mode (1x1, stride 1, no pads): B is X itself ([Cin/G x H*W]).
+ *   nt > 0: im2col panels of nt output columns (multiple of 8) in scratch: needs Kg * nt * 4 bytes.
+ * DEPTHWISE_CONV: inputs X [B,C,H,W] (or [B,C,W]), weights [C,1,KH,KW], bias? [C], residual?.
+ *   params (13 words): kh, kw, sh, sw, dh, dw, pad_top, pad_left, pad_bottom, pad_right, act, p0, p1.
+ *   Scratch: one zero-padded input plane split into sw column phases, so every output vector reads
+ *   contiguous input: Hp * sw * PW floats, Hp = H + pt + pb, PW = ep_dw_phase_width(...).
+ * Activation codes/params as gemm.h (EP_ACT_*), applied with bias and residual in the epilogue. */
+#include "gemm.h"
+#include "ep_vec.h"
+
+#define MAXDIM 65535
+
+typedef struct {
+  uint32_t B, C, H, W, Cout, OH, OW;
+  uint32_t kh, kw, sh, sw, dh, dw, pt, pl, pb, pr;
+} conv_geom;
+
+/* Shared shape checks: X/Y rank 3 or 4, window params in range, output size matching ONNX's formula. */
+static ep_status check_geom(const ep_node *n, const int32_t *p, conv_geom *g) {
+  const ep_tensor *x = n->in[0], *y = n->out[0];
+  EP_CHECK(x && y && n->in[1], EP_E_OP);
+  EP_CHECK(x->dtype == EP_F32 && y->dtype == EP_F32 && n->in[1]->dtype == EP_F32, EP_E_DTYPE);
+  EP_CHECK((x->rank == 3 || x->rank == 4) && y->rank == x->rank, EP_E_SHAPE);
+  for (int i = 0; i < 10; i++) EP_CHECK(p[i] >= (i < 6 ? 1 : 0) && p[i] <= MAXDIM, EP_E_PARAM);
+  g->kh = (uint32_t)p[0]; g->kw = (uint32_t)p[1]; g->sh = (uint32_t)p[2]; g->sw = (uint32_t)p[3];
+  g->dh = (uint32_t)p[4]; g->dw = (uint32_t)p[5]; g->pt = (uint32_t)p[6]; g->pl = (uint32_t)p[7];
+  g->pb = (uint32_t)p[8]; g->pr = (uint32_t)p[9];
+  const int r4 = x->rank == 4;
+  g->B = (uint32_t)x->dims[0]; g->C = (uint32_t)x->dims[1];
+  g->H = r4 ? (uint32_t)x->dims[2] : 1u; g->W = (uint32_t)x->dims[x->rank - 1];
+  g->Cout = (uint32_t)y->dims[1];
+  g->OH = r4 ? (uint32_t)y->dims[2] : 1u; g->OW = (uint32_t)y->dims[y->rank - 1];
+  if (!r4) EP_CHECK(g->kh == 1 && g->sh == 1 && g->dh == 1 && g->pt == 0 && g->pb == 0, EP_E_PARAM);
+  EP_CHECK((uint32_t)y->dims[0] == g->B, EP_E_SHAPE);
+  const uint64_t hp = (uint64_t)g->H + g->pt + g->pb, wp = (uint64_t)g->W + g->pl + g->pr;
+  const uint64_t eh = (uint64_t)g->dh * (g->kh - 1) + 1, ew = (uint64_t)g->dw * (g->kw - 1) + 1;
+  EP_CHECK(hp >= eh && wp >= ew, EP_E_SHAPE);
+  EP_CHECK(g->OH == (hp - eh) / g->sh + 1 && g->OW == (wp - ew) / g->sw + 1, EP_E_SHAPE);
+  return EP_OK;
+}
+
+static ep_status check_epilogue(const ep_node *n, const int32_t *act, uint64_t bias_numel) {
+  EP_CHECK(ep_gemm_check_act(act[0]) == EP_OK, EP_E_PARAM);
+  if (n->n_in > 2 && n->in[2]) EP_CHECK(n->in[2]->dtype == EP_F32 && n->in[2]->numel == bias_numel, EP_E_SHAPE);
+  if (n->n_in > 3 && n->in[3]) EP_CHECK(n->in[3]->dtype == EP_F32 && ep_same_shape(n->in[3], n->out[0]), EP_E_SHAPE);
+  return EP_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------- CONV */
+
+#define CONV_NPARAMS 16
+
+ep_status ep_check_CONV(const ep_node *n) {
+  EP_CHECK(n->n_params == CONV_NPARAMS, EP_E_PARAM);
+  const int32_t *p = n->params;
+  conv_geom g;
+  ep_status s = check_geom(n, p + 2, &g);
+  if (s) return s;
+  const int32_t groups = p[0];
+  EP_CHECK(p[1] == EP_GEMM_MR, EP_E_PARAM);
+  EP_CHECK(groups >= 1 && g.C % (uint32_t)groups == 0 && g.Cout % (uint32_t)groups == 0, EP_E_PARAM);
+  const uint64_t mg = g.Cout / (uint32_t)groups, kg = (uint64_t)(g.C / (uint32_t)groups) * g.kh * g.kw;
+  EP_CHECK(kg <= 0x7FFFFFFFull, EP_E_SHAPE);
+  EP_CHECK(n->in[1]->numel == (uint64_t)groups * ep_gemm_packed_a_floats(mg, kg), EP_E_SHAPE);
+  const int32_t nt = p[12];
+  if (nt == 0) {
+    EP_CHECK(g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.pt == 0 && g.pl == 0 && g.pb == 0 && g.pr == 0,
+             EP_E_PARAM);
+  } else {
+    EP_CHECK(nt > 0 && nt % EP_GEMM_NR == 0, EP_E_PARAM);
+    EP_CHECK(kg * (uint64_t)nt * 4u <= n->scratch_bytes, EP_E_PARAM);
+  }
+  return check_epilogue(n, p + 13, g.Cout);
+}
+
+static void zero_f32(float *d, uint32_t n) {
+  uint32_t i = 0;
+  for (; i + 4 <= n; i += 4) f32x4_store(d + i, f32x4_zero());
+  for (; i < n; i++) d[i] = 0.0f;
+}
+
+static void copy_f32(float *d, const float *s, uint32_t n) {
+  uint32_t i = 0;
+  for (; i + 8 <= n; i += 8) { f32x4 a = f32x4_load(s + i), b = f32x4_load(s + i + 4); f32x4_store(d + i, a); f32x4_store(d + i + 4, b); }
+  for (; i + 4 <= n; i += 4) f32x4_store(d + i, f32x4_load(s + i));
+  for (; i < n; i++) d[i] = s[i];
+}
+
+/* One panel row: out[t] = x row value at iw = iw0 + t*sw (zero outside [0, W)), t in [0, run). */
+static void gather_row(float *out, const float *src, int64_t iw0, uint32_t sw, uint32_t W, uint32_t run) {
+  int64_t lo = iw0 >= 0 ? 0 : (-iw0 + sw - 1) / sw;
+  int64_t hi = iw0 <= (int64_t)W - 1 ? ((int64_t)W - 1 - iw0) / sw + 1 : 0;
+  if (lo > run) lo = run;
+  if (hi > run) hi = run;
+  if (hi < lo) hi = lo;
+  zero_f32(out, (uint32_t)lo);
+  if (sw == 1) {
+    copy_f32(out + lo, src + iw0 + lo, (uint32_t)(hi - lo));
+  } else if (sw == 2) {
+    /* 4 outputs from 8 contiguous inputs (the 8th must still be inside the row) */
+    int64_t t = lo;
+    const float *s = src + iw0;
+    for (; t + 4 <= hi && iw0 + 2 * t + 8 <= (int64_t)W; t += 4)
+      f32x4_store(out + t, f32x4_even(f32x4_load(s + 2 * t), f32x4_load(s + 2 * t + 4)));
+    for (; t < hi; t++) out[t] = s[2 * t];
+  } else {
+    const float *s = src + iw0 + lo * (int64_t)sw;
+    for (int64_t t = lo; t < hi; t++, s += sw) out[t] = *s;
+  }
+  zero_f32(out + hi, (uint32_t)(run - hi));
+}
+
+/* im2col for output columns [n0, n0 + cols) of one group into panel rows of stride ldp (zero padded). */
+static void im2col(float *panel, uint32_t ldp, const float *x, uint32_t cg, const conv_geom *g, uint32_t n0, uint32_t cols) {
+  float *row = panel;
+  for (uint32_t c = 0; c < cg; c++) {
+    const float *xc = x + (uint64_t)c * g->H * g->W;
+    for (uint32_t i = 0; i < g->kh; i++) {
+      for (uint32_t j = 0; j < g->kw; j++, row += ldp) {
+        uint32_t oh = n0 / g->OW, ow = n0 % g->OW, jj = 0;
+        while (jj < cols) {
+          const uint32_t run = g->OW - ow < cols - jj ? g->OW - ow : cols - jj;
+          const int64_t ih = (int64_t)oh * g->sh - g->pt + (int64_t)i * g->dh;
+          if (ih < 0 || ih >= (int64_t)g->H) zero_f32(row + jj, run);
+          else gather_row(row + jj, xc + (uint64_t)ih * g->W, (int64_t)ow * g->sw - g->pl + (int64_t)j * g->dw, g->sw, g->W, run);
+          jj += run; ow = 0; oh++;
+        }
+        zero_f32(row + cols, ldp - cols);
+      }
+    }
+  }
+}
+
+ep_status ep_run_CONV(const ep_node *n) {
+  const int32_t *p = n->params;
+  conv_geom g;
+  check_geom(n, p + 2, &g);
+  const uint32_t G = (uint32_t)p[0], nt = (uint32_t)p[12];
+  const uint32_t cg = g.C / G, mg = g.Cout / G, kg = cg * g.kh * g.kw;
+  const uint64_t hw = (uint64_t)g.H * g.W, ohw = (uint64_t)g.OH * g.OW;
+  const uint64_t wstride = ep_gemm_packed_a_floats(mg, kg);
+  const float *x = ep_f32(n->in[0]), *w = ep_f32(n->in[1]);
+  const float *bias = n->n_in > 2 && n->in[2] ? ep_f32(n->in[2]) : 0;
+  const float *res = n->n_in > 3 && n->in[3] ? ep_f32(n->in[3]) : 0;
+  float *y = ep_f32(n->out[0]);
+  float *panel = (float *)(void *)n->scratch;
+  for (uint32_t b = 0; b < g.B; b++) {
+    for (uint32_t gi = 0; gi < G; gi++) {
+      const float *xg = x + ((uint64_t)b * g.C + (uint64_t)gi * cg) * hw;
+      const uint64_t yoff = ((uint64_t)b * g.Cout + (uint64_t)gi * mg) * ohw;
+      ep_gemm_epi e = {1.0f, 1.0f, bias ? bias + (uint64_t)gi * mg : 0, bias ? EP_BIAS_ROW : EP_BIAS_NONE, 0,
+                       res ? res + yoff : 0, (uint32_t)ohw, p[13], ep_param_f32(n, 14), ep_param_f32(n, 15)};
+      const float *a = w + gi * wstride;
+      if (nt == 0) {
+        ep_gemm_f32(mg, (uint32_t)ohw, kg, a, xg, (uint32_t)hw, 0, y + yoff, (uint32_t)ohw, &e);
+        continue;
+      }
+      for (uint32_t n0 = 0; n0 < ohw; n0 += nt) {
+        const uint32_t cols = ohw - n0 < nt ? (uint32_t)(ohw - n0) : nt;
+        const uint32_t ldp = (cols + EP_GEMM_NR - 1) / EP_GEMM_NR * EP_GEMM_NR;
+        im2col(panel, ldp, xg, cg, &g, n0, cols);
+        ep_gemm_epi e2 = e;
+        if (res) e2.res = e.res + n0;
+        ep_gemm_f32(mg, cols, kg, a, panel, ldp, 1, y + yoff + n0, (uint32_t)ohw, &e2);
+      }
+    }
+  }
+  return EP_OK;
+}
+
+/* ------------------------------------------------------------------------------------ DEPTHWISE_CONV */
+
+#define DW_NPARAMS 13
+#define DW_VEC 4   /* up to 4 f32x4 accumulators (16 outputs) per step */
+
+/* Width of one column phase of the padded plane: covers every vector read (round4(OW) + max offset). */
+static uint64_t dw_phase_width(const conv_geom *g) {
+  const uint64_t wp = (uint64_t)g->W + g->pl + g->pr;
+  uint64_t pw = (wp + g->sw - 1) / g->sw;
+  const uint64_t need = ((uint64_t)g->OW + 3) / 4 * 4 + (uint64_t)(g->kw - 1) * g->dw / g->sw;
+  if (need > pw) pw = need;
+  return (pw + 3) / 4 * 4;
+}
+
+ep_status ep_check_DEPTHWISE_CONV(const ep_node *n) {
+  EP_CHECK(n->n_params == DW_NPARAMS, EP_E_PARAM);
+  const int32_t *p = n->params;
+  conv_geom g;
+  ep_status s = check_geom(n, p, &g);
+  if (s) return s;
+  EP_CHECK(g.Cout == g.C, EP_E_SHAPE);
+  EP_CHECK(n->in[1]->numel == (uint64_t)g.C * g.kh * g.kw, EP_E_SHAPE);
+  const uint64_t hp = (uint64_t)g.H + g.pt + g.pb;
+  EP_CHECK(hp * g.sw * dw_phase_width(&g) * 4u <= n->scratch_bytes, EP_E_PARAM);
+  return check_epilogue(n, p + 10, g.C);
+}
+
+/* plane[(y*sw + ph)*pw + x] = padded input (y, x*sw + ph), zero in the pads and past the row. */
+static void dw_fill_plane(float *plane, const float *xc, const conv_geom *g, uint32_t pw) {
+  const uint32_t hp = g->H + g->pt + g->pb;
+  for (uint32_t yy = 0; yy < hp; yy++) {
+    float *dst = plane + (uint64_t)yy * g->sw * pw;
+    const int64_t ih = (int64_t)yy - g->pt;
+    if (ih < 0 || ih >= (int64_t)g->H) { zero_f32(dst, g->sw * pw); continue; }
+    for (uint32_t ph = 0; ph < g->sw; ph++)
+      gather_row(dst + (uint64_t)ph * pw, xc + (uint64_t)ih * g->W, (int64_t)ph - g->pl, g->sw, g->W, pw);
+  }
+}
+
+/* Epilogue of one full vector of outputs (bias already in acc): residual, then activation. */
+static inline f32x4 dw_epi(f32x4 r, const float *res, int32_t act, f32x4 p0, f32x4 p1) {
+  if (res) r = f32x4_add(r, f32x4_load(res));
+  switch (act) {
+    case EP_ACT_RELU: return f32x4_max(r, f32x4_zero());
+    case EP_ACT_CLIP: return f32x4_min(f32x4_max(r, p0), p1);
+    case EP_ACT_LEAKY_RELU: return f32x4_add(f32x4_max(r, f32x4_zero()), f32x4_mul(p0, f32x4_min(r, f32x4_zero())));
+    default: return r;
+  }
+}
+
+/* Store `left` (< 4) outputs of a partial vector through the scalar epilogue. */
+static void dw_store_partial(f32x4 acc, float *dst, uint32_t left, const ep_gemm_epi *e, uint32_t oh, uint32_t ow0) {
+  float tmp[4];
+  f32x4_store(tmp, acc);
+  for (uint32_t t = 0; t < left; t++) dst[t] = ep_gemm_epi_scalar(e, tmp[t], oh, ow0 + t);
+}
+
+/* One output row of a 3x3 window: r0..r2 are the three input rows (phased), o1/o2 the column
+ * offsets of kernel columns 1 and 2 (column 0 is at offset 0). 16 outputs per step keep four
+ * independent accumulator chains in flight. */
+static void dw_row3(float *dst, const float *r0, const float *r1, const float *r2, uint32_t o1, uint32_t o2,
+                    const f32x4 *w, f32x4 bias, uint32_t OW, const float *res, const ep_gemm_epi *e, uint32_t oh,
+                    f32x4 p0, f32x4 p1) {
+  uint32_t ow = 0;
+  for (; ow + 16 <= OW; ow += 16) {
+    f32x4 a0 = bias, a1 = bias, a2 = bias, a3 = bias;
+#define DW_TAP(row, off, wv) \
+    a0 = f32x4_fma(a0, f32x4_load(row + ow + off), wv); a1 = f32x4_fma(a1, f32x4_load(row + ow + off + 4), wv); \
+    a2 = f32x4_fma(a2, f32x4_load(row + ow + off + 8), wv); a3 = f32x4_fma(a3, f32x4_load(row + ow + off + 12), wv);
+    DW_TAP(r0, 0, w[0]) DW_TAP(r0, o1, w[1]) DW_TAP(r0, o2, w[2])
+    DW_TAP(r1, 0, w[3]) DW_TAP(r1, o1, w[4]) DW_TAP(r1, o2, w[5])
+    DW_TAP(r2, 0, w[6]) DW_TAP(r2, o1, w[7]) DW_TAP(r2, o2, w[8])
+#undef DW_TAP
+    f32x4_store(dst + ow, dw_epi(a0, res ? res + ow : 0, e->act, p0, p1));
+    f32x4_store(dst + ow + 4, dw_epi(a1, res ? res + ow + 4 : 0, e->act, p0, p1));
+    f32x4_store(dst + ow + 8, dw_epi(a2, res ? res + ow + 8 : 0, e->act, p0, p1));
+    f32x4_store(dst + ow + 12, dw_epi(a3, res ? res + ow + 12 : 0, e->act, p0, p1));
+  }
+  for (; ow < OW; ow += 4) {
+    f32x4 a0 = bias;
+    a0 = f32x4_fma(a0, f32x4_load(r0 + ow), w[0]); a0 = f32x4_fma(a0, f32x4_load(r0 + ow + o1), w[1]);
+    a0 = f32x4_fma(a0, f32x4_load(r0 + ow + o2), w[2]); a0 = f32x4_fma(a0, f32x4_load(r1 + ow), w[3]);
+    a0 = f32x4_fma(a0, f32x4_load(r1 + ow + o1), w[4]); a0 = f32x4_fma(a0, f32x4_load(r1 + ow + o2), w[5]);
+    a0 = f32x4_fma(a0, f32x4_load(r2 + ow), w[6]); a0 = f32x4_fma(a0, f32x4_load(r2 + ow + o1), w[7]);
+    a0 = f32x4_fma(a0, f32x4_load(r2 + ow + o2), w[8]);
+    if (ow + 4 <= OW) f32x4_store(dst + ow, dw_epi(a0, res ? res + ow : 0, e->act, p0, p1));
+    else dw_store_partial(a0, dst + ow, OW - ow, e, oh, ow);
+  }
+}
+
+ep_status ep_run_DEPTHWISE_CONV(const ep_node *n) {
+  const int32_t *p = n->params;
+  conv_geom g;
+  check_geom(n, p, &g);
+  const uint32_t pw = (uint32_t)dw_phase_width(&g), kk = g.kh * g.kw;
+  const uint64_t hw = (uint64_t)g.H * g.W, ohw = (uint64_t)g.OH * g.OW, rstride = (uint64_t)g.sw * pw;
+  const float *x = ep_f32(n->in[0]), *w = ep_f32(n->in[1]);
+  const float *bias = n->n_in > 2 && n->in[2] ? ep_f32(n->in[2]) : 0;
+  const float *res = n->n_in > 3 && n->in[3] ? ep_f32(n->in[3]) : 0;
+  float *y = ep_f32(n->out[0]);
+  float *plane = (float *)(void *)n->scratch;
+  const int32_t act = p[10];
+  const f32x4 p0 = f32x4_splat(ep_param_f32(n, 11)), p1 = f32x4_splat(ep_param_f32(n, 12));
+  /* Kernel column j reads phase (j*dw) % sw at shift (j*dw) / sw of a phased row. */
+#define DW_OFF(j) ((((j) * g.dw) % g.sw) * pw + ((j) * g.dw) / g.sw)
+  for (uint64_t bc = 0; bc < (uint64_t)g.B * g.C; bc++) {
+    const uint32_t c = (uint32_t)(bc % g.C);
+    const float *wc = w + (uint64_t)c * kk;
+    const f32x4 bv = f32x4_splat(bias ? bias[c] : 0.0f);
+    float *yc = y + bc * ohw;
+    const float *rc = res ? res + bc * ohw : 0;
+    const ep_gemm_epi e = {1.0f, 1.0f, 0, EP_BIAS_NONE, 0, rc, g.OW, act, ep_param_f32(n, 11), ep_param_f32(n, 12)};
+    dw_fill_plane(plane, x + bc * hw, &g, pw);
+    if (g.kh == 3 && g.kw == 3) {
+      f32x4 wv[9];
+      for (uint32_t t = 0; t < 9; t++) wv[t] = f32x4_splat(wc[t]);
+      const uint32_t o1 = DW_OFF(1u), o2 = DW_OFF(2u);
+      for (uint32_t oh = 0; oh < g.OH; oh++) {
+        const float *r0 = plane + (uint64_t)oh * g.sh * rstride;
+        dw_row3(yc + (uint64_t)oh * g.OW, r0, r0 + g.dh * rstride, r0 + 2ull * g.dh * rstride, o1, o2, wv, bv, g.OW,
+                rc ? rc + (uint64_t)oh * g.OW : 0, &e, oh, p0, p1);
+      }
+      continue;
+    }
+    /* Any other window: one vector of outputs at a time, taps walked in order. */
+    for (uint32_t oh = 0; oh < g.OH; oh++) {
+      const float *rbase = plane + (uint64_t)oh * g.sh * rstride;
+      float *dst = yc + (uint64_t)oh * g.OW;
+      for (uint32_t ow = 0; ow < g.OW; ow += 4) {
+        f32x4 a0 = bv;
+        for (uint32_t i = 0; i < g.kh; i++) {
+          const float *r = rbase + (uint64_t)i * g.dh * rstride + ow;
+          for (uint32_t j = 0; j < g.kw; j++) a0 = f32x4_fma(a0, f32x4_load(r + DW_OFF(j)), f32x4_splat(wc[i * g.kw + j]));
+        }
+        if (ow + 4 <= g.OW) f32x4_store(dst + ow, dw_epi(a0, rc ? rc + (uint64_t)oh * g.OW + ow : 0, act, p0, p1));
+        else dw_store_partial(a0, dst + ow, g.OW - ow, &e, oh, ow);
+      }
+    }
+  }
+#undef DW_OFF
+  return EP_OK;
+}

@@ -1,0 +1,191 @@
+/* f32 GEMM driver and register-blocked micro-kernel (EP_GEMM_MR x EP_GEMM_NR = 6 x 8): see gemm.h.
+ * 12 f32x4 accumulators + 2 B vectors + 1 broadcast = 15 registers, which fits the 16 vector
+ * registers every SIMD128 engine gets on x86-64 and AArch64. The K loop is unrolled by 2; every
+ * micro-kernel body is specialised on the row count (1..MR) so edge panels waste nothing. */
+#include "gemm.h"
+#include "ep_vec.h"
+
+#if defined(__GNUC__) || defined(__clang__)
+#define EP_AINLINE static inline __attribute__((always_inline))
+#else
+#define EP_AINLINE static inline
+#endif
+
+#define MR EP_GEMM_MR
+#define NR EP_GEMM_NR
+
+ep_status ep_gemm_check_act(int32_t code) {
+  return (code >= EP_ACT_NONE && code < EP_ACT_COUNT_INLINE) ? EP_OK : EP_E_PARAM;
+}
+
+static float act1(float v, int32_t act, float p0, float p1) {
+  switch (act) {
+    case EP_ACT_RELU: return v < 0.0f ? 0.0f : v;
+    case EP_ACT_LEAKY_RELU: return v < 0.0f ? v * p0 : v;
+    case EP_ACT_CLIP: v = v < p0 ? p0 : v; return p1 < v ? p1 : v;
+    default: return v;
+  }
+}
+
+float ep_gemm_epi_scalar(const ep_gemm_epi *e, float acc, uint32_t m, uint32_t n) {
+  float v = e->alpha == 1.0f ? acc : e->alpha * acc;
+  switch (e->bias_mode) {
+    case EP_BIAS_ROW: v += e->beta * e->bias[m]; break;
+    case EP_BIAS_COL: v += e->beta * e->bias[n]; break;
+    case EP_BIAS_FULL: v += e->beta * e->bias[(uint64_t)m * e->ld_bias + n]; break;
+    case EP_BIAS_SCALAR: v += e->beta * e->bias[0]; break;
+    default: break;
+  }
+  if (e->res) v += e->res[(uint64_t)m * e->ld_res + n];
+  return act1(v, e->act, e->p0, e->p1);
+}
+
+EP_AINLINE f32x4 act4(f32x4 v, int32_t act, f32x4 p0, f32x4 p1) {
+  switch (act) {
+    case EP_ACT_RELU: return f32x4_max(v, f32x4_zero());
+    /* max(v,0) + alpha*min(v,0): exact for either sign, no compare/select needed */
+    case EP_ACT_LEAKY_RELU: return f32x4_add(f32x4_max(v, f32x4_zero()), f32x4_mul(p0, f32x4_min(v, f32x4_zero())));
+    case EP_ACT_CLIP: return f32x4_min(f32x4_max(v, p0), p1);
+    default: return v;
+  }
+}
+
+/* Epilogue for `nv` vectors (1 or 2) of row m starting at column n, stored to dst. */
+EP_AINLINE void epi_vec(const ep_gemm_epi *e, uint32_t m, uint32_t n, const uint32_t nv, f32x4 v0, f32x4 v1, float *dst) {
+  if (e->alpha != 1.0f) {
+    const f32x4 al = f32x4_splat(e->alpha);
+    v0 = f32x4_mul(v0, al); v1 = f32x4_mul(v1, al);
+  }
+  if (e->bias_mode != EP_BIAS_NONE) {
+    const f32x4 be = f32x4_splat(e->beta);
+    f32x4 b0, b1 = f32x4_zero();
+    switch (e->bias_mode) {
+      case EP_BIAS_ROW: b0 = b1 = f32x4_splat(e->bias[m]); break;
+      case EP_BIAS_COL: b0 = f32x4_load(e->bias + n); if (nv == 2) b1 = f32x4_load(e->bias + n + 4); break;
+      case EP_BIAS_FULL: {
+        const float *p = e->bias + (uint64_t)m * e->ld_bias + n;
+        b0 = f32x4_load(p); if (nv == 2) b1 = f32x4_load(p + 4); break;
+      }
+      default: b0 = b1 = f32x4_splat(e->bias[0]); break;
+    }
+    if (e->beta == 1.0f) { v0 = f32x4_add(v0, b0); v1 = f32x4_add(v1, b1); }
+    else { v0 = f32x4_fma(v0, be, b0); v1 = f32x4_fma(v1, be, b1); }
+  }
+  if (e->res) {
+    const float *p = e->res + (uint64_t)m * e->ld_res + n;
+    v0 = f32x4_add(v0, f32x4_load(p));
+    if (nv == 2) v1 = f32x4_add(v1, f32x4_load(p + 4));
+  }
+  if (e->act != EP_ACT_NONE) {
+    const f32x4 p0 = f32x4_splat(e->p0), p1 = f32x4_splat(e->p1);
+    v0 = act4(v0, e->act, p0, p1);
+    v1 = act4(v1, e->act, p0, p1);
+  }
+  f32x4_store(dst, v0);
+  if (nv == 2) f32x4_store(dst + 4, v1);
+}
+
+/* acc[r][0..nv) = sum_k a[k*MR + r] * b[k*ldb + 0 .. 4*nv) for r < mr. */
+EP_AINLINE void accumulate(const uint32_t mr, const uint32_t nv, uint32_t K, const float *a, const float *b,
+                           uint32_t ldb, f32x4 acc[MR][2]) {
+  for (uint32_t r = 0; r < mr; r++) { acc[r][0] = f32x4_zero(); acc[r][1] = f32x4_zero(); }
+  if (mr == 6 && nv == 2) {
+    /* Rows 0-3 and 2-5 of the packed A column as two vector loads (no over-read past the panel),
+     * broadcast by lane shuffles: engines turn a scalar load+splat into 2-3 instructions. */
+    for (uint32_t k = 0; k < K; k++) {
+      const f32x4 b0 = f32x4_load(b), b1 = f32x4_load(b + 4);
+      const f32x4 alo = f32x4_load(a), ahi = f32x4_load(a + 2);
+      f32x4 av;
+      av = f32x4_lane_splat(alo, 0); acc[0][0] = f32x4_fma(acc[0][0], av, b0); acc[0][1] = f32x4_fma(acc[0][1], av, b1);
+      av = f32x4_lane_splat(alo, 1); acc[1][0] = f32x4_fma(acc[1][0], av, b0); acc[1][1] = f32x4_fma(acc[1][1], av, b1);
+      av = f32x4_lane_splat(alo, 2); acc[2][0] = f32x4_fma(acc[2][0], av, b0); acc[2][1] = f32x4_fma(acc[2][1], av, b1);
+      av = f32x4_lane_splat(alo, 3); acc[3][0] = f32x4_fma(acc[3][0], av, b0); acc[3][1] = f32x4_fma(acc[3][1], av, b1);
+      av = f32x4_lane_splat(ahi, 2); acc[4][0] = f32x4_fma(acc[4][0], av, b0); acc[4][1] = f32x4_fma(acc[4][1], av, b1);
+      av = f32x4_lane_splat(ahi, 3); acc[5][0] = f32x4_fma(acc[5][0], av, b0); acc[5][1] = f32x4_fma(acc[5][1], av, b1);
+      a += MR;
+      b += ldb;
+    }
+    return;
+  }
+  for (uint32_t k = 0; k < K; k++) {
+    const f32x4 b0 = f32x4_load(b), b1 = nv == 2 ? f32x4_load(b + 4) : f32x4_zero();
+    for (uint32_t r = 0; r < mr; r++) {
+      const f32x4 av = f32x4_splat(a[r]);
+      acc[r][0] = f32x4_fma(acc[r][0], av, b0);
+      if (nv == 2) acc[r][1] = f32x4_fma(acc[r][1], av, b1);
+    }
+    a += MR;
+    b += ldb;
+  }
+}
+
+/* One panel of mr rows (a: its packed K x MR block) across columns [n0, n1) of C. */
+EP_AINLINE void panel(const uint32_t mr, uint32_t m0, uint32_t n0, uint32_t n1, uint32_t K, const float *a,
+                      const float *b, uint32_t ldb, int b_padded, float *c, uint32_t ldc, const ep_gemm_epi *e) {
+  f32x4 acc[MR][2];
+  uint32_t n = n0;
+  for (; n + NR <= n1; n += NR) {
+    accumulate(mr, 2, K, a, b + n, ldb, acc);
+    for (uint32_t r = 0; r < mr; r++)
+      epi_vec(e, m0 + r, n, 2, acc[r][0], acc[r][1], c + (uint64_t)(m0 + r) * ldc + n);
+  }
+  if (n == n1) return;
+  if (b_padded) {  /* B readable up to the next multiple of NR: full vectors, partial store */
+    float tmp[2 * 4];
+    accumulate(mr, 2, K, a, b + n, ldb, acc);
+    for (uint32_t r = 0; r < mr; r++) {
+      f32x4_store(tmp, acc[r][0]); f32x4_store(tmp + 4, acc[r][1]);
+      float *dst = c + (uint64_t)(m0 + r) * ldc;
+      for (uint32_t j = n; j < n1; j++) dst[j] = ep_gemm_epi_scalar(e, tmp[j - n], m0 + r, j);
+    }
+    return;
+  }
+  if (n + 4 <= n1) {
+    accumulate(mr, 1, K, a, b + n, ldb, acc);
+    for (uint32_t r = 0; r < mr; r++)
+      epi_vec(e, m0 + r, n, 1, acc[r][0], acc[r][1], c + (uint64_t)(m0 + r) * ldc + n);
+    n += 4;
+  }
+  for (; n < n1; n++) {  /* last 1..3 columns: scalar dot products */
+    float s[MR];
+    for (uint32_t r = 0; r < mr; r++) s[r] = 0.0f;
+    const float *ap = a, *bp = b + n;
+    for (uint32_t k = 0; k < K; k++, ap += MR, bp += ldb) {
+      const float bv = *bp;
+      for (uint32_t r = 0; r < mr; r++) s[r] += ap[r] * bv;
+    }
+    for (uint32_t r = 0; r < mr; r++)
+      c[(uint64_t)(m0 + r) * ldc + n] = ep_gemm_epi_scalar(e, s[r], m0 + r, n);
+  }
+}
+
+void ep_gemm_f32(uint32_t M, uint32_t N, uint32_t K, const float *a_packed, const float *b, uint32_t ldb,
+                 int b_padded, float *c, uint32_t ldc, const ep_gemm_epi *e) {
+  /* Block N so a K x nb block of B (re-read once per row panel) stays cache resident (~512 KB). */
+  uint32_t nb = K ? (131072u / K) & ~(uint32_t)(NR - 1) : N;
+  if (nb < NR) nb = NR;
+  for (uint32_t n0 = 0; n0 < N; n0 += nb) {
+    const uint32_t n1 = N - n0 < nb ? N : n0 + nb;
+    for (uint32_t m0 = 0; m0 < M; m0 += MR) {
+      const float *a = a_packed + (uint64_t)(m0 / MR) * K * MR;
+      switch (M - m0 >= MR ? MR : M - m0) {
+        case 6: panel(6, m0, n0, n1, K, a, b, ldb, b_padded, c, ldc, e); break;
+        case 5: panel(5, m0, n0, n1, K, a, b, ldb, b_padded, c, ldc, e); break;
+        case 4: panel(4, m0, n0, n1, K, a, b, ldb, b_padded, c, ldc, e); break;
+        case 3: panel(3, m0, n0, n1, K, a, b, ldb, b_padded, c, ldc, e); break;
+        case 2: panel(2, m0, n0, n1, K, a, b, ldb, b_padded, c, ldc, e); break;
+        default: panel(1, m0, n0, n1, K, a, b, ldb, b_padded, c, ldc, e); break;
+      }
+    }
+  }
+}
+
+void ep_gemm_pack_a(uint32_t M, uint32_t K, const float *a, uint64_t rs, uint64_t cs, float *dst) {
+  for (uint32_t m0 = 0; m0 < M; m0 += MR) {
+    for (uint32_t k = 0; k < K; k++) {
+      for (uint32_t r = 0; r < MR; r++)
+        dst[r] = m0 + r < M ? a[(uint64_t)(m0 + r) * rs + (uint64_t)k * cs] : 0.0f;
+      dst += MR;
+    }
+  }
+}

@@ -1,0 +1,56 @@
+/* Shared f32 GEMM micro-kernel API (CONV, GEMM, MATMUL).
+ *
+ *   C[M x N] = epilogue( A[M x K] * B[K x N] )
+ *
+ * A is PACKED: ceil(M / EP_GEMM_MR) panels of EP_GEMM_MR rows, each panel k-major
+ * (panel t, depth k, row r at a[(t * K + k) * EP_GEMM_MR + r]), rows past M zero. Constant A
+ * (conv weights) is packed by the packager (packager/ops/conv.py); runtime A by ep_gemm_pack_a.
+ * B is row-major with row stride ldb (N contiguous: NCHW spatial positions, or MatMul's B in place).
+ * The micro-kernel computes EP_GEMM_MR x EP_GEMM_NR tiles with f32x4 accumulators, A broadcast,
+ * B rows loaded as vectors; edge tiles never read outside [0, N) of a B row nor write outside C.
+ *
+ * Epilogue, applied once per tile while it is in registers (in this order):
+ *   v = alpha * acc
+ *   v += beta * bias      (bias_mode: 0 none, 1 per row bias[m], 2 per column bias[n],
+ *                          3 full bias[m * ld_bias + n], 4 scalar bias[0])
+ *   v += res[m * ld_res + n]               (residual, when res != NULL)
+ *   v = act(v)            (EP_ACT_*: 0 none, 1 relu, 2 leaky_relu(p0 = alpha), 3 clip(p0 = min, p1 = max))
+ * Coordinates m, n are those of C (the driver offsets nothing: pointers are at C's origin). */
+#ifndef EP_GEMM_H
+#define EP_GEMM_H
+#include <stdint.h>
+#include "ep_kernel.h"
+
+#define EP_GEMM_MR 6
+#define EP_GEMM_NR 8
+
+enum { EP_ACT_NONE = 0, EP_ACT_RELU = 1, EP_ACT_LEAKY_RELU = 2, EP_ACT_CLIP = 3, EP_ACT_COUNT_INLINE = 4 };
+enum { EP_BIAS_NONE = 0, EP_BIAS_ROW = 1, EP_BIAS_COL = 2, EP_BIAS_FULL = 3, EP_BIAS_SCALAR = 4 };
+
+typedef struct {
+  float alpha, beta;
+  const float *bias;   /* see bias_mode */
+  int32_t bias_mode;
+  uint32_t ld_bias;
+  const float *res;    /* residual of C's shape, or NULL */
+  uint32_t ld_res;
+  int32_t act;
+  float p0, p1;
+} ep_gemm_epi;
+
+/* C = epi(A_packed * B). b_padded != 0 promises every B row is readable up to column
+ * round_up(N, EP_GEMM_NR) (im2col panels are zero padded), which lets edge tiles use full vectors. */
+void ep_gemm_f32(uint32_t M, uint32_t N, uint32_t K, const float *a_packed, const float *b, uint32_t ldb,
+                 int b_padded, float *c, uint32_t ldc, const ep_gemm_epi *epi);
+
+/* Pack A (M x K, element (m, k) at a[m * rs + k * cs]) into panels; dst holds ep_gemm_packed_a_floats(M, K). */
+void ep_gemm_pack_a(uint32_t M, uint32_t K, const float *a, uint64_t rs, uint64_t cs, float *dst);
+static inline uint64_t ep_gemm_packed_a_floats(uint64_t M, uint64_t K) {
+  return (M + EP_GEMM_MR - 1) / EP_GEMM_MR * EP_GEMM_MR * K;
+}
+
+/* Activation parameters common to CONV, DEPTHWISE_CONV and GEMM: code, p0, p1 (3 words). */
+ep_status ep_gemm_check_act(int32_t code);
+/* Apply the epilogue to one scalar at (m, n). */
+float ep_gemm_epi_scalar(const ep_gemm_epi *e, float acc, uint32_t m, uint32_t n);
+#endif

@@ -1,0 +1,134 @@
+/* GEMM (ONNX Gemm with fused epilogue) and MATMUL (batched, broadcast batch dims) on the shared
+ * micro-kernel (gemm.h).
+ *
+ * GEMM: inputs A [M,K] (or [K,M] when transA), B [K,N] (or [N,K] when transB), bias? C, residual? [M,N].
+ *   params (8 words): transA, transB, alpha (f32), beta (f32), bias_mode (gemm.h EP_BIAS_*: 1 C has M
+ *   elements (shape [M,1]), 2 N elements, 3 M*N, 4 one; 0 when C is absent), act, act_p0, act_p1.
+ *   Scratch: A packed in MR-row panels (ep_gemm_packed_a_floats(M, K) floats), then, when transB,
+ *   B transposed to [K,N]. The packager pre-transposes a constant B, so transB = 1 only for runtime B.
+ * MATMUL: inputs A [..., M, K], B [..., K, N] (rank >= 2; the packager turns 1-D operands into
+ *   [1,K] / [K,1] views), output [..., M, N]; batch dims broadcast numpy-style. params: none.
+ *   Scratch: ep_gemm_packed_a_floats(M, K) floats (A of one batch, packed). */
+#include "gemm.h"
+#include "ep_vec.h"
+
+/* ---------------------------------------------------------------------------------------------- GEMM */
+
+#define GEMM_NPARAMS 8
+
+typedef struct { uint32_t M, N, K; } mnk;
+
+static ep_status gemm_dims(const ep_node *n, mnk *d) {
+  const ep_tensor *a = n->in[0], *b = n->in[1], *y = n->out[0];
+  const int32_t *p = n->params;
+  EP_CHECK(a && b && y, EP_E_OP);
+  EP_CHECK(a->dtype == EP_F32 && b->dtype == EP_F32 && y->dtype == EP_F32, EP_E_DTYPE);
+  EP_CHECK(a->rank == 2 && b->rank == 2 && y->rank == 2, EP_E_SHAPE);
+  EP_CHECK((p[0] == 0 || p[0] == 1) && (p[1] == 0 || p[1] == 1), EP_E_PARAM);
+  d->M = (uint32_t)a->dims[p[0] ? 1 : 0];
+  d->K = (uint32_t)a->dims[p[0] ? 0 : 1];
+  d->N = (uint32_t)b->dims[p[1] ? 0 : 1];
+  EP_CHECK((uint32_t)b->dims[p[1] ? 1 : 0] == d->K, EP_E_SHAPE);
+  EP_CHECK((uint32_t)y->dims[0] == d->M && (uint32_t)y->dims[1] == d->N, EP_E_SHAPE);
+  return EP_OK;
+}
+
+ep_status ep_check_GEMM(const ep_node *n) {
+  EP_CHECK(n->n_params == GEMM_NPARAMS, EP_E_PARAM);
+  mnk d;
+  ep_status s = gemm_dims(n, &d);
+  if (s) return s;
+  const int32_t *p = n->params;
+  const ep_tensor *c = n->n_in > 2 ? n->in[2] : 0, *r = n->n_in > 3 ? n->in[3] : 0;
+  const int32_t mode = p[4];
+  if (!c) {
+    EP_CHECK(mode == EP_BIAS_NONE, EP_E_PARAM);
+  } else {
+    EP_CHECK(c->dtype == EP_F32, EP_E_DTYPE);
+    const uint64_t want = mode == EP_BIAS_ROW ? d.M : mode == EP_BIAS_COL ? d.N :
+                          mode == EP_BIAS_FULL ? (uint64_t)d.M * d.N : mode == EP_BIAS_SCALAR ? 1u : 0u;
+    EP_CHECK(mode >= EP_BIAS_ROW && mode <= EP_BIAS_SCALAR && c->numel == want, EP_E_SHAPE);
+  }
+  if (r) EP_CHECK(r->dtype == EP_F32 && ep_same_shape(r, n->out[0]), EP_E_SHAPE);
+  EP_CHECK(ep_gemm_check_act(p[5]) == EP_OK, EP_E_PARAM);
+  const uint64_t need = (ep_gemm_packed_a_floats(d.M, d.K) + (p[1] ? (uint64_t)d.K * d.N : 0u)) * 4u;
+  EP_CHECK(need <= n->scratch_bytes, EP_E_PARAM);
+  return EP_OK;
+}
+
+ep_status ep_run_GEMM(const ep_node *n) {
+  mnk d;
+  gemm_dims(n, &d);
+  const int32_t *p = n->params;
+  const ep_tensor *c = n->n_in > 2 ? n->in[2] : 0, *r = n->n_in > 3 ? n->in[3] : 0;
+  float *ap = (float *)(void *)n->scratch;
+  const float *a = ep_f32(n->in[0]), *b = ep_f32(n->in[1]);
+  if (p[0]) ep_gemm_pack_a(d.M, d.K, a, 1, d.M, ap);
+  else ep_gemm_pack_a(d.M, d.K, a, d.K, 1, ap);
+  if (p[1]) {  /* runtime B^T: transpose [N,K] -> [K,N] */
+    float *bt = ap + ep_gemm_packed_a_floats(d.M, d.K);
+    for (uint32_t nn = 0; nn < d.N; nn++)
+      for (uint32_t k = 0; k < d.K; k++) bt[(uint64_t)k * d.N + nn] = b[(uint64_t)nn * d.K + k];
+    b = bt;
+  }
+  const ep_gemm_epi e = {ep_param_f32(n, 2), ep_param_f32(n, 3), c ? ep_f32(c) : 0, c ? p[4] : EP_BIAS_NONE, d.N,
+                         r ? ep_f32(r) : 0, d.N, p[5], ep_param_f32(n, 6), ep_param_f32(n, 7)};
+  ep_gemm_f32(d.M, d.N, d.K, ap, b, d.N, 0, ep_f32(n->out[0]), d.N, &e);
+  return EP_OK;
+}
+
+/* -------------------------------------------------------------------------------------------- MATMUL */
+
+/* Dims of t right-aligned to rank r (leading 1s). */
+static int32_t dim_at(const ep_tensor *t, uint32_t r, uint32_t i) {
+  const uint32_t lead = r - t->rank;
+  return i < lead ? 1 : t->dims[i - lead];
+}
+
+ep_status ep_check_MATMUL(const ep_node *n) {
+  EP_CHECK(n->n_params == 0, EP_E_PARAM);
+  const ep_tensor *a = n->in[0], *b = n->in[1], *y = n->out[0];
+  EP_CHECK(a && b && y, EP_E_OP);
+  EP_CHECK(a->dtype == EP_F32 && b->dtype == EP_F32 && y->dtype == EP_F32, EP_E_DTYPE);
+  EP_CHECK(a->rank >= 2 && b->rank >= 2, EP_E_SHAPE);
+  const uint32_t r = a->rank > b->rank ? a->rank : b->rank;
+  EP_CHECK(y->rank == r, EP_E_SHAPE);
+  const int32_t M = a->dims[a->rank - 2], K = a->dims[a->rank - 1], N = b->dims[b->rank - 1];
+  EP_CHECK(b->dims[b->rank - 2] == K && y->dims[r - 2] == M && y->dims[r - 1] == N, EP_E_SHAPE);
+  for (uint32_t i = 0; i + 2 < r; i++) {
+    const int32_t da = dim_at(a, r, i), db = dim_at(b, r, i), dy = y->dims[i];
+    EP_CHECK((da == dy || da == 1) && (db == dy || db == 1), EP_E_SHAPE);
+    EP_CHECK(dy == (da == 1 ? db : da), EP_E_SHAPE);
+  }
+  EP_CHECK(ep_gemm_packed_a_floats((uint32_t)M, (uint32_t)K) * 4u <= n->scratch_bytes, EP_E_PARAM);
+  return EP_OK;
+}
+
+ep_status ep_run_MATMUL(const ep_node *n) {
+  const ep_tensor *ta = n->in[0], *tb = n->in[1], *ty = n->out[0];
+  const uint32_t r = ty->rank;
+  const uint32_t M = (uint32_t)ty->dims[r - 2], N = (uint32_t)ty->dims[r - 1], K = (uint32_t)ta->dims[ta->rank - 1];
+  const uint64_t a_mat = (uint64_t)M * K, b_mat = (uint64_t)K * N, y_mat = (uint64_t)M * N;
+  uint64_t batches = 1;
+  for (uint32_t i = 0; i + 2 < r; i++) batches *= (uint64_t)ty->dims[i];
+  const float *a = ep_f32(ta), *b = ep_f32(tb);
+  float *y = ep_f32(ty), *ap = (float *)(void *)n->scratch;
+  const ep_gemm_epi e = {1.0f, 1.0f, 0, EP_BIAS_NONE, 0, 0, 0, EP_ACT_NONE, 0.0f, 0.0f};
+  uint64_t packed = ~(uint64_t)0;
+  for (uint64_t bi = 0; bi < batches; bi++) {
+    /* Offsets of A and B for batch index bi (broadcast dims contribute nothing). */
+    uint64_t rem = bi, ao = 0, bo = 0, as = 1, bs = 1;
+    for (uint32_t i = r - 2; i-- > 0;) {
+      const uint64_t dy = (uint64_t)ty->dims[i], idx = rem % dy;
+      rem /= dy;
+      const int32_t da = dim_at(ta, r, i), db = dim_at(tb, r, i);
+      if (da != 1) ao += idx * as;
+      if (db != 1) bo += idx * bs;
+      as *= (uint64_t)da;
+      bs *= (uint64_t)db;
+    }
+    if (ao != packed) { ep_gemm_pack_a(M, K, a + ao * a_mat, K, 1, ap); packed = ao; }
+    ep_gemm_f32(M, N, K, ap, b + bo * b_mat, N, 0, y + bi * y_mat, N, &e);
+  }
+  return EP_OK;
+}
