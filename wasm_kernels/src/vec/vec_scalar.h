@@ -97,12 +97,9 @@ static inline i32x4 i32x4_from_f32x4(f32x4 a) {
 static inline i32x4 f32x4_as_i32x4(f32x4 a) { i32x4 r; for (int i = 0; i < 4; i++) r.v[i] = (int32_t)ep_vs_bits(a.v[i]); return r; }
 static inline f32x4 i32x4_as_f32x4(i32x4 a) { f32x4 r; for (int i = 0; i < 4; i++) r.v[i] = ep_vs_float((uint32_t)a.v[i]); return r; }
 
-/* ---- additions (nn family: pooling) ---- */
+/* ---- additions (pooling, linalg): stride-2 deinterleave ---- */
 /* Even / odd lanes of the 8-float sequence a:b: (a0,a2,b0,b2) and (a1,a3,b1,b3); stride-2 pooling. */
 static inline f32x4 f32x4_even(f32x4 a, f32x4 b) { f32x4 r = {{a.v[0], a.v[2], b.v[0], b.v[2]}}; return r; }
 static inline f32x4 f32x4_odd(f32x4 a, f32x4 b) { f32x4 r = {{a.v[1], a.v[3], b.v[1], b.v[3]}}; return r; }
 
-/* ---- linalg additions (also in vec_wasm128.h) ---- */
-/* Even lanes of the 8-lane concatenation a:b = {a0, a2, b0, b2} (stride-2 deinterleave). */
-static inline f32x4 f32x4_even(f32x4 a, f32x4 b) { f32x4 r = {{a.v[0], a.v[2], b.v[0], b.v[2]}}; return r; }
 #endif

@@ -75,12 +75,9 @@ static inline i32x4 i32x4_from_f32x4(f32x4 a) { return wasm_i32x4_trunc_sat_f32x
 static inline i32x4 f32x4_as_i32x4(f32x4 a) { return a; }   /* bit reinterpretation */
 static inline f32x4 i32x4_as_f32x4(i32x4 a) { return a; }
 
-/* ---- additions (nn family: pooling) ---- */
+/* ---- additions (pooling, linalg): stride-2 deinterleave ---- */
 /* Even / odd lanes of the 8-float sequence a:b: (a0,a2,b0,b2) and (a1,a3,b1,b3); stride-2 pooling. */
 static inline f32x4 f32x4_even(f32x4 a, f32x4 b) { return wasm_i32x4_shuffle(a, b, 0, 2, 4, 6); }
 static inline f32x4 f32x4_odd(f32x4 a, f32x4 b) { return wasm_i32x4_shuffle(a, b, 1, 3, 5, 7); }
 
-/* ---- linalg additions (also in vec_scalar.h; NEON: vuzp1q_f32) ---- */
-/* Even lanes of the 8-lane concatenation a:b = {a0, a2, b0, b2} (stride-2 deinterleave). */
-static inline f32x4 f32x4_even(f32x4 a, f32x4 b) { return wasm_i32x4_shuffle(a, b, 0, 2, 4, 6); }
 #endif
