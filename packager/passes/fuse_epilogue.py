@@ -15,6 +15,8 @@ from onnx import helper
 # Activation codes shared with wasm_kernels/src/kernels/activation.h
 ACT_NONE, ACT_RELU, ACT_LEAKY_RELU, ACT_CLIP, ACT_SIGMOID, ACT_HARDSIGMOID, ACT_HARDSWISH, ACT_TANH, ACT_GELU = range(9)
 HEADS = ("Conv", "Gemm")
+# What the conv/gemm epilogue computes in registers today (gemm.h); others stay separate kernels.
+EPILOGUE_ACTIVATIONS = frozenset({ACT_RELU, ACT_LEAKY_RELU, ACT_CLIP})
 
 
 @dataclass
@@ -55,7 +57,8 @@ def activation_of(node: onnx.NodeProto, consts: dict[str, np.ndarray], opset: in
 
 
 def fuse_epilogues(nodes: list[onnx.NodeProto], outputs: list[str], shapes: dict[str, tuple[int, ...]],
-                   consts: dict[str, np.ndarray], opset: int) -> list[onnx.NodeProto | Fused]:
+                   consts: dict[str, np.ndarray], opset: int,
+                   activations: frozenset[int] = EPILOGUE_ACTIVATIONS) -> list[onnx.NodeProto | Fused]:
     """Returns the node list with fusable groups replaced by Fused records, in a valid execution order."""
     consumers: dict[str, list[onnx.NodeProto]] = {}
     for n in nodes:
@@ -85,7 +88,7 @@ def fuse_epilogues(nodes: list[onnx.NodeProto], outputs: list[str], shapes: dict
         act = sole_consumer(y)
         if act is not None and len(act.output) == 1:
             spec = activation_of(act, consts, opset)
-            if spec is not None:
+            if spec is not None and spec[0] in activations:
                 group.activation, y, last = spec, act.output[0], act
                 group.absorbed.append(act)
         if not group.absorbed:

@@ -1,0 +1,18 @@
+"""Fused lowerings: the epilogue groups found by packager/passes/fuse_epilogue.py."""
+from __future__ import annotations
+
+import onnx
+
+from ..lower import LowerCtx, lowers_fused
+from .conv import emit_conv
+from .linalg import emit_gemm
+
+
+@lowers_fused("Conv")
+def fused_conv(ctx: LowerCtx, node: onnx.NodeProto, activation: tuple[int, list[float]], residual: str | None) -> None:
+    emit_conv(ctx, node, activation=activation, residual=residual)
+
+
+@lowers_fused("Gemm")
+def fused_gemm(ctx: LowerCtx, node: onnx.NodeProto, activation: tuple[int, list[float]], residual: str | None) -> None:
+    emit_gemm(ctx, node, activation=activation, residual=residual)
