@@ -152,7 +152,10 @@ def _shapes_by_running(model: onnx.ModelProto, shapes: dict, dtypes: dict, missi
         sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
         outs = sess.run(missing, feeds)
     except Exception as e:
-        raise PackagerError(f"could not determine static shapes of {', '.join(missing[:5])}: {e}") from e
+        node = next(n for n in model.graph.node if missing[0] in n.output)
+        raise UnsupportedError(node.op_type, node.name or node.output[0], default_opset(model),
+                               f"the shape of '{missing[0]}' cannot be determined at package time (it depends on "
+                               f"run-time values, or inference failed: {str(e).splitlines()[0][:160]})") from None
     for name, val in zip(missing, outs):
         shapes[name] = tuple(np.asarray(val).shape)
         dtypes[name] = helper.np_dtype_to_tensor_dtype(np.asarray(val).dtype)

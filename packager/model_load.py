@@ -129,7 +129,9 @@ def check_graph(model: onnx.ModelProto, allow_domains: frozenset[str] = frozense
     defined = {i.name for i in g.input} | {i.name for i in g.initializer} | {""}
     for n in g.node:
         if n.domain not in STANDARD_DOMAINS and n.domain not in allow_domains:
-            raise ModelLoadError(f"node '{n.name or n.output[0]}' uses op {n.domain}.{n.op_type} from custom domain "
+            version = next((i.version for i in model.opset_import if i.domain == n.domain), "?")
+            raise ModelLoadError(f"node '{n.name or n.output[0]}' uses op {n.domain}.{n.op_type} (opset {n.domain} "
+                                 f"v{version}) from custom domain "
                                  f"'{n.domain}', which is refused (edgepack never loads code from a model; pass "
                                  f"--allow-domain {n.domain} to accept the model)")
         for i in n.input:
