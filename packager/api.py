@@ -20,7 +20,7 @@ from .profile import check_strict_ops, explicit_attributes
 from .plan import layout
 from .toolchain import ensure_wasm
 
-TARGETS = ("web",)
+TARGETS = ("web", "pi5", "android")
 PROFILES = ("default", "strict")
 ORT_MAX_IR = 10
 
@@ -113,6 +113,13 @@ def package(model: str | os.PathLike | onnx.ModelProto, target: str = "web", out
     if strict:
         manifest["profile"]["execution_order"] = [
             {"kernel": Op(n.op).name, "onnx_node": src} for n, src in zip(lowered.plan.nodes, lowered.node_sources)]
+    if target != "web":  # edge targets: aarch64 runtime files + consistency report (packager/targets/edge.py)
+        from .targets.edge import write_edge_bundle
+        path = write_edge_bundle(target, Path(out), manifest, graph.model, plan_bytes, verify=verify or strict, log=log)
+        if sign is not None:
+            from .signing import sign_bundle
+            sign_bundle(path, Path(sign))
+        return path
     files: dict = {"model.onnx": graph.model.SerializeToString(), "model.plan": plan_bytes}
     files.update({f: runtime[f] for f in WASM_VARIANTS.values()})
     path = write_bundle(Path(out), manifest, files)

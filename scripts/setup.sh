@@ -5,6 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PKGS=(emscripten clang-19 lld-19 wabt nodejs npm)
+# edge targets (pi5, android): aarch64 cross compiler + its libc (static CLI), qemu-user for tests, JDK, zip
+APT_PKGS+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user zip)
+command -v javac >/dev/null || APT_PKGS+=(default-jdk-headless)
 missing=()
 for p in "${APT_PKGS[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 # node/npm may come from elsewhere (e.g. a preinstalled Node 20): only ask apt when the command is absent
@@ -38,3 +41,5 @@ fi
 
 echo "[setup] building the runtime (wasm SIMD, scalar, relaxed; host)"
 make -s -C wasm_kernels -j2 all >/dev/null
+echo "[setup] building the edge runtime (aarch64 pi5 + android, host JNI)"
+make -s -C edge -j2 all harness >/dev/null

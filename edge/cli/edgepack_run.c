@@ -1,0 +1,390 @@
+/* edgepack-run: run an edgepack bundle on this machine (Raspberry Pi 5 / any aarch64 Linux).
+ *
+ *   edgepack-run BUNDLE --input NAME=x.npy [--input ...] [--output y.npy] [--output NAME=z.npy]
+ *   edgepack-run BUNDLE --bench [--input ...] [--warmup SECONDS] [--seconds SECONDS]
+ *   edgepack-run BUNDLE --info
+ *
+ * Before the runtime reads the plan, the SHA-256 of BUNDLE/model.plan is compared with the one in
+ * BUNDLE/manifest.json. Inputs/outputs (names, dtypes, shapes) come from the manifest, read with a
+ * bounded JSON tokenizer (ep_json.c), and are cross-checked with the plan's own tensor table.
+ * `--output FILE.npy` saves the first output; `--output NAME=FILE.npy` any output by name (an
+ * argument containing '=' is always NAME=FILE). Without --output, outputs are summarized on stdout.
+ * Exit codes: 0 ok, 2 usage or input error, 3 bundle integrity or plan rejected, 4 runtime error. */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "edgepack.h"
+#include "ep_json.h"
+#include "ep_npy.h"
+#include "ep_sha256.h"
+
+#define MAX_IO 64
+#define MAX_NAME 256
+#define MAX_MANIFEST (16u << 20)
+#define MAX_ARGS_IO 64
+
+typedef struct {
+  char name[MAX_NAME];
+  uint32_t dtype, rank, tensor;
+  int32_t dims[EP_MAX_RANK];
+  uint32_t nbytes;
+} io_spec;
+
+static const char *g_prog = "edgepack-run";
+
+static void die(int code, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "%s: error: ", g_prog);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+  exit(code);
+}
+
+static void usage(void) {
+  fprintf(stderr,
+          "usage: %s BUNDLE [--input NAME=FILE.npy]... [--output FILE.npy | --output NAME=FILE.npy]...\n"
+          "       %s BUNDLE --bench [--input NAME=FILE.npy]... [--warmup SECONDS] [--seconds SECONDS]\n"
+          "       %s BUNDLE --info\n"
+          "Runs BUNDLE/model.plan after checking its SHA-256 against BUNDLE/manifest.json.\n"
+          "Inputs: .npy v1.0, C order, little-endian float32/int64 (bool, int8, uint8, int32, float16), shape and dtype as the manifest says.\n"
+          "--bench: random inputs unless given; warm-up by time, then latency percentiles (1 thread).\n",
+          g_prog, g_prog, g_prog);
+  exit(2);
+}
+
+/* Whole file into memory (64-byte aligned, `extra` zero bytes appended), size limit `max`. */
+static uint8_t *read_file(const char *path, size_t max, size_t *len, int code) {
+  FILE *f = fopen(path, "rb");
+  if (!f) die(code, "cannot open %s: %s", path, strerror(errno));
+  if (fseek(f, 0, SEEK_END) != 0) die(code, "cannot seek %s", path);
+  long n = ftell(f);
+  if (n < 0 || (unsigned long)n > max) die(code, "%s: size %ld out of range (max %zu bytes)", path, n, max);
+  rewind(f);
+  void *buf = NULL;
+  if (posix_memalign(&buf, 64, (size_t)n + 64) != 0) die(4, "out of memory reading %s", path);
+  if (n && fread(buf, 1, (size_t)n, f) != (size_t)n) die(code, "cannot read %s", path);
+  fclose(f);
+  memset((uint8_t *)buf + n, 0, 64);
+  *len = (size_t)n;
+  return buf;
+}
+
+static void join(char *out, size_t cap, const char *dir, const char *file) {
+  if ((size_t)snprintf(out, cap, "%s/%s", dir, file) >= cap) die(2, "path too long: %s/%s", dir, file);
+}
+
+static void fmt_shape(char *out, size_t cap, uint32_t rank, const int64_t *d64, const int32_t *d32) {
+  size_t k = (size_t)snprintf(out, cap, "[");
+  for (uint32_t i = 0; i < rank && k < cap; i++)
+    k += (size_t)snprintf(out + k, cap - k, "%s%lld", i ? ", " : "", d64 ? (long long)d64[i] : (long long)d32[i]);
+  if (k < cap) snprintf(out + k, cap - k, "]");
+}
+
+static uint32_t dtype_code(const char *s) {
+  if (!strcmp(s, "float32")) return EP_F32;
+  if (!strcmp(s, "int64")) return EP_I64;
+  if (!strcmp(s, "bool")) return EP_BOOL;
+  if (!strcmp(s, "int32")) return EP_I32;
+  if (!strcmp(s, "uint8")) return EP_U8;
+  if (!strcmp(s, "int8")) return EP_I8;
+  if (!strcmp(s, "float16")) return EP_F16;
+  return 0;
+}
+
+/* manifest["inputs"] or ["outputs"] into specs, cross-checked with the opened plan. */
+static uint32_t read_io(const ep_json *j, const char *key, io_spec *specs, const ep_ctx *ctx, int is_in) {
+  int arr = ep_json_get(j, 0, key);
+  if (arr < 0 || j->t[arr].type != EP_J_ARR) die(3, "manifest.json: '%s' missing or not a list", key);
+  uint32_t n = j->t[arr].size;
+  if (n > MAX_IO) die(3, "manifest.json: more than %d %s", MAX_IO, key);
+  uint32_t plan_n = is_in ? ep_num_inputs(ctx) : ep_num_outputs(ctx);
+  if (n != plan_n) die(3, "manifest.json lists %u %s, the plan has %u", n, key, plan_n);
+  for (uint32_t i = 0; i < n; i++) {
+    io_spec *s = &specs[i];
+    int o = ep_json_at(j, arr, i);
+    char dt[32];
+    int64_t v;
+    if (ep_json_str(j, ep_json_get(j, o, "name"), s->name, sizeof s->name) < 0)
+      die(3, "manifest.json: %s[%u].name missing or too long", key, i);
+    if (ep_json_str(j, ep_json_get(j, o, "dtype"), dt, sizeof dt) < 0 || !(s->dtype = dtype_code(dt)))
+      die(3, "manifest.json: %s[%u].dtype missing or unknown", key, i);
+    if (ep_json_int(j, ep_json_get(j, o, "tensor"), 0, 0x7fffffff, &v)) die(3, "manifest.json: %s[%u].tensor invalid", key, i);
+    s->tensor = (uint32_t)v;
+    int sh = ep_json_get(j, o, "shape");
+    if (sh < 0 || j->t[sh].type != EP_J_ARR || j->t[sh].size > EP_MAX_RANK) die(3, "manifest.json: %s[%u].shape invalid", key, i);
+    s->rank = j->t[sh].size;
+    for (uint32_t d = 0; d < s->rank; d++) {
+      if (ep_json_int(j, ep_json_at(j, sh, d), 0, 0x7fffffff, &v)) die(3, "manifest.json: %s[%u].shape invalid", key, i);
+      s->dims[d] = (int32_t)v;
+    }
+    int32_t id = is_in ? ep_input_id(ctx, i) : ep_output_id(ctx, i);
+    ep_tensor_info info;
+    if (id < 0 || (uint32_t)id != s->tensor || ep_tensor_describe(ctx, (uint32_t)id, &info) != EP_OK)
+      die(3, "manifest.json: %s '%s' is not the plan's %s #%u", key, s->name, key, i);
+    int same = info.dtype == s->dtype && info.rank == s->rank;
+    for (uint32_t d = 0; same && d < s->rank; d++) same = info.dims[d] == s->dims[d];
+    if (!same) die(3, "manifest.json: %s '%s' disagrees with the plan's tensor (dtype/shape)", key, s->name);
+    s->nbytes = info.nbytes;
+    for (uint32_t k = 0; k < i; k++)
+      if (!strcmp(specs[k].name, s->name)) die(3, "manifest.json: duplicate %s name '%s'", key, s->name);
+  }
+  return n;
+}
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static double pct(const double *v, size_t n, double p) {
+  double r = p / 100.0 * (double)(n - 1);
+  size_t i = (size_t)r;
+  double f = r - (double)i;
+  return i + 1 < n ? v[i] * (1 - f) + v[i + 1] * f : v[n - 1];
+}
+
+static void run_or_die(ep_ctx *ctx) {
+  ep_status s = ep_run(ctx);
+  if (s != EP_OK) die(4, "run failed: %s (status %d)", ep_status_str(s), (int)s);
+}
+
+static void save_npy(const char *path, const io_spec *s, const uint8_t *data) {
+  uint8_t hdr[512];
+  size_t hl = ep_npy_header(s->dtype, s->rank, s->dims, hdr, sizeof hdr);
+  if (!hl) die(4, "output '%s': dtype %s cannot be written as .npy", s->name, ep_dtype_str(s->dtype));
+  FILE *f = fopen(path, "wb");
+  if (!f) die(2, "cannot write %s: %s", path, strerror(errno));
+  if (fwrite(hdr, 1, hl, f) != hl || fwrite(data, 1, s->nbytes, f) != s->nbytes || fclose(f) != 0)
+    die(2, "cannot write %s", path);
+}
+
+static void summarize(const io_spec *s, const uint8_t *data) {
+  char sh[256];
+  fmt_shape(sh, sizeof sh, s->rank, NULL, s->dims);
+  printf("%s: %s%s", s->name, ep_dtype_str(s->dtype), sh);
+  uint32_t esz = s->dtype == EP_I64 ? 8 : (s->dtype == EP_BOOL || s->dtype == EP_I8 || s->dtype == EP_U8) ? 1
+               : s->dtype == EP_F16 ? 2 : 4;
+  uint32_t n = s->nbytes / esz, show = n < 8 ? n : 8;
+  printf(" = [");
+  for (uint32_t i = 0; i < show; i++) {
+    if (s->dtype == EP_F32) { float v; memcpy(&v, data + 4 * i, 4); printf("%s%.6g", i ? ", " : "", (double)v); }
+    else if (s->dtype == EP_I64) { int64_t v; memcpy(&v, data + 8 * i, 8); printf("%s%lld", i ? ", " : "", (long long)v); }
+    else if (s->dtype == EP_BOOL) printf("%s%d", i ? ", " : "", data[i] != 0);
+    else if (s->dtype == EP_I8) printf("%s%d", i ? ", " : "", (int)(int8_t)data[i]);
+    else if (s->dtype == EP_U8) printf("%s%d", i ? ", " : "", (int)data[i]);
+    else if (s->dtype == EP_I32) { int32_t v; memcpy(&v, data + 4 * i, 4); printf("%s%d", i ? ", " : "", (int)v); }
+    else printf("%s?", i ? ", " : "");
+  }
+  printf("%s]\n", n > show ? ", ..." : "");
+}
+
+/* Deterministic pseudo-random fill for --bench without inputs: floats in [-1, 1), ints 0. */
+static void fill_random(const io_spec *s, uint8_t *p) {
+  uint64_t x = 0x9e3779b97f4a7c15ull;
+  if (s->dtype != EP_F32) { memset(p, 0, s->nbytes); return; }
+  for (uint32_t i = 0; i < s->nbytes / 4; i++) {
+    x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+    float v = (float)((double)(x >> 40) / (double)(1ull << 24) * 2.0 - 1.0);
+    memcpy(p + 4 * i, &v, 4);
+  }
+}
+
+static double parse_seconds(const char *s, const char *opt) {
+  char *end;
+  double v = strtod(s, &end);
+  if (*end || !(v >= 0 && v <= 3600)) die(2, "%s expects seconds in [0, 3600], got '%s'", opt, s);
+  return v;
+}
+
+int main(int argc, char **argv) {
+  const char *bundle = NULL;
+  const char *in_args[MAX_ARGS_IO], *out_args[MAX_ARGS_IO];
+  int n_in_args = 0, n_out_args = 0, bench = 0, info_only = 0;
+  double warmup = 3.0, seconds = 10.0;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "--input") || !strcmp(a, "--output")) {
+      if (i + 1 >= argc) usage();
+      int is_in = a[2] == 'i';
+      if ((is_in ? n_in_args : n_out_args) >= MAX_ARGS_IO) die(2, "too many %s arguments", a);
+      if (is_in) in_args[n_in_args++] = argv[++i]; else out_args[n_out_args++] = argv[++i];
+    } else if (!strcmp(a, "--bench")) {
+      bench = 1;
+    } else if (!strcmp(a, "--info")) {
+      info_only = 1;
+    } else if (!strcmp(a, "--warmup") || !strcmp(a, "--seconds")) {
+      if (i + 1 >= argc) usage();
+      double v = parse_seconds(argv[++i], a);
+      if (a[2] == 'w') warmup = v; else seconds = v;
+    } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+      usage();
+    } else if (a[0] == '-' || bundle) {
+      fprintf(stderr, "%s: unexpected argument '%s'\n", g_prog, a);
+      usage();
+    } else {
+      bundle = a;
+    }
+  }
+  if (!bundle) usage();
+
+  /* 1. Manifest, then the plan checked against the manifest's SHA-256. */
+  char path[4096];
+  size_t mlen, plen;
+  join(path, sizeof path, bundle, "manifest.json");
+  char *mtext = (char *)read_file(path, MAX_MANIFEST, &mlen, 3);
+  uint32_t cap = (uint32_t)(mlen / 2 + 16);  /* a token needs at least ~2 bytes of text */
+  ep_jtok *toks = malloc(sizeof(ep_jtok) * cap);
+  if (!toks) die(4, "out of memory");
+  ep_json j;
+  if (ep_json_parse(&j, mtext, mlen, toks, cap) != 0 || j.t[0].type != EP_J_OBJ)
+    die(3, "%s: not valid JSON (or nested deeper than %d)", path, EP_JSON_MAX_DEPTH);
+  char want_hash[80], fmt[64];
+  int files = ep_json_get(&j, 0, "files");
+  int planent = ep_json_get(&j, files, "model.plan");
+  if (ep_json_str(&j, ep_json_get(&j, 0, "format"), fmt, sizeof fmt) < 0 || strcmp(fmt, "edgepack-bundle"))
+    die(3, "%s: not an edgepack bundle manifest", path);
+  if (ep_json_str(&j, ep_json_get(&j, planent, "sha256"), want_hash, sizeof want_hash) != 64)
+    die(3, "%s: no SHA-256 for model.plan", path);
+  join(path, sizeof path, bundle, "model.plan");
+  uint8_t *plan = read_file(path, 0xffffffffu, &plen, 3);
+  char got_hash[65];
+  ep_sha256_hex(plan, plen, got_hash);
+  if (strcmp(got_hash, want_hash) != 0)
+    die(3, "model.plan does not match its SHA-256 in manifest.json (tampered or corrupt): refusing to run it");
+
+  /* 2. Open (validates everything), bind an arena. */
+  ep_ctx ctx;
+  ep_status st = ep_open(&ctx, plan, (uint32_t)plen);
+  if (st != EP_OK) die(3, "the runtime rejected model.plan: %s (status %d)", ep_status_str(st), (int)st);
+  uint32_t arena_bytes = ep_arena_bytes(&ctx);
+  void *arena = NULL;
+  if (posix_memalign(&arena, 64, arena_bytes ? arena_bytes : 64) != 0) die(4, "out of memory (arena %u bytes)", arena_bytes);
+  memset(arena, 0, arena_bytes);
+  st = ep_bind(&ctx, arena, arena_bytes);
+  if (st != EP_OK) die(4, "bind failed: %s", ep_status_str(st));
+
+  static io_spec ins[MAX_IO], outs[MAX_IO];
+  uint32_t n_in = read_io(&j, "inputs", ins, &ctx, 1);
+  uint32_t n_out = read_io(&j, "outputs", outs, &ctx, 0);
+  if (info_only) {
+    char sh[256];
+    printf("bundle %s: %u kernel nodes, arena %u bytes, vector layer %s\n", bundle, ctx.n_nodes, arena_bytes, ep_vec_name());
+    for (uint32_t i = 0; i < n_in; i++) { fmt_shape(sh, sizeof sh, ins[i].rank, NULL, ins[i].dims); printf("input  %s: %s%s\n", ins[i].name, ep_dtype_str(ins[i].dtype), sh); }
+    for (uint32_t i = 0; i < n_out; i++) { fmt_shape(sh, sizeof sh, outs[i].rank, NULL, outs[i].dims); printf("output %s: %s%s\n", outs[i].name, ep_dtype_str(outs[i].dtype), sh); }
+    return 0;
+  }
+
+  /* 3. Inputs: every name known, none twice, dtype and shape exactly as the manifest says. */
+  int given[MAX_IO] = {0};
+  for (int a = 0; a < n_in_args; a++) {
+    const char *eq = strchr(in_args[a], '=');
+    if (!eq || eq == in_args[a] || !eq[1]) die(2, "--input expects NAME=FILE.npy, got '%s'", in_args[a]);
+    size_t nl = (size_t)(eq - in_args[a]);
+    uint32_t k = 0;
+    for (; k < n_in; k++) if (strlen(ins[k].name) == nl && !strncmp(ins[k].name, in_args[a], nl)) break;
+    if (k == n_in) {
+      fprintf(stderr, "%s: error: unknown input '%.*s'; this model takes:", g_prog, (int)nl, in_args[a]);
+      for (uint32_t i = 0; i < n_in; i++) fprintf(stderr, "%s '%s'", i ? "," : "", ins[i].name);
+      fputc('\n', stderr);
+      exit(2);
+    }
+    if (given[k]) die(2, "input '%s' given twice", ins[k].name);
+    given[k] = 1;
+    size_t flen;
+    uint8_t *f = read_file(eq + 1, (size_t)1 << 40, &flen, 2);
+    ep_npy npy;
+    char err[256];
+    if (ep_npy_parse(f, flen, &npy, err, sizeof err)) die(2, "input '%s' (%s): %s", ins[k].name, eq + 1, err);
+    char got_s[256], want_s[256];
+    fmt_shape(got_s, sizeof got_s, npy.rank, npy.dims, NULL);
+    fmt_shape(want_s, sizeof want_s, ins[k].rank, NULL, ins[k].dims);
+    if (npy.dtype != ins[k].dtype)
+      die(2, "input '%s' (%s): dtype %s, expected %s", ins[k].name, eq + 1, ep_dtype_str(npy.dtype), ep_dtype_str(ins[k].dtype));
+    int same = npy.rank == ins[k].rank;
+    for (uint32_t d = 0; same && d < npy.rank; d++) same = npy.dims[d] == ins[k].dims[d];
+    if (!same) die(2, "input '%s' (%s): shape %s, expected %s", ins[k].name, eq + 1, got_s, want_s);
+    if (npy.nbytes != ins[k].nbytes) die(2, "input '%s': %llu bytes, expected %u", ins[k].name, (unsigned long long)npy.nbytes, ins[k].nbytes);
+    memcpy(ep_tensor_data(&ctx, ins[k].tensor), f + npy.data_off, ins[k].nbytes);
+    free(f);
+  }
+  for (uint32_t k = 0; k < n_in; k++) {
+    if (given[k]) continue;
+    if (!bench) die(2, "missing input '%s' (give --input %s=FILE.npy)", ins[k].name, ins[k].name);
+    fill_random(&ins[k], ep_tensor_data(&ctx, ins[k].tensor));
+  }
+
+  /* 4. Outputs to save: resolved before running so a typo fails fast. */
+  const char *save[MAX_IO] = {0};
+  for (int a = 0; a < n_out_args; a++) {
+    const char *eq = strchr(out_args[a], '=');
+    uint32_t k = 0;
+    const char *file = out_args[a];
+    if (eq) {
+      size_t nl = (size_t)(eq - out_args[a]);
+      for (; k < n_out; k++) if (strlen(outs[k].name) == nl && !strncmp(outs[k].name, out_args[a], nl)) break;
+      if (k == n_out) {
+        fprintf(stderr, "%s: error: unknown output '%.*s'; this model gives:", g_prog, (int)nl, out_args[a]);
+        for (uint32_t i = 0; i < n_out; i++) fprintf(stderr, "%s '%s'", i ? "," : "", outs[i].name);
+        fputc('\n', stderr);
+        exit(2);
+      }
+      file = eq + 1;
+    }
+    if (!*file) die(2, "--output expects FILE.npy or NAME=FILE.npy");
+    if (k >= n_out) die(2, "this model has no outputs");
+    if (save[k]) die(2, "output '%s' saved twice", outs[k].name);
+    save[k] = file;
+  }
+
+  if (bench) {
+    double end = now_s() + warmup;
+    size_t warm_runs = 0;
+    do { run_or_die(&ctx); warm_runs++; } while (now_s() < end);
+    size_t cap_t = 1024, n = 0;
+    double *t = malloc(cap_t * sizeof *t);
+    if (!t) die(4, "out of memory");
+    double t_end = now_s() + seconds;
+    while (n < 10 || now_s() < t_end) {
+      double t0 = now_s();
+      run_or_die(&ctx);
+      if (n == cap_t) {
+        double *nt = realloc(t, 2 * cap_t * sizeof *t);
+        if (!nt) die(4, "out of memory");
+        t = nt; cap_t *= 2;
+      }
+      t[n++] = (now_s() - t0) * 1e3;
+    }
+    qsort(t, n, sizeof *t, cmp_double);
+    double sum = 0;
+    for (size_t i = 0; i < n; i++) sum += t[i];
+    printf("%s [%s, 1 thread]: p50 %.3f ms  p90 %.3f ms  p99 %.3f ms  min %.3f ms  mean %.3f ms  (%zu runs after %zu warm-up runs / %.1f s)\n",
+           bundle, ep_vec_name(), pct(t, n, 50), pct(t, n, 90), pct(t, n, 99), t[0], sum / (double)n, n, warm_runs, warmup);
+    free(t);
+  } else {
+    run_or_die(&ctx);
+  }
+
+  for (uint32_t k = 0; k < n_out; k++) {
+    const uint8_t *data = ep_tensor_data(&ctx, outs[k].tensor);
+    if (save[k]) save_npy(save[k], &outs[k], data);
+    else if (!bench && n_out_args == 0) summarize(&outs[k], data);
+  }
+  free(arena);
+  free(plan);
+  free(toks);
+  free(mtext);
+  return 0;
+}

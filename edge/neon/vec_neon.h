@@ -1,0 +1,84 @@
+/* AArch64 NEON implementation of the vector layer (ep_vec.h picks it when __aarch64__ && __ARM_NEON).
+ * Same names and the same lane semantics as vec_scalar.h (the reference) and vec_wasm128.h:
+ *  - f32x4_max/min are the "pseudo" min/max of the other layers (a < b ? b : a), not vmaxq/vminq,
+ *    so NaN handling is identical on every target (vmaxq would propagate NaN where wasm pmax does not);
+ *  - f32x4_fma is fused (vfmaq_f32): EP_VEC_FUSED is defined, as for relaxed SIMD;
+ *  - masks are i32x4 lanes of all ones / zero.
+ * All AArch64 cores have NEON; nothing here needs more than armv8-a. */
+#ifndef EP_VEC_NEON_H
+#define EP_VEC_NEON_H
+#include <arm_neon.h>
+#include <stdint.h>
+#define EP_VEC_NAME "neon"
+#define EP_VEC_NEON 1
+#define EP_VEC_FUSED 1
+typedef float32x4_t f32x4;
+typedef int32x4_t i32x4;
+typedef int16x8_t i16x8;
+typedef int8x16_t i8x16;
+
+static inline f32x4 f32x4_load(const float *p) { return vld1q_f32(p); }
+static inline void f32x4_store(float *p, f32x4 v) { vst1q_f32(p, v); }
+static inline f32x4 f32x4_splat(float x) { return vdupq_n_f32(x); }
+static inline f32x4 f32x4_zero(void) { return vdupq_n_f32(0.0f); }
+static inline f32x4 f32x4_add(f32x4 a, f32x4 b) { return vaddq_f32(a, b); }
+static inline f32x4 f32x4_sub(f32x4 a, f32x4 b) { return vsubq_f32(a, b); }
+static inline f32x4 f32x4_mul(f32x4 a, f32x4 b) { return vmulq_f32(a, b); }
+static inline f32x4 f32x4_div(f32x4 a, f32x4 b) { return vdivq_f32(a, b); }
+/* a < b ? b : a  /  b < a ? b : a  (wasm pmax/pmin; scalar layer's x < y ? y : x) */
+static inline f32x4 f32x4_max(f32x4 a, f32x4 b) { return vbslq_f32(vcltq_f32(a, b), b, a); }
+static inline f32x4 f32x4_min(f32x4 a, f32x4 b) { return vbslq_f32(vcltq_f32(b, a), b, a); }
+static inline f32x4 f32x4_fma(f32x4 acc, f32x4 a, f32x4 b) { return vfmaq_f32(acc, a, b); }
+static inline float f32x4_hsum(f32x4 v) { return vaddvq_f32(v); }
+static inline float f32x4_hmax(f32x4 v) {
+  /* same pairing and comparison as the wasm layer: (a > b ? a : b) of the pairs, then of the halves */
+  float a = vgetq_lane_f32(v, 0), b = vgetq_lane_f32(v, 1), c = vgetq_lane_f32(v, 2), d = vgetq_lane_f32(v, 3);
+  a = a > b ? a : b; c = c > d ? c : d; return a > c ? a : c;
+}
+/* Broadcast lane L of v to all lanes (L a constant): vfmaq(acc, x, lane_splat) becomes fmla by element. */
+#define f32x4_lane_splat(v, L) vdupq_laneq_f32((v), (L))
+
+static inline i32x4 i32x4_load(const int32_t *p) { return vld1q_s32(p); }
+static inline void i32x4_store(int32_t *p, i32x4 v) { vst1q_s32(p, v); }
+static inline i32x4 i32x4_splat(int32_t x) { return vdupq_n_s32(x); }
+static inline i32x4 i32x4_add(i32x4 a, i32x4 b) { return vaddq_s32(a, b); }
+static inline i16x8 i16x8_load_i8(const int8_t *p) { return vmovl_s8(vld1_s8(p)); }
+static inline i16x8 i16x8_load_u8(const uint8_t *p) { return vreinterpretq_s16_u16(vmovl_u8(vld1_u8(p))); }
+/* acc[i] += a[2i]*b[2i] + a[2i+1]*b[2i+1]: widening multiplies of both halves, then pairwise add. */
+static inline i32x4 i32x4_dot_i16x8_add(i32x4 acc, i16x8 a, i16x8 b) {
+  const int32x4_t lo = vmull_s16(vget_low_s16(a), vget_low_s16(b));
+  const int32x4_t hi = vmull_high_s16(a, b);
+  return vaddq_s32(acc, vpaddq_s32(lo, hi));
+}
+static inline f32x4 f32x4_from_i32x4(i32x4 v) { return vcvtq_f32_s32(v); }
+
+/* ---- Elementwise/math family additions (same names as in vec_scalar.h / vec_wasm128.h) ---- */
+static inline f32x4 f32x4_abs(f32x4 a) { return vabsq_f32(a); }
+static inline f32x4 f32x4_neg(f32x4 a) { return vnegq_f32(a); }
+static inline f32x4 f32x4_sqrt(f32x4 a) { return vsqrtq_f32(a); }
+static inline f32x4 f32x4_floor(f32x4 a) { return vrndmq_f32(a); }
+static inline f32x4 f32x4_ceil(f32x4 a) { return vrndpq_f32(a); }
+static inline f32x4 f32x4_trunc(f32x4 a) { return vrndq_f32(a); }
+static inline f32x4 f32x4_round_even(f32x4 a) { return vrndnq_f32(a); }
+static inline i32x4 f32x4_lt(f32x4 a, f32x4 b) { return vreinterpretq_s32_u32(vcltq_f32(a, b)); }
+static inline i32x4 f32x4_le(f32x4 a, f32x4 b) { return vreinterpretq_s32_u32(vcleq_f32(a, b)); }
+static inline i32x4 f32x4_eq(f32x4 a, f32x4 b) { return vreinterpretq_s32_u32(vceqq_f32(a, b)); }
+static inline f32x4 f32x4_select(i32x4 mask, f32x4 a, f32x4 b) { return vbslq_f32(vreinterpretq_u32_s32(mask), a, b); }
+static inline i32x4 i32x4_sub(i32x4 a, i32x4 b) { return vsubq_s32(a, b); }
+static inline i32x4 i32x4_and(i32x4 a, i32x4 b) { return vandq_s32(a, b); }
+static inline i32x4 i32x4_or(i32x4 a, i32x4 b) { return vorrq_s32(a, b); }
+static inline i32x4 i32x4_xor(i32x4 a, i32x4 b) { return veorq_s32(a, b); }
+/* Shift counts are run-time values in the layer's API: vshlq by a splat (negative = arithmetic right). */
+static inline i32x4 i32x4_shl(i32x4 a, int n) { return vshlq_s32(a, vdupq_n_s32(n)); }
+static inline i32x4 i32x4_shr(i32x4 a, int n) { return vshlq_s32(a, vdupq_n_s32(-n)); }
+static inline i32x4 i32x4_gt(i32x4 a, i32x4 b) { return vreinterpretq_s32_u32(vcgtq_s32(a, b)); }
+/* fcvtzs: truncating, saturating, NaN -> 0 (the scalar layer's exact semantics) */
+static inline i32x4 i32x4_from_f32x4(f32x4 a) { return vcvtq_s32_f32(a); }
+static inline i32x4 f32x4_as_i32x4(f32x4 a) { return vreinterpretq_s32_f32(a); }
+static inline f32x4 i32x4_as_f32x4(i32x4 a) { return vreinterpretq_f32_s32(a); }
+
+/* ---- nn family additions ---- */
+/* Even / odd lanes of the 8-float sequence a:b (stride-2 pooling). */
+static inline f32x4 f32x4_even(f32x4 a, f32x4 b) { return vuzp1q_f32(a, b); }
+static inline f32x4 f32x4_odd(f32x4 a, f32x4 b) { return vuzp2q_f32(a, b); }
+#endif

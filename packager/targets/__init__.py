@@ -1,0 +1,1 @@
+"""Per-target bundle assembly beyond the web default (edge: pi5, android)."""

@@ -1,0 +1,350 @@
+"""Edge targets: `pi5` (Raspberry Pi 5, aarch64 Linux) and `android` (arm64-v8a app drop-in).
+
+The plan is the same bytes as for the web; what changes is the runtime shipped next to it, built
+by edge/Makefile from the same wasm_kernels/src sources with Debian's gcc-aarch64-linux-gnu:
+
+  pi5      libedgepack.so (-mcpu=cortex-a76), static edgepack-run CLI, edgepack.h, ep_edge.h,
+           edgepack_runtime.py (ctypes + numpy), model.plan, model.onnx, README.md
+  android  jniLibs/arm64-v8a/libedgepack.so (armv8-a, no libc), java/org/edgepack/Session.java,
+           edgepack.aar, assets/edgepack/{model.plan, io.txt}, ort/model.ort +
+           ort/model.required_operators.config (ORT-Mobile), model.onnx, README.md
+
+Verification ("consistency" in the manifest): the same seeded inputs through onnxruntime, the
+wasm SIMD build (wasmtime) and the bundle's own aarch64 build under qemu-aarch64 (the CLI for pi5,
+the Android library loaded by edge/build/aarch64/harness for android). Without qemu-aarch64 the
+manifest says the NEON build was not run, and why.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import urllib.parse
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import onnx
+
+from ..bundle import sha256
+from ..errors import BundleError, PackagerError
+from ..toolchain import KERNELS, REPO
+
+EDGE_TARGETS = ("pi5", "android")
+EDGE = REPO / "edge"
+EBUILD = EDGE / "build"
+QEMU = "qemu-aarch64"
+QEMU_SYSROOT = "/usr/aarch64-linux-gnu"
+QEMU_CPU = {"pi5": "cortex-a76", "android": "max"}  # pi5: prove the binary needs nothing beyond an A76
+ORT_MAX_IR = 10
+
+_README = {
+    "pi5": """# {name}: edgepack bundle for Raspberry Pi 5 (aarch64 Linux)
+
+Copy this directory to the Pi and run it; nothing to install.
+
+    ./edgepack-run . --info
+    ./edgepack-run . {in_args} --output y.npy
+    ./edgepack-run . --bench            # latency percentiles after a timed warm-up, 1 thread
+
+`edgepack-run` is a static binary. It checks model.plan against the SHA-256 in manifest.json
+before running it, and refuses inputs whose name, dtype or shape differ from the manifest:
+.npy v1.0, C order, little-endian float32/int64 (bool). `--output FILE.npy` saves the first
+output; `--output NAME=FILE.npy` any output.
+
+From Python (numpy only):
+
+    from edgepack_runtime import Session
+    s = Session(".")                     # loads ./libedgepack.so, checks the plan's SHA-256
+    outputs = s.run({{{feeds}}})
+
+From C: `edgepack.h` is the whole API (ep_open / ep_bind / ep_run; the library allocates
+nothing, you pass it the plan and a 64-byte aligned arena). Link with -L. -ledgepack.
+
+Built with -mcpu=cortex-a76 (NEON, dot product, fp16 arithmetic): it runs on a Pi 5 (or any
+Cortex-A76-class core), not on a Pi 3/4.
+
+Inputs: {inputs}
+Outputs: {outputs}
+""",
+    "android": """# {name}: edgepack bundle for Android (arm64-v8a)
+
+Drop-in:
+
+- `edgepack.aar` (classes.jar + jni/arm64-v8a/libedgepack.so): add to `app/libs/` and
+  `implementation(files("libs/edgepack.aar"))`; or copy `jniLibs/` to `app/src/main/jniLibs/` and
+  `java/` into your sources.
+- `assets/edgepack/` to `app/src/main/assets/edgepack/` (the plan and io.txt, the I/O names).
+
+    Session s = Session.load(getAssets().open("edgepack/model.plan"),
+                             new String(readAll(getAssets().open("edgepack/io.txt")), "UTF-8"));
+    ByteBuffer x = s.newInputBuffer(0);       // direct, little-endian, 64-byte aligned
+    x.asFloatBuffer().put(pixels);
+    ByteBuffer[] y = s.run(x);
+
+All memory (plan, arena, context) is direct ByteBuffers Java allocates; the native library
+allocates nothing and links no libc. It is built for baseline armv8-a; the dot-product path is
+chosen at run time from /proc/self/auxv (`Session.cpuFeatures()`).
+
+Teams on ORT-Mobile: `ort/model.ort` and `ort/model.required_operators.config` (for a
+reduced-operator onnxruntime build) are the same model in ORT format.
+
+Inputs: {inputs}
+Outputs: {outputs}
+""",
+}
+
+
+def _run(cmd: list[str], what: str, timeout: float = 600, **kw) -> subprocess.CompletedProcess:
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kw)
+    except FileNotFoundError as e:
+        raise PackagerError(f"{what}: {e.filename} not found (run scripts/setup.sh)") from None
+    except subprocess.TimeoutExpired:
+        raise PackagerError(f"{what}: timed out after {timeout:.0f}s") from None
+    if r.returncode != 0:
+        raise PackagerError(f"{what} failed:\n{r.stdout[-2000:]}{r.stderr[-4000:]}")
+    return r
+
+
+def ensure_edge(target: str) -> dict[str, Path]:
+    """Build (or bring up to date) the aarch64 runtime files for `target`."""
+    if shutil.which("aarch64-linux-gnu-gcc") is None:
+        raise PackagerError("the aarch64 cross compiler (gcc-aarch64-linux-gnu) is not installed: run scripts/setup.sh")
+    goals = ["pi5"] if target == "pi5" else ["android"]
+    _run(["make", "-s", "-C", str(EDGE), "-j2", *goals], f"building the {target} runtime")
+    if target == "pi5":
+        return {"libedgepack.so": EBUILD / "pi5" / "libedgepack.so", "edgepack-run": EBUILD / "pi5" / "edgepack-run"}
+    return {"libedgepack.so": EBUILD / "android" / "libedgepack.so", "edgepack.aar": EBUILD / "android" / "edgepack.aar"}
+
+
+def ensure_harness() -> Path:
+    _run(["make", "-s", "-C", str(EDGE), "build/aarch64/harness"], "building the aarch64 test harness")
+    return EBUILD / "aarch64" / "harness"
+
+
+def qemu_available() -> bool:
+    return shutil.which(QEMU) is not None
+
+
+def io_txt(manifest: dict) -> str:
+    """Graph I/O names for the Java wrapper (no JSON parser on plain Java): kind TAB url-encoded name."""
+    lines = ["# edgepack io.txt: kind<TAB>name (URL-encoded), in the plan's order"]
+    for kind in ("input", "output"):
+        for s in manifest[kind + "s"]:
+            lines.append(f"{kind}\t{urllib.parse.quote(s['name'], safe='')}")
+    return "\n".join(lines) + "\n"
+
+
+def ort_format(model: onnx.ModelProto, log: Callable[[str], None]) -> dict[str, bytes] | str:
+    """The model in ORT format + its reduced-operator config, or the reason it could not be made."""
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    m.ir_version = min(m.ir_version, ORT_MAX_IR)
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "model.onnx"
+        src.write_bytes(m.SerializeToString())
+        r = subprocess.run([sys.executable, "-m", "onnxruntime.tools.convert_onnx_models_to_ort", str(src),
+                            "--output_dir", str(Path(tmp) / "ort"), "--optimization_style", "Fixed"],
+                           capture_output=True, text=True, timeout=600)
+        ort = Path(tmp) / "ort" / "model.ort"
+        cfg = Path(tmp) / "ort" / "model.required_operators.config"
+        if r.returncode != 0 or not ort.is_file() or not cfg.is_file():
+            why = (r.stderr or r.stdout).strip().splitlines()
+            return f"onnxruntime could not convert the model to ORT format: {why[-1][:300] if why else 'unknown error'}"
+        return {"ort/model.ort": ort.read_bytes(), "ort/model.required_operators.config": cfg.read_bytes()}
+
+
+def write_tree(out: Path, manifest: dict, files: dict[str, bytes | Path], executables: tuple[str, ...] = ()) -> Path:
+    """Like bundle.write_bundle, with sub-directories and executable bits: write to OUT.partial, then
+    swap it in, so a failed packaging never leaves a half bundle or destroys an earlier one."""
+    out = Path(out)
+    tmp = out.with_name(out.name + ".partial")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    entries = {}
+    for name, src in files.items():
+        dst = tmp / name
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(src, Path):
+            shutil.copyfile(src, dst)
+        else:
+            dst.write_bytes(src)
+        if name in executables:
+            dst.chmod(0o755)
+        entries[name] = {"bytes": dst.stat().st_size, "sha256": sha256(dst)}
+    manifest = dict(manifest, files=entries)
+    (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    if out.exists():
+        if not (out / "manifest.json").exists() and any(out.iterdir()):
+            shutil.rmtree(tmp)
+            raise BundleError(f"{out} exists and is not an edgepack bundle: refusing to overwrite it")
+        shutil.rmtree(out)
+    tmp.rename(out)
+    return out
+
+
+def write_edge_bundle(target: str, out: Path, manifest: dict, model: onnx.ModelProto, plan_bytes: bytes,
+                      verify: bool = True, log: Callable[[str], None] = lambda s: None) -> Path:
+    """Write a pi5 or android bundle (manifest already holds name, I/O, plan stats)."""
+    if target not in EDGE_TARGETS:
+        raise PackagerError(f"unknown edge target '{target}'")
+    rt = ensure_edge(target)
+    header = KERNELS / "include" / "edgepack.h"
+    edge_header = EDGE / "neon" / "ep_edge.h"
+    fmt_io = lambda specs: ", ".join(f"{s['name']} {s['dtype']}{s['shape']}" for s in specs)  # noqa: E731
+    readme = _README[target].format(
+        name=manifest["name"], inputs=fmt_io(manifest["inputs"]), outputs=fmt_io(manifest["outputs"]),
+        in_args=" ".join(f"--input {s['name']}=x{i}.npy" for i, s in enumerate(manifest["inputs"])),
+        feeds=", ".join(f"'{s['name']}': x{i}" for i, s in enumerate(manifest["inputs"])))
+    files: dict[str, bytes | Path] = {"model.onnx": model.SerializeToString()}
+    executables: tuple[str, ...] = ()
+    if target == "pi5":
+        files.update({"model.plan": plan_bytes, "libedgepack.so": rt["libedgepack.so"],
+                      "edgepack-run": rt["edgepack-run"], "edgepack.h": header, "ep_edge.h": edge_header,
+                      "edgepack_runtime.py": EDGE / "python" / "edgepack_runtime.py", "README.md": readme.encode()})
+        executables = ("edgepack-run",)
+        runtime = {"arch": "aarch64", "cpu": "cortex-a76 (armv8.2-a: NEON, dot product, fp16)", "vector_layer": "neon",
+                   "library": "libedgepack.so", "cli": "edgepack-run", "header": "edgepack.h", "python": "edgepack_runtime.py",
+                   "plan": "model.plan"}
+    else:
+        files.update({"assets/edgepack/model.plan": plan_bytes, "assets/edgepack/io.txt": io_txt(manifest).encode(),
+                      "jniLibs/arm64-v8a/libedgepack.so": rt["libedgepack.so"], "edgepack.aar": rt["edgepack.aar"],
+                      "java/org/edgepack/Session.java": EDGE / "android" / "java" / "org" / "edgepack" / "Session.java",
+                      "include/edgepack.h": header, "README.md": readme.encode()})
+        runtime = {"arch": "aarch64", "abi": "arm64-v8a", "cpu": "armv8-a baseline; dot product chosen at run time",
+                   "vector_layer": "neon", "library": "jniLibs/arm64-v8a/libedgepack.so", "aar": "edgepack.aar",
+                   "java": "org.edgepack.Session", "plan": "assets/edgepack/model.plan"}
+        ort = ort_format(model, log)
+        if isinstance(ort, dict):
+            files.update(ort)
+            runtime["ort_mobile"] = {"model": "ort/model.ort", "reduced_operator_config": "ort/model.required_operators.config"}
+        else:
+            manifest = dict(manifest, notices=list(manifest.get("notices", [])) + [ort])
+            runtime["ort_mobile"] = {"unavailable": ort}
+            log(f"notice: {ort}")
+    manifest = dict(manifest, runtime=runtime)
+    path = write_tree(out, manifest, files, executables)
+    if verify:
+        consistency(path, target, model, log)
+    return path
+
+
+# ---------------------------------------------------------------- running the aarch64 builds
+
+def qemu_cmd(target: str) -> list[str]:
+    return [QEMU, "-cpu", QEMU_CPU.get(target, "max"), "-L", QEMU_SYSROOT]
+
+
+def run_cli(bundle: Path, feeds: dict[str, np.ndarray], outputs: list[dict], cli: Path | None = None,
+            qemu: list[str] | None = None, timeout: float = 600) -> dict[str, np.ndarray]:
+    """Run a bundle with edgepack-run (under qemu when `qemu` is given); returns every output."""
+    cli = cli or bundle / "edgepack-run"
+    with tempfile.TemporaryDirectory() as tmp:
+        args = [*(qemu or []), str(cli), str(bundle)]
+        for i, (name, v) in enumerate(feeds.items()):
+            p = Path(tmp) / f"in{i}.npy"
+            np.save(p, np.array(v, order="C", copy=True))  # ascontiguousarray would make a 0-d array 1-d
+            args += ["--input", f"{name}={p}"]
+        for i, o in enumerate(outputs):
+            args += ["--output", f"{o['name']}={Path(tmp) / f'out{i}.npy'}"]
+        r = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
+        if r.returncode != 0:
+            from ..errors import RuntimeFailure
+            raise RuntimeFailure(f"edgepack-run failed (exit {r.returncode}): {r.stderr.strip()[-1000:]}")
+        return {o["name"]: np.load(Path(tmp) / f"out{i}.npy") for i, o in enumerate(outputs)}
+
+
+def run_harness(lib: Path, plan: Path, feeds: list[np.ndarray], outputs: list[dict], qemu: list[str],
+                timeout: float = 600) -> dict[str, np.ndarray]:
+    """Run a plan through a shared library dlopen()ed by the aarch64 harness (raw tensors in plan order)."""
+    harness = ensure_harness()
+    with tempfile.TemporaryDirectory() as tmp:
+        ins = []
+        for i, v in enumerate(feeds):
+            p = Path(tmp) / f"in{i}.bin"
+            p.write_bytes(np.ascontiguousarray(v).tobytes())
+            ins.append(str(p))
+        outs = [str(Path(tmp) / f"out{i}.bin") for i in range(len(outputs))]
+        r = subprocess.run([*qemu, str(harness), str(lib), str(plan), *ins, *outs], capture_output=True, text=True,
+                           timeout=timeout)
+        if r.returncode != 0:
+            from ..errors import RuntimeFailure
+            raise RuntimeFailure(f"harness failed (exit {r.returncode}): {r.stdout.strip()[-500:]} {r.stderr.strip()[-500:]}")
+        return {o["name"]: np.frombuffer(Path(p).read_bytes(), dtype=np.dtype(o["dtype"])).reshape(o["shape"])
+                for o, p in zip(outputs, outs)}
+
+
+def run_neon(path: Path, target: str, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The bundle's own aarch64 build on `feeds`, under qemu-aarch64."""
+    m = json.loads((path / "manifest.json").read_text())
+    if target == "pi5":
+        return run_cli(path, feeds, m["outputs"], qemu=qemu_cmd(target))
+    return run_harness(path / "jniLibs" / "arm64-v8a" / "libedgepack.so", path / "assets" / "edgepack" / "model.plan",
+                       [feeds[s["name"]] for s in m["inputs"]], m["outputs"], qemu_cmd(target))
+
+
+def _diff(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> dict:
+    worst_abs, worst_rel = 0.0, 0.0
+    for k, w in b.items():
+        g = a[k]
+        if g.shape != w.shape:
+            raise PackagerError(f"verification: output '{k}' has shape {g.shape} vs {w.shape}")
+        if w.size:
+            d = np.abs(g.astype(np.float64) - w.astype(np.float64))
+            worst_abs = max(worst_abs, float(np.nanmax(d)))
+            worst_rel = max(worst_rel, float(np.nanmax(d / (np.abs(w.astype(np.float64)) + 1e-6))))
+    return {"max_abs_diff": worst_abs, "max_rel_diff": worst_rel}
+
+
+def consistency(path: Path, target: str, model: onnx.ModelProto, log: Callable[[str], None]) -> dict:
+    """Same seeded inputs through onnxruntime, the wasm SIMD build and this bundle's aarch64 build;
+    pairwise max differences into manifest['consistency'] (and 'verification': NEON vs onnxruntime)."""
+    from ..api import random_inputs, reference_run
+    from ..runtime.wasm import WasmPlan
+    from ..toolchain import ensure_wasm
+    mpath = path / "manifest.json"
+    m = json.loads(mpath.read_text())
+    feeds = random_inputs(m["inputs"])
+    plan = (path / m["runtime"]["plan"]).read_bytes()
+    results: dict[str, dict[str, np.ndarray]] = {}
+    notes: dict[str, str] = {}
+    try:
+        results["onnxruntime"] = reference_run(model, feeds)
+    except Exception as e:  # noqa: BLE001 - onnxruntime itself cannot run this model
+        notes["onnxruntime"] = f"not run: {str(e).splitlines()[0][:200]}"
+    wasm = WasmPlan(ensure_wasm()["edgepack.wasm"], plan)
+    for s in m["inputs"]:
+        wasm.write(s["tensor"], feeds[s["name"]])
+    wasm.run()
+    results["wasm"] = {o["name"]: wasm.read(o["tensor"], np.dtype(o["dtype"]), tuple(o["shape"])) for o in m["outputs"]}
+    if qemu_available():
+        results["neon"] = run_neon(path, target, feeds)
+        runner = " ".join(qemu_cmd(target)) + (" edgepack-run" if target == "pi5" else " harness (dlopen)")
+    else:
+        notes["neon"] = "not run: qemu-aarch64 is not installed (apt install qemu-user); run edgepack-run on the device"
+        runner = None
+    c: dict = {"inputs": "seeded random (seed 0)", "reference": "onnxruntime CPU"}
+    names = list(results)
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            c[f"{a}_vs_{b}"] = _diff(results[a], results[b])
+    if runner:
+        c["neon_runner"] = runner + " (emulated: correctness only, no timing)"
+    c.update(notes)
+    m["consistency"] = c
+    if "onnxruntime" in results:
+        build = "neon" if "neon" in results else "wasm"
+        m["verification"] = dict(c[f"onnxruntime_vs_{build}"], reference="onnxruntime CPU", build=build,
+                                 inputs="seeded random (seed 0)")
+    mpath.write_text(json.dumps(m, indent=2) + "\n")
+    for k, v in c.items():
+        if isinstance(v, dict):
+            log(f"consistency {k}: max abs diff {v['max_abs_diff']:.3g}")
+        elif k in ("neon", "onnxruntime"):
+            log(f"consistency: {k} {v}")
+    return c

@@ -1,0 +1,158 @@
+"""ONNX backend node conformance on the aarch64 (NEON) build, side by side with wasm.
+
+    python -m tests.conformance.runner_aarch64 [--ops Relu,Conv] [--json results.json] [--cpu cortex-a76]
+
+Each case is packaged once (as runner.py does), then run twice on the same plan: by the wasm SIMD
+build under wasmtime, and by the Pi 5 static CLI (edge/build/pi5/edgepack-run, -mcpu=cortex-a76)
+under qemu-aarch64, one process per case (a web bundle holds everything edgepack-run reads:
+manifest.json and model.plan). Statuses as in runner.py, per runtime; the table puts the pass
+counts next to each other and lists every case where the two runtimes disagree.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from .runner import ATOL, CASE_TIMEOUT_S, RTOL, _alarm, _Timeout, collect, is_float32_case
+
+
+def _check(got: dict[str, np.ndarray], expected, out_names: list[str]) -> tuple[str, str]:
+    for name, want in zip(out_names, expected):
+        want = np.asarray(want)
+        have = got.get(name)
+        if have is None or have.shape != want.shape:
+            return "fail", f"output {name}: shape {None if have is None else have.shape} != {want.shape}"
+        if want.dtype.kind == "f":
+            if not np.allclose(have, want, rtol=RTOL, atol=ATOL, equal_nan=True):
+                err = np.nanmax(np.abs(have.astype(np.float64) - want))
+                return "fail", f"output {name}: max abs diff {err:.3g}"
+        elif not np.array_equal(have, want):
+            return "fail", f"output {name}: values differ"
+    return "pass", ""
+
+
+def run_case(case, workdir: Path, cli: Path, qemu: list[str]) -> dict[str, tuple[str, str]]:
+    """{'wasm': (status, why), 'aarch64': (status, why)} for one case."""
+    from packager import load_bundle, package
+    from packager.errors import NeedsConstantError, PackagerError
+    from packager.targets.edge import run_cli
+    data = case.data_sets[0] if case.data_sets else None
+    if data is None:
+        return {"wasm": ("rejected", "no data set"), "aarch64": ("rejected", "no data set")}
+    ins, expected = data
+    g = case.model.graph
+    init_names = {i.name for i in g.initializer}
+    in_names = [vi.name for vi in g.input if vi.name not in init_names]
+    feeds = {n: v if isinstance(v, np.ndarray) else (v if isinstance(v, list) else np.asarray(v))
+             for n, v in zip(in_names, ins)}
+    consts: dict[str, np.ndarray] = {}
+    out = workdir / "bundle"
+    out_names = [o.name for o in g.output]
+    res: dict[str, tuple[str, str]] = {}
+    signal.signal(signal.SIGALRM, _alarm)
+    signal.alarm(CASE_TIMEOUT_S)
+    try:
+        for _ in range(4):
+            try:
+                package(case.model, target="web", out=out, constants=consts, verify=False,
+                        input_shapes={n: tuple(v.shape) for n, v in feeds.items()
+                                      if n not in consts and isinstance(v, np.ndarray) and v.dtype.kind in "biuf"})
+                break
+            except NeedsConstantError as e:
+                new = [n for n in e.names if n in feeds and n not in consts]
+                if not new:
+                    return {k: ("rejected", str(e)) for k in ("wasm", "aarch64")}
+                consts.update({n: feeds[n] for n in new})
+        else:
+            return {k: ("rejected", "too many constant inputs") for k in ("wasm", "aarch64")}
+        run_feeds = {n: v for n, v in feeds.items() if n not in consts}
+        b = load_bundle(out, "simd")
+        run_feeds = b.check_feeds(run_feeds)
+        for kind, fn in (("wasm", lambda: b.run(run_feeds)),
+                         ("aarch64", lambda: run_cli(out, run_feeds, b.outputs, cli=cli, qemu=qemu, timeout=CASE_TIMEOUT_S))):
+            try:
+                res[kind] = _check(fn(), expected, out_names)
+            except PackagerError as e:
+                res[kind] = ("fail" if type(e).__name__ == "RuntimeFailure" else "rejected", str(e).splitlines()[0][:300])
+    except PackagerError as e:
+        kind = "fail" if type(e).__name__ in ("RuntimeFailure",) else "rejected"
+        return {k: (kind, str(e).splitlines()[0][:300]) for k in ("wasm", "aarch64")}
+    except _Timeout:
+        return {k: res.get(k, ("crash", f"timeout after {CASE_TIMEOUT_S}s")) for k in ("wasm", "aarch64")}
+    except Exception as e:  # noqa: BLE001 - everything else is a bug to report
+        why = f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
+        return {k: res.get(k, ("crash", why)) for k in ("wasm", "aarch64")}
+    finally:
+        signal.alarm(0)
+    return res
+
+
+def run_all(ops: set[str] | None, cpu: str, progress: bool = False) -> list[dict]:
+    from packager.targets.edge import EBUILD, QEMU_SYSROOT, ensure_edge
+    cli = ensure_edge("pi5")["edgepack-run"]
+    assert cli == EBUILD / "pi5" / "edgepack-run"
+    qemu = ["qemu-aarch64", "-cpu", cpu, "-L", QEMU_SYSROOT]
+    results = []
+    cases = collect(ops)
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, (case, op) in enumerate(cases):
+            t = time.perf_counter()
+            r = run_case(case, Path(tmp), cli, qemu)
+            results.append({"case": case.name, "op": op, "float32": is_float32_case(case),
+                            "wasm": r["wasm"][0], "wasm_why": r["wasm"][1],
+                            "aarch64": r["aarch64"][0], "aarch64_why": r["aarch64"][1],
+                            "seconds": round(time.perf_counter() - t, 3)})
+            if progress and i % 100 == 0:
+                print(f"  {i}/{len(cases)}", file=sys.stderr)
+    return results
+
+
+def table(results: list[dict]) -> str:
+    per = defaultdict(lambda: defaultdict(int))
+    for r in results:
+        for k in ("wasm", "aarch64"):
+            per[r["op"]][f"{k}_{r[k]}"] += 1
+        per[r["op"]]["cases"] += 1
+    cols = ["wasm_pass", "aarch64_pass", "aarch64_rejected", "aarch64_fail", "aarch64_crash"]
+    rows = [f"{'op':<28}{'cases':>6}{'wasm':>7}{'a64':>7}{'rej':>6}{'fail':>6}{'crash':>6}"]
+    tot = defaultdict(int)
+    for op in sorted(per):
+        c = per[op]
+        for k in ["cases", *cols]:
+            tot[k] += c[k]
+        if c["wasm_pass"] or c["aarch64_pass"] or c["aarch64_fail"] or c["aarch64_crash"]:
+            rows.append(f"{op:<28}{c['cases']:>6}" + "".join(f"{c[k]:>7}" if i < 2 else f"{c[k]:>6}" for i, k in enumerate(cols)))
+    rows.append(f"{'total':<28}{tot['cases']:>6}" + "".join(f"{tot[k]:>7}" if i < 2 else f"{tot[k]:>6}" for i, k in enumerate(cols)))
+    return "\n".join(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ops", help="comma-separated op types to run (default: all)")
+    ap.add_argument("--cpu", default="cortex-a76", help="qemu-aarch64 CPU model (default cortex-a76, the Pi 5's core)")
+    ap.add_argument("--json", help="write per-case results here")
+    a = ap.parse_args(argv)
+    ops = set(a.ops.split(",")) if a.ops else None
+    results = run_all(ops, a.cpu, progress=True)
+    print(table(results))
+    bad = 0
+    for r in results:
+        if r["aarch64"] in ("fail", "crash") or r["wasm"] != r["aarch64"]:
+            bad += 1
+            print(f"  {r['case']}: wasm {r['wasm']} {r['wasm_why'][:80]} | aarch64 {r['aarch64']} {r['aarch64_why'][:120]}")
+    if a.json:
+        Path(a.json).write_text(json.dumps(results, indent=1))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
