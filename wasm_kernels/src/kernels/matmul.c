@@ -57,7 +57,7 @@ ep_status ep_check_GEMM(const ep_node *n) {
 }
 
 ep_status ep_run_GEMM(const ep_node *n) {
-  mnk d;
+  mnk d = {0};   /* check() already validated the dims; zero-init keeps -Wmaybe-uninitialized quiet */
   gemm_dims(n, &d);
   const int32_t *p = n->params;
   const ep_tensor *c = n->n_in > 2 ? n->in[2] : 0, *r = n->n_in > 3 ? n->in[3] : 0;
