@@ -156,6 +156,7 @@ def cmd_bench(argv: list[str]) -> int:
     ap.add_argument("--warmup", type=float, default=3.0, help="seconds of warm-up (default 3)")
     ap.add_argument("--seconds", type=float, default=10.0, help="seconds of measurement (default 10)")
     ap.add_argument("--variant", default="simd", choices=["simd", "scalar", "relaxed"])
+    ap.add_argument("--profile", action="store_true", help="also print the time per kernel node (slowest first)")
     a = ap.parse_args(argv)
     b = load_bundle(a.bundle, a.variant)
     feeds = b.check_feeds(random_inputs(b.inputs))
@@ -172,9 +173,28 @@ def cmd_bench(argv: list[str]) -> int:
         s.run()
         times.append((time.perf_counter() - t) * 1e3)
     p50, p95, p99 = np.percentile(times, [50, 95, 99])
+    if a.profile:
+        _print_profile(b, s)
     print(f"{b.path.name} [{a.variant}, wasmtime, 1 thread]: p50 {p50:.3f} ms  p95 {p95:.3f} ms  p99 {p99:.3f} ms  "
           f"({len(times)} runs)")
     return 0
+
+
+def _print_profile(b, session, runs: int = 20) -> None:
+    from .plan import layout
+    from .plan.opcodes import Op
+    plan = layout.decode((b.path / "model.plan").read_bytes())
+    per = np.median(np.array([session.profile() for _ in range(runs)]), axis=0) * 1e3
+    total = per.sum()
+    print(f"{'node':>5} {'kernel':<16} {'ms':>8} {'share':>6}  output shape")
+    for i in np.argsort(-per)[:25]:
+        n = plan.nodes[i]
+        shape = plan.tensors[n.outputs[0]].dims if n.outputs else ()
+        print(f"{i:>5} {Op(n.op).name:<16} {per[i]:>8.3f} {per[i] / total:>6.1%}  {list(shape)}")
+    by_kernel: dict[str, float] = {}
+    for n, t in zip(plan.nodes, per):
+        by_kernel[Op(n.op).name] = by_kernel.get(Op(n.op).name, 0.0) + t
+    print("per kernel: " + ", ".join(f"{k} {v:.2f} ms" for k, v in sorted(by_kernel.items(), key=lambda kv: -kv[1])))
 
 
 def cmd_keygen(argv: list[str]) -> int:

@@ -88,3 +88,13 @@ class WasmPlan:
 
     def run(self) -> None:
         self._check(self.ex["ep_run"](self.store), "running the plan")
+
+    def profile(self) -> list[float]:
+        """Run node by node; seconds spent in each (plan order)."""
+        import time
+        run_node, out = self.ex["ep_run_node"], []
+        for i in range(self.ex["ep_num_nodes"](self.store)):
+            t = time.perf_counter()
+            self._check(run_node(self.store, i), f"running node {i}")
+            out.append(time.perf_counter() - t)
+        return out

@@ -59,6 +59,9 @@ uint32_t ep_arena_bytes(const ep_ctx *ctx);
 ep_status ep_bind(ep_ctx *ctx, uint8_t *arena, uint32_t arena_bytes);
 /* Run every node in plan order. Inputs must have been written to their tensors first. */
 ep_status ep_run(ep_ctx *ctx);
+/* Run one node (profiling): nodes must be run in order 0..ep_num_nodes()-1 for a correct result. */
+ep_status ep_run_node(ep_ctx *ctx, uint32_t i);
+uint32_t ep_num_nodes(const ep_ctx *ctx);
 /* Graph inputs/outputs, in manifest order: their tensor ids. */
 uint32_t ep_num_inputs(const ep_ctx *ctx);
 uint32_t ep_num_outputs(const ep_ctx *ctx);

@@ -169,6 +169,16 @@ ep_status ep_run(ep_ctx *c) {
   return EP_OK;
 }
 
+ep_status ep_run_node(ep_ctx *c, uint32_t i) {
+  if (!c || !c->opened || (!c->arena && c->arena_bytes)) return EP_E_STATE;
+  if (i >= c->n_nodes) return EP_E_BOUNDS;
+  node_view v; const ep_kernel *k;
+  ep_status s = decode_node(c, i, &v, &k);
+  return s ? s : k->run(&v.node);
+}
+
+uint32_t ep_num_nodes(const ep_ctx *c) { return c && c->opened ? c->n_nodes : 0; }
+
 uint32_t ep_num_inputs(const ep_ctx *c) { return c && c->opened ? c->n_inputs : 0; }
 uint32_t ep_num_outputs(const ep_ctx *c) { return c && c->opened ? c->n_outputs : 0; }
 int32_t ep_input_id(const ep_ctx *c, uint32_t i) { return c && c->opened && i < c->n_inputs ? int_at(c, c->inputs_at + i) : -1; }

@@ -11,6 +11,8 @@ EXPORT(ep_open) int32_t ep_wasm_open(uint32_t plan, uint32_t len) { return ep_op
 EXPORT(ep_arena_bytes) uint32_t ep_wasm_arena_bytes(void) { return ep_arena_bytes(&g_ctx); }
 EXPORT(ep_bind) int32_t ep_wasm_bind(uint32_t arena, uint32_t len) { return ep_bind(&g_ctx, (uint8_t *)(uintptr_t)arena, len); }
 EXPORT(ep_run) int32_t ep_wasm_run(void) { return ep_run(&g_ctx); }
+EXPORT(ep_run_node) int32_t ep_wasm_run_node(uint32_t i) { return ep_run_node(&g_ctx, i); }
+EXPORT(ep_num_nodes) uint32_t ep_wasm_num_nodes(void) { return ep_num_nodes(&g_ctx); }
 EXPORT(ep_num_inputs) uint32_t ep_wasm_num_inputs(void) { return ep_num_inputs(&g_ctx); }
 EXPORT(ep_num_outputs) uint32_t ep_wasm_num_outputs(void) { return ep_num_outputs(&g_ctx); }
 EXPORT(ep_input_id) int32_t ep_wasm_input_id(uint32_t i) { return ep_input_id(&g_ctx, i); }
