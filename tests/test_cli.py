@@ -40,6 +40,15 @@ def test_package_run_inspect_bench(tmp_path: Path, reshape_model: onnx.ModelProt
     assert r.returncode == 0 and "p50" in r.stdout and "p99" in r.stdout
 
 
+def test_bench_profile_lists_kernels(tmp_path: Path) -> None:
+    from .conftest import model_path
+    r = cli(str(model_path("cifar10net")), "-o", str(tmp_path / "b"), "--no-verify")
+    assert r.returncode == 0, r.stderr
+    r = cli("bench", str(tmp_path / "b"), "--warmup", "0.2", "--seconds", "0.3", "--profile")
+    assert r.returncode == 0, r.stderr
+    assert "CONV" in r.stdout and "per kernel:" in r.stdout
+
+
 def test_run_rejects_wrong_input(tmp_path: Path, reshape_model: onnx.ModelProto) -> None:
     onnx.save(reshape_model, tmp_path / "m.onnx")
     assert cli(str(tmp_path / "m.onnx"), "-o", str(tmp_path / "b")).returncode == 0
