@@ -22,6 +22,7 @@ PANEL_FLOATS = 64 * 1024     # im2col panel budget (256 KB): cache resident, til
 WINOGRAD_MIN_CHANNELS = 16
 WINOGRAD_SCRATCH_FLOATS = 128 * 1024    # 512 KB
 WINOGRAD_MIN_TILES = 16                 # tiles per block: below that the weights are streamed too often
+WINOGRAD_SINGLE_BLOCK_FLOATS = 512 * 1024   # 2 MB: larger scratch allowed when it makes one block
 
 # Epilogue activation codes (gemm.h EP_ACT_*; activation.h uses the same numbers).
 ACT_NONE, ACT_RELU, ACT_LEAKY_RELU, ACT_CLIP = 0, 1, 2, 3
@@ -130,12 +131,19 @@ def winograd_filters(w: np.ndarray) -> np.ndarray:
 
 
 def winograd_tiles(g: dict) -> tuple[int, int]:
-    """(tiles per block, scratch bytes): mirror of winograd.c's scratch layout."""
+    """(tiles per block, scratch bytes): mirror of winograd.c's scratch layout. Every block streams all
+    16 U_k (16 Cin Cout floats) once, so deep layers on small planes take the whole plane in one block
+    (up to WINOGRAD_SINGLE_BLOCK_FLOATS); otherwise blocks fit the budget, balanced in size."""
     th, tw = -(-g["oh"] // 2), -(-g["ow"] // 2)
+    tiles = th * tw
     rw = _round_up(2 * tw + 8, 4)
     per_tile = 16 * (g["cin"] + g["cout"])
-    nt = max(WINOGRAD_MIN_TILES, (WINOGRAD_SCRATCH_FLOATS - 4 * rw) // per_tile // NR * NR)
-    nt = min(nt, th * tw)
+    if per_tile * _round_up(tiles, NR) + 4 * rw <= WINOGRAD_SINGLE_BLOCK_FLOATS:
+        nt = tiles
+    else:
+        nt = max(WINOGRAD_MIN_TILES, (WINOGRAD_SCRATCH_FLOATS - 4 * rw) // per_tile // NR * NR)
+        blocks = -(-tiles // nt)
+        nt = min(tiles, _round_up(-(-tiles // blocks), NR))
     return nt, (per_tile * _round_up(nt, NR) + 4 * rw) * 4
 
 
