@@ -138,6 +138,62 @@ def test_fused_epilogue(kind, act, params, ref, tmp_path, monkeypatch):
     _run_all_variants(m, {"x": x, "r": r}, tmp_path, want={"y": ref(base + r).astype(np.float32)})
 
 
+WINOGRAD_CASES = [
+    # x shape, w shape, pads: odd sizes, pads 0/1/asymmetric, batch, edge tiles (odd OH/OW, partial groups)
+    ((1, 16, 9, 11), (16, 16, 3, 3), [1, 1, 1, 1]),
+    ((1, 16, 8, 8), (20, 16, 3, 3), [0, 0, 0, 0]),
+    ((1, 17, 10, 7), (19, 17, 3, 3), [0, 1, 2, 0]),
+    ((2, 16, 5, 13), (16, 16, 3, 3), [1, 0, 0, 1]),
+    ((1, 24, 3, 3), (16, 24, 3, 3), [0, 0, 0, 0]),              # a single 1x1 output
+    ((1, 16, 4, 30), (16, 16, 3, 3), [3, 2, 0, 5]),            # pads larger than a tile
+    ((1, 32, 30, 33), (40, 32, 3, 3), [1, 1, 1, 1]),           # several tile blocks
+]
+
+
+def _ops(model) -> list[Op]:
+    return [Op(n.op) for n in _lowered(model).plan.nodes]
+
+
+@pytest.mark.parametrize("xs,ws,pads", WINOGRAD_CASES)
+def test_winograd_random(xs, ws, pads, tmp_path):
+    m, feeds = _conv_model(xs, ws, pads=pads, seed=5)
+    assert Op.WINOGRAD_CONV in _ops(m)
+    _run_all_variants(m, feeds, tmp_path)
+
+
+def test_winograd_small_blocks(tmp_path, monkeypatch):
+    """Blocks of 16 tiles that start and end mid tile row (TW = 9)."""
+    import packager.ops.conv as conv
+    monkeypatch.setattr(conv, "WINOGRAD_SCRATCH_FLOATS", 1024)
+    m, feeds = _conv_model((1, 16, 13, 17), (18, 16, 3, 3), pads=[1, 1, 0, 0], seed=6)
+    assert Op.WINOGRAD_CONV in _ops(m)
+    _run_all_variants(m, feeds, tmp_path)
+
+
+def test_winograd_not_below_threshold():
+    m, _ = _conv_model((1, 8, 9, 9), (16, 8, 3, 3), pads=[1, 1, 1, 1])
+    assert Op.WINOGRAD_CONV not in _ops(m) and Op.CONV in _ops(m)
+    m, _ = _conv_model((1, 16, 9, 9), (16, 16, 3, 3), strides=[2, 2], pads=[1, 1, 1, 1])
+    assert Op.WINOGRAD_CONV not in _ops(m)
+
+
+@pytest.mark.parametrize("act,params,ref", [
+    (1, (), lambda v: np.maximum(v, 0)),
+    (2, (0.1,), lambda v: np.where(v < 0, 0.1 * v, v)),
+    (3, (-0.5, 6.0), lambda v: np.clip(v, -0.5, 6)),
+])
+def test_winograd_fused_residual(act, params, ref, tmp_path, monkeypatch):
+    from packager.ops.conv import emit_conv
+    m0, f0 = _conv_model((1, 16, 11, 9), (18, 16, 3, 3), seed=7, pads=[1, 1, 1, 1])
+    base = reference_run(m0, f0)["y"]
+    r = np.random.default_rng(8).standard_normal(base.shape).astype(np.float32)
+    m = _model([m0.graph.node[0]], [_vi("x", f0["x"].shape), _vi("r", base.shape)], [_vi("y", base.shape)],
+               list(m0.graph.initializer))
+    monkeypatch.setitem(REGISTRY, "Conv", lambda ctx, n: emit_conv(ctx, n, activation=(act, params), residual="r"))
+    assert Op.WINOGRAD_CONV in _ops(m)
+    _run_all_variants(m, {"x": f0["x"], "r": r}, tmp_path, want={"y": ref(base + r).astype(np.float32)})
+
+
 GEMM_CASES = [
     # A shape, B shape, C shape or None, attrs, B constant?
     ((1, 37), (37, 29), (29,), {}, True),
@@ -242,12 +298,16 @@ BENIGN = {
     Op.CONV: {14, 15},                 # activation p0/p1 (floats)
     Op.DEPTHWISE_CONV: {11, 12},
     Op.GEMM: {2, 3, 6, 7},             # alpha, beta, p0, p1
+    Op.WINOGRAD_CONV: {13, 14},
 }
 
 
-@pytest.mark.parametrize("which", ["conv", "dw", "gemm", "matmul"])
+@pytest.mark.parametrize("which", ["conv", "dw", "gemm", "matmul", "wino"])
 def test_hostile_params_rejected(which):
-    if which in ("conv", "dw"):
+    if which == "wino":
+        m, _ = _conv_model((1, 16, 9, 7), (16, 16, 3, 3), pads=[1, 0, 1, 2])
+        op = Op.WINOGRAD_CONV
+    elif which in ("conv", "dw"):
         ws = (6, 4, 3, 3) if which == "conv" else (4, 1, 3, 3)
         m, _ = _conv_model((1, 4, 9, 9), ws, group=1 if which == "conv" else 4, strides=[2, 2], pads=[1, 1, 1, 1])
         op = Op.CONV if which == "conv" else Op.DEPTHWISE_CONV

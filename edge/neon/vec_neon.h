@@ -81,4 +81,9 @@ static inline f32x4 i32x4_as_f32x4(i32x4 a) { return vreinterpretq_f32_s32(a); }
 /* Even / odd lanes of the 8-float sequence a:b (stride-2 pooling). */
 static inline f32x4 f32x4_even(f32x4 a, f32x4 b) { return vuzp1q_f32(a, b); }
 static inline f32x4 f32x4_odd(f32x4 a, f32x4 b) { return vuzp2q_f32(a, b); }
+/* ---- additions (winograd): interleave ---- */
+/* Lanes of a and b interleaved: zip_lo = (a0,b0,a1,b1), zip_hi = (a2,b2,a3,b3). */
+static inline f32x4 f32x4_zip_lo(f32x4 a, f32x4 b) { return vzip1q_f32(a, b); }
+static inline f32x4 f32x4_zip_hi(f32x4 a, f32x4 b) { return vzip2q_f32(a, b); }
+
 #endif

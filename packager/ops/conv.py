@@ -17,6 +17,12 @@ from ..plan.opcodes import Op
 MR = 6                       # EP_GEMM_MR: rows per packed weight panel
 NR = 8                       # EP_GEMM_NR: output columns per micro-tile
 PANEL_FLOATS = 64 * 1024     # im2col panel budget (256 KB): cache resident, tiled over output columns
+# Winograd F(2x2, 3x3) for 3x3 stride-1 convs: 2.25x fewer multiplies, paid for by the transforms, so
+# only where the GEMMs dominate (enough channels). Scratch (16 V + 16 M planes) is budgeted below.
+WINOGRAD_MIN_CHANNELS = 16
+WINOGRAD_SCRATCH_FLOATS = 128 * 1024    # 512 KB
+WINOGRAD_MIN_TILES = 16                 # tiles per block: below that the weights are streamed too often
+WINOGRAD_SINGLE_BLOCK_FLOATS = 512 * 1024   # 2 MB: larger scratch allowed when it makes one block
 
 # Epilogue activation codes (gemm.h EP_ACT_*; activation.h uses the same numbers).
 ACT_NONE, ACT_RELU, ACT_LEAKY_RELU, ACT_CLIP = 0, 1, 2, 3
@@ -109,6 +115,38 @@ def dw_scratch_bytes(g: dict) -> int:
     return (g["h"] + g["pt"] + g["pb"]) * g["sw"] * pw * 4
 
 
+# Winograd F(2x2, 3x3): G (4x3) transforms a 3x3 filter to 4x4 (conv.c/winograd.c use B^T, A^T).
+WINOGRAD_G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]])
+
+
+def winograd_eligible(g: dict) -> bool:
+    return (g["group"] == 1 and g["kh"] == g["kw"] == 3 and g["sh"] == g["sw"] == 1 and g["dh"] == g["dw"] == 1
+            and g["h"] > 1 and min(g["cin"], g["cout"]) >= WINOGRAD_MIN_CHANNELS)
+
+
+def winograd_filters(w: np.ndarray) -> np.ndarray:
+    """[Cout, Cin, 3, 3] -> the 16 matrices U_k = (G w G^T)[i, j] (k = 4i + j), each [Cout x Cin] packed."""
+    u = np.einsum("ia,ocab,jb->ijoc", WINOGRAD_G, w.astype(np.float64), WINOGRAD_G).astype(np.float32)
+    return np.concatenate([pack_panels(u[i, j]) for i in range(4) for j in range(4)])
+
+
+def winograd_tiles(g: dict) -> tuple[int, int]:
+    """(tiles per block, scratch bytes): mirror of winograd.c's scratch layout. Every block streams all
+    16 U_k (16 Cin Cout floats) once, so deep layers on small planes take the whole plane in one block
+    (up to WINOGRAD_SINGLE_BLOCK_FLOATS); otherwise blocks fit the budget, balanced in size."""
+    th, tw = -(-g["oh"] // 2), -(-g["ow"] // 2)
+    tiles = th * tw
+    rw = _round_up(2 * tw + 8, 4)
+    per_tile = 16 * (g["cin"] + g["cout"])
+    if per_tile * _round_up(tiles, NR) + 4 * rw <= WINOGRAD_SINGLE_BLOCK_FLOATS:
+        nt = tiles
+    else:
+        nt = max(WINOGRAD_MIN_TILES, (WINOGRAD_SCRATCH_FLOATS - 4 * rw) // per_tile // NR * NR)
+        blocks = -(-tiles // nt)
+        nt = min(tiles, _round_up(-(-tiles // blocks), NR))
+    return nt, (per_tile * _round_up(nt, NR) + 4 * rw) * 4
+
+
 def emit_conv(ctx: LowerCtx, node: onnx.NodeProto, activation: Activation = (ACT_NONE, ()),
               residual: str | None = None, output: str | None = None) -> None:
     """Lower one Conv node, with an optional fused activation and residual (added before it)."""
@@ -125,6 +163,11 @@ def emit_conv(ctx: LowerCtx, node: onnx.NodeProto, activation: Activation = (ACT
     if g["group"] == g["cin"] == g["cout"]:
         ctx.emit(Op.DEPTHWISE_CONV, [node.input[0], ctx.weight(w.reshape(g["cout"], -1), "dw"), bias, residual],
                  [out], window + act, scratch_bytes=dw_scratch_bytes(g))
+        return
+    if winograd_eligible(g):
+        nt, scratch = winograd_tiles(g)
+        ctx.emit(Op.WINOGRAD_CONV, [node.input[0], ctx.weight(winograd_filters(w), "wino"), bias, residual], [out],
+                 [MR, *window, nt, *act], scratch_bytes=scratch)
         return
     G = g["group"]
     mg, kg = g["cout"] // G, g["cin"] // G * g["kh"] * g["kw"]

@@ -29,6 +29,7 @@ class Op(enum.IntEnum):
     EXPAND = 22
     RESIZE = 23
     DEPTHWISE_CONV = 24
+    WINOGRAD_CONV = 25
 
 
 # ONNX TensorProto dtype codes the runtime understands, with their numpy types.

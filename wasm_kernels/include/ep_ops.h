@@ -26,7 +26,8 @@
   X(21, PAD)           \
   X(22, EXPAND)        \
   X(23, RESIZE)        \
-  X(24, DEPTHWISE_CONV)
+  X(24, DEPTHWISE_CONV) \
+  X(25, WINOGRAD_CONV)  /* 3x3 stride-1 conv as Winograd F(2x2,3x3) */
 
 enum ep_op {
 #define EP_OP_ENUM(n, name) EP_OP_##name = n,

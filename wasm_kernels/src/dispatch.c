@@ -28,6 +28,7 @@ static const ep_kernel kernels[EP_OP_COUNT] = {
   K(EXPAND, 1, 1, 1, 1),
   K(RESIZE, 1, 1, 1, 1),
   K(DEPTHWISE_CONV, 2, 4, 1, 1),
+  K(WINOGRAD_CONV, 2, 4, 1, 1),   /* X, transformed W, bias?, residual? */
 };
 #undef K
 

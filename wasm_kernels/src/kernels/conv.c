@@ -232,26 +232,46 @@ static void dw_store_partial(f32x4 acc, float *dst, uint32_t left, const ep_gemm
   for (uint32_t t = 0; t < left; t++) dst[t] = ep_gemm_epi_scalar(e, tmp[t], oh, ow0 + t);
 }
 
-/* One output row of a 3x3 window: r0..r2 are the three input rows (phased), o1/o2 the column
- * offsets of kernel columns 1 and 2 (column 0 is at offset 0). 16 outputs per step keep four
- * independent accumulator chains in flight. */
+/* nv (1..4) vectors of outputs of a 3x3 window starting at column ow, all stored in full: r0..r2
+ * are the three input rows (phased), o1/o2 the column offsets of kernel columns 1 and 2 (column 0 is
+ * at offset 0). nv independent accumulator chains in flight. */
+#if defined(__GNUC__) || defined(__clang__)
+#define DW_AINLINE static inline __attribute__((always_inline))
+#else
+#define DW_AINLINE static inline
+#endif
+DW_AINLINE void dw_vecs3(const uint32_t nv, float *dst, const float *r0,
+    const float *r1, const float *r2, uint32_t o1, uint32_t o2, const f32x4 *w, f32x4 bias, const float *res,
+    int32_t act, f32x4 p0, f32x4 p1) {
+  f32x4 a[4] = {bias, bias, bias, bias};
+#define DW_TAP(row, off, wv) for (uint32_t v = 0; v < nv; v++) a[v] = f32x4_fma(a[v], f32x4_load(row + (off) + 4 * v), wv);
+  DW_TAP(r0, 0, w[0]) DW_TAP(r0, o1, w[1]) DW_TAP(r0, o2, w[2])
+  DW_TAP(r1, 0, w[3]) DW_TAP(r1, o1, w[4]) DW_TAP(r1, o2, w[5])
+  DW_TAP(r2, 0, w[6]) DW_TAP(r2, o1, w[7]) DW_TAP(r2, o2, w[8])
+#undef DW_TAP
+  for (uint32_t v = 0; v < nv; v++) f32x4_store(dst + 4 * v, dw_epi(a[v], res ? res + 4 * v : 0, act, p0, p1));
+}
+
+/* One output row of a 3x3 window, 16 outputs per step. The row's tail is computed as whole vectors;
+ * `spill` says the output (and residual) stay readable/writable up to round4(OW) past the row start
+ * (the extra lanes land in the next row or channel, which is written later), else the tail goes
+ * through the scalar epilogue. */
 static void dw_row3(float *dst, const float *r0, const float *r1, const float *r2, uint32_t o1, uint32_t o2,
                     const f32x4 *w, f32x4 bias, uint32_t OW, const float *res, const ep_gemm_epi *e, uint32_t oh,
-                    f32x4 p0, f32x4 p1) {
+                    f32x4 p0, f32x4 p1, int spill) {
   uint32_t ow = 0;
-  for (; ow + 16 <= OW; ow += 16) {
-    f32x4 a0 = bias, a1 = bias, a2 = bias, a3 = bias;
-#define DW_TAP(row, off, wv) \
-    a0 = f32x4_fma(a0, f32x4_load(row + ow + off), wv); a1 = f32x4_fma(a1, f32x4_load(row + ow + off + 4), wv); \
-    a2 = f32x4_fma(a2, f32x4_load(row + ow + off + 8), wv); a3 = f32x4_fma(a3, f32x4_load(row + ow + off + 12), wv);
-    DW_TAP(r0, 0, w[0]) DW_TAP(r0, o1, w[1]) DW_TAP(r0, o2, w[2])
-    DW_TAP(r1, 0, w[3]) DW_TAP(r1, o1, w[4]) DW_TAP(r1, o2, w[5])
-    DW_TAP(r2, 0, w[6]) DW_TAP(r2, o1, w[7]) DW_TAP(r2, o2, w[8])
-#undef DW_TAP
-    f32x4_store(dst + ow, dw_epi(a0, res ? res + ow : 0, e->act, p0, p1));
-    f32x4_store(dst + ow + 4, dw_epi(a1, res ? res + ow + 4 : 0, e->act, p0, p1));
-    f32x4_store(dst + ow + 8, dw_epi(a2, res ? res + ow + 8 : 0, e->act, p0, p1));
-    f32x4_store(dst + ow + 12, dw_epi(a3, res ? res + ow + 12 : 0, e->act, p0, p1));
+  for (; ow + 16 <= OW; ow += 16)
+    dw_vecs3(4, dst + ow, r0 + ow, r1 + ow, r2 + ow, o1, o2, w, bias, res ? res + ow : 0, e->act, p0, p1);
+  if (ow == OW) return;
+  if (spill) {
+    const float *rs = res ? res + ow : 0;
+    switch ((OW - ow + 3) / 4) {
+      case 1: dw_vecs3(1, dst + ow, r0 + ow, r1 + ow, r2 + ow, o1, o2, w, bias, rs, e->act, p0, p1); break;
+      case 2: dw_vecs3(2, dst + ow, r0 + ow, r1 + ow, r2 + ow, o1, o2, w, bias, rs, e->act, p0, p1); break;
+      case 3: dw_vecs3(3, dst + ow, r0 + ow, r1 + ow, r2 + ow, o1, o2, w, bias, rs, e->act, p0, p1); break;
+      default: dw_vecs3(4, dst + ow, r0 + ow, r1 + ow, r2 + ow, o1, o2, w, bias, rs, e->act, p0, p1); break;
+    }
+    return;
   }
   for (; ow < OW; ow += 4) {
     f32x4 a0 = bias;
@@ -277,6 +297,8 @@ ep_status ep_run_DEPTHWISE_CONV(const ep_node *n) {
   float *y = ep_f32(n->out[0]);
   float *plane = (float *)(void *)n->scratch;
   const int32_t act = p[10];
+  /* Offset (in floats) up to which a row's tail may be stored as whole vectors: the end of Y. */
+  const uint64_t total = (uint64_t)g.B * g.C * ohw, ow4 = ((uint64_t)g.OW + 3) / 4 * 4;
   const f32x4 p0 = f32x4_splat(ep_param_f32(n, 11)), p1 = f32x4_splat(ep_param_f32(n, 12));
   /* Kernel column j reads phase (j*dw) % sw at shift (j*dw) / sw of a phased row. */
 #define DW_OFF(j) ((((j) * g.dw) % g.sw) * pw + ((j) * g.dw) / g.sw)
@@ -295,7 +317,7 @@ ep_status ep_run_DEPTHWISE_CONV(const ep_node *n) {
       for (uint32_t oh = 0; oh < g.OH; oh++) {
         const float *r0 = plane + (uint64_t)oh * g.sh * rstride;
         dw_row3(yc + (uint64_t)oh * g.OW, r0, r0 + g.dh * rstride, r0 + 2ull * g.dh * rstride, o1, o2, wv, bv, g.OW,
-                rc ? rc + (uint64_t)oh * g.OW : 0, &e, oh, p0, p1);
+                rc ? rc + (uint64_t)oh * g.OW : 0, &e, oh, p0, p1, bc * ohw + (uint64_t)oh * g.OW + ow4 <= total);
       }
       continue;
     }
@@ -309,7 +331,8 @@ ep_status ep_run_DEPTHWISE_CONV(const ep_node *n) {
           const float *r = rbase + (uint64_t)i * g.dh * rstride + ow;
           for (uint32_t j = 0; j < g.kw; j++) a0 = f32x4_fma(a0, f32x4_load(r + DW_OFF(j)), f32x4_splat(wc[i * g.kw + j]));
         }
-        if (ow + 4 <= g.OW) f32x4_store(dst + ow, dw_epi(a0, rc ? rc + (uint64_t)oh * g.OW + ow : 0, act, p0, p1));
+        if (ow + 4 <= g.OW || bc * ohw + (uint64_t)oh * g.OW + ow4 <= total)
+          f32x4_store(dst + ow, dw_epi(a0, rc ? rc + (uint64_t)oh * g.OW + ow : 0, act, p0, p1));
         else dw_store_partial(a0, dst + ow, g.OW - ow, &e, oh, ow);
       }
     }

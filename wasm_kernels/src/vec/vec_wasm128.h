@@ -80,4 +80,9 @@ static inline f32x4 i32x4_as_f32x4(i32x4 a) { return a; }
 static inline f32x4 f32x4_even(f32x4 a, f32x4 b) { return wasm_i32x4_shuffle(a, b, 0, 2, 4, 6); }
 static inline f32x4 f32x4_odd(f32x4 a, f32x4 b) { return wasm_i32x4_shuffle(a, b, 1, 3, 5, 7); }
 
+/* ---- additions (winograd): interleave ---- */
+/* Lanes of a and b interleaved: zip_lo = (a0,b0,a1,b1), zip_hi = (a2,b2,a3,b3). */
+static inline f32x4 f32x4_zip_lo(f32x4 a, f32x4 b) { return wasm_i32x4_shuffle(a, b, 0, 4, 1, 5); }
+static inline f32x4 f32x4_zip_hi(f32x4 a, f32x4 b) { return wasm_i32x4_shuffle(a, b, 2, 6, 3, 7); }
+
 #endif

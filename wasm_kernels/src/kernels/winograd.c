@@ -1,0 +1,254 @@
+/* WINOGRAD_CONV: 3x3, stride 1, dilation 1, groups 1 convolution as Winograd F(2x2, 3x3), NCHW.
+ *
+ * inputs X [B,Cin,H,W], U (16 transformed filter matrices), bias? [Cout], residual? (Y's shape);
+ * output Y [B,Cout,OH,OW] with OH = H + pt + pb - 2, OW = W + pl + pr - 2.
+ * U = G g G^T per (cout, cin), computed by the packager (packager/ops/conv.py): for each of the 16
+ * positions k = 4*i + j of the 4x4 transformed tile, the [Cout x Cin] matrix U_k packed in
+ * EP_GEMM_MR-row panels (gemm.h); numel = 16 * ep_gemm_packed_a_floats(Cout, Cin).
+ * params (15 words): mr, kh, kw, sh, sw, dh, dw (must be 6,3,3,1,1,1,1), pad_top, pad_left, pad_bottom,
+ *   pad_right, nt, act, act_p0 (f32), act_p1 (f32).
+ * Output tiles are 2x2 (TH = ceil(OH/2) x TW = ceil(OW/2), row-major); they are processed in blocks
+ * of nt tiles: input transform V_k = B^T d B into 16 planes [Cin x ldv] (ldv = round_up(nt, 8)),
+ * 16 GEMMs M_k = U_k V_k via the shared micro-kernel into [Cout x ldv] planes, then the output
+ * transform Y = A^T M A with bias, residual and activation applied before the single store.
+ * Scratch (floats): 16 * (Cin + Cout) * ldv + 4 * RW, RW = round_up(2 * TW + 8, 4) (the 4 zero-padded
+ * input rows of one tile row). */
+#include "gemm.h"
+#include "ep_vec.h"
+
+#define WG_NPARAMS 15
+#define MAXDIM 65535
+
+typedef struct {
+  uint32_t B, C, H, W, Cout, OH, OW, pt, pl, pb, pr, nt, TH, TW, ldv, rw;
+} wg_geom;
+
+static ep_status wg_geometry(const ep_node *n, wg_geom *g) {
+  const int32_t *p = n->params;
+  const ep_tensor *x = n->in[0], *u = n->in[1], *y = n->out[0];
+  EP_CHECK(x && u && y, EP_E_OP);
+  EP_CHECK(x->dtype == EP_F32 && u->dtype == EP_F32 && y->dtype == EP_F32, EP_E_DTYPE);
+  EP_CHECK(x->rank == 4 && y->rank == 4, EP_E_SHAPE);
+  EP_CHECK(p[0] == EP_GEMM_MR && p[1] == 3 && p[2] == 3 && p[3] == 1 && p[4] == 1 && p[5] == 1 && p[6] == 1, EP_E_PARAM);
+  for (int i = 7; i < 11; i++) EP_CHECK(p[i] >= 0 && p[i] <= MAXDIM, EP_E_PARAM);
+  EP_CHECK(p[11] >= 1 && p[11] <= (1 << 20), EP_E_PARAM);
+  g->pt = (uint32_t)p[7]; g->pl = (uint32_t)p[8]; g->pb = (uint32_t)p[9]; g->pr = (uint32_t)p[10];
+  g->nt = (uint32_t)p[11];
+  g->B = (uint32_t)x->dims[0]; g->C = (uint32_t)x->dims[1]; g->H = (uint32_t)x->dims[2]; g->W = (uint32_t)x->dims[3];
+  g->Cout = (uint32_t)y->dims[1]; g->OH = (uint32_t)y->dims[2]; g->OW = (uint32_t)y->dims[3];
+  EP_CHECK((uint32_t)y->dims[0] == g->B && g->C >= 1 && g->Cout >= 1, EP_E_SHAPE);
+  EP_CHECK(g->H <= MAXDIM && g->W <= MAXDIM && g->C <= 0x7FFFFFFu && g->Cout <= 0x7FFFFFFu, EP_E_SHAPE);
+  const uint64_t hp = (uint64_t)g->H + g->pt + g->pb, wp = (uint64_t)g->W + g->pl + g->pr;
+  EP_CHECK(hp >= 3 && wp >= 3 && g->OH == hp - 2 && g->OW == wp - 2, EP_E_SHAPE);
+  EP_CHECK((uint64_t)g->OH * g->OW <= 0x7FFFFFFFull, EP_E_SHAPE);
+  g->TH = (g->OH + 1) / 2; g->TW = (g->OW + 1) / 2;
+  g->ldv = (g->nt + EP_GEMM_NR - 1) / EP_GEMM_NR * EP_GEMM_NR;
+  g->rw = (2 * g->TW + 8 + 3) / 4 * 4;
+  return EP_OK;
+}
+
+static uint64_t wg_scratch_floats(const wg_geom *g) {
+  return 16ull * ((uint64_t)g->C + g->Cout) * g->ldv + 4ull * g->rw;
+}
+
+ep_status ep_check_WINOGRAD_CONV(const ep_node *n) {
+  EP_CHECK(n->n_params == WG_NPARAMS, EP_E_PARAM);
+  wg_geom g;
+  const ep_status s = wg_geometry(n, &g);
+  if (s) return s;
+  EP_CHECK(n->in[1]->numel == 16u * ep_gemm_packed_a_floats(g.Cout, g.C), EP_E_SHAPE);
+  EP_CHECK(wg_scratch_floats(&g) * 4u <= n->scratch_bytes, EP_E_PARAM);
+  EP_CHECK(ep_gemm_check_act(n->params[12]) == EP_OK, EP_E_PARAM);
+  if (n->n_in > 2 && n->in[2]) EP_CHECK(n->in[2]->dtype == EP_F32 && n->in[2]->numel == g.Cout, EP_E_SHAPE);
+  if (n->n_in > 3 && n->in[3]) EP_CHECK(n->in[3]->dtype == EP_F32 && ep_same_shape(n->in[3], n->out[0]), EP_E_SHAPE);
+  return EP_OK;
+}
+
+/* buf[r * rw + u] = x[ih0 + r][u - pl] for u in [u0, u1), zero outside the input. */
+static void wg_fill_rows(float *buf, uint32_t rw, const float *xc, const wg_geom *g, int64_t ih0, uint32_t u0, uint32_t u1) {
+  for (uint32_t r = 0; r < 4; r++) {
+    float *d = buf + (uint64_t)r * rw;
+    const int64_t ih = ih0 + r;
+    if (ih < 0 || ih >= (int64_t)g->H) {
+      uint32_t u = u0;
+      for (; u + 4 <= u1; u += 4) f32x4_store(d + u, f32x4_zero());
+      for (; u < u1; u++) d[u] = 0.0f;
+      continue;
+    }
+    const float *s = xc + (uint64_t)ih * g->W;
+    /* input column iw = u - pl valid for u in [pl, pl + W) */
+    uint32_t lo = g->pl > u0 ? g->pl : u0, hi = g->pl + g->W < u1 ? g->pl + g->W : u1;
+    if (lo > u1) lo = u1;
+    if (hi < lo) hi = lo;
+    for (uint32_t u = u0; u < lo; u++) d[u] = 0.0f;
+    uint32_t u = lo;
+    for (; u + 4 <= hi; u += 4) f32x4_store(d + u, f32x4_load(s + (u - g->pl)));
+    for (; u < hi; u++) d[u] = s[u - g->pl];
+    for (u = hi; u < u1; u++) d[u] = 0.0f;
+  }
+}
+
+/* Input transform of tiles [tx0, tx1) of one tile row for one channel: buf holds its 4 padded rows;
+ * v points at V_0[c][column of tile tx0], planes `vplane` floats apart. 4 tiles per step. */
+static void wg_input_row(float *v, uint64_t vplane, const float *buf, uint32_t rw, uint32_t tx0, uint32_t tx1) {
+  for (uint32_t tx = tx0; tx < tx1; tx += 4) {
+    const float *b = buf + 2 * tx;
+    f32x4 d[4][4];
+    for (uint32_t r = 0; r < 4; r++) {
+      const float *q = b + (uint64_t)r * rw;
+      const f32x4 a0 = f32x4_load(q), a1 = f32x4_load(q + 4), a2 = f32x4_load(q + 2), a3 = f32x4_load(q + 6);
+      d[r][0] = f32x4_even(a0, a1); d[r][1] = f32x4_odd(a0, a1);
+      d[r][2] = f32x4_even(a2, a3); d[r][3] = f32x4_odd(a2, a3);
+    }
+    f32x4 o[16];
+    for (uint32_t j = 0; j < 4; j++) {   /* B^T d: combine rows */
+      const f32x4 e0 = f32x4_sub(d[0][j], d[2][j]), e1 = f32x4_add(d[1][j], d[2][j]);
+      const f32x4 e2 = f32x4_sub(d[2][j], d[1][j]), e3 = f32x4_sub(d[1][j], d[3][j]);
+      d[0][j] = e0; d[1][j] = e1; d[2][j] = e2; d[3][j] = e3;
+    }
+    for (uint32_t i = 0; i < 4; i++) {   /* (B^T d) B: combine columns */
+      o[4 * i + 0] = f32x4_sub(d[i][0], d[i][2]);
+      o[4 * i + 1] = f32x4_add(d[i][1], d[i][2]);
+      o[4 * i + 2] = f32x4_sub(d[i][2], d[i][1]);
+      o[4 * i + 3] = f32x4_sub(d[i][1], d[i][3]);
+    }
+    float *dst = v + (tx - tx0);
+    if (tx + 4 <= tx1) {
+      for (uint32_t k = 0; k < 16; k++) f32x4_store(dst + k * vplane, o[k]);
+    } else {
+      float tmp[4];
+      for (uint32_t k = 0; k < 16; k++) {
+        f32x4_store(tmp, o[k]);
+        for (uint32_t t = 0; t < tx1 - tx; t++) dst[k * vplane + t] = tmp[t];
+      }
+    }
+  }
+}
+
+static inline f32x4 wg_act(f32x4 r, int32_t act, f32x4 p0, f32x4 p1) {
+  switch (act) {
+    case EP_ACT_RELU: return f32x4_max(r, f32x4_zero());
+    case EP_ACT_CLIP: return f32x4_min(f32x4_max(r, p0), p1);
+    case EP_ACT_LEAKY_RELU: return f32x4_add(f32x4_max(r, f32x4_zero()), f32x4_mul(p0, f32x4_min(r, f32x4_zero())));
+    default: return r;
+  }
+}
+
+typedef struct {
+  const float *bias, *res;   /* res: this image's residual [Cout, OH, OW] or NULL */
+  int32_t act;
+  float p0, p1;
+} wg_epi;
+
+/* Output transform of tiles [tx0, tx1) of tile row ty for output channel co; m points at
+ * M_0[co][column of tile tx0], planes `mplane` floats apart; y is this image's output. */
+static void wg_output_row(const float *m, uint64_t mplane, float *y, const wg_geom *g, uint32_t co, uint32_t ty,
+                          uint32_t tx0, uint32_t tx1, const wg_epi *e, const ep_gemm_epi *se) {
+  const uint64_t ohw = (uint64_t)g->OH * g->OW;
+  const f32x4 bv = f32x4_splat(e->bias ? e->bias[co] : 0.0f);
+  const f32x4 p0 = f32x4_splat(e->p0), p1 = f32x4_splat(e->p1);
+  const uint32_t oh = 2 * ty;
+  const int two_rows = oh + 1 < g->OH;
+  float *y0 = y + (uint64_t)co * ohw + (uint64_t)oh * g->OW;
+  const float *r0 = e->res ? e->res + (uint64_t)co * ohw + (uint64_t)oh * g->OW : 0;
+  for (uint32_t tx = tx0; tx < tx1; tx += 4) {
+    const float *src = m + (tx - tx0);
+    const uint32_t cnt = tx1 - tx < 4 ? tx1 - tx : 4;
+    f32x4 s[16];
+    if (cnt == 4) {
+      for (uint32_t k = 0; k < 16; k++) s[k] = f32x4_load(src + k * mplane);
+    } else {
+      float tmp[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      for (uint32_t k = 0; k < 16; k++) {
+        for (uint32_t t = 0; t < cnt; t++) tmp[t] = src[k * mplane + t];
+        s[k] = f32x4_load(tmp);
+      }
+    }
+    /* A^T M: rows; then columns */
+    f32x4 a0[4], a1[4];
+    for (uint32_t j = 0; j < 4; j++) {
+      a0[j] = f32x4_add(f32x4_add(s[j], s[4 + j]), s[8 + j]);
+      a1[j] = f32x4_sub(f32x4_sub(s[4 + j], s[8 + j]), s[12 + j]);
+    }
+    const f32x4 y00 = f32x4_add(f32x4_add(a0[0], a0[1]), a0[2]), y01 = f32x4_sub(f32x4_sub(a0[1], a0[2]), a0[3]);
+    const f32x4 y10 = f32x4_add(f32x4_add(a1[0], a1[1]), a1[2]), y11 = f32x4_sub(f32x4_sub(a1[1], a1[2]), a1[3]);
+    const uint32_t ow = 2 * tx;
+    if (cnt == 4 && ow + 8 <= g->OW && two_rows) {
+      f32x4 v[4] = {f32x4_add(f32x4_zip_lo(y00, y01), bv), f32x4_add(f32x4_zip_hi(y00, y01), bv),
+                    f32x4_add(f32x4_zip_lo(y10, y11), bv), f32x4_add(f32x4_zip_hi(y10, y11), bv)};
+      if (r0) {
+        v[0] = f32x4_add(v[0], f32x4_load(r0 + ow)); v[1] = f32x4_add(v[1], f32x4_load(r0 + ow + 4));
+        v[2] = f32x4_add(v[2], f32x4_load(r0 + g->OW + ow)); v[3] = f32x4_add(v[3], f32x4_load(r0 + g->OW + ow + 4));
+      }
+      if (e->act != EP_ACT_NONE)
+        for (uint32_t i = 0; i < 4; i++) v[i] = wg_act(v[i], e->act, p0, p1);
+      f32x4_store(y0 + ow, v[0]); f32x4_store(y0 + ow + 4, v[1]);
+      f32x4_store(y0 + g->OW + ow, v[2]); f32x4_store(y0 + g->OW + ow + 4, v[3]);
+      continue;
+    }
+    /* Edge tiles: scalar epilogue, stores clipped to the output. */
+    float t00[4], t01[4], t10[4], t11[4];
+    f32x4_store(t00, y00); f32x4_store(t01, y01); f32x4_store(t10, y10); f32x4_store(t11, y11);
+    for (uint32_t t = 0; t < cnt; t++) {
+      const uint32_t c0 = ow + 2 * t;
+      const uint64_t n0 = (uint64_t)oh * g->OW + c0;
+      y0[c0] = ep_gemm_epi_scalar(se, t00[t], co, (uint32_t)n0);
+      if (c0 + 1 < g->OW) y0[c0 + 1] = ep_gemm_epi_scalar(se, t01[t], co, (uint32_t)n0 + 1);
+      if (two_rows) {
+        y0[g->OW + c0] = ep_gemm_epi_scalar(se, t10[t], co, (uint32_t)n0 + g->OW);
+        if (c0 + 1 < g->OW) y0[g->OW + c0 + 1] = ep_gemm_epi_scalar(se, t11[t], co, (uint32_t)n0 + g->OW + 1);
+      }
+    }
+  }
+}
+
+ep_status ep_run_WINOGRAD_CONV(const ep_node *n) {
+  wg_geom g;
+  wg_geometry(n, &g);
+  const float *x = ep_f32(n->in[0]), *u = ep_f32(n->in[1]);
+  const float *bias = n->n_in > 2 && n->in[2] ? ep_f32(n->in[2]) : 0;
+  const float *res = n->n_in > 3 && n->in[3] ? ep_f32(n->in[3]) : 0;
+  float *y = ep_f32(n->out[0]);
+  float *V = (float *)(void *)n->scratch;
+  const uint64_t vplane = (uint64_t)g.C * g.ldv, mplane = (uint64_t)g.Cout * g.ldv;
+  float *M = V + 16 * vplane, *rows = M + 16 * mplane;
+  const uint64_t hw = (uint64_t)g.H * g.W, ohw = (uint64_t)g.OH * g.OW;
+  const uint64_t upanel = ep_gemm_packed_a_floats(g.Cout, g.C);
+  const uint32_t ntiles = g.TH * g.TW;
+  const ep_gemm_epi none = {1.0f, 1.0f, 0, EP_BIAS_NONE, 0, 0, 0, EP_ACT_NONE, 0.0f, 0.0f};
+  for (uint32_t b = 0; b < g.B; b++) {
+    const float *xb = x + (uint64_t)b * g.C * hw;
+    float *yb = y + (uint64_t)b * g.Cout * ohw;
+    const wg_epi e = {bias, res ? res + (uint64_t)b * g.Cout * ohw : 0, n->params[12], ep_param_f32(n, 13), ep_param_f32(n, 14)};
+    const ep_gemm_epi se = {1.0f, 1.0f, bias, bias ? EP_BIAS_ROW : EP_BIAS_NONE, 0, e.res, (uint32_t)ohw,
+                            e.act, e.p0, e.p1};
+    for (uint32_t t0 = 0; t0 < ntiles; t0 += g.nt) {
+      const uint32_t T = ntiles - t0 < g.nt ? ntiles - t0 : g.nt;
+      const uint32_t N = (T + EP_GEMM_NR - 1) / EP_GEMM_NR * EP_GEMM_NR;
+      if (N > T)   /* columns the GEMM reads past the block: zero (never stored) */
+        for (uint64_t r = 0; r < 16 * (uint64_t)g.C; r++)
+          for (uint32_t t = T; t < N; t++) V[r * g.ldv + t] = 0.0f;
+      /* input transform, one tile row segment at a time */
+      for (uint32_t t = t0; t < t0 + T;) {
+        const uint32_t ty = t / g.TW, tx0 = t % g.TW;
+        const uint32_t tx1 = g.TW - tx0 < t0 + T - t ? g.TW : tx0 + (t0 + T - t);
+        const uint32_t u0 = 2 * tx0, u1 = 2 * tx1 + 8;
+        for (uint32_t c = 0; c < g.C; c++) {
+          wg_fill_rows(rows, g.rw, xb + (uint64_t)c * hw, &g, (int64_t)2 * ty - g.pt, u0, u1);
+          wg_input_row(V + (uint64_t)c * g.ldv + (t - t0), vplane, rows, g.rw, tx0, tx1);
+        }
+        t += tx1 - tx0;
+      }
+      for (uint32_t k = 0; k < 16; k++)
+        ep_gemm_f32(g.Cout, N, g.C, u + k * upanel, V + k * vplane, g.ldv, 1, M + k * mplane, g.ldv, &none);
+      for (uint32_t t = t0; t < t0 + T;) {
+        const uint32_t ty = t / g.TW, tx0 = t % g.TW;
+        const uint32_t tx1 = g.TW - tx0 < t0 + T - t ? g.TW : tx0 + (t0 + T - t);
+        for (uint32_t co = 0; co < g.Cout; co++)
+          wg_output_row(M + (uint64_t)co * g.ldv + (t - t0), mplane, yb, &g, co, ty, tx0, tx1, &e, &se);
+        t += tx1 - tx0;
+      }
+    }
+  }
+  return EP_OK;
+}
