@@ -203,7 +203,7 @@ static void wg_output_row(const float *m, uint64_t mplane, float *y, const wg_ge
 }
 
 ep_status ep_run_WINOGRAD_CONV(const ep_node *n) {
-  wg_geom g;
+  wg_geom g = {0};   /* check() validated the geometry; zero-init keeps -Wmaybe-uninitialized quiet */
   wg_geometry(n, &g);
   const float *x = ep_f32(n->in[0]), *u = ep_f32(n->in[1]);
   const float *bias = n->n_in > 2 && n->in[2] ? ep_f32(n->in[2]) : 0;
