@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PKGS=(emscripten clang-19 lld-19 wabt nodejs npm)
+APT_PKGS=(emscripten clang-19 lld-19 libclang-rt-19-dev wabt nodejs npm)  # libclang-rt: libFuzzer + sanitizers
 # edge targets (pi5, android): aarch64 cross compiler + its libc (static CLI), qemu-user for tests, JDK, zip
 APT_PKGS+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user zip)
 command -v javac >/dev/null || APT_PKGS+=(default-jdk-headless)

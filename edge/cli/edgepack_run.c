@@ -3,9 +3,12 @@
  *   edgepack-run BUNDLE --input NAME=x.npy [--input ...] [--output y.npy] [--output NAME=z.npy]
  *   edgepack-run BUNDLE --bench [--input ...] [--warmup SECONDS] [--seconds SECONDS]
  *   edgepack-run BUNDLE --info
+ *   any of these with --public-key HEX|FILE: the bundle must be signed by that Ed25519 key
  *
  * Before the runtime reads the plan, the SHA-256 of BUNDLE/model.plan is compared with the one in
- * BUNDLE/manifest.json. Inputs/outputs (names, dtypes, shapes) come from the manifest, read with a
+ * BUNDLE/manifest.json. With --public-key, before anything is parsed, BUNDLE/manifest.sig must be a
+ * valid Ed25519 signature of manifest.json's exact bytes; then EVERY file the manifest lists must match
+ * its size and SHA-256, and the bundle directory may hold no file the manifest does not list. Inputs/outputs (names, dtypes, shapes) come from the manifest, read with a
  * bounded JSON tokenizer (ep_json.c), and are cross-checked with the plan's own tensor table.
  * `--output FILE.npy` saves the first output; `--output NAME=FILE.npy` any output by name (an
  * argument containing '=' is always NAME=FILE). Without --output, outputs are summarized on stdout.
@@ -16,9 +19,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <dirent.h>
 
 #include "edgepack.h"
+#include "ep_ed25519.h"
 #include "ep_json.h"
 #include "ep_npy.h"
 #include "ep_sha256.h"
@@ -27,6 +33,8 @@
 #define MAX_NAME 256
 #define MAX_MANIFEST (16u << 20)
 #define MAX_ARGS_IO 64
+#define MAX_FILES 1024
+#define MAX_DEPTH 8
 
 typedef struct {
   char name[MAX_NAME];
@@ -53,6 +61,8 @@ static void usage(void) {
           "       %s BUNDLE --bench [--input NAME=FILE.npy]... [--warmup SECONDS] [--seconds SECONDS]\n"
           "       %s BUNDLE --info\n"
           "Runs BUNDLE/model.plan after checking its SHA-256 against BUNDLE/manifest.json.\n"
+          "--public-key HEX|FILE: refuse the bundle unless manifest.sig is that Ed25519 key's signature of\n"
+          "  manifest.json and every file matches its SHA-256 (no unlisted files). FILE: 64 hex chars or 32 raw bytes.\n"
           "Inputs: .npy v1.0, C order, little-endian float32/int64 (bool, int8, uint8, int32, float16), shape and dtype as the manifest says.\n"
           "--bench: random inputs unless given; warm-up by time, then latency percentiles (1 thread).\n",
           g_prog, g_prog, g_prog);
@@ -138,6 +148,120 @@ static uint32_t read_io(const ep_json *j, const char *key, io_spec *specs, const
   return n;
 }
 
+/* --public-key: 64 hex characters, or a file holding them (or the 32 raw bytes). */
+static void parse_public_key(const char *arg, uint8_t pk[32]) {
+  char hex[65];
+  size_t n = strlen(arg);
+  if (n == 64) {
+    memcpy(hex, arg, 65);
+  } else {
+    size_t len;
+    uint8_t *f = read_file(arg, 4096, &len, 2);
+    if (len == 32) { memcpy(pk, f, 32); free(f); return; }
+    size_t b = 0, e = len;
+    while (b < e && (f[b] == ' ' || f[b] == '\n' || f[b] == '\r' || f[b] == '\t')) b++;
+    while (e > b && (f[e - 1] == ' ' || f[e - 1] == '\n' || f[e - 1] == '\r' || f[e - 1] == '\t')) e--;
+    if (e - b != 64) die(2, "--public-key %s: expected 64 hex characters (an Ed25519 public key) or 32 raw bytes", arg);
+    memcpy(hex, f + b, 64);
+    hex[64] = 0;
+    free(f);
+  }
+  for (int i = 0; i < 32; i++) {
+    int v = 0;
+    for (int k = 0; k < 2; k++) {
+      char c = hex[2 * i + k];
+      int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+      if (d < 0) die(2, "--public-key: expected 64 hex characters (an Ed25519 public key)");
+      v = 16 * v + d;
+    }
+    pk[i] = (uint8_t)v;
+  }
+}
+
+/* manifest.sig must be pk's Ed25519 signature of the manifest's exact bytes. */
+static void verify_signature(const char *bundle, const uint8_t *mtext, size_t mlen, const uint8_t pk[32]) {
+  char path[4096];
+  join(path, sizeof path, bundle, "manifest.sig");
+  FILE *f = fopen(path, "rb");
+  if (!f) die(3, "%s: bundle is not signed (manifest.sig missing) and a public key is required", bundle);
+  uint8_t sig[65];
+  size_t n = fread(sig, 1, sizeof sig, f);
+  fclose(f);
+  if (n != 64) die(3, "%s: manifest.sig is not a 64-byte Ed25519 signature", bundle);
+  if (ep_ed25519_verify(sig, mtext, mlen, pk) != 0)
+    die(3, "%s: signature does not verify with the given public key (manifest.json tampered, or signed by another key)", bundle);
+}
+
+/* A manifest file name: relative, no '..' or empty component, no backslash. */
+static int safe_name(const char *s) {
+  if (!*s || *s == '/' || strchr(s, '\\')) return 0;
+  for (const char *c = s; *c;) {
+    const char *e = strchr(c, '/');
+    size_t l = e ? (size_t)(e - c) : strlen(c);
+    if (l == 0 || (l == 1 && c[0] == '.') || (l == 2 && c[0] == '.' && c[1] == '.')) return 0;
+    c += l + (e != NULL);
+    if (e && !*c) return 0;
+  }
+  return 1;
+}
+
+/* Strict mode: every file listed in manifest["files"] matches its size and SHA-256; names into `names`. */
+static uint32_t verify_all_files(const char *bundle, const ep_json *j, char (*names)[MAX_NAME]) {
+  int files = ep_json_get(j, 0, "files");
+  if (files < 0 || j->t[files].type != EP_J_OBJ) die(3, "manifest.json: 'files' missing or not an object");
+  uint32_t n = j->t[files].size;
+  if (n > MAX_FILES) die(3, "manifest.json: more than %d files", MAX_FILES);
+  uint32_t k = (uint32_t)files + 1;
+  for (uint32_t i = 0; i < n; i++) {
+    const uint32_t v = k + 1;   /* key token, then its value's subtree */
+    char want[80], got[65], path[4096];
+    int64_t bytes;
+    if (v >= j->n || ep_json_str(j, (int)k, names[i], MAX_NAME) < 0) die(3, "manifest.json: file name %u invalid or too long", i);
+    if (!safe_name(names[i])) die(3, "manifest lists a file outside the bundle: %s", names[i]);
+    for (uint32_t m = 0; m < i; m++)
+      if (!strcmp(names[m], names[i])) die(3, "manifest.json lists %s twice", names[i]);
+    if (ep_json_str(j, ep_json_get(j, (int)v, "sha256"), want, sizeof want) != 64 ||
+        ep_json_int(j, ep_json_get(j, (int)v, "bytes"), 0, (int64_t)1 << 40, &bytes))
+      die(3, "manifest.json: no size/SHA-256 for %s", names[i]);
+    join(path, sizeof path, bundle, names[i]);
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) die(3, "bundle file missing: %s", names[i]);
+    size_t len;
+    uint8_t *data = read_file(path, (size_t)1 << 40, &len, 3);
+    ep_sha256_hex(data, len, got);
+    free(data);
+    if ((int64_t)len != bytes || strcmp(got, want) != 0)
+      die(3, "bundle file %s does not match its SHA-256 in manifest.json (tampered or corrupt)", names[i]);
+    k = j->t[v].next;
+  }
+  return n;
+}
+
+/* Strict mode: nothing in the bundle directory (recursively) that the signed manifest does not cover. */
+static void refuse_unlisted(const char *bundle, const char *rel, char (*names)[MAX_NAME], uint32_t n, int depth) {
+  char dir[4096];
+  if (*rel) join(dir, sizeof dir, bundle, rel); else join(dir, sizeof dir, bundle, ".");
+  DIR *d = opendir(dir);
+  if (!d) die(3, "cannot list %s: %s", dir, strerror(errno));
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+    char r[4096], full[4096];
+    if ((size_t)snprintf(r, sizeof r, "%s%s%s", rel, *rel ? "/" : "", e->d_name) >= sizeof r) die(3, "path too long: %s", e->d_name);
+    join(full, sizeof full, bundle, r);
+    struct stat st;
+    if (stat(full, &st) == 0 && S_ISDIR(st.st_mode)) {
+      if (depth >= MAX_DEPTH) die(3, "%s: directories nested too deep", bundle);
+      refuse_unlisted(bundle, r, names, n, depth + 1);
+      continue;
+    }
+    int listed = !strcmp(r, "manifest.json") || !strcmp(r, "manifest.sig");
+    for (uint32_t i = 0; !listed && i < n; i++) listed = !strcmp(r, names[i]);
+    if (!listed) die(3, "%s: files not covered by the signed manifest: %s", bundle, r);
+  }
+  closedir(d);
+}
+
 static double now_s(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
@@ -212,7 +336,8 @@ static double parse_seconds(const char *s, const char *opt) {
 int main(int argc, char **argv) {
   const char *bundle = NULL;
   const char *in_args[MAX_ARGS_IO], *out_args[MAX_ARGS_IO];
-  int n_in_args = 0, n_out_args = 0, bench = 0, info_only = 0;
+  int n_in_args = 0, n_out_args = 0, bench = 0, info_only = 0, have_key = 0;
+  uint8_t pk[32];
   double warmup = 3.0, seconds = 10.0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
@@ -221,6 +346,10 @@ int main(int argc, char **argv) {
       int is_in = a[2] == 'i';
       if ((is_in ? n_in_args : n_out_args) >= MAX_ARGS_IO) die(2, "too many %s arguments", a);
       if (is_in) in_args[n_in_args++] = argv[++i]; else out_args[n_out_args++] = argv[++i];
+    } else if (!strcmp(a, "--public-key")) {
+      if (i + 1 >= argc) usage();
+      parse_public_key(argv[++i], pk);
+      have_key = 1;
     } else if (!strcmp(a, "--bench")) {
       bench = 1;
     } else if (!strcmp(a, "--info")) {
@@ -245,12 +374,15 @@ int main(int argc, char **argv) {
   size_t mlen, plen;
   join(path, sizeof path, bundle, "manifest.json");
   char *mtext = (char *)read_file(path, MAX_MANIFEST, &mlen, 3);
+  if (have_key) verify_signature(bundle, (const uint8_t *)mtext, mlen, pk);   /* before parsing a byte */
   uint32_t cap = (uint32_t)(mlen / 2 + 16);  /* a token needs at least ~2 bytes of text */
   ep_jtok *toks = malloc(sizeof(ep_jtok) * cap);
   if (!toks) die(4, "out of memory");
   ep_json j;
   if (ep_json_parse(&j, mtext, mlen, toks, cap) != 0 || j.t[0].type != EP_J_OBJ)
     die(3, "%s: not valid JSON (or nested deeper than %d)", path, EP_JSON_MAX_DEPTH);
+  static char names[MAX_FILES][MAX_NAME];
+  if (have_key) refuse_unlisted(bundle, "", names, verify_all_files(bundle, &j, names), 0);
   char want_hash[80], fmt[64];
   int files = ep_json_get(&j, 0, "files");
   int planent = ep_json_get(&j, files, "model.plan");
@@ -284,6 +416,7 @@ int main(int argc, char **argv) {
     printf("bundle %s: %u kernel nodes, arena %u bytes, vector layer %s\n", bundle, ctx.n_nodes, arena_bytes, ep_vec_name());
     for (uint32_t i = 0; i < n_in; i++) { fmt_shape(sh, sizeof sh, ins[i].rank, NULL, ins[i].dims); printf("input  %s: %s%s\n", ins[i].name, ep_dtype_str(ins[i].dtype), sh); }
     for (uint32_t i = 0; i < n_out; i++) { fmt_shape(sh, sizeof sh, outs[i].rank, NULL, outs[i].dims); printf("output %s: %s%s\n", outs[i].name, ep_dtype_str(outs[i].dtype), sh); }
+    free(arena); free(plan); free(toks); free(mtext);
     return 0;
   }
 

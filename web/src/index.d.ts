@@ -45,6 +45,11 @@ export interface LoadOptions {
   verify?: boolean;
   /** fetch to use for URL bundles (default globalThis.fetch) */
   fetch?: typeof fetch;
+  /** Ed25519 public key (64 hex characters or 32 bytes): the bundle must be signed by it (manifest.sig over
+   * manifest.json's exact bytes) and every file the manifest lists must match its SHA-256; for a Node
+   * directory, files the manifest does not list are refused too. Implies verify: true. Needs WebCrypto Ed25519
+   * (Node >= 20, current Chromium/Firefox/Safari). */
+  publicKey?: string | Uint8Array;
 }
 
 /** Every failure of the runtime: bad bundle, refused plan (status set), wrong inputs. */

@@ -42,30 +42,71 @@ const align = (/** @type {number} */ n, a = 64) => Math.ceil(n / a) * a;
 const isNode = typeof process !== 'undefined' && !!process.versions?.node;
 
 /** Reads files of a bundle: a directory path or file: URL in Node, an http(s) URL (or path relative to the page) in browsers.
+ * `list` (Node directories only) gives every file's path relative to the bundle, recursively.
  * @param {string|URL} source @param {typeof fetch} [fetchFn]
- * @returns {(name: string) => Promise<Uint8Array>} */
+ * @returns {{read: (name: string) => Promise<Uint8Array>, list?: () => Promise<string[]>}} */
 function bundleReader(source, fetchFn) {
   const s = String(source);
   if (isNode && !/^(https?|blob|data):/i.test(s)) {
     const dir = s.startsWith('file:') ? new URL(s.endsWith('/') ? s : s + '/') : null;
-    return async (name) => {
-      const fs = await import('node:fs/promises');
-      try {
-        return new Uint8Array(await fs.readFile(dir ? new URL(name, dir) : `${s.replace(/\/+$/, '')}/${name}`));
-      } catch (e) {
-        throw new EdgepackError(`${s}: cannot read bundle file ${name} (${/** @type {any} */ (e).code || e})`);
-      }
+    const root = dir || `${s.replace(/\/+$/, '')}/`;
+    return {
+      read: async (name) => {
+        const fs = await import('node:fs/promises');
+        try {
+          return new Uint8Array(await fs.readFile(dir ? new URL(name, dir) : root + name));
+        } catch (e) {
+          throw new EdgepackError(`${s}: cannot read bundle file ${name} (${/** @type {any} */ (e).code || e})`);
+        }
+      },
+      list: async () => {
+        const fs = await import('node:fs/promises');
+        const ents = await fs.readdir(root, { recursive: true, withFileTypes: true });
+        return ents.filter((e) => !e.isDirectory()).map((e) => {
+          const parent = String(/** @type {any} */ (e).parentPath ?? /** @type {any} */ (e).path);
+          const base = dir ? decodeURIComponent(dir.pathname) : root;
+          const rel = parent.replace(/\\/g, '/').replace(/\/+$/, '') + '/' + e.name;
+          const b = base.replace(/\\/g, '/').replace(/\/+$/, '') + '/';
+          return rel.startsWith(b) ? rel.slice(b.length) : e.name;
+        });
+      },
     };
   }
   const f = fetchFn || globalThis.fetch;
   const base = new URL(s.endsWith('/') ? s : s + '/', globalThis.location?.href);
-  return async (name) => {
-    const url = new URL(name, base);
-    let r;
-    try { r = await f(url); } catch (e) { throw new EdgepackError(`${url}: fetch failed (${e})`); }
-    if (!r.ok) throw new EdgepackError(`${url}: HTTP ${r.status}`);
-    return new Uint8Array(await r.arrayBuffer());
+  return {
+    read: async (name) => {
+      const url = new URL(name, base);
+      let r;
+      try { r = await f(url); } catch (e) { throw new EdgepackError(`${url}: fetch failed (${e})`); }
+      if (!r.ok) throw new EdgepackError(`${url}: HTTP ${r.status}`);
+      return new Uint8Array(await r.arrayBuffer());
+    },
   };
+}
+
+/** @param {string|Uint8Array} key 64 hex chars or 32 bytes @returns {Uint8Array} */
+function publicKeyBytes(key) {
+  const raw = typeof key === 'string' && /^[0-9a-fA-F]{64}$/.test(key.trim())
+    ? Uint8Array.from(key.trim().match(/../g) || [], (h) => parseInt(h, 16)) : key;
+  if (!(raw instanceof Uint8Array) || raw.length !== 32) throw new EdgepackError('publicKey must be an Ed25519 public key: 64 hex characters or 32 bytes');
+  return raw;
+}
+
+/** Ed25519 signature `sig` of `msg` under `key` (WebCrypto). Throws EdgepackError unless it verifies.
+ * @param {Uint8Array} key @param {Uint8Array} sig @param {Uint8Array} msg */
+async function verifySignature(key, sig, msg) {
+  const subtle = globalThis.crypto?.subtle;
+  if (!subtle) throw new EdgepackError('WebCrypto (crypto.subtle) is unavailable here (a non-secure http: page?): cannot verify the bundle signature');
+  if (sig.length !== 64) throw new EdgepackError('manifest.sig is not a 64-byte Ed25519 signature');
+  let ok;
+  try {
+    const k = await subtle.importKey('raw', /** @type {BufferSource} */ (key), { name: 'Ed25519' }, false, ['verify']);
+    ok = await subtle.verify({ name: 'Ed25519' }, k, /** @type {BufferSource} */ (sig), /** @type {BufferSource} */ (msg));
+  } catch (e) {
+    throw new EdgepackError(`cannot verify the bundle signature here (Ed25519 in WebCrypto: ${/** @type {Error} */ (e).message})`);
+  }
+  if (!ok) throw new EdgepackError('signature does not verify with the given public key (manifest.json tampered, or signed by another key)');
 }
 
 /** @param {Uint8Array} bytes @returns {Promise<string>} lowercase hex SHA-256 */
@@ -78,7 +119,7 @@ async function sha256(bytes) {
 
 /** @param {any} manifest @param {string} name @param {Uint8Array} bytes */
 async function checkFile(manifest, name, bytes) {
-  const meta = manifest.files?.[name];
+  const meta = Object.hasOwn(manifest.files || {}, name) ? manifest.files[name] : undefined;
   if (!meta) throw new EdgepackError(`manifest.json does not list ${name}`);
   if (meta.bytes !== bytes.length || (await sha256(bytes)) !== meta.sha256)
     throw new EdgepackError(`bundle file ${name} does not match its SHA-256 in manifest.json (tampered or corrupt)`);
@@ -208,18 +249,39 @@ export class Session {
 
 /** Loads a bundle and opens a session on it.
  * @param {string|URL} source bundle directory (Node) or URL (browser)
- * @param {{variant?: Variant, verify?: boolean, fetch?: typeof fetch}} [options]
+ * @param {{variant?: Variant, verify?: boolean, fetch?: typeof fetch, publicKey?: string|Uint8Array}} [options]
+ * publicKey: the bundle must be signed by this Ed25519 key (manifest.sig over manifest.json's exact bytes), and
+ * every file the manifest lists must match its SHA-256; in Node, a file the manifest does not list is refused too.
  * @returns {Promise<Session>} */
 export async function load(source, options = {}) {
-  const { variant = 'auto', verify = true } = options;
-  const read = bundleReader(source, options.fetch);
+  const { variant = 'auto', publicKey } = options;
+  const key = publicKey === undefined || publicKey === null ? null : publicKeyBytes(publicKey);
+  const verify = key ? true : options.verify ?? true;
+  const { read, list } = bundleReader(source, options.fetch);
+  const mbytes = await read('manifest.json');
+  if (key) {   // before parsing anything: the signature covers the manifest's bytes
+    let sig;
+    try { sig = await read('manifest.sig'); } catch { throw new EdgepackError(`${source}: bundle is not signed (manifest.sig missing) and a public key is required`); }
+    await verifySignature(key, sig, mbytes);
+  }
   let manifest;
   try {
-    manifest = JSON.parse(new TextDecoder().decode(await read('manifest.json')));
+    manifest = JSON.parse(new TextDecoder().decode(mbytes));
   } catch (e) {
-    throw e instanceof EdgepackError ? e : new EdgepackError(`${source}/manifest.json: not valid JSON (${/** @type {Error} */ (e).message})`);
+    throw new EdgepackError(`${source}/manifest.json: not valid JSON (${/** @type {Error} */ (e).message})`);
   }
   checkManifest(manifest);
+  if (key) {
+    const names = Object.keys(manifest.files || {});
+    const bad = names.find((n) => !n || n.startsWith('/') || n.includes('\\') || n.split('/').some((p) => p === '..' || p === '.' || p === ''));
+    if (bad !== undefined) throw new EdgepackError(`manifest lists a file outside the bundle: ${bad}`);
+    if (list) {
+      const listed = new Set([...names, 'manifest.json', 'manifest.sig']);
+      const extra = (await list()).filter((n) => !listed.has(n)).sort();
+      if (extra.length) throw new EdgepackError(`${source}: files not covered by the signed manifest: ${extra.slice(0, 5).join(', ')}`);
+    }
+    for (const n of names) await checkFile(manifest, n, await read(n));
+  }
   const best = detectVariant();
   const v = variant === 'auto' ? best : variant;
   if (!(v in VARIANTS)) throw new EdgepackError(`unknown wasm variant '${variant}' (choose from auto, ${Object.keys(VARIANTS).join(', ')})`);
@@ -231,12 +293,12 @@ export async function load(source, options = {}) {
   const wasmName = VARIANTS[/** @type {keyof VARIANTS} */ (v)];
   const [plan, wasm] = await Promise.all([read('model.plan'), read(wasmName)]);
   if (verify) await Promise.all([checkFile(manifest, 'model.plan', plan), checkFile(manifest, wasmName, wasm)]);
-  const key = verify ? manifest.files[wasmName].sha256 : null;   // cache only binaries whose hash was checked
+  const hash = verify ? manifest.files[wasmName].sha256 : null;   // cache only binaries whose hash was checked
   /** @type {WebAssembly.Module | undefined} */
-  let mod = key ? modules.get(key) : undefined;
+  let mod = hash ? modules.get(hash) : undefined;
   if (!mod) {
     try { mod = await WebAssembly.compile(/** @type {BufferSource} */ (wasm)); } catch (e) { throw new EdgepackError(`${wasmName}: not loadable here (${/** @type {Error} */ (e).message})`); }
-    if (key) modules.set(key, mod);
+    if (hash) modules.set(hash, mod);
   }
   const instance = await WebAssembly.instantiate(mod, {});
   return new Session(instance, plan, manifest, v);

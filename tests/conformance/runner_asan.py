@@ -1,0 +1,188 @@
+"""ONNX backend node conformance through the ASan + UBSan build of edgepack-run, side by side with wasm.
+
+    python -m tests.conformance.runner_asan [--ops Relu,Conv] [--jobs 2] [--json results.json]
+
+Each case is packaged once (web target, as runner.py does), then run on the same plan by the wasm SIMD
+build under wasmtime and by edge/build/asan/edgepack-run natively (x86-64, -fsanitize=address,undefined,
+-fno-sanitize-recover=all), one process per case, outputs compared with the case's expected outputs.
+Statuses as in runner.py, plus `sanitizer` when the ASan/UBSan/LSan build reported anything (the report's
+first lines are kept). Exit status 1 on any sanitizer report, asan fail/crash, or wasm/asan disagreement."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from multiprocessing import Pool
+from pathlib import Path
+
+import numpy as np
+
+from .runner import CASE_TIMEOUT_S, _alarm, _Timeout, collect, is_float32_case
+from .runner_aarch64 import _check
+
+REPO = Path(__file__).resolve().parents[2]
+ASAN_CLI = REPO / "edge" / "build" / "asan" / "edgepack-run"
+SAN_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:", "Sanitizer")
+
+
+def build_cli() -> Path:
+    subprocess.run(["make", "-s", "-C", str(REPO / "edge"), "build/asan/edgepack-run"], check=True, capture_output=True)
+    return ASAN_CLI
+
+
+def sanitizer_report(stderr: str) -> str | None:
+    """The first lines of a sanitizer report in stderr, or None."""
+    for m in SAN_MARKERS:
+        i = stderr.find(m)
+        if i >= 0:
+            return stderr[max(0, stderr.rfind("\n", 0, i) + 1):][:1500]
+    return None
+
+
+def run_asan_cli(cli: Path, bundle: Path, feeds: dict[str, np.ndarray], outputs: list[dict],
+                 timeout: float) -> tuple[str, str, dict[str, np.ndarray]]:
+    """(status, why, outputs): status 'ok', 'sanitizer' or 'error' (edgepack-run refused or failed)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        args = [str(cli), str(bundle)]
+        for i, (name, v) in enumerate(feeds.items()):
+            p = Path(tmp) / f"in{i}.npy"
+            np.save(p, np.array(v, order="C", copy=True))
+            args += ["--input", f"{name}={p}"]
+        for i, o in enumerate(outputs):
+            args += ["--output", f"{o['name']}={Path(tmp) / f'out{i}.npy'}"]
+        env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:exitcode=99",
+                   UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1")
+        r = subprocess.run(args, capture_output=True, text=True, errors="replace", timeout=timeout, env=env)
+        rep = sanitizer_report(r.stderr)
+        if rep or r.returncode == 99 or r.returncode < 0:
+            return "sanitizer", rep or f"exit {r.returncode}: {r.stderr[-800:]}", {}
+        if r.returncode != 0:
+            return "error", f"exit {r.returncode}: {r.stderr.strip()[-300:]}", {}
+        return "ok", "", {o["name"]: np.load(Path(tmp) / f"out{i}.npy") for i, o in enumerate(outputs)}
+
+
+def run_case(case, workdir: Path, cli: Path) -> dict[str, tuple[str, str]]:
+    """{'wasm': (status, why), 'asan': (status, why)} for one case."""
+    from packager import load_bundle, package
+    from packager.errors import NeedsConstantError, PackagerError
+    data = case.data_sets[0] if case.data_sets else None
+    if data is None:
+        return {"wasm": ("rejected", "no data set"), "asan": ("rejected", "no data set")}
+    ins, expected = data
+    g = case.model.graph
+    init_names = {i.name for i in g.initializer}
+    in_names = [vi.name for vi in g.input if vi.name not in init_names]
+    feeds = {n: v if isinstance(v, np.ndarray) else (v if isinstance(v, list) else np.asarray(v))
+             for n, v in zip(in_names, ins)}
+    consts: dict[str, np.ndarray] = {}
+    out = workdir / "bundle"
+    out_names = [o.name for o in g.output]
+    res: dict[str, tuple[str, str]] = {}
+    signal.signal(signal.SIGALRM, _alarm)
+    signal.alarm(CASE_TIMEOUT_S)
+    try:
+        for _ in range(4):
+            try:
+                package(case.model, target="web", out=out, constants=consts, verify=False,
+                        input_shapes={n: tuple(v.shape) for n, v in feeds.items()
+                                      if n not in consts and isinstance(v, np.ndarray) and v.dtype.kind in "biuf"})
+                break
+            except NeedsConstantError as e:
+                new = [n for n in e.names if n in feeds and n not in consts]
+                if not new:
+                    return {k: ("rejected", str(e)) for k in ("wasm", "asan")}
+                consts.update({n: feeds[n] for n in new})
+        else:
+            return {k: ("rejected", "too many constant inputs") for k in ("wasm", "asan")}
+        b = load_bundle(out, "simd")
+        run_feeds = b.check_feeds({n: v for n, v in feeds.items() if n not in consts})
+        try:
+            res["wasm"] = _check(b.run(run_feeds), expected, out_names)
+        except PackagerError as e:
+            res["wasm"] = ("fail" if type(e).__name__ == "RuntimeFailure" else "rejected", str(e).splitlines()[0][:300])
+        status, why, got = run_asan_cli(cli, out, run_feeds, b.outputs, CASE_TIMEOUT_S)
+        if status == "sanitizer":
+            res["asan"] = ("sanitizer", why)
+        elif status == "error":
+            # edgepack-run refusing what wasm refused (e.g. a data-dependent index error) is agreement
+            res["asan"] = (res["wasm"][0] if res["wasm"][0] in ("fail", "rejected") else "fail", why)
+        else:
+            res["asan"] = _check(got, expected, out_names)
+    except PackagerError as e:
+        kind = "fail" if type(e).__name__ == "RuntimeFailure" else "rejected"
+        return {k: res.get(k, (kind, str(e).splitlines()[0][:300])) for k in ("wasm", "asan")}
+    except (_Timeout, subprocess.TimeoutExpired):
+        return {k: res.get(k, ("crash", f"timeout after {CASE_TIMEOUT_S}s")) for k in ("wasm", "asan")}
+    except Exception as e:  # noqa: BLE001 - everything else is a bug to report
+        why = f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
+        return {k: res.get(k, ("crash", why)) for k in ("wasm", "asan")}
+    finally:
+        signal.alarm(0)
+    return res
+
+
+def _worker(args: tuple[list[str], str]) -> list[dict]:
+    names, cli = args
+    wanted = set(names)
+    out = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for case, op in collect(None):
+            if case.name not in wanted:
+                continue
+            t = time.perf_counter()
+            r = run_case(case, Path(tmp), Path(cli))
+            out.append({"case": case.name, "op": op, "float32": is_float32_case(case),
+                        "wasm": r["wasm"][0], "wasm_why": r["wasm"][1], "asan": r["asan"][0], "asan_why": r["asan"][1],
+                        "seconds": round(time.perf_counter() - t, 3)})
+    return out
+
+
+def run_all(ops: set[str] | None, jobs: int = 1) -> list[dict]:
+    cli = build_cli()
+    names = [c.name for c, _ in collect(ops)]
+    chunks = [(names[i::jobs], str(cli)) for i in range(jobs)]
+    if jobs == 1:
+        results = _worker(chunks[0])
+    else:
+        with Pool(jobs) as pool:
+            results = [r for part in pool.map(_worker, chunks) for r in part]
+    order = {n: i for i, n in enumerate(names)}
+    return sorted(results, key=lambda r: order[r["case"]])
+
+
+def table(results: list[dict]) -> str:
+    tot = defaultdict(int)
+    for r in results:
+        tot["cases"] += 1
+        for k in ("wasm", "asan"):
+            tot[f"{k}_{r[k]}"] += 1
+    keys = ["cases", "wasm_pass", "asan_pass", "asan_rejected", "asan_fail", "asan_crash", "asan_sanitizer"]
+    return "  ".join(f"{k} {tot[k]}" for k in keys)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ops", help="comma-separated op types to run (default: all)")
+    ap.add_argument("--jobs", type=int, default=min(4, os.cpu_count() or 1), help="parallel worker processes")
+    ap.add_argument("--json", help="write per-case results here")
+    a = ap.parse_args(argv)
+    results = run_all(set(a.ops.split(",")) if a.ops else None, a.jobs)
+    print(table(results))
+    bad = 0
+    for r in results:
+        if r["asan"] in ("fail", "crash", "sanitizer") or r["wasm"] != r["asan"]:
+            bad += 1
+            print(f"  {r['case']}: wasm {r['wasm']} {r['wasm_why'][:80]} | asan {r['asan']} {r['asan_why'][:300]}")
+    if a.json:
+        Path(a.json).write_text(json.dumps(results, indent=1))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,54 @@
+/* libFuzzer harness for the plan reader and executor (the plan is hostile input).
+ *
+ *   make -C wasm_kernels fuzz        60 s, seeds from fuzz/corpus/ (committed)
+ *   make -C wasm_kernels fuzz-long   10 minutes
+ *
+ * Each input is one plan: copied into an exactly-sized, 64-byte aligned buffer (so ASan sees any read
+ * past its end), opened with ep_open(); when the core accepts it, an exactly-sized arena is bound and
+ * every input tensor filled with a fixed pattern, then ep_run(). The arena is capped at MAX_ARENA: work
+ * per node is bounded by the sizes of its tensors, so with -timeout=10 a timeout is a real hang (a loop
+ * whose trip count does not come from the tensor sizes), not a legitimately large model. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "edgepack.h"
+
+#define MAX_PLAN (1u << 20)
+#define MAX_ARENA (1u << 20)
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  if (size > MAX_PLAN) return 0;
+  void *plan = NULL;
+  if (posix_memalign(&plan, 64, size ? size : 1) != 0) return 0;
+  if (size) memcpy(plan, data, size);
+  ep_ctx ctx;
+  if (ep_open(&ctx, (const uint8_t *)plan, (uint32_t)size) == EP_OK) {
+    const uint32_t n = ep_arena_bytes(&ctx);
+    void *arena = NULL;
+    if (n <= MAX_ARENA && posix_memalign(&arena, 64, n ? n : 1) == 0) {
+      memset(arena, 0, n);
+      ep_status s = ep_bind(&ctx, (uint8_t *)arena, n);
+      for (uint32_t i = 0; s == EP_OK && i < ep_num_inputs(&ctx); i++) {
+        ep_tensor_info info;
+        const int32_t id = ep_input_id(&ctx, i);
+        if (id >= 0 && ep_tensor_describe(&ctx, (uint32_t)id, &info) == EP_OK) {
+          uint8_t *p = ep_tensor_data(&ctx, (uint32_t)id);
+          const uint32_t esz = info.dtype == EP_I64 ? 8 : (info.dtype == EP_F32 || info.dtype == EP_I32) ? 4
+                             : info.dtype == EP_F16 ? 2 : 1;
+          memset(p, 0, info.nbytes);
+          for (uint32_t k = 0; k + esz <= info.nbytes; k += esz) {
+            const uint32_t v = (k / esz + i) % 3u;   /* 0, 1, 2: valid indices for small axes */
+            if (info.dtype == EP_F32) { const float f = 0.5f * (float)v - 0.25f; memcpy(p + k, &f, 4); }
+            else p[k] = (uint8_t)v;                    /* little-endian low byte of an int */
+          }
+        }
+      }
+      if (s == EP_OK) (void)ep_run(&ctx);
+      free(arena);
+    }
+  }
+  free(plan);
+  return 0;
+}

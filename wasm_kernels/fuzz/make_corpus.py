@@ -1,0 +1,156 @@
+"""Regenerate the fuzzer's seed corpus (fuzz/corpus/): small plans covering every kernel of the core.
+
+    python wasm_kernels/fuzz/make_corpus.py [--out wasm_kernels/fuzz/corpus]
+
+Seeds come from the ONNX backend node test cases (tiny models with fixed inputs): each is packaged as
+tests/conformance/runner.py does, and its model.plan kept if it is small (<= MAX_PLAN bytes) and adds
+a kernel parameter set not seen yet; at most PER_KERNEL seeds per kernel id, total under 1 MB. Fails
+if some kernel id of wasm_kernels/include/ep_ops.h has no seed."""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import struct
+import sys
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+MAX_PLAN = 12 * 1024
+PER_KERNEL = 16
+MAX_TOTAL = 900 * 1024
+
+
+def plan_nodes(plan: bytes) -> list[tuple[int, bytes]]:
+    """(kernel id, node entry + its param words) per node: what makes two seeds different to the core."""
+    n_nodes, nodes_off = struct.unpack_from("<I", plan, 20)[0], struct.unpack_from("<I", plan, 36)[0]
+    return [(struct.unpack_from("<H", plan, nodes_off + 32 * i)[0], plan[nodes_off + 32 * i: nodes_off + 32 * i + 32])
+            for i in range(n_nodes)]
+
+
+def extra_models() -> list:
+    """Hand-made tiny models for kernels the node tests barely reach (multi-channel and fused Conv, Gemm, norms)."""
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(0)
+
+    def model(nodes, ins, outs, inits):
+        import onnx
+        probe = helper.make_model(helper.make_graph(nodes, "p", [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in ins],
+                                                    [], [numpy_helper.from_array(v, n) for n, v in inits.items()]),
+                                  opset_imports=[helper.make_opsetid("", 17)])
+        shapes = {vi.name: [d.dim_value for d in vi.type.tensor_type.shape.dim]
+                  for vi in onnx.shape_inference.infer_shapes(probe).graph.value_info}
+        outs = [(n, shapes[n]) for n in outs]
+        g = helper.make_graph(nodes, "seed", [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in ins],
+                              [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in outs],
+                              [numpy_helper.from_array(rng.standard_normal(v.shape).astype(np.float32)
+                                                       if not v.any() else v, n) for n, v in inits.items()])
+        return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+    w = lambda *s: np.zeros(s, np.float32)  # noqa: E731 - shapes only; values are drawn in model()
+    return [
+        model([helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["c"], ["r"]),
+               helper.make_node("Add", ["r", "x2"], ["y"])], [("x", [1, 3, 6, 6]), ("x2", [1, 4, 6, 6])], ["y"],
+              {"w": w(4, 3, 3, 3), "b": w(4)}),
+        model([helper.make_node("Conv", ["x", "w"], ["y"], strides=[2, 2], dilations=[1, 1], group=2)],
+              [("x", [1, 4, 7, 7])], ["y"], {"w": w(6, 2, 3, 3)}),
+        model([helper.make_node("Conv", ["x", "w", "b"], ["y"])], [("x", [2, 8, 3, 3])], ["y"], {"w": w(16, 8, 1, 1), "b": w(16)}),
+        model([helper.make_node("Conv", ["x", "w"], ["y"], pads=[2, 1], dilations=[2])], [("x", [1, 3, 9])], ["y"], {"w": w(5, 3, 3)}),
+        model([helper.make_node("Gemm", ["x", "w", "b"], ["y"], transB=1, alpha=0.5)], [("x", [3, 10])], ["y"],
+              {"w": w(7, 10), "b": w(7)}),
+        model([helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Add", ["m", "b"], ["y"])],
+              [("x", [2, 3, 10])], ["y"], {"w": w(10, 9), "b": w(9)}),
+        model([helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"])], [("x", [2, 3, 4, 4])], ["y"],
+              {"s": w(3), "b": w(3), "m": w(3), "v": np.ones(3, np.float32)}),
+        model([helper.make_node("LayerNormalization", ["x", "s", "b"], ["y"], axis=-1)], [("x", [2, 5, 8])], ["y"],
+              {"s": w(8), "b": w(8)}),
+        model([helper.make_node("MaxPool", ["x"], ["p"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+               helper.make_node("GlobalAveragePool", ["p"], ["y"])], [("x", [1, 3, 8, 8])], ["y"], {}),
+    ]
+
+
+class _Case:
+    """A hand-made model with the shape of an ONNX backend test case."""
+    def __init__(self, name: str, m) -> None:
+        from onnx import numpy_helper  # noqa: F401
+        self.name, self.model = name, m
+        init = {i.name for i in m.graph.initializer}
+        ins = [np.zeros([d.dim_value for d in vi.type.tensor_type.shape.dim], np.float32)
+               for vi in m.graph.input if vi.name not in init]
+        self.data_sets = [(ins, [])]
+
+
+def package_case(case, out: Path) -> bytes | None:
+    from packager import package
+    from packager.errors import NeedsConstantError, PackagerError
+    if not case.data_sets:
+        return None
+    ins, _ = case.data_sets[0]
+    g = case.model.graph
+    init = {i.name for i in g.initializer}
+    names = [vi.name for vi in g.input if vi.name not in init]
+    feeds = dict(zip(names, ins))
+    consts: dict[str, np.ndarray] = {}
+    for _ in range(4):
+        try:
+            package(case.model, target="web", out=out, constants=consts, verify=False,
+                    input_shapes={n: tuple(v.shape) for n, v in feeds.items()
+                                  if n not in consts and isinstance(v, np.ndarray) and v.dtype.kind in "biuf"})
+            return (out / "model.plan").read_bytes()
+        except NeedsConstantError as e:
+            new = [n for n in e.names if n in feeds and n not in consts]
+            if not new:
+                return None
+            consts.update({n: feeds[n] for n in new})
+        except (PackagerError, Exception):   # noqa: BLE001 - unsupported cases are simply not seeds
+            return None
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", type=Path, default=ROOT / "wasm_kernels" / "fuzz" / "corpus")
+    a = ap.parse_args(argv)
+    sys.path.insert(0, str(ROOT))
+    from packager.plan.opcodes import Op
+    from tests.conformance.runner import collect
+    per_kernel: dict[int, int] = defaultdict(int)
+    seen_nodes: set[bytes] = set()
+    seeds: dict[str, bytes] = {}
+    total = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        cases = [_Case(f"test_extra{i}_seed", m) for i, m in enumerate(extra_models())] + [c for c, _ in collect(None)]
+        for case in cases:
+            plan = package_case(case, Path(tmp) / "b")
+            if plan is None or len(plan) > MAX_PLAN or total + len(plan) > MAX_TOTAL:
+                continue
+            nodes = plan_nodes(plan)
+            # node entries differ in ids/offsets too; key on kernel id + param word count + the case's op
+            keys = {(k, case.name.split("_")[1], e[12:16]) for k, e in nodes}
+            if not [key for key in keys if per_kernel[key[0]] < PER_KERNEL and key not in seen_nodes]:
+                continue
+            seen_nodes |= keys
+            for k in {k for k, _ in nodes}:
+                per_kernel[k] += 1
+            name = hashlib.sha1(plan).hexdigest()[:16]
+            seeds[f"{case.name[5:40]}-{name}.plan"] = plan
+            total += len(plan)
+    missing = [op.name for op in Op if op.value not in per_kernel]
+    a.out.mkdir(parents=True, exist_ok=True)
+    for old in a.out.glob("*.plan"):
+        old.unlink()
+    for name, plan in sorted(seeds.items()):
+        (a.out / name).write_bytes(plan)
+    print(f"{len(seeds)} seeds, {total} bytes in {a.out}; per kernel: "
+          + ", ".join(f"{Op(k).name}={n}" for k, n in sorted(per_kernel.items())))
+    if missing:
+        print(f"no seed for kernel(s): {', '.join(missing)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
