@@ -58,6 +58,9 @@ def extra_models() -> list:
         model([helper.make_node("Conv", ["x", "w"], ["y"], strides=[2, 2], dilations=[1, 1], group=2)],
               [("x", [1, 4, 7, 7])], ["y"], {"w": w(6, 2, 3, 3)}),
         model([helper.make_node("Conv", ["x", "w", "b"], ["y"])], [("x", [2, 8, 3, 3])], ["y"], {"w": w(16, 8, 1, 1), "b": w(16)}),
+        # 3x3 stride 1 with >= 16 channels: the Winograd kernel, with fused residual + relu
+        model([helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]), helper.make_node("Add", ["c", "x"], ["a"]),
+               helper.make_node("Relu", ["a"], ["y"])], [("x", [1, 16, 5, 5])], ["y"], {"w": w(16, 16, 3, 3), "b": w(16)}),
         model([helper.make_node("Conv", ["x", "w"], ["y"], pads=[2, 1], dilations=[2])], [("x", [1, 3, 9])], ["y"], {"w": w(5, 3, 3)}),
         model([helper.make_node("Gemm", ["x", "w", "b"], ["y"], transB=1, alpha=0.5)], [("x", [3, 10])], ["y"],
               {"w": w(7, 10), "b": w(7)}),
