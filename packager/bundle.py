@@ -64,6 +64,9 @@ class Bundle:
             raise BundleError(f"{mpath}: not valid JSON ({e})") from None
         if self.manifest.get("format") != FORMAT:
             raise BundleError(f"{mpath}: not an edgepack bundle manifest")
+        if self.manifest.get("target") != "web":
+            raise BundleError(f"{self.path}: bundle was packaged for target '{self.manifest.get('target')}'; this runner "
+                              f"executes web bundles (run pi5 bundles with edgepack-run or edgepack_runtime.py)")
         if self.manifest.get("format_version") != FORMAT_VERSION:
             raise BundleError(f"{mpath}: bundle format {self.manifest.get('format_version')} not supported")
         if verify or public_key is not None:

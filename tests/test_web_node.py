@@ -313,3 +313,22 @@ def test_loads_over_http_like_a_browser(bundles, tmp_path) -> None:
     finally:
         srv.shutdown()
         srv.server_close()
+
+
+def test_bundle_for_another_target_is_refused(bundles, tmp_path) -> None:
+    """Every runtime names the target a bundle was made for when it is not its own."""
+    from packager import load_bundle
+    from packager.errors import BundleError
+    src = _bundle(bundles, "views")
+    feeds = _feeds(src)
+    for target in ("pi5", "android"):
+        bundle = _copy(src, tmp_path / target)
+        m = json.loads((bundle / "manifest.json").read_text())
+        m["target"] = target
+        (bundle / "manifest.json").write_text(json.dumps(m))
+        assert f"packaged for target '{target}', not 'web'" in _err(_node_run(tmp_path / f"r{target}", bundle, feeds))
+        with pytest.raises(BundleError, match=f"packaged for target '{target}'"):
+            load_bundle(bundle)
+    cli = REPO / "edge" / "build" / "host" / "edgepack-run"
+    r = subprocess.run([str(cli), str(tmp_path / "android"), "--info"], capture_output=True, text=True)
+    assert r.returncode == 3 and "packaged for target 'android'" in r.stderr

@@ -388,6 +388,12 @@ int main(int argc, char **argv) {
   int planent = ep_json_get(&j, files, "model.plan");
   if (ep_json_str(&j, ep_json_get(&j, 0, "format"), fmt, sizeof fmt) < 0 || strcmp(fmt, "edgepack-bundle"))
     die(3, "%s: not an edgepack bundle manifest", path);
+  /* The plan is target-independent: pi5 bundles, and web bundles (same plan) run here; android ones belong in an app. */
+  char target[32];
+  if (ep_json_str(&j, ep_json_get(&j, 0, "target"), target, sizeof target) < 0 ||
+      (strcmp(target, "pi5") && strcmp(target, "web")))
+    die(3, "%s: bundle was packaged for target '%s': edgepack-run runs pi5 (and web) bundles; load android bundles "
+        "with org.edgepack.Session in the app", path, target);
   if (ep_json_str(&j, ep_json_get(&j, planent, "sha256"), want_hash, sizeof want_hash) != 64)
     die(3, "%s: no SHA-256 for model.plan", path);
   join(path, sizeof path, bundle, "model.plan");

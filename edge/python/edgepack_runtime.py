@@ -44,6 +44,9 @@ class Session:
             raise EdgepackError(f"{self.path}: cannot read manifest.json ({e})") from None
         if self.manifest.get("format") != "edgepack-bundle":
             raise EdgepackError(f"{self.path}: not an edgepack bundle")
+        if self.manifest.get("target") not in ("pi5", "web"):
+            raise EdgepackError(f"{self.path}: bundle was packaged for target '{self.manifest.get('target')}'; this "
+                                f"module runs pi5 (and web) bundles")
         plan_name = self.manifest.get("runtime", {}).get("plan", "model.plan")
         plan = (self.path / plan_name).read_bytes()
         if verify:

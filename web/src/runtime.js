@@ -128,6 +128,7 @@ async function checkFile(manifest, name, bytes) {
 /** @param {any} m */
 function checkManifest(m) {
   if (!m || m.format !== FORMAT) throw new EdgepackError('manifest.json: not an edgepack bundle manifest');
+  if (m.target !== 'web') throw new EdgepackError(`manifest.json: bundle was packaged for target '${m.target}', not 'web': package it with --target web`);
   if (m.format_version !== FORMAT_VERSION) throw new EdgepackError(`manifest.json: bundle format ${m.format_version} not supported (this runtime reads ${FORMAT_VERSION})`);
   for (const s of [...(m.inputs || []), ...(m.outputs || [])]) {
     if (typeof s.name !== 'string' || !(s.dtype in ARRAYS) || !Array.isArray(s.shape) || !Number.isInteger(s.tensor))
