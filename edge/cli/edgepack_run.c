@@ -388,14 +388,15 @@ int main(int argc, char **argv) {
   int planent = ep_json_get(&j, files, "model.plan");
   if (ep_json_str(&j, ep_json_get(&j, 0, "format"), fmt, sizeof fmt) < 0 || strcmp(fmt, "edgepack-bundle"))
     die(3, "%s: not an edgepack bundle manifest", path);
-  /* The plan is target-independent: pi5 bundles, and web bundles (same plan) run here; android ones belong in an app. */
-  char target[32];
-  if (ep_json_str(&j, ep_json_get(&j, 0, "target"), target, sizeof target) < 0 ||
-      (strcmp(target, "pi5") && strcmp(target, "web")))
-    die(3, "%s: bundle was packaged for target '%s': edgepack-run runs pi5 (and web) bundles; load android bundles "
-        "with org.edgepack.Session in the app", path, target);
   if (ep_json_str(&j, ep_json_get(&j, planent, "sha256"), want_hash, sizeof want_hash) != 64)
     die(3, "%s: no SHA-256 for model.plan", path);
+  /* The plan is target-independent: pi5 bundles, and web bundles (same plan) run here; android ones belong in an app. */
+  char target[32];
+  if (ep_json_str(&j, ep_json_get(&j, 0, "target"), target, sizeof target) < 0)
+    die(3, "%s: manifest names no target", path);
+  if (strcmp(target, "pi5") && strcmp(target, "web"))
+    die(3, "%s: bundle was packaged for target '%s': edgepack-run runs pi5 (and web) bundles; load android bundles "
+        "with org.edgepack.Session in the app", path, target);
   join(path, sizeof path, bundle, "model.plan");
   uint8_t *plan = read_file(path, 0xffffffffu, &plen, 3);
   char got_hash[65];
@@ -489,15 +490,23 @@ int main(int argc, char **argv) {
   }
 
   if (bench) {
+    /* The arena may reuse an input's bytes once it is consumed: restore the inputs before every run. */
+    uint8_t *saved[MAX_IO] = {0};
+    for (uint32_t k = 0; k < n_in; k++) {
+      if (!(saved[k] = malloc(ins[k].nbytes ? ins[k].nbytes : 1))) die(4, "out of memory");
+      memcpy(saved[k], ep_tensor_data(&ctx, ins[k].tensor), ins[k].nbytes);
+    }
+#define RESTORE_INPUTS() for (uint32_t k = 0; k < n_in; k++) memcpy(ep_tensor_data(&ctx, ins[k].tensor), saved[k], ins[k].nbytes)
     double end = now_s() + warmup;
     size_t warm_runs = 0;
-    do { run_or_die(&ctx); warm_runs++; } while (now_s() < end);
+    do { RESTORE_INPUTS(); run_or_die(&ctx); warm_runs++; } while (now_s() < end);
     size_t cap_t = 1024, n = 0;
     double *t = malloc(cap_t * sizeof *t);
     if (!t) die(4, "out of memory");
     double t_end = now_s() + seconds;
     while (n < 10 || now_s() < t_end) {
       double t0 = now_s();
+      RESTORE_INPUTS();
       run_or_die(&ctx);
       if (n == cap_t) {
         double *nt = realloc(t, 2 * cap_t * sizeof *t);
@@ -512,6 +521,8 @@ int main(int argc, char **argv) {
     printf("%s [%s, 1 thread]: p50 %.3f ms  p90 %.3f ms  p99 %.3f ms  min %.3f ms  mean %.3f ms  (%zu runs after %zu warm-up runs / %.1f s)\n",
            bundle, ep_vec_name(), pct(t, n, 50), pct(t, n, 90), pct(t, n, 99), t[0], sum / (double)n, n, warm_runs, warmup);
     free(t);
+    for (uint32_t k = 0; k < n_in; k++) free(saved[k]);
+#undef RESTORE_INPUTS
   } else {
     run_or_die(&ctx);
   }
