@@ -59,7 +59,7 @@ def compare(got: dict[str, np.ndarray], want: dict[str, np.ndarray]) -> dict:
     for k, w in want.items():
         g = got[k]
         if g.shape != w.shape:
-            raise PackagerError(f"verification: output '{k}' has shape {g.shape}, onnxruntime gives {w.shape}")
+            raise PackagerError(f"verification: output '{k}' has shape {g.shape}, the reference gives {w.shape}")
         if w.size:
             d = np.abs(g.astype(np.float64) - w.astype(np.float64))
             worst_abs = max(worst_abs, float(np.nanmax(d)))
@@ -89,7 +89,6 @@ def package(model: str | os.PathLike | onnx.ModelProto, target: str = "web", out
     lowered = lower(graph)
     plan_bytes = layout.encode(lowered.plan)
     runtime = ensure_wasm()
-    tensor_ids = {n: i for i, n in enumerate(lowered.names)}
 
     def io(names: list[str], plan_ids: list[int]) -> list[dict]:
         return [{"name": n, "dtype": dtype_name(lowered.plan.tensors[t].dtype), "shape": list(lowered.plan.tensors[t].dims),
@@ -123,7 +122,6 @@ def package(model: str | os.PathLike | onnx.ModelProto, target: str = "web", out
     files: dict = {"model.onnx": graph.model.SerializeToString(), "model.plan": plan_bytes}
     files.update({f: runtime[f] for f in WASM_VARIANTS.values()})
     path = write_bundle(Path(out), manifest, files)
-    del tensor_ids
     if verify or strict:
         _verify(path, graph.model, log, strict)
     if sign is not None:   # last: the signature covers the final manifest

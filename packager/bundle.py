@@ -20,9 +20,9 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def write_bundle(out: Path, manifest: dict, files: dict[str, bytes | Path]) -> Path:
-    """Write files and a manifest holding their SHA-256. Writes into a temp dir first: a failed
-    packaging never leaves a half bundle behind or destroys an earlier one."""
+def write_bundle(out: Path, manifest: dict, files: dict[str, bytes | Path], executables: tuple[str, ...] = ()) -> Path:
+    """Write files (names may hold sub-directories) and a manifest holding their SHA-256. Writes into a
+    temp dir first: a failed packaging never leaves a half bundle behind or destroys an earlier one."""
     out = Path(out)
     tmp = out.with_name(out.name + ".partial")
     if tmp.exists():
@@ -31,10 +31,13 @@ def write_bundle(out: Path, manifest: dict, files: dict[str, bytes | Path]) -> P
     entries = {}
     for name, src in files.items():
         dst = tmp / name
+        dst.parent.mkdir(parents=True, exist_ok=True)
         if isinstance(src, Path):
             shutil.copyfile(src, dst)
         else:
             dst.write_bytes(src)
+        if name in executables:
+            dst.chmod(0o755)
         entries[name] = {"bytes": dst.stat().st_size, "sha256": sha256(dst)}
     manifest = dict(manifest, files=entries)
     (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-import pytest
 from onnx import helper
 
 from .conftest import f32, make_model

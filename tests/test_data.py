@@ -3,7 +3,6 @@ hostile plans (corrupted parameters) that the runtime must refuse at load."""
 from __future__ import annotations
 
 import itertools
-import math
 
 import numpy as np
 import onnx

@@ -10,7 +10,7 @@ import numpy as np
 import onnx
 
 from ..lower import LowerCtx, Tensor, lowers
-from ..plan.opcodes import CODES, MAX_IO, MAX_RANK, Op
+from ..plan.opcodes import MAX_IO, MAX_RANK, Op
 
 # Byte-size-generic kernels: any of these dtypes moves exactly.
 DATA_DTYPES = (np.float32, np.int64, np.bool_)

@@ -17,7 +17,6 @@ manifest says the NEON build was not run, and why.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -29,8 +28,9 @@ from typing import Callable
 import numpy as np
 import onnx
 
-from ..bundle import sha256
-from ..errors import BundleError, PackagerError
+from ..api import compare
+from ..bundle import write_bundle
+from ..errors import PackagerError
 from ..toolchain import KERNELS, REPO
 
 EDGE_TARGETS = ("pi5", "android")
@@ -158,36 +158,6 @@ def ort_format(model: onnx.ModelProto, log: Callable[[str], None]) -> dict[str, 
         return {"ort/model.ort": ort.read_bytes(), "ort/model.required_operators.config": cfg.read_bytes()}
 
 
-def write_tree(out: Path, manifest: dict, files: dict[str, bytes | Path], executables: tuple[str, ...] = ()) -> Path:
-    """Like bundle.write_bundle, with sub-directories and executable bits: write to OUT.partial, then
-    swap it in, so a failed packaging never leaves a half bundle or destroys an earlier one."""
-    out = Path(out)
-    tmp = out.with_name(out.name + ".partial")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir(parents=True)
-    entries = {}
-    for name, src in files.items():
-        dst = tmp / name
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(src, Path):
-            shutil.copyfile(src, dst)
-        else:
-            dst.write_bytes(src)
-        if name in executables:
-            dst.chmod(0o755)
-        entries[name] = {"bytes": dst.stat().st_size, "sha256": sha256(dst)}
-    manifest = dict(manifest, files=entries)
-    (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
-    if out.exists():
-        if not (out / "manifest.json").exists() and any(out.iterdir()):
-            shutil.rmtree(tmp)
-            raise BundleError(f"{out} exists and is not an edgepack bundle: refusing to overwrite it")
-        shutil.rmtree(out)
-    tmp.rename(out)
-    return out
-
-
 def write_edge_bundle(target: str, out: Path, manifest: dict, model: onnx.ModelProto, plan_bytes: bytes,
                       verify: bool = True, log: Callable[[str], None] = lambda s: None) -> Path:
     """Write a pi5 or android bundle (manifest already holds name, I/O, plan stats)."""
@@ -228,7 +198,7 @@ def write_edge_bundle(target: str, out: Path, manifest: dict, model: onnx.ModelP
             runtime["ort_mobile"] = {"unavailable": ort}
             log(f"notice: {ort}")
     manifest = dict(manifest, runtime=runtime)
-    path = write_tree(out, manifest, files, executables)
+    path = write_bundle(out, manifest, files, executables)
     if verify:
         consistency(path, target, model, log)
     return path
@@ -288,19 +258,6 @@ def run_neon(path: Path, target: str, feeds: dict[str, np.ndarray]) -> dict[str,
                        [feeds[s["name"]] for s in m["inputs"]], m["outputs"], qemu_cmd(target))
 
 
-def _diff(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> dict:
-    worst_abs, worst_rel = 0.0, 0.0
-    for k, w in b.items():
-        g = a[k]
-        if g.shape != w.shape:
-            raise PackagerError(f"verification: output '{k}' has shape {g.shape} vs {w.shape}")
-        if w.size:
-            d = np.abs(g.astype(np.float64) - w.astype(np.float64))
-            worst_abs = max(worst_abs, float(np.nanmax(d)))
-            worst_rel = max(worst_rel, float(np.nanmax(d / (np.abs(w.astype(np.float64)) + 1e-6))))
-    return {"max_abs_diff": worst_abs, "max_rel_diff": worst_rel}
-
-
 def consistency(path: Path, target: str, model: onnx.ModelProto, log: Callable[[str], None]) -> dict:
     """Same seeded inputs through onnxruntime, the wasm SIMD build and this bundle's aarch64 build;
     pairwise max differences into manifest['consistency'] (and 'verification': NEON vs onnxruntime)."""
@@ -332,7 +289,7 @@ def consistency(path: Path, target: str, model: onnx.ModelProto, log: Callable[[
     names = list(results)
     for i, a in enumerate(names):
         for b in names[i + 1:]:
-            c[f"{a}_vs_{b}"] = _diff(results[a], results[b])
+            c[f"{a}_vs_{b}"] = compare(results[a], results[b])
     if runner:
         c["neon_runner"] = runner + " (emulated: correctness only, no timing)"
     c.update(notes)

@@ -35,8 +35,6 @@ def collect(ops: set[str] | None = None):
     cases = node.collect_testcases("all") if hasattr(node, "collect_testcases") else []
     out = []
     for c in cases:
-        op = c.model.graph.node[0].op_type if c.model.graph.node else "?"
-        # the op under test: the case name's op family, for multi-node cases the first node of that op
         if ops and not (ops & {n.op_type for n in c.model.graph.node}):
             continue
         out.append((c, _op_of(c)))
@@ -68,49 +66,35 @@ def _alarm(signum, frame):
     raise _Timeout()
 
 
-def run_case(case, workdir: Path, variant: str = "simd") -> tuple[str, str]:
-    from packager import load_bundle, package
+def package_case(case, out: Path) -> dict:
+    """Package a case's model into `out` as a web bundle. Inputs the packager needs at package time are
+    bound as constants (as an exporter makes them initializers). Returns the feeds left for run time;
+    raises PackagerError when the case is refused."""
+    from packager import package
     from packager.errors import NeedsConstantError, PackagerError
-    data = case.data_sets[0] if case.data_sets else None
-    if data is None:
-        return "rejected", "no data set"
-    ins, expected = data
+    ins, _ = case.data_sets[0]
     g = case.model.graph
     init_names = {i.name for i in g.initializer}
     in_names = [vi.name for vi in g.input if vi.name not in init_names]
     # sequence/optional inputs stay lists: the packager refuses their graph inputs with a clear error
-    feeds = {n: v if isinstance(v, np.ndarray) else (v if isinstance(v, list) else np.asarray(v))
-             for n, v in zip(in_names, ins)}
+    feeds = {n: v if isinstance(v, (np.ndarray, list)) else np.asarray(v) for n, v in zip(in_names, ins)}
     consts: dict[str, np.ndarray] = {}
-    out = workdir / "bundle"
-    signal.signal(signal.SIGALRM, _alarm)
-    signal.alarm(CASE_TIMEOUT_S)
-    try:
-        for _ in range(4):
-            try:
-                package(case.model, target="web", out=out, constants=consts, verify=False,
-                        input_shapes={n: tuple(v.shape) for n, v in feeds.items()
-                                      if n not in consts and isinstance(v, np.ndarray) and v.dtype.kind in "biuf"})
-                break
-            except NeedsConstantError as e:
-                new = [n for n in e.names if n in feeds and n not in consts]
-                if not new:
-                    return "rejected", str(e)
-                consts.update({n: feeds[n] for n in new})
-        else:
-            return "rejected", "too many constant inputs"
-        b = load_bundle(out, variant)
-        got = b.run({n: v for n, v in feeds.items() if n not in consts})
-    except PackagerError as e:
-        kind = "fail" if type(e).__name__ in ("RuntimeFailure",) else "rejected"
-        return kind, str(e).splitlines()[0][:300]
-    except _Timeout:
-        return "crash", f"timeout after {CASE_TIMEOUT_S}s"
-    except Exception as e:  # noqa: BLE001 - everything else is a bug to report
-        return "crash", f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
-    finally:
-        signal.alarm(0)
-    out_names = [o.name for o in g.output]
+    for _ in range(4):
+        try:
+            package(case.model, target="web", out=out, constants=consts, verify=False,
+                    input_shapes={n: tuple(v.shape) for n, v in feeds.items()
+                                  if n not in consts and isinstance(v, np.ndarray) and v.dtype.kind in "biuf"})
+            return {n: v for n, v in feeds.items() if n not in consts}
+        except NeedsConstantError as e:
+            new = [n for n in e.names if n in feeds and n not in consts]
+            if not new:
+                raise
+            consts.update({n: feeds[n] for n in new})
+    raise PackagerError("too many inputs must be bound as constants")
+
+
+def check_outputs(got: dict, expected, out_names: list[str]) -> tuple[str, str]:
+    """('pass', '') when every output matches the case's expected value, else ('fail', why)."""
     for name, want in zip(out_names, expected):
         want = np.asarray(want)
         have = got.get(name)
@@ -123,6 +107,34 @@ def run_case(case, workdir: Path, variant: str = "simd") -> tuple[str, str]:
         elif not np.array_equal(have, want):
             return "fail", f"output {name}: values differ"
     return "pass", ""
+
+
+def refusal(e: Exception) -> tuple[str, str]:
+    """A PackagerError as a status: the runtime refusing a packaged plan is a bug, anything else a rejection."""
+    return ("fail" if type(e).__name__ == "RuntimeFailure" else "rejected"), str(e).splitlines()[0][:300]
+
+
+def run_case(case, workdir: Path, variant: str = "simd") -> tuple[str, str]:
+    from packager import load_bundle
+    from packager.errors import PackagerError
+    if not case.data_sets:
+        return "rejected", "no data set"
+    _, expected = case.data_sets[0]
+    out = workdir / "bundle"
+    signal.signal(signal.SIGALRM, _alarm)
+    signal.alarm(CASE_TIMEOUT_S)
+    try:
+        feeds = package_case(case, out)
+        got = load_bundle(out, variant).run(feeds)
+    except PackagerError as e:
+        return refusal(e)
+    except _Timeout:
+        return "crash", f"timeout after {CASE_TIMEOUT_S}s"
+    except Exception as e:  # noqa: BLE001 - everything else is a bug to report
+        return "crash", f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
+    finally:
+        signal.alarm(0)
+    return check_outputs(got, expected, [o.name for o in case.model.graph.output])
 
 
 def run_all(ops: set[str] | None = None, variant: str = "simd", float32_only: bool = False,

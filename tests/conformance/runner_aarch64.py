@@ -13,79 +13,41 @@ from __future__ import annotations
 import argparse
 import json
 import signal
-import subprocess
 import sys
 import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
 
-import numpy as np
 
-from .runner import ATOL, CASE_TIMEOUT_S, RTOL, _alarm, _Timeout, collect, is_float32_case
-
-
-def _check(got: dict[str, np.ndarray], expected, out_names: list[str]) -> tuple[str, str]:
-    for name, want in zip(out_names, expected):
-        want = np.asarray(want)
-        have = got.get(name)
-        if have is None or have.shape != want.shape:
-            return "fail", f"output {name}: shape {None if have is None else have.shape} != {want.shape}"
-        if want.dtype.kind == "f":
-            if not np.allclose(have, want, rtol=RTOL, atol=ATOL, equal_nan=True):
-                err = np.nanmax(np.abs(have.astype(np.float64) - want))
-                return "fail", f"output {name}: max abs diff {err:.3g}"
-        elif not np.array_equal(have, want):
-            return "fail", f"output {name}: values differ"
-    return "pass", ""
+from .runner import CASE_TIMEOUT_S, _alarm, _Timeout, check_outputs, collect, is_float32_case, package_case, refusal
 
 
 def run_case(case, workdir: Path, cli: Path, qemu: list[str]) -> dict[str, tuple[str, str]]:
     """{'wasm': (status, why), 'aarch64': (status, why)} for one case."""
-    from packager import load_bundle, package
-    from packager.errors import NeedsConstantError, PackagerError
+    from packager import load_bundle
+    from packager.errors import PackagerError
     from packager.targets.edge import run_cli
-    data = case.data_sets[0] if case.data_sets else None
-    if data is None:
+    if not case.data_sets:
         return {"wasm": ("rejected", "no data set"), "aarch64": ("rejected", "no data set")}
-    ins, expected = data
-    g = case.model.graph
-    init_names = {i.name for i in g.initializer}
-    in_names = [vi.name for vi in g.input if vi.name not in init_names]
-    feeds = {n: v if isinstance(v, np.ndarray) else (v if isinstance(v, list) else np.asarray(v))
-             for n, v in zip(in_names, ins)}
-    consts: dict[str, np.ndarray] = {}
+    _, expected = case.data_sets[0]
     out = workdir / "bundle"
-    out_names = [o.name for o in g.output]
+    out_names = [o.name for o in case.model.graph.output]
     res: dict[str, tuple[str, str]] = {}
     signal.signal(signal.SIGALRM, _alarm)
     signal.alarm(CASE_TIMEOUT_S)
     try:
-        for _ in range(4):
-            try:
-                package(case.model, target="web", out=out, constants=consts, verify=False,
-                        input_shapes={n: tuple(v.shape) for n, v in feeds.items()
-                                      if n not in consts and isinstance(v, np.ndarray) and v.dtype.kind in "biuf"})
-                break
-            except NeedsConstantError as e:
-                new = [n for n in e.names if n in feeds and n not in consts]
-                if not new:
-                    return {k: ("rejected", str(e)) for k in ("wasm", "aarch64")}
-                consts.update({n: feeds[n] for n in new})
-        else:
-            return {k: ("rejected", "too many constant inputs") for k in ("wasm", "aarch64")}
-        run_feeds = {n: v for n, v in feeds.items() if n not in consts}
+        b_feeds = package_case(case, out)
         b = load_bundle(out, "simd")
-        run_feeds = b.check_feeds(run_feeds)
+        run_feeds = b.check_feeds(b_feeds)
         for kind, fn in (("wasm", lambda: b.run(run_feeds)),
                          ("aarch64", lambda: run_cli(out, run_feeds, b.outputs, cli=cli, qemu=qemu, timeout=CASE_TIMEOUT_S))):
             try:
-                res[kind] = _check(fn(), expected, out_names)
+                res[kind] = check_outputs(fn(), expected, out_names)
             except PackagerError as e:
-                res[kind] = ("fail" if type(e).__name__ == "RuntimeFailure" else "rejected", str(e).splitlines()[0][:300])
+                res[kind] = refusal(e)
     except PackagerError as e:
-        kind = "fail" if type(e).__name__ in ("RuntimeFailure",) else "rejected"
-        return {k: (kind, str(e).splitlines()[0][:300]) for k in ("wasm", "aarch64")}
+        return {k: refusal(e) for k in ("wasm", "aarch64")}
     except _Timeout:
         return {k: res.get(k, ("crash", f"timeout after {CASE_TIMEOUT_S}s")) for k in ("wasm", "aarch64")}
     except Exception as e:  # noqa: BLE001 - everything else is a bug to report

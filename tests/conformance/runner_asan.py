@@ -23,8 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .runner import CASE_TIMEOUT_S, _alarm, _Timeout, collect, is_float32_case
-from .runner_aarch64 import _check
+from .runner import CASE_TIMEOUT_S, _alarm, _Timeout, check_outputs, collect, is_float32_case, package_case, refusal
 
 REPO = Path(__file__).resolve().parents[2]
 ASAN_CLI = REPO / "edge" / "build" / "asan" / "edgepack-run"
@@ -69,43 +68,24 @@ def run_asan_cli(cli: Path, bundle: Path, feeds: dict[str, np.ndarray], outputs:
 
 def run_case(case, workdir: Path, cli: Path) -> dict[str, tuple[str, str]]:
     """{'wasm': (status, why), 'asan': (status, why)} for one case."""
-    from packager import load_bundle, package
-    from packager.errors import NeedsConstantError, PackagerError
-    data = case.data_sets[0] if case.data_sets else None
-    if data is None:
+    from packager import load_bundle
+    from packager.errors import PackagerError
+    if not case.data_sets:
         return {"wasm": ("rejected", "no data set"), "asan": ("rejected", "no data set")}
-    ins, expected = data
-    g = case.model.graph
-    init_names = {i.name for i in g.initializer}
-    in_names = [vi.name for vi in g.input if vi.name not in init_names]
-    feeds = {n: v if isinstance(v, np.ndarray) else (v if isinstance(v, list) else np.asarray(v))
-             for n, v in zip(in_names, ins)}
-    consts: dict[str, np.ndarray] = {}
+    _, expected = case.data_sets[0]
     out = workdir / "bundle"
-    out_names = [o.name for o in g.output]
+    out_names = [o.name for o in case.model.graph.output]
     res: dict[str, tuple[str, str]] = {}
     signal.signal(signal.SIGALRM, _alarm)
     signal.alarm(CASE_TIMEOUT_S)
     try:
-        for _ in range(4):
-            try:
-                package(case.model, target="web", out=out, constants=consts, verify=False,
-                        input_shapes={n: tuple(v.shape) for n, v in feeds.items()
-                                      if n not in consts and isinstance(v, np.ndarray) and v.dtype.kind in "biuf"})
-                break
-            except NeedsConstantError as e:
-                new = [n for n in e.names if n in feeds and n not in consts]
-                if not new:
-                    return {k: ("rejected", str(e)) for k in ("wasm", "asan")}
-                consts.update({n: feeds[n] for n in new})
-        else:
-            return {k: ("rejected", "too many constant inputs") for k in ("wasm", "asan")}
+        b_feeds = package_case(case, out)
         b = load_bundle(out, "simd")
-        run_feeds = b.check_feeds({n: v for n, v in feeds.items() if n not in consts})
+        run_feeds = b.check_feeds(b_feeds)
         try:
-            res["wasm"] = _check(b.run(run_feeds), expected, out_names)
+            res["wasm"] = check_outputs(b.run(run_feeds), expected, out_names)
         except PackagerError as e:
-            res["wasm"] = ("fail" if type(e).__name__ == "RuntimeFailure" else "rejected", str(e).splitlines()[0][:300])
+            res["wasm"] = refusal(e)
         status, why, got = run_asan_cli(cli, out, run_feeds, b.outputs, CASE_TIMEOUT_S)
         if status == "sanitizer":
             res["asan"] = ("sanitizer", why)
@@ -113,10 +93,9 @@ def run_case(case, workdir: Path, cli: Path) -> dict[str, tuple[str, str]]:
             # edgepack-run refusing what wasm refused (e.g. a data-dependent index error) is agreement
             res["asan"] = (res["wasm"][0] if res["wasm"][0] in ("fail", "rejected") else "fail", why)
         else:
-            res["asan"] = _check(got, expected, out_names)
+            res["asan"] = check_outputs(got, expected, out_names)
     except PackagerError as e:
-        kind = "fail" if type(e).__name__ == "RuntimeFailure" else "rejected"
-        return {k: res.get(k, (kind, str(e).splitlines()[0][:300])) for k in ("wasm", "asan")}
+        return {k: res.get(k, refusal(e)) for k in ("wasm", "asan")}
     except (_Timeout, subprocess.TimeoutExpired):
         return {k: res.get(k, ("crash", f"timeout after {CASE_TIMEOUT_S}s")) for k in ("wasm", "asan")}
     except Exception as e:  # noqa: BLE001 - everything else is a bug to report

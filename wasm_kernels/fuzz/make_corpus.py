@@ -78,7 +78,6 @@ def extra_models() -> list:
 class _Case:
     """A hand-made model with the shape of an ONNX backend test case."""
     def __init__(self, name: str, m) -> None:
-        from onnx import numpy_helper  # noqa: F401
         self.name, self.model = name, m
         init = {i.name for i in m.graph.initializer}
         ins = [np.zeros([d.dim_value for d in vi.type.tensor_type.shape.dim], np.float32)
@@ -87,30 +86,15 @@ class _Case:
 
 
 def package_case(case, out: Path) -> bytes | None:
-    from packager import package
-    from packager.errors import NeedsConstantError, PackagerError
+    """The case's plan, packaged exactly as the conformance runner does; None when it is refused."""
+    from tests.conformance.runner import package_case as package_like_runner
     if not case.data_sets:
         return None
-    ins, _ = case.data_sets[0]
-    g = case.model.graph
-    init = {i.name for i in g.initializer}
-    names = [vi.name for vi in g.input if vi.name not in init]
-    feeds = dict(zip(names, ins))
-    consts: dict[str, np.ndarray] = {}
-    for _ in range(4):
-        try:
-            package(case.model, target="web", out=out, constants=consts, verify=False,
-                    input_shapes={n: tuple(v.shape) for n, v in feeds.items()
-                                  if n not in consts and isinstance(v, np.ndarray) and v.dtype.kind in "biuf"})
-            return (out / "model.plan").read_bytes()
-        except NeedsConstantError as e:
-            new = [n for n in e.names if n in feeds and n not in consts]
-            if not new:
-                return None
-            consts.update({n: feeds[n] for n in new})
-        except (PackagerError, Exception):   # noqa: BLE001 - unsupported cases are simply not seeds
-            return None
-    return None
+    try:
+        package_like_runner(case, out)
+    except Exception:  # noqa: BLE001 - refused cases are simply not seeds
+        return None
+    return (out / "model.plan").read_bytes()
 
 
 def main(argv: list[str] | None = None) -> int:
