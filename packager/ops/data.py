@@ -41,16 +41,6 @@ def view(ctx: LowerCtx, src: str, shape: Sequence[int]) -> str:
     return name
 
 
-def alias(ctx: LowerCtx, out: str, src: str) -> None:
-    """`out` shares `src`'s bytes; stays a weight when src is one (ctx.alias only knows graph constants)."""
-    ctx._ensure(src)
-    t = ctx.tensors[src]
-    if t.data is not None:
-        ctx.tensors[out] = Tensor(out, t.dtype, tuple(ctx.shape(out)), t.data)
-    else:
-        ctx.alias(out, src)
-
-
 def _out_or_temp(ctx: LowerCtx, name: str, shape: Sequence[int], like: str) -> str:
     return name if name else ctx.temp(shape, ctx.dtype(like), "unused")
 
@@ -63,7 +53,7 @@ def transpose_to(ctx: LowerCtx, src: str, perm: Sequence[int], dst: str | None =
     if moved == sorted(moved):
         if dst is None:
             return view(ctx, src, out_shape)
-        alias(ctx, dst, src)
+        ctx.alias(dst, src)
         return dst
     if dst is None:
         dst = ctx.temp(out_shape, ctx.dtype(src), "tr")
@@ -128,7 +118,7 @@ def lower_concat(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     # Empty inputs contribute nothing.
     ins = [i for i in ins if ctx.shape(i)[axis] != 0] or ins[:1]
     if len(ins) == 1 and ctx.shape(ins[0]) == out_shape:
-        alias(ctx, node.output[0], ins[0])
+        ctx.alias(node.output[0], ins[0])
         return
     emit_concat(ctx, ins, node.output[0], axis)
 
@@ -228,7 +218,7 @@ def lower_slice(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     start, step, length = slice_params(shape, starts, ends, axes, steps)
     _expect_shape(ctx, node, y, length)
     if all(st == 0 and sp == 1 for st, sp in zip(start, step)) and tuple(length) == tuple(shape):
-        alias(ctx, y, x)   # the whole tensor
+        ctx.alias(y, x)   # the whole tensor
         return
     ctx.emit(Op.SLICE, [x], [y], start + step)
 
@@ -304,7 +294,7 @@ def lower_depth_space(ctx: LowerCtx, node: onnx.NodeProto) -> None:
         else:
             raise ctx.unsupported(node, f"mode {mode}")
     src = view(ctx, x, tmp)
-    alias(ctx, y, transpose_to(ctx, src, perm))
+    ctx.alias(y, transpose_to(ctx, src, perm))
 
 
 # -- Pad -------------------------------------------------------------------------------------------
@@ -353,7 +343,7 @@ def lower_pad(ctx: LowerCtx, node: onnx.NodeProto) -> None:
         raise ctx.unsupported(node, f"mode '{mode}' cannot pad an empty dimension")
     _expect_shape(ctx, node, y, out)
     if all(v == 0 for v in begin + end):
-        alias(ctx, y, x)
+        ctx.alias(y, x)
         return
     lo, hi = _value_words(ctx.dtype(x), value)
     ctx.emit(Op.PAD, [x], [y], [PAD_MODES[mode], lo, hi, *begin])
@@ -377,7 +367,7 @@ def lower_expand(ctx: LowerCtx, node: onnx.NodeProto) -> None:
         out.append(q if p == 1 else p)
     _expect_shape(ctx, node, y, out)
     if math.prod(out) == math.prod(xs):
-        alias(ctx, y, x)    # only the rank or size-1 dims change
+        ctx.alias(y, x)    # only the rank or size-1 dims change
         return
     ctx.emit(Op.EXPAND, [x], [y], [])
 
@@ -393,7 +383,7 @@ def lower_tile(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     _expect_shape(ctx, node, y, [d * v for d, v in zip(xs, reps)])
     if math.prod(reps) == 1 or math.prod(xs) == 0:
         if math.prod(xs) == math.prod(ctx.shape(y)):
-            alias(ctx, y, x)
+            ctx.alias(y, x)
             return
     # Tile = broadcast of x viewed as [1, d0, 1, d1, ...] to [r0, d0, r1, d1, ...] (dims of 1 dropped).
     vin, vout = [], []
@@ -412,4 +402,4 @@ def lower_tile(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     src = view(ctx, x, vin)
     t = ctx.temp(vout, ctx.dtype(x), "tile")
     ctx.emit(Op.EXPAND, [src], [t], [])
-    alias(ctx, y, t)
+    ctx.alias(y, t)
