@@ -68,6 +68,7 @@ class Emitted:
     params: list[int]
     scratch_bytes: int
     onnx_node: str
+    flags: int = 0          # layout.NODE_PROLOGUE: runs once at bind; its outputs live for the whole run
 
 
 @dataclass
@@ -202,7 +203,7 @@ def _load_ops() -> None:
         importlib.import_module(f"{ops.__name__}.{m.name}")
 
 
-def lower(graph: Graph, fuse: bool = True) -> LoweredPlan:
+def lower(graph: Graph, fuse: bool = True, weights_fp16: bool = False) -> LoweredPlan:
     _load_ops()
     ctx = LowerCtx(graph)
     for name in graph.inputs:
@@ -241,6 +242,9 @@ def lower(graph: Graph, fuse: bool = True) -> LoweredPlan:
             ctx.emit(Op.COPY, [o], [dst], [])
             o = dst
         out_names.append(o)
+    if weights_fp16:   # float32 weights stored as float16, widened once by prologue CASTs (packager/quantize/fp16.py)
+        from .quantize.fp16 import store_weights_fp16
+        store_weights_fp16(ctx)
     return _assemble(ctx, graph.inputs, out_names)
 
 
@@ -268,6 +272,10 @@ def _assemble(ctx: LowerCtx, inputs: list[str], outputs: list[str]) -> LoweredPl
         for n in [*e.inputs, *e.outputs]:
             if n:
                 touch(n, step)
+        if e.flags & layout.NODE_PROLOGUE:   # written once at bind, read by every run
+            for n in e.outputs:
+                touch(n, -1)
+                touch(n, n_steps)
     for name in outputs:
         touch(name, n_steps)
     # Weights: concatenated, each 64-aligned.
@@ -299,7 +307,7 @@ def _assemble(ctx: LowerCtx, inputs: list[str], outputs: list[str]) -> LoweredPl
             tensors.append(layout.TensorEntry(t.dtype, layout.ARENA, off, t.nbytes, t.shape))
             arena = max(arena, off + t.nbytes)
     nodes = [layout.NodeEntry(int(e.op), [ids[i] if i else -1 for i in e.inputs], [ids[o] for o in e.outputs],
-                              e.params, offsets.get(scratch_key.get(s, -1), 0), e.scratch_bytes)
+                              e.params, offsets.get(scratch_key.get(s, -1), 0), e.scratch_bytes, e.flags)
              for s, e in enumerate(ctx.emitted)]
     arena = (arena + layout.ALIGN - 1) // layout.ALIGN * layout.ALIGN
     plan = layout.Plan(tensors, nodes, [ids[i] for i in inputs], [ids[o] for o in outputs], bytes(weights), arena)

@@ -20,7 +20,8 @@ ARENA, WEIGHTS = 0, 1
 
 _HEADER = struct.Struct("<4s15I")          # magic + 15 u32
 _TENSOR = struct.Struct("<BBBBII8iI")      # dtype storage rank flags offset nbytes dims[8] reserved
-_NODE = struct.Struct("<HBBIIIII8x")       # op n_in n_out io_at params_at n_params scratch_off scratch_bytes reserved[2]
+_NODE = struct.Struct("<HBBIIIIII4x")      # op n_in n_out io_at params_at n_params scratch_off scratch_bytes flags reserved
+NODE_PROLOGUE = 1                          # node flag: runs once when the arena is bound (e.g. float16 weight -> float32)
 assert _HEADER.size == HEADER_BYTES and _TENSOR.size == TENSOR_BYTES and _NODE.size == NODE_BYTES
 
 
@@ -41,6 +42,7 @@ class NodeEntry:
     params: list[int]      # i32 words (floats already bit-cast)
     scratch_offset: int = 0
     scratch_bytes: int = 0
+    flags: int = 0         # NODE_PROLOGUE
 
 
 @dataclass
@@ -68,7 +70,7 @@ def encode(plan: Plan) -> bytes:
         params_at = len(ints)
         ints += list(n.params)
         node_blobs.append(_NODE.pack(n.op, len(n.inputs), len(n.outputs), io_at, params_at, len(n.params),
-                                     n.scratch_offset, n.scratch_bytes))
+                                     n.scratch_offset, n.scratch_bytes, n.flags))
     tensors_off = HEADER_BYTES
     nodes_off = tensors_off + TENSOR_BYTES * len(plan.tensors)
     ints_off = nodes_off + NODE_BYTES * len(plan.nodes)
@@ -110,9 +112,9 @@ def decode(data: bytes) -> Plan:
         tensors.append(TensorEntry(dt, st, off, nb, tuple(rest[:rank])))
     nodes = []
     for i in range(n_n):
-        op, ni, no, io_at, p_at, n_p, s_off, s_b = _NODE.unpack_from(data, n_off + i * NODE_BYTES)
+        op, ni, no, io_at, p_at, n_p, s_off, s_b, fl = _NODE.unpack_from(data, n_off + i * NODE_BYTES)
         nodes.append(NodeEntry(op, ints[io_at:io_at + ni], ints[io_at + ni:io_at + ni + no], ints[p_at:p_at + n_p],
-                               s_off, s_b))
+                               s_off, s_b, fl))
     return Plan(tensors, nodes, ints[:n_in], ints[n_in:n_in + n_out], bytes(data[w_off:w_off + w_bytes]), arena)
 
 

@@ -41,6 +41,7 @@ typedef struct {
   uint32_t n_tensors, n_nodes, n_inputs, n_outputs;
   uint32_t tensors_off, nodes_off, ints_off, ints_count, weights_off, weights_bytes;
   uint32_t inputs_at, outputs_at;
+  uint32_t n_prologue;   /* nodes [0, n_prologue) carry EP_NODE_PROLOGUE: run once by ep_bind */
   uint32_t opened;
 } ep_ctx;
 
@@ -55,11 +56,13 @@ const char *ep_status_str(ep_status s);
 /* Validate the plan and fill ctx. plan must be 64-byte aligned (weights are read in place). */
 ep_status ep_open(ep_ctx *ctx, const uint8_t *plan, uint32_t plan_bytes);
 uint32_t ep_arena_bytes(const ep_ctx *ctx);
-/* Hand the core its arena (64-byte aligned, at least ep_arena_bytes()). */
+/* Hand the core its arena (64-byte aligned, at least ep_arena_bytes()); runs the plan's prologue nodes
+ * (weights converted once, e.g. float16 -> float32), so it is called once per arena, not per run. */
 ep_status ep_bind(ep_ctx *ctx, uint8_t *arena, uint32_t arena_bytes);
 /* Run every node in plan order. Inputs must have been written to their tensors first. */
 ep_status ep_run(ep_ctx *ctx);
-/* Run one node (profiling): nodes must be run in order 0..ep_num_nodes()-1 for a correct result. */
+/* Run one node (profiling): nodes must be run in order 0..ep_num_nodes()-1 for a correct result.
+ * Prologue nodes already ran in ep_bind: for them this does nothing. */
 ep_status ep_run_node(ep_ctx *ctx, uint32_t i);
 uint32_t ep_num_nodes(const ep_ctx *ctx);
 /* Graph inputs/outputs, in manifest order: their tensor ids. */

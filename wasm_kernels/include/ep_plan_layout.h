@@ -25,6 +25,8 @@ enum { EP_STORAGE_ARENA = 0, EP_STORAGE_WEIGHTS = 1 };
 /* node entry field offsets */
 enum {
   EP_N_OP = 0, EP_N_N_IN = 2, EP_N_N_OUT = 3, EP_N_IO_AT = 4, EP_N_PARAMS_AT = 8,
-  EP_N_N_PARAMS = 12, EP_N_SCRATCH_OFF = 16, EP_N_SCRATCH_BYTES = 20, EP_N_RESERVED = 24
+  EP_N_N_PARAMS = 12, EP_N_SCRATCH_OFF = 16, EP_N_SCRATCH_BYTES = 20, EP_N_FLAGS = 24, EP_N_RESERVED = 28
 };
+/* node flags (word at EP_N_FLAGS) */
+enum { EP_NODE_PROLOGUE = 1u };   /* runs once in ep_bind (e.g. CAST of a float16 weight), skipped by ep_run */
 #endif

@@ -49,6 +49,10 @@ typedef struct {
   ep_tensor tensors[2 * EP_MAX_IO];
 } node_view;
 
+static uint32_t node_flags(const ep_ctx *c, uint32_t idx) {
+  return rd32(c->plan + c->nodes_off + EP_PLAN_NODE_BYTES * idx + EP_N_FLAGS);
+}
+
 /* Decode node `idx` with all its tensors; validates ids, arity, params and scratch bounds. */
 static ep_status decode_node(const ep_ctx *c, uint32_t idx, node_view *v, const ep_kernel **kout) {
   const uint8_t *e = c->plan + c->nodes_off + EP_PLAN_NODE_BYTES * idx;
@@ -61,7 +65,7 @@ static ep_status decode_node(const ep_ctx *c, uint32_t idx, node_view *v, const 
   uint32_t io_at = rd32(e + EP_N_IO_AT), params_at = rd32(e + EP_N_PARAMS_AT), n_params = rd32(e + EP_N_N_PARAMS);
   if (!in_bounds(io_at, (uint64_t)n->n_in + n->n_out, c->ints_count)) return EP_E_BOUNDS;
   if (!in_bounds(params_at, n_params, c->ints_count)) return EP_E_BOUNDS;
-  if (rd32(e + EP_N_RESERVED) != 0 || rd32(e + EP_N_RESERVED + 4) != 0) return EP_E_OP;
+  if ((rd32(e + EP_N_FLAGS) & ~(uint32_t)EP_NODE_PROLOGUE) != 0 || rd32(e + EP_N_RESERVED) != 0) return EP_E_OP;
   n->params = (const int32_t *)(const void *)(c->plan + c->ints_off + 4u * params_at);
   n->n_params = n_params;
   uint32_t s_off = rd32(e + EP_N_SCRATCH_OFF), s_bytes = rd32(e + EP_N_SCRATCH_BYTES);
@@ -143,6 +147,18 @@ ep_status ep_open(ep_ctx *c, const uint8_t *plan, uint32_t len) {
     if (s) return s;
     s = k->check(&v.node);
     if (s) return s;
+    /* Prologue nodes form a prefix and read only weights: they run once, before any input exists. */
+    if (node_flags(c, i) & EP_NODE_PROLOGUE) {
+      if (i != c->n_prologue) return EP_E_OP;
+      const uint32_t io_at = rd32(c->plan + c->nodes_off + EP_PLAN_NODE_BYTES * i + EP_N_IO_AT);
+      for (uint32_t j = 0; j < v.node.n_in; j++) {
+        int32_t id = int_at(c, io_at + j);
+        ep_tensor t; uint32_t storage;
+        if (id < 0) continue;
+        if (decode_tensor(c, (uint32_t)id, &t, &storage) || storage != EP_STORAGE_WEIGHTS) return EP_E_OP;
+      }
+      c->n_prologue++;
+    }
   }
   c->opened = 1;
   return EP_OK;
@@ -154,12 +170,18 @@ ep_status ep_bind(ep_ctx *c, uint8_t *arena, uint32_t bytes) {
   if (!c || !c->opened) return EP_E_STATE;
   if ((!arena && c->arena_bytes) || bytes < c->arena_bytes || ((uintptr_t)arena) % EP_PLAN_ALIGN != 0) return EP_E_ARENA;
   c->arena = arena;
+  for (uint32_t i = 0; i < c->n_prologue; i++) {   /* once per arena: e.g. float16 weights -> float32 */
+    node_view v; const ep_kernel *k;
+    ep_status s = decode_node(c, i, &v, &k);
+    if (!s) s = k->run(&v.node);
+    if (s) { c->arena = 0; return s; }
+  }
   return EP_OK;
 }
 
 ep_status ep_run(ep_ctx *c) {
   if (!c || !c->opened || (!c->arena && c->arena_bytes)) return EP_E_STATE;
-  for (uint32_t i = 0; i < c->n_nodes; i++) {
+  for (uint32_t i = c->n_prologue; i < c->n_nodes; i++) {
     node_view v; const ep_kernel *k;
     ep_status s = decode_node(c, i, &v, &k);
     if (s) return s;
@@ -172,6 +194,7 @@ ep_status ep_run(ep_ctx *c) {
 ep_status ep_run_node(ep_ctx *c, uint32_t i) {
   if (!c || !c->opened || (!c->arena && c->arena_bytes)) return EP_E_STATE;
   if (i >= c->n_nodes) return EP_E_BOUNDS;
+  if (i < c->n_prologue) return EP_OK;   /* ran in ep_bind */
   node_view v; const ep_kernel *k;
   ep_status s = decode_node(c, i, &v, &k);
   return s ? s : k->run(&v.node);

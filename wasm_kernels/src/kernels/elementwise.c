@@ -7,9 +7,11 @@
  *         i8, u8 (integers wrap; Div truncates toward zero, x/0 gives 0, INT_MIN/-1 wraps); Pow and
  *         PRelu f32; comparisons on those or bool -> bool; And/Or/Xor bool.
  * WHERE   in: Cond (bool), X, Y; out: Z. All three broadcast to Z; X, Y, Z share one dtype.
- * CAST    in: X; out: Y (same shape), between f32, i64, i32, i8, u8, bool. float -> integer
- *         truncates toward zero and saturates at the target's 64/32-bit range (NaN -> 0), then
- *         wraps to 8 bits for i8/u8; integer -> integer wraps; anything -> bool is x != 0.
+ * CAST    in: X; out: Y (same shape), between f32, i64, i32, i8, u8, bool, and f16 <-> f32. float ->
+ *         integer truncates toward zero and saturates at the target's 64/32-bit range (NaN -> 0), then
+ *         wraps to 8 bits for i8/u8; integer -> integer wraps; anything -> bool is x != 0. f16 -> f32 is
+ *         exact (subnormals, inf, NaN kept); f32 -> f16 rounds to nearest even, overflow gives inf.
+ *         (A plan's float16 weights reach f32 kernels through a prologue CAST, run once in ep_bind.)
  *
  * Broadcasting: check() validates shapes; run() collapses the iteration space (drops size-1
  * dims, merges dims that are contiguous for every operand) so the common cases become one
@@ -437,6 +439,34 @@ static int cast_dtype_ok(uint32_t d) {
   return d == EP_F32 || d == EP_I64 || d == EP_I32 || d == EP_I8 || d == EP_U8 || d == EP_BOOL;
 }
 
+/* IEEE binary16 <-> binary32 by bits (no hardware half type on the targets' baseline). */
+static uint32_t f16_to_f32_bits(uint32_t h) {
+  uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1Fu, man = h & 0x3FFu;
+  if (exp == 0x1Fu) return sign | 0x7F800000u | (man << 13);           /* inf, NaN (payload kept) */
+  if (exp != 0) return sign | ((exp + 112u) << 23) | (man << 13);        /* normal: rebias 15 -> 127 */
+  if (man == 0) return sign;                                             /* +-0 */
+  uint32_t e = 113u;                                                     /* subnormal: normalize */
+  while (!(man & 0x400u)) { man <<= 1; e--; }
+  return sign | (e << 23) | ((man & 0x3FFu) << 13);
+}
+
+static uint16_t f32_bits_to_f16(uint32_t f) {
+  uint32_t sign = (f >> 16) & 0x8000u, exp = (f >> 23) & 0xFFu, man = f & 0x7FFFFFu;
+  if (exp == 0xFFu) return (uint16_t)(sign | 0x7C00u | (man ? 0x200u | (man >> 13) : 0));
+  int32_t e = (int32_t)exp - 112;                                        /* half exponent */
+  if (e >= 31) return (uint16_t)(sign | 0x7C00u);                        /* overflow -> inf */
+  if (e <= 0) {                                                          /* subnormal half or zero */
+    if (e < -10) return (uint16_t)sign;
+    man |= 0x800000u;
+    uint32_t shift = (uint32_t)(14 - e), half = man >> shift, rem = man & ((1u << shift) - 1u), mid = 1u << (shift - 1);
+    if (rem > mid || (rem == mid && (half & 1u))) half++;
+    return (uint16_t)(sign | half);
+  }
+  uint32_t half = sign | ((uint32_t)e << 10) | (man >> 13), rem = man & 0x1FFFu;
+  if (rem > 0x1000u || (rem == 0x1000u && (half & 1u))) half++;        /* carry may roll into inf: correct */
+  return (uint16_t)half;
+}
+
 static int64_t f32_to_i64_sat(float x) {
   if (x != x) return 0;
   if (x >= 9223372036854775808.0f) return INT64_MAX;
@@ -459,6 +489,10 @@ ep_status ep_check_CAST(const ep_node *n) {
   const ep_tensor *x = n->in[0], *y = n->out[0];
   EP_CHECK(x, EP_E_SHAPE);
   EP_CHECK(ep_same_shape(x, y), EP_E_SHAPE);
+  if (x->dtype == EP_F16 || y->dtype == EP_F16) {   /* float16 only to/from float32 (or a plain copy) */
+    EP_CHECK((x->dtype == EP_F16 || x->dtype == EP_F32) && (y->dtype == EP_F16 || y->dtype == EP_F32), EP_E_DTYPE);
+    return EP_OK;
+  }
   EP_CHECK(cast_dtype_ok(x->dtype) && cast_dtype_ok(y->dtype), EP_E_DTYPE);
   return EP_OK;
 }
@@ -469,6 +503,18 @@ ep_status ep_run_CAST(const ep_node *n) {
   const uint8_t *src = x->data;
   uint8_t *dst = y->data;
   if (sd == dd) { ep_memcpy(dst, src, count * ep_dtype_size(sd)); return EP_OK; }
+  if (sd == EP_F16) {
+    const uint16_t *h = (const uint16_t *)(const void *)src;
+    uint32_t *o = (uint32_t *)(void *)dst;
+    for (uint32_t i = 0; i < count; i++) o[i] = f16_to_f32_bits(h[i]);
+    return EP_OK;
+  }
+  if (dd == EP_F16) {
+    const uint32_t *f = (const uint32_t *)(const void *)src;
+    uint16_t *o = (uint16_t *)(void *)dst;
+    for (uint32_t i = 0; i < count; i++) o[i] = f32_bits_to_f16(f[i]);
+    return EP_OK;
+  }
   if (dd == EP_F32) {
     float *o = ep_f32(y);
     if (sd == EP_U8) { for (uint32_t i = 0; i < count; i++) o[i] = (float)src[i]; }
