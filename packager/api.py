@@ -17,6 +17,7 @@ from .lower import lower
 from .model_load import load_model
 from .plan.opcodes import Op
 from .profile import check_strict_ops, explicit_attributes
+from .quantize import ImageOptions, QuantResult, quantize_step
 from .plan import layout
 from .toolchain import ensure_wasm
 
@@ -71,8 +72,12 @@ def package(model: str | os.PathLike | onnx.ModelProto, target: str = "web", out
             input_shapes: dict[str, tuple[int, ...]] | None = None,
             constants: dict[str, np.ndarray] | None = None, verify: bool = True,
             allow_domains: tuple[str, ...] = (), sign: str | os.PathLike | None = None, profile: str = "default",
-            log: Callable[[str], None] = lambda s: None) -> Path:
-    """Package an ONNX model for `target`; returns the bundle directory. See `package --help`."""
+            log: Callable[[str], None] = lambda s: None, quantize: str = "auto",
+            calibration: str | os.PathLike | dict | None = None, calibration_method: str = "minmax",
+            qdq_placement: str = "fusion-aware", labels: str | os.PathLike | np.ndarray | None = None,
+            images: "ImageOptions | None" = None, calibrate_fraction: float = 0.8) -> Path:
+    """Package an ONNX model for `target`; returns the bundle directory. See `package --help`.
+    quantize: none | fp16 | int8 | int8-dynamic | auto; calibration: DATA (docs/quantization.md)."""
     if target not in TARGETS:
         raise PackagerError(f"unknown target '{target}' (available: {', '.join(TARGETS)})")
     name = Path(model).stem if not isinstance(model, onnx.ModelProto) else (model.graph.name or "model")
@@ -86,7 +91,12 @@ def package(model: str | os.PathLike | onnx.ModelProto, target: str = "web", out
     if strict:
         check_strict_ops(graph.nodes, graph.opset)
         explicit_attributes(graph.model, graph.shapes, graph.opset)
-    lowered = lower(graph)
+    # -- precision (packager/quantize): resolve --quantize, calibrate, rewrite the graph; before lowering --
+    float_model = graph.model
+    quant = quantize_step(graph, target, quantize, calibration, labels, images, calibration_method, qdq_placement,
+                          calibrate_fraction, strict, log)
+    graph = quant.graph
+    lowered = lower(graph, weights_fp16=quant.weights_fp16)
     plan_bytes = layout.encode(lowered.plan)
     runtime = ensure_wasm()
 
@@ -108,26 +118,42 @@ def package(model: str | os.PathLike | onnx.ModelProto, target: str = "web", out
         "runtime": {v: f for v, f in WASM_VARIANTS.items()},
         "notices": graph.notices,
         "profile": {"name": profile},
+        "precision": quant.info,
     }
     if strict:
         manifest["profile"]["execution_order"] = [
             {"kernel": Op(n.op).name, "onnx_node": src} for n, src in zip(lowered.plan.nodes, lowered.node_sources)]
     if target != "web":  # edge targets: aarch64 runtime files + consistency report (packager/targets/edge.py)
         from .targets.edge import write_edge_bundle
-        path = write_edge_bundle(target, Path(out), manifest, graph.model, plan_bytes, verify=verify or strict, log=log)
+        path = write_edge_bundle(target, Path(out), manifest, quant.shipped_model(), plan_bytes,
+                                 verify=verify or strict, log=log)
+        _accuracy(path, target, float_model, quant, log)
         if sign is not None:
             from .signing import sign_bundle
             sign_bundle(path, Path(sign))
         return path
-    files: dict = {"model.onnx": graph.model.SerializeToString(), "model.plan": plan_bytes}
+    shipped = quant.shipped_model()
+    files: dict = {"model.onnx": shipped.SerializeToString(), "model.plan": plan_bytes}
     files.update({f: runtime[f] for f in WASM_VARIANTS.values()})
     path = write_bundle(Path(out), manifest, files)
     if verify or strict:
-        _verify(path, graph.model, log, strict)
+        _verify(path, shipped, log, strict)
+    _accuracy(path, target, float_model, quant, log)
     if sign is not None:   # last: the signature covers the final manifest
         from .signing import sign_bundle
         sign_bundle(path, Path(sign))
     return path
+
+
+def _accuracy(path: Path, target: str, float_model: onnx.ModelProto, quant: "QuantResult",
+              log: Callable[[str], None]) -> None:
+    """The bundle, run by its runtime, against the float32 model: manifest 'accuracy' + accuracy.md."""
+    if quant.evaluate is None:
+        return
+    from .quantize import report
+    rep = report.accuracy_report(path, target, float_model, quant.evaluate, quant.mode, quant.eval_note)
+    report.attach(path, rep, quant.info)
+    log(report.summary_line(rep))
 
 
 def _verify(path: Path, model: onnx.ModelProto, log: Callable[[str], None], strict: bool = False) -> None:

@@ -66,18 +66,67 @@ def cmd_package(argv: list[str]) -> int:
     ap.add_argument("--sign", metavar="KEY.pem", help="sign the bundle with this Ed25519 private key "
                     "(make one with: package keygen)")
     ap.add_argument("--no-verify", action="store_true", help="skip the run against onnxruntime after packaging")
+    _quant_args(ap)
     a = ap.parse_args(argv)
     out = a.out or str(Path(a.model).with_suffix("")) + ".bundle"
     t0 = time.perf_counter()
     path = package(a.model, target=a.target, out=out, input_shapes=dict(a.input_shape),
                    constants={n: _load_npy(p) for n, p in a.const}, verify=not a.no_verify, allow_domains=tuple(a.allow_domain), sign=a.sign,
                    profile=a.profile,
-                   log=lambda s: print(s, file=sys.stderr))
+                   log=lambda s: print(s, file=sys.stderr), **_quant_kwargs(a))
     m = json.loads((path / "manifest.json").read_text())
     p = m["plan"]
     print(f"{path}: {p['nodes']} kernels, arena {p['arena_bytes'] / 1024:.1f} KiB, weights "
           f"{p['weights_bytes'] / 1024:.1f} KiB, packaged in {time.perf_counter() - t0:.1f}s")
     return 0
+
+
+def _floats(s: str) -> tuple[float, ...]:
+    try:
+        return tuple(float(v) for v in s.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got '{s}'") from None
+
+
+def _size(s: str) -> tuple[int, int]:
+    parts = s.lower().split("x")
+    try:
+        h, w = (int(parts[0]), int(parts[-1])) if len(parts) in (1, 2) else (0, 0)
+    except ValueError:
+        h = w = 0
+    if h <= 0 or w <= 0:
+        raise argparse.ArgumentTypeError(f"expected HxW (e.g. 224x224) or one number, got '{s}'")
+    return h, w
+
+
+def _quant_args(ap: argparse.ArgumentParser) -> None:
+    from .quantize import CALIBRATION_METHODS, MODES, PLACEMENTS
+    q = ap.add_argument_group("precision (docs/quantization.md)")
+    q.add_argument("--quantize", default="auto", choices=MODES,
+                   help="auto (default): int8 with --calibration, else float32; fp16: weights stored as float16; "
+                        "int8: static, needs --calibration; int8-dynamic: MatMul weights, no data needed")
+    q.add_argument("--calibration", metavar="DATA", help=".npz keyed by input name (+ optional 'labels'), .npy "
+                   "(single input), or a folder of them or of images; 80%% calibrates, 20%% is held out for the "
+                   "accuracy report")
+    q.add_argument("--calibration-method", default="minmax", choices=CALIBRATION_METHODS)
+    q.add_argument("--qdq-placement", default="fusion-aware", choices=PLACEMENTS,
+                   help="fusion-aware (default): activations stay next to their Conv/Gemm/MatMul; naive: "
+                        "onnxruntime's placement (to measure the difference)")
+    q.add_argument("--labels", metavar="FILE.npy", help="class ids of the calibration samples (accuracy of both models)")
+    q.add_argument("--calibrate-fraction", type=float, default=0.8, metavar="F",
+                   help="share of the samples used to calibrate; the rest is held out (default 0.8; 1 = no split)")
+    q.add_argument("--image-size", type=_size, metavar="HxW", help="images: resize to (default: the input's size)")
+    q.add_argument("--image-mean", type=_floats, default=(0.0,), metavar="M[,M,M]",
+                   help="images: subtracted after scaling to [0, 1] (default 0)")
+    q.add_argument("--image-std", type=_floats, default=(1.0,), metavar="S[,S,S]", help="images: divisor (default 1)")
+    q.add_argument("--image-layout", default="nchw", choices=["nchw", "nhwc"])
+
+
+def _quant_kwargs(a: argparse.Namespace) -> dict:
+    from .quantize import ImageOptions
+    return {"quantize": a.quantize, "calibration": a.calibration, "calibration_method": a.calibration_method,
+            "qdq_placement": a.qdq_placement, "labels": a.labels, "calibrate_fraction": a.calibrate_fraction,
+            "images": ImageOptions(size=a.image_size, mean=a.image_mean, std=a.image_std, layout=a.image_layout)}
 
 
 def cmd_run(argv: list[str]) -> int:

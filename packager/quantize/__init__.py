@@ -1,0 +1,131 @@
+"""Precision per target: the packaging step between analysis and lowering (docs/quantization.md).
+
+    none          float32 weights and compute
+    fp16          float32 compute, weights stored as float16 (half the download)
+    int8          static int8 QDQ, calibrated on DATA (refused without it: ranges are never guessed)
+    int8-dynamic  int8 MatMul weights, activations quantized at run time (transformers; no DATA needed)
+    auto          int8 when DATA is given, else none (float32), on every target
+
+quantize_step() resolves the mode, loads and splits the calibration data, rewrites the graph and returns
+what lowering, the manifest and the accuracy report need."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+import onnx
+from onnx import helper
+
+from ..errors import PackagerError
+from .calib_data import CalibrationSet, ImageOptions, InputSpec, load_calibration
+from .ort_quant import CALIBRATION_METHODS
+
+MODES = ("none", "fp16", "int8", "int8-dynamic", "auto")
+PLACEMENTS = ("fusion-aware", "naive")
+RANDOM_EVAL_SAMPLES = 8
+__all__ = ["MODES", "PLACEMENTS", "CALIBRATION_METHODS", "ImageOptions", "QuantResult", "quantize_step",
+           "resolve_auto"]
+
+
+@dataclass
+class QuantResult:
+    graph: object                          # analyze.Graph to lower
+    mode: str                              # resolved precision
+    weights_fp16: bool
+    info: dict                             # manifest["precision"]
+    evaluate: CalibrationSet | None        # samples for the accuracy report (None: no report)
+    eval_note: str = ""
+    notices: list[str] = field(default_factory=list)
+
+    def shipped_model(self) -> onnx.ModelProto:
+        """The model.onnx the bundle carries (float16 initializers + Cast when fp16)."""
+        if self.weights_fp16:
+            from .fp16 import model_with_fp16_weights
+            return model_with_fp16_weights(self.graph.model)
+        return self.graph.model
+
+
+def resolve_auto(target: str, has_data: bool) -> tuple[str, str]:
+    """The documented default of every target (docs/quantization.md)."""
+    if has_data:
+        return "int8", f"auto on {target}: calibration data given -> int8 (4x smaller weights, int8 kernels)"
+    return "none", (f"auto on {target}: no calibration data -> float32 (int8 ranges are never guessed; "
+                    f"--quantize fp16 halves the weights, int8-dynamic suits MatMul-heavy models)")
+
+
+def input_specs(graph) -> list[InputSpec]:
+    return [InputSpec(n, tuple(graph.shapes[n]), np.dtype(helper.tensor_dtype_to_np_dtype(graph.dtypes[n])))
+            for n in graph.inputs]
+
+
+def _random_set(graph, n: int) -> CalibrationSet:
+    from ..api import random_inputs
+    specs = [{"name": s.name, "shape": list(s.shape), "dtype": s.dtype.name} for s in input_specs(graph)]
+    feeds = [random_inputs(specs, seed=i) for i in range(n)]
+    return CalibrationSet({s["name"]: np.stack([f[s["name"]] for f in feeds]) for s in specs}, None, "random")
+
+
+def quantize_step(graph, target: str, quantize: str = "auto", calibration: str | os.PathLike | dict | None = None,
+                  labels: str | os.PathLike | np.ndarray | None = None, images: ImageOptions | None = None,
+                  method: str = "minmax", placement: str = "fusion-aware", calibrate_fraction: float = 0.8,
+                  strict: bool = False, log: Callable[[str], None] = lambda s: None) -> QuantResult:
+    if quantize not in MODES:
+        raise PackagerError(f"unknown --quantize '{quantize}' (available: {', '.join(MODES)})")
+    if method not in CALIBRATION_METHODS:
+        raise PackagerError(f"unknown --calibration-method '{method}' (available: {', '.join(CALIBRATION_METHODS)})")
+    if placement not in PLACEMENTS:
+        raise PackagerError(f"unknown --qdq-placement '{placement}' (available: {', '.join(PLACEMENTS)})")
+    if not 0.0 < calibrate_fraction <= 1.0:
+        raise PackagerError(f"calibrate fraction {calibrate_fraction} must be in (0, 1]")
+    if labels is not None and calibration is None:
+        raise PackagerError("--labels needs --calibration DATA (labels belong to its samples)")
+    data = load_calibration(calibration, input_specs(graph), labels, images) if calibration is not None else None
+    mode, reason = (quantize, f"requested: {quantize}")
+    if quantize == "auto":
+        mode, reason = resolve_auto(target, data is not None)
+    if mode == "int8" and data is None:
+        raise PackagerError("--quantize int8 needs calibration data to set activation ranges, and edgepack does not "
+                            "guess them: give --calibration DATA (a .npz keyed by input name, a .npy, or a folder; "
+                            "see docs/quantization.md), or use --quantize int8-dynamic (MatMul weights) or fp16")
+    info: dict = {"mode": mode, "requested": quantize, "reason": reason, "fp16": mode == "fp16"}
+    evaluate, note = None, ""
+    if data is not None:
+        calib, evaluate, note = data.split(calibrate_fraction) if calibrate_fraction < 1.0 else \
+            (data, data, f"{data.count} samples: all calibrate and evaluate (no held-out split)")
+        info["calibration"] = {"source": data.source, "samples": data.count, "split": note,
+                               "labels": data.labels is not None}
+    elif mode != "none":
+        evaluate = _random_set(graph, RANDOM_EVAL_SAMPLES)
+        note = f"{RANDOM_EVAL_SAMPLES} seeded random inputs (no calibration data given)"
+    if mode == "none":
+        info.update(weights="float32", activations="float32")
+        return QuantResult(graph, mode, False, info, evaluate, note)
+    if mode == "fp16":
+        from .fp16 import fp16_weight_bytes
+        before, after = fp16_weight_bytes(graph.model)
+        info.update(weights="float16 (stored), float32 (computed)", activations="float32",
+                    initializer_bytes={"float32": before, "packaged": after})
+        log(f"fp16: weights {before / 2**20:.2f} MiB -> {after / 2**20:.2f} MiB")
+        return QuantResult(graph, mode, True, info, evaluate, note)
+    from ..analyze import analyze
+    from .ort_quant import quantize_int8_dynamic, quantize_int8_static
+    if mode == "int8":
+        q = quantize_int8_static(graph.model, calib, method, log)
+        info["calibration"]["method"] = method
+        info.update(weights="int8 per channel, symmetric (zero point 0)",
+                    activations="int8 per tensor, symmetric (zero point 0)")
+        if placement == "fusion-aware":
+            from .qdq_placement import fusion_aware_placement
+            q, rep = fusion_aware_placement(q)
+            log(f"qdq placement: {rep.moved} activations moved next to their Conv/Gemm/MatMul, "
+                f"{rep.pairs_removed} Q/DQ pairs removed ({rep.nodes_before} -> {rep.nodes_after} nodes)")
+            info["qdq_placement"] = dict(rep.as_dict(), mode=placement)
+        else:
+            info["qdq_placement"] = {"mode": placement}
+    else:
+        q = quantize_int8_dynamic(graph.model, log)
+        info.update(weights="int8 per tensor, symmetric (MatMul weights)",
+                    activations="uint8, quantized at run time (DynamicQuantizeLinear)")
+    return QuantResult(analyze(q, strict=strict), mode, False, info, evaluate, note)
