@@ -25,6 +25,8 @@ from .ort_quant import CALIBRATION_METHODS
 MODES = ("none", "fp16", "int8", "int8-dynamic", "auto")
 PLACEMENTS = ("fusion-aware", "naive")
 RANDOM_EVAL_SAMPLES = 8
+GUARD_SAMPLES = 4           # int8-dynamic guard: samples (calibration part, else seeded random, seeds 100+)
+GUARD_COSINE = 0.99         # ... and the worst cosine similarity to float32 it must keep
 __all__ = ["MODES", "PLACEMENTS", "CALIBRATION_METHODS", "ImageOptions", "QuantResult", "quantize_step",
            "resolve_auto"]
 
@@ -60,11 +62,26 @@ def input_specs(graph) -> list[InputSpec]:
             for n in graph.inputs]
 
 
-def _random_set(graph, n: int) -> CalibrationSet:
+def _random_set(graph, n: int, first_seed: int = 0) -> CalibrationSet:
     from ..api import random_inputs
     specs = [{"name": s.name, "shape": list(s.shape), "dtype": s.dtype.name} for s in input_specs(graph)]
-    feeds = [random_inputs(specs, seed=i) for i in range(n)]
+    feeds = [random_inputs(specs, seed=first_seed + i) for i in range(n)]
     return CalibrationSet({s["name"]: np.stack([f[s["name"]] for f in feeds]) for s in specs}, None, "random")
+
+
+def _worst_cosine(float_model: onnx.ModelProto, data: CalibrationSet) -> Callable[[onnx.ModelProto], float]:
+    """Score of a candidate model: its worst per-sample cosine similarity to the float32 model (onnxruntime)."""
+    from .report import measure, reference_session
+    reference = reference_session(float_model)
+    want = [reference(data.feed(i)) for i in range(data.count)]
+    cached = iter(want)
+
+    def score(candidate: onnx.ModelProto) -> float:
+        nonlocal cached
+        cached = iter(want)
+        outs = measure(reference_session(candidate), lambda feed: next(cached), data)
+        return min(o.get("cosine_min", 1.0) for o in outs.values())
+    return score
 
 
 def quantize_step(graph, target: str, quantize: str = "auto", calibration: str | os.PathLike | dict | None = None,
@@ -125,7 +142,9 @@ def quantize_step(graph, target: str, quantize: str = "auto", calibration: str |
         else:
             info["qdq_placement"] = {"mode": placement}
     else:
-        q = quantize_int8_dynamic(graph.model, log)
+        guard = calib if data is not None else _random_set(graph, GUARD_SAMPLES, first_seed=100)
+        q, kept = quantize_int8_dynamic(graph.model, log, _worst_cosine(graph.model, guard), GUARD_COSINE)
         info.update(weights="int8 per tensor, symmetric (MatMul weights)",
-                    activations="uint8, quantized at run time (DynamicQuantizeLinear)")
+                    activations="uint8, quantized at run time (DynamicQuantizeLinear)",
+                    guard={"min_cosine": GUARD_COSINE, "samples": guard.count, "float32_matmuls": kept})
     return QuantResult(analyze(q, strict=strict), mode, False, info, evaluate, note)

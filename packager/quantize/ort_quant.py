@@ -5,9 +5,11 @@ point 0, so a DequantizeLinear commutes with ReLU/Clip: packager/quantize/qdq_pl
 onnxruntime's MinMax, Percentile or Entropy calibrator on the calibration samples."""
 from __future__ import annotations
 
+import contextlib
 import logging
 import tempfile
 from pathlib import Path
+from typing import Callable
 
 import onnx
 
@@ -44,10 +46,17 @@ class _Reader:
         self.i = 0
 
 
-def _quiet_ort() -> None:
-    # onnxruntime.quantization logs a line per tensor and warns about pre-processing: keep `package` output short
-    logging.getLogger("onnxruntime").setLevel(logging.ERROR)
-    logging.getLogger().setLevel(max(logging.getLogger().level, logging.WARNING))
+@contextlib.contextmanager
+def _quiet_ort():
+    """onnxruntime.quantization logs through the root logger (a line per tensor, advice about pre-processing):
+    silence it while it runs, then restore the caller's level."""
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        root.setLevel(level)
 
 
 def quantize_int8_static(model: onnx.ModelProto, data: CalibrationSet, method: str = "minmax",
@@ -57,14 +66,13 @@ def quantize_int8_static(model: onnx.ModelProto, data: CalibrationSet, method: s
     from onnxruntime.quantization.shape_inference import quant_pre_process
     if method not in CALIBRATION_METHODS:
         raise PackagerError(f"unknown calibration method '{method}' (available: {', '.join(CALIBRATION_METHODS)})")
-    _quiet_ort()
     calib = {"minmax": CalibrationMethod.MinMax, "percentile": CalibrationMethod.Percentile,
              "entropy": CalibrationMethod.Entropy}[method]
 
     class Reader(_Reader, CalibrationDataReader):
         pass
 
-    with tempfile.TemporaryDirectory(prefix="edgepack-quant-") as tmp:
+    with _quiet_ort(), tempfile.TemporaryDirectory(prefix="edgepack-quant-") as tmp:
         src, pre, out = Path(tmp, "model.onnx"), Path(tmp, "pre.onnx"), Path(tmp, "qdq.onnx")
         onnx.save(_ort_model(model), src)
         try:   # shape inference + onnxruntime's basic graph cleanup: what its quantizer expects to see
@@ -88,23 +96,53 @@ def quantize_int8_static(model: onnx.ModelProto, data: CalibrationSet, method: s
         return onnx.load(str(out))
 
 
-def quantize_int8_dynamic(model: onnx.ModelProto, log=lambda s: None) -> onnx.ModelProto:
-    """MatMul weights int8 (per tensor, symmetric); activations quantized at run time
-    (DynamicQuantizeLinear + MatMulInteger). No calibration."""
+def _dynamic(model: onnx.ModelProto, tmp: Path, exclude: list[str] | None = None,
+             only: list[str] | None = None) -> onnx.ModelProto:
     from onnxruntime.quantization import QuantType, quantize_dynamic
-    _quiet_ort()
-    with tempfile.TemporaryDirectory(prefix="edgepack-quant-") as tmp:
-        src, out = Path(tmp, "model.onnx"), Path(tmp, "dyn.onnx")
-        onnx.save(_ort_model(model), src)
-        try:
-            quantize_dynamic(str(src), str(out), op_types_to_quantize=["MatMul"], per_channel=False,
-                             weight_type=QuantType.QInt8, extra_options={"MatMulConstBOnly": True})
-        except Exception as e:  # noqa: BLE001
-            raise PackagerError(f"int8-dynamic quantization failed in onnxruntime: {str(e).splitlines()[0][:300]}") from None
-        q = onnx.load(str(out))
-    n = sum(1 for node in q.graph.node if node.op_type == "MatMulInteger")
-    if n == 0:
+    out = tmp / "dyn.onnx"
+    try:
+        quantize_dynamic(model, str(out), op_types_to_quantize=["MatMul"], per_channel=False,
+                         weight_type=QuantType.QInt8, nodes_to_exclude=exclude or [], nodes_to_quantize=only or [],
+                         extra_options={"MatMulConstBOnly": True})
+    except Exception as e:  # noqa: BLE001
+        raise PackagerError(f"int8-dynamic quantization failed in onnxruntime: {str(e).splitlines()[0][:300]}") from None
+    return onnx.load(str(out))
+
+
+def quantize_int8_dynamic(model: onnx.ModelProto, log=lambda s: None,
+                          score: Callable[[onnx.ModelProto], float] | None = None,
+                          min_score: float = 0.99) -> tuple[onnx.ModelProto, list[str]]:
+    """MatMul weights int8 (per tensor, symmetric); activations quantized at run time
+    (DynamicQuantizeLinear + MatMulInteger). No calibration.
+
+    Guard: with `score` (worst cosine similarity to float32 on a few samples), MatMuls are returned to float32,
+    most harmful first (each one's harm measured alone), until the score reaches `min_score`. Returns the model
+    and the MatMuls kept in float32."""
+    src = _ort_model(model)
+    consts = {i.name for i in src.graph.initializer}
+    weighted = [n.name for n in src.graph.node if n.op_type == "MatMul" and n.input[1] in consts and n.name]
+    if not weighted:
         raise PackagerError("--quantize int8-dynamic: the model has no MatMul with a constant weight to quantize "
                             "(use int8 with calibration data for convolutional models)")
+    excluded: list[str] = []
+    with _quiet_ort(), tempfile.TemporaryDirectory(prefix="edgepack-quant-") as tmp_s:
+        tmp = Path(tmp_s)
+        q = _dynamic(src, tmp)
+        if score is not None and (s := score(q)) < min_score:
+            bar = Progress("int8-dynamic: measuring each MatMul's error", len(weighted))
+            harm = {}
+            for name in weighted:
+                harm[name] = score(_dynamic(src, tmp, only=[name]))
+                bar.step()
+            bar.close()
+            for name in sorted(weighted, key=lambda n: harm[n]):
+                excluded.append(name)
+                q = _dynamic(src, tmp, exclude=excluded)
+                s = score(q)
+                if s >= min_score:
+                    break
+            log(f"int8-dynamic: {len(excluded)} of {len(weighted)} MatMuls kept in float32 to hold cosine "
+                f">= {min_score} (reached {s:.4f})")
+    n = sum(1 for node in q.graph.node if node.op_type == "MatMulInteger")
     log(f"int8-dynamic: {n} MatMul weights quantized")
-    return q
+    return q, excluded
