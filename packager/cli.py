@@ -77,7 +77,8 @@ def cmd_package(argv: list[str]) -> int:
     m = json.loads((path / "manifest.json").read_text())
     p = m["plan"]
     print(f"{path}: {p['nodes']} kernels, arena {p['arena_bytes'] / 1024:.1f} KiB, weights "
-          f"{p['weights_bytes'] / 1024:.1f} KiB, packaged in {time.perf_counter() - t0:.1f}s")
+          f"{p['weights_bytes'] / 1024:.1f} KiB ({m.get('precision', {}).get('mode', 'none')}), "
+          f"packaged in {time.perf_counter() - t0:.1f}s")
     return 0
 
 

@@ -118,6 +118,12 @@ def quantize_step(graph, target: str, quantize: str = "auto", calibration: str |
         note = f"{RANDOM_EVAL_SAMPLES} seeded random inputs (no calibration data given)"
     if mode == "none":
         info.update(weights="float32", activations="float32")
+        if quantize == "auto" and target == "web":
+            from .fp16 import fp16_weight_bytes
+            before, after = fp16_weight_bytes(graph.model)
+            if before - after >= 1 << 20:
+                log(f"hint: --quantize fp16 would shrink the weights from {before / 2**20:.1f} MiB to "
+                    f"{after / 2**20:.1f} MiB (int8 with --calibration DATA: about a quarter)")
         return QuantResult(graph, mode, False, info, evaluate, note)
     if mode == "fp16":
         from .fp16 import fp16_weight_bytes
