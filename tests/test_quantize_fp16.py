@@ -142,3 +142,18 @@ def test_runtime_checks_node_flags(tmp_path):
     p.nodes.insert(0, p.nodes.pop(last))
     with pytest.raises(RuntimeFailure):
         WasmPlan(wasm, layout.encode(p))
+
+
+def test_fp16_bundle_in_node(tmp_path):
+    """The web runtime (web/src, under Node) binds the arena once: the prologue runs there too."""
+    from tests.test_web_node import _node_major, _node_run, _outputs
+    if _node_major() < 20:
+        pytest.skip("needs Node >= 20")
+    from packager.api import random_inputs
+    path = package(MODELS / "cifar10net.onnx", "web", tmp_path / "b", quantize="fp16", verify=False)
+    b = load_bundle(path)
+    feeds = random_inputs(b.inputs, seed=3)
+    got = _outputs(_node_run(tmp_path / "node", path, feeds, repeat=3))
+    want = b.run(feeds)
+    for k in want:
+        np.testing.assert_allclose(got[k], want[k], rtol=1e-5, atol=1e-6)
