@@ -128,3 +128,24 @@ def test_auto_resolves_per_documented_default(digits):
     assert r.mode == "none" and r.evaluate is None and not r.weights_fp16
     r = quantize_step(digits, "web", "auto", DIGITS / "digits_calibration.npz")
     assert r.mode == "int8" and r.info["calibration"]["samples"] == 200 and r.evaluate.count == 40
+
+
+def test_cli_image_folder_end_to_end(tmp_path, capsys):
+    """Real labelled digits written as PNGs in class folders -> package --calibration FOLDER (fp16): the
+    accuracy report, run through the bundle's wasm, carries both models' accuracy on the held-out part."""
+    import json
+    from PIL import Image
+    z = np.load(DIGITS / "digits_test.npz")
+    for i, (img, lab) in enumerate(zip(z["image"][:150], z["labels"][:150])):
+        d = tmp_path / "imgs" / f"class{lab}"
+        d.mkdir(parents=True, exist_ok=True)
+        Image.fromarray(np.round(img[0] * 255).astype(np.uint8), "L").save(d / f"{i}.png")
+    out = tmp_path / "bundle"
+    rc = cli.main([str(DIGITS / "digits_cnn.onnx"), "-o", str(out), "--quantize", "fp16", "--calibration",
+                   str(tmp_path / "imgs"), "--image-size", "8x8", "--image-mean", "0", "--image-std", "1"])
+    assert rc == 0, capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "accuracy (fp16 vs float32, 30 samples)" in err
+    rep = json.loads((out / "manifest.json").read_text())["accuracy"]["outputs"]["logits"]
+    assert rep["accuracy_float32"] >= 0.9 and abs(rep["accuracy_bundle"] - rep["accuracy_float32"]) <= 1 / 30
+    assert "| logits |" in (out / "accuracy.md").read_text()

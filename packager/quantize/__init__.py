@@ -11,7 +11,7 @@ what lowering, the manifest and the accuracy report need."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
@@ -39,7 +39,6 @@ class QuantResult:
     info: dict                             # manifest["precision"]
     evaluate: CalibrationSet | None        # samples for the accuracy report (None: no report)
     eval_note: str = ""
-    notices: list[str] = field(default_factory=list)
 
     def shipped_model(self) -> onnx.ModelProto:
         """The model.onnx the bundle carries (float16 initializers + Cast when fp16)."""
@@ -153,4 +152,6 @@ def quantize_step(graph, target: str, quantize: str = "auto", calibration: str |
         info.update(weights="int8 per tensor, symmetric (MatMul weights)",
                     activations="uint8, quantized at run time (DynamicQuantizeLinear)",
                     guard={"min_cosine": GUARD_COSINE, "samples": guard.count, "float32_matmuls": kept})
-    return QuantResult(analyze(q, strict=strict), mode, False, info, evaluate, note)
+    quantized = analyze(q, strict=strict)
+    quantized.notices = graph.notices + quantized.notices   # e.g. the batch dims bound before quantization
+    return QuantResult(quantized, mode, False, info, evaluate, note)
