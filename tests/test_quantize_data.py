@@ -13,7 +13,7 @@ from packager import cli
 from packager.analyze import analyze
 from packager.errors import PackagerError
 from packager.model_load import load_model
-from packager.quantize import input_specs, quantize_step
+from packager.quantize import input_specs, quantize_step, resolve_auto
 from packager.quantize.calib_data import ImageOptions, load_calibration
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -128,6 +128,9 @@ def test_auto_resolves_per_documented_default(digits):
     assert r.mode == "none" and r.evaluate is None and not r.weights_fp16
     r = quantize_step(digits, "web", "auto", DIGITS / "digits_calibration.npz")
     assert r.mode == "int8" and r.info["calibration"]["samples"] == 200 and r.evaluate.count == 40
+    minilm = load_model(ROOT / ".cache" / "models" / "minilm_like.onnx", frozenset())
+    assert resolve_auto("android", True, minilm)[0] == "int8-dynamic"      # MatMul-heavy, no Conv
+    assert resolve_auto("android", False, minilm)[0] == "none"
 
 
 def test_cli_image_folder_end_to_end(tmp_path, capsys):

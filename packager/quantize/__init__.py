@@ -4,7 +4,7 @@
     fp16          float32 compute, weights stored as float16 (half the download)
     int8          static int8 QDQ, calibrated on DATA (refused without it: ranges are never guessed)
     int8-dynamic  int8 MatMul weights, activations quantized at run time (transformers; no DATA needed)
-    auto          int8 when DATA is given, else none (float32), on every target
+    auto          with DATA: int8 (models with Conv) or int8-dynamic (MatMul-heavy, no Conv); else none
 
 quantize_step() resolves the mode, loads and splits the calibration data, rewrites the graph and returns
 what lowering, the manifest and the accuracy report need."""
@@ -48,12 +48,17 @@ class QuantResult:
         return self.graph.model
 
 
-def resolve_auto(target: str, has_data: bool) -> tuple[str, str]:
+def resolve_auto(target: str, has_data: bool, model: onnx.ModelProto) -> tuple[str, str]:
     """The documented default of every target (docs/quantization.md)."""
-    if has_data:
-        return "int8", f"auto on {target}: calibration data given -> int8 (4x smaller weights, int8 kernels)"
-    return "none", (f"auto on {target}: no calibration data -> float32 (int8 ranges are never guessed; "
-                    f"--quantize fp16 halves the weights, int8-dynamic suits MatMul-heavy models)")
+    if not has_data:
+        return "none", (f"auto on {target}: no calibration data -> float32 (int8 ranges are never guessed; "
+                        f"--quantize fp16 halves the weights, int8-dynamic suits MatMul-heavy models)")
+    consts = {i.name for i in model.graph.initializer}
+    ops = {n.op_type for n in model.graph.node}
+    if "Conv" not in ops and any(n.op_type == "MatMul" and n.input[1] in consts for n in model.graph.node):
+        return "int8-dynamic", (f"auto on {target}: MatMul weights and no Conv (a transformer) -> int8-dynamic, "
+                                f"guarded by the calibration data (static int8 loses more on attention blocks)")
+    return "int8", f"auto on {target}: calibration data given -> int8 (4x smaller weights, int8 kernels)"
 
 
 def input_specs(graph) -> list[InputSpec]:
@@ -100,7 +105,7 @@ def quantize_step(graph, target: str, quantize: str = "auto", calibration: str |
     data = load_calibration(calibration, input_specs(graph), labels, images) if calibration is not None else None
     mode, reason = (quantize, f"requested: {quantize}")
     if quantize == "auto":
-        mode, reason = resolve_auto(target, data is not None)
+        mode, reason = resolve_auto(target, data is not None, graph.model)
     if mode == "int8" and data is None:
         raise PackagerError("--quantize int8 needs calibration data to set activation ranges, and edgepack does not "
                             "guess them: give --calibration DATA (a .npz keyed by input name, a .npy, or a folder; "
@@ -147,7 +152,8 @@ def quantize_step(graph, target: str, quantize: str = "auto", calibration: str |
         else:
             info["qdq_placement"] = {"mode": placement}
     else:
-        guard = calib if data is not None else _random_set(graph, GUARD_SAMPLES, first_seed=100)
+        guard = calib.subset(np.arange(min(GUARD_SAMPLES, calib.count))) if data is not None else \
+            _random_set(graph, GUARD_SAMPLES, first_seed=100)
         q, kept = quantize_int8_dynamic(graph.model, log, _worst_cosine(graph.model, guard), GUARD_COSINE)
         info.update(weights="int8 per tensor, symmetric (MatMul weights)",
                     activations="uint8, quantized at run time (DynamicQuantizeLinear)",
