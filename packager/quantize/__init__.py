@@ -75,16 +75,14 @@ def _random_set(graph, n: int, first_seed: int = 0) -> CalibrationSet:
 
 def _worst_cosine(float_model: onnx.ModelProto, data: CalibrationSet) -> Callable[[onnx.ModelProto], float]:
     """Score of a candidate model: its worst per-sample cosine similarity to the float32 model (onnxruntime)."""
-    from .report import measure, reference_session
+    from .report import cosine, reference_session
     reference = reference_session(float_model)
     want = [reference(data.feed(i)) for i in range(data.count)]
-    cached = iter(want)
 
     def score(candidate: onnx.ModelProto) -> float:
-        nonlocal cached
-        cached = iter(want)
-        outs = measure(reference_session(candidate), lambda feed: next(cached), data)
-        return min(o.get("cosine_min", 1.0) for o in outs.values())
+        run = reference_session(candidate)
+        return min(cosine(run(data.feed(i))[k], w) for i, outs in enumerate(want) for k, w in outs.items()
+                   if w.dtype.kind == "f")
     return score
 
 

@@ -53,7 +53,7 @@ def reference_session(model: onnx.ModelProto) -> Runner:
     return lambda feeds: dict(zip(names, sess.run(names, feeds)))
 
 
-def _cos(a: np.ndarray, b: np.ndarray) -> float:
+def cosine(a: np.ndarray, b: np.ndarray) -> float:
     a, b = a.astype(np.float64).ravel(), b.astype(np.float64).ravel()
     na, nb = np.linalg.norm(a), np.linalg.norm(b)
     if na == 0 or nb == 0:
@@ -74,7 +74,7 @@ def measure(run: Runner, reference: Runner, data: CalibrationSet) -> dict:
                 d["err"].append(float(np.abs(g.astype(np.int64) - w.astype(np.int64)).max()) if w.size else 0.0)
                 continue
             d["err"].append(float(np.abs(g.astype(np.float64) - w.astype(np.float64)).max()) if w.size else 0.0)
-            d["cos"].append(_cos(g, w))
+            d["cos"].append(cosine(g, w))
             if w.ndim >= 1 and w.shape[-1] > 1:
                 rt, gt = w.reshape(-1, w.shape[-1]).argmax(-1), g.reshape(-1, g.shape[-1]).argmax(-1)
                 d["agree"] += list(rt == gt)
