@@ -57,7 +57,7 @@ def resolve_auto(target: str, has_data: bool, model: onnx.ModelProto) -> tuple[s
     ops = {n.op_type for n in model.graph.node}
     if "Conv" not in ops and any(n.op_type == "MatMul" and n.input[1] in consts for n in model.graph.node):
         return "int8-dynamic", (f"auto on {target}: MatMul weights and no Conv (a transformer) -> int8-dynamic, "
-                                f"guarded by the calibration data (static int8 loses more on attention blocks)")
+                                f"guarded by the calibration data (activation ranges measured at run time)")
     return "int8", f"auto on {target}: calibration data given -> int8 (4x smaller weights, int8 kernels)"
 
 
