@@ -29,6 +29,17 @@ DIGITS = ROOT / "demo" / "digits"
 RANDOM_SAMPLES = {"cifar10net": 100, "mobilenetv2": 100, "resnet18": 50}
 
 
+def _int8_lowering() -> bool:
+    from packager.lower import REGISTRY, _load_ops
+    _load_ops()
+    return "QuantizeLinear" in REGISTRY and "DynamicQuantizeLinear" in REGISTRY
+
+
+# The int8 kernels and QDQ lowering come from the `int8` branch: until it is merged these bundles are
+# refused by the lowering (the quantizer itself is still checked under onnxruntime below).
+needs_int8 = pytest.mark.skipif(not _int8_lowering(), reason="int8 kernels/lowering not merged yet (branch int8)")
+
+
 def _accuracy(run, data) -> float:
     hits = [int(np.argmax(next(iter(run(data.feed(i)).values())))) == int(data.labels[i, 0]) for i in range(data.count)]
     return float(np.mean(hits))
@@ -56,6 +67,7 @@ def test_digits_quantized_graph_onnxruntime():
 
 # ------------------------------------------------------------------ bundles, through the wasm runtime
 
+@needs_int8
 def test_digits_int8_bundle(tmp_path, capsys):
     out = package(DIGITS / "digits_cnn.onnx", "web", tmp_path / "digits", quantize="int8",
                   calibration=DIGITS / "digits_calibration.npz")
@@ -74,6 +86,7 @@ def test_digits_int8_bundle(tmp_path, capsys):
     assert abs(a32 - a8) <= 0.01
 
 
+@needs_int8
 @pytest.mark.parametrize("model", list(RANDOM_SAMPLES))
 def test_cnn_int8_top1_agreement(model, tmp_path, capsys):
     data = _random_images(model, RANDOM_SAMPLES[model], tmp_path / "calib.npz")
@@ -90,6 +103,7 @@ def test_cnn_int8_top1_agreement(model, tmp_path, capsys):
     assert rep["top1_agreement"] >= 0.97
 
 
+@needs_int8
 def test_minilm_int8_dynamic_cosine(tmp_path, capsys):
     out = package(MODELS / "minilm_like.onnx", "web", tmp_path / "minilm", quantize="int8-dynamic")
     m = json.loads((out / "manifest.json").read_text())
