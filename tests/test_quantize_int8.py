@@ -121,3 +121,25 @@ def test_minilm_int8_dynamic_cosine(tmp_path, capsys):
     data = CalibrationSet({i["name"]: np.stack([f[i["name"]] for f in feeds]) for i in b.inputs}, None, "random")
     again = measure(b.run, reference_session(onnx.load(MODELS / "minilm_like.onnx")), data)
     assert again["embedding"]["cosine_mean"] >= 0.98
+
+
+@needs_int8
+def test_fusion_aware_placement_in_the_runtime(tmp_path):
+    """The same calibration, both placements, through the wasm runtime: identical outputs (ReLU commutes
+    exactly), and the fusion-aware plan has no DEQUANTIZE -> ReLU -> QUANTIZE detours."""
+    from collections import Counter
+    from packager.plan import layout
+    from packager.plan.opcodes import Op
+    data = _random_images("cifar10net", 20, tmp_path / "calib.npz")
+    plans, outs = {}, {}
+    for pl in ("naive", "fusion-aware"):
+        out = package(MODELS / "cifar10net.onnx", "web", tmp_path / pl, quantize="int8", calibration=data,
+                      qdq_placement=pl, verify=False)
+        plans[pl] = Counter(Op(n.op).name for n in layout.decode((out / "model.plan").read_bytes()).nodes)
+        b = load_bundle(out)
+        x = np.random.default_rng(3).standard_normal((4, *b.inputs[0]["shape"])).astype(np.float32)
+        outs[pl] = [b.run({b.inputs[0]["name"]: xi})[b.outputs[0]["name"]] for xi in x]
+    assert plans["fusion-aware"]["UNARY"] == 0 < plans["naive"]["UNARY"]
+    assert sum(plans["fusion-aware"].values()) < sum(plans["naive"].values())
+    for a, b in zip(outs["naive"], outs["fusion-aware"]):
+        assert np.array_equal(a, b)
