@@ -41,12 +41,19 @@ def random_inputs(specs: list[dict], seed: int = 0) -> dict[str, np.ndarray]:
     return out
 
 
+QDQ_OPS = {"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"}
+
+
 def reference_run(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """onnxruntime CPU (float32 reference, all optimizations) on the same feeds."""
+    """onnxruntime CPU (float32 reference, all optimizations) on the same feeds. A QDQ model runs with graph
+    optimizations off: its Q/DQ nodes then execute as written, where the fused int8 kernels onnxruntime
+    would substitute saturate int16 pair sums on x86 CPUs without VNNI (docs/quantization.md)."""
     import onnxruntime as ort
     so = ort.SessionOptions()
     so.intra_op_num_threads = 1
     so.log_severity_level = 3
+    if any(n.op_type in QDQ_OPS for n in model.graph.node):
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     m = onnx.ModelProto()
     m.CopyFrom(model)
     m.ir_version = min(m.ir_version, ORT_MAX_IR)  # onnx writes newer IR versions than onnxruntime reads
