@@ -148,7 +148,7 @@ def test_cli_image_folder_end_to_end(tmp_path, capsys):
                    str(tmp_path / "imgs"), "--image-size", "8x8", "--image-mean", "0", "--image-std", "1"])
     assert rc == 0, capsys.readouterr().err
     err = capsys.readouterr().err
-    assert "accuracy (fp16 vs float32, 30 samples)" in err
+    assert "accuracy (fp16 vs float32, 150 samples)" in err     # fp16 calibrates nothing: all evaluate
     rep = json.loads((out / "manifest.json").read_text())["accuracy"]["outputs"]["logits"]
-    assert rep["accuracy_float32"] >= 0.9 and abs(rep["accuracy_bundle"] - rep["accuracy_float32"]) <= 1 / 30
+    assert rep["accuracy_float32"] >= 0.9 and abs(rep["accuracy_bundle"] - rep["accuracy_float32"]) <= 1 / 150
     assert "| logits |" in (out / "accuracy.md").read_text()

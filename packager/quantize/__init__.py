@@ -110,9 +110,12 @@ def quantize_step(graph, target: str, quantize: str = "auto", calibration: str |
                             "see docs/quantization.md), or use --quantize int8-dynamic (MatMul weights) or fp16")
     info: dict = {"mode": mode, "requested": quantize, "reason": reason, "fp16": mode == "fp16"}
     evaluate, note = None, ""
-    if data is not None:
+    if data is not None and mode in ("none", "fp16"):   # nothing is calibrated: every sample evaluates
+        calib, evaluate, note = data, data, f"{data.count} samples, all evaluated ({mode} needs no calibration)"
+    elif data is not None:
         calib, evaluate, note = data.split(calibrate_fraction) if calibrate_fraction < 1.0 else \
             (data, data, f"{data.count} samples: all calibrate and evaluate (no held-out split)")
+    if data is not None:
         info["calibration"] = {"source": data.source, "samples": data.count, "split": note,
                                "labels": data.labels is not None}
     elif mode != "none":
@@ -153,7 +156,7 @@ def quantize_step(graph, target: str, quantize: str = "auto", calibration: str |
         guard = calib.subset(np.arange(min(GUARD_SAMPLES, calib.count))) if data is not None else \
             _random_set(graph, GUARD_SAMPLES, first_seed=100)
         q, kept = quantize_int8_dynamic(graph.model, log, _worst_cosine(graph.model, guard), GUARD_COSINE)
-        info.update(weights="int8 per tensor, symmetric (MatMul weights)",
+        info.update(weights="int8 per tensor, symmetric, 7-bit range (MatMul weights)",
                     activations="uint8, quantized at run time (DynamicQuantizeLinear)",
                     guard={"min_cosine": GUARD_COSINE, "samples": guard.count, "float32_matmuls": kept})
     quantized = analyze(q, strict=strict)
