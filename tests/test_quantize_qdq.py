@@ -84,8 +84,10 @@ def _toy(act: str, follow: bool) -> onnx.ModelProto:
     if follow:
         nodes.append(helper.make_node("Conv", ["a", "w2"], ["y"], name="conv2"))
     shape = [1, 4 if follow else 8, 6, 6]
+    used = {i for n in nodes for i in n.input}
     g = helper.make_graph(nodes, "toy", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 6, 6])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)], inits)
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)],
+                          [i for i in inits if i.name in used])
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
 
 
