@@ -40,11 +40,15 @@ def bundle_runner(path: Path, target: str) -> tuple[Runner, str]:
 
 
 def reference_session(model: onnx.ModelProto) -> Runner:
-    """onnxruntime CPU on the float32 model: one session for every sample."""
+    """onnxruntime CPU, one session for every sample. QDQ models run with graph optimizations off, as in
+    packager.api.reference_run: their Q/DQ nodes execute as written (exact QDQ semantics)."""
     import onnxruntime as ort
+    from ..api import QDQ_OPS
     so = ort.SessionOptions()
     so.intra_op_num_threads = 1
     so.log_severity_level = 3
+    if any(n.op_type in QDQ_OPS for n in model.graph.node):
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     m = onnx.ModelProto()
     m.CopyFrom(model)
     m.ir_version = min(m.ir_version, 10)
