@@ -157,3 +157,20 @@ def test_fp16_bundle_in_node(tmp_path):
     want = b.run(feeds)
     for k in want:
         np.testing.assert_allclose(got[k], want[k], rtol=1e-5, atol=1e-6)
+
+
+def test_onnx_cast_float16_round_trip(tmp_path):
+    """ONNX Cast float32 -> float16 -> float32 lowers to the CAST kernel and matches onnxruntime bit for bit."""
+    import onnx
+    from onnx import TensorProto, helper
+    g = helper.make_graph([helper.make_node("Cast", ["x"], ["h"], to=TensorProto.FLOAT16),
+                           helper.make_node("Cast", ["h"], ["y"], to=TensorProto.FLOAT)], "cast16",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 1000])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 1000])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    b = load_bundle(package(m, "web", tmp_path / "b", quantize="none", verify=False))
+    x = (np.random.default_rng(0).standard_normal((4, 1000)) * 10.0 ** np.arange(-6, 6, 3)[:, None]).astype(np.float32)
+    got = b.run({"x": x})["y"]
+    assert np.array_equal(got, reference_session(m)({"x": x})["y"])
+    assert np.array_equal(got, x.astype(np.float16).astype(np.float32))

@@ -327,11 +327,14 @@ def lower_cast(ctx: LowerCtx, node: onnx.NodeProto) -> None:
         raise ctx.unsupported(node, "round_mode applies to float8 targets, which are not supported")
     if node.op_type == "Cast" and "to" in a:
         to = int(a["to"])
-        if to not in (1, 2, 3, 6, 7, 9):
+        if to not in (1, 2, 3, 6, 7, 9, 10):
             name = onnx.TensorProto.DataType.Name(to)
             raise ctx.unsupported(node, f"cast to {name} is not supported (float32, int64, int32, int8, uint8, "
-                                        f"bool only)")
-    ctx.check_dtypes(node, _CAST_OK, [x, out])
+                                        f"bool; float16 to and from float32)")
+    ctx.check_dtypes(node, (*_CAST_OK, np.float16), [x, out])
+    pair = {ctx.dtype(x), ctx.dtype(out)}
+    if np.dtype(np.float16) in pair and not pair <= {np.dtype(np.float16), np.dtype(np.float32)}:
+        raise ctx.unsupported(node, "float16 casts only to and from float32")
     if ctx.shape(x) != ctx.shape(out):
         raise ctx.unsupported(node, "input and output shapes differ")
     ctx.emit(Op.CAST, [x], [out])
