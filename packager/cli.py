@@ -104,8 +104,9 @@ def _quant_args(ap: argparse.ArgumentParser) -> None:
     from .quantize import CALIBRATION_METHODS, MODES, PLACEMENTS
     q = ap.add_argument_group("precision (docs/quantization.md)")
     q.add_argument("--quantize", default="auto", choices=MODES,
-                   help="auto (default): int8 with --calibration, else float32; fp16: weights stored as float16; "
-                        "int8: static, needs --calibration; int8-dynamic: MatMul weights, no data needed")
+                   help="auto (default): with --calibration int8 (int8-dynamic for MatMul models without Conv), "
+                        "else float32; fp16: weights stored as float16; int8: static, needs --calibration; "
+                        "int8-dynamic: MatMul weights, no data needed")
     q.add_argument("--calibration", metavar="DATA", help=".npz keyed by input name (+ optional 'labels'), .npy "
                    "(single input), or a folder of them or of images; 80%% calibrates, 20%% is held out for the "
                    "accuracy report")
