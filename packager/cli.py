@@ -176,6 +176,8 @@ def cmd_inspect(argv: list[str]) -> int:
         "weights_bytes": len(plan.weights),
         "files": {k: v["bytes"] for k, v in b.manifest["files"].items()},
         "verification": b.manifest.get("verification"),
+        "precision": b.manifest.get("precision", {}).get("mode", "none"),
+        "accuracy": b.manifest.get("accuracy"),
     }
     if a.json:
         print(json.dumps(info, indent=2))
@@ -195,6 +197,10 @@ def cmd_inspect(argv: list[str]) -> int:
         print(f"file     {f:<24} {kib(n)}")
     if info["verification"]:
         print(f"verified {json.dumps(info['verification'])}")
+    print(f"precision {info['precision']}")
+    if info["accuracy"]:
+        from .quantize.report import summary_line
+        print(summary_line(info["accuracy"]))
     return 0
 
 
