@@ -6,6 +6,7 @@ onnxruntime's MinMax, Percentile or Entropy calibrator on the calibration sample
 from __future__ import annotations
 
 import contextlib
+import io
 import logging
 import tempfile
 from pathlib import Path
@@ -48,13 +49,14 @@ class _Reader:
 
 @contextlib.contextmanager
 def _quiet_ort():
-    """onnxruntime.quantization logs through the root logger (a line per tensor, advice about pre-processing):
-    silence it while it runs, then restore the caller's level."""
+    """onnxruntime.quantization logs through the root logger (a line per tensor, advice about pre-processing)
+    and its histogram calibrators print to stdout: silence both while it runs, then restore the caller's."""
     root = logging.getLogger()
     level = root.level
     root.setLevel(logging.ERROR)
     try:
-        yield
+        with contextlib.redirect_stdout(io.StringIO()):
+            yield
     finally:
         root.setLevel(level)
 
