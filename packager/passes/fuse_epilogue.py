@@ -13,10 +13,12 @@ import onnx
 from onnx import helper
 
 # Activation codes shared with wasm_kernels/src/kernels/activation.h
-ACT_NONE, ACT_RELU, ACT_LEAKY_RELU, ACT_CLIP, ACT_SIGMOID, ACT_HARDSIGMOID, ACT_HARDSWISH, ACT_TANH, ACT_GELU = range(9)
+(ACT_NONE, ACT_RELU, ACT_LEAKY_RELU, ACT_CLIP, ACT_SIGMOID, ACT_HARDSIGMOID, ACT_HARDSWISH, ACT_TANH, ACT_GELU,
+ ACT_GELU_TANH) = range(10)
 HEADS = ("Conv", "Gemm")
-# What the conv/gemm epilogue computes in registers today (gemm.h); others stay separate kernels.
-EPILOGUE_ACTIVATIONS = frozenset({ACT_RELU, ACT_LEAKY_RELU, ACT_CLIP})
+# What the conv/gemm epilogues apply (gemm.h): relu/leaky_relu/clip in registers, the others through
+# ep_apply_activation (the UNARY kernel's own code, so fused and unfused give the same bits).
+EPILOGUE_ACTIVATIONS = frozenset(range(ACT_RELU, ACT_GELU_TANH + 1))
 
 
 @dataclass
@@ -53,6 +55,10 @@ def activation_of(node: onnx.NodeProto, consts: dict[str, np.ndarray], opset: in
         return ACT_HARDSWISH, []
     if t == "Tanh":
         return ACT_TANH, []
+    if t == "Gelu":
+        approx = a.get("approximate", b"none")
+        approx = approx.decode() if isinstance(approx, bytes) else approx
+        return {"none": (ACT_GELU, []), "tanh": (ACT_GELU_TANH, [])}.get(approx)
     return None
 
 
