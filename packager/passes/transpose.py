@@ -7,6 +7,7 @@ removes one (this module):
 from __future__ import annotations
 
 import onnx_ir as ir
+import onnx_ir.passes.common as common
 from onnxscript.rewriter import RewriteRuleSet
 from onnxscript.rewriter.rules.common import no_op_transpose_rule, transpose_transpose_rule
 
@@ -74,4 +75,5 @@ def push_transposes(model: ir.Model) -> int:
 def eliminate_transposes(model: ir.Model) -> ir.Model:
     while push_transposes(model) + LIBRARY_RULES.apply_to_model(model):
         pass
+    common.IdentityEliminationPass()(model)   # a cancelled pair leaves an Identity
     return model
