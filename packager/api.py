@@ -91,7 +91,7 @@ def package(model: str | os.PathLike | onnx.ModelProto, target: str = "web", out
         from .optimizer import optimize as run_optimizer, summary
         optimization = run_optimizer(graph, len(m.graph.node), keep_metadata)
         graph, reference = optimization.graph, optimization.reference
-        for line in summary(optimization.report):
+        for line in summary(optimization.report, optimization.stripped):
             log(f"optimize: {line}")
     lowered = lower(graph)
     plan_bytes = layout.encode(lowered.plan)

@@ -155,10 +155,8 @@ def cmd_inspect(argv: list[str]) -> int:
         from .optimizer import summary
         report = info["optimizations"]
         print(f"optimize {report[0]['nodes_before']} -> {report[-1]['nodes_after']} ONNX nodes")
-        for line in summary(report):
+        for line in summary(report, info["stripped"]):
             print(f"  {line}")
-        for k, v in (info["stripped"] or {}).items():
-            print(f"  stripped {k}: {v}")
     return 0
 
 
