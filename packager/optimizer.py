@@ -94,8 +94,8 @@ def optimize(graph: Graph, source_nodes: int, keep_metadata: bool = False, fuse:
         try:
             fused = onnx.ModelProto()
             fused.CopyFrom(ship)
-            fuse_graph(fused, g2.shapes, g2.consts, g2.opset)
-            lowered, ship = analyze(onnx.inliner.inline_local_functions(fused), bound), fused
+            if fuse_graph(fused, g2.shapes, g2.consts, g2.opset):
+                lowered, ship = analyze(onnx.inliner.inline_local_functions(fused), bound), fused
             report.append(_record("fuse_epilogue", FUSE_SOURCE, before, _ops(ship.graph.node)))
         except Exception as e:  # noqa: BLE001 - an optimization, never a reason to refuse a model
             report.append({"pass": "fuse_epilogue", "source": FUSE_SOURCE, "skipped": _why(e)})
