@@ -3,6 +3,9 @@ conv/gemm kernel path: im2col CONV, 1x1 direct CONV, WINOGRAD_CONV, DEPTHWISE_CO
 partial last vector, on the SIMD and scalar builds, against onnxruntime."""
 from __future__ import annotations
 
+import json
+import shutil
+
 import numpy as np
 import pytest
 from onnx import helper, numpy_helper
@@ -10,6 +13,7 @@ from onnx import helper, numpy_helper
 from packager import load_bundle, package
 from packager.api import random_inputs, reference_run
 from packager.plan import layout
+from packager.bundle import Bundle
 from packager.plan.opcodes import Op
 
 from .conftest import f32, make_model
@@ -58,3 +62,27 @@ def test_activation_fuses_into_every_head(act: str, attrs: dict, tmp_path) -> No
         feeds = random_inputs(b.inputs, seed=5)
         got, want = b.run(feeds)["y"], reference_run(model, feeds)["y"]
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5, err_msg=f"{act} [{variant}]")
+
+
+def test_fused_activations_clean_under_asan(tmp_path) -> None:
+    """The same bundles through the ASan + UBSan host build of edgepack-run (the out-of-line activation path
+    reads and writes only the tile it was given)."""
+    from .conformance import runner_asan
+    cli = runner_asan.build_cli()
+    for i, (act, attrs) in enumerate(ACTIVATIONS):
+        model = _chain(act, attrs)
+        path = package(model, out=tmp_path / f"b{i}", verify=False)
+        b = Bundle(path)
+        feeds = random_inputs(b.inputs, seed=7)
+        status, why, got = runner_asan.run_asan_cli(cli, path, feeds, b.outputs, timeout=300)
+        assert status == "ok", why
+        np.testing.assert_allclose(got["y"], reference_run(model, feeds)["y"], rtol=1e-5, atol=1e-5, err_msg=act)
+
+
+@pytest.mark.skipif(shutil.which("qemu-aarch64") is None, reason="qemu-user missing")
+def test_fused_activations_on_aarch64_under_qemu(tmp_path) -> None:
+    """pi5 bundles (NEON 6x16 GEMM + the portable kernels built for aarch64) against onnxruntime."""
+    for i, (act, attrs) in enumerate(ACTIVATIONS):
+        path = package(_chain(act, attrs), target="pi5", out=tmp_path / f"b{i}")
+        v = json.loads((path / "manifest.json").read_text())["verification"]
+        assert v["max_abs_diff"] < 1e-4, (act, v)   # FMA on NEON: ~1 ulp of outputs up to ~10
