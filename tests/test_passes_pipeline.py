@@ -108,3 +108,34 @@ def test_metadata_kept_on_request_and_training_dropout_stripped(tmp_path) -> Non
     assert m["verification"]["max_abs_diff"] == 0.0
     kept = onnx.load(str(package(model, out=tmp_path / "k", keep_metadata=True) / "model.onnx"))
     assert {p.key: p.value for p in kept.metadata_props} == {"license": "MIT"}
+
+
+def test_a_wrong_pass_is_caught_by_verification(tmp_path, monkeypatch) -> None:
+    """Verification runs onnxruntime on the graph before optimization: a pass that changes the math shows."""
+    import onnx_ir as ir
+
+    from packager import optimizer
+
+    def negate_weights(m: ir.Model) -> None:
+        for v in m.graph.initializers.values():
+            if v.name == "conv1.weight":
+                v.const_value = ir.tensor(-v.const_value.numpy())
+    monkeypatch.setattr(optimizer, "PASSES", optimizer.PASSES + [("negate", "a broken pass", negate_weights)])
+    path = package(model_path("cifar10net"), out=tmp_path / "b")
+    m = json.loads((path / "manifest.json").read_text())
+    assert m["verification"]["max_rel_diff"] > 0.1, m["verification"]   # far beyond the 1e-4 models meet
+    assert m["optimizations"][-2]["pass"] == "negate"
+
+
+def test_a_failing_pass_is_skipped_and_recorded(tmp_path, monkeypatch) -> None:
+    from packager import optimizer
+
+    def broken(m) -> None:
+        raise ValueError("cannot handle this graph")
+    monkeypatch.setattr(optimizer, "PASSES", [("broken", "raises", broken)] + optimizer.PASSES)
+    path = package(model_path("cifar10net_unfused"), out=tmp_path / "b")
+    m = json.loads((path / "manifest.json").read_text())
+    assert m["optimizations"][1] == {"pass": "broken", "source": "raises",
+                                     "skipped": "ValueError: cannot handle this graph"}
+    assert m["verification"]["max_abs_diff"] < 1e-4
+    assert "BatchNormalization" not in _ops(onnx.load(str(path / "model.onnx")))
