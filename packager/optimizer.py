@@ -59,7 +59,7 @@ def _record(name: str, source: str, before: collections.Counter, after: collecti
             "nodes_after": sum(after.values()), "changed": delta}
 
 
-def optimize(graph: Graph, source_nodes: int, keep_metadata: bool = False, fuse: bool = True) -> Optimized:
+def optimize(graph: Graph, source_nodes: int, keep_metadata: bool = False) -> Optimized:
     """Strip, run PASSES, re-analyze, fuse. `source_nodes`: the loaded model's node count (for the report)."""
     model = onnx.ModelProto()
     model.CopyFrom(graph.model)
@@ -89,16 +89,15 @@ def optimize(graph: Graph, source_nodes: int, keep_metadata: bool = False, fuse:
     report += records
     ship = g2.model
     lowered = g2
-    if fuse:
-        before = _ops(ship.graph.node)
-        try:
-            fused = onnx.ModelProto()
-            fused.CopyFrom(ship)
-            if fuse_graph(fused, g2.shapes, g2.consts, g2.opset):
-                lowered, ship = analyze(onnx.inliner.inline_local_functions(fused), bound), fused
-            report.append(_record("fuse_epilogue", FUSE_SOURCE, before, _ops(ship.graph.node)))
-        except Exception as e:  # noqa: BLE001 - an optimization, never a reason to refuse a model
-            report.append({"pass": "fuse_epilogue", "source": FUSE_SOURCE, "skipped": _why(e)})
+    before = _ops(ship.graph.node)
+    try:
+        fused = onnx.ModelProto()
+        fused.CopyFrom(ship)
+        if fuse_graph(fused, g2.shapes, g2.consts, g2.opset):
+            lowered, ship = analyze(onnx.inliner.inline_local_functions(fused), bound), fused
+        report.append(_record("fuse_epilogue", FUSE_SOURCE, before, _ops(ship.graph.node)))
+    except Exception as e:  # noqa: BLE001 - an optimization, never a reason to refuse a model
+        report.append({"pass": "fuse_epilogue", "source": FUSE_SOURCE, "skipped": _why(e)})
     stripped.update({k: v for k, v in strip_proto(ship, keep_metadata=True).items() if k not in stripped})
     lowered = dataclasses.replace(lowered, model=ship, notices=graph.notices, folded=graph.folded + g2.folded)
     return Optimized(lowered, reference, report, stripped)

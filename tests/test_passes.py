@@ -7,6 +7,7 @@ from typing import Callable
 
 import numpy as np
 import onnx
+import onnx.inliner
 import onnx_ir as ir
 import pytest
 from onnx import TensorProto, helper, numpy_helper
@@ -164,3 +165,38 @@ def test_strip_removes_docs_metadata_training_info_and_training_dropout() -> Non
     m = ir.serde.deserialize_model(model)
     eliminate_identity(m)
     assert [n.op_type for n in m.graph] == ["Relu"]
+
+
+def test_fuse_graph_functions_are_valid_onnx_that_onnxruntime_runs() -> None:
+    """Gemm+LeakyRelu (both have `alpha`: the activation's becomes act_alpha), Clip with only a max bound,
+    and the same Conv+Relu pattern called with different attributes present (the function declares their union)."""
+    from packager.analyze import analyze
+    from packager.passes.fuse_graph import DOMAIN, fuse_graph
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1], name="c1"),
+             helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], strides=[2, 2], name="c2"),
+             helper.make_node("Relu", ["c2"], ["r2"]),
+             helper.make_node("Conv", ["r2", "w3", "b3"], ["c3"], name="c3"),
+             helper.make_node("Clip", ["c3", "", "hi"], ["k"]),
+             helper.make_node("Flatten", ["k"], ["f"]),
+             helper.make_node("Gemm", ["f", "wg", "bg"], ["g"], alpha=0.5, transB=1, name="g"),
+             helper.make_node("LeakyRelu", ["g"], ["y"], alpha=0.2)]
+    inits = [_w("w1", 4, 3, 3, 3), _w("b1", 4), _w("w2", 4, 4, 1, 1), _w("b2", 4), _w("w3", 2, 4, 1, 1), _w("b3", 2),
+             numpy_helper.from_array(np.array(0.5, np.float32), "hi"), _w("wg", 5, 18), _w("bg", 5)]
+    model = make_model(nodes, [f32("x", [1, 3, 6, 6])], [f32("y", [1, 5])], inits, opset=17)
+    g = analyze(model)
+    fused = onnx.ModelProto()
+    fused.CopyFrom(g.model)
+    assert fuse_graph(fused, g.shapes, g.consts, g.opset) == 4
+    onnx.checker.check_model(fused, full_check=True)
+    assert [(n.domain, n.op_type) for n in fused.graph.node] == [
+        (DOMAIN, "Conv_Relu"), (DOMAIN, "Conv_Relu"), (DOMAIN, "Conv_Clip"), ("", "Flatten"), (DOMAIN, "Gemm_LeakyRelu")]
+    conv_relu = next(f for f in fused.functions if f.name == "Conv_Relu")
+    assert {"pads", "strides"} <= set(conv_relu.attribute)
+    gemm = fused.graph.node[-1]
+    assert {a.name: helper.get_attribute_value(a) for a in gemm.attribute} == pytest.approx(
+        {"alpha": 0.5, "transB": 1, "act_alpha": 0.2})
+    feeds = {"x": RNG.standard_normal((1, 3, 6, 6)).astype(np.float32)}
+    np.testing.assert_allclose(reference_run(fused, feeds)["y"], reference_run(model, feeds)["y"], rtol=1e-6, atol=1e-6)
+    inlined = onnx.inliner.inline_local_functions(fused)
+    assert Counter(n.op_type for n in inlined.graph.node) == Counter(n.op_type for n in model.graph.node)

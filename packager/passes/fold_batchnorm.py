@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import onnx_ir as ir
 from onnxscript.rewriter import RewriteRuleSet
+from onnxscript.rewriter._basics import MatchResult
 from onnxscript.rewriter.rules.common._fuse_batchnorm import (FuseBatchNormIntoConv, FuseBatchNormIntoConvTranspose,
                                                              FuseBatchNormIntoGemm)
 
@@ -16,7 +17,7 @@ def _inference_only(base: type) -> type:
         def check(self, context, x, inbound_out, batchnorm_out):   # type: ignore[override]
             bn = batchnorm_out.producer()
             if bn.attributes.get_int("training_mode", 0) or len(bn.outputs) > 1:
-                return super().check(context, x, inbound_out, batchnorm_out).fail("training-mode BatchNormalization")
+                return MatchResult().fail("training-mode BatchNormalization")
             return super().check(context, x, inbound_out, batchnorm_out)
     Rule.__name__ = base.__name__
     return Rule

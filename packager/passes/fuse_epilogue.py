@@ -3,7 +3,8 @@
 The fused kernel applies bias, adds the residual and runs the activation while each output tile is
 still in registers: one pass over memory instead of three. The group is emitted where its LAST node
 stood, so a residual computed after the Conv (a ResNet shortcut) is ready when the kernel runs.
-The ONNX graph shipped in the bundle is unchanged: fusion exists only in the plan."""
+The optimizer makes the same groups visible in the shipped graph as function calls (fuse_graph.py);
+lowering inlines them again and regroups with this pass, so --no-optimize bundles fuse the same way."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
