@@ -139,3 +139,36 @@ def test_a_failing_pass_is_skipped_and_recorded(tmp_path, monkeypatch) -> None:
                                      "skipped": "ValueError: cannot handle this graph"}
     assert m["verification"]["max_abs_diff"] < 1e-4
     assert "BatchNormalization" not in _ops(onnx.load(str(path / "model.onnx")))
+
+
+def test_a_bundles_model_onnx_packages_again(tmp_path) -> None:
+    """The shipped graph (fused groups as local functions) is a model edgepack itself accepts: functions
+    are inlined at load (bounded, acyclic), and the second bundle has the same plan."""
+    first = package(model_path("cifar10net_unfused"), out=tmp_path / "a")
+    second = package(first / "model.onnx", out=tmp_path / "b")
+    assert (first / "model.plan").read_bytes() == (second / "model.plan").read_bytes()
+
+
+def test_function_expansion_is_bounded_and_acyclic() -> None:
+    from packager.errors import ModelLoadError
+    from packager.model_load import MAX_INLINED_NODES, inline_functions
+    d = "my.fns"
+    # F0 = two Relus, F(i) = two calls of F(i-1): 2^21 nodes once inlined
+    fns = [helper.make_function(d, "F0", ["X"], ["Y"], [helper.make_node("Relu", ["X"], ["T"]),
+                                                        helper.make_node("Relu", ["T"], ["Y"])],
+                                [helper.make_opsetid("", 17)])]
+    for i in range(1, 21):
+        fns.append(helper.make_function(d, f"F{i}", ["X"], ["Y"],
+                                        [helper.make_node(f"F{i - 1}", ["X"], ["T"], domain=d),
+                                         helper.make_node(f"F{i - 1}", ["T"], ["Y"], domain=d)],
+                                        [helper.make_opsetid("", 17), helper.make_opsetid(d, 1)]))
+    model = make_model([helper.make_node("F20", ["x"], ["y"], domain=d)], [f32("x", [2])], [f32("y", [2])])
+    model.opset_import.append(helper.make_opsetid(d, 1))
+    model.functions.extend(fns)
+    with pytest.raises(ModelLoadError, match=f"would make {2 ** 21} nodes \\(limit {MAX_INLINED_NODES}\\)"):
+        inline_functions(model)
+    del model.functions[:]
+    model.functions.append(helper.make_function(d, "F20", ["X"], ["Y"], [helper.make_node("F20", ["X"], ["Y"], domain=d)],
+                                                [helper.make_opsetid("", 17), helper.make_opsetid(d, 1)]))
+    with pytest.raises(ModelLoadError, match="calls itself"):
+        inline_functions(model)
