@@ -23,11 +23,11 @@ def is_inference_dropout(node: ir.Node) -> bool:
     return True
 
 
-def dropout_to_identity(model: ir.Model, pred=is_inference_dropout) -> int:
-    """Replace each Dropout matching `pred` by Identity(x) (in place); returns how many."""
+def dropout_to_identity(model: ir.Model) -> int:
+    """Replace each inference Dropout by Identity(x) (in place); returns how many."""
     n = 0
     for node in list(model.graph):
-        if pred(node):
+        if is_inference_dropout(node):
             ident = ir.node("Identity", [node.inputs[0]], name=node.name)
             ir.convenience.replace_nodes_and_values(model.graph, node, [node], [ident], [node.outputs[0]],
                                                     [ident.outputs[0]])
