@@ -79,10 +79,11 @@ def package(model: str | os.PathLike | onnx.ModelProto, target: str = "web", out
             input_shapes: dict[str, tuple[int, ...]] | None = None,
             constants: dict[str, np.ndarray] | None = None, verify: bool = True,
             allow_domains: tuple[str, ...] = (), sign: str | os.PathLike | None = None, profile: str = "default",
-            log: Callable[[str], None] = lambda s: None, quantize: str = "auto",
-            calibration: str | os.PathLike | dict | None = None, calibration_method: str = "minmax",
-            qdq_placement: str = "fusion-aware", labels: str | os.PathLike | np.ndarray | None = None,
-            images: "ImageOptions | None" = None, calibrate_fraction: float = 0.8) -> Path:
+            log: Callable[[str], None] = lambda s: None, optimize: bool = True, keep_metadata: bool = False,
+            quantize: str = "auto", calibration: str | os.PathLike | dict | None = None,
+            calibration_method: str = "minmax", qdq_placement: str = "fusion-aware",
+            labels: str | os.PathLike | np.ndarray | None = None, images: "ImageOptions | None" = None,
+            calibrate_fraction: float = 0.8) -> Path:
     """Package an ONNX model for `target`; returns the bundle directory. See `package --help`.
     quantize: none | fp16 | int8 | int8-dynamic | auto; calibration: DATA (docs/quantization.md)."""
     if target not in TARGETS:
@@ -98,11 +99,20 @@ def package(model: str | os.PathLike | onnx.ModelProto, target: str = "web", out
     if strict:
         check_strict_ops(graph.nodes, graph.opset)
         explicit_attributes(graph.model, graph.shapes, graph.opset)
+    reference, optimization = graph.model, None   # verification compares with the graph before optimization
+    if optimize:
+        from .optimizer import optimize as run_optimizer, summary
+        optimization = run_optimizer(graph, len(m.graph.node), keep_metadata)
+        graph, reference = optimization.graph, optimization.reference
+        for line in summary(optimization.report, optimization.stripped):
+            log(f"optimize: {line}")
     # -- precision (packager/quantize): resolve --quantize, calibrate, rewrite the graph; before lowering --
-    float_model = graph.model
+    float_model = reference   # the accuracy report compares with the float32 model before any rewrite
     quant = quantize_step(graph, target, quantize, calibration, labels, images, calibration_method, qdq_placement,
                           calibrate_fraction, strict, log)
-    graph = quant.graph
+    graph, shipped = quant.graph, quant.shipped_model()
+    if quant.mode != "none":   # a changed precision: verify the bundle against the graph it ships
+        reference = shipped
     lowered = lower(graph, weights_fp16=quant.weights_fp16)
     plan_bytes = layout.encode(lowered.plan)
     runtime = ensure_wasm()
@@ -127,24 +137,25 @@ def package(model: str | os.PathLike | onnx.ModelProto, target: str = "web", out
         "profile": {"name": profile},
         "precision": quant.info,
     }
+    if optimization is not None:
+        manifest.update(optimizations=optimization.report, stripped=optimization.stripped)
     if strict:
         manifest["profile"]["execution_order"] = [
             {"kernel": Op(n.op).name, "onnx_node": src} for n, src in zip(lowered.plan.nodes, lowered.node_sources)]
     if target != "web":  # edge targets: aarch64 runtime files + consistency report (packager/targets/edge.py)
         from .targets.edge import write_edge_bundle
-        path = write_edge_bundle(target, Path(out), manifest, quant.shipped_model(), plan_bytes,
-                                 verify=verify or strict, log=log)
+        path = write_edge_bundle(target, Path(out), manifest, shipped, plan_bytes,
+                                 verify=verify or strict, log=log, reference=reference)
         _accuracy(path, target, float_model, quant, log)
         if sign is not None:
             from .signing import sign_bundle
             sign_bundle(path, Path(sign))
         return path
-    shipped = quant.shipped_model()
     files: dict = {"model.onnx": shipped.SerializeToString(), "model.plan": plan_bytes}
     files.update({f: runtime[f] for f in WASM_VARIANTS.values()})
     path = write_bundle(Path(out), manifest, files)
     if verify or strict:
-        _verify(path, shipped, log, strict)
+        _verify(path, reference, log, strict)
     _accuracy(path, target, float_model, quant, log)
     if sign is not None:   # last: the signature covers the final manifest
         from .signing import sign_bundle

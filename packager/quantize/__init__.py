@@ -16,6 +16,7 @@ from typing import Callable
 
 import numpy as np
 import onnx
+import onnx.inliner
 from onnx import helper
 
 from ..errors import PackagerError
@@ -139,8 +140,11 @@ def quantize_step(graph, target: str, quantize: str = "auto", calibration: str |
         return QuantResult(graph, mode, True, info, evaluate, note)
     from ..analyze import analyze
     from .ort_quant import quantize_int8_dynamic, quantize_int8_static
+    # The optimizer ships Conv/Gemm + activation groups as model-local functions (docs/optimizer.md);
+    # onnxruntime's quantizers only see top-level nodes: quantize the inlined graph.
+    src = onnx.inliner.inline_local_functions(graph.model) if graph.model.functions else graph.model
     if mode == "int8":
-        q = quantize_int8_static(graph.model, calib, method, log)
+        q = quantize_int8_static(src, calib, method, log)
         info["calibration"]["method"] = method
         info.update(weights="int8 per channel, symmetric (zero point 0)",
                     activations="int8 per tensor, symmetric (zero point 0)")
@@ -155,7 +159,7 @@ def quantize_step(graph, target: str, quantize: str = "auto", calibration: str |
     else:
         guard = calib.subset(np.arange(min(GUARD_SAMPLES, calib.count))) if data is not None else \
             _random_set(graph, GUARD_SAMPLES, first_seed=100)
-        q, kept = quantize_int8_dynamic(graph.model, log, _worst_cosine(graph.model, guard), GUARD_COSINE)
+        q, kept = quantize_int8_dynamic(src, log, _worst_cosine(src, guard), GUARD_COSINE)
         info.update(weights="int8 per tensor, symmetric, 7-bit range (MatMul weights)",
                     activations="uint8, quantized at run time (DynamicQuantizeLinear)",
                     guard={"min_cosine": GUARD_COSINE, "samples": guard.count, "float32_matmuls": kept})
