@@ -125,6 +125,11 @@ def main(argv: list[str] | None = None) -> int:
             name = hashlib.sha1(plan).hexdigest()[:16]
             seeds[f"{case.name[5:40]}-{name}.plan"] = plan
             total += len(plan)
+        # a plan with prologue nodes (node flag bit 0: float16 weights widened once in ep_bind)
+        from packager.api import package
+        fp16 = (package(extra_models()[5], "web", Path(tmp) / "fp16", quantize="fp16", verify=False) / "model.plan").read_bytes()
+        seeds[f"fp16_prologue-{hashlib.sha1(fp16).hexdigest()[:16]}.plan"] = fp16
+        total += len(fp16)
     missing = [op.name for op in Op if op.value not in per_kernel]
     a.out.mkdir(parents=True, exist_ok=True)
     for old in a.out.glob("*.plan"):
