@@ -27,16 +27,20 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
     mounts: dict[str, Path] = {}
     extensions_map = {**mimetypes.types_map, **TYPES}
 
-    def __init__(self, *a, mounts: dict[str, Path], **kw) -> None:
+    def __init__(self, *a, mounts: dict[str, Path], isolate_all: bool = False, **kw) -> None:
         self.mounts = mounts
+        self.isolate_all = isolate_all
         super().__init__(*a, **kw)
 
-    def _isolated(self) -> bool:
+    def _under_iso(self) -> bool:
         return self.path == ISOLATED or self.path.startswith(ISOLATED + "/")
+
+    def _isolated(self) -> bool:
+        return self.isolate_all or self._under_iso()
 
     def translate_path(self, path: str) -> str:
         path = path.split("?", 1)[0].split("#", 1)[0]
-        if self._isolated():
+        if self._under_iso():
             path = path[len(ISOLATED):] or "/"
         for prefix in sorted(self.mounts, key=len, reverse=True):
             p = prefix.rstrip("/")
@@ -58,16 +62,18 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
         pass
 
 
-def make_server(mounts: dict[str, Path], host: str = "127.0.0.1", port: int = 0) -> http.server.ThreadingHTTPServer:
-    """A static server over `mounts` ({'/': dir, '/edgepack': dir, ...}); call serve_forever() (in a thread)."""
-    handler = functools.partial(_Handler, mounts={k: Path(v) for k, v in mounts.items()})
+def make_server(mounts: dict[str, Path], host: str = "127.0.0.1", port: int = 0,
+                isolate_all: bool = False) -> http.server.ThreadingHTTPServer:
+    """A static server over `mounts` ({'/': dir, '/edgepack': dir, ...}); call serve_forever() (in a thread).
+    isolate_all: COOP/COEP on every response, not only under /iso/."""
+    handler = functools.partial(_Handler, mounts={k: Path(v) for k, v in mounts.items()}, isolate_all=isolate_all)
     return http.server.ThreadingHTTPServer((host, port), handler)
 
 
 @contextmanager
-def serving(mounts: dict[str, Path]) -> Iterator[str]:
+def serving(mounts: dict[str, Path], isolate_all: bool = False) -> Iterator[str]:
     """Serves mounts in a background thread; yields the base URL (http://127.0.0.1:PORT)."""
-    srv = make_server(mounts)
+    srv = make_server(mounts, isolate_all=isolate_all)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     try:
         yield f"http://127.0.0.1:{srv.server_address[1]}"
