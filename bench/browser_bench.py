@@ -53,13 +53,11 @@ LATENCY = """async ({ m, seconds, rounds, slice, threads, variant }) => {
   const runners = [['edgepack', () => s.run(epFeeds)], ['onnxruntime-web', () => o.run(ortFeeds)]];
   for (const end = performance.now() + seconds * 1000; performance.now() < end;) for (const [, f] of runners) await f();
   const rounds_ = [];
-  for (let r = 0; r < rounds; r++) {
-    const round = {};
-    for (const [k, f] of runners) {
-      const t = [];
-      const stop = performance.now() + slice * 1000;
-      do { const t0 = performance.now(); await f(); t.push(performance.now() - t0); } while (performance.now() < stop);
-      round[k] = t;
+  for (let r = 0; r < rounds; r++) {   // single runs alternating A B B A A B ..., for `slice` seconds per runtime
+    const round = { edgepack: [], 'onnxruntime-web': [] };
+    const stop = performance.now() + 2 * slice * 1000;
+    for (let i = 0; performance.now() < stop || i < 2; i++) {
+      for (const [k, f] of i % 2 ? [...runners].reverse() : runners) { const t0 = performance.now(); await f(); round[k].push(performance.now() - t0); }
     }
     rounds_.push(round);
   }
@@ -125,7 +123,7 @@ def main() -> None:
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--seconds", type=float, default=3.0, help="warm-up per model (both runtimes alternating)")
     ap.add_argument("--rounds", type=int, default=8)
-    ap.add_argument("--slice", type=float, default=0.5, help="seconds per runtime per round")
+    ap.add_argument("--slice", type=float, default=1.0, help="seconds per runtime per round")
     ap.add_argument("--load-reps", type=int, default=5)
     ap.add_argument("--load-model", default="mobilenetv2")
     ap.add_argument("--threads", type=int, default=0, help="also compare threaded (N threads each, isolated page)")
