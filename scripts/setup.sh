@@ -32,8 +32,8 @@ if [ -f bench/package.json ] && [ ! -d bench/node_modules ]; then
   echo "[setup] npm: bench deps"
   (cd bench && npm install --silent --no-audit --no-fund)
 fi
-if [ ! -x web/node_modules/.bin/tsc ] || [ ! -x web/node_modules/.bin/esbuild ]; then
-  echo "[setup] npm: web dev deps (typescript, esbuild)"
+if [ ! -x web/node_modules/.bin/tsc ] || [ ! -x web/node_modules/.bin/esbuild ] || [ ! -x web/node_modules/.bin/vite ]; then
+  echo "[setup] npm: web dev deps (typescript, esbuild, vite)"
   (cd web && npm ci --silent --no-audit --no-fund)
 fi
 

@@ -40,12 +40,15 @@ export function detectVariant() {
 
 const align = (/** @type {number} */ n, a = 64) => Math.ceil(n / a) * a;
 const isNode = typeof process !== 'undefined' && !!process.versions?.node;
+/** A Node built-in, imported only when running in Node: the specifier is a variable so that bundlers for the
+ * browser neither resolve nor shim it. @param {string} name @returns {Promise<any>} */
+const nodeModule = (name) => import(/* @vite-ignore */ /* webpackIgnore: true */ name);
 
 /** Reads one URL: file: URLs from disk in Node, anything else with fetch.
  * @param {URL} url @param {typeof fetch} [fetchFn] @returns {Promise<Uint8Array>} */
 async function readUrl(url, fetchFn) {
   if (isNode && url.protocol === 'file:') {
-    const fs = await import('node:fs/promises');
+    const fs = await nodeModule('node:fs/promises');
     try { return new Uint8Array(await fs.readFile(url)); } catch (e) {
       throw new EdgepackError(`${url}: cannot read bundle file (${/** @type {any} */ (e).code || e})`);
     }
@@ -81,7 +84,7 @@ function bundleReader(source, fetchFn) {
     const root = dir || `${s.replace(/\/+$/, '')}/`;
     return {
       read: async (name) => {
-        const fs = await import('node:fs/promises');
+        const fs = await nodeModule('node:fs/promises');
         try {
           return new Uint8Array(await fs.readFile(dir ? new URL(name, dir) : root + name));
         } catch (e) {
@@ -89,7 +92,7 @@ function bundleReader(source, fetchFn) {
         }
       },
       list: async () => {
-        const fs = await import('node:fs/promises');
+        const fs = await nodeModule('node:fs/promises');
         const ents = await fs.readdir(root, { recursive: true, withFileTypes: true });
         return ents.filter((/** @type {any} */ e) => !e.isDirectory()).map((/** @type {any} */ e) => {
           const parent = String(/** @type {any} */ (e).parentPath ?? /** @type {any} */ (e).path);
@@ -318,7 +321,7 @@ async function optionalPart(part) {
  * memory bandwidth of a phone/laptop is the limit). @returns {Promise<number>} */
 async function autoThreads() {
   let n = globalThis.navigator?.hardwareConcurrency;
-  if (!n && isNode) n = (await import('node:os')).availableParallelism();
+  if (!n && isNode) n = (await nodeModule('node:os')).availableParallelism();
   return Math.max(1, Math.min(4, n || 1));
 }
 
@@ -426,7 +429,8 @@ export async function load(source, options = {}) {
         session = new Session(t.instance, plan, manifest, v, t.memory);
       } catch (e) { t.terminate(); throw e; }
       session.features.threads = t.threads;
-      session._terminate = () => t.terminate();
+      session.variant = session.features.relaxed ? 'relaxed' : session.features.simd ? 'simd' : 'scalar';   // the threaded build's
+      session._terminate = () => { t.terminate(); };
     }
   }
   if (!session) {
