@@ -312,7 +312,7 @@ async function optionalPart(part) {
     return part === 'webgpu' ? await import('./webgpu/index.js') : await import('./threads.js');
   } catch (e) {
     const msg = String(/** @type {any} */ (e)?.message || e);
-    if (/Cannot find module|Failed to fetch dynamically imported module|ERR_MODULE_NOT_FOUND|Importing a module script failed|404/i.test(msg)) return null;
+    if (/Cannot find module|Failed to fetch dynamically imported module|error loading dynamically imported module|ERR_MODULE_NOT_FOUND|Importing a module script failed/i.test(msg)) return null;
     throw e;
   }
 }
