@@ -307,7 +307,7 @@ const BACKENDS = ['auto', 'wasm', 'webgpu'];
  * @param {'webgpu'|'threads'} part @returns {Promise<any>} the module, or null when this build lacks it */
 async function optionalPart(part) {
   try {
-    // Literal specifiers, so bundlers emit these as lazy chunks. @ts-ignore: absent from builds without them.
+    // Literal specifiers, so that bundlers emit these as lazy chunks (ts-ignore: a build may lack them).
     // @ts-ignore
     return part === 'webgpu' ? await import('./webgpu/index.js') : await import('./threads.js');
   } catch (e) {
@@ -423,14 +423,24 @@ export async function load(source, options = {}) {
     const part = why ? null : await optionalPart('threads');
     if (why || !part) notes.push(`threads: single-threaded, ${why || 'this build of the runtime has no threads.js'}`);
     else {
-      const mod = await compileWasm(read, manifest, THREADED_WASM, verify);
-      const t = await part.instantiateThreaded(mod, { threads: nThreads });
+      const mod = await compileWasm(read, manifest, THREADED_WASM, verify);   // a tampered build fails here, always
+      let t = null;
       try {
-        session = new Session(t.instance, plan, manifest, v, t.memory);
-      } catch (e) { t.terminate(); throw e; }
-      session.features.threads = t.threads;
-      session.variant = session.features.relaxed ? 'relaxed' : session.features.simd ? 'simd' : 'scalar';   // the threaded build's
-      session._terminate = () => { t.terminate(); };
+        t = await part.instantiateThreaded(mod, { threads: nThreads });
+      } catch (e) {   // e.g. no shared memory in this engine: 'auto' falls back, an explicit count fails
+        const msg = `threads: cannot start ${nThreads} threads (${/** @type {Error} */ (e).message})`;
+        if (threads !== 'auto') throw new EdgepackError(msg);
+        notes.push(`${msg}: single-threaded`);
+      }
+      if (t) {
+        try {
+          session = new Session(t.instance, plan, manifest, v, t.memory);
+        } catch (e) { t.terminate(); throw e; }
+        session.features.threads = t.threads;
+        session.variant = session.features.relaxed ? 'relaxed' : session.features.simd ? 'simd' : 'scalar';   // the threaded build's
+        const started = t;
+        session._terminate = () => { started.terminate(); };
+      }
     }
   }
   if (!session) {
