@@ -206,10 +206,11 @@ def test_matches_python_runner_and_onnxruntime(name, variant, bundles, tmp_path)
 
 
 def test_auto_picks_best_variant(bundles, tmp_path) -> None:
+    """Single-threaded (threads 'auto' may pick the threaded build, which is its own variant)."""
     bundle = _bundle(bundles, "views")
     feeds = _feeds(bundle)
-    plain = _node_run(tmp_path / "a", bundle, feeds, "auto")
-    relaxed = _node_run(tmp_path / "b", bundle, feeds, "auto", node_flags=(RELAXED_FLAG,))
+    plain = _node_run(tmp_path / "a", bundle, feeds, "auto", options={"threads": 1})
+    relaxed = _node_run(tmp_path / "b", bundle, feeds, "auto", options={"threads": 1}, node_flags=(RELAXED_FLAG,))
     assert plain["variant"] == plain["best"] and plain["variant"] in ("simd", "relaxed")
     assert relaxed["variant"] == "relaxed"
 

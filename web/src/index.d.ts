@@ -107,6 +107,8 @@ export class Session {
   runSync(feeds: Record<string, Tensor>): Record<string, OutputTensor>;
   /** Frees GPU resources and stops worker threads; the session cannot run afterwards. */
   destroy(): void;
+  /** destroy(), as a promise. */
+  close(): Promise<void>;
 }
 
 export const VARIANTS: Readonly<{ simd: 'edgepack.wasm'; scalar: 'edgepack-scalar.wasm'; relaxed: 'edgepack-relaxed.wasm' }>;

@@ -297,6 +297,11 @@ export class Session {
     this._terminate?.();
     this._terminate = null;
   }
+
+  /** destroy(), as a promise (the name onnxruntime-web's release() users and threads' first tests know). */
+  async close() {
+    this.destroy();
+  }
 }
 
 /** The threaded build's file name in a bundle (built and instantiated by threads.js). */
