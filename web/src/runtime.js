@@ -298,7 +298,7 @@ export class Session {
     this._terminate = null;
   }
 
-  /** destroy(), as a promise (the name onnxruntime-web's release() users and threads' first tests know). */
+  /** destroy(), as a promise (the name the first threads API used). */
   async close() {
     this.destroy();
   }
