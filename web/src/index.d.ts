@@ -85,8 +85,8 @@ export class EdgepackError extends Error {
 
 export class Session {
   readonly manifest: Record<string, unknown>;
-  /** the variant actually loaded */
-  readonly variant: 'simd' | 'scalar' | 'relaxed';
+  /** the wasm build actually loaded ('threads': edgepack-threads.wasm; features.simd/relaxed give its ISA) */
+  readonly variant: 'simd' | 'scalar' | 'relaxed' | 'threads';
   /** where run() executes */
   readonly backend: Backend;
   /** what the session actually uses */

@@ -1,3 +1,4 @@
+// @ts-check
 // edgepack web runtime: loads a bundle (manifest.json, model.plan, one .wasm) and runs it.
 // Mirror of packager/runtime/wasm.py + packager/bundle.py. No dependencies; Node >= 20 and browsers.
 
@@ -205,8 +206,8 @@ export class Session {
     this.notes = [];
     /** @type {{run: (feeds: Record<string, Tensor>) => Promise<any>, destroy: () => void} | null} */
     this._gpu = null;
-    /** @type {(() => void) | null} */
-    this._terminate = null;
+    /** The threaded build's workers, when it runs on them. @type {{terminate: () => unknown} | null} */
+    this._threads = null;
   }
 
   /** @param {number} end */
@@ -294,8 +295,8 @@ export class Session {
   destroy() {
     this._gpu?.destroy();
     this._gpu = null;
-    this._terminate?.();
-    this._terminate = null;
+    this._threads?.terminate();
+    this._threads = null;
   }
 
   /** destroy(), as a promise (the name the first threads API used). */
@@ -442,9 +443,8 @@ export async function load(source, options = {}) {
           session = new Session(t.instance, plan, manifest, v, t.memory);
         } catch (e) { t.terminate(); throw e; }
         session.features.threads = t.threads;
-        session.variant = session.features.relaxed ? 'relaxed' : session.features.simd ? 'simd' : 'scalar';   // the threaded build's
-        const started = t;
-        session._terminate = () => { started.terminate(); };
+        session.variant = 'threads';   // the wasm file, like bundle.py's WASM_VARIANTS; features.simd/relaxed say its ISA
+        session._threads = t;
       }
     }
   }
