@@ -33,10 +33,12 @@ ORT_DIST = REPO / "bench" / "node_modules" / "onnxruntime-web" / "dist"
 MODELS = ["mobilenetv2", "resnet18", "cifar10net", "minilm_like"]
 
 # In the page: both runtimes on one model, agreement check, warm-up by time, interleaved rounds.
-LATENCY = """async ({ m, seconds, rounds, slice, threads, variant }) => {
-  const ep = await import('/edgepack/index.js');
-  const ort = await import('/ort/ort.wasm.min.mjs');
-  ort.env.wasm.wasmPaths = location.origin + '/ort/';
+LATENCY = """async ({ m, seconds, rounds, slice, threads, variant, prefix }) => {
+  const ep = await import(prefix + '/edgepack/index.js');
+  const ort = await import(prefix + '/ort/ort.wasm.min.mjs');
+  // The same path prefix as the page: ORT's worker script must come with the page's COOP/COEP headers too,
+  // else the isolated page cannot start it and InferenceSession.create waits forever.
+  ort.env.wasm.wasmPaths = location.origin + prefix + '/ort/';
   ort.env.wasm.numThreads = threads;
   const ctors = { float32: Float32Array, int64: BigInt64Array };
   const epFeeds = {}, ortFeeds = {};
@@ -150,7 +152,8 @@ def main() -> None:
                     page = browser.new_page()
                     page.goto(url + (ISOLATED if isolated else "") + "/index.html")
                     res = page.evaluate(LATENCY, {"m": _prefix(isolated, models[n]), "seconds": a.seconds, "rounds": a.rounds,
-                                                  "slice": a.slice, "threads": threads, "variant": a.variant})
+                                                  "slice": a.slice, "threads": threads, "variant": a.variant,
+                                                  "prefix": ISOLATED if isolated else ""})
                     page.close()
                     s = dict(_summary(res), max_abs_diff=res["maxAbsDiff"], variant=res["variant"], features=res["features"],
                              notes=res["notes"], ort_threads=res["ortThreads"])
