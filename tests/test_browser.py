@@ -121,7 +121,7 @@ def print_matrix(request):
     tr = request.config.pluginmanager.getplugin("terminalreporter")
     with capture.global_and_fixture_disabled():   # fd capture would swallow it during teardown
         for line in lines:
-            tr.write_line(line)
+            tr.write_line(line) if tr is not None else print(line)
 
 
 def _bundle(site, name: str, precision: str) -> Path | str:

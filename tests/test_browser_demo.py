@@ -57,3 +57,23 @@ def test_demo_page_classifies_with_edgepack_and_onnxruntime_web(demo) -> None:
             assert r["agreement"] == 1 and r["maxAbsDiff"] < 1e-4, (name, label, r)
         if name == "digits":
             assert ep["accuracy"] >= 0.9 and ep["accuracy"] == ort["accuracy"], ep
+
+
+def test_serve_script_headers(demo) -> None:
+    """scripts/serve.py (what demo.sh tells users to run): wasm MIME type and the isolation headers."""
+    import re
+    import urllib.request
+    proc = subprocess.Popen([sys.executable, str(REPO / "scripts" / "serve.py"), str(demo), "--port", "0"],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        url = re.search(r"http://[0-9.]+:\d+/", line).group(0)
+        with urllib.request.urlopen(url) as r:
+            assert r.headers["Cross-Origin-Opener-Policy"] == "same-origin"
+            assert r.headers["Cross-Origin-Embedder-Policy"] == "require-corp"
+            assert b"edgepack" in r.read()
+        with urllib.request.urlopen(url + "models/cifar10net/bundle/edgepack.wasm") as r:
+            assert r.headers["Content-Type"] == "application/wasm" and r.read(4) == b"\0asm"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
