@@ -153,6 +153,8 @@ def package(model: str | os.PathLike | onnx.ModelProto, target: str = "web", out
         return path
     files: dict = {"model.onnx": shipped.SerializeToString(), "model.plan": plan_bytes}
     files.update({f: runtime[f] for f in WASM_VARIANTS.values()})
+    from .targets.web_npm import npm_files   # the bundle is an npm package too (package.json, index.js, .d.ts)
+    files.update(npm_files(manifest, files, signed=sign is not None))
     path = write_bundle(Path(out), manifest, files)
     if verify or strict:
         _verify(path, reference, log, strict)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The main job on a fresh machine: set up the toolchain if missing, package the demo model for the web,
-# show what the bundle holds, run it next to onnxruntime, and time it.
+# show what the bundle holds, run it next to onnxruntime, time it, and build the browser demo (edgepack and
+# onnxruntime-web side by side on cifar10net and the digits CNN).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -26,3 +27,11 @@ for name, y in got.items():
 PY
 echo; echo "== package bench $OUT"
 package bench "$OUT" --warmup 2 --seconds 3
+
+echo; echo "== web demo (demo/out): edgepack and onnxruntime-web side by side in the browser"
+python3 demo/build.py --out demo/out
+cat <<'EOF'
+
+Open the demo: serve it on localhost (application/wasm, COOP/COEP headers for threads), then browse the URL:
+    python3 scripts/serve.py demo/out          # -> http://127.0.0.1:8000/
+EOF

@@ -7,6 +7,8 @@ cd "$(dirname "$0")/.."
 APT_PKGS=(emscripten clang-19 lld-19 libclang-rt-19-dev wabt nodejs npm)  # libclang-rt: libFuzzer + sanitizers
 # edge targets (pi5, android): aarch64 cross compiler + its libc (static CLI), qemu-user for tests, JDK, zip
 APT_PKGS+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user zip)
+# browser tests and benchmarks: Playwright (pip) drives Debian's Chromium; never `playwright install`
+APT_PKGS+=(chromium)
 command -v javac >/dev/null || APT_PKGS+=(default-jdk-headless)
 missing=()
 for p in "${APT_PKGS[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
@@ -21,7 +23,7 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-if ! python3 -c 'import onnx, onnxruntime, onnx_ir, onnxscript, wasmtime, numpy, pytest, torch, PIL, packager' 2>/dev/null; then
+if ! python3 -c 'import onnx, onnxruntime, onnx_ir, onnxscript, wasmtime, numpy, pytest, torch, playwright, PIL, packager' 2>/dev/null; then
   echo "[setup] pip: edgepack (editable) + dev deps"
   python3 -m pip install -q --disable-pip-version-check -e '.[dev]'
 fi
@@ -29,6 +31,10 @@ fi
 if [ -f bench/package.json ] && [ ! -d bench/node_modules ]; then
   echo "[setup] npm: bench deps"
   (cd bench && npm install --silent --no-audit --no-fund)
+fi
+if [ ! -x web/node_modules/.bin/tsc ] || [ ! -x web/node_modules/.bin/esbuild ] || [ ! -x web/node_modules/.bin/vite ]; then
+  echo "[setup] npm: web dev deps (typescript, esbuild, vite)"
+  (cd web && npm ci --silent --no-audit --no-fund)
 fi
 
 MODELS=(cifar10net cifar10net_unfused mobilenetv2 resnet18 minilm_like)

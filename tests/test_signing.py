@@ -62,7 +62,7 @@ def test_any_single_byte_flip_refused(signed, tmp_path: Path) -> None:
     path, pub = signed
     rng = random.Random(3)
     copy = tmp_path / "c"
-    files = sorted(p.name for p in path.iterdir())
+    files = sorted(p.relative_to(path).as_posix() for p in path.rglob("*") if p.is_file())   # runtime/ too
     tried = 0
     for name in files:
         size = (path / name).stat().st_size

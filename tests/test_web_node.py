@@ -6,6 +6,7 @@ yet) is skipped, so the test covers more as kernel families arrive."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -42,7 +43,7 @@ const { load, detectVariant } = await import(job.runtime);
 const res = { best: detectVariant() };
 try {
   const s = await load(job.bundle, job.options);
-  res.variant = s.variant; res.vec = s.vec;
+  res.variant = s.variant; res.vec = s.vec; res.backend = s.backend; res.features = s.features; res.notes = s.notes;
   const feeds = {};
   for (const [name, f] of Object.entries(job.feeds)) {
     const b = readFileSync(f.file);
@@ -58,6 +59,7 @@ try {
     writeFileSync(file, new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength));
     res.outputs[name] = { file, dims: t.dims, dtype: t.dtype, ctor: t.data.constructor.name };
   }
+  s.destroy();
   res.ok = true;
 } catch (e) {
   res.ok = false; res.error = e.message; res.error_name = e.name; res.status = e.status ?? null;
@@ -68,7 +70,7 @@ console.log(JSON.stringify(res));
 CTORS = {"float32": "Float32Array", "int64": "BigInt64Array", "int32": "Int32Array", "bool": "Uint8Array"}
 
 
-def _node_run(tmp: Path, bundle: Path, feeds: dict[str, np.ndarray], variant: str = "auto",
+def _node_run(tmp: Path, bundle: Path | str | dict, feeds: dict[str, np.ndarray], variant: str = "auto",
               ctor: dict[str, str] | None = None, dims: dict[str, list] | None = None,
               options: dict | None = None, node_flags: tuple[str, ...] = (), repeat: int = 1) -> dict:
     tmp.mkdir(parents=True, exist_ok=True)
@@ -79,7 +81,7 @@ def _node_run(tmp: Path, bundle: Path, feeds: dict[str, np.ndarray], variant: st
         f.write_bytes(np.ascontiguousarray(a).tobytes())
         job_feeds[name] = {"file": str(f), "ctor": (ctor or {}).get(name) or CTORS[a.dtype.name],
                            "dims": (dims or {}).get(name, list(a.shape))}
-    job = {"runtime": RUNTIME.as_uri(), "bundle": str(bundle), "options": dict(options or {}, variant=variant),
+    job = {"runtime": RUNTIME.as_uri(), "bundle": bundle if isinstance(bundle, dict) else str(bundle), "options": dict(options or {}, variant=variant),
            "feeds": job_feeds, "out_dir": str(tmp), "repeat": repeat}
     (tmp / "job.json").write_text(json.dumps(job))
     r = subprocess.run(["node", *node_flags, str(tmp / "driver.mjs"), str(tmp / "job.json")],
@@ -192,7 +194,8 @@ def test_matches_python_runner_and_onnxruntime(name, variant, bundles, tmp_path)
     got = _outputs(res)
     if variant != "auto":
         assert res["variant"] == variant
-    b = load_bundle(bundle, variant if variant != "auto" else res["variant"])
+    # 'auto' may run the threaded build ('threads'): the same SIMD128 kernels as the single-threaded build
+    b = load_bundle(bundle, variant if variant != "auto" else {"threads": "simd"}.get(res["variant"], res["variant"]))
     py = b.run(feeds)
     want = reference_run(onnx.load(str(bundle / "model.onnx")), feeds)
     assert set(got) == set(py) == set(want)
@@ -204,10 +207,11 @@ def test_matches_python_runner_and_onnxruntime(name, variant, bundles, tmp_path)
 
 
 def test_auto_picks_best_variant(bundles, tmp_path) -> None:
+    """Single-threaded (threads 'auto' may pick the threaded build, which is its own variant)."""
     bundle = _bundle(bundles, "views")
     feeds = _feeds(bundle)
-    plain = _node_run(tmp_path / "a", bundle, feeds, "auto")
-    relaxed = _node_run(tmp_path / "b", bundle, feeds, "auto", node_flags=(RELAXED_FLAG,))
+    plain = _node_run(tmp_path / "a", bundle, feeds, "auto", options={"threads": 1})
+    relaxed = _node_run(tmp_path / "b", bundle, feeds, "auto", options={"threads": 1}, node_flags=(RELAXED_FLAG,))
     assert plain["variant"] == plain["best"] and plain["variant"] in ("simd", "relaxed")
     assert relaxed["variant"] == "relaxed"
 
@@ -332,3 +336,48 @@ def test_bundle_for_another_target_is_refused(bundles, tmp_path) -> None:
     cli = REPO / "edge" / "build" / "host" / "edgepack-run"
     r = subprocess.run([str(cli), str(tmp_path / "android"), "--info"], capture_output=True, text=True)
     assert r.returncode == 3 and "packaged for target 'android'" in r.stderr
+
+
+def test_backend_features_and_notes_in_node(bundles, tmp_path) -> None:
+    """Defaults: wasm (Node has no WebGPU), the features the core reports, threads where the bundle has a threaded
+    build (Node always has shared memory), else single-threaded with a note saying why."""
+    bundle = _bundle(bundles, "add_relu")
+    feeds = _feeds(bundle)
+    res = _node_run(tmp_path, bundle, feeds, "auto", options={"backend": "auto", "threads": "auto"})
+    got = _outputs(res)
+    np.testing.assert_array_equal(got["y"], load_bundle(bundle).run(feeds)["y"])
+    f = res["features"]
+    assert res["backend"] == "wasm" and f["webgpu"] is False and f["f16"] is False
+    assert f["simd"] == (res["variant"] != "scalar")
+    if res["variant"] != "threads":
+        assert f["relaxed"] == (res["variant"] == "relaxed")
+    threaded = "edgepack-threads.wasm" in json.loads((bundle / "manifest.json").read_text())["files"]
+    if threaded:
+        assert f["threads"] >= 2 or (os.cpu_count() or 1) == 1, res   # 'auto' = the cores there are (at most 4)
+    else:
+        assert f["threads"] == 1 and any("no threaded build" in n for n in res["notes"]), res["notes"]
+    one = _node_run(tmp_path / "one", bundle, feeds, "simd", options={"threads": 1})
+    assert one["features"]["threads"] == 1 and one["notes"] == []
+
+
+def test_backend_and_threads_options_refused_clearly(bundles, tmp_path) -> None:
+    bundle = _bundle(bundles, "views")
+    feeds = _feeds(bundle)
+    e = _err(_node_run(tmp_path / "1", bundle, feeds, options={"backend": "webgpu"}))
+    assert e.startswith("backend 'webgpu': ") and ("no WebGPU backend" in e or "not available here" in e), e
+    assert "unknown backend 'cuda'" in _err(_node_run(tmp_path / "2", bundle, feeds, options={"backend": "cuda"}))
+    assert "threads must be 'auto' or an integer" in _err(_node_run(tmp_path / "3", bundle, feeds, options={"threads": 0}))
+    e = _err(_node_run(tmp_path / "4", bundle, feeds, "scalar", options={"threads": 4}))
+    assert "cannot be combined with variant 'scalar'" in e
+
+
+def test_file_map_source(bundles, tmp_path) -> None:
+    """What an npm-packaged bundle's index.js passes: each file by URL."""
+    bundle = _bundle(bundles, "views")
+    feeds = _feeds(bundle)
+    files = {n: (bundle / n).as_uri() for n in ("manifest.json", "model.plan", "edgepack.wasm", "edgepack-scalar.wasm")}
+    got = _outputs(_node_run(tmp_path / "ok", files, feeds, "simd"))
+    for k, want in load_bundle(bundle).run(feeds).items():
+        np.testing.assert_array_equal(got[k], want)
+    del files["model.plan"]
+    assert "model.plan: not in the bundle's file map" in _err(_node_run(tmp_path / "bad", files, feeds, "simd"))

@@ -38,7 +38,32 @@ export interface OutputTensor extends Tensor {
   dtype: DType;
 }
 
+/** Where a Session runs: the wasm core, or WebGPU compute shaders (with the wasm core as fallback). */
+export type Backend = 'wasm' | 'webgpu';
+
+/** What a Session actually uses (what the core reports, not what was asked for). */
+export interface Features {
+  /** the wasm core is the SIMD128 build (or the relaxed one) */
+  simd: boolean;
+  /** the wasm core uses relaxed SIMD (fused multiply-add) */
+  relaxed: boolean;
+  /** worker threads the wasm core runs on (1: single-threaded) */
+  threads: number;
+  /** run() goes to WebGPU */
+  webgpu: boolean;
+  /** the WebGPU backend computes in float16 where the model allows */
+  f16: boolean;
+}
+
 export interface LoadOptions {
+  /** default 'auto': WebGPU where a hardware (not software/fallback) adapter exists and this build has the
+   * WebGPU backend, else wasm. 'webgpu' throws an EdgepackError when WebGPU cannot run here. */
+  backend?: 'auto' | Backend;
+  /** default 'auto': the bundle's threaded build (edgepack-threads.wasm) on up to 4 threads where the page is
+   * cross-origin isolated (COOP/COEP headers; always in Node), else single-threaded. A number > 1 asks for that
+   * many threads (only with variant 'auto'); 1 is single-threaded. When threads cannot be used, session.notes
+   * says why. */
+  threads?: 'auto' | number;
   /** default 'auto': relaxed SIMD, else SIMD128, else scalar */
   variant?: Variant;
   /** check model.plan and the .wasm against the SHA-256 in manifest.json (default true; needs WebCrypto) */
@@ -60,22 +85,42 @@ export class EdgepackError extends Error {
 
 export class Session {
   readonly manifest: Record<string, unknown>;
-  /** the variant actually loaded */
-  readonly variant: 'simd' | 'scalar' | 'relaxed';
+  /** the wasm build actually loaded ('threads': edgepack-threads.wasm; features.simd/relaxed give its ISA) */
+  readonly variant: 'simd' | 'scalar' | 'relaxed' | 'threads';
+  /** where run() executes */
+  readonly backend: Backend;
+  /** what the session actually uses */
+  readonly features: Readonly<Features>;
+  /** the WebGPU adapter's description, when backend is 'webgpu' */
+  readonly adapter?: string;
+  /** why a requested or 'auto' feature was not used (e.g. "threads: single-threaded, the page is not cross-origin isolated") */
+  readonly notes: readonly string[];
   /** the vector backend the core reports */
   readonly vec: string;
   readonly inputs: TensorSpec[];
   readonly outputs: TensorSpec[];
   /** Throws EdgepackError on unknown/missing names, wrong TypedArray kind, dims or length. */
   checkFeeds(feeds: Record<string, Tensor>): void;
+  /** Runs the model on the session's backend. */
   run(feeds: Record<string, Tensor>): Promise<Record<string, OutputTensor>>;
+  /** Runs the model on the wasm core, whatever the backend. */
   runSync(feeds: Record<string, Tensor>): Record<string, OutputTensor>;
+  /** Frees GPU resources and stops worker threads; the session cannot run afterwards. */
+  destroy(): void;
+  /** destroy(), as a promise. */
+  close(): Promise<void>;
 }
 
 export const VARIANTS: Readonly<{ simd: 'edgepack.wasm'; scalar: 'edgepack-scalar.wasm'; relaxed: 'edgepack-relaxed.wasm' }>;
+/** The threaded build's file name in a bundle. */
+export const THREADED_WASM: 'edgepack-threads.wasm';
+
+/** A bundle's files by name ('manifest.json', 'model.plan', the .wasm files, 'manifest.sig'), each a URL: what a
+ * bundle packaged as an npm package passes, so that bundlers see `new URL('./file', import.meta.url)`. */
+export type BundleFiles = Record<string, string | URL>;
 
 /** What this engine runs best. */
 export function detectVariant(): 'relaxed' | 'simd' | 'scalar';
 
-/** Load a bundle: a directory path or file: URL in Node, a URL in browsers. */
-export function load(source: string | URL, options?: LoadOptions): Promise<Session>;
+/** Load a bundle: a directory path or file: URL in Node, a URL in browsers, or its files' URLs. */
+export function load(source: string | URL | BundleFiles, options?: LoadOptions): Promise<Session>;

@@ -1,3 +1,4 @@
+// @ts-check
 // edgepack web runtime: loads a bundle (manifest.json, model.plan, one .wasm) and runs it.
 // Mirror of packager/runtime/wasm.py + packager/bundle.py. No dependencies; Node >= 20 and browsers.
 
@@ -40,19 +41,51 @@ export function detectVariant() {
 
 const align = (/** @type {number} */ n, a = 64) => Math.ceil(n / a) * a;
 const isNode = typeof process !== 'undefined' && !!process.versions?.node;
+/** A Node built-in, imported only when running in Node: the specifier is a variable so that bundlers for the
+ * browser neither resolve nor shim it. @param {string} name @returns {Promise<any>} */
+const nodeModule = (name) => import(/* @vite-ignore */ /* webpackIgnore: true */ name);
 
-/** Reads files of a bundle: a directory path or file: URL in Node, an http(s) URL (or path relative to the page) in browsers.
+/** Reads one URL: file: URLs from disk in Node, anything else with fetch.
+ * @param {URL} url @param {typeof fetch} [fetchFn] @returns {Promise<Uint8Array>} */
+async function readUrl(url, fetchFn) {
+  if (isNode && url.protocol === 'file:') {
+    const fs = await nodeModule('node:fs/promises');
+    try { return new Uint8Array(await fs.readFile(url)); } catch (e) {
+      throw new EdgepackError(`${url}: cannot read bundle file (${/** @type {any} */ (e).code || e})`);
+    }
+  }
+  const f = fetchFn || globalThis.fetch;
+  let r;
+  try { r = await f(url); } catch (e) { throw new EdgepackError(`${url}: fetch failed (${e})`); }
+  if (!r.ok) throw new EdgepackError(`${url}: HTTP ${r.status}`);
+  return new Uint8Array(await r.arrayBuffer());
+}
+
+/** Reads files of a bundle: a directory path or file: URL in Node, an http(s) URL (or path relative to the page) in
+ * browsers, or a map {file name: URL} (what a bundle packaged as an npm package passes: bundlers see each
+ * `new URL('./file', import.meta.url)` and ship the file).
  * `list` (Node directories only) gives every file's path relative to the bundle, recursively.
- * @param {string|URL} source @param {typeof fetch} [fetchFn]
- * @returns {{read: (name: string) => Promise<Uint8Array>, list?: () => Promise<string[]>}} */
+ * @param {string|URL|Record<string, string|URL>} source @param {typeof fetch} [fetchFn]
+ * `has` (file maps only) says whether the map holds a file.
+ * @returns {{read: (name: string) => Promise<Uint8Array>, list?: () => Promise<string[]>, has?: (name: string) => boolean}} */
 function bundleReader(source, fetchFn) {
+  if (source && typeof source === 'object' && !(source instanceof URL)) {
+    const map = /** @type {Record<string, string|URL>} */ (source);
+    return {
+      has: (name) => Object.hasOwn(map, name),
+      read: async (name) => {
+        if (!Object.hasOwn(map, name)) throw new EdgepackError(`bundle file ${name}: not in the bundle's file map`);
+        return readUrl(new URL(String(map[name]), globalThis.location?.href), fetchFn);
+      },
+    };
+  }
   const s = String(source);
   if (isNode && !/^(https?|blob|data):/i.test(s)) {
     const dir = s.startsWith('file:') ? new URL(s.endsWith('/') ? s : s + '/') : null;
     const root = dir || `${s.replace(/\/+$/, '')}/`;
     return {
       read: async (name) => {
-        const fs = await import('node:fs/promises');
+        const fs = await nodeModule('node:fs/promises');
         try {
           return new Uint8Array(await fs.readFile(dir ? new URL(name, dir) : root + name));
         } catch (e) {
@@ -60,11 +93,11 @@ function bundleReader(source, fetchFn) {
         }
       },
       list: async () => {
-        const fs = await import('node:fs/promises');
+        const fs = await nodeModule('node:fs/promises');
         const ents = await fs.readdir(root, { recursive: true, withFileTypes: true });
-        return ents.filter((e) => !e.isDirectory()).map((e) => {
+        return ents.filter((/** @type {any} */ e) => !e.isDirectory()).map((/** @type {any} */ e) => {
           const parent = String(/** @type {any} */ (e).parentPath ?? /** @type {any} */ (e).path);
-          const base = dir ? decodeURIComponent(dir.pathname) : root;
+          const base = dir ? decodeURIComponent(dir.pathname) : String(root);
           const rel = parent.replace(/\\/g, '/').replace(/\/+$/, '') + '/' + e.name;
           const b = base.replace(/\\/g, '/').replace(/\/+$/, '') + '/';
           return rel.startsWith(b) ? rel.slice(b.length) : e.name;
@@ -72,17 +105,8 @@ function bundleReader(source, fetchFn) {
       },
     };
   }
-  const f = fetchFn || globalThis.fetch;
   const base = new URL(s.endsWith('/') ? s : s + '/', globalThis.location?.href);
-  return {
-    read: async (name) => {
-      const url = new URL(name, base);
-      let r;
-      try { r = await f(url); } catch (e) { throw new EdgepackError(`${url}: fetch failed (${e})`); }
-      if (!r.ok) throw new EdgepackError(`${url}: HTTP ${r.status}`);
-      return new Uint8Array(await r.arrayBuffer());
-    },
-  };
+  return { read: (name) => readUrl(new URL(name, base), fetchFn) };
 }
 
 /** @param {string|Uint8Array} key 64 hex chars or 32 bytes @returns {Uint8Array} */
@@ -139,14 +163,16 @@ function checkManifest(m) {
 /** Compiled modules by wasm SHA-256: every bundle ships its own copy of the same runtime. */
 const modules = new Map();
 
-/** One wasm instance holding one plan and its arena (like packager.runtime.wasm.WasmPlan). */
+/** One wasm instance holding one plan and its arena (like packager.runtime.wasm.WasmPlan); with the WebGPU
+ * backend, run() goes to the GPU and this instance stays as its fallback. */
 export class Session {
-  /** @param {WebAssembly.Instance} instance @param {Uint8Array} plan @param {any} manifest @param {string} variant */
-  constructor(instance, plan, manifest, variant) {
+  /** @param {WebAssembly.Instance} instance @param {Uint8Array} plan @param {any} manifest @param {string} variant
+   * @param {WebAssembly.Memory} [memory] the instance's memory when it imports it (the threaded build) */
+  constructor(instance, plan, manifest, variant, memory) {
     const ex = /** @type {any} */ (instance.exports);
     this.ex = ex;
     /** @type {WebAssembly.Memory} */
-    this.memory = ex.memory;
+    this.memory = memory || ex.memory;
     this.manifest = manifest;
     this.variant = variant;
     /** @type {TensorSpec[]} */
@@ -168,6 +194,20 @@ export class Session {
       (ex.ep_tensor_nbytes(s.tensor) >>> 0) === s.shape.reduce((a, d) => a * d, 1) * ARRAYS[s.dtype].BYTES_PER_ELEMENT);
     if (!agree(this.inputs, ex.ep_num_inputs(), ex.ep_input_id) || !agree(this.outputs, ex.ep_num_outputs(), ex.ep_output_id))
       throw new EdgepackError('manifest.json inputs/outputs do not match model.plan');
+    /** @type {'wasm'|'webgpu'} */
+    this.backend = 'wasm';
+    // What the core reports it was built with, not what was asked for.
+    /** @type {{simd: boolean, relaxed: boolean, threads: number, webgpu: boolean, f16: boolean}} */
+    this.features = { simd: this.vec.startsWith('wasm-simd128'), relaxed: this.vec.includes('relaxed'), threads: 1, webgpu: false, f16: false };
+    /** @type {string|undefined} the WebGPU adapter, when backend is 'webgpu' */
+    this.adapter = undefined;
+    /** Why a requested or 'auto' feature was not used (no threaded build, page not isolated, no WebGPU, ...).
+     * @type {string[]} */
+    this.notes = [];
+    /** @type {{run: (feeds: Record<string, Tensor>) => Promise<any>, destroy: () => void} | null} */
+    this._gpu = null;
+    /** The threaded build's workers, when it runs on them. @type {{terminate: () => unknown} | null} */
+    this._threads = null;
   }
 
   /** @param {number} end */
@@ -178,7 +218,8 @@ export class Session {
 
   /** @param {number} ptr */
   _cstr(ptr) {
-    const b = new Uint8Array(this.memory.buffer, ptr, Math.min(256, this.memory.buffer.byteLength - ptr));
+    // slice(): TextDecoder refuses views of a SharedArrayBuffer (the threaded build's memory).
+    const b = new Uint8Array(this.memory.buffer, ptr, Math.min(256, this.memory.buffer.byteLength - ptr)).slice();
     const end = b.indexOf(0);
     return new TextDecoder().decode(b.subarray(0, end < 0 ? b.length : end));
   }
@@ -222,7 +263,7 @@ export class Session {
     }
   }
 
-  /** Runs the plan synchronously. @param {Record<string, Tensor>} feeds
+  /** Runs the plan synchronously on the wasm core (whatever the backend). @param {Record<string, Tensor>} feeds
    * @returns {Record<string, {data: any, dims: number[], dtype: string}>} */
   runSync(feeds) {
     this.checkFeeds(feeds);
@@ -237,39 +278,120 @@ export class Session {
     const out = {};
     for (const s of this.outputs) {
       const [ptr, n] = this._span(s.tensor);
-      out[s.name] = { data: new ARRAYS[s.dtype](this.memory.buffer.slice(ptr, ptr + n)), dims: s.shape.slice(), dtype: s.dtype };
+      // A copy into a plain ArrayBuffer (Uint8Array.slice): valid after later runs, never shared memory.
+      out[s.name] = { data: new ARRAYS[s.dtype](new Uint8Array(this.memory.buffer, ptr, n).slice().buffer), dims: s.shape.slice(), dtype: s.dtype };
     }
     return out;
   }
 
-  /** Runs the plan. @param {Record<string, Tensor>} feeds */
+  /** Runs the model on the session's backend. @param {Record<string, Tensor>} feeds */
   async run(feeds) {
-    return this.runSync(feeds);
+    if (!this._gpu) return this.runSync(feeds);
+    this.checkFeeds(feeds);
+    return this._gpu.run(feeds);
+  }
+
+  /** Frees the GPU resources and stops the worker threads; the session is unusable afterwards. */
+  destroy() {
+    this._gpu?.destroy();
+    this._gpu = null;
+    this._threads?.terminate();
+    this._threads = null;
+  }
+
+  /** destroy(), as a promise (the name the first threads API used). */
+  async close() {
+    this.destroy();
   }
 }
 
+/** The threaded build's file name in a bundle (built and instantiated by threads.js). */
+export const THREADED_WASM = 'edgepack-threads.wasm';
+const BACKENDS = ['auto', 'wasm', 'webgpu'];
+
+/** Imports an optional part of the runtime (WebGPU backend, threads) lazily: wasm-only users never fetch it.
+ * @param {'webgpu'|'threads'} part @returns {Promise<any>} the module, or null when this build lacks it */
+async function optionalPart(part) {
+  try {
+    // Literal specifiers, so that bundlers emit these as lazy chunks (ts-ignore: a build may lack them).
+    // @ts-ignore
+    return part === 'webgpu' ? await import('./webgpu/index.js') : await import('./threads.js');
+  } catch (e) {
+    const msg = String(/** @type {any} */ (e)?.message || e);
+    if (/Cannot find module|Failed to fetch dynamically imported module|error loading dynamically imported module|ERR_MODULE_NOT_FOUND|Importing a module script failed/i.test(msg)) return null;
+    throw e;
+  }
+}
+
+/** How many threads 'auto' means here: the cores there are, at most 4 (the kernels split rows; beyond that the
+ * memory bandwidth of a phone/laptop is the limit). @returns {Promise<number>} */
+async function autoThreads() {
+  let n = globalThis.navigator?.hardwareConcurrency;
+  if (!n && isNode) n = (await nodeModule('node:os')).availableParallelism();
+  return Math.max(1, Math.min(4, n || 1));
+}
+
+/** Whether a hardware (not a software/fallback) WebGPU adapter exists: what backend 'auto' needs to pick WebGPU.
+ * @returns {Promise<boolean>} */
+async function hardwareWebGPU() {
+  const gpu = /** @type {any} */ (globalThis.navigator)?.gpu;
+  if (!gpu) return false;
+  try {
+    const a = await gpu.requestAdapter();
+    if (!a) return false;
+    const info = a.info || {};
+    const soft = info.isFallbackAdapter ?? a.isFallbackAdapter ?? false;
+    return !soft && !/swiftshader|llvmpipe|software/i.test(`${info.vendor} ${info.architecture} ${info.description}`);
+  } catch { return false; }
+}
+
+/** Reads (and when verifying, checks) one wasm file of the bundle and compiles it, caching by hash.
+ * @param {(name: string) => Promise<Uint8Array>} read @param {any} manifest @param {string} name @param {boolean} verify */
+async function compileWasm(read, manifest, name, verify) {
+  const hash = verify ? manifest.files?.[name]?.sha256 : null;   // cache only binaries whose hash was checked
+  if (hash && modules.has(hash)) {
+    await checkFile(manifest, name, await read(name));   // cheap next to compiling; keeps "every load checks"
+    return /** @type {WebAssembly.Module} */ (modules.get(hash));
+  }
+  const wasm = await read(name);
+  if (verify) await checkFile(manifest, name, wasm);
+  let mod;
+  try { mod = await WebAssembly.compile(/** @type {BufferSource} */ (wasm)); } catch (e) { throw new EdgepackError(`${name}: not loadable here (${/** @type {Error} */ (e).message})`); }
+  if (hash) modules.set(hash, mod);
+  return mod;
+}
+
 /** Loads a bundle and opens a session on it.
- * @param {string|URL} source bundle directory (Node) or URL (browser)
- * @param {{variant?: Variant, verify?: boolean, fetch?: typeof fetch, publicKey?: string|Uint8Array}} [options]
+ * @param {string|URL|Record<string, string|URL>} source bundle directory (Node), URL (browser), or {file name: URL}
+ * @param {{variant?: Variant, backend?: 'auto'|'wasm'|'webgpu', threads?: 'auto'|number, verify?: boolean,
+ *   fetch?: typeof fetch, publicKey?: string|Uint8Array}} [options]
+ * backend: 'auto' (default) is WebGPU only where a hardware adapter exists and this build has the WebGPU backend,
+ * else wasm; 'webgpu' fails clearly when it cannot run. threads: 'auto' (default) uses the threaded build where the
+ * bundle has one and the page is cross-origin isolated (always in Node), single-threaded otherwise (see session.notes).
  * publicKey: the bundle must be signed by this Ed25519 key (manifest.sig over manifest.json's exact bytes), and
  * every file the manifest lists must match its SHA-256; in Node, a file the manifest does not list is refused too.
  * @returns {Promise<Session>} */
 export async function load(source, options = {}) {
-  const { variant = 'auto', publicKey } = options;
+  const { variant = 'auto', backend = 'auto', threads = 'auto', publicKey } = options;
+  if (!BACKENDS.includes(backend)) throw new EdgepackError(`unknown backend '${backend}' (choose from ${BACKENDS.join(', ')})`);
+  if (threads !== 'auto' && !(Number.isInteger(threads) && threads >= 1 && threads <= 64))
+    throw new EdgepackError(`threads must be 'auto' or an integer from 1 to 64, not ${JSON.stringify(threads)}`);
+  if (typeof threads === 'number' && threads > 1 && variant !== 'auto')
+    throw new EdgepackError(`threads: ${threads} uses the threaded build; it cannot be combined with variant '${variant}' (use variant 'auto')`);
   const key = publicKey === undefined || publicKey === null ? null : publicKeyBytes(publicKey);
   const verify = key ? true : options.verify ?? true;
-  const { read, list } = bundleReader(source, options.fetch);
+  const { read, list, has } = bundleReader(source, options.fetch);
   const mbytes = await read('manifest.json');
   if (key) {   // before parsing anything: the signature covers the manifest's bytes
     let sig;
-    try { sig = await read('manifest.sig'); } catch { throw new EdgepackError(`${source}: bundle is not signed (manifest.sig missing) and a public key is required`); }
+    try { sig = await read('manifest.sig'); } catch { throw new EdgepackError(`${describe(source)}: bundle is not signed (manifest.sig missing) and a public key is required`); }
     await verifySignature(key, sig, mbytes);
   }
   let manifest;
   try {
     manifest = JSON.parse(new TextDecoder().decode(mbytes));
   } catch (e) {
-    throw new EdgepackError(`${source}/manifest.json: not valid JSON (${/** @type {Error} */ (e).message})`);
+    throw new EdgepackError(`${describe(source)}/manifest.json: not valid JSON (${/** @type {Error} */ (e).message})`);
   }
   checkManifest(manifest);
   if (key) {
@@ -279,9 +401,11 @@ export async function load(source, options = {}) {
     if (list) {
       const listed = new Set([...names, 'manifest.json', 'manifest.sig']);
       const extra = (await list()).filter((n) => !listed.has(n)).sort();
-      if (extra.length) throw new EdgepackError(`${source}: files not covered by the signed manifest: ${extra.slice(0, 5).join(', ')}`);
+      if (extra.length) throw new EdgepackError(`${describe(source)}: files not covered by the signed manifest: ${extra.slice(0, 5).join(', ')}`);
     }
-    for (const n of names) await checkFile(manifest, n, await read(n));
+    // A file map (an npm-packaged bundle) holds what the runtime loads; the rest (model.onnx, the JS that is
+    // already running) is not fetched.
+    for (const n of names) if (!has || has(n)) await checkFile(manifest, n, await read(n));
   }
   const best = detectVariant();
   const v = variant === 'auto' ? best : variant;
@@ -291,16 +415,71 @@ export async function load(source, options = {}) {
     throw new EdgepackError(`this WebAssembly engine does not support the '${v}' variant (best available: '${best}')` +
       (v === 'relaxed' && isNode ? '; Node 20 needs --experimental-wasm-relaxed-simd' : ''));
   }
-  const wasmName = VARIANTS[/** @type {keyof VARIANTS} */ (v)];
-  const [plan, wasm] = await Promise.all([read('model.plan'), read(wasmName)]);
-  if (verify) await Promise.all([checkFile(manifest, 'model.plan', plan), checkFile(manifest, wasmName, wasm)]);
-  const hash = verify ? manifest.files[wasmName].sha256 : null;   // cache only binaries whose hash was checked
-  /** @type {WebAssembly.Module | undefined} */
-  let mod = hash ? modules.get(hash) : undefined;
-  if (!mod) {
-    try { mod = await WebAssembly.compile(/** @type {BufferSource} */ (wasm)); } catch (e) { throw new EdgepackError(`${wasmName}: not loadable here (${/** @type {Error} */ (e).message})`); }
-    if (hash) modules.set(hash, mod);
+  const notes = [];
+  const plan = await read('model.plan');
+  if (verify) await checkFile(manifest, 'model.plan', plan);
+
+  // Threads: the threaded build where it can run, else the single-threaded variant (with a note saying why).
+  const nThreads = threads === 'auto' ? (variant === 'auto' ? await autoThreads() : 1) : threads;
+  let session = null;
+  if (nThreads > 1) {
+    const why = !Object.hasOwn(manifest.files || {}, THREADED_WASM) ? `the bundle has no threaded build (${THREADED_WASM})`
+      : !isNode && !globalThis.crossOriginIsolated ? 'the page is not cross-origin isolated (serve it with COOP/COEP headers): no SharedArrayBuffer'
+        : null;
+    const part = why ? null : await optionalPart('threads');
+    if (why || !part) notes.push(`threads: single-threaded, ${why || 'this build of the runtime has no threads.js'}`);
+    else {
+      const mod = await compileWasm(read, manifest, THREADED_WASM, verify);   // a tampered build fails here, always
+      let t = null;
+      try {
+        t = await part.instantiateThreaded(mod, { threads: nThreads });
+      } catch (e) {   // e.g. no shared memory in this engine: 'auto' falls back, an explicit count fails
+        const msg = `threads: cannot start ${nThreads} threads (${/** @type {Error} */ (e).message})`;
+        if (threads !== 'auto') throw new EdgepackError(msg);
+        notes.push(`${msg}: single-threaded`);
+      }
+      if (t) {
+        try {
+          session = new Session(t.instance, plan, manifest, v, t.memory);
+        } catch (e) { t.terminate(); throw e; }
+        session.features.threads = t.threads;
+        session.variant = 'threads';   // the wasm file, like bundle.py's WASM_VARIANTS; features.simd/relaxed say its ISA
+        session._threads = t;
+      }
+    }
   }
-  const instance = await WebAssembly.instantiate(mod, {});
-  return new Session(instance, plan, manifest, v);
+  if (!session) {
+    const wasmName = VARIANTS[/** @type {keyof VARIANTS} */ (v)];
+    const mod = await compileWasm(read, manifest, wasmName, verify);
+    session = new Session(await WebAssembly.instantiate(mod, {}), plan, manifest, v);
+  }
+
+  // WebGPU: on request (failing clearly), or for 'auto' where a hardware adapter exists.
+  if (backend === 'webgpu' || (backend === 'auto' && await hardwareWebGPU())) {
+    const part = await optionalPart('webgpu');
+    const why = !part ? 'this build of the runtime has no WebGPU backend (webgpu/index.js)'
+      : !(await part.webgpuAvailable()) ? 'WebGPU is not available here (no navigator.gpu or no adapter)' : null;
+    if (why && backend === 'webgpu') { session.destroy(); throw new EdgepackError(`backend 'webgpu': ${why}`); }
+    if (why) notes.push(`webgpu: not used, ${why}`);
+    else {
+      try {
+        const gpu = await part.createWebGPUBackend({ plan, manifest, wasm: session });
+        session._gpu = gpu;
+        session.backend = 'webgpu';
+        session.features.webgpu = true;
+        session.features.f16 = !!gpu.features?.f16;
+        session.adapter = gpu.features?.adapter;
+      } catch (e) {
+        if (backend === 'webgpu') { session.destroy(); throw e instanceof EdgepackError ? e : new EdgepackError(`backend 'webgpu': ${/** @type {Error} */ (e).message}`); }
+        notes.push(`webgpu: not used, ${/** @type {Error} */ (e).message}`);
+      }
+    }
+  }
+  session.notes.push(...notes);
+  return session;
+}
+
+/** @param {string|URL|Record<string, string|URL>} source */
+function describe(source) {
+  return source && typeof source === 'object' && !(source instanceof URL) ? String(source['manifest.json'] || 'bundle').replace(/\/manifest\.json$/, '') : String(source);
 }
