@@ -1,0 +1,67 @@
+// WebGPU backend of the edgepack web runtime: WGSL compute shaders executing model.plan with tensors
+// resident on the GPU; nodes without a shader run on the wasm core. See docs/webgpu.md.
+
+import { EdgepackError } from '../runtime.js';
+import { WebGPUBackend } from './backend.js';
+import { OP_NAME, parsePlan } from './plan.js';
+
+/** Whether this environment has WebGPU with an adapter. @returns {Promise<boolean>} */
+export async function webgpuAvailable() {
+  try {
+    const gpu = /** @type {any} */ (globalThis.navigator)?.gpu;
+    return !!(gpu && (await gpu.requestAdapter()));
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Opens a plan on the GPU.
+ * @param {{plan: Uint8Array, manifest: any, wasm: any, wasmOps?: string[], powerPreference?: GPUPowerPreference}} options
+ *   plan: model.plan's bytes; manifest: the parsed manifest.json; wasm: a Session (web/src/runtime.js) opened
+ *   on the same plan, used for nodes without a shader; wasmOps: kernel names (e.g. 'SOFTMAX') to run on
+ *   the wasm core anyway (testing, or working around a driver).
+ * @returns {Promise<{run: (feeds: Record<string, {data: ArrayBufferView, dims: readonly number[]}>) =>
+ *   Promise<Record<string, {data: any, dims: number[], dtype: string}>>, features: {f16: boolean, adapter: string},
+ *   placement: {node: number, op: string, on: 'gpu'|'wasm', why?: string}[], destroy: () => void}>}
+ */
+export async function createWebGPUBackend({ plan, manifest, wasm, wasmOps = [], powerPreference }) {
+  const gpu = /** @type {any} */ (globalThis.navigator)?.gpu;
+  if (!gpu) throw new EdgepackError('WebGPU is not available here (navigator.gpu is missing)');
+  const unknown = wasmOps.filter((n) => !Object.values(OP_NAME).includes(n));
+  if (unknown.length) throw new EdgepackError(`wasmOps: unknown kernel(s) ${unknown.join(', ')}`);
+  const parsed = parsePlan(plan);
+  /** @type {GPUAdapter | null} */
+  const adapter = await gpu.requestAdapter(powerPreference ? { powerPreference } : undefined);
+  if (!adapter) throw new EdgepackError('WebGPU: no adapter available');
+  // float16 weights are converted to float32 when loaded: shader-f16 is reported, and requested when the
+  // bundle asks for fp16, but the shaders compute in float32 either way (docs/webgpu.md).
+  const f16 = manifest?.precision === 'fp16' && adapter.features.has('shader-f16');
+  const lim = adapter.limits;
+  const device = await adapter.requestDevice({
+    requiredFeatures: f16 ? ['shader-f16'] : [],
+    requiredLimits: { maxStorageBufferBindingSize: lim.maxStorageBufferBindingSize, maxBufferSize: lim.maxBufferSize },
+  });
+  const info = /** @type {any} */ (adapter).info || {};
+  const name = [info.vendor, info.architecture, info.device, info.description].filter(Boolean).join(' ') || 'unknown';
+  const backend = new WebGPUBackend(adapter, device, parsed, manifest, wasm, { f16, adapter: name });
+  device.pushErrorScope('validation');
+  try {
+    await backend.build(new Set(wasmOps));
+  } catch (e) {
+    await device.popErrorScope();
+    backend.destroy();
+    throw e;
+  }
+  const err = await device.popErrorScope();
+  if (err) {
+    backend.destroy();
+    throw new EdgepackError(`WebGPU backend: GPU error while loading: ${err.message}`);
+  }
+  return {
+    run: (feeds) => backend.run(feeds),
+    features: backend.features,
+    placement: backend.placement,
+    destroy: () => backend.destroy(),
+  };
+}

@@ -1,0 +1,94 @@
+// What an op builder sees while turning a plan node into GPU dispatches: the plan's tensors, where each
+// operand lives on the GPU (arena word offset, or a slot in the GPU weights buffer filled at load time,
+// possibly with a repacked layout), and a way to refuse bad plans with a clear error.
+
+import { EdgepackError } from '../../runtime.js';
+import { ARENA, DTYPE_SIZE, F16, F32, OP_NAME, WEIGHTS, weightBytes, weightFloats } from '../plan.js';
+
+/** @typedef {import('../plan.js').Plan} Plan
+ *  @typedef {import('../plan.js').PlanTensor} PlanTensor
+ *  @typedef {import('../plan.js').PlanNode} PlanNode
+ *  @typedef {import('../wgsl.js').Src} Src
+ *  @typedef {{code: string, params: number[], threads: number}} Dispatch one compute dispatch: WGSL source
+ *    (without the shared prelude), its parameter words (P[0] = thread count) and its thread count */
+
+export class BuildContext {
+  /** @param {Plan} plan */
+  constructor(plan) {
+    this.plan = plan;
+    /** @type {Uint32Array[]} */
+    this.chunks = [];
+    this.words = 0;
+    /** @type {Map<string, Src>} */
+    this.cache = new Map();
+    /** @type {PlanNode | null} */
+    this.node = null;
+  }
+
+  /** @param {number} id @returns {PlanTensor} */
+  t(id) {
+    if (!(id >= 0 && id < this.plan.tensors.length)) this.fail(`missing operand (tensor id ${id})`);
+    return this.plan.tensors[id];
+  }
+
+  /** @param {number} id */
+  isWeight(id) { return this.t(id).storage === WEIGHTS; }
+
+  /** float32, or a float16 weight (converted to float32 when loaded). @param {number} id */
+  isFloat(id) {
+    const t = this.t(id);
+    return t.dtype === F32 || (t.dtype === F16 && t.storage === WEIGHTS);
+  }
+
+  /** Throws a clear error naming the node. @param {string} msg @returns {never} */
+  fail(msg) {
+    const n = this.node;
+    throw new EdgepackError(`model.plan: node ${n?.index} (${n ? OP_NAME[n.op] : '?'}): ${msg}`);
+  }
+
+  /** Where tensor \`id\` is on the GPU. Arena tensors: their arena offset in words. Weights: copied into
+   * the GPU weights buffer once per (tensor, layout); \`make\` builds a non-default layout, the default
+   * being the tensor's words (float16 converted to float32).
+   * @param {number} id @param {string} [layout] @param {() => Float32Array | Uint32Array} [make] @returns {Src} */
+  src(id, layout = 'raw', make) {
+    const t = this.t(id);
+    if (t.storage === ARENA) {
+      if (t.offset % 4) this.fail(`tensor ${id} is not 4-byte aligned in the arena`);
+      return { buf: 'A', base: t.offset / 4 };
+    }
+    const key = `${id}:${layout}`;
+    const hit = this.cache.get(key);
+    if (hit) return hit;
+    const data = make ? make() : this.rawWords(t);
+    const words = data instanceof Uint32Array ? data : new Uint32Array(data.buffer, data.byteOffset, data.length);
+    const src = /** @type {Src} */ ({ buf: 'W', base: this.words });
+    this.chunks.push(words);
+    this.words += Math.ceil(words.length / 4) * 4;   // 16-byte aligned slots
+    this.cache.set(key, src);
+    return src;
+  }
+
+  /** @param {PlanTensor} t @returns {Uint32Array} */
+  rawWords(t) {
+    if (t.dtype === F32 || t.dtype === F16) {
+      const f = weightFloats(this.plan, t);
+      return new Uint32Array(f.buffer, f.byteOffset, f.length);
+    }
+    const size = DTYPE_SIZE[/** @type {keyof DTYPE_SIZE} */ (t.dtype)];
+    if (size % 4) this.fail(`weight tensor ${t.id} has ${size}-byte elements`);
+    const b = weightBytes(this.plan, t);
+    const c = b.byteOffset % 4 ? b.slice() : b;
+    return new Uint32Array(c.buffer, c.byteOffset, t.nbytes / 4);
+  }
+
+  /** The GPU weights buffer's contents. @returns {Uint32Array} */
+  weights() {
+    const out = new Uint32Array(Math.max(4, this.words));
+    let at = 0;
+    for (const c of this.chunks) {
+      out.set(c, at);
+      at += Math.ceil(c.length / 4) * 4;
+    }
+    return out;
+  }
+}
