@@ -81,6 +81,9 @@ class WebGPUPage:
         return {side: {k: np.frombuffer(base64.b64decode(v["b64"]), dtype=np.dtype(v["dtype"])).reshape(v["dims"])
                        for k, v in outs.items()} for side, outs in res.items()}
 
+    def profile(self, feeds: dict[str, np.ndarray]) -> list[dict]:
+        return self.page.evaluate("(f) => ep.profile(f)", self._feeds(feeds))
+
     def bench(self, feeds: dict[str, np.ndarray], warmup_ms: int = 3000, rounds: int = 5) -> dict:
         return self.page.evaluate("([f, w, r]) => ep.bench(f, w, r)", [self._feeds(feeds), warmup_ms, rounds])
 

@@ -48,6 +48,16 @@ window.ep = {
       return { error: String(e.message || e), name: e.name };
     }
   },
+  /** Per-node times of one run (the GPU drained after each node). */
+  async profile(feeds) {
+    const f = {};
+    for (const s of session.inputs) {
+      const b = await bytes(feeds[s.name]);
+      f[s.name] = { data: new ARRAYS[s.dtype](b.buffer), dims: s.shape };
+    }
+    await backend.run(f);
+    return backend.profile(f);
+  },
   /** Latency: warm-up by time, then rounds alternating GPU and wasm runs; medians in ms. */
   async bench(feeds, warmupMs = 3000, rounds = 5) {
     const f = {};

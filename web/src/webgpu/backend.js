@@ -114,6 +114,7 @@ export class WebGPUBackend {
         { binding: 1, visibility: GPUShaderStage.COMPUTE, buffer: { type: 'read-only-storage' } },
         { binding: 2, visibility: GPUShaderStage.COMPUTE, buffer: { type: 'read-only-storage' } },
         { binding: 3, visibility: GPUShaderStage.COMPUTE, buffer: { type: 'storage' } },
+        { binding: 4, visibility: GPUShaderStage.COMPUTE, buffer: { type: 'read-only-storage' } },
       ],
     });
     const pipelineLayout = device.createPipelineLayout({ bindGroupLayouts: [layout] });
@@ -145,6 +146,7 @@ export class WebGPUBackend {
             { binding: 1, resource: { buffer: this.weights } },
             { binding: 2, resource: { buffer: this.params, offset: off, size: d.params.length * 4 } },
             { binding: 3, resource: { buffer: this.errors } },
+            { binding: 4, resource: { buffer: this.weights } },
           ],
         });
         ds.push({ pipeline: await pipeline(d.code, b.node), bindGroup, grid: grid(d.threads) });
@@ -174,8 +176,18 @@ export class WebGPUBackend {
     return r;
   }
 
-  /** @param {Record<string, Tensor>} feeds */
-  async runNow(feeds) {
+  /** Runs once, waiting for the GPU after every node: per-node wall time in ms (slower than run()).
+   * @param {Record<string, Tensor>} feeds @returns {Promise<{node: number, op: string, on: string, ms: number}[]>} */
+  profile(feeds) {
+    /** @type {{node: number, op: string, on: string, ms: number}[]} */
+    const times = [];
+    const r = this.queue.then(() => this.runNow(feeds, times)).then(() => times);
+    this.queue = r.catch(() => {});
+    return r;
+  }
+
+  /** @param {Record<string, Tensor>} feeds @param {{node: number, op: string, on: string, ms: number}[]} [times] */
+  async runNow(feeds, times) {
     if (this.destroyed) throw fail('backend destroyed');
     if (this.lost) throw fail(`GPU device lost (${this.lost})`);
     const { device, plan, wasm } = this;
@@ -198,6 +210,7 @@ export class WebGPUBackend {
     /** @type {GPUComputePassEncoder | null} */
     let pass = null;
     for (const step of this.steps) {
+      const t0 = performance.now();
       if (step.kind === 'gpu') {
         pass ??= enc.beginComputePass();
         for (const d of step.dispatches) {
@@ -206,6 +219,13 @@ export class WebGPUBackend {
           pass.dispatchWorkgroups(d.grid[0], d.grid[1]);
         }
         for (const id of step.node.outputs) valid.remove(...words(plan.tensors[id].offset, plan.tensors[id].offset + plan.tensors[id].nbytes));
+        if (times) {
+          pass.end(); pass = null;
+          q.submit([enc.finish()]);
+          enc = device.createCommandEncoder();
+          await q.onSubmittedWorkDone();
+          times.push({ node: step.node.index, op: OP_NAME[step.node.op], on: 'gpu', ms: performance.now() - t0 });
+        }
         continue;
       }
       // wasm fallback: bring its missing inputs down, run it, send its outputs up
@@ -234,6 +254,7 @@ export class WebGPUBackend {
         if (hi > lo) q.writeBuffer(this.arena, lo, mem(), this.arenaPtr + lo, hi - lo);
         valid.add(lo, hi);
       }
+      if (times) times.push({ node: n.index, op: OP_NAME[n.op], on: 'wasm', ms: performance.now() - t0 });
     }
     if (pass) pass.end();
     const outs = plan.outputs.map((id) => words(plan.tensors[id].offset, plan.tensors[id].offset + plan.tensors[id].nbytes));

@@ -60,6 +60,7 @@ export async function createWebGPUBackend({ plan, manifest, wasm, wasmOps = [], 
   }
   return {
     run: (feeds) => backend.run(feeds),
+    profile: (feeds) => backend.profile(feeds),
     features: backend.features,
     placement: backend.placement,
     destroy: () => backend.destroy(),

@@ -13,8 +13,10 @@ export const PRELUDE = /* wgsl */ `
 @group(0) @binding(1) var<storage, read> W: array<u32>;
 @group(0) @binding(2) var<storage, read> P: array<u32>;
 @group(0) @binding(3) var<storage, read_write> E: array<atomic<u32>>;
+@group(0) @binding(4) var<storage, read> W4: array<vec4<u32>>;
 fn fA(i: u32) -> f32 { return bitcast<f32>(A[i]); }
 fn fW(i: u32) -> f32 { return bitcast<f32>(W[i]); }
+fn fW4(i: u32) -> vec4<f32> { return bitcast<vec4<f32>>(W4[i >> 2u]); }   // i: a multiple of 4
 fn sA(i: u32, v: f32) { A[i] = bitcast<u32>(v); }
 fn pf(i: u32) -> f32 { return bitcast<f32>(P[i]); }
 fn pi(i: u32) -> i32 { return bitcast<i32>(P[i]); }

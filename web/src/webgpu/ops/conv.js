@@ -2,20 +2,20 @@
 // y = act(acc + bias + residual).
 //
 // Weights are repacked at load time into one GPU layout, [G][K][Mpad] (K = Cin/G·kh·kw, Mpad = Cout/G
-// rounded up to 4), so a thread computing 4 output channels × 4 output pixels reads its 4 weights of
-// one tap as consecutive words. CONV's MR=6 row panels are unpacked; WINOGRAD_CONV's transformed filters
-// U = G g Gᵀ are turned back into the 3×3 filters g = L U Lᵀ with the exact left inverse
+// rounded up to 8), so a thread computing 8 output channels reads its weights of one tap as two vectors.
+// CONV's MR=6 row panels are unpacked; WINOGRAD_CONV's transformed filters U = G g Gᵀ are turned back into the 3×3 filters g = L U Lᵀ with the exact left inverse
 // L = [[1,0,0,0],[0,1,-1,0],[0,0,0,1]] of G (rows 0 and 3 of G g are g's rows 0 and 2, rows 1 - 2 are
 // its row 1), so a Winograd node runs the same direct-conv shader as CONV.
 
 import { F32, weightFloats } from '../plan.js';
-import { MAIN, actFn, fbits, floatLoader } from '../wgsl.js';
+import { MAIN, actFn, floatLoader } from '../wgsl.js';
+import { matmulDispatch } from './matmul.js';
 
 /** @typedef {import('../plan.js').PlanNode} PlanNode
  *  @typedef {import('./context.js').BuildContext} BuildContext
  *  @typedef {import('./context.js').Dispatch} Dispatch */
 
-const up4 = (/** @type {number} */ n) => Math.ceil(n / 4) * 4;
+const up8 = (/** @type {number} */ n) => Math.ceil(n / 8) * 8;
 
 /** Spatial geometry from X/Y shapes (rank 3 = 1-D conv, H = 1). @param {number[]} x @param {number[]} y */
 function spatial(x, y) {
@@ -27,7 +27,7 @@ function spatial(x, y) {
 /** MR-panel packed [M, K] matrices (G groups) -> [G][K][Mpad] float words.
  * @param {Float32Array} wp @param {number} G @param {number} M @param {number} K @param {number} MR */
 function unpackPanels(wp, G, M, K, MR) {
-  const Mp = Math.ceil(M / MR) * MR, Mpad = up4(M);
+  const Mp = Math.ceil(M / MR) * MR, Mpad = up8(M);
   const out = new Float32Array(G * K * Mpad);
   for (let g = 0; g < G; g++) {
     for (let m = 0; m < M; m++) {
@@ -41,7 +41,7 @@ function unpackPanels(wp, G, M, K, MR) {
 /** WINOGRAD_CONV's U (16 MR-panel matrices [Cout × Cin]) -> 3×3 filters in [1][Cin·9][Mpad].
  * @param {Float32Array} u @param {number} Cout @param {number} Cin @param {number} MR */
 function winogradToFilters(u, Cout, Cin, MR) {
-  const Mp = Math.ceil(Cout / MR) * MR, Mpad = up4(Cout);
+  const Mp = Math.ceil(Cout / MR) * MR, Mpad = up8(Cout);
   const out = new Float32Array(Cin * 9 * Mpad);
   const L = [[1, 0, 0, 0], [0, 1, -1, 0], [0, 0, 0, 1]];
   const U = new Float64Array(16);
@@ -64,55 +64,56 @@ function winogradToFilters(u, Cout, Cin, MR) {
   return out;
 }
 
+// A thread computes 8 output channels × 4 adjacent pixels of one output row: every input value loaded
+// feeds 8 multiply-adds, every weight vector 4. The tile is unrolled into named registers (no dynamically
+// indexed private arrays, which SwiftShader and some drivers spill to memory).
+const R4 = [0, 1, 2, 3];
 const CONV_WGSL = /* wgsl */ `
-fn xin(base: u32, iy: i32, ix: i32) -> f32 {
-  if (iy < 0 || ix < 0 || iy >= i32(P[7]) || ix >= i32(P[8])) { return 0.0; }
-  return x0(base + u32(iy) * P[8] + u32(ix));
+fn xat(row: u32, ix: i32) -> f32 {
+  if (ix < 0 || ix >= i32(P[8])) { return 0.0; }
+  return x0(row + u32(ix));
+}
+fn store(b: u32, g: u32, m0: u32, n: u32, acc: vec4<f32>) {
+  let N = P[10] * P[11];
+  for (var i = 0u; i < 4u; i++) {
+    let m = m0 + i;
+    if (m >= P[21]) { break; }
+    let co = g * P[21] + m;
+    let yi = (b * P[9] + co) * N + n;
+    var v = acc[i];
+    BIAS
+    RESIDUAL
+    sA(P[5] + yi, act(v, pf(26), pf(27)));
+  }
 }
 ${MAIN}
-  let tilesN = P[25]; let tilesM = P[24]; let G = P[12];
-  let tn = t % tilesN; let r1 = t / tilesN; let tm = r1 % tilesM; let r2 = r1 / tilesM;
-  let g = r2 % G; let b = r2 / G;
-  let OW = P[11]; let N = P[10] * OW; let Mpad = P[23]; let Cg = P[22];
+  let tilesW = P[25]; let tilesM = P[24]; let G = P[12]; let OH = P[10]; let OW = P[11];
+  let tw = t % tilesW; let r1 = t / tilesW; let oh = r1 % OH; let r2 = r1 / OH;
+  let tm = r2 % tilesM; let r3 = r2 / tilesM; let g = r3 % G; let b = r3 / G;
+  let Mpad = P[23]; let Cg = P[22]; let H = i32(P[7]);
   let kh = P[13]; let kw = P[14]; let dh = i32(P[17]); let dw = i32(P[18]);
-  let m0 = tm * 4u;
-  var oy: array<i32, 4>; var ox: array<i32, 4>;
-  for (var j = 0u; j < 4u; j++) {
-    let n = min(tn * 4u + j, N - 1u);
-    oy[j] = i32(n / OW) * i32(P[15]) - i32(P[19]);
-    ox[j] = i32(n % OW) * i32(P[16]) - i32(P[20]);
-  }
-  var acc: array<vec4<f32>, 4>;
+  let m0 = tm * 8u; let ow0 = tw * 4u;
+  let iy0 = i32(oh * P[15]) - i32(P[19]);
+${R4.map((j) => `  let ix${j} = i32((ow0 + ${j}u) * P[16]) - i32(P[20]);
+  var a${j} = vec4<f32>(); var c${j} = vec4<f32>();`).join('\n')}
   var wi = P[2] + g * P[28] * Mpad + m0;
   let plane = P[7] * P[8];
   for (var ci = 0u; ci < Cg; ci++) {
     let xc = P[1] + (b * P[6] + g * Cg + ci) * plane;
     for (var ky = 0u; ky < kh; ky++) {
+      let iy = iy0 + i32(ky) * dh;
+      if (iy < 0 || iy >= H) { wi += kw * Mpad; continue; }
+      let row = xc + u32(iy) * P[8];
       for (var kx = 0u; kx < kw; kx++) {
-        let w4 = vec4<f32>(fW(wi), fW(wi + 1u), fW(wi + 2u), fW(wi + 3u));
+        let wa = fW4(wi); let wb = fW4(wi + 4u);
         wi += Mpad;
-        let dy = i32(ky) * dh; let dx = i32(kx) * dw;
-        for (var j = 0u; j < 4u; j++) {
-          acc[j] += w4 * xin(xc, oy[j] + dy, ox[j] + dx);
-        }
+        let dx = i32(kx) * dw;
+${R4.map((j) => `        let v${j} = xat(row, ix${j} + dx); a${j} += wa * v${j}; c${j} += wb * v${j};`).join('\n')}
       }
     }
   }
-  let a = pf(26); let bb = pf(27);
-  for (var j = 0u; j < 4u; j++) {
-    let n = tn * 4u + j;
-    if (n >= N) { break; }
-    for (var i = 0u; i < 4u; i++) {
-      let m = m0 + i;
-      if (m >= P[21]) { break; }
-      let co = g * P[21] + m;
-      let yi = (b * P[9] + co) * N + n;
-      var v = acc[j][i];
-      BIAS
-      RESIDUAL
-      sA(P[5] + yi, act(v, a, bb));
-    }
-  }
+  let n = oh * OW + ow0;
+${R4.map((j) => `  if (ow0 + ${j}u < OW) { store(b, g, m0, n + ${j}u, a${j}); store(b, g, m0 + 4u, n + ${j}u, c${j}); }`).join('\n')}
 }`;
 
 /** Conv epilogue operands: bias (input 2) and residual (input 3), both optional.
@@ -170,16 +171,23 @@ export function conv(node, ctx) {
   }
   if (act < 0 || act > 3) return `activation ${act}`;
   if (!(G >= 1 && MR >= 1 && s.Cin % G === 0 && s.Cout % G === 0)) return 'group';
-  const Mg = s.Cout / G, Cg = s.Cin / G, K = Cg * kh * kw, Mpad = up4(Mg);
+  const Mg = s.Cout / G, Cg = s.Cin / G, K = Cg * kh * kw, Mpad = up8(Mg);
   const wantW = winograd ? 16 * Math.ceil(s.Cout / MR) * MR * s.Cin : G * Math.ceil(Mg / MR) * MR * K;
   if (w.numel !== wantW) ctx.fail(`packed weights hold ${w.numel} values, expected ${wantW}`);
   const key = winograd ? 'winograd' : 'conv';
   const ws = ctx.src(w.id, key, () => winograd
     ? winogradToFilters(weightFloats(ctx.plan, w), s.Cout, s.Cin, MR)
     : unpackPanels(weightFloats(ctx.plan, w), G, Mg, K, MR));
-  const N = s.OH * s.OW, tilesM = Mpad / 4, tilesN = Math.ceil(N / 4);
-  const p = [s.B * G * tilesM * tilesN, ctx.src(x.id).base, ws.base, 0, 0, ctx.src(y.id).base,
-    s.Cin, s.H, s.W, s.Cout, s.OH, s.OW, G, kh, kw, sh, sw, dh, dw, pt, pl, Mg, Cg, Mpad, tilesM, tilesN,
+  const N = s.OH * s.OW, tilesM = Mpad / 8, tilesW = Math.ceil(s.OW / 4);
+  const [bias, res] = [node.inputs[2] ?? -1, node.inputs[3] ?? -1];
+  if (G === 1 && kh === 1 && kw === 1 && sh === 1 && sw === 1 && !pt && !pl && !pr[10] && !pr[11] && N === s.H * s.W) {
+    // 1×1, stride 1, no pads: Y[b] = Wᵀ·X[b], a matrix product over the [K][Mpad] weights
+    return matmulDispatch({ M: Mg, N, K, batch: s.B, a: [0, 1, Mpad], b: [K * N, N, 1], c: [1, 0],
+      alpha: 0x3f800000, beta: 0x3f800000, act, p0: a0, p1: a1, A: ws, B: ctx.src(x.id),
+      C: bias >= 0 ? ctx.src(bias) : undefined, R: res >= 0 ? ctx.src(res) : undefined, Y: ctx.src(y.id) });
+  }
+  const p = [s.B * G * tilesM * s.OH * tilesW, ctx.src(x.id).base, ws.base, 0, 0, ctx.src(y.id).base,
+    s.Cin, s.H, s.W, s.Cout, s.OH, s.OW, G, kh, kw, sh, sw, dh, dw, pt, pl, Mg, Cg, Mpad, tilesM, tilesW,
     a0 >>> 0, a1 >>> 0, K];
   const ep = epilogue(node, ctx, p, 3, 4, 'co', 'yi');
   const code = floatLoader('x0', ctx.src(x.id)) + ep.code + actFn(act) +

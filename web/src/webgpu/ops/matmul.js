@@ -9,63 +9,76 @@ import { MAIN, actFn, floatLoader } from '../wgsl.js';
  *  @typedef {import('./context.js').BuildContext} BuildContext
  *  @typedef {import('./context.js').Dispatch} Dispatch */
 
+// The 4×4 tile is unrolled into named registers: SwiftShader (and some drivers) spill dynamically
+// indexed private arrays to memory.
+const R4 = [0, 1, 2, 3];
 const MM_WGSL = /* wgsl */ `
 ${MAIN}
   let tilesN = P[22]; let tilesM = P[21];
   let tn = t % tilesN; let r1 = t / tilesN; let tm = r1 % tilesM; let bt = r1 / tilesM;
   let M = P[6]; let N = P[7]; let K = P[8];
   let m0 = tm * 4u; let n0 = tn * 4u;
-  var ar: array<u32, 4>; var bc: array<u32, 4>;
-  for (var i = 0u; i < 4u; i++) {
-    ar[i] = P[1] + bt * P[9] + min(m0 + i, M - 1u) * P[10];
-    bc[i] = P[2] + bt * P[12] + min(n0 + i, N - 1u) * P[14];
-  }
+  let abase = P[1] + bt * P[9]; let bbase = P[2] + bt * P[12];
+${R4.map((i) => `  let a${i} = abase + min(m0 + ${i}u, M - 1u) * P[10];
+  let b${i} = bbase + min(n0 + ${i}u, N - 1u) * P[14];`).join('\n')}
   let aks = P[11]; let bks = P[13];
-  var acc: array<vec4<f32>, 4>;
+${R4.map((i) => `  var acc${i} = vec4<f32>();`).join('\n')}
   for (var k = 0u; k < K; k++) {
-    let bv = vec4<f32>(xb(bc[0] + k * bks), xb(bc[1] + k * bks), xb(bc[2] + k * bks), xb(bc[3] + k * bks));
-    for (var i = 0u; i < 4u; i++) { acc[i] += xa(ar[i] + k * aks) * bv; }
+    let kb = k * bks; let ka = k * aks;
+    let bv = BVEC;
+${R4.map((i) => `    acc${i} += xa(a${i} + ka) * bv;`).join('\n')}
   }
   let alpha = pf(17); let beta = pf(18); let a = pf(19); let b = pf(20);
-  for (var i = 0u; i < 4u; i++) {
-    let m = m0 + i;
-    if (m >= M) { break; }
-    for (var j = 0u; j < 4u; j++) {
-      let n = n0 + j;
-      if (n >= N) { break; }
-      let yi = (bt * M + m) * N + n;
-      var v = alpha * acc[i][j];
-      BIAS
-      RESIDUAL
-      sA(P[5] + yi, act(v, a, b));
-    }
+${R4.map((i) => `  if (m0 + ${i}u < M) { store(bt, m0 + ${i}u, n0, acc${i}, alpha, beta, a, b); }`).join('\n')}
+}`;
+
+const MM_STORE = /* wgsl */ `
+fn store(bt: u32, m: u32, n0: u32, acc: vec4<f32>, alpha: f32, beta: f32, a: f32, b: f32) {
+  let M = P[6]; let N = P[7];
+  for (var j = 0u; j < 4u; j++) {
+    let n = n0 + j;
+    if (n >= N) { break; }
+    let yi = (bt * M + m) * N + n;
+    var v = alpha * acc[j];
+    BIAS
+    RESIDUAL
+    sA(P[5] + yi, act(v, a, b));
   }
 }`;
 
-/** @param {BuildContext} ctx @param {PlanNode} node @param {{M: number, N: number, K: number, batch: number,
- *  a: number[], b: number[], alpha: number, beta: number, act: number, p0: number, p1: number, c?: number[]}} g
- *  strides a = [batch, m, k], b = [batch, k, n], c = [m, n] @returns {Dispatch[]} */
-function dispatch(ctx, node, g) {
-  const [A, B, C, R] = node.inputs;
-  const y = ctx.t(node.outputs[0]);
+/** @typedef {{M: number, N: number, K: number, batch: number, a: number[], b: number[], c?: number[],
+ *   alpha: number, beta: number, act: number, p0: number, p1: number,
+ *   A: Src, B: Src, C?: Src, R?: Src, Y: Src}} MatmulGeometry strides a = [batch, m, k], b = [batch, k, n],
+ *   c = [m, n] (bias C, read when given); R is a residual shaped like Y; alpha/beta/p0/p1 are f32 bit patterns
+ *  @typedef {import('../wgsl.js').Src} Src */
+
+/** The dispatch of one (batched) matrix product. Also used by CONV for 1×1 stride-1 unpadded convolutions.
+ * @param {MatmulGeometry} g @returns {Dispatch[]} */
+export function matmulDispatch(g) {
   const tilesM = Math.ceil(g.M / 4), tilesN = Math.ceil(g.N / 4);
-  const p = [g.batch * tilesM * tilesN, ctx.src(A).base, ctx.src(B).base, 0, 0, ctx.src(y.id).base, g.M, g.N, g.K,
+  const p = [g.batch * tilesM * tilesN, g.A.base, g.B.base, g.C?.base ?? 0, g.R?.base ?? 0, g.Y.base, g.M, g.N, g.K,
     ...g.a, ...g.b, ...(g.c || [0, 0]), g.alpha >>> 0, g.beta >>> 0, g.p0 >>> 0, g.p1 >>> 0, tilesM, tilesN];
-  let code = floatLoader('xa', ctx.src(A)) + floatLoader('xb', ctx.src(B)) + actFn(g.act);
+  let code = floatLoader('xa', g.A) + floatLoader('xb', g.B) + actFn(g.act);
   let bias = '', residual = '';
-  if (g.c && C !== undefined && C >= 0) {
-    const s = ctx.src(C);
-    p[3] = s.base;
-    code += floatLoader('xc', s);
+  if (g.C && g.c) {
+    code += floatLoader('xc', g.C);
     bias = 'v += beta * xc(P[3] + m * P[15] + n * P[16]);';
   }
-  if (R !== undefined && R >= 0) {
-    const s = ctx.src(R);
-    p[4] = s.base;
-    code += floatLoader('xr', s);
+  if (g.R) {
+    code += floatLoader('xr', g.R);
     residual = 'v += xr(P[4] + yi);';
   }
-  return [{ code: code + MM_WGSL.replace('BIAS', bias).replace('RESIDUAL', residual), params: p, threads: p[0] }];
+  // B rows of 4 aligned weights are read as one vector
+  const vec = g.B.buf === 'W' && g.b[2] === 1 && g.N % 4 === 0 && g.b[1] % 4 === 0 && g.b[0] % 4 === 0 && g.B.base % 4 === 0;
+  const bvec = vec ? 'fW4(bbase + n0 + kb)' : 'vec4<f32>(xb(b0 + kb), xb(b1 + kb), xb(b2 + kb), xb(b3 + kb))';
+  return [{ code: code + MM_STORE.replace('BIAS', bias).replace('RESIDUAL', residual) + MM_WGSL.replace('BVEC', bvec), params: p, threads: p[0] }];
+}
+
+/** Sources of a node's operands: A, B, C?, R? and Y. @param {BuildContext} ctx @param {PlanNode} node */
+function operands(ctx, node) {
+  const [A, B, C, R] = node.inputs;
+  const opt = (/** @type {number | undefined} */ id) => (id !== undefined && id >= 0 ? ctx.src(id) : undefined);
+  return { A: ctx.src(A), B: ctx.src(B), C: opt(C), R: opt(R), Y: ctx.src(node.outputs[0]) };
 }
 
 /** @param {PlanNode} node @param {BuildContext} ctx @returns {Dispatch[] | string} */
@@ -92,8 +105,8 @@ export function gemm(node, ctx) {
     if (ctx.t(C).numel !== m[0]) ctx.fail(`bias has ${ctx.t(C).numel} elements, mode ${mode} needs ${m[0]}`);
     c = [m[1], m[2]];
   }
-  return dispatch(ctx, node, { M, N, K, batch: 1, a: [0, transA ? 1 : K, transA ? M : 1], b: [0, transB ? 1 : N, transB ? K : 1],
-    alpha, beta, act, p0, p1, c });
+  return matmulDispatch({ M, N, K, batch: 1, a: [0, transA ? 1 : K, transA ? M : 1], b: [0, transB ? 1 : N, transB ? K : 1],
+    alpha, beta, act, p0, p1, c, ...operands(ctx, node) });
 }
 
 /** @param {PlanNode} node @param {BuildContext} ctx @returns {Dispatch[] | string} */
@@ -114,5 +127,6 @@ export function matmul(node, ctx) {
   };
   const sa = stride(a, M * K), sb = stride(b, K * N);
   if (sa < 0 || sb < 0) return 'mixed batch broadcast';
-  return dispatch(ctx, node, { M, N, K, batch, a: [sa, K, 1], b: [sb, N, 1], alpha: 0x3f800000, beta: 0, act: 0, p0: 0, p1: 0 });
+  return matmulDispatch({ M, N, K, batch, a: [sa, K, 1], b: [sb, N, 1], alpha: 0x3f800000, beta: 0, act: 0, p0: 0, p1: 0,
+    ...operands(ctx, node), C: undefined, R: undefined });
 }
