@@ -61,8 +61,16 @@ class WebGPUPage:
         (self.root / name).symlink_to(Path(path).resolve())
         return f"/{name}"
 
-    def open(self, bundle: Path, **opts) -> dict:
-        return self.page.evaluate("([b, o]) => ep.open(b, o)", [self.bundle(bundle), opts])
+    def open(self, bundle: Path, plan: bytes | None = None, **opts) -> dict:
+        """Opens a bundle; `plan` hands the backend other plan bytes than the bundle's. Errors are returned
+        as {'error': message, 'name': class name}."""
+        url = None
+        if plan is not None:
+            (self.root / "f").mkdir(exist_ok=True)
+            f = f"f/{uuid.uuid4().hex[:8]}.plan"
+            (self.root / f).write_bytes(plan)
+            url = f"/{f}"
+        return self.page.evaluate("([b, o, p]) => ep.open(b, o, p)", [self.bundle(bundle), opts, url])
 
     def _feeds(self, feeds: dict[str, np.ndarray]) -> dict[str, str]:
         (self.root / "f").mkdir(exist_ok=True)

@@ -24,14 +24,20 @@ let session = null, backend = null;
 
 window.ep = {
   available: () => webgpuAvailable(),
-  /** Opens bundle (URL path) on wasm + WebGPU. opts: createWebGPUBackend options. */
-  async open(bundle, opts = {}) {
+  /** Opens bundle (URL path) on wasm + WebGPU. opts: createWebGPUBackend options; planUrl: hand the
+   * backend these plan bytes instead of the bundle's (hostile-plan tests). Errors are returned. */
+  async open(bundle, opts = {}, planUrl = null) {
     if (backend) backend.destroy();
-    session = await load(bundle);
-    const [plan, manifest] = await Promise.all([bytes(`${bundle}/model.plan`), bytes(`${bundle}/manifest.json`)]);
-    const t0 = performance.now();
-    backend = await createWebGPUBackend({ plan, manifest: JSON.parse(new TextDecoder().decode(manifest)), wasm: session, ...opts });
-    return { features: backend.features, placement: backend.placement, load_ms: performance.now() - t0 };
+    backend = null;
+    try {
+      session = await load(bundle);
+      const [plan, manifest] = await Promise.all([bytes(planUrl || `${bundle}/model.plan`), bytes(`${bundle}/manifest.json`)]);
+      const t0 = performance.now();
+      backend = await createWebGPUBackend({ plan, manifest: JSON.parse(new TextDecoder().decode(manifest)), wasm: session, ...opts });
+      return { features: backend.features, placement: backend.placement, load_ms: performance.now() - t0 };
+    } catch (e) {
+      return { error: String(e.message || e), name: e.name };
+    }
   },
   /** feeds: {name: url of a .bin}; returns GPU outputs (and wasm outputs when withWasm). */
   async run(feeds, withWasm = false) {

@@ -182,7 +182,7 @@ export function conv(node, ctx) {
   const [bias, res] = [node.inputs[2] ?? -1, node.inputs[3] ?? -1];
   if (G === 1 && kh === 1 && kw === 1 && sh === 1 && sw === 1 && !pt && !pl && !pr[10] && !pr[11] && N === s.H * s.W) {
     // 1×1, stride 1, no pads: Y[b] = Wᵀ·X[b], a matrix product over the [K][Mpad] weights
-    return matmulDispatch({ M: Mg, N, K, batch: s.B, a: [0, 1, Mpad], b: [K * N, N, 1], c: [1, 0],
+    return matmulDispatch({ M: Mg, N, K, batch: [[s.B], [0], [K * N]], a: [1, Mpad], b: [N, 1], c: [1, 0],
       alpha: 0x3f800000, beta: 0x3f800000, act, p0: a0, p1: a1, A: ws, B: ctx.src(x.id),
       C: bias >= 0 ? ctx.src(bias) : undefined, R: res >= 0 ? ctx.src(res) : undefined, Y: ctx.src(y.id) });
   }

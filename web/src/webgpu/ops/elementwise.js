@@ -33,6 +33,7 @@ const BINARY_EXPR = [
 export function binary(node, ctx) {
   const [Ai, Bi] = node.inputs, y = ctx.t(node.outputs[0]);
   const fn = node.params[0];
+  if (fn >= 8 && fn <= 15) return 'bool tensors (comparison / logic)';
   if (!(fn >= 0 && fn < BINARY_EXPR.length)) return `function ${fn}`;
   if (!ctx.isFloat(Ai) || !ctx.isFloat(Bi) || y.dtype !== F32) return 'non-float32 tensors';
   const r = y.dims.length;

@@ -1,8 +1,8 @@
 // GEMM (with its fused epilogue) and MATMUL (batched, broadcast batch dims) as one strided WGSL shader:
 // Y[b,m,n] = act(alpha · Σ_k A[b,m,k]·B[b,k,n] + beta·C[m,n] + R[b,m,n]); each thread computes a 4×4 tile.
-// Transposes and broadcast batches are strides, so no operand is copied.
+// Transposes and broadcast batch dims are strides, so no operand is copied.
 
-import { F32, numel } from '../plan.js';
+import { F32, numel, strides } from '../plan.js';
 import { MAIN, actFn, floatLoader } from '../wgsl.js';
 
 /** @typedef {import('../plan.js').PlanNode} PlanNode
@@ -18,7 +18,11 @@ ${MAIN}
   let tn = t % tilesN; let r1 = t / tilesN; let tm = r1 % tilesM; let bt = r1 / tilesM;
   let M = P[6]; let N = P[7]; let K = P[8];
   let m0 = tm * 4u; let n0 = tn * 4u;
-  let abase = P[1] + bt * P[9]; let bbase = P[2] + bt * P[12];
+  var abase = P[1]; var bbase = P[2]; var rb = bt;
+  for (var d = i32(P[23]) - 1; d >= 0; d--) {   // batch index -> operand offsets (broadcast dims: stride 0)
+    let dim = P[24u + u32(d)]; let q = rb % dim; rb /= dim;
+    abase += q * P[30u + u32(d)]; bbase += q * P[36u + u32(d)];
+  }
 ${R4.map((i) => `  let a${i} = abase + min(m0 + ${i}u, M - 1u) * P[10];
   let b${i} = bbase + min(n0 + ${i}u, N - 1u) * P[14];`).join('\n')}
   let aks = P[11]; let bks = P[13];
@@ -46,18 +50,21 @@ fn store(bt: u32, m: u32, n0: u32, acc: vec4<f32>, alpha: f32, beta: f32, a: f32
   }
 }`;
 
-/** @typedef {{M: number, N: number, K: number, batch: number, a: number[], b: number[], c?: number[],
+/** @typedef {{M: number, N: number, K: number, batch: number[], a: number[], b: number[], c?: number[],
  *   alpha: number, beta: number, act: number, p0: number, p1: number,
- *   A: Src, B: Src, C?: Src, R?: Src, Y: Src}} MatmulGeometry strides a = [batch, m, k], b = [batch, k, n],
- *   c = [m, n] (bias C, read when given); R is a residual shaped like Y; alpha/beta/p0/p1 are f32 bit patterns
+ *   A: Src, B: Src, C?: Src, R?: Src, Y: Src}} MatmulGeometry batch = [Y batch dims, A's strides along them,
+ *   B's strides] (≤ 6 dims each, stride 0 = broadcast); strides a = [m, k], b = [k, n], c = [m, n] (bias C,
+ *   read when given); R is a residual shaped like Y; alpha/beta/p0/p1 are f32 bit patterns
  *  @typedef {import('../wgsl.js').Src} Src */
 
 /** The dispatch of one (batched) matrix product. Also used by CONV for 1×1 stride-1 unpadded convolutions.
  * @param {MatmulGeometry} g @returns {Dispatch[]} */
 export function matmulDispatch(g) {
   const tilesM = Math.ceil(g.M / 4), tilesN = Math.ceil(g.N / 4);
-  const p = [g.batch * tilesM * tilesN, g.A.base, g.B.base, g.C?.base ?? 0, g.R?.base ?? 0, g.Y.base, g.M, g.N, g.K,
-    ...g.a, ...g.b, ...(g.c || [0, 0]), g.alpha >>> 0, g.beta >>> 0, g.p0 >>> 0, g.p1 >>> 0, tilesM, tilesN];
+  const [dims, sa, sb] = g.batch;
+  const p = [numel(dims) * tilesM * tilesN, g.A.base, g.B.base, g.C?.base ?? 0, g.R?.base ?? 0, g.Y.base, g.M, g.N, g.K,
+    0, ...g.a, 0, ...g.b, ...(g.c || [0, 0]), g.alpha >>> 0, g.beta >>> 0, g.p0 >>> 0, g.p1 >>> 0, tilesM, tilesN,
+    dims.length, ...[dims, sa, sb].flatMap((v) => [...v, ...new Array(6 - v.length).fill(0)])];
   let code = floatLoader('xa', g.A) + floatLoader('xb', g.B) + actFn(g.act);
   let bias = '', residual = '';
   if (g.C && g.c) {
@@ -69,7 +76,7 @@ export function matmulDispatch(g) {
     residual = 'v += xr(P[4] + yi);';
   }
   // B rows of 4 aligned weights are read as one vector
-  const vec = g.B.buf === 'W' && g.b[2] === 1 && g.N % 4 === 0 && g.b[1] % 4 === 0 && g.b[0] % 4 === 0 && g.B.base % 4 === 0;
+  const vec = g.B.buf === 'W' && g.b[1] === 1 && g.N % 4 === 0 && g.b[0] % 4 === 0 && sb.every((v) => v % 4 === 0) && g.B.base % 4 === 0;
   const bvec = vec ? 'fW4(bbase + n0 + kb)' : 'vec4<f32>(xb(b0 + kb), xb(b1 + kb), xb(b2 + kb), xb(b3 + kb))';
   return [{ code: code + MM_STORE.replace('BIAS', bias).replace('RESIDUAL', residual) + MM_WGSL.replace('BVEC', bvec), params: p, threads: p[0] }];
 }
@@ -105,7 +112,7 @@ export function gemm(node, ctx) {
     if (ctx.t(C).numel !== m[0]) ctx.fail(`bias has ${ctx.t(C).numel} elements, mode ${mode} needs ${m[0]}`);
     c = [m[1], m[2]];
   }
-  return matmulDispatch({ M, N, K, batch: 1, a: [0, transA ? 1 : K, transA ? M : 1], b: [0, transB ? 1 : N, transB ? K : 1],
+  return matmulDispatch({ M, N, K, batch: [[], [], []], a: [transA ? 1 : K, transA ? M : 1], b: [transB ? 1 : N, transB ? K : 1],
     alpha, beta, act, p0, p1, c, ...operands(ctx, node) });
 }
 
@@ -118,15 +125,16 @@ export function matmul(node, ctx) {
   if (a.length < 2 || b.length < 2 || yd.length < 2) return 'rank';
   const M = a[a.length - 2], K = a[a.length - 1], N = b[b.length - 1];
   if (b[b.length - 2] !== K || yd[yd.length - 2] !== M || yd[yd.length - 1] !== N) ctx.fail('operand shapes do not agree');
-  const batch = numel(yd.slice(0, -2));
-  // A batch operand is either broadcast whole (one matrix) or matches Y's batch exactly; mixed broadcasts
-  // (e.g. [2,1] x [1,3]) fall back to the wasm core.
-  const stride = (/** @type {number[]} */ d, /** @type {number} */ size) => {
-    const n = numel(d.slice(0, -2));
-    return n === 1 ? 0 : n === batch ? size : -1;
+  // batch dims broadcast numpy-style: each operand's (right-aligned) dim is 1 (stride 0) or Y's
+  const yb = yd.slice(0, -2);
+  if (yb.length > 6) return 'rank';
+  const batchStrides = (/** @type {number[]} */ d, /** @type {number} */ size) => {
+    const b = [...new Array(yb.length - (d.length - 2)).fill(1), ...d.slice(0, -2)];
+    const st = strides(b).map((v) => v * size);
+    if (b.some((v, i) => v !== 1 && v !== yb[i])) ctx.fail('batch dims do not broadcast');
+    return b.map((v, i) => (v === 1 ? 0 : st[i]));
   };
-  const sa = stride(a, M * K), sb = stride(b, K * N);
-  if (sa < 0 || sb < 0) return 'mixed batch broadcast';
-  return matmulDispatch({ M, N, K, batch, a: [sa, K, 1], b: [sb, N, 1], alpha: 0x3f800000, beta: 0, act: 0, p0: 0, p1: 0,
+  const batch = [yb, batchStrides(a, M * K), batchStrides(b, K * N)];
+  return matmulDispatch({ M, N, K, batch, a: [K, 1], b: [N, 1], alpha: 0x3f800000, beta: 0, act: 0, p0: 0, p1: 0,
     ...operands(ctx, node), C: undefined, R: undefined });
 }
