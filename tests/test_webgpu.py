@@ -386,6 +386,29 @@ def test_fallback_heavy_minilm(page, bench_bundles, tmp_path_factory) -> None:
     _compare(res["gpu"], reference_run(onnx.load(str(bundle / "model.onnx")), feeds), "minilm_like (fallback)")
 
 
+def _has_fp16_packaging() -> bool:
+    import inspect
+    return "quantize" in inspect.signature(package).parameters
+
+
+@pytest.mark.skipif(not _has_fp16_packaging(), reason="fp16 bundles need the packager's --quantize fp16")
+@pytest.mark.parametrize("name", ["cifar10net", "mobilenetv2", "minilm_like"])
+def test_fp16_bundle(page, name, tmp_path) -> None:
+    """Weights stored as float16, widened by prologue CAST nodes that the wasm core runs once when it binds
+    its arena: the backend takes their outputs as constants, so every other node still runs on the GPU."""
+    bundle = package(model_path(name), target="web", out=tmp_path / name, verify=False, quantize="fp16")
+    info = page.open(bundle)
+    assert "error" not in info, info
+    assert isinstance(info["features"]["f16"], bool)
+    kinds = {p["op"] for p in info["placement"] if p["on"] == "prologue"}
+    assert kinds == {"CAST"}, info["placement"]
+    assert all(p["on"] != "wasm" for p in info["placement"]), [p for p in info["placement"] if p["on"] == "wasm"]
+    feeds = _feeds(bundle, 3)
+    res = page.run(feeds)
+    assert "error" not in res, res
+    _compare(res["gpu"], reference_run(onnx.load(str(bundle / "model.onnx")), feeds), f"{name} fp16")
+
+
 # ---- hostile plans -----------------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")

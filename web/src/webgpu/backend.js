@@ -15,7 +15,8 @@ import { PRELUDE, grid } from './wgsl.js';
  *  @typedef {{kind: 'gpu', node: PlanNode, dispatches: {pipeline: GPUComputePipeline, bindGroup: GPUBindGroup, grid: number[]}[]}
  *    | {kind: 'wasm', node: PlanNode, why: string}} Step
  *  @typedef {{data: ArrayBufferView, dims: readonly number[]}} Tensor
- *  @typedef {{node: number, op: string, on: 'gpu'|'wasm', why?: string}} Placement */
+ *  @typedef {{node: number, op: string, on: 'gpu'|'wasm'|'prologue', why?: string}} Placement where a node runs:
+ *    GPU shader, wasm core (why: no shader for this case), or once at load (prologue: its outputs are constants) */
 
 const ARRAYS = /** @type {Record<string, any>} */ ({
   float32: Float32Array, int64: BigInt64Array, int32: Int32Array, int8: Int8Array,
@@ -57,6 +58,8 @@ export class WebGPUBackend {
     this.steps = [];
     /** @type {Placement[]} */
     this.placement = [];
+    /** @type {[number, number][]} arena bytes of prologue outputs: constant, held by the wasm arena */
+    this.prologue = [];
     /** @type {GPUBuffer[]} */
     this.buffers = [];
     this.lost = /** @type {string | null} */ (null);
@@ -79,8 +82,18 @@ export class WebGPUBackend {
     if (plan.tensors.some((t) => t.storage === ARENA && t.offset % 4)) throw fail('arena tensors must be 4-byte aligned (the packager aligns them to 64)');
     /** @type {{node: PlanNode, dispatches: import('./ops/context.js').Dispatch[] | null, why?: string}[]} */
     const built = [];
+    const mem = new Uint8Array(this.wasm.memory.buffer);
     for (const node of plan.nodes) {
       ctx.node = node;
+      if (node.prologue) {   // computed by the wasm core when it bound its arena: take its outputs as constants
+        for (const id of node.outputs) {
+          const t = plan.tensors[id];
+          ctx.constants.set(id, mem.slice(this.arenaPtr + t.offset, this.arenaPtr + t.offset + t.nbytes));
+          this.prologue.push(words(t.offset, t.offset + t.nbytes));
+        }
+        this.placement.push({ node: node.index, op: OP_NAME[node.op], on: 'prologue' });
+        continue;
+      }
       if (node.outputs.every((id) => plan.tensors[id].nbytes === 0)) continue;   // nothing to compute
       const builder = BUILDERS[node.op];
       const r = wasmOps.has(OP_NAME[node.op]) ? 'forced onto wasm' : builder ? builder(node, ctx) : 'no shader';
@@ -193,7 +206,8 @@ export class WebGPUBackend {
     const { device, plan, wasm } = this;
     const q = device.queue;
     wasm.checkFeeds(feeds);
-    const valid = new Ranges();   // wasm-arena bytes equal to the GPU arena's
+    const valid = new Ranges();   // wasm-arena bytes the wasm side may read as they are
+    for (const [lo, hi] of this.prologue) valid.add(lo, hi);   // GPU nodes read these from the weights buffer
     const mem = () => new Uint8Array(wasm.memory.buffer);
     for (const s of this.manifest.inputs) {
       const t = plan.tensors[s.tensor], d = feeds[s.name].data;

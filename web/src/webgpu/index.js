@@ -23,7 +23,7 @@ export async function webgpuAvailable() {
  *   the wasm core anyway (testing, or working around a driver).
  * @returns {Promise<{run: (feeds: Record<string, {data: ArrayBufferView, dims: readonly number[]}>) =>
  *   Promise<Record<string, {data: any, dims: number[], dtype: string}>>, features: {f16: boolean, adapter: string},
- *   placement: {node: number, op: string, on: 'gpu'|'wasm', why?: string}[], destroy: () => void}>}
+ *   placement: {node: number, op: string, on: 'gpu'|'wasm'|'prologue', why?: string}[], destroy: () => void}>}
  */
 export async function createWebGPUBackend({ plan, manifest, wasm, wasmOps = [], powerPreference }) {
   const gpu = /** @type {any} */ (globalThis.navigator)?.gpu;
@@ -36,7 +36,8 @@ export async function createWebGPUBackend({ plan, manifest, wasm, wasmOps = [], 
   if (!adapter) throw new EdgepackError('WebGPU: no adapter available');
   // float16 weights are converted to float32 when loaded: shader-f16 is reported, and requested when the
   // bundle asks for fp16, but the shaders compute in float32 either way (docs/webgpu.md).
-  const f16 = manifest?.precision === 'fp16' && adapter.features.has('shader-f16');
+  const precision = manifest?.precision;
+  const f16 = (precision === 'fp16' || precision?.mode === 'fp16') && adapter.features.has('shader-f16');
   const lim = adapter.limits;
   const device = await adapter.requestDevice({
     requiredFeatures: f16 ? ['shader-f16'] : [],

@@ -19,12 +19,14 @@ export const ARENA = 0, WEIGHTS = 1;
 
 const MAGIC = 0x4e4c5045;   // "EPLN" little-endian
 const HEADER = 64, TENSOR = 48, NODE = 32, MAX_RANK = 8, MAX_IO = 16;
+const PROLOGUE = 1;   // node flag: runs once when the arena is bound
 
 /**
  * @typedef {{id: number, dtype: number, storage: number, rank: number, offset: number, nbytes: number,
  *   dims: number[], numel: number}} PlanTensor
  * @typedef {{index: number, op: number, inputs: number[], outputs: number[], params: Int32Array,
- *   scratchOff: number, scratchBytes: number}} PlanNode
+ *   scratchOff: number, scratchBytes: number, prologue: boolean}} PlanNode prologue: node flag bit 0, a node
+ *   that reads only weights and runs once when the arena is bound (e.g. CAST of a float16 weight)
  * @typedef {{bytes: Uint8Array, tensors: PlanTensor[], nodes: PlanNode[], inputs: number[], outputs: number[],
  *   weightsOff: number, weightsBytes: number, arenaBytes: number}} Plan
  */
@@ -100,7 +102,9 @@ export function parsePlan(bytes) {
     const o = nOff + i * NODE;
     const op = dv.getUint16(o, true), nI = dv.getUint8(o + 2), nO = dv.getUint8(o + 3);
     const ioAt = u32(o + 4), pAt = u32(o + 8), nP = u32(o + 12), scratchOff = u32(o + 16), scratchBytes = u32(o + 20);
+    const flags = u32(o + 24);
     if (!(op in OP_NAME)) throw bad(`node ${i}: unknown kernel id ${op}`);
+    if (flags & ~PROLOGUE || u32(o + 28)) throw bad(`node ${i}: unknown node flags ${flags}`);
     if (nI > MAX_IO || nO > MAX_IO || nO < 1) throw bad(`node ${i} (${OP_NAME[op]}): ${nI} inputs / ${nO} outputs out of bounds`);
     if (scratchOff + scratchBytes > arenaBytes) throw bad(`node ${i}: scratch outside the arena`);
     const io = ints(ioAt, nI + nO, `node ${i} io`);
@@ -110,7 +114,11 @@ export function parsePlan(bytes) {
       if (tensors[id].storage !== ARENA) throw bad(`node ${i}: output tensor ${id} is not in the arena`);
       return id;
     });
-    nodes.push({ index: i, op, inputs, outputs, params: ints(pAt, nP, `node ${i} params`), scratchOff, scratchBytes });
+    const prologue = !!(flags & PROLOGUE);
+    if (prologue && (i && !nodes[i - 1].prologue || inputs.some((id) => id >= 0 && tensors[id].storage !== WEIGHTS))) {
+      throw bad(`node ${i}: a prologue node must read only weights and follow only prologue nodes`);
+    }
+    nodes.push({ index: i, op, inputs, outputs, params: ints(pAt, nP, `node ${i} params`), scratchOff, scratchBytes, prologue });
   }
   return { bytes, tensors, nodes, inputs: graphIo.slice(0, nIn), outputs: graphIo.slice(nIn), weightsOff: wOff, weightsBytes: wBytes, arenaBytes };
 }

@@ -1,6 +1,9 @@
 // What an op builder sees while turning a plan node into GPU dispatches: the plan's tensors, where each
 // operand lives on the GPU (arena word offset, or a slot in the GPU weights buffer filled at load time,
 // possibly with a repacked layout), and a way to refuse bad plans with a clear error.
+// Constants are the weights plus the outputs of prologue nodes (e.g. float16 weights widened to float32
+// once, when the wasm core binds its arena): their bytes are known at load time, so they are handled as
+// weights (repacked, uploaded to the weights buffer) and no GPU work recomputes them.
 
 import { EdgepackError } from '../../runtime.js';
 import { ARENA, DTYPE_SIZE, F16, F32, OP_NAME, WEIGHTS, weightBytes, weightFloats } from '../plan.js';
@@ -23,6 +26,8 @@ export class BuildContext {
     this.cache = new Map();
     /** @type {PlanNode | null} */
     this.node = null;
+    /** @type {Map<number, Uint8Array>} prologue outputs: tensor id -> bytes */
+    this.constants = new Map();
   }
 
   /** @param {number} id @returns {PlanTensor} */
@@ -31,13 +36,22 @@ export class BuildContext {
     return this.plan.tensors[id];
   }
 
-  /** @param {number} id */
-  isWeight(id) { return this.t(id).storage === WEIGHTS; }
+  /** A weight or a prologue output: values known at load time. @param {number} id */
+  isWeight(id) { return this.t(id).storage === WEIGHTS || this.constants.has(id); }
 
   /** float32, or a float16 weight (converted to float32 when loaded). @param {number} id */
   isFloat(id) {
     const t = this.t(id);
     return t.dtype === F32 || (t.dtype === F16 && t.storage === WEIGHTS);
+  }
+
+  /** A constant's values as float32 (float16 weights converted). @param {number} id @returns {Float32Array} */
+  floats(id) {
+    const t = this.t(id), c = this.constants.get(id);
+    if (!c) return weightFloats(this.plan, t);
+    if (t.dtype !== F32) this.fail(`tensor ${id} is not float32`);
+    const a = c.byteOffset % 4 ? c.slice() : c;
+    return new Float32Array(a.buffer, a.byteOffset, t.numel);
   }
 
   /** Throws a clear error naming the node. @param {string} msg @returns {never} */
@@ -52,7 +66,7 @@ export class BuildContext {
    * @param {number} id @param {string} [layout] @param {() => Float32Array | Uint32Array} [make] @returns {Src} */
   src(id, layout = 'raw', make) {
     const t = this.t(id);
-    if (t.storage === ARENA) {
+    if (t.storage === ARENA && !this.constants.has(id)) {
       if (t.offset % 4) this.fail(`tensor ${id} is not 4-byte aligned in the arena`);
       return { buf: 'A', base: t.offset / 4 };
     }
@@ -70,13 +84,13 @@ export class BuildContext {
 
   /** @param {PlanTensor} t @returns {Uint32Array} */
   rawWords(t) {
-    if (t.dtype === F32 || t.dtype === F16) {
+    if (t.dtype === F16) {
       const f = weightFloats(this.plan, t);
       return new Uint32Array(f.buffer, f.byteOffset, f.length);
     }
     const size = DTYPE_SIZE[/** @type {keyof DTYPE_SIZE} */ (t.dtype)];
     if (size % 4) this.fail(`weight tensor ${t.id} has ${size}-byte elements`);
-    const b = weightBytes(this.plan, t);
+    const b = this.constants.get(t.id) || weightBytes(this.plan, t);
     const c = b.byteOffset % 4 ? b.slice() : b;
     return new Uint32Array(c.buffer, c.byteOffset, t.nbytes / 4);
   }

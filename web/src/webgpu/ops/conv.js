@@ -7,7 +7,7 @@
 // L = [[1,0,0,0],[0,1,-1,0],[0,0,0,1]] of G (rows 0 and 3 of G g are g's rows 0 and 2, rows 1 - 2 are
 // its row 1), so a Winograd node runs the same direct-conv shader as CONV.
 
-import { F32, weightFloats } from '../plan.js';
+import { F32 } from '../plan.js';
 import { MAIN, actFn, floatLoader } from '../wgsl.js';
 import { matmulDispatch } from './matmul.js';
 
@@ -176,8 +176,8 @@ export function conv(node, ctx) {
   if (w.numel !== wantW) ctx.fail(`packed weights hold ${w.numel} values, expected ${wantW}`);
   const key = winograd ? 'winograd' : 'conv';
   const ws = ctx.src(w.id, key, () => winograd
-    ? winogradToFilters(weightFloats(ctx.plan, w), s.Cout, s.Cin, MR)
-    : unpackPanels(weightFloats(ctx.plan, w), G, Mg, K, MR));
+    ? winogradToFilters(ctx.floats(w.id), s.Cout, s.Cin, MR)
+    : unpackPanels(ctx.floats(w.id), G, Mg, K, MR));
   const N = s.OH * s.OW, tilesM = Mpad / 8, tilesW = Math.ceil(s.OW / 4);
   const [bias, res] = [node.inputs[2] ?? -1, node.inputs[3] ?? -1];
   if (G === 1 && kh === 1 && kw === 1 && sh === 1 && sw === 1 && !pt && !pl && !pr[10] && !pr[11] && N === s.H * s.W) {
