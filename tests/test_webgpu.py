@@ -391,15 +391,29 @@ def _has_fp16_packaging() -> bool:
     return "quantize" in inspect.signature(package).parameters
 
 
+@pytest.fixture(scope="module")
+def fp16_bundles(tmp_path_factory) -> dict[str, Path]:
+    return {}
+
+
 @pytest.mark.skipif(not _has_fp16_packaging(), reason="fp16 bundles need the packager's --quantize fp16")
+@pytest.mark.parametrize("f16_weights", [False, True])
 @pytest.mark.parametrize("name", ["cifar10net", "mobilenetv2", "minilm_like"])
-def test_fp16_bundle(page, name, tmp_path) -> None:
+def test_fp16_bundle(page, name, f16_weights, fp16_bundles, tmp_path_factory) -> None:
     """Weights stored as float16, widened by prologue CAST nodes that the wasm core runs once when it binds
-    its arena: the backend takes their outputs as constants, so every other node still runs on the GPU."""
-    bundle = package(model_path(name), target="web", out=tmp_path / name, verify=False, quantize="fp16")
-    info = page.open(bundle)
+    its arena: the backend takes their outputs as constants, so every other node still runs on the GPU.
+    f16Weights keeps them float16 in GPU memory (SwiftShader has no shader-f16: unpack2x16float reads them)."""
+    if name not in fp16_bundles:
+        fp16_bundles[name] = package(model_path(name), target="web", out=tmp_path_factory.mktemp(name) / name,
+                                     verify=False, quantize="fp16")
+    bundle = fp16_bundles[name]
+    info = page.open(bundle, f16Weights=f16_weights)
     assert "error" not in info, info
-    assert isinstance(info["features"]["f16"], bool)
+    assert isinstance(info["features"]["f16"], bool) and info["features"]["f16Weights"] == f16_weights
+    if f16_weights:
+        full = page.open(bundle, f16Weights=False)["memory"]["weightBytes"]
+        assert info["memory"]["weightBytes"] < 0.75 * full, (info["memory"], full)
+        info = page.open(bundle, f16Weights=True)
     kinds = {p["op"] for p in info["placement"] if p["on"] == "prologue"}
     assert kinds == {"CAST"}, info["placement"]
     assert all(p["on"] != "wasm" for p in info["placement"]), [p for p in info["placement"] if p["on"] == "wasm"]

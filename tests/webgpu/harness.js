@@ -34,7 +34,7 @@ window.ep = {
       const [plan, manifest] = await Promise.all([bytes(planUrl || `${bundle}/model.plan`), bytes(`${bundle}/manifest.json`)]);
       const t0 = performance.now();
       backend = await createWebGPUBackend({ plan, manifest: JSON.parse(new TextDecoder().decode(manifest)), wasm: session, ...opts });
-      return { features: backend.features, placement: backend.placement, load_ms: performance.now() - t0 };
+      return { features: backend.features, placement: backend.placement, memory: backend.memory, load_ms: performance.now() - t0 };
     } catch (e) {
       return { error: String(e.message || e), name: e.name };
     }

@@ -8,7 +8,7 @@ import { ARENA, OP_NAME } from './plan.js';
 import { BuildContext } from './ops/context.js';
 import { BUILDERS } from './ops/index.js';
 import { Ranges, words } from './ranges.js';
-import { PRELUDE, grid } from './wgsl.js';
+import { grid, prelude } from './wgsl.js';
 
 /** @typedef {import('./plan.js').Plan} Plan
  *  @typedef {import('./plan.js').PlanNode} PlanNode
@@ -45,7 +45,7 @@ function arenaAddress(plan, wasm) {
 
 export class WebGPUBackend {
   /** @param {GPUAdapter} adapter @param {GPUDevice} device @param {Plan} plan @param {any} manifest @param {any} wasm
-   * @param {{f16: boolean, adapter: string}} features */
+   * @param {{f16: boolean, adapter: string, f16Weights?: boolean}} features */
   constructor(adapter, device, plan, manifest, wasm, features) {
     this.adapter = adapter;
     this.device = device;
@@ -75,10 +75,12 @@ export class WebGPUBackend {
   }
 
   /** Builds every node's dispatches (or its fallback), the weights, params and pipelines.
-   * @param {Set<string>} wasmOps kernel names forced onto the wasm core */
-  async build(wasmOps) {
+   * @param {Set<string>} wasmOps kernel names forced onto the wasm core
+   * @param {boolean} half keep float constants that are exact in float16 as float16 on the GPU */
+  async build(wasmOps, half) {
     const { device, plan } = this;
-    const ctx = new BuildContext(plan);
+    const ctx = new BuildContext(plan, half);
+    const native = this.features.f16;
     if (plan.tensors.some((t) => t.storage === ARENA && t.offset % 4)) throw fail('arena tensors must be 4-byte aligned (the packager aligns them to 64)');
     /** @type {{node: PlanNode, dispatches: import('./ops/context.js').Dispatch[] | null, why?: string}[]} */
     const built = [];
@@ -109,6 +111,8 @@ export class WebGPUBackend {
       if (n > limit) throw fail(`the model's ${what} needs ${n} bytes in one buffer; this adapter allows ${limit}`);
     }
     this.weights = this.buffer({ size: w.byteLength, usage: usage.STORAGE | usage.COPY_DST });
+    this.memory = { arenaBytes: this.arena.size, weightBytes: w.byteLength };
+    this.features.f16Weights = half;
     device.queue.writeBuffer(this.weights, 0, w);
     this.errors = this.buffer({ size: 16, usage: usage.STORAGE | usage.COPY_SRC | usage.COPY_DST });
 
@@ -128,6 +132,7 @@ export class WebGPUBackend {
         { binding: 2, visibility: GPUShaderStage.COMPUTE, buffer: { type: 'read-only-storage' } },
         { binding: 3, visibility: GPUShaderStage.COMPUTE, buffer: { type: 'storage' } },
         { binding: 4, visibility: GPUShaderStage.COMPUTE, buffer: { type: 'read-only-storage' } },
+        ...(native ? [5, 6].map((binding) => ({ binding, visibility: GPUShaderStage.COMPUTE, buffer: { type: /** @type {const} */ ('read-only-storage') } })) : []),
       ],
     });
     const pipelineLayout = device.createPipelineLayout({ bindGroupLayouts: [layout] });
@@ -136,7 +141,7 @@ export class WebGPUBackend {
     const pipeline = (/** @type {string} */ code, /** @type {PlanNode} */ node) => {
       let p = pipelines.get(code);
       if (!p) {
-        const module = device.createShaderModule({ code: PRELUDE + code });
+        const module = device.createShaderModule({ code: prelude(native) + code });
         p = device.createComputePipelineAsync({ layout: pipelineLayout, compute: { module, entryPoint: 'main' } }).catch(async (e) => {
           const info = await module.getCompilationInfo();
           const msgs = info.messages.filter((m) => m.type === 'error').map((m) => `${m.lineNum}:${m.linePos} ${m.message}`);
@@ -160,6 +165,7 @@ export class WebGPUBackend {
             { binding: 2, resource: { buffer: this.params, offset: off, size: d.params.length * 4 } },
             { binding: 3, resource: { buffer: this.errors } },
             { binding: 4, resource: { buffer: this.weights } },
+            ...(native ? [5, 6].map((binding) => ({ binding, resource: { buffer: this.weights } })) : []),
           ],
         });
         ds.push({ pipeline: await pipeline(d.code, b.node), bindGroup, grid: grid(d.threads) });

@@ -17,15 +17,20 @@ export async function webgpuAvailable() {
 
 /**
  * Opens a plan on the GPU.
- * @param {{plan: Uint8Array, manifest: any, wasm: any, wasmOps?: string[], powerPreference?: GPUPowerPreference}} options
+ * @param {{plan: Uint8Array, manifest: any, wasm: any, wasmOps?: string[], f16Weights?: boolean,
+ *   powerPreference?: GPUPowerPreference}} options
  *   plan: model.plan's bytes; manifest: the parsed manifest.json; wasm: a Session (web/src/runtime.js) opened
  *   on the same plan, used for nodes without a shader; wasmOps: kernel names (e.g. 'SOFTMAX') to run on
- *   the wasm core anyway (testing, or working around a driver).
+ *   the wasm core anyway (testing, or working around a driver); f16Weights: keep float weights that are
+ *   exact in float16 (those of an fp16 bundle) as float16 in GPU memory, default: when shader-f16 is
+ *   enabled (the adapter has it and the manifest's precision is fp16); without shader-f16 they are
+ *   decoded with unpack2x16float.
  * @returns {Promise<{run: (feeds: Record<string, {data: ArrayBufferView, dims: readonly number[]}>) =>
- *   Promise<Record<string, {data: any, dims: number[], dtype: string}>>, features: {f16: boolean, adapter: string},
+ *   Promise<Record<string, {data: any, dims: number[], dtype: string}>>,
+ *   features: {f16: boolean, adapter: string, f16Weights?: boolean}, memory: {arenaBytes: number, weightBytes: number},
  *   placement: {node: number, op: string, on: 'gpu'|'wasm'|'prologue', why?: string}[], destroy: () => void}>}
  */
-export async function createWebGPUBackend({ plan, manifest, wasm, wasmOps = [], powerPreference }) {
+export async function createWebGPUBackend({ plan, manifest, wasm, wasmOps = [], f16Weights, powerPreference }) {
   const gpu = /** @type {any} */ (globalThis.navigator)?.gpu;
   if (!gpu) throw new EdgepackError('WebGPU is not available here (navigator.gpu is missing)');
   const unknown = wasmOps.filter((n) => !Object.values(OP_NAME).includes(n));
@@ -34,8 +39,7 @@ export async function createWebGPUBackend({ plan, manifest, wasm, wasmOps = [], 
   /** @type {GPUAdapter | null} */
   const adapter = await gpu.requestAdapter(powerPreference ? { powerPreference } : undefined);
   if (!adapter) throw new EdgepackError('WebGPU: no adapter available');
-  // float16 weights are converted to float32 when loaded: shader-f16 is reported, and requested when the
-  // bundle asks for fp16, but the shaders compute in float32 either way (docs/webgpu.md).
+  // shader-f16 serves float16 weight storage (native f16 loads); arithmetic stays float32 (docs/webgpu.md)
   const precision = manifest?.precision;
   const f16 = (precision === 'fp16' || precision?.mode === 'fp16') && adapter.features.has('shader-f16');
   const lim = adapter.limits;
@@ -48,7 +52,7 @@ export async function createWebGPUBackend({ plan, manifest, wasm, wasmOps = [], 
   const backend = new WebGPUBackend(adapter, device, parsed, manifest, wasm, { f16, adapter: name });
   device.pushErrorScope('validation');
   try {
-    await backend.build(new Set(wasmOps));
+    await backend.build(new Set(wasmOps), f16Weights ?? f16);
   } catch (e) {
     await device.popErrorScope();
     backend.destroy();
@@ -64,6 +68,7 @@ export async function createWebGPUBackend({ plan, manifest, wasm, wasmOps = [], 
     profile: (feeds) => backend.profile(feeds),
     features: backend.features,
     placement: backend.placement,
+    memory: backend.memory,
     destroy: () => backend.destroy(),
   };
 }

@@ -8,7 +8,7 @@
 
 export const WG = 64;   // workgroup size of every shader
 
-export const PRELUDE = /* wgsl */ `
+const PRELUDE = /* wgsl */ `
 @group(0) @binding(0) var<storage, read_write> A: array<u32>;
 @group(0) @binding(1) var<storage, read> W: array<u32>;
 @group(0) @binding(2) var<storage, read> P: array<u32>;
@@ -25,6 +25,20 @@ fn ninf() -> f32 { return bitcast<f32>(0xff800000u | (P[0] & 0u)); }
 fn pinf() -> f32 { return bitcast<f32>(0x7f800000u | (P[0] & 0u)); }
 `;
 
+const HALF_NATIVE = /* wgsl */ `
+@group(0) @binding(5) var<storage, read> H: array<f16>;
+@group(0) @binding(6) var<storage, read> H4: array<vec4<f16>>;
+fn fH(i: u32) -> f32 { return f32(H[i]); }
+fn fH4(i: u32) -> vec4<f32> { return vec4<f32>(H4[i >> 2u]); }   // i: a multiple of 4
+`;
+const HALF_UNPACK = /* wgsl */ `
+fn fH(i: u32) -> f32 { return unpack2x16float(W[i >> 1u])[i & 1u]; }
+fn fH4(i: u32) -> vec4<f32> { let j = i >> 1u; return vec4<f32>(unpack2x16float(W[j]), unpack2x16float(W[j + 1u])); }
+`;
+
+/** The declarations every shader starts with. @param {boolean} nativeF16 shader-f16 is enabled */
+export const prelude = (nativeF16) => (nativeF16 ? `enable f16;\n${PRELUDE}${HALF_NATIVE}` : PRELUDE + HALF_UNPACK);
+
 /** Entry point header: \`t\` is the flat thread index, P[0] the thread count. */
 export const MAIN = /* wgsl */ `
 @compute @workgroup_size(${WG})
@@ -32,10 +46,16 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   let t = gid.x + gid.y * nwg.x * ${WG}u;
   if (t >= P[0]) { return; }`;
 
-/** @typedef {{buf: 'A'|'W', base: number}} Src where a tensor's first 32-bit word is */
+/** @typedef {{buf: 'A'|'W'|'H', base: number}} Src where a tensor's first element is: a 32-bit word of
+ * the arena (A) or the weights buffer (W), or a 16-bit half of the weights buffer (H, float16 storage) */
 
 /** A float accessor named \`name\` reading from src's buffer. @param {string} name @param {Src} src */
 export const floatLoader = (name, src) => `fn ${name}(i: u32) -> f32 { return f${src.buf}(i); }\n`;
+/** A vec4 accessor (index a multiple of 4) over weights. @param {string} name @param {Src} src */
+export const vec4Loader = (name, src) => {
+  if (src.buf === 'A') throw new Error('vector loads read weights only');
+  return `fn ${name}(i: u32) -> vec4<f32> { return f${src.buf}4(i); }\n`;
+};
 /** A raw-word accessor. @param {string} name @param {Src} src */
 export const wordLoader = (name, src) => `fn ${name}(i: u32) -> u32 { return ${src.buf}[i]; }\n`;
 

@@ -6,7 +6,7 @@
 // weights (repacked, uploaded to the weights buffer) and no GPU work recomputes them.
 
 import { EdgepackError } from '../../runtime.js';
-import { ARENA, DTYPE_SIZE, F16, F32, OP_NAME, WEIGHTS, weightBytes, weightFloats } from '../plan.js';
+import { ARENA, DTYPE_SIZE, F16, F32, OP_NAME, WEIGHTS, halfToFloat, weightBytes, weightFloats } from '../plan.js';
 
 /** @typedef {import('../plan.js').Plan} Plan
  *  @typedef {import('../plan.js').PlanTensor} PlanTensor
@@ -16,9 +16,10 @@ import { ARENA, DTYPE_SIZE, F16, F32, OP_NAME, WEIGHTS, weightBytes, weightFloat
  *    (without the shared prelude), its parameter words (P[0] = thread count) and its thread count */
 
 export class BuildContext {
-  /** @param {Plan} plan */
-  constructor(plan) {
+  /** @param {Plan} plan @param {boolean} half store float constants exactly representable in float16 as float16 */
+  constructor(plan, half = false) {
     this.plan = plan;
+    this.half = half;
     /** @type {Uint32Array[]} */
     this.chunks = [];
     this.words = 0;
@@ -82,6 +83,29 @@ export class BuildContext {
     return src;
   }
 
+  /** Like src(), for operands read as floats: with float16 storage on, a float constant whose values
+   * are all exact in float16 gets a float16 slot (an 'H' source, base in halves).
+   * @param {number} id @param {string} [layout] @param {() => Float32Array} [make] @returns {Src} */
+  fsrc(id, layout = 'raw', make) {
+    const t = this.t(id);
+    if (!this.half || !this.isWeight(id) || (t.dtype !== F32 && t.dtype !== F16)) return this.src(id, layout, make);
+    const key = `${id}:${layout}:f16`;
+    let hit = this.cache.get(key);
+    if (!hit) {
+      const f = make ? make() : this.floats(id);
+      const h = toHalves(f);
+      if (!h) {   // not exact in float16: a float32 slot
+        hit = this.src(id, layout, () => f);
+      } else {
+        hit = { buf: 'H', base: 2 * this.words };
+        this.chunks.push(new Uint32Array(h.buffer, 0, h.length / 2));
+        this.words += Math.ceil(h.length / 8) * 4;
+      }
+      this.cache.set(key, hit);
+    }
+    return hit;
+  }
+
   /** @param {PlanTensor} t @returns {Uint32Array} */
   rawWords(t) {
     if (t.dtype === F16) {
@@ -105,4 +129,27 @@ export class BuildContext {
     }
     return out;
   }
+}
+
+const F = new Float32Array(1), U = new Uint32Array(F.buffer);
+
+/** float32 -> binary16 bits, for values exact in float16 (the caller checks the round trip). @param {number} v */
+function half(v) {
+  F[0] = v;
+  const x = U[0], sign = (x >>> 16) & 0x8000, e = ((x >>> 23) & 0xff) - 112, m = x & 0x7fffff;
+  if (e >= 31) return sign | 0x7c00 | (m ? 0x200 : 0);
+  if (e <= 0) return e < -10 ? sign : sign | ((m | 0x800000) >>> (14 - e));
+  return sign | (e << 10) | (m >>> 13);
+}
+
+/** Float16 bits of \`f\` (padded to a multiple of 2), or null when a value is not exact in float16.
+ * @param {Float32Array} f @returns {Uint16Array | null} */
+export function toHalves(f) {
+  const out = new Uint16Array(f.length + (f.length & 1));
+  for (let i = 0; i < f.length; i++) {
+    const h = half(f[i]);
+    if (halfToFloat(h) !== f[i] && !(f[i] !== f[i])) return null;
+    out[i] = h;
+  }
+  return out;
 }

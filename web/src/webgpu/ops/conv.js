@@ -8,7 +8,7 @@
 // its row 1), so a Winograd node runs the same direct-conv shader as CONV.
 
 import { F32 } from '../plan.js';
-import { MAIN, actFn, floatLoader } from '../wgsl.js';
+import { MAIN, actFn, floatLoader, vec4Loader } from '../wgsl.js';
 import { matmulDispatch } from './matmul.js';
 
 /** @typedef {import('../plan.js').PlanNode} PlanNode
@@ -105,7 +105,7 @@ ${R4.map((j) => `  let ix${j} = i32((ow0 + ${j}u) * P[16]) - i32(P[20]);
       if (iy < 0 || iy >= H) { wi += kw * Mpad; continue; }
       let row = xc + u32(iy) * P[8];
       for (var kx = 0u; kx < kw; kx++) {
-        let wa = fW4(wi); let wb = fW4(wi + 4u);
+        let wa = wv4(wi); let wb = wv4(wi + 4u);
         wi += Mpad;
         let dx = i32(kx) * dw;
 ${R4.map((j) => `        let v${j} = xat(row, ix${j} + dx); a${j} += wa * v${j}; c${j} += wb * v${j};`).join('\n')}
@@ -123,12 +123,12 @@ function epilogue(node, ctx, p, bAt, rAt, coExpr, yExpr) {
   let code = '';
   const [bias, res] = [node.inputs[2] ?? -1, node.inputs[3] ?? -1];
   if (bias >= 0) {
-    const s = ctx.src(bias);
+    const s = ctx.fsrc(bias);
     code += floatLoader('xb', s);
     p[bAt] = s.base;
   }
   if (res >= 0) {
-    const s = ctx.src(res);
+    const s = ctx.fsrc(res);
     code += floatLoader('xr', s);
     p[rAt] = s.base;
   }
@@ -175,7 +175,7 @@ export function conv(node, ctx) {
   const wantW = winograd ? 16 * Math.ceil(s.Cout / MR) * MR * s.Cin : G * Math.ceil(Mg / MR) * MR * K;
   if (w.numel !== wantW) ctx.fail(`packed weights hold ${w.numel} values, expected ${wantW}`);
   const key = winograd ? 'winograd' : 'conv';
-  const ws = ctx.src(w.id, key, () => winograd
+  const ws = ctx.fsrc(w.id, key, () => winograd
     ? winogradToFilters(ctx.floats(w.id), s.Cout, s.Cin, MR)
     : unpackPanels(ctx.floats(w.id), G, Mg, K, MR));
   const N = s.OH * s.OW, tilesM = Mpad / 8, tilesW = Math.ceil(s.OW / 4);
@@ -183,14 +183,14 @@ export function conv(node, ctx) {
   if (G === 1 && kh === 1 && kw === 1 && sh === 1 && sw === 1 && !pt && !pl && !pr[10] && !pr[11] && N === s.H * s.W) {
     // 1×1, stride 1, no pads: Y[b] = Wᵀ·X[b], a matrix product over the [K][Mpad] weights
     return matmulDispatch({ M: Mg, N, K, batch: [[s.B], [0], [K * N]], a: [1, Mpad], b: [N, 1], c: [1, 0],
-      alpha: 0x3f800000, beta: 0x3f800000, act, p0: a0, p1: a1, A: ws, B: ctx.src(x.id),
-      C: bias >= 0 ? ctx.src(bias) : undefined, R: res >= 0 ? ctx.src(res) : undefined, Y: ctx.src(y.id) });
+      alpha: 0x3f800000, beta: 0x3f800000, act, p0: a0, p1: a1, A: ws, B: ctx.fsrc(x.id),
+      C: bias >= 0 ? ctx.fsrc(bias) : undefined, R: res >= 0 ? ctx.fsrc(res) : undefined, Y: ctx.fsrc(y.id) });
   }
-  const p = [s.B * G * tilesM * s.OH * tilesW, ctx.src(x.id).base, ws.base, 0, 0, ctx.src(y.id).base,
+  const p = [s.B * G * tilesM * s.OH * tilesW, ctx.fsrc(x.id).base, ws.base, 0, 0, ctx.fsrc(y.id).base,
     s.Cin, s.H, s.W, s.Cout, s.OH, s.OW, G, kh, kw, sh, sw, dh, dw, pt, pl, Mg, Cg, Mpad, tilesM, tilesW,
     a0 >>> 0, a1 >>> 0, K];
   const ep = epilogue(node, ctx, p, 3, 4, 'co', 'yi');
-  const code = floatLoader('x0', ctx.src(x.id)) + ep.code + actFn(act) +
+  const code = floatLoader('x0', ctx.fsrc(x.id)) + vec4Loader('wv4', ws) + ep.code + actFn(act) +
     CONV_WGSL.replace('BIAS', ep.bias).replace('RESIDUAL', ep.residual);
   return [{ code, params: p, threads: p[0] }];
 }
@@ -209,7 +209,7 @@ ${MAIN}
     let iy = iy0 + i32(ky * P[15]);
     for (var kx = 0u; kx < kw; kx++) {
       let ix = ix0 + i32(kx * P[16]);
-      if (iy >= 0 && iy < H && ix >= 0 && ix < Wd) { v += fW(wi) * x0(xc + u32(iy) * P[8] + u32(ix)); }
+      if (iy >= 0 && iy < H && ix >= 0 && ix < Wd) { v += xw(wi) * x0(xc + u32(iy) * P[8] + u32(ix)); }
       wi++;
     }
   }
@@ -230,11 +230,11 @@ export function depthwise(node, ctx) {
   const [kh, kw, sh, sw, dh, dw, pt, pl, , , act, a0, a1] = pr;
   if (act < 0 || act > 3) return `activation ${act}`;
   if (s.Cin !== s.Cout || w.numel !== s.Cin * kh * kw) ctx.fail('depthwise weights do not match the channels');
-  const ws = ctx.src(w.id);
-  const p = [y.numel, ctx.src(x.id).base, ws.base, 0, 0, ctx.src(y.id).base, s.Cin, s.H, s.W, s.OH, s.OW,
+  const ws = ctx.fsrc(w.id);
+  const p = [y.numel, ctx.fsrc(x.id).base, ws.base, 0, 0, ctx.fsrc(y.id).base, s.Cin, s.H, s.W, s.OH, s.OW,
     kh, kw, sh, sw, dh, dw, pt, pl, a0 >>> 0, a1 >>> 0];
   const ep = epilogue(node, ctx, p, 3, 4, 'c', 't');
-  const code = floatLoader('x0', ctx.src(x.id)) + ep.code + actFn(act) +
+  const code = floatLoader('x0', ctx.fsrc(x.id)) + floatLoader('xw', ws) + ep.code + actFn(act) +
     DW_WGSL.replace('BIAS', ep.bias).replace('RESIDUAL', ep.residual);
   return [{ code, params: p, threads: y.numel }];
 }

@@ -17,8 +17,8 @@ export function unary(node, ctx) {
   const np = /** @type {Record<number, number>} */ (UNARY_NPARAMS)[fn] ?? 0;
   if (node.params.length !== 1 + np) ctx.fail(`function ${fn} takes ${np} parameter words`);
   if (ctx.t(X).numel !== y.numel) ctx.fail('input and output sizes differ');
-  const p = [y.numel, ctx.src(X).base, ctx.src(y.id).base, node.params[1] ?? 0, node.params[2] ?? 0];
-  const code = floatLoader('x0', ctx.src(X)) + MATH + `fn f(v: f32, a: f32, b: f32) -> f32 { return ${expr}; }\n` +
+  const p = [y.numel, ctx.fsrc(X).base, ctx.fsrc(y.id).base, node.params[1] ?? 0, node.params[2] ?? 0];
+  const code = floatLoader('x0', ctx.fsrc(X)) + MATH + `fn f(v: f32, a: f32, b: f32) -> f32 { return ${expr}; }\n` +
     `${MAIN}\n  sA(P[2] + t, f(x0(P[1] + t), pf(3), pf(4)));\n}`;
   return [{ code, params: p, threads: y.numel }];
 }
@@ -38,7 +38,7 @@ export function binary(node, ctx) {
   if (!ctx.isFloat(Ai) || !ctx.isFloat(Bi) || y.dtype !== F32) return 'non-float32 tensors';
   const r = y.dims.length;
   if (r > 8) return 'rank';
-  const p = [y.numel, ctx.src(Ai).base, ctx.src(Bi).base, ctx.src(y.id).base, 0, r, ...new Array(24).fill(0)];
+  const p = [y.numel, ctx.fsrc(Ai).base, ctx.fsrc(Bi).base, ctx.fsrc(y.id).base, 0, r, ...new Array(24).fill(0)];
   y.dims.forEach((d, i) => { p[6 + i] = d; });
   // Each operand is read in place (same shape), as a scalar, or through broadcast strides.
   const index = (/** @type {number} */ id, /** @type {number} */ at) => {
@@ -53,7 +53,7 @@ export function binary(node, ctx) {
     return `bidx(t, ${at}u)`;
   };
   const ia = index(Ai, 14), ib = index(Bi, 22);
-  const code = floatLoader('xa', ctx.src(Ai)) + floatLoader('xb', ctx.src(Bi)) + MATH + /* wgsl */ `
+  const code = floatLoader('xa', ctx.fsrc(Ai)) + floatLoader('xb', ctx.fsrc(Bi)) + MATH + /* wgsl */ `
 fn bidx(t: u32, at: u32) -> u32 {
   var r = t; var o = 0u;
   for (var d = i32(P[5]) - 1; d >= 0; d--) {
@@ -80,8 +80,8 @@ export function batchnorm(node, ctx) {
   if (d.length < 2 || ctx.t(X).numel !== y.numel) ctx.fail('shape');
   const C = d[1], S = numel(d.slice(2));
   if (rest.some((id) => ctx.t(id).numel !== C)) ctx.fail('per-channel operands must hold C values');
-  const p = [y.numel, ctx.src(X).base, ctx.src(y.id).base, C, S, ...rest.map((id) => ctx.src(id).base), 0, 0, 0, 0];
-  let code = floatLoader('x0', ctx.src(X)) + rest.map((id, i) => floatLoader(`c${i}`, ctx.src(id))).join('');
+  const p = [y.numel, ctx.fsrc(X).base, ctx.fsrc(y.id).base, C, S, ...rest.map((id) => ctx.fsrc(id).base), 0, 0, 0, 0];
+  let code = floatLoader('x0', ctx.fsrc(X)) + rest.map((id, i) => floatLoader(`c${i}`, ctx.fsrc(id))).join('');
   let expr;
   if (folded) {
     expr = 'x * c0(P[5] + c) + c1(P[6] + c)';

@@ -76,16 +76,16 @@ export function matmulDispatch(g) {
     residual = 'v += xr(P[4] + yi);';
   }
   // B rows of 4 aligned weights are read as one vector
-  const vec = g.B.buf === 'W' && g.b[1] === 1 && g.N % 4 === 0 && g.b[0] % 4 === 0 && sb.every((v) => v % 4 === 0) && g.B.base % 4 === 0;
-  const bvec = vec ? 'fW4(bbase + n0 + kb)' : 'vec4<f32>(xb(b0 + kb), xb(b1 + kb), xb(b2 + kb), xb(b3 + kb))';
+  const vec = g.B.buf !== 'A' && g.b[1] === 1 && g.N % 4 === 0 && g.b[0] % 4 === 0 && sb.every((v) => v % 4 === 0) && g.B.base % 4 === 0;
+  const bvec = vec ? `f${g.B.buf}4(bbase + n0 + kb)` : 'vec4<f32>(xb(b0 + kb), xb(b1 + kb), xb(b2 + kb), xb(b3 + kb))';
   return [{ code: code + MM_STORE.replace('BIAS', bias).replace('RESIDUAL', residual) + MM_WGSL.replace('BVEC', bvec), params: p, threads: p[0] }];
 }
 
 /** Sources of a node's operands: A, B, C?, R? and Y. @param {BuildContext} ctx @param {PlanNode} node */
 function operands(ctx, node) {
   const [A, B, C, R] = node.inputs;
-  const opt = (/** @type {number | undefined} */ id) => (id !== undefined && id >= 0 ? ctx.src(id) : undefined);
-  return { A: ctx.src(A), B: ctx.src(B), C: opt(C), R: opt(R), Y: ctx.src(node.outputs[0]) };
+  const opt = (/** @type {number | undefined} */ id) => (id !== undefined && id >= 0 ? ctx.fsrc(id) : undefined);
+  return { A: ctx.fsrc(A), B: ctx.fsrc(B), C: opt(C), R: opt(R), Y: ctx.fsrc(node.outputs[0]) };
 }
 
 /** @param {PlanNode} node @param {BuildContext} ctx @returns {Dispatch[] | string} */

@@ -22,7 +22,7 @@ export function softmax(node, ctx) {
   if (node.params.length !== 3 || !(a0 >= 0 && a0 < a1 && a1 <= d.length) || y.numel !== ctx.t(X).numel) ctx.fail('params');
   const L = numel(d.slice(a0, a1)), inner = numel(d.slice(a1)), outer = numel(d.slice(0, a0));
   const write = kind === 1 ? 'x0(i) - mx - log(s)' : 'exp(x0(i) - mx) * inv';
-  const code = floatLoader('x0', ctx.src(X)) + /* wgsl */ `${MAIN}
+  const code = floatLoader('x0', ctx.fsrc(X)) + /* wgsl */ `${MAIN}
   let L = P[3]; let inner = P[4];
   let base = (t / inner) * L * inner + t % inner;
   var mx = ${NEG_INF};
@@ -35,7 +35,7 @@ export function softmax(node, ctx) {
     sA(P[2] + base + l * inner, ${write});
   }
 }`;
-  return [{ code, params: [outer * inner, ctx.src(X).base, ctx.src(y.id).base, L, inner], threads: outer * inner }];
+  return [{ code, params: [outer * inner, ctx.fsrc(X).base, ctx.fsrc(y.id).base, L, inner], threads: outer * inner }];
 }
 
 /** @param {PlanNode} node @param {BuildContext} ctx @returns {Dispatch[] | string} */
@@ -48,14 +48,14 @@ export function layernorm(node, ctx) {
   if (ctx.t(Y).numel !== rows * D) ctx.fail('output shape');
   if ((S >= 0 && ctx.t(S).numel !== D) || (B >= 0 && ctx.t(B).numel !== D)) ctx.fail('scale/bias must hold D values');
   if ((Mn >= 0 && ctx.t(Mn).numel !== rows) || (Iv >= 0 && ctx.t(Iv).numel !== rows)) ctx.fail('mean/inv-std outputs');
-  const p = [rows, ctx.src(X).base, ctx.src(Y).base, D, 0, 0, 0, 0, eps >>> 0];
-  let code = floatLoader('x0', ctx.src(X));
+  const p = [rows, ctx.fsrc(X).base, ctx.fsrc(Y).base, D, 0, 0, 0, 0, eps >>> 0];
+  let code = floatLoader('x0', ctx.fsrc(X));
   let term = '(x0(P[1] + base + j) - mean) * inv';
-  if (S >= 0) { p[4] = ctx.src(S).base; code += floatLoader('xs', ctx.src(S)); term += ' * xs(P[4] + j)'; }
-  if (B >= 0) { p[5] = ctx.src(B).base; code += floatLoader('xb', ctx.src(B)); term += ' + xb(P[5] + j)'; }
+  if (S >= 0) { p[4] = ctx.fsrc(S).base; code += floatLoader('xs', ctx.fsrc(S)); term += ' * xs(P[4] + j)'; }
+  if (B >= 0) { p[5] = ctx.fsrc(B).base; code += floatLoader('xb', ctx.fsrc(B)); term += ' + xb(P[5] + j)'; }
   let stats = '';
-  if (Mn >= 0) { p[6] = ctx.src(Mn).base; stats += 'sA(P[6] + t, mean);'; }
-  if (Iv >= 0) { p[7] = ctx.src(Iv).base; stats += 'sA(P[7] + t, inv);'; }
+  if (Mn >= 0) { p[6] = ctx.fsrc(Mn).base; stats += 'sA(P[6] + t, mean);'; }
+  if (Iv >= 0) { p[7] = ctx.fsrc(Iv).base; stats += 'sA(P[7] + t, inv);'; }
   code += /* wgsl */ `${MAIN}
   let D = P[3]; let base = t * D;
   var s = 0.0;
@@ -89,12 +89,12 @@ export function reduce(node, ctx) {
   const R = numel(red.map((i) => d[i]));
   if (numel(kept.map((i) => d[i])) !== y.numel) ctx.fail('output size');
   if (R === 0) return 'empty reduction';
-  const p = [y.numel, ctx.src(X).base, ctx.src(y.id).base, kept.length, red.length, R, ...new Array(32).fill(0)];
+  const p = [y.numel, ctx.fsrc(X).base, ctx.fsrc(y.id).base, kept.length, red.length, R, ...new Array(32).fill(0)];
   kept.forEach((i, k) => { p[6 + k] = d[i]; p[14 + k] = xs[i]; });
   red.forEach((i, k) => { p[22 + k] = d[i]; p[30 + k] = xs[i]; });
   const lse = kind === 9;
   const [init, upd, fin] = lse ? ['0.0', 'acc + exp(v - mx)', 'log(acc) + mx'] : REDUCE[kind];
-  const code = floatLoader('x0', ctx.src(X)) + /* wgsl */ `
+  const code = floatLoader('x0', ctx.fsrc(X)) + /* wgsl */ `
 fn at(base: u32, j: u32) -> u32 {
   var r = j; var o = base;
   for (var d = i32(P[4]) - 1; d >= 0; d--) { let dim = P[22u + u32(d)]; o += (r % dim) * P[30u + u32(d)]; r /= dim; }
@@ -123,7 +123,7 @@ export function pool(node, ctx) {
   const dimsH = nsp === 2 ? pr.slice(4, 9) : [1, 1, 1, 0, 0], dimsW = pr.slice(4 + 5 * (nsp - 1), 9 + 5 * (nsp - 1));
   const [H, W] = nsp === 2 ? [x[2], x[3]] : [1, x[2]], [OH, OW] = nsp === 2 ? [y.dims[2], y.dims[3]] : [1, y.dims[2]];
   if (x[0] !== y.dims[0] || x[1] !== y.dims[1]) ctx.fail('shape');
-  const p = [y.numel, ctx.src(X).base, ctx.src(y.id).base, H, W, OH, OW, dimsH[0], dimsW[0], dimsH[1], dimsW[1],
+  const p = [y.numel, ctx.fsrc(X).base, ctx.fsrc(y.id).base, H, W, OH, OW, dimsH[0], dimsW[0], dimsH[1], dimsW[1],
     dimsH[2], dimsW[2], dimsH[3], dimsW[3], dimsH[4], dimsW[4], lp];
   const [init, upd, fin] = [
     [NEG_INF, 'acc = max(acc, v);', 'acc'],
@@ -132,7 +132,7 @@ export function pool(node, ctx) {
   ][kind];
   // count_include_pad counts taps inside [-pad_begin, in + pad_end); otherwise taps inside the input.
   const countPad = kind === 1 && cip === 1;
-  const code = floatLoader('x0', ctx.src(X)) + MATH + /* wgsl */ `${MAIN}
+  const code = floatLoader('x0', ctx.fsrc(X)) + MATH + /* wgsl */ `${MAIN}
   let OW = P[6]; let OH = P[5]; let H = i32(P[3]); let Wd = i32(P[4]);
   let ow = t % OW; let r1 = t / OW; let oh = r1 % OH; let nc = r1 / OH;
   let iy0 = i32(oh * P[9]) - i32(P[13]); let ix0 = i32(ow * P[10]) - i32(P[14]);
@@ -163,11 +163,11 @@ export function globalPool(node, ctx) {
   if (x.length < 2 || node.params.length !== 1 || (kind !== 0 && kind !== 1) || y.numel !== x[0] * x[1]) ctx.fail('params');
   const S = numel(x.slice(2));
   if (S === 0) return 'empty spatial extent';
-  const code = floatLoader('x0', ctx.src(X)) + /* wgsl */ `${MAIN}
+  const code = floatLoader('x0', ctx.fsrc(X)) + /* wgsl */ `${MAIN}
   let S = P[3]; let base = P[1] + t * S;
   var acc = ${kind === 0 ? NEG_INF : '0.0'};
   for (var i = 0u; i < S; i++) { let v = x0(base + i); acc = ${kind === 0 ? 'max(acc, v)' : 'acc + v'}; }
   sA(P[2] + t, ${kind === 0 ? 'acc' : 'acc / f32(S)'});
 }`;
-  return [{ code, params: [y.numel, ctx.src(X).base, ctx.src(y.id).base, S], threads: y.numel }];
+  return [{ code, params: [y.numel, ctx.fsrc(X).base, ctx.fsrc(y.id).base, S], threads: y.numel }];
 }
