@@ -345,6 +345,31 @@ def test_kernel_without_shader_falls_back_to_wasm(page, tmp_path) -> None:
     assert why["PAD"] == "no shader" and "bool" in why["BINARY"], why
 
 
+def test_fallback_at_graph_input_and_output(page, tmp_path) -> None:
+    """A graph input read only by a wasm node, a graph output written by one, and a wasm node whose input
+    comes straight from another wasm node (nothing moves between them)."""
+    model = _model([
+        helper.make_node("Pad", ["x", "pads"], ["p"], mode="edge"),
+        helper.make_node("Conv", ["p", "w"], ["c"]),
+        helper.make_node("Pad", ["c", "pads"], ["q"], mode="constant"),
+        helper.make_node("Pad", ["q", "pads"], ["y"], mode="reflect"),
+    ], [_f32("x", [1, 2, 5, 5])], [_f32("y", None), _f32("c", None)],
+        [_const("w", _w(4, 2, 3, 3)), _const("pads", np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64))])
+    info = _run_case(page, tmp_path, model, wasm={"PAD"})
+    assert [p["on"] for p in info["placement"]] == ["wasm", "gpu", "wasm", "wasm"], info["placement"]
+
+
+def test_run_errors_and_destroy(page, small_bundle) -> None:
+    assert "error" not in page.open(small_bundle)
+    res = page.run({"x": np.zeros((2, 4, 9, 6), np.float32)})
+    assert res.get("name") == "EdgepackError" and "input 'x': 432 elements" in res["error"], res
+    ok = page.run(_feeds(small_bundle))
+    assert "error" not in ok, ok
+    page.page.evaluate("ep.destroy()")
+    res = page.run(_feeds(small_bundle))
+    assert res.get("name") == "EdgepackError" and "backend destroyed" in res["error"], res
+
+
 # ---- the benchmark models ---------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")

@@ -81,6 +81,7 @@ window.ep = {
     const med = (a) => a.sort((x, y) => x - y)[a.length >> 1];
     return { gpu_ms: med(g), wasm_ms: med(w), wasm_variant: session.variant };
   },
+  destroy() { backend.destroy(); },   // keeps the object: later runs must fail cleanly
   close() { if (backend) backend.destroy(); backend = null; },
 };
 window.epReady = true;

@@ -209,6 +209,23 @@ export class WebGPUBackend {
   async runNow(feeds, times) {
     if (this.destroyed) throw fail('backend destroyed');
     if (this.lost) throw fail(`GPU device lost (${this.lost})`);
+    this.device.pushErrorScope('validation');
+    /** @type {unknown} */
+    let failure = null;
+    let result;
+    try {
+      result = await this.execute(feeds, times);
+    } catch (e) {
+      failure = e;
+    }
+    const err = await this.device.popErrorScope();
+    if (failure) throw failure;
+    if (err) throw fail(`GPU error while running: ${err.message}`);
+    return /** @type {Record<string, {data: any, dims: number[], dtype: string}>} */ (result);
+  }
+
+  /** @param {Record<string, Tensor>} feeds @param {{node: number, op: string, on: string, ms: number}[]} [times] */
+  async execute(feeds, times) {
     const { device, plan, wasm } = this;
     const q = device.queue;
     wasm.checkFeeds(feeds);
@@ -225,7 +242,6 @@ export class WebGPUBackend {
       valid.add(lo, hi);
     }
     q.writeBuffer(this.errors, 0, new Uint32Array([0xffffffff, 0, 0, 0]));
-    device.pushErrorScope('validation');
     let enc = device.createCommandEncoder();
     /** @type {GPUComputePassEncoder | null} */
     let pass = null;
@@ -263,7 +279,6 @@ export class WebGPUBackend {
       const n = step.node;
       const status = wasm.ex.ep_run_node(n.index);
       if (status !== 0) {
-        await device.popErrorScope();
         const msg = wasm._cstr ? wasm._cstr(wasm.ex.ep_status_str(status) >>> 0) : `status ${status}`;
         throw new EdgepackError(`edgepack runtime refused node ${n.index} (${OP_NAME[n.op]}): ${msg} (status ${status})`, status);
       }
@@ -280,8 +295,6 @@ export class WebGPUBackend {
     const outs = plan.outputs.map((id) => words(plan.tensors[id].offset, plan.tensors[id].offset + plan.tensors[id].nbytes));
     enc.copyBufferToBuffer(this.errors, 0, this.staging, 0, 4);
     const got = await this.readBack(enc, outs, 16);
-    const err = await device.popErrorScope();
-    if (err) throw fail(`GPU error while running: ${err.message}`);
     const bad = new Uint32Array(got.buffer, got.byteOffset, 1)[0];
     if (bad !== 0xffffffff) {
       const n = plan.nodes[bad];
