@@ -111,10 +111,12 @@ export class WebGPUBackend {
       if (n > limit) throw fail(`the model's ${what} needs ${n} bytes in one buffer; this adapter allows ${limit}`);
     }
     this.weights = this.buffer({ size: w.byteLength, usage: usage.STORAGE | usage.COPY_DST });
-    this.memory = { arenaBytes: this.arena.size, weightBytes: w.byteLength };
+    this.memory = { arenaBytes: this.arena.size, weightBytes: w.byteLength, scratchBytes: 4 * ctx.scratchWords };
     this.features.f16Weights = half;
     device.queue.writeBuffer(this.weights, 0, w);
     this.errors = this.buffer({ size: 16, usage: usage.STORAGE | usage.COPY_SRC | usage.COPY_DST });
+    if (4 * ctx.scratchWords > limit) throw fail(`scratch of ${4 * ctx.scratchWords} bytes exceeds this adapter's ${limit}`);
+    this.scratch = this.buffer({ size: Math.max(16, 4 * ctx.scratchWords), usage: usage.STORAGE });
 
     const align = device.limits.minStorageBufferOffsetAlignment;
     const all = built.flatMap((b) => b.dispatches || []);
@@ -132,6 +134,7 @@ export class WebGPUBackend {
         { binding: 2, visibility: GPUShaderStage.COMPUTE, buffer: { type: 'read-only-storage' } },
         { binding: 3, visibility: GPUShaderStage.COMPUTE, buffer: { type: 'storage' } },
         { binding: 4, visibility: GPUShaderStage.COMPUTE, buffer: { type: 'read-only-storage' } },
+        { binding: 7, visibility: GPUShaderStage.COMPUTE, buffer: { type: 'storage' } },
         ...(native ? [5, 6].map((binding) => ({ binding, visibility: GPUShaderStage.COMPUTE, buffer: { type: /** @type {const} */ ('read-only-storage') } })) : []),
       ],
     });
@@ -165,6 +168,7 @@ export class WebGPUBackend {
             { binding: 2, resource: { buffer: this.params, offset: off, size: d.params.length * 4 } },
             { binding: 3, resource: { buffer: this.errors } },
             { binding: 4, resource: { buffer: this.weights } },
+            { binding: 7, resource: { buffer: this.scratch } },
             ...(native ? [5, 6].map((binding) => ({ binding, resource: { buffer: this.weights } })) : []),
           ],
         });

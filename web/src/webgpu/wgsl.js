@@ -14,10 +14,13 @@ const PRELUDE = /* wgsl */ `
 @group(0) @binding(2) var<storage, read> P: array<u32>;
 @group(0) @binding(3) var<storage, read_write> E: array<atomic<u32>>;
 @group(0) @binding(4) var<storage, read> W4: array<vec4<u32>>;
+@group(0) @binding(7) var<storage, read_write> S: array<u32>;
 fn fA(i: u32) -> f32 { return bitcast<f32>(A[i]); }
 fn fW(i: u32) -> f32 { return bitcast<f32>(W[i]); }
 fn fW4(i: u32) -> vec4<f32> { return bitcast<vec4<f32>>(W4[i >> 2u]); }   // i: a multiple of 4
 fn sA(i: u32, v: f32) { A[i] = bitcast<u32>(v); }
+fn fS(i: u32) -> f32 { return bitcast<f32>(S[i]); }
+fn sS(i: u32, v: f32) { S[i] = bitcast<u32>(v); }
 fn pf(i: u32) -> f32 { return bitcast<f32>(P[i]); }
 fn pi(i: u32) -> i32 { return bitcast<i32>(P[i]); }
 // ±infinity: WGSL constant expressions cannot be infinite, so mix in a run-time zero.
@@ -46,14 +49,15 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   let t = gid.x + gid.y * nwg.x * ${WG}u;
   if (t >= P[0]) { return; }`;
 
-/** @typedef {{buf: 'A'|'W'|'H', base: number}} Src where a tensor's first element is: a 32-bit word of
- * the arena (A) or the weights buffer (W), or a 16-bit half of the weights buffer (H, float16 storage) */
+/** @typedef {{buf: 'A'|'W'|'H'|'S', base: number}} Src where a tensor's first element is: a 32-bit word of
+ * the arena (A), the weights buffer (W) or the scratch buffer (S), or a 16-bit half of the weights buffer
+ * (H, float16 storage) */
 
 /** A float accessor named \`name\` reading from src's buffer. @param {string} name @param {Src} src */
 export const floatLoader = (name, src) => `fn ${name}(i: u32) -> f32 { return f${src.buf}(i); }\n`;
 /** A vec4 accessor (index a multiple of 4) over weights. @param {string} name @param {Src} src */
 export const vec4Loader = (name, src) => {
-  if (src.buf === 'A') throw new Error('vector loads read weights only');
+  if (src.buf !== 'W' && src.buf !== 'H') throw new Error('vector loads read weights only');
   return `fn ${name}(i: u32) -> vec4<f32> { return f${src.buf}4(i); }\n`;
 };
 /** A raw-word accessor. @param {string} name @param {Src} src */

@@ -29,6 +29,14 @@ export class BuildContext {
     this.node = null;
     /** @type {Map<number, Uint8Array>} prologue outputs: tensor id -> bytes */
     this.constants = new Map();
+    this.scratchWords = 0;
+  }
+
+  /** The GPU scratch buffer (shared by all nodes, which run one after another) from word 0, \`words\` long.
+   * @param {number} words @returns {Src} */
+  scratch(words) {
+    this.scratchWords = Math.max(this.scratchWords, words);
+    return { buf: 'S', base: 0 };
   }
 
   /** @param {number} id @returns {PlanTensor} */

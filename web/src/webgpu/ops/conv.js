@@ -1,13 +1,11 @@
-// CONV, WINOGRAD_CONV and DEPTHWISE_CONV as WGSL direct convolutions with the fused epilogue
-// y = act(acc + bias + residual).
+// CONV, WINOGRAD_CONV and DEPTHWISE_CONV with the fused epilogue y = act(acc + bias + residual).
 //
-// Weights are repacked at load time into one GPU layout, [G][K][Mpad] (K = Cin/G·kh·kw, Mpad = Cout/G
-// rounded up to 8), so a thread computing 8 output channels reads its weights of one tap as two vectors.
-// CONV's MR=6 row panels are unpacked; WINOGRAD_CONV's transformed filters U = G g Gᵀ are turned back into the 3×3 filters g = L U Lᵀ with the exact left inverse
-// L = [[1,0,0,0],[0,1,-1,0],[0,0,0,1]] of G (rows 0 and 3 of G g are g's rows 0 and 2, rows 1 - 2 are
-// its row 1), so a Winograd node runs the same direct-conv shader as CONV.
+// CONV runs as a direct convolution over weights repacked at load time from MR=6 row panels into
+// [G][K][Mpad] (K = Cin/G·kh·kw, Mpad = Cout/G rounded up to 8), so a thread computing 8 output channels
+// reads its weights of one tap as two vectors; 1×1 stride-1 unpadded convolutions are matrix products.
+// WINOGRAD_CONV runs Winograd F(2×2, 3×3) on the plan's transformed filters U.
 
-import { F32 } from '../plan.js';
+import { F32, OP } from '../plan.js';
 import { MAIN, actFn, floatLoader, vec4Loader } from '../wgsl.js';
 import { matmulDispatch } from './matmul.js';
 
@@ -33,32 +31,6 @@ function unpackPanels(wp, G, M, K, MR) {
     for (let m = 0; m < M; m++) {
       const src = g * Mp * K + Math.floor(m / MR) * MR * K + (m % MR);
       for (let k = 0; k < K; k++) out[(g * K + k) * Mpad + m] = wp[src + k * MR];
-    }
-  }
-  return out;
-}
-
-/** WINOGRAD_CONV's U (16 MR-panel matrices [Cout × Cin]) -> 3×3 filters in [1][Cin·9][Mpad].
- * @param {Float32Array} u @param {number} Cout @param {number} Cin @param {number} MR */
-function winogradToFilters(u, Cout, Cin, MR) {
-  const Mp = Math.ceil(Cout / MR) * MR, Mpad = up8(Cout);
-  const out = new Float32Array(Cin * 9 * Mpad);
-  const L = [[1, 0, 0, 0], [0, 1, -1, 0], [0, 0, 0, 1]];
-  const U = new Float64Array(16);
-  for (let co = 0; co < Cout; co++) {
-    for (let ci = 0; ci < Cin; ci++) {
-      const at = Math.floor(co / MR) * MR * Cin + ci * MR + (co % MR);
-      for (let k = 0; k < 16; k++) U[k] = u[k * Mp * Cin + at];
-      for (let a = 0; a < 3; a++) {
-        for (let c = 0; c < 3; c++) {
-          let s = 0;
-          for (let i = 0; i < 4; i++) {
-            if (!L[a][i]) continue;
-            for (let j = 0; j < 4; j++) if (L[c][j]) s += L[a][i] * L[c][j] * U[4 * i + j];
-          }
-          out[(ci * 9 + a * 3 + c) * Mpad + co] = s;
-        }
-      }
     }
   }
   return out;
@@ -116,6 +88,81 @@ ${R4.map((j) => `        let v${j} = xat(row, ix${j} + dx); a${j} += wa * v${j};
 ${R4.map((j) => `  if (ow0 + ${j}u < OW) { store(b, g, m0, n + ${j}u, a${j}); store(b, g, m0 + 4u, n + ${j}u, c${j}); }`).join('\n')}
 }`;
 
+// WINOGRAD_CONV as Winograd F(2×2, 3×3) in three dispatches over the GPU scratch buffer: the input
+// transform V_k = Bᵀ d B of every 4×4 input patch ([16][Cin][T], T = batch · output tiles), 16 matrix
+// products M_k = U_k V_k ([16][Cout][T], the matrix-product shader), and the output transform
+// Y = Aᵀ M A with the fused epilogue. U is the plan's, repacked from MR panels to [16][Cin][Mpad].
+const IDX4 = [0, 1, 2, 3];
+const WG_IN = /* wgsl */ `${MAIN}
+  let T = P[10]; let tile = t % T; let ci = t / T;
+  let tx = tile % P[7]; let r1 = tile / P[7]; let ty = r1 % P[6]; let b = r1 / P[6];
+  let iy = i32(ty * 2u) - i32(P[8]); let ix = i32(tx * 2u) - i32(P[9]);
+  let base = P[1] + (b * P[3] + ci) * P[4] * P[5];
+${IDX4.map((r) => IDX4.map((c) => `  let d${r}${c} = xin(base, iy + ${r}, ix + ${c});`).join('\n')).join('\n')}
+${IDX4.map((c) => `  let e0${c} = d0${c} - d2${c}; let e1${c} = d1${c} + d2${c}; let e2${c} = d2${c} - d1${c}; let e3${c} = d1${c} - d3${c};`).join('\n')}
+  let v = P[2] + ci * T + tile; let plane = P[3] * T;
+${IDX4.map((i) => `  sS(v + ${4 * i}u * plane, e${i}0 - e${i}2); sS(v + ${4 * i + 1}u * plane, e${i}1 + e${i}2);
+  sS(v + ${4 * i + 2}u * plane, e${i}2 - e${i}1); sS(v + ${4 * i + 3}u * plane, e${i}1 - e${i}3);`).join('\n')}
+}`;
+
+const WG_OUT = /* wgsl */ `
+fn put(b: u32, co: u32, oy: u32, ox: u32, acc: f32) {
+  if (oy >= P[4] || ox >= P[5]) { return; }
+  let yi = ((b * P[3] + co) * P[4] + oy) * P[5] + ox;
+  var v = acc;
+  BIAS
+  RESIDUAL
+  sA(P[2] + yi, act(v, pf(11), pf(12)));
+}
+${MAIN}
+  let T = P[8]; let tile = t % T; let co = t / T;
+  let tx = tile % P[7]; let r1 = tile / P[7]; let ty = r1 % P[6]; let b = r1 / P[6];
+  let m = P[1] + co * T + tile; let plane = P[3] * T;
+${[...Array(16).keys()].map((k) => `  let s${k} = fS(m + ${k}u * plane);`).join('\n')}
+${IDX4.map((j) => `  let a0${j} = s${j} + s${4 + j} + s${8 + j}; let a1${j} = s${4 + j} - s${8 + j} - s${12 + j};`).join('\n')}
+  let oy = ty * 2u; let ox = tx * 2u;
+  put(b, co, oy, ox, a00 + a01 + a02); put(b, co, oy, ox + 1u, a01 - a02 - a03);
+  put(b, co, oy + 1u, ox, a10 + a11 + a12); put(b, co, oy + 1u, ox + 1u, a11 - a12 - a13);
+}`;
+
+/** U (16 MR-panel [Cout × Cin] matrices) -> [16][Cin][Mpad], Mpad = Cout rounded up to 4.
+ * @param {Float32Array} u @param {number} Cout @param {number} Cin @param {number} MR */
+function unpackU(u, Cout, Cin, MR) {
+  const Mp = Math.ceil(Cout / MR) * MR, Mpad = Math.ceil(Cout / 4) * 4;
+  const out = new Float32Array(16 * Cin * Mpad);
+  for (let k = 0; k < 16; k++) {
+    for (let co = 0; co < Cout; co++) {
+      const src = k * Mp * Cin + Math.floor(co / MR) * MR * Cin + (co % MR);
+      for (let ci = 0; ci < Cin; ci++) out[(k * Cin + ci) * Mpad + co] = u[src + ci * MR];
+    }
+  }
+  return out;
+}
+
+/** @param {PlanNode} node @param {BuildContext} ctx @param {ReturnType<typeof spatial> & {}} s
+ * @param {number[]} pads [pt, pl] @param {number[]} act [code, p0, p1] @param {number} MR @returns {Dispatch[]} */
+function winogradDispatches(node, ctx, s, pads, act, MR) {
+  const x = ctx.t(node.inputs[0]), w = ctx.t(node.inputs[1]), y = ctx.t(node.outputs[0]);
+  const [pt, pl] = pads, TH = Math.ceil(s.OH / 2), TW = Math.ceil(s.OW / 2), T = s.B * TH * TW;
+  const Mpad = Math.ceil(s.Cout / 4) * 4;
+  const U = ctx.fsrc(w.id, 'winograd-u', () => unpackU(ctx.floats(w.id), s.Cout, s.Cin, MR));
+  const vWords = 16 * s.Cin * T, S = ctx.scratch(vWords + 16 * s.Cout * T);
+  const xs = ctx.fsrc(x.id);
+  const xin = /* wgsl */ `fn xin(base: u32, iy: i32, ix: i32) -> f32 {
+  if (iy < 0 || ix < 0 || iy >= i32(P[4]) || ix >= i32(P[5])) { return 0.0; }
+  return x0(base + u32(iy) * P[5] + u32(ix));
+}\n`;
+  const input = { code: floatLoader('x0', xs) + xin + WG_IN,
+    params: [s.Cin * T, xs.base, S.base, s.Cin, s.H, s.W, TH, TW, pt, pl, T], threads: s.Cin * T };
+  const [gemm] = matmulDispatch({ M: s.Cout, N: T, K: s.Cin, batch: [[16], [s.Cin * Mpad], [s.Cin * T]], a: [1, Mpad], b: [T, 1],
+    alpha: 0x3f800000, beta: 0, act: 0, p0: 0, p1: 0, A: U, B: S, Y: { buf: 'S', base: S.base + vWords } });
+  const p = [s.Cout * T, S.base + vWords, ctx.fsrc(y.id).base, s.Cout, s.OH, s.OW, TH, TW, T, 0, 0, act[1] >>> 0, act[2] >>> 0];
+  const ep = epilogue(node, ctx, p, 9, 10, 'co', 'yi');
+  const output = { code: ep.code + actFn(act[0]) + WG_OUT.replace('BIAS', ep.bias).replace('RESIDUAL', ep.residual),
+    params: p, threads: s.Cout * T };
+  return [input, gemm, output];
+}
+
 /** Conv epilogue operands: bias (input 2) and residual (input 3), both optional.
  * @param {PlanNode} node @param {BuildContext} ctx @param {number[]} p @param {number} bAt @param {number} rAt
  * @param {string} coExpr @param {string} yExpr */
@@ -158,29 +205,26 @@ export function conv(node, ctx) {
   const s = spatial(x.dims, y.dims);
   if (!s) return 'rank';
   const pr = node.params;
-  let G, MR, kh, kw, sh, sw, dh, dw, pt, pl, act, a0, a1, winograd = node.op === 25;
-  if (winograd) {
+  if (node.op === OP.WINOGRAD_CONV) {
     if (pr.length !== 15) return 'params';
-    [MR, kh, kw, sh, sw, dh, dw, pt, pl] = pr;
-    G = 1; [act, a0, a1] = [pr[12], pr[13], pr[14]];
+    const [MR, kh, kw, sh, sw, dh, dw, pt, pl, pb, pR, , act, a0, a1] = pr;
     if (kh !== 3 || kw !== 3 || sh !== 1 || sw !== 1 || dh !== 1 || dw !== 1) return 'winograd geometry';
-  } else {
-    if (pr.length !== 16) return 'params';
-    [G, MR, kh, kw, sh, sw, dh, dw, pt, pl] = pr;
-    [act, a0, a1] = [pr[13], pr[14], pr[15]];
+    if (act < 0 || act > 3 || x.dims.length !== 4 || !(MR >= 1)) return 'params';
+    const want = 16 * Math.ceil(s.Cout / MR) * MR * s.Cin;
+    if (w.numel !== want) ctx.fail(`U holds ${w.numel} values, expected ${want}`);
+    if (s.OH !== s.H + pt + pb - 2 || s.OW !== s.W + pl + pR - 2 || s.OH < 1 || s.OW < 1) ctx.fail('output size does not match the pads');
+    return winogradDispatches(node, ctx, s, [pt, pl], [act, a0, a1], MR);
   }
+  if (pr.length !== 16) return 'params';
+  const [G, MR, kh, kw, sh, sw, dh, dw, pt, pl, pb, pR, , act, a0, a1] = pr;
   if (act < 0 || act > 3) return `activation ${act}`;
   if (!(G >= 1 && MR >= 1 && s.Cin % G === 0 && s.Cout % G === 0)) return 'group';
   const Mg = s.Cout / G, Cg = s.Cin / G, K = Cg * kh * kw, Mpad = up8(Mg);
-  const wantW = winograd ? 16 * Math.ceil(s.Cout / MR) * MR * s.Cin : G * Math.ceil(Mg / MR) * MR * K;
-  if (w.numel !== wantW) ctx.fail(`packed weights hold ${w.numel} values, expected ${wantW}`);
-  const key = winograd ? 'winograd' : 'conv';
-  const ws = ctx.fsrc(w.id, key, () => winograd
-    ? winogradToFilters(ctx.floats(w.id), s.Cout, s.Cin, MR)
-    : unpackPanels(ctx.floats(w.id), G, Mg, K, MR));
+  if (w.numel !== G * Math.ceil(Mg / MR) * MR * K) ctx.fail(`packed weights hold ${w.numel} values, expected ${G * Math.ceil(Mg / MR) * MR * K}`);
+  const ws = ctx.fsrc(w.id, 'conv', () => unpackPanels(ctx.floats(w.id), G, Mg, K, MR));
   const N = s.OH * s.OW, tilesM = Mpad / 8, tilesW = Math.ceil(s.OW / 4);
   const [bias, res] = [node.inputs[2] ?? -1, node.inputs[3] ?? -1];
-  if (G === 1 && kh === 1 && kw === 1 && sh === 1 && sw === 1 && !pt && !pl && !pr[10] && !pr[11] && N === s.H * s.W) {
+  if (G === 1 && kh === 1 && kw === 1 && sh === 1 && sw === 1 && !pt && !pl && !pb && !pR && N === s.H * s.W) {
     // 1×1, stride 1, no pads: Y[b] = Wᵀ·X[b], a matrix product over the [K][Mpad] weights
     return matmulDispatch({ M: Mg, N, K, batch: [[s.B], [0], [K * N]], a: [1, Mpad], b: [N, 1], c: [1, 0],
       alpha: 0x3f800000, beta: 0x3f800000, act, p0: a0, p1: a1, A: ws, B: ctx.fsrc(x.id),

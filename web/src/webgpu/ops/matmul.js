@@ -46,7 +46,7 @@ fn store(bt: u32, m: u32, n0: u32, acc: vec4<f32>, alpha: f32, beta: f32, a: f32
     var v = alpha * acc[j];
     BIAS
     RESIDUAL
-    sA(P[5] + yi, act(v, a, b));
+    sY(P[5] + yi, act(v, a, b));
   }
 }`;
 
@@ -65,7 +65,8 @@ export function matmulDispatch(g) {
   const p = [numel(dims) * tilesM * tilesN, g.A.base, g.B.base, g.C?.base ?? 0, g.R?.base ?? 0, g.Y.base, g.M, g.N, g.K,
     0, ...g.a, 0, ...g.b, ...(g.c || [0, 0]), g.alpha >>> 0, g.beta >>> 0, g.p0 >>> 0, g.p1 >>> 0, tilesM, tilesN,
     dims.length, ...[dims, sa, sb].flatMap((v) => [...v, ...new Array(6 - v.length).fill(0)])];
-  let code = floatLoader('xa', g.A) + floatLoader('xb', g.B) + actFn(g.act);
+  let code = floatLoader('xa', g.A) + floatLoader('xb', g.B) + actFn(g.act) +
+    `fn sY(i: u32, v: f32) { s${g.Y.buf}(i, v); }\n`;
   let bias = '', residual = '';
   if (g.C && g.c) {
     code += floatLoader('xc', g.C);
@@ -76,7 +77,7 @@ export function matmulDispatch(g) {
     residual = 'v += xr(P[4] + yi);';
   }
   // B rows of 4 aligned weights are read as one vector
-  const vec = g.B.buf !== 'A' && g.b[1] === 1 && g.N % 4 === 0 && g.b[0] % 4 === 0 && sb.every((v) => v % 4 === 0) && g.B.base % 4 === 0;
+  const vec = (g.B.buf === 'W' || g.B.buf === 'H') && g.b[1] === 1 && g.N % 4 === 0 && g.b[0] % 4 === 0 && sb.every((v) => v % 4 === 0) && g.B.base % 4 === 0;
   const bvec = vec ? `f${g.B.buf}4(bbase + n0 + kb)` : 'vec4<f32>(xb(b0 + kb), xb(b1 + kb), xb(b2 + kb), xb(b3 + kb))';
   return [{ code: code + MM_STORE.replace('BIAS', bias).replace('RESIDUAL', residual) + MM_WGSL.replace('BVEC', bvec), params: p, threads: p[0] }];
 }
