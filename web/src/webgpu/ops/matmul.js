@@ -9,15 +9,17 @@ import { MAIN, actFn, floatLoader } from '../wgsl.js';
  *  @typedef {import('./context.js').BuildContext} BuildContext
  *  @typedef {import('./context.js').Dispatch} Dispatch */
 
-// The 4×4 tile is unrolled into named registers: SwiftShader (and some drivers) spill dynamically
-// indexed private arrays to memory.
+// A thread computes a 4×4 tile, or 4×8 when B's rows are read as vectors (weights), unrolled into named
+// registers: SwiftShader (and some drivers) spill dynamically indexed private arrays to memory.
 const R4 = [0, 1, 2, 3];
-const MM_WGSL = /* wgsl */ `
+/** @param {string} bvec WGSL of B's 4 values at row k (columns n0..n0+3) @param {string | null} bvec2 the next 4 (4×8 tile)
+ * @param {string | null} avec A's 4 values at column k (rows m0..m0+3) as one vector, when A is read so */
+const mmMain = (bvec, bvec2, avec) => /* wgsl */ `
 ${MAIN}
   let tilesN = P[22]; let tilesM = P[21];
   let tn = t % tilesN; let r1 = t / tilesN; let tm = r1 % tilesM; let bt = r1 / tilesM;
   let M = P[6]; let N = P[7]; let K = P[8];
-  let m0 = tm * 4u; let n0 = tn * 4u;
+  let m0 = tm * 4u; let n0 = tn * ${bvec2 ? 8 : 4}u;
   var abase = P[1]; var bbase = P[2]; var rb = bt;
   for (var d = i32(P[23]) - 1; d >= 0; d--) {   // batch index -> operand offsets (broadcast dims: stride 0)
     let dim = P[24u + u32(d)]; let q = rb % dim; rb /= dim;
@@ -26,14 +28,16 @@ ${MAIN}
 ${R4.map((i) => `  let a${i} = abase + min(m0 + ${i}u, M - 1u) * P[10];
   let b${i} = bbase + min(n0 + ${i}u, N - 1u) * P[14];`).join('\n')}
   let aks = P[11]; let bks = P[13];
-${R4.map((i) => `  var acc${i} = vec4<f32>();`).join('\n')}
+${R4.map((i) => `  var acc${i} = vec4<f32>(); var acd${i} = vec4<f32>();`).join('\n')}
   for (var k = 0u; k < K; k++) {
     let kb = k * bks; let ka = k * aks;
-    let bv = BVEC;
-${R4.map((i) => `    acc${i} += xa(a${i} + ka) * bv;`).join('\n')}
+    let bv = ${bvec};
+${bvec2 ? `    let bw = ${bvec2};\n` : ''}${avec ? `    let av = ${avec};\n` : ''}${R4.map((i) => `    let x${i} = ${avec ? `av[${i}]` : `xa(a${i} + ka)`}; acc${i} += x${i} * bv;${bvec2 ? ` acd${i} += x${i} * bw;` : ''}`).join('\n')}
   }
   let alpha = pf(17); let beta = pf(18); let a = pf(19); let b = pf(20);
-${R4.map((i) => `  if (m0 + ${i}u < M) { store(bt, m0 + ${i}u, n0, acc${i}, alpha, beta, a, b); }`).join('\n')}
+${R4.map((i) => `  if (m0 + ${i}u < M) {
+    store(bt, m0 + ${i}u, n0, acc${i}, alpha, beta, a, b);${bvec2 ? `\n    store(bt, m0 + ${i}u, n0 + 4u, acd${i}, alpha, beta, a, b);` : ''}
+  }`).join('\n')}
 }`;
 
 const MM_STORE = /* wgsl */ `
@@ -60,8 +64,11 @@ fn store(bt: u32, m: u32, n0: u32, acc: vec4<f32>, alpha: f32, beta: f32, a: f32
 /** The dispatch of one (batched) matrix product. Also used by CONV for 1×1 stride-1 unpadded convolutions.
  * @param {MatmulGeometry} g @returns {Dispatch[]} */
 export function matmulDispatch(g) {
-  const tilesM = Math.ceil(g.M / 4), tilesN = Math.ceil(g.N / 4);
   const [dims, sa, sb] = g.batch;
+  // B rows of aligned weights are read as vectors, and then a thread takes 8 columns when N allows
+  const vec = (g.B.buf === 'W' || g.B.buf === 'H') && g.b[1] === 1 && g.N % 4 === 0 && g.b[0] % 4 === 0 && sb.every((v) => v % 4 === 0) && g.B.base % 4 === 0;
+  const wide = vec && g.N % 8 === 0;
+  const tilesM = Math.ceil(g.M / 4), tilesN = Math.ceil(g.N / (wide ? 8 : 4));
   const p = [numel(dims) * tilesM * tilesN, g.A.base, g.B.base, g.C?.base ?? 0, g.R?.base ?? 0, g.Y.base, g.M, g.N, g.K,
     0, ...g.a, 0, ...g.b, ...(g.c || [0, 0]), g.alpha >>> 0, g.beta >>> 0, g.p0 >>> 0, g.p1 >>> 0, tilesM, tilesN,
     dims.length, ...[dims, sa, sb].flatMap((v) => [...v, ...new Array(6 - v.length).fill(0)])];
@@ -76,10 +83,12 @@ export function matmulDispatch(g) {
     code += floatLoader('xr', g.R);
     residual = 'v += xr(P[4] + yi);';
   }
-  // B rows of 4 aligned weights are read as one vector
-  const vec = (g.B.buf === 'W' || g.B.buf === 'H') && g.b[1] === 1 && g.N % 4 === 0 && g.b[0] % 4 === 0 && sb.every((v) => v % 4 === 0) && g.B.base % 4 === 0;
   const bvec = vec ? `f${g.B.buf}4(bbase + n0 + kb)` : 'vec4<f32>(xb(b0 + kb), xb(b1 + kb), xb(b2 + kb), xb(b3 + kb))';
-  return [{ code: code + MM_STORE.replace('BIAS', bias).replace('RESIDUAL', residual) + MM_WGSL.replace('BVEC', bvec), params: p, threads: p[0] }];
+  // likewise A's columns, when its rows are contiguous and padded to 4 (CONV's repacked weights)
+  const avec = (g.A.buf === 'W' || g.A.buf === 'H') && g.a[0] === 1 && g.a[1] % 4 === 0 && g.a[1] >= Math.ceil(g.M / 4) * 4 &&
+    sa.every((v) => v % 4 === 0) && g.A.base % 4 === 0;
+  const main = mmMain(bvec, wide ? `f${g.B.buf}4(bbase + n0 + 4u + kb)` : null, avec ? `f${g.A.buf}4(abase + m0 + ka)` : null);
+  return [{ code: code + MM_STORE.replace('BIAS', bias).replace('RESIDUAL', residual) + main, params: p, threads: p[0] }];
 }
 
 /** Sources of a node's operands: A, B, C?, R? and Y. @param {BuildContext} ctx @param {PlanNode} node */
