@@ -98,7 +98,16 @@ export class WebGPUBackend {
       }
       if (node.outputs.every((id) => plan.tensors[id].nbytes === 0)) continue;   // nothing to compute
       const builder = BUILDERS[node.op];
-      const r = wasmOps.has(OP_NAME[node.op]) ? 'forced onto wasm' : builder ? builder(node, ctx) : 'no shader';
+      /** @type {import('./ops/context.js').Dispatch[] | string} */
+      let r;
+      try {
+        r = wasmOps.has(OP_NAME[node.op]) ? 'forced onto wasm' : builder ? builder(node, ctx) : 'no shader';
+      } catch (e) {
+        // The wasm core validated this node when it opened the plan: a builder that disagrees has a
+        // limitation, not a reason to refuse the model. The node runs on the core, which re-checks it.
+        if (!(e instanceof EdgepackError)) throw e;
+        r = e.message;
+      }
       built.push(typeof r === 'string' ? { node, dispatches: null, why: r } : { node, dispatches: r });
       this.placement.push(typeof r === 'string' ? { node: node.index, op: OP_NAME[node.op], on: 'wasm', why: r }
         : { node: node.index, op: OP_NAME[node.op], on: 'gpu' });
@@ -296,7 +305,10 @@ export class WebGPUBackend {
       if (times) times.push({ node: n.index, op: OP_NAME[n.op], on: 'wasm', ms: performance.now() - t0 });
     }
     if (pass) pass.end();
-    const outs = plan.outputs.map((id) => words(plan.tensors[id].offset, plan.tensors[id].offset + plan.tensors[id].nbytes));
+    const outs = this.manifest.outputs.map((/** @type {any} */ s) => {
+      const t = plan.tensors[s.tensor];
+      return words(t.offset, t.offset + t.nbytes);
+    });
     enc.copyBufferToBuffer(this.errors, 0, this.staging, 0, 4);
     const got = await this.readBack(enc, outs, 16);
     const bad = new Uint32Array(got.buffer, got.byteOffset, 1)[0];

@@ -19,7 +19,7 @@ export function softmax(node, ctx) {
   const [X] = node.inputs, y = ctx.t(node.outputs[0]);
   const [kind, a0, a1] = node.params;
   const d = ctx.t(X).dims;
-  if (node.params.length !== 3 || !(a0 >= 0 && a0 < a1 && a1 <= d.length) || y.numel !== ctx.t(X).numel) ctx.fail('params');
+  if (node.params.length !== 3 || (kind !== 0 && kind !== 1) || !(a0 >= 0 && a0 < a1 && a1 <= d.length) || y.numel !== ctx.t(X).numel) ctx.fail('params');
   const L = numel(d.slice(a0, a1)), inner = numel(d.slice(a1)), outer = numel(d.slice(0, a0));
   const write = kind === 1 ? 'x0(i) - mx - log(s)' : 'exp(x0(i) - mx) * inv';
   const code = floatLoader('x0', ctx.fsrc(X)) + /* wgsl */ `${MAIN}
