@@ -156,6 +156,28 @@ def test_conv_kernels(page, name, tmp_path) -> None:
     _run_case(page, tmp_path, CONV_CASES[name])
 
 
+EPILOGUE_ACTS = [("Sigmoid", {}), ("HardSigmoid", {"alpha": 0.3, "beta": 0.6}), ("HardSwish", {}), ("Tanh", {}),
+                 ("Gelu", {}), ("Gelu", {"approximate": "tanh"})]
+
+
+@pytest.mark.parametrize("act", range(len(EPILOGUE_ACTS)))
+def test_conv_gemm_epilogue_activations(page, act, tmp_path) -> None:
+    """Activations 4..9 after CONV, WINOGRAD_CONV, DEPTHWISE_CONV and GEMM: fused into the epilogue where
+    the packager fuses them (the act() of the shader), separate UNARY nodes otherwise; all on the GPU."""
+    op, attrs = EPILOGUE_ACTS[act]
+    nodes, outs = [], []
+    for i, conv in enumerate([dict(pads=[1, 1, 1, 1]), dict(pads=[1, 1, 1, 1]), dict(pads=[1, 1, 1, 1], group=16)]):
+        src = "x" if i == 0 else "x16"
+        nodes += [helper.make_node("Conv", [src, f"w{i}", f"b{i}"], [f"c{i}"], **conv), helper.make_node(op, [f"c{i}"], [f"y{i}"], **attrs)]
+        outs.append(f"y{i}")
+    nodes += [helper.make_node("Gemm", ["g", "gw", "gb"], ["gm"]), helper.make_node(op, ["gm"], ["gy"], **attrs)]
+    inits = [_const("w0", _w(4, 3, 3, 3)), _const("w1", _w(16, 16, 3, 3, scale=0.1)), _const("w2", _w(16, 1, 3, 3)),
+             _const("b0", _w(4)), _const("b1", _w(16)), _const("b2", _w(16)), _const("gw", _w(12, 8)), _const("gb", _w(8))]
+    model = _model(nodes, [_f32("x", [1, 3, 6, 6]), _f32("x16", [1, 16, 5, 5]), _f32("g", [3, 12])],
+                   [_f32(o, None) for o in outs + ["gy"]], inits, opset=20)
+    _run_case(page, tmp_path, model)
+
+
 def _linalg_cases() -> dict[str, tuple[onnx.ModelProto, set[str]]]:
     c = {}
     c["gemm_transposed_runtime_b"] = (_model(

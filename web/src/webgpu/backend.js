@@ -4,7 +4,7 @@
 // wasm arena already holds them, their outputs uploaded.
 
 import { EdgepackError } from '../runtime.js';
-import { ARENA, OP_NAME } from './plan.js';
+import { ARENA, opName } from './plan.js';
 import { BuildContext } from './ops/context.js';
 import { BUILDERS } from './ops/index.js';
 import { Ranges, words } from './ranges.js';
@@ -93,7 +93,7 @@ export class WebGPUBackend {
           ctx.constants.set(id, mem.slice(this.arenaPtr + t.offset, this.arenaPtr + t.offset + t.nbytes));
           this.prologue.push(words(t.offset, t.offset + t.nbytes));
         }
-        this.placement.push({ node: node.index, op: OP_NAME[node.op], on: 'prologue' });
+        this.placement.push({ node: node.index, op: opName(node.op), on: 'prologue' });
         continue;
       }
       if (node.outputs.every((id) => plan.tensors[id].nbytes === 0)) continue;   // nothing to compute
@@ -101,7 +101,7 @@ export class WebGPUBackend {
       /** @type {import('./ops/context.js').Dispatch[] | string} */
       let r;
       try {
-        r = wasmOps.has(OP_NAME[node.op]) ? 'forced onto wasm' : builder ? builder(node, ctx) : 'no shader';
+        r = wasmOps.has(opName(node.op)) ? 'forced onto wasm' : builder ? builder(node, ctx) : 'no shader';
       } catch (e) {
         // The wasm core validated this node when it opened the plan: a builder that disagrees has a
         // limitation, not a reason to refuse the model. The node runs on the core, which re-checks it.
@@ -109,8 +109,8 @@ export class WebGPUBackend {
         r = e.message;
       }
       built.push(typeof r === 'string' ? { node, dispatches: null, why: r } : { node, dispatches: r });
-      this.placement.push(typeof r === 'string' ? { node: node.index, op: OP_NAME[node.op], on: 'wasm', why: r }
-        : { node: node.index, op: OP_NAME[node.op], on: 'gpu' });
+      this.placement.push(typeof r === 'string' ? { node: node.index, op: opName(node.op), on: 'wasm', why: r }
+        : { node: node.index, op: opName(node.op), on: 'gpu' });
     }
     const usage = GPUBufferUsage;
     this.arena = this.buffer({ size: Math.max(16, (plan.arenaBytes + 3) & ~3), usage: usage.STORAGE | usage.COPY_SRC | usage.COPY_DST });
@@ -157,7 +157,7 @@ export class WebGPUBackend {
         p = device.createComputePipelineAsync({ layout: pipelineLayout, compute: { module, entryPoint: 'main' } }).catch(async (e) => {
           const info = await module.getCompilationInfo();
           const msgs = info.messages.filter((m) => m.type === 'error').map((m) => `${m.lineNum}:${m.linePos} ${m.message}`);
-          throw fail(`node ${node.index} (${OP_NAME[node.op]}): shader does not compile: ${msgs.join('; ') || e.message}`);
+          throw fail(`node ${node.index} (${opName(node.op)}): shader does not compile: ${msgs.join('; ') || e.message}`);
         });
         pipelines.set(code, p);
       }
@@ -273,7 +273,7 @@ export class WebGPUBackend {
           q.submit([enc.finish()]);
           enc = device.createCommandEncoder();
           await q.onSubmittedWorkDone();
-          times.push({ node: step.node.index, op: OP_NAME[step.node.op], on: 'gpu', ms: performance.now() - t0 });
+          times.push({ node: step.node.index, op: opName(step.node.op), on: 'gpu', ms: performance.now() - t0 });
         }
         continue;
       }
@@ -293,7 +293,7 @@ export class WebGPUBackend {
       const status = wasm.ex.ep_run_node(n.index);
       if (status !== 0) {
         const msg = wasm._cstr ? wasm._cstr(wasm.ex.ep_status_str(status) >>> 0) : `status ${status}`;
-        throw new EdgepackError(`edgepack runtime refused node ${n.index} (${OP_NAME[n.op]}): ${msg} (status ${status})`, status);
+        throw new EdgepackError(`edgepack runtime refused node ${n.index} (${opName(n.op)}): ${msg} (status ${status})`, status);
       }
       if (n.scratchBytes) valid.remove(...words(n.scratchOff, n.scratchOff + n.scratchBytes));
       for (const id of n.outputs) {
@@ -302,7 +302,7 @@ export class WebGPUBackend {
         if (hi > lo) q.writeBuffer(this.arena, lo, mem(), this.arenaPtr + lo, hi - lo);
         valid.add(lo, hi);
       }
-      if (times) times.push({ node: n.index, op: OP_NAME[n.op], on: 'wasm', ms: performance.now() - t0 });
+      if (times) times.push({ node: n.index, op: opName(n.op), on: 'wasm', ms: performance.now() - t0 });
     }
     if (pass) pass.end();
     const outs = this.manifest.outputs.map((/** @type {any} */ s) => {
@@ -314,7 +314,7 @@ export class WebGPUBackend {
     const bad = new Uint32Array(got.buffer, got.byteOffset, 1)[0];
     if (bad !== 0xffffffff) {
       const n = plan.nodes[bad];
-      throw new EdgepackError(`node ${bad} (${n ? OP_NAME[n.op] : '?'}): index out of range`);
+      throw new EdgepackError(`node ${bad} (${n ? opName(n.op) : '?'}): index out of range`);
     }
     /** @type {Record<string, {data: any, dims: number[], dtype: string}>} */
     const result = {};

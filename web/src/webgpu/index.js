@@ -3,7 +3,7 @@
 
 import { EdgepackError } from '../runtime.js';
 import { WebGPUBackend } from './backend.js';
-import { OP_NAME, parsePlan } from './plan.js';
+import { OP, parsePlan } from './plan.js';
 
 /** Whether this environment has WebGPU with an adapter. @returns {Promise<boolean>} */
 export async function webgpuAvailable() {
@@ -33,7 +33,7 @@ export async function webgpuAvailable() {
 export async function createWebGPUBackend({ plan, manifest, wasm, wasmOps = [], f16Weights, powerPreference }) {
   const gpu = /** @type {any} */ (globalThis.navigator)?.gpu;
   if (!gpu) throw new EdgepackError('WebGPU is not available here (navigator.gpu is missing)');
-  const unknown = wasmOps.filter((n) => !Object.values(OP_NAME).includes(n));
+  const unknown = wasmOps.filter((n) => !Object.hasOwn(OP, n));
   if (unknown.length) throw new EdgepackError(`wasmOps: unknown kernel(s) ${unknown.join(', ')}`);
   const parsed = parsePlan(plan);
   /** @type {GPUAdapter | null} */

@@ -141,12 +141,13 @@ export function unaryExpr(fn) {
 /** Parameter words each UNARY function takes after its code. */
 export const UNARY_NPARAMS = Object.freeze({ 2: 1, 3: 2, 5: 2, 21: 1, 22: 2, 23: 1, 27: 1, 30: 1 });
 
-/** The fused epilogue of CONV/DEPTHWISE/GEMM: \`fn act(v, a, b)\` for activation code 0..3.
+/** The fused epilogue of CONV/DEPTHWISE/WINOGRAD/GEMM: \`fn act(v, a, b)\` for activation code 0..9,
+ * the UNARY functions of the same codes (with their helpers for 4..9).
  * @param {number} code @returns {string} */
 export function actFn(code) {
-  const e = code >= 0 && code <= 3 ? unaryExpr(code) : null;
+  const e = code >= 0 && code <= 9 ? unaryExpr(code) : null;
   if (e === null) throw new Error(`activation code ${code}`);
-  return `fn act(v: f32, a: f32, b: f32) -> f32 { return ${e}; }\n`;
+  return `${code >= 4 ? MATH : ''}fn act(v: f32, a: f32, b: f32) -> f32 { return ${e}; }\n`;
 }
 
 /** Workgroup counts for \`threads\` invocations (2-D beyond 65535 workgroups). @param {number} threads */

@@ -6,7 +6,7 @@
 // weights (repacked, uploaded to the weights buffer) and no GPU work recomputes them.
 
 import { EdgepackError } from '../../runtime.js';
-import { ARENA, DTYPE_SIZE, F16, F32, OP_NAME, WEIGHTS, halfToFloat, weightBytes, weightFloats } from '../plan.js';
+import { ARENA, DTYPE_SIZE, F16, F32, WEIGHTS, halfToFloat, opName, weightBytes, weightFloats } from '../plan.js';
 
 /** @typedef {import('../plan.js').Plan} Plan
  *  @typedef {import('../plan.js').PlanTensor} PlanTensor
@@ -66,7 +66,7 @@ export class BuildContext {
   /** Throws a clear error naming the node. @param {string} msg @returns {never} */
   fail(msg) {
     const n = this.node;
-    throw new EdgepackError(`model.plan: node ${n?.index} (${n ? OP_NAME[n.op] : '?'}): ${msg}`);
+    throw new EdgepackError(`model.plan: node ${n?.index} (${n ? opName(n.op) : '?'}): ${msg}`);
   }
 
   /** Where tensor \`id\` is on the GPU. Arena tensors: their arena offset in words. Weights: copied into

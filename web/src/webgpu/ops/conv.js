@@ -209,7 +209,7 @@ export function conv(node, ctx) {
     if (pr.length !== 15) return 'params';
     const [MR, kh, kw, sh, sw, dh, dw, pt, pl, pb, pR, , act, a0, a1] = pr;
     if (kh !== 3 || kw !== 3 || sh !== 1 || sw !== 1 || dh !== 1 || dw !== 1) return 'winograd geometry';
-    if (act < 0 || act > 3 || x.dims.length !== 4 || !(MR >= 1)) return 'params';
+    if (!(act >= 0 && act <= 9) || x.dims.length !== 4 || !(MR >= 1)) return 'params';
     const want = 16 * Math.ceil(s.Cout / MR) * MR * s.Cin;
     if (w.numel !== want) ctx.fail(`U holds ${w.numel} values, expected ${want}`);
     if (s.OH !== s.H + pt + pb - 2 || s.OW !== s.W + pl + pR - 2 || s.OH < 1 || s.OW < 1) ctx.fail('output size does not match the pads');
@@ -217,7 +217,7 @@ export function conv(node, ctx) {
   }
   if (pr.length !== 16) return 'params';
   const [G, MR, kh, kw, sh, sw, dh, dw, pt, pl, pb, pR, , act, a0, a1] = pr;
-  if (act < 0 || act > 3) return `activation ${act}`;
+  if (!(act >= 0 && act <= 9)) return `activation ${act}`;
   if (!(G >= 1 && MR >= 1 && s.Cin % G === 0 && s.Cout % G === 0)) return 'group';
   const Mg = s.Cout / G, Cg = s.Cin / G, K = Cg * kh * kw, Mpad = up8(Mg);
   if (w.numel !== G * Math.ceil(Mg / MR) * MR * K) ctx.fail(`packed weights hold ${w.numel} values, expected ${G * Math.ceil(Mg / MR) * MR * K}`);
@@ -272,7 +272,7 @@ export function depthwise(node, ctx) {
   const pr = node.params;
   if (pr.length !== 13) return 'params';
   const [kh, kw, sh, sw, dh, dw, pt, pl, , , act, a0, a1] = pr;
-  if (act < 0 || act > 3) return `activation ${act}`;
+  if (!(act >= 0 && act <= 9)) return `activation ${act}`;
   if (s.Cin !== s.Cout || w.numel !== s.Cin * kh * kw) ctx.fail('depthwise weights do not match the channels');
   const ws = ctx.fsrc(w.id);
   const p = [y.numel, ctx.fsrc(x.id).base, ws.base, 0, 0, ctx.fsrc(y.id).base, s.Cin, s.H, s.W, s.OH, s.OW,

@@ -107,7 +107,7 @@ export function gemm(node, ctx) {
   const pr = node.params;
   if (pr.length !== 8) return 'params';
   const [transA, transB, alpha, beta, mode, act, p0, p1] = pr;
-  if (act < 0 || act > 3) return `activation ${act}`;
+  if (!(act >= 0 && act <= 9)) return `activation ${act}`;
   const a = ctx.t(A).dims, b = ctx.t(B).dims;
   if (a.length !== 2 || b.length !== 2 || y.dims.length !== 2) return 'rank';
   const [M, N] = y.dims, K = transA ? a[0] : a[1];
