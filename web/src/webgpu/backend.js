@@ -62,8 +62,15 @@ export class WebGPUBackend {
     this.prologue = [];
     /** @type {GPUBuffer[]} */
     this.buffers = [];
+    // created by build(): the arena, the weights, the parameter words, the error flags, the scratch of
+    // multi-pass kernels and the one mappable read-back buffer
+    const none = /** @type {GPUBuffer} */ (/** @type {unknown} */ (null));
+    this.arena = none; this.weights = none; this.params = none; this.errors = none; this.scratch = none; this.staging = none;
+    this.memory = { arenaBytes: 0, weightBytes: 0, scratchBytes: 0 };
+    this.destroyed = false;
     this.lost = /** @type {string | null} */ (null);
-    device.lost.then((info) => { this.lost = info.message || String(info.reason); });
+    device.lost.then((/** @type {GPUDeviceLostInfo} */ info) => { this.lost = info.message || String(info.reason); });
+    /** @type {Promise<unknown>} the run in flight: runs share the arena, so they queue */
     this.queue = Promise.resolve();
   }
 
@@ -116,13 +123,13 @@ export class WebGPUBackend {
     this.arena = this.buffer({ size: Math.max(16, (plan.arenaBytes + 3) & ~3), usage: usage.STORAGE | usage.COPY_SRC | usage.COPY_DST });
     const w = ctx.weights();
     const limit = Math.min(device.limits.maxStorageBufferBindingSize, device.limits.maxBufferSize);
-    for (const [what, n] of [['arena', plan.arenaBytes], ['weights', w.byteLength]]) {
+    for (const [what, n] of /** @type {[string, number][]} */ ([['arena', plan.arenaBytes], ['weights', w.byteLength]])) {
       if (n > limit) throw fail(`the model's ${what} needs ${n} bytes in one buffer; this adapter allows ${limit}`);
     }
     this.weights = this.buffer({ size: w.byteLength, usage: usage.STORAGE | usage.COPY_DST });
     this.memory = { arenaBytes: this.arena.size, weightBytes: w.byteLength, scratchBytes: 4 * ctx.scratchWords };
     this.features.f16Weights = half;
-    device.queue.writeBuffer(this.weights, 0, w);
+    device.queue.writeBuffer(this.weights, 0, /** @type {Uint32Array<ArrayBuffer>} */ (w));
     this.errors = this.buffer({ size: 16, usage: usage.STORAGE | usage.COPY_SRC | usage.COPY_DST });
     if (4 * ctx.scratchWords > limit) throw fail(`scratch of ${4 * ctx.scratchWords} bytes exceeds this adapter's ${limit}`);
     this.scratch = this.buffer({ size: Math.max(16, 4 * ctx.scratchWords), usage: usage.STORAGE });
@@ -150,17 +157,18 @@ export class WebGPUBackend {
     const pipelineLayout = device.createPipelineLayout({ bindGroupLayouts: [layout] });
     /** @type {Map<string, Promise<GPUComputePipeline>>} one pipeline per distinct shader source */
     const pipelines = new Map();
-    const pipeline = (/** @type {string} */ code, /** @type {PlanNode} */ node) => {
-      let p = pipelines.get(code);
-      if (!p) {
-        const module = device.createShaderModule({ code: prelude(native) + code });
-        p = device.createComputePipelineAsync({ layout: pipelineLayout, compute: { module, entryPoint: 'main' } }).catch(async (e) => {
-          const info = await module.getCompilationInfo();
-          const msgs = info.messages.filter((m) => m.type === 'error').map((m) => `${m.lineNum}:${m.linePos} ${m.message}`);
-          throw fail(`node ${node.index} (${opName(node.op)}): shader does not compile: ${msgs.join('; ') || e.message}`);
-        });
-        pipelines.set(code, p);
-      }
+    /** @param {string} code @param {PlanNode} node @returns {Promise<GPUComputePipeline>} */
+    const pipeline = (code, node) => {
+      const hit = pipelines.get(code);
+      if (hit) return hit;
+      const module = device.createShaderModule({ code: prelude(native) + code });
+      const p = device.createComputePipelineAsync({ layout: pipelineLayout, compute: { module, entryPoint: 'main' } }).catch(async (/** @type {Error} */ e) => {
+        const info = await module.getCompilationInfo();
+        const msgs = info.messages.filter((/** @type {GPUCompilationMessage} */ m) => m.type === 'error')
+          .map((/** @type {GPUCompilationMessage} */ m) => `${m.lineNum}:${m.linePos} ${m.message}`);
+        throw fail(`node ${node.index} (${opName(node.op)}): shader does not compile: ${msgs.join('; ') || e.message}`);
+      });
+      pipelines.set(code, p);
       return p;
     };
     let k = 0;

@@ -5,6 +5,8 @@ import { EdgepackError } from '../runtime.js';
 import { WebGPUBackend } from './backend.js';
 import { OP, parsePlan } from './plan.js';
 
+/** @typedef {{data: ArrayBufferView, dims: readonly number[]}} Tensor */
+
 /** Whether this environment has WebGPU with an adapter. @returns {Promise<boolean>} */
 export async function webgpuAvailable() {
   try {
@@ -27,7 +29,9 @@ export async function webgpuAvailable() {
  *   decoded with unpack2x16float.
  * @returns {Promise<{run: (feeds: Record<string, {data: ArrayBufferView, dims: readonly number[]}>) =>
  *   Promise<Record<string, {data: any, dims: number[], dtype: string}>>,
- *   features: {f16: boolean, adapter: string, f16Weights?: boolean}, memory: {arenaBytes: number, weightBytes: number},
+ *   profile: (feeds: Record<string, Tensor>) => Promise<{node: number, op: string, on: string, ms: number}[]>,
+ *   features: {f16: boolean, adapter: string, f16Weights?: boolean},
+ *   memory: {arenaBytes: number, weightBytes: number, scratchBytes: number},
  *   placement: {node: number, op: string, on: 'gpu'|'wasm'|'prologue', why?: string}[], destroy: () => void}>}
  */
 export async function createWebGPUBackend({ plan, manifest, wasm, wasmOps = [], f16Weights, powerPreference }) {
@@ -64,8 +68,8 @@ export async function createWebGPUBackend({ plan, manifest, wasm, wasmOps = [], 
     throw new EdgepackError(`WebGPU backend: GPU error while loading: ${err.message}`);
   }
   return {
-    run: (feeds) => backend.run(feeds),
-    profile: (feeds) => backend.profile(feeds),
+    run: (/** @type {Record<string, Tensor>} */ feeds) => backend.run(feeds),
+    profile: (/** @type {Record<string, Tensor>} */ feeds) => backend.profile(feeds),
     features: backend.features,
     placement: backend.placement,
     memory: backend.memory,

@@ -54,7 +54,7 @@ fn store(bt: u32, m: u32, n0: u32, acc: vec4<f32>, alpha: f32, beta: f32, a: f32
   }
 }`;
 
-/** @typedef {{M: number, N: number, K: number, batch: number[], a: number[], b: number[], c?: number[],
+/** @typedef {{M: number, N: number, K: number, batch: number[][], a: number[], b: number[], c?: number[],
  *   alpha: number, beta: number, act: number, p0: number, p1: number,
  *   A: Src, B: Src, C?: Src, R?: Src, Y: Src}} MatmulGeometry batch = [Y batch dims, A's strides along them,
  *   B's strides] (≤ 6 dims each, stride 0 = broadcast); strides a = [m, k], b = [k, n], c = [m, n] (bias C,
