@@ -8,7 +8,6 @@ stays far inside it: the benchmark models differ from onnxruntime by < 1e-6 abso
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import struct
 from pathlib import Path
@@ -390,6 +389,34 @@ def test_run_errors_and_destroy(page, small_bundle) -> None:
     page.page.evaluate("ep.destroy()")
     res = page.run(_feeds(small_bundle))
     assert res.get("name") == "EdgepackError" and "backend destroyed" in res["error"], res
+
+
+def test_concurrent_runs_queue(page, small_bundle) -> None:
+    assert "error" not in page.open(small_bundle)
+    feeds = [_feeds(small_bundle, seed) for seed in range(3)]
+    ref = onnx.load(str(small_bundle / "model.onnx"))
+    for f, got in zip(feeds, page.run_concurrent(feeds)):
+        _compare(got, reference_run(ref, f), "concurrent run")
+
+
+NODE_NO_GPU = """
+const { webgpuAvailable, createWebGPUBackend } = await import(process.argv[2]);
+const out = { available: await webgpuAvailable() };
+try { await createWebGPUBackend({ plan: new Uint8Array(64), manifest: {}, wasm: null }); } catch (e) { out.name = e.name; out.error = e.message; }
+console.log(JSON.stringify(out));
+"""
+
+
+@pytest.mark.skipif(not shutil.which("node"), reason="needs Node")
+def test_without_webgpu_node(tmp_path) -> None:
+    """Node has no navigator.gpu: webgpuAvailable() is false and createWebGPUBackend says why."""
+    import subprocess
+    (tmp_path / "t.mjs").write_text(NODE_NO_GPU)
+    index = Path(__file__).resolve().parent.parent / "web" / "src" / "webgpu" / "index.js"
+    r = subprocess.run(["node", str(tmp_path / "t.mjs"), index.as_uri()], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out == {"available": False, "name": "EdgepackError", "error": "WebGPU is not available here (navigator.gpu is missing)"}
 
 
 # ---- the benchmark models ---------------------------------------------------------------------------------

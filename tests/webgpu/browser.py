@@ -89,6 +89,11 @@ class WebGPUPage:
         return {side: {k: np.frombuffer(base64.b64decode(v["b64"]), dtype=np.dtype(v["dtype"])).reshape(v["dims"])
                        for k, v in outs.items()} for side, outs in res.items()}
 
+    def run_concurrent(self, feeds_list: list[dict[str, np.ndarray]]) -> list[dict[str, np.ndarray]]:
+        res = self.page.evaluate("(l) => ep.runConcurrent(l)", [self._feeds(f) for f in feeds_list])
+        return [{k: np.frombuffer(base64.b64decode(v["b64"]), dtype=np.dtype(v["dtype"])).reshape(v["dims"])
+                 for k, v in outs.items()} for outs in res]
+
     def profile(self, feeds: dict[str, np.ndarray]) -> list[dict]:
         return self.page.evaluate("(f) => ep.profile(f)", self._feeds(feeds))
 

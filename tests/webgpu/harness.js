@@ -54,6 +54,16 @@ window.ep = {
       return { error: String(e.message || e), name: e.name };
     }
   },
+  /** Several runs started at once (they must queue, each with its own answer). */
+  async runConcurrent(feedsList) {
+    const all = [];
+    for (const feeds of feedsList) {
+      const f = {};
+      for (const s of session.inputs) f[s.name] = { data: new ARRAYS[s.dtype]((await bytes(feeds[s.name])).buffer), dims: s.shape };
+      all.push(f);
+    }
+    return (await Promise.all(all.map((f) => backend.run(f)))).map(encode);
+  },
   /** Per-node times of one run (the GPU drained after each node). */
   async profile(feeds) {
     const f = {};
