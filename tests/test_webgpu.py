@@ -330,6 +330,48 @@ def test_data_movement(page, tmp_path) -> None:
     _run_case(page, tmp_path, model, feeds=feeds)
 
 
+def _i32(name, shape):
+    return helper.make_tensor_value_info(name, TensorProto.INT32, shape)
+
+
+def test_pad_expand_split_where_cast(page, tmp_path) -> None:
+    nodes = [helper.make_node("Pad", ["x", f"pads{m}"] + (["pv"] if m == "constant" else []), [f"pad_{m}"], mode=m)
+             for m in ("constant", "reflect", "edge", "wrap")]
+    nodes += [
+        helper.make_node("Pad", ["x", "crop"], ["pad_crop"]),
+        helper.make_node("Pad", ["ids", "pads_i"], ["pad_i64"], mode="reflect"),
+        helper.make_node("Expand", ["v", "shape"], ["expanded"]), helper.make_node("Expand", ["ids", "shape_i"], ["expanded_i64"]),
+        helper.make_node("Split", ["x", "parts"], ["s0", "s1", "s2"], axis=2),
+        helper.make_node("Greater", ["x", "zero"], ["mask"]),
+        helper.make_node("Where", ["mask", "x", "v"], ["where_f"]), helper.make_node("Where", ["cmask", "ids", "ids2"], ["where_i64"]),
+        helper.make_node("Cast", ["x", ], ["f2i"], to=TensorProto.INT32), helper.make_node("Cast", ["n32"], ["i2f"], to=TensorProto.FLOAT),
+        helper.make_node("Cast", ["n32"], ["i2l"], to=TensorProto.INT64), helper.make_node("Cast", ["ids"], ["l2i"], to=TensorProto.INT32),
+        helper.make_node("Cast", ["ids"], ["l2f"], to=TensorProto.FLOAT), helper.make_node("Cast", ["big"], ["f2l"], to=TensorProto.INT64),
+        helper.make_node("Cast", ["mask"], ["b2f"], to=TensorProto.FLOAT), helper.make_node("Cast", ["cmask"], ["b2l"], to=TensorProto.INT64),
+    ]
+    pads = np.array([0, 1, 2, 3, 0, 2, 1, 0], np.int64)
+    inits = [_const(f"pads{m}", pads) for m in ("constant", "reflect", "edge", "wrap")] + [
+        _const("pv", np.float32(-7.5)), _const("crop", np.array([0, -1, 1, 0, 0, 0, -2, 1], np.int64)),
+        _const("pads_i", np.array([0, 1, 0, 2], np.int64)), _const("shape", np.array([2, 3, 5, 4], np.int64)),
+        _const("shape_i", np.array([2, 2, 3], np.int64)), _const("parts", np.array([1, 2, 2], np.int64)),
+        _const("zero", np.float32(0)), _const("cmask", np.array([[True, False, True]])),
+        _const("ids2", np.array([[7, 8, 9], [10, 11, 12]], np.int64)),
+        _const("big", np.array([1.5e10, -3.7e12, -1.5, 2.9e9, -2.2e9, 4e18, -4e18, 7.0], np.float32))]
+    outs = [_f32(f"pad_{m}", None) for m in ("constant", "reflect", "edge", "wrap")] + [
+        _f32("pad_crop", None), _i64("pad_i64", None), _f32("expanded", None), _i64("expanded_i64", None),
+        _f32("s0", None), _f32("s1", None), _f32("s2", None), _f32("where_f", None), _i64("where_i64", None),
+        _i32("f2i", None), _f32("i2f", None), _i64("i2l", None), _i32("l2i", None), _f32("l2f", None), _i64("f2l", None),
+        _f32("b2f", None), _i64("b2l", None)]
+    model = _model(nodes, [_f32("x", [2, 3, 5, 4]), _f32("v", [3, 1, 4]), _i64("ids", [2, 3]), _i32("n32", [7])], outs, inits)
+    bundle = package(model, out=tmp_path / "k", verify=False)
+    assert {"PAD", "EXPAND", "SPLIT", "WHERE", "CAST"} <= set(_kernels(bundle)), _kernels(bundle)
+    feeds = _feeds(bundle)
+    feeds["x"] = (feeds["x"] * 1e3).astype(np.float32)
+    feeds["ids"] = np.array([[1, -3, 2**40], [0, -2**35, 4]], np.int64)
+    feeds["n32"] = np.array([0, -1, 5, 2**31 - 1, -2**31, 123456789, -77], np.int32)
+    _run_case(page, tmp_path, model, feeds=feeds, wasm={"BINARY"})   # Greater: a bool output
+
+
 def test_gather_index_out_of_range_is_an_error(page, tmp_path) -> None:
     model = _model([helper.make_node("Gather", ["table", "ids"], ["y"], axis=0)], [_i64("ids", [4])], [_f32("y", None)],
                    [_const("table", _w(10, 3))])
@@ -346,37 +388,39 @@ def test_gather_index_out_of_range_is_an_error(page, tmp_path) -> None:
 # ---- fallback to the wasm core ----------------------------------------------------------------------------
 
 def test_kernel_without_shader_falls_back_to_wasm(page, tmp_path) -> None:
-    """PAD, WHERE and CAST have no shader: they run on the wasm core between GPU nodes, which exchange
-    only their tensors (a bool tensor, 1-byte elements, never leaves the wasm side)."""
+    """CONV_TRANSPOSE, RESIZE and comparisons (bool outputs) have no shader: they run on the wasm core
+    between GPU nodes, which exchange only their tensors (the bool mask is read by WHERE and CAST on the GPU)."""
     model = _model([
         helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
-        helper.make_node("Pad", ["c", "pads"], ["p"], mode="reflect"),
-        helper.make_node("Relu", ["p"], ["r"]),
-        helper.make_node("Greater", ["r", "th"], ["mask"]),
-        helper.make_node("Where", ["mask", "r", "x2"], ["w2"]),
+        helper.make_node("ConvTranspose", ["c", "wt"], ["ct"], strides=[2, 2]),
+        helper.make_node("Relu", ["ct"], ["r"]),
+        helper.make_node("Resize", ["r", "", "scales"], ["rs"], mode="linear"),
+        helper.make_node("Greater", ["rs", "th"], ["mask"]),
+        helper.make_node("Where", ["mask", "rs", "x2"], ["w2"]),
         helper.make_node("Cast", ["mask"], ["mf"], to=TensorProto.FLOAT),
         helper.make_node("Add", ["w2", "mf"], ["y"]),
         helper.make_node("Softmax", ["y"], ["z"], axis=-1),
-    ], [_f32("x", [1, 2, 6, 6]), _f32("x2", [1, 3, 8, 8])], [_f32("z", None), _f32("r", None)],
-        [_const("w", _w(3, 2, 3, 3)), _const("pads", np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64)), _const("th", np.float32(0.2))])
-    info = _run_case(page, tmp_path, model, wasm={"PAD", "BINARY", "WHERE", "CAST"})
+    ], [_f32("x", [1, 2, 4, 4]), _f32("x2", [1, 2, 16, 16])], [_f32("z", None), _f32("r", None)],
+        [_const("w", _w(3, 2, 3, 3)), _const("wt", _w(3, 2, 2, 2)), _const("scales", np.array([1, 1, 2, 2], np.float32)),
+         _const("th", np.float32(0.2))])
+    info = _run_case(page, tmp_path, model, wasm={"CONV_TRANSPOSE", "RESIZE", "BINARY"})
     gpu = [p["op"] for p in info["placement"] if p["on"] == "gpu"]
-    assert gpu.count("CONV") == 1 and "SOFTMAX" in gpu and "UNARY" in gpu and "BINARY" in gpu, info["placement"]
+    assert {"CONV", "UNARY", "WHERE", "CAST", "BINARY", "SOFTMAX"} <= set(gpu), info["placement"]
     why = {p["op"]: p.get("why") for p in info["placement"] if p["on"] == "wasm"}
-    assert why["PAD"] == "no shader" and "bool" in why["BINARY"], why
+    assert why["CONV_TRANSPOSE"] == "no shader" and "bool" in why["BINARY"], why
 
 
 def test_fallback_at_graph_input_and_output(page, tmp_path) -> None:
     """A graph input read only by a wasm node, a graph output written by one, and a wasm node whose input
     comes straight from another wasm node (nothing moves between them)."""
     model = _model([
-        helper.make_node("Pad", ["x", "pads"], ["p"], mode="edge"),
+        helper.make_node("ConvTranspose", ["x", "wt"], ["p"]),
         helper.make_node("Conv", ["p", "w"], ["c"]),
-        helper.make_node("Pad", ["c", "pads"], ["q"], mode="constant"),
-        helper.make_node("Pad", ["q", "pads"], ["y"], mode="reflect"),
+        helper.make_node("ConvTranspose", ["c", "wt2"], ["q"]),
+        helper.make_node("ConvTranspose", ["q", "wt3"], ["y"]),
     ], [_f32("x", [1, 2, 5, 5])], [_f32("y", None), _f32("c", None)],
-        [_const("w", _w(4, 2, 3, 3)), _const("pads", np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64))])
-    info = _run_case(page, tmp_path, model, wasm={"PAD"})
+        [_const("wt", _w(2, 2, 2, 2)), _const("w", _w(4, 2, 3, 3)), _const("wt2", _w(4, 3, 2, 2)), _const("wt3", _w(3, 2, 1, 1))])
+    info = _run_case(page, tmp_path, model, wasm={"CONV_TRANSPOSE"})
     assert [p["on"] for p in info["placement"]] == ["wasm", "gpu", "wasm", "wasm"], info["placement"]
 
 

@@ -6,7 +6,7 @@
 // weights (repacked, uploaded to the weights buffer) and no GPU work recomputes them.
 
 import { EdgepackError } from '../../runtime.js';
-import { ARENA, DTYPE_SIZE, F16, F32, WEIGHTS, halfToFloat, opName, weightBytes, weightFloats } from '../plan.js';
+import { ARENA, F16, F32, WEIGHTS, halfToFloat, opName, weightBytes, weightFloats } from '../plan.js';
 
 /** @typedef {import('../plan.js').Plan} Plan
  *  @typedef {import('../plan.js').PlanTensor} PlanTensor
@@ -120,11 +120,13 @@ export class BuildContext {
       const f = weightFloats(this.plan, t);
       return new Uint32Array(f.buffer, f.byteOffset, f.length);
     }
-    const size = DTYPE_SIZE[/** @type {keyof DTYPE_SIZE} */ (t.dtype)];
-    if (size % 4) this.fail(`weight tensor ${t.id} has ${size}-byte elements`);
     const b = this.constants.get(t.id) || weightBytes(this.plan, t);
-    const c = b.byteOffset % 4 ? b.slice() : b;
-    return new Uint32Array(c.buffer, c.byteOffset, t.nbytes / 4);
+    if (t.nbytes % 4 || b.byteOffset % 4) {   // 1-byte elements (bool conditions): zero-padded words
+      const c = new Uint8Array(Math.ceil(t.nbytes / 4) * 4);
+      c.set(b);
+      return new Uint32Array(c.buffer);
+    }
+    return new Uint32Array(b.buffer, b.byteOffset, t.nbytes / 4);
   }
 
   /** The GPU weights buffer's contents. @returns {Uint32Array} */

@@ -1,6 +1,7 @@
 // Data movement on 4- and 8-byte elements (float32, int32, int64), as raw words: TRANSPOSE, SLICE,
-// CONCAT and COPY are one strided-copy shader (dims, read strides, write strides); GATHER looks its
-// indices up (int32/int64, negative ones wrap) and flags an out-of-range index in the error buffer.
+// CONCAT, SPLIT, EXPAND and COPY are one strided-copy shader (dims, read strides, write strides); PAD
+// maps every output element to its source (or the constant); GATHER looks its indices up (int32/int64,
+// negative ones wrap) and flags an out-of-range index in the error buffer.
 
 import { DTYPE_SIZE, I32, I64, numel, strides } from '../plan.js';
 import { MAIN, wordLoader } from '../wgsl.js';
@@ -141,4 +142,73 @@ export function gather(node, ctx) {
   if (hi == 0xffffffffu && lo >= 0u - n && lo != 0u) { ok = true; idx = lo + n; }`;
   const code = wordLoader('rd', ctx.src(D)) + wordLoader('ri', ctx.src(I)) + GATHER_WGSL.replace('IDX', idx);
   return [{ code, params: p, threads: p[0] }];
+}
+
+/** @param {PlanNode} node @param {BuildContext} ctx @returns {Dispatch[] | string} */
+export function split(node, ctx) {
+  const w = wordsPerElement(node, ctx);
+  if (!w) return 'element size';
+  const x = ctx.t(node.inputs[0]), [axis] = node.params, xs = strides(x.dims);
+  if (node.params.length !== 1 || !(axis >= 0 && axis < x.rank)) ctx.fail('axis');
+  let at = 0;
+  /** @type {Dispatch[]} */
+  const out = [];
+  for (const id of node.outputs) {
+    const y = ctx.t(id);
+    if (y.rank !== x.rank || y.dims.some((d, i) => i !== axis && d !== x.dims[i])) ctx.fail('output shapes');
+    if (y.numel) out.push(stridedCopy(ctx, x.id, id, w, y.dims, xs, strides(y.dims), at * xs[axis], 0));
+    at += y.dims[axis];
+  }
+  if (at !== x.dims[axis]) ctx.fail('extents along the axis do not sum to the input');
+  return out;
+}
+
+/** @param {PlanNode} node @param {BuildContext} ctx @returns {Dispatch[] | string} */
+export function expand(node, ctx) {
+  const w = wordsPerElement(node, ctx);
+  if (!w) return 'element size';
+  const x = ctx.t(node.inputs[0]), y = ctx.t(node.outputs[0]);
+  if (x.rank > y.rank) ctx.fail('input rank exceeds the output rank');
+  const pad = [...new Array(y.rank - x.rank).fill(1), ...x.dims], ps = strides(pad);
+  if (pad.some((d, i) => d !== 1 && d !== y.dims[i])) ctx.fail(`[${x.dims}] does not broadcast to [${y.dims}]`);
+  return [stridedCopy(ctx, x.id, y.id, w, y.dims, pad.map((d, i) => (d === 1 ? 0 : ps[i])), strides(y.dims), 0, 0)];
+}
+
+const PAD_WGSL = /* wgsl */ `${MAIN}
+  let w = P[4]; let R = P[5];
+  var r = t; var src = 0u; var inside = true;
+  for (var d = i32(R) - 1; d >= 0; d--) {
+    let k = u32(d);
+    let yd = P[8u + k]; let q = i32(r % yd); r /= yd;
+    let n = i32(P[16u + k]);
+    var s = q - pi(24u + k);
+    if (s < 0 || s >= n) {
+      MODE
+    }
+    src += u32(s) * P[32u + k];
+  }
+  for (var j = 0u; j < w; j++) {
+    A[P[3] + t * w + j] = select(P[6u + j], rd(P[2] + src * w + j), inside);
+  }
+}`;
+const PAD_MODES = [
+  'inside = false; s = 0;',
+  'if (n == 1) { s = 0; } else { let p = 2 * (n - 1); let m = ((s % p) + p) % p; s = select(m, p - m, m >= n); }',
+  's = clamp(s, 0, n - 1);',
+  's = ((s % n) + n) % n;',
+];
+
+/** @param {PlanNode} node @param {BuildContext} ctx @returns {Dispatch[] | string} */
+export function pad(node, ctx) {
+  if (node.inputs.length > 1 && node.inputs[1] !== -1) return 'runtime pads';
+  const x = ctx.t(node.inputs[0]), y = ctx.t(node.outputs[0]);
+  const w = DTYPE_SIZE[/** @type {keyof DTYPE_SIZE} */ (x.dtype)] / 4;
+  if ((w !== 1 && w !== 2) || y.dtype !== x.dtype) return 'element size';
+  const [mode, lo, hi] = node.params, r = x.rank;
+  if (node.params.length !== 3 + r || y.rank !== r || !(mode >= 0 && mode <= 3) || r > 8) ctx.fail('params');
+  if (mode !== 0 && y.dims.some((d, i) => d > 0 && x.dims[i] === 0)) ctx.fail('empty input dim');
+  const p = [y.numel, 0, ctx.src(x.id).base, ctx.src(y.id).base, w, r, lo >>> 0, hi >>> 0, ...new Array(32).fill(0)];
+  const xs = strides(x.dims);
+  for (let i = 0; i < r; i++) { p[8 + i] = y.dims[i]; p[16 + i] = x.dims[i]; p[24 + i] = node.params[3 + i] >>> 0; p[32 + i] = xs[i]; }
+  return [{ code: wordLoader('rd', ctx.src(x.id)) + PAD_WGSL.replace('MODE', PAD_MODES[mode]), params: p, threads: y.numel }];
 }

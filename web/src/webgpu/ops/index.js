@@ -3,8 +3,8 @@
 
 import { OP } from '../plan.js';
 import { conv, depthwise } from './conv.js';
-import { concat, copy, gather, slice, transpose } from './data.js';
-import { batchnorm, binary, unary } from './elementwise.js';
+import { concat, copy, expand, gather, pad, slice, split, transpose } from './data.js';
+import { batchnorm, binary, cast, unary, where } from './elementwise.js';
 import { gemm, matmul } from './matmul.js';
 import { globalPool, layernorm, pool, reduce, softmax } from './reduce.js';
 
@@ -19,4 +19,5 @@ export const BUILDERS = {
   [OP.SOFTMAX]: softmax, [OP.LAYERNORM]: layernorm, [OP.REDUCE]: reduce,
   [OP.POOL]: pool, [OP.GLOBAL_POOL]: globalPool,
   [OP.GATHER]: gather, [OP.TRANSPOSE]: transpose, [OP.SLICE]: slice, [OP.CONCAT]: concat, [OP.COPY]: copy,
+  [OP.SPLIT]: split, [OP.EXPAND]: expand, [OP.PAD]: pad, [OP.WHERE]: where, [OP.CAST]: cast,
 };
