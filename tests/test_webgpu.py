@@ -369,7 +369,36 @@ def test_pad_expand_split_where_cast(page, tmp_path) -> None:
     feeds["x"] = (feeds["x"] * 1e3).astype(np.float32)
     feeds["ids"] = np.array([[1, -3, 2**40], [0, -2**35, 4]], np.int64)
     feeds["n32"] = np.array([0, -1, 5, 2**31 - 1, -2**31, 123456789, -77], np.int32)
-    _run_case(page, tmp_path, model, feeds=feeds, wasm={"BINARY"})   # Greater: a bool output
+    _run_case(page, tmp_path, model, feeds=feeds)
+
+
+def test_bool_outputs(page, tmp_path) -> None:
+    """Comparisons on float32 / int32 / int64 / bool, And/Or/Xor, Not and casts to bool write 1-byte
+    elements: 4 per thread, one word per store (odd element counts check the tensor's last word)."""
+    nodes, outs = [], []
+    for op in ("Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"):
+        for a, b, tag in (("x", "xb", "f"), ("n", "nc", "i32"), ("ids", "idc", "i64")):
+            if op in ("LessOrEqual", "GreaterOrEqual") and tag != "f":
+                continue
+            nodes.append(helper.make_node(op, [a, b], [f"{op}_{tag}"]))
+            outs.append(f"{op}_{tag}")
+    nodes += [helper.make_node("Greater", ["x", "zero"], ["m1"]), helper.make_node("Less", ["x", "half"], ["m2"]),
+              helper.make_node("And", ["m1", "m2"], ["and"]), helper.make_node("Or", ["m1", "bc"], ["or"]),
+              helper.make_node("Xor", ["m1", "m2"], ["xor"]), helper.make_node("Not", ["m1"], ["not"]),
+              helper.make_node("Cast", ["x"], ["x2b"], to=TensorProto.BOOL), helper.make_node("Cast", ["ids"], ["l2b"], to=TensorProto.BOOL),
+              helper.make_node("Cast", ["n"], ["i2b"], to=TensorProto.BOOL), helper.make_node("Equal", ["m1", "m2"], ["beq"])]
+    outs += ["m1", "m2", "and", "or", "xor", "not", "x2b", "l2b", "i2b", "beq"]
+    model = _model(nodes, [_f32("x", [3, 7]), _f32("xb", [7]), _i32("n", [5]), _i64("ids", [2, 3])],
+                   [helper.make_tensor_value_info(o, TensorProto.BOOL, None) for o in outs],
+                   [_const("nc", np.array([0, 3, -2, 7, 3], np.int32)), _const("idc", np.array([1, -(2**40), 5], np.int64)),
+                    _const("zero", np.float32(0)), _const("half", np.float32(0.5)), _const("bc", np.array([True, False] * 3 + [True]))])
+    bundle = package(model, out=tmp_path / "k", verify=False)
+    feeds = _feeds(bundle)
+    feeds["x"][0, :3] = [0.0, -0.0, 0.5]
+    feeds["xb"][:3] = [0.0, 0.0, 0.5]
+    feeds["n"] = np.array([0, 3, -5, 7, 2**31 - 1], np.int32)
+    feeds["ids"] = np.array([[1, -(2**40), 0], [2**40, -(2**40), 5]], np.int64)
+    _run_case(page, tmp_path, model, feeds=feeds)
 
 
 def test_gather_index_out_of_range_is_an_error(page, tmp_path) -> None:
@@ -388,8 +417,8 @@ def test_gather_index_out_of_range_is_an_error(page, tmp_path) -> None:
 # ---- fallback to the wasm core ----------------------------------------------------------------------------
 
 def test_kernel_without_shader_falls_back_to_wasm(page, tmp_path) -> None:
-    """CONV_TRANSPOSE, RESIZE and comparisons (bool outputs) have no shader: they run on the wasm core
-    between GPU nodes, which exchange only their tensors (the bool mask is read by WHERE and CAST on the GPU)."""
+    """CONV_TRANSPOSE and RESIZE have no shader: they run on the wasm core between GPU nodes, which
+    exchange only their tensors."""
     model = _model([
         helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
         helper.make_node("ConvTranspose", ["c", "wt"], ["ct"], strides=[2, 2]),
@@ -403,11 +432,11 @@ def test_kernel_without_shader_falls_back_to_wasm(page, tmp_path) -> None:
     ], [_f32("x", [1, 2, 4, 4]), _f32("x2", [1, 2, 16, 16])], [_f32("z", None), _f32("r", None)],
         [_const("w", _w(3, 2, 3, 3)), _const("wt", _w(3, 2, 2, 2)), _const("scales", np.array([1, 1, 2, 2], np.float32)),
          _const("th", np.float32(0.2))])
-    info = _run_case(page, tmp_path, model, wasm={"CONV_TRANSPOSE", "RESIZE", "BINARY"})
+    info = _run_case(page, tmp_path, model, wasm={"CONV_TRANSPOSE", "RESIZE"})
     gpu = [p["op"] for p in info["placement"] if p["on"] == "gpu"]
     assert {"CONV", "UNARY", "WHERE", "CAST", "BINARY", "SOFTMAX"} <= set(gpu), info["placement"]
     why = {p["op"]: p.get("why") for p in info["placement"] if p["on"] == "wasm"}
-    assert why["CONV_TRANSPOSE"] == "no shader" and "bool" in why["BINARY"], why
+    assert why == {"CONV_TRANSPOSE": "no shader", "RESIZE": "no shader"}, why
 
 
 def test_fallback_at_graph_input_and_output(page, tmp_path) -> None:

@@ -3,6 +3,7 @@
 
 import { DTYPE_SIZE, F32, I32, I64, numel, strides } from '../plan.js';
 import { MAIN, MATH, UNARY_NPARAMS, floatLoader, unaryExpr, wordLoader } from '../wgsl.js';
+import { compare, toBool } from './bytes.js';
 
 /** @typedef {import('../plan.js').PlanNode} PlanNode
  *  @typedef {import('./context.js').BuildContext} BuildContext
@@ -12,6 +13,7 @@ import { MAIN, MATH, UNARY_NPARAMS, floatLoader, unaryExpr, wordLoader } from '.
 export function unary(node, ctx) {
   const [X] = node.inputs, y = ctx.t(node.outputs[0]);
   const fn = node.params[0];
+  if (fn === 31) return toBool(node, ctx);   // NOT
   const expr = unaryExpr(fn);
   if (expr === null) return `function ${fn}`;
   if (!ctx.isFloat(X) || y.dtype !== F32) return 'non-float32 tensors';
@@ -34,7 +36,7 @@ const BINARY_EXPR = [
 export function binary(node, ctx) {
   const [Ai, Bi] = node.inputs, y = ctx.t(node.outputs[0]);
   const fn = node.params[0];
-  if (fn >= 8 && fn <= 15) return 'bool tensors (comparison / logic)';
+  if (fn >= 8 && fn <= 15) return compare(node, ctx);
   if (!(fn >= 0 && fn < BINARY_EXPR.length)) return `function ${fn}`;
   if (!ctx.isFloat(Ai) || !ctx.isFloat(Bi) || y.dtype !== F32) return 'non-float32 tensors';
   const r = y.dims.length;
@@ -165,6 +167,7 @@ const CASTS = /** @type {Record<string, string>} */ ({
 /** @param {PlanNode} node @param {BuildContext} ctx @returns {Dispatch[] | string} */
 export function cast(node, ctx) {
   const x = ctx.t(node.inputs[0]), y = ctx.t(node.outputs[0]);
+  if (y.dtype === BOOL) return toBool(node, ctx);
   const body = CASTS[`${x.dtype}:${y.dtype}`];
   if (!body) return `cast ${x.dtype} -> ${y.dtype}`;
   if (x.numel !== y.numel) ctx.fail('shapes differ');
