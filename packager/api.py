@@ -71,7 +71,7 @@ def package(model: str | os.PathLike | onnx.ModelProto, target: str = "web", out
             input_shapes: dict[str, tuple[int, ...]] | None = None,
             constants: dict[str, np.ndarray] | None = None, verify: bool = True,
             allow_domains: tuple[str, ...] = (), sign: str | os.PathLike | None = None, profile: str = "default",
-            log: Callable[[str], None] = lambda s: None) -> Path:
+            log: Callable[[str], None] = lambda s: None, optimize: bool = True, keep_metadata: bool = False) -> Path:
     """Package an ONNX model for `target`; returns the bundle directory. See `package --help`."""
     if target not in TARGETS:
         raise PackagerError(f"unknown target '{target}' (available: {', '.join(TARGETS)})")
@@ -86,6 +86,13 @@ def package(model: str | os.PathLike | onnx.ModelProto, target: str = "web", out
     if strict:
         check_strict_ops(graph.nodes, graph.opset)
         explicit_attributes(graph.model, graph.shapes, graph.opset)
+    reference, optimization = graph.model, None   # verification compares with the graph before optimization
+    if optimize:
+        from .optimizer import optimize as run_optimizer, summary
+        optimization = run_optimizer(graph, len(m.graph.node), keep_metadata)
+        graph, reference = optimization.graph, optimization.reference
+        for line in summary(optimization.report, optimization.stripped):
+            log(f"optimize: {line}")
     lowered = lower(graph)
     plan_bytes = layout.encode(lowered.plan)
     runtime = ensure_wasm()
@@ -109,12 +116,15 @@ def package(model: str | os.PathLike | onnx.ModelProto, target: str = "web", out
         "notices": graph.notices,
         "profile": {"name": profile},
     }
+    if optimization is not None:
+        manifest.update(optimizations=optimization.report, stripped=optimization.stripped)
     if strict:
         manifest["profile"]["execution_order"] = [
             {"kernel": Op(n.op).name, "onnx_node": src} for n, src in zip(lowered.plan.nodes, lowered.node_sources)]
     if target != "web":  # edge targets: aarch64 runtime files + consistency report (packager/targets/edge.py)
         from .targets.edge import write_edge_bundle
-        path = write_edge_bundle(target, Path(out), manifest, graph.model, plan_bytes, verify=verify or strict, log=log)
+        path = write_edge_bundle(target, Path(out), manifest, graph.model, plan_bytes, verify=verify or strict, log=log,
+                                 reference=reference)
         if sign is not None:
             from .signing import sign_bundle
             sign_bundle(path, Path(sign))
@@ -123,7 +133,7 @@ def package(model: str | os.PathLike | onnx.ModelProto, target: str = "web", out
     files.update({f: runtime[f] for f in WASM_VARIANTS.values()})
     path = write_bundle(Path(out), manifest, files)
     if verify or strict:
-        _verify(path, graph.model, log, strict)
+        _verify(path, reference, log, strict)
     if sign is not None:   # last: the signature covers the final manifest
         from .signing import sign_bundle
         sign_bundle(path, Path(sign))

@@ -66,12 +66,16 @@ def cmd_package(argv: list[str]) -> int:
     ap.add_argument("--sign", metavar="KEY.pem", help="sign the bundle with this Ed25519 private key "
                     "(make one with: package keygen)")
     ap.add_argument("--no-verify", action="store_true", help="skip the run against onnxruntime after packaging")
+    ap.add_argument("--no-optimize", action="store_true",
+                    help="ship and lower the graph as analyzed: no stripping, no optimizer passes (docs/optimizer.md)")
+    ap.add_argument("--keep-metadata", action="store_true",
+                    help="keep doc strings and metadata_props in the shipped model.onnx")
     a = ap.parse_args(argv)
     out = a.out or str(Path(a.model).with_suffix("")) + ".bundle"
     t0 = time.perf_counter()
     path = package(a.model, target=a.target, out=out, input_shapes=dict(a.input_shape),
                    constants={n: _load_npy(p) for n, p in a.const}, verify=not a.no_verify, allow_domains=tuple(a.allow_domain), sign=a.sign,
-                   profile=a.profile,
+                   profile=a.profile, optimize=not a.no_optimize, keep_metadata=a.keep_metadata,
                    log=lambda s: print(s, file=sys.stderr))
     m = json.loads((path / "manifest.json").read_text())
     p = m["plan"]
@@ -125,6 +129,7 @@ def cmd_inspect(argv: list[str]) -> int:
         "weights_bytes": len(plan.weights),
         "files": {k: v["bytes"] for k, v in b.manifest["files"].items()},
         "verification": b.manifest.get("verification"),
+        "optimizations": b.manifest.get("optimizations"), "stripped": b.manifest.get("stripped"),
     }
     if a.json:
         print(json.dumps(info, indent=2))
@@ -144,6 +149,14 @@ def cmd_inspect(argv: list[str]) -> int:
         print(f"file     {f:<24} {kib(n)}")
     if info["verification"]:
         print(f"verified {json.dumps(info['verification'])}")
+    if info["optimizations"] is None:
+        print("optimize not run (--no-optimize)")
+    else:
+        from .optimizer import summary
+        report = info["optimizations"]
+        print(f"optimize {report[0]['nodes_before']} -> {report[-1]['nodes_after']} ONNX nodes")
+        for line in summary(report, info["stripped"]):
+            print(f"  {line}")
     return 0
 
 

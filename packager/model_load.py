@@ -22,6 +22,7 @@ from .errors import ModelLoadError
 MAX_MODEL_BYTES = 2 * 1024**3 - 1          # protobuf's hard limit
 ALLOWED_KEYS = frozenset({"location", "offset", "length", "checksum"})
 STANDARD_DOMAINS = frozenset({"", "ai.onnx"})
+MAX_INLINED_NODES = 1_000_000              # model-local functions calling each other can multiply nodes
 
 
 def _parse_uint(value: str, key: str, tensor: str) -> int:
@@ -146,6 +147,38 @@ def check_graph(model: onnx.ModelProto, allow_domains: frozenset[str] = frozense
             raise ModelLoadError(f"graph output '{o.name}' is not produced by any node, input or initializer")
 
 
+def inline_functions(model: onnx.ModelProto) -> onnx.ModelProto:
+    """Model-local functions (graphs of ops, not code: edgepack's own bundles ship fused groups as such)
+    inlined by onnx.inliner, after checking the expansion stays bounded and has no cycle."""
+    funcs = {(f.domain, f.name): f for f in model.functions}
+    sizes: dict[tuple[str, str], int] = {}
+
+    def nodes(ns):   # nodes, and those of subgraphs (If/Loop/Scan bodies)
+        for n in ns:
+            yield n
+            for a in n.attribute:
+                for g in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+                    yield from nodes(g.node)
+
+    def count(ns, path: tuple) -> int:
+        return sum(size((n.domain, n.op_type), path) if (n.domain, n.op_type) in funcs else 1 for n in nodes(ns))
+
+    def size(key: tuple[str, str], path: tuple) -> int:
+        if key in path:
+            raise ModelLoadError(f"model-local function {key[0]}.{key[1]} calls itself (recursion is not allowed)")
+        if key not in sizes:
+            sizes[key] = count(funcs[key].node, path + (key,))
+        return sizes[key]
+    total = count(model.graph.node, ())
+    if total > MAX_INLINED_NODES:
+        raise ModelLoadError(f"inlining the model-local functions would make {total} nodes (limit {MAX_INLINED_NODES})")
+    import onnx.inliner
+    try:
+        return onnx.inliner.inline_local_functions(model)
+    except Exception as e:
+        raise ModelLoadError(f"model-local functions could not be inlined: {str(e).splitlines()[0][:200]}") from None
+
+
 def load_model(model: str | os.PathLike | onnx.ModelProto, allow_domains: frozenset[str] = frozenset()) -> onnx.ModelProto:
     """Read, validate and return a model with all external data loaded (see the module doc for the checks)."""
     if isinstance(model, onnx.ModelProto):
@@ -165,6 +198,8 @@ def load_model(model: str | os.PathLike | onnx.ModelProto, allow_domains: frozen
         except Exception as e:
             raise ModelLoadError(f"{p}: not a readable ONNX model ({type(e).__name__}: {str(e)[:200]})") from None
         _load_external(m, p.resolve().parent)
+    if len(m.functions):
+        m = inline_functions(m)
     check_graph(m, allow_domains)
     try:
         onnx.checker.check_model(m)

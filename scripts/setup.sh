@@ -23,7 +23,7 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-if ! python3 -c 'import onnx, onnxruntime, wasmtime, numpy, pytest, torch, packager' 2>/dev/null; then
+if ! python3 -c 'import onnx, onnxruntime, onnx_ir, onnxscript, wasmtime, numpy, pytest, torch, packager' 2>/dev/null; then
   echo "[setup] pip: edgepack (editable) + dev deps"
   python3 -m pip install -q --disable-pip-version-check -e '.[dev]'
 fi

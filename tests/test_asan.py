@@ -50,6 +50,6 @@ def test_benchmark_model_under_asan(name: str, cli: Path, tmp_path: Path) -> Non
                          else rng.standard_normal(s["shape"]).astype(np.float32)) for s in b.inputs}
     status, why, got = runner_asan.run_asan_cli(cli, path, feeds, b.outputs, timeout=600)
     assert status == "ok", why
-    want = reference_run(onnx.load(str(path / "model.onnx")), feeds)
+    want = reference_run(onnx.load(str(model_path(name))), feeds)   # the source model, before optimization
     for k, w in want.items():
         np.testing.assert_allclose(got[k], w, rtol=TOL, atol=TOL, err_msg=f"{name} (ASan edgepack-run) output {k}")

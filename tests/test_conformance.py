@@ -9,8 +9,11 @@ import pytest
 from .conformance.runner import run_all, table
 from .conftest import REPO
 
-# Documented exceptions: cases whose expected outputs we knowingly do not reproduce (none so far).
-KNOWN_FAILURES: set[str] = set()
+# Documented exceptions: cases whose expected outputs we knowingly do not reproduce.
+# Dropout with training_mode=true (and its mask unread): the optimizer strips it as training-only (an
+# inference bundle computes the identity, with a notice and manifest["stripped"]), so the case's
+# randomly masked expected output is not what the bundle gives. docs/optimizer.md.
+KNOWN_FAILURES: set[str] = {"test_training_dropout", "test_training_dropout_default"}
 
 
 @pytest.mark.parametrize("variant", ["simd", "scalar"])

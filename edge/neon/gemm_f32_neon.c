@@ -32,7 +32,7 @@ static inline float32x4_t act4(float32x4_t v, int32_t act, float32x4_t p0, float
     case EP_ACT_RELU: return PMAX(v, z);
     case EP_ACT_LEAKY_RELU: return vaddq_f32(PMAX(v, z), vmulq_f32(p0, PMIN(v, z)));
     case EP_ACT_CLIP: return PMIN(PMAX(v, p0), p1);
-    default: return v;
+    default: return act < EP_ACT_COUNT_INLINE ? v : ep_gemm_act4(v, act, p0, p1);
   }
 #undef PMAX
 #undef PMIN

@@ -18,7 +18,7 @@ int main(void) {
   for (unsigned im = 0; im < sizeof Ms / 4; im++)
   for (unsigned in = 0; in < sizeof Ns / 4; in++)
   for (unsigned ik = 0; ik < sizeof Ks / 4; ik++)
-  for (int mode = 0; mode < 6; mode++) {
+  for (int mode = 0; mode < 8; mode++) {
     const uint32_t M = Ms[im], N = Ns[in], K = Ks[ik], ldb = N + 8 + (mode & 1) * 3, ldc = N + (mode & 2);
     float *a = malloc(sizeof(float) * M * K), *ap = malloc(sizeof(float) * (ep_gemm_packed_a_floats(M, K) + 8));
     float *b = malloc(sizeof(float) * K * ldb + 64), *bias = malloc(sizeof(float) * M * ldc + 64);
@@ -35,6 +35,8 @@ int main(void) {
       case 3: e.bias = bias; e.bias_mode = EP_BIAS_FULL; e.ld_bias = ldc; e.res = res; e.ld_res = ldc; e.act = EP_ACT_CLIP; e.p0 = -1; e.p1 = 1; break;
       case 4: e.bias = bias; e.bias_mode = EP_BIAS_SCALAR; e.act = EP_ACT_LEAKY_RELU; e.p0 = 0.1f; break;
       case 5: e.res = res; e.ld_res = ldc; e.act = EP_ACT_RELU; break;
+      case 6: e.bias = bias; e.bias_mode = EP_BIAS_ROW; e.res = res; e.ld_res = ldc; e.act = EP_ACT_HARDSWISH; break;
+      case 7: e.bias = bias; e.bias_mode = EP_BIAS_COL; e.act = EP_ACT_HARDSIGMOID; e.p0 = 0.3f; e.p1 = 0.4f; break;
       default: break;
     }
     memset(c1, 0, sizeof(float) * M * ldc); memset(c2, 0, sizeof(float) * M * ldc);

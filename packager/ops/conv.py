@@ -24,8 +24,9 @@ WINOGRAD_SCRATCH_FLOATS = 128 * 1024    # 512 KB
 WINOGRAD_MIN_TILES = 16                 # tiles per block: below that the weights are streamed too often
 WINOGRAD_SINGLE_BLOCK_FLOATS = 512 * 1024   # 2 MB: larger scratch allowed when it makes one block
 
-# Epilogue activation codes (gemm.h EP_ACT_*; activation.h uses the same numbers).
+# Epilogue activation codes (activation.h EP_ACT_*): 0 none .. 9 gelu_tanh, see fuse_epilogue.py.
 ACT_NONE, ACT_RELU, ACT_LEAKY_RELU, ACT_CLIP = 0, 1, 2, 3
+ACT_COUNT = 10
 Activation = tuple[int, Sequence[float]]
 
 
@@ -33,7 +34,7 @@ def act_params(activation: Activation) -> list:
     """[code, p0, p1] as parameter words (floats become their f32 bit pattern)."""
     code, ps = activation
     ps = [float(p) for p in ps]
-    if not 0 <= int(code) <= ACT_CLIP or len(ps) > 2:
+    if not 0 <= int(code) < ACT_COUNT or len(ps) > 2:
         raise ValueError(f"activation {activation} cannot be fused into a linalg epilogue")
     return [int(code), *(ps + [0.0] * (2 - len(ps)))]
 

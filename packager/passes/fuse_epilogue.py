@@ -3,7 +3,8 @@
 The fused kernel applies bias, adds the residual and runs the activation while each output tile is
 still in registers: one pass over memory instead of three. The group is emitted where its LAST node
 stood, so a residual computed after the Conv (a ResNet shortcut) is ready when the kernel runs.
-The ONNX graph shipped in the bundle is unchanged: fusion exists only in the plan."""
+The optimizer makes the same groups visible in the shipped graph as function calls (fuse_graph.py);
+lowering inlines them again and regroups with this pass, so --no-optimize bundles fuse the same way."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -13,10 +14,12 @@ import onnx
 from onnx import helper
 
 # Activation codes shared with wasm_kernels/src/kernels/activation.h
-ACT_NONE, ACT_RELU, ACT_LEAKY_RELU, ACT_CLIP, ACT_SIGMOID, ACT_HARDSIGMOID, ACT_HARDSWISH, ACT_TANH, ACT_GELU = range(9)
+(ACT_NONE, ACT_RELU, ACT_LEAKY_RELU, ACT_CLIP, ACT_SIGMOID, ACT_HARDSIGMOID, ACT_HARDSWISH, ACT_TANH, ACT_GELU,
+ ACT_GELU_TANH) = range(10)
 HEADS = ("Conv", "Gemm")
-# What the conv/gemm epilogue computes in registers today (gemm.h); others stay separate kernels.
-EPILOGUE_ACTIVATIONS = frozenset({ACT_RELU, ACT_LEAKY_RELU, ACT_CLIP})
+# What the conv/gemm epilogues apply (gemm.h): relu/leaky_relu/clip in registers, the others through
+# ep_apply_activation (the UNARY kernel's own code, so fused and unfused give the same bits).
+EPILOGUE_ACTIVATIONS = frozenset(range(ACT_RELU, ACT_GELU_TANH + 1))
 
 
 @dataclass
@@ -53,6 +56,10 @@ def activation_of(node: onnx.NodeProto, consts: dict[str, np.ndarray], opset: in
         return ACT_HARDSWISH, []
     if t == "Tanh":
         return ACT_TANH, []
+    if t == "Gelu":
+        approx = a.get("approximate", b"none")
+        approx = approx.decode() if isinstance(approx, bytes) else approx
+        return {"none": (ACT_GELU, []), "tanh": (ACT_GELU_TANH, [])}.get(approx)
     return None
 
 

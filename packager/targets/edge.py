@@ -159,8 +159,10 @@ def ort_format(model: onnx.ModelProto, log: Callable[[str], None]) -> dict[str, 
 
 
 def write_edge_bundle(target: str, out: Path, manifest: dict, model: onnx.ModelProto, plan_bytes: bytes,
-                      verify: bool = True, log: Callable[[str], None] = lambda s: None) -> Path:
-    """Write a pi5 or android bundle (manifest already holds name, I/O, plan stats)."""
+                      verify: bool = True, log: Callable[[str], None] = lambda s: None,
+                      reference: onnx.ModelProto | None = None) -> Path:
+    """Write a pi5 or android bundle (manifest already holds name, I/O, plan stats). `reference`: the model
+    onnxruntime runs for the comparison (default: `model`; api.package passes the unoptimized graph)."""
     if target not in EDGE_TARGETS:
         raise PackagerError(f"unknown edge target '{target}'")
     rt = ensure_edge(target)
@@ -200,7 +202,7 @@ def write_edge_bundle(target: str, out: Path, manifest: dict, model: onnx.ModelP
     manifest = dict(manifest, runtime=runtime)
     path = write_bundle(out, manifest, files, executables)
     if verify:
-        consistency(path, target, model, log)
+        consistency(path, target, reference if reference is not None else model, log)
     return path
 
 

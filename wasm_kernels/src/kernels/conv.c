@@ -221,7 +221,7 @@ static inline f32x4 dw_epi(f32x4 r, const float *res, int32_t act, f32x4 p0, f32
     case EP_ACT_RELU: return f32x4_max(r, f32x4_zero());
     case EP_ACT_CLIP: return f32x4_min(f32x4_max(r, p0), p1);
     case EP_ACT_LEAKY_RELU: return f32x4_add(f32x4_max(r, f32x4_zero()), f32x4_mul(p0, f32x4_min(r, f32x4_zero())));
-    default: return r;
+    default: return act < EP_ACT_COUNT_INLINE ? r : ep_gemm_act4(r, act, p0, p1);
   }
 }
 

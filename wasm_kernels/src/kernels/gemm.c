@@ -15,7 +15,16 @@
 #define NR EP_GEMM_NR
 
 ep_status ep_gemm_check_act(int32_t code) {
-  return (code >= EP_ACT_NONE && code < EP_ACT_COUNT_INLINE) ? EP_OK : EP_E_PARAM;
+  return (code >= EP_ACT_NONE && code < EP_ACT_COUNT) ? EP_OK : EP_E_PARAM;
+}
+
+f32x4 ep_gemm_act4(f32x4 v, int32_t act, f32x4 p0, f32x4 p1) {
+  float x[4], a[4], b[4];
+  int32_t w[2];
+  f32x4_store(x, v); f32x4_store(a, p0); f32x4_store(b, p1);
+  ep_memcpy(&w[0], &a[0], 4); ep_memcpy(&w[1], &b[0], 4);
+  ep_apply_activation(x, 4, act, w);
+  return f32x4_load(x);
 }
 
 static float act1(float v, int32_t act, float p0, float p1) {
@@ -23,7 +32,12 @@ static float act1(float v, int32_t act, float p0, float p1) {
     case EP_ACT_RELU: return v < 0.0f ? 0.0f : v;
     case EP_ACT_LEAKY_RELU: return v < 0.0f ? v * p0 : v;
     case EP_ACT_CLIP: v = v < p0 ? p0 : v; return p1 < v ? p1 : v;
-    default: return v;
+    default: {
+      if (act < EP_ACT_COUNT_INLINE) return v;
+      float t[4];   /* lane 0 through the same vector code as every other element */
+      f32x4_store(t, ep_gemm_act4(f32x4_splat(v), act, f32x4_splat(p0), f32x4_splat(p1)));
+      return t[0];
+    }
   }
 }
 
@@ -46,7 +60,7 @@ EP_AINLINE f32x4 act4(f32x4 v, int32_t act, f32x4 p0, f32x4 p1) {
     /* max(v,0) + alpha*min(v,0): exact for either sign, no compare/select needed */
     case EP_ACT_LEAKY_RELU: return f32x4_add(f32x4_max(v, f32x4_zero()), f32x4_mul(p0, f32x4_min(v, f32x4_zero())));
     case EP_ACT_CLIP: return f32x4_min(f32x4_max(v, p0), p1);
-    default: return v;
+    default: return act < EP_ACT_COUNT_INLINE ? v : ep_gemm_act4(v, act, p0, p1);
   }
 }
 

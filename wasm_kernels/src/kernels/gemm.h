@@ -14,17 +14,21 @@
  *   v += beta * bias      (bias_mode: 0 none, 1 per row bias[m], 2 per column bias[n],
  *                          3 full bias[m * ld_bias + n], 4 scalar bias[0])
  *   v += res[m * ld_res + n]               (residual, when res != NULL)
- *   v = act(v)            (EP_ACT_*: 0 none, 1 relu, 2 leaky_relu(p0 = alpha), 3 clip(p0 = min, p1 = max))
+ *   v = act(v)            (EP_ACT_* of activation.h: 0 none, 1 relu, 2 leaky_relu(p0 = alpha), 3 clip(p0 = min,
+ *                          p1 = max) in registers; 4..9 (sigmoid, hardsigmoid(p0, p1), hardswish, tanh, gelu,
+ *                          gelu_tanh) through ep_apply_activation, the UNARY kernel's code)
  * Coordinates m, n are those of C (the driver offsets nothing: pointers are at C's origin). */
 #ifndef EP_GEMM_H
 #define EP_GEMM_H
 #include <stdint.h>
 #include "ep_kernel.h"
+#include "ep_vec.h"
+#include "activation.h"
 
 #define EP_GEMM_MR 6
 #define EP_GEMM_NR 8
 
-enum { EP_ACT_NONE = 0, EP_ACT_RELU = 1, EP_ACT_LEAKY_RELU = 2, EP_ACT_CLIP = 3, EP_ACT_COUNT_INLINE = 4 };
+enum { EP_ACT_COUNT_INLINE = 4 };   /* codes below: computed inline by every epilogue; above: ep_gemm_act4 */
 enum { EP_BIAS_NONE = 0, EP_BIAS_ROW = 1, EP_BIAS_COL = 2, EP_BIAS_FULL = 3, EP_BIAS_SCALAR = 4 };
 
 typedef struct {
@@ -51,6 +55,9 @@ static inline uint64_t ep_gemm_packed_a_floats(uint64_t M, uint64_t K) {
 
 /* Activation parameters common to CONV, DEPTHWISE_CONV and GEMM: code, p0, p1 (3 words). */
 ep_status ep_gemm_check_act(int32_t code);
+/* Activation codes EP_ACT_COUNT_INLINE..EP_ACT_COUNT-1 on one vector (p0/p1 splatted), out of line:
+ * they cost a polynomial anyway, and sharing ep_apply_activation keeps them bit-identical to UNARY. */
+f32x4 ep_gemm_act4(f32x4 v, int32_t act, f32x4 p0, f32x4 p1);
 /* Apply the epilogue to one scalar at (m, n). */
 float ep_gemm_epi_scalar(const ep_gemm_epi *e, float acc, uint32_t m, uint32_t n);
 #endif

@@ -1,0 +1,88 @@
+"""Epilogue activations 4..9 (sigmoid, hardsigmoid, hardswish, tanh, gelu, gelu_tanh) fused into every
+conv/gemm kernel path: im2col CONV, 1x1 direct CONV, WINOGRAD_CONV, DEPTHWISE_CONV and GEMM, each with a
+partial last vector, on the SIMD and scalar builds, against onnxruntime."""
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+from onnx import helper, numpy_helper
+
+from packager import load_bundle, package
+from packager.api import random_inputs, reference_run
+from packager.plan import layout
+from packager.bundle import Bundle
+from packager.plan.opcodes import Op
+
+from .conftest import f32, make_model
+
+ACTIVATIONS = [("Sigmoid", {}), ("HardSigmoid", {"alpha": 0.3, "beta": 0.4}), ("HardSwish", {}), ("Tanh", {}),
+               ("Gelu", {}), ("Gelu", {"approximate": "tanh"})]
+
+
+def _chain(act: str, attrs: dict) -> object:
+    """x[1,16,9,9] -> winograd conv (+x) -> act -> depthwise -> act -> 1x1 conv -> act -> 5x5 conv -> act
+    -> Flatten -> Gemm -> act: one head of each kind, every one followed by the activation."""
+    rng = np.random.default_rng(3)
+    c, hw = 16, 9
+
+    def w(name: str, *shape: int) -> object:
+        return numpy_helper.from_array((rng.standard_normal(shape) * 0.3).astype(np.float32), name)
+
+    inits = [w("w3", c, c, 3, 3), w("b3", c), w("wd", c, 1, 3, 3), w("bd", c), w("w1", c, c, 1, 1), w("b1", c),
+             w("w5", 4, c, 5, 5), w("b5", 4), w("wg", 4 * hw * hw, 10), w("bg", 10)]
+    nodes = [helper.make_node("Conv", ["x", "w3", "b3"], ["c3"], pads=[1, 1, 1, 1]),
+             helper.make_node("Add", ["c3", "x"], ["s3"]),
+             helper.make_node(act, ["s3"], ["a3"], **attrs),
+             helper.make_node("Conv", ["a3", "wd", "bd"], ["cd"], pads=[1, 1, 1, 1], group=c),
+             helper.make_node(act, ["cd"], ["ad"], **attrs),
+             helper.make_node("Conv", ["ad", "w1", "b1"], ["c1"]),
+             helper.make_node(act, ["c1"], ["a1"], **attrs),
+             helper.make_node("Conv", ["a1", "w5", "b5"], ["c5"], pads=[2, 2, 2, 2]),
+             helper.make_node(act, ["c5"], ["a5"], **attrs),
+             helper.make_node("Flatten", ["a5"], ["f"]),
+             helper.make_node("Gemm", ["f", "wg", "bg"], ["g"]),
+             helper.make_node(act, ["g"], ["y"], **attrs)]
+    return make_model(nodes, [f32("x", [1, c, hw, hw])], [f32("y", [1, 10])], inits, opset=20)
+
+
+@pytest.mark.parametrize("act,attrs", ACTIVATIONS, ids=[f"{a}{'_' + '_'.join(map(str, k.values())) if k else ''}"
+                                                         for a, k in ACTIVATIONS])
+def test_activation_fuses_into_every_head(act: str, attrs: dict, tmp_path) -> None:
+    model = _chain(act, attrs)
+    path = package(model, out=tmp_path / "b", verify=False)
+    plan = layout.decode((path / "model.plan").read_bytes())
+    kernels = [Op(n.op).name for n in plan.nodes]
+    assert "UNARY" not in kernels, kernels   # every activation went into an epilogue
+    assert {"WINOGRAD_CONV", "DEPTHWISE_CONV", "CONV", "GEMM"} <= set(kernels), kernels
+    for variant in ("simd", "scalar"):
+        b = load_bundle(path, variant)
+        feeds = random_inputs(b.inputs, seed=5)
+        got, want = b.run(feeds)["y"], reference_run(model, feeds)["y"]
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5, err_msg=f"{act} [{variant}]")
+
+
+def test_fused_activations_clean_under_asan(tmp_path) -> None:
+    """The same bundles through the ASan + UBSan host build of edgepack-run (the out-of-line activation path
+    reads and writes only the tile it was given)."""
+    from .conformance import runner_asan
+    cli = runner_asan.build_cli()
+    for i, (act, attrs) in enumerate(ACTIVATIONS):
+        model = _chain(act, attrs)
+        path = package(model, out=tmp_path / f"b{i}", verify=False)
+        b = Bundle(path)
+        feeds = random_inputs(b.inputs, seed=7)
+        status, why, got = runner_asan.run_asan_cli(cli, path, feeds, b.outputs, timeout=300)
+        assert status == "ok", why
+        np.testing.assert_allclose(got["y"], reference_run(model, feeds)["y"], rtol=1e-5, atol=1e-5, err_msg=act)
+
+
+@pytest.mark.skipif(shutil.which("qemu-aarch64") is None, reason="qemu-user missing")
+def test_fused_activations_on_aarch64_under_qemu(tmp_path) -> None:
+    """pi5 bundles (NEON 6x16 GEMM + the portable kernels built for aarch64) against onnxruntime."""
+    for i, (act, attrs) in enumerate(ACTIVATIONS):
+        path = package(_chain(act, attrs), target="pi5", out=tmp_path / f"b{i}")
+        v = json.loads((path / "manifest.json").read_text())["verification"]
+        assert v["max_abs_diff"] < 1e-4, (act, v)   # FMA on NEON: ~1 ulp of outputs up to ~10
