@@ -401,6 +401,30 @@ def test_bool_outputs(page, tmp_path) -> None:
     _run_case(page, tmp_path, model, feeds=feeds)
 
 
+def test_resize_and_conv_transpose(page, tmp_path) -> None:
+    x = [_f32("x", [1, 3, 5, 6])]
+    nodes = [
+        helper.make_node("Resize", ["x", "", "s2"], ["nearest"], mode="nearest"),
+        helper.make_node("Resize", ["x", "", "s2"], ["linear"], mode="linear"),
+        helper.make_node("Resize", ["x", "", "", "size"], ["cubic"], mode="cubic", coordinate_transformation_mode="align_corners"),
+        helper.make_node("Resize", ["x", "", "sdown"], ["aa"], mode="linear", antialias=1),
+        helper.make_node("Resize", ["x", "roi", "s2"], ["crop"], mode="linear", coordinate_transformation_mode="tf_crop_and_resize",
+                         extrapolation_value=-3.0),
+        helper.make_node("ConvTranspose", ["x", "w", "b"], ["ct"], strides=[2, 3], pads=[1, 0, 0, 2], dilations=[2, 1],
+                         output_padding=[1, 0], group=3),
+        helper.make_node("ConvTranspose", ["x1", "w1"], ["ct1"], strides=[2], pads=[1, 1]),
+    ]
+    inits = [_const("s2", np.array([1, 1, 2, 1.5], np.float32)), _const("size", np.array([1, 3, 9, 4], np.int64)),
+             _const("sdown", np.array([1, 1, 0.5, 0.6], np.float32)),
+             _const("roi", np.array([0, 0, -0.2, 0.1, 1, 1, 1.3, 0.8], np.float32)),
+             _const("w", _w(3, 2, 3, 2)), _const("b", _w(6)), _const("w1", _w(2, 4, 3))]
+    outs = [_f32(n, None) for n in ("nearest", "linear", "cubic", "aa", "crop", "ct", "ct1")]
+    model = _model(nodes, x + [_f32("x1", [1, 2, 7])], outs, inits, opset=19)
+    bundle = package(model, out=tmp_path / "k", verify=False)
+    assert {"RESIZE", "CONV_TRANSPOSE"} <= set(_kernels(bundle)), _kernels(bundle)
+    _run_case(page, tmp_path, model)
+
+
 def test_gather_index_out_of_range_is_an_error(page, tmp_path) -> None:
     model = _model([helper.make_node("Gather", ["table", "ids"], ["y"], axis=0)], [_i64("ids", [4])], [_f32("y", None)],
                    [_const("table", _w(10, 3))])
@@ -417,39 +441,42 @@ def test_gather_index_out_of_range_is_an_error(page, tmp_path) -> None:
 # ---- fallback to the wasm core ----------------------------------------------------------------------------
 
 def test_kernel_without_shader_falls_back_to_wasm(page, tmp_path) -> None:
-    """CONV_TRANSPOSE and RESIZE have no shader: they run on the wasm core between GPU nodes, which
-    exchange only their tensors."""
+    """GatherElements and integer arithmetic have no shader: they run on the wasm core between GPU nodes,
+    which exchange only their tensors (an int64 sum made on the core indexes a GPU Gather)."""
+    idx = np.random.default_rng(3).integers(0, 3, (1, 3, 4, 4)).astype(np.int64)
     model = _model([
         helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
-        helper.make_node("ConvTranspose", ["c", "wt"], ["ct"], strides=[2, 2]),
-        helper.make_node("Relu", ["ct"], ["r"]),
-        helper.make_node("Resize", ["r", "", "scales"], ["rs"], mode="linear"),
-        helper.make_node("Greater", ["rs", "th"], ["mask"]),
-        helper.make_node("Where", ["mask", "rs", "x2"], ["w2"]),
-        helper.make_node("Cast", ["mask"], ["mf"], to=TensorProto.FLOAT),
-        helper.make_node("Add", ["w2", "mf"], ["y"]),
-        helper.make_node("Softmax", ["y"], ["z"], axis=-1),
-    ], [_f32("x", [1, 2, 4, 4]), _f32("x2", [1, 2, 16, 16])], [_f32("z", None), _f32("r", None)],
-        [_const("w", _w(3, 2, 3, 3)), _const("wt", _w(3, 2, 2, 2)), _const("scales", np.array([1, 1, 2, 2], np.float32)),
-         _const("th", np.float32(0.2))])
-    info = _run_case(page, tmp_path, model, wasm={"CONV_TRANSPOSE", "RESIZE"})
+        helper.make_node("Relu", ["c"], ["r"]),
+        helper.make_node("GatherElements", ["r", "gi"], ["ge"], axis=1),
+        helper.make_node("Softmax", ["ge"], ["sm"], axis=-1),
+        helper.make_node("Add", ["ids", "one"], ["ids1"]),
+        helper.make_node("Gather", ["table", "ids1"], ["emb"], axis=0),
+        helper.make_node("MatMul", ["sm", "emb"], ["y"]),
+    ], [_f32("x", [1, 2, 4, 4]), _i64("ids", [4])], [_f32("y", None), _f32("r", None)],
+        [_const("w", _w(3, 2, 3, 3)), _const("gi", idx), _const("one", np.int64(1)), _const("table", _w(9, 5))])
+    bundle = package(model, out=tmp_path / "k", verify=False)
+    feeds = _feeds(bundle)
+    feeds["ids"] = np.array([0, 7, 3, -1], np.int64)
+    info = _run_case(page, tmp_path, model, wasm={"GATHER", "BINARY"}, feeds=feeds)
     gpu = [p["op"] for p in info["placement"] if p["on"] == "gpu"]
-    assert {"CONV", "UNARY", "WHERE", "CAST", "BINARY", "SOFTMAX"} <= set(gpu), info["placement"]
+    assert {"CONV", "SOFTMAX", "GATHER", "MATMUL"} <= set(gpu), info["placement"]
     why = {p["op"]: p.get("why") for p in info["placement"] if p["on"] == "wasm"}
-    assert why == {"CONV_TRANSPOSE": "no shader", "RESIZE": "no shader"}, why
+    assert why == {"GATHER": "GatherElements", "BINARY": "non-float32 tensors"}, why
 
 
 def test_fallback_at_graph_input_and_output(page, tmp_path) -> None:
     """A graph input read only by a wasm node, a graph output written by one, and a wasm node whose input
     comes straight from another wasm node (nothing moves between them)."""
+    rng = np.random.default_rng(4)
     model = _model([
-        helper.make_node("ConvTranspose", ["x", "wt"], ["p"]),
+        helper.make_node("GatherElements", ["x", "i0"], ["p"], axis=3),
         helper.make_node("Conv", ["p", "w"], ["c"]),
-        helper.make_node("ConvTranspose", ["c", "wt2"], ["q"]),
-        helper.make_node("ConvTranspose", ["q", "wt3"], ["y"]),
+        helper.make_node("GatherElements", ["c", "i1"], ["q"], axis=1),
+        helper.make_node("GatherElements", ["q", "i1"], ["y"], axis=1),
     ], [_f32("x", [1, 2, 5, 5])], [_f32("y", None), _f32("c", None)],
-        [_const("wt", _w(2, 2, 2, 2)), _const("w", _w(4, 2, 3, 3)), _const("wt2", _w(4, 3, 2, 2)), _const("wt3", _w(3, 2, 1, 1))])
-    info = _run_case(page, tmp_path, model, wasm={"CONV_TRANSPOSE"})
+        [_const("i0", rng.integers(-5, 5, (1, 2, 5, 5)).astype(np.int64)), _const("w", _w(4, 2, 3, 3)),
+         _const("i1", rng.integers(0, 4, (1, 4, 3, 3)).astype(np.int64))])
+    info = _run_case(page, tmp_path, model, wasm={"GATHER"})
     assert [p["on"] for p in info["placement"]] == ["wasm", "gpu", "wasm", "wasm"], info["placement"]
 
 

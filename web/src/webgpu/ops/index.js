@@ -7,6 +7,7 @@ import { concat, copy, expand, gather, pad, slice, split, transpose } from './da
 import { batchnorm, binary, cast, unary, where } from './elementwise.js';
 import { gemm, matmul } from './matmul.js';
 import { globalPool, layernorm, pool, reduce, softmax } from './reduce.js';
+import { convTranspose, resize } from './upsample.js';
 
 /** @typedef {(node: import('../plan.js').PlanNode, ctx: import('./context.js').BuildContext) =>
  *   import('./context.js').Dispatch[] | string} Builder */
@@ -20,4 +21,5 @@ export const BUILDERS = {
   [OP.POOL]: pool, [OP.GLOBAL_POOL]: globalPool,
   [OP.GATHER]: gather, [OP.TRANSPOSE]: transpose, [OP.SLICE]: slice, [OP.CONCAT]: concat, [OP.COPY]: copy,
   [OP.SPLIT]: split, [OP.EXPAND]: expand, [OP.PAD]: pad, [OP.WHERE]: where, [OP.CAST]: cast,
+  [OP.RESIZE]: resize, [OP.CONV_TRANSPOSE]: convTranspose,
 };
