@@ -44,10 +44,9 @@ function arenaAddress(plan, wasm) {
 }
 
 export class WebGPUBackend {
-  /** @param {GPUAdapter} adapter @param {GPUDevice} device @param {Plan} plan @param {any} manifest @param {any} wasm
+  /** @param {GPUDevice} device @param {Plan} plan @param {any} manifest @param {any} wasm
    * @param {{f16: boolean, adapter: string, f16Weights?: boolean}} features */
-  constructor(adapter, device, plan, manifest, wasm, features) {
-    this.adapter = adapter;
+  constructor(device, plan, manifest, wasm, features) {
     this.device = device;
     this.plan = plan;
     this.manifest = manifest;

@@ -53,7 +53,7 @@ export async function createWebGPUBackend({ plan, manifest, wasm, wasmOps = [], 
   });
   const info = /** @type {any} */ (adapter).info || {};
   const name = [info.vendor, info.architecture, info.device, info.description].filter(Boolean).join(' ') || 'unknown';
-  const backend = new WebGPUBackend(adapter, device, parsed, manifest, wasm, { f16, adapter: name });
+  const backend = new WebGPUBackend(device, parsed, manifest, wasm, { f16, adapter: name });
   device.pushErrorScope('validation');
   try {
     await backend.build(new Set(wasmOps), f16Weights ?? f16);

@@ -6,7 +6,7 @@
 // at load time; binding 2 the node's parameter words; binding 3 run-time error flags (Gather indices).
 // Buffers are arrays of u32 words so one binding carries float32, int32 and int64 tensors alike.
 
-export const WG = 64;   // workgroup size of every shader
+const WG = 64;   // workgroup size of every shader
 
 const PRELUDE = /* wgsl */ `
 @group(0) @binding(0) var<storage, read_write> A: array<u32>;
@@ -62,12 +62,6 @@ export const vec4Loader = (name, src) => {
 };
 /** A raw-word accessor. @param {string} name @param {Src} src */
 export const wordLoader = (name, src) => `fn ${name}(i: u32) -> u32 { return ${src.buf}[i]; }\n`;
-
-/** Float32 bits of a number, as the u32 parameter word a shader reads with pf(). @param {number} x */
-export function fbits(x) {
-  const f = new Float32Array([x]);
-  return new Uint32Array(f.buffer)[0];
-}
 
 // Helpers some unary functions need. Erf: Taylor series near 0 (relative accuracy), Abramowitz-Stegun
 // 7.1.26 elsewhere (absolute error < 1.5e-7).

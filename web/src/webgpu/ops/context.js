@@ -154,7 +154,7 @@ function half(v) {
 
 /** Float16 bits of \`f\` (padded to a multiple of 2), or null when a value is not exact in float16.
  * @param {Float32Array} f @returns {Uint16Array | null} */
-export function toHalves(f) {
+function toHalves(f) {
   const out = new Uint16Array(f.length + (f.length & 1));
   for (let i = 0; i < f.length; i++) {
     const h = half(f[i]);
