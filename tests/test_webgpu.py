@@ -134,6 +134,15 @@ def _conv_cases() -> dict[str, onnx.ModelProto]:
     cases["winograd"] = _model(
         [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 0, 1, 1]), helper.make_node("Relu", ["c"], ["y"])],
         [_f32("x", [1, 16, 7, 9])], [_f32("y", None)], [_const("w", _w(20, 16, 3, 3, scale=0.1)), _const("b", _w(20))])
+    # batch 2 with a residual (the packager fuses the Add into the Winograd epilogue)
+    cases["winograd_batch_residual"] = _model(
+        [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]), helper.make_node("Add", ["c", "r"], ["y"])],
+        [_f32("x", [2, 16, 6, 5]), _f32("r", [2, 16, 6, 5])], [_f32("y", None)], [_const("w", _w(16, 16, 3, 3, scale=0.1))])
+    # dilated depthwise with a residual
+    cases["depthwise_dilated_residual"] = _model(
+        [helper.make_node("Conv", ["x", "w"], ["c"], pads=[2, 1, 2, 1], dilations=[2, 1], group=4),
+         helper.make_node("Add", ["c", "r"], ["y"])],
+        [_f32("x", [2, 4, 7, 6]), _f32("r", [2, 4, 7, 6])], [_f32("y", None)], [_const("w", _w(4, 1, 3, 3))])
     # depthwise, stride 2, relu6
     cases["depthwise_relu6"] = _model(
         [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1], strides=[2, 2], group=6),
@@ -145,7 +154,8 @@ def _conv_cases() -> dict[str, onnx.ModelProto]:
 
 CONV_CASES = _conv_cases()
 CONV_KERNEL = {"conv_group_stride_relu": "CONV", "conv1d_dilated_leaky": "CONV", "conv1x1_residual_clip": "CONV",
-               "winograd": "WINOGRAD_CONV", "depthwise_relu6": "DEPTHWISE_CONV"}
+               "winograd": "WINOGRAD_CONV", "winograd_batch_residual": "WINOGRAD_CONV", "depthwise_relu6": "DEPTHWISE_CONV",
+               "depthwise_dilated_residual": "DEPTHWISE_CONV"}
 
 
 @pytest.mark.parametrize("name", list(CONV_CASES))
