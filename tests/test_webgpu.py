@@ -313,6 +313,20 @@ def test_softmax_layernorm_reduce(page, tmp_path) -> None:
     _run_case(page, tmp_path, model, positive=("p",))
 
 
+def test_long_rows(page, tmp_path) -> None:
+    """SOFTMAX and LAYERNORM rows of >= 128 elements: one workgroup per row, tree reductions."""
+    model = _model([
+        helper.make_node("Softmax", ["x"], ["sm"], axis=-1), helper.make_node("LogSoftmax", ["x"], ["lsm"], axis=-1),
+        helper.make_node("LayerNormalization", ["x", "g", "b"], ["ln", "mean", "inv"], axis=-1),
+        helper.make_node("LayerNormalization", ["x", "g2"], ["ln2"], axis=1),
+    ], [_f32("x", [3, 5, 301])], [_f32(n, None) for n in ("sm", "lsm", "ln", "mean", "inv", "ln2")],
+        [_const("g", _w(301) + 1), _const("b", _w(301)), _const("g2", _w(5, 301) + 1)])
+    bundle = package(model, out=tmp_path / "k", verify=False)
+    feeds = _feeds(bundle)
+    feeds["x"] = (feeds["x"] * 4 + 3).astype(np.float32)
+    _run_case(page, tmp_path, model, feeds=feeds)
+
+
 def test_data_movement(page, tmp_path) -> None:
     table = _w(10, 6)
     nodes = [

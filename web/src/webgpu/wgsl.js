@@ -6,7 +6,7 @@
 // at load time; binding 2 the node's parameter words; binding 3 run-time error flags (Gather indices).
 // Buffers are arrays of u32 words so one binding carries float32, int32 and int64 tensors alike.
 
-const WG = 64;   // workgroup size of every shader
+export const WG = 64;   // workgroup size of every shader
 
 const PRELUDE = /* wgsl */ `
 @group(0) @binding(0) var<storage, read_write> A: array<u32>;

@@ -1,11 +1,36 @@
-// Row-wise kernels, one thread per output row: SOFTMAX, LAYERNORM, REDUCE, POOL, GLOBAL_POOL (float32).
+// Row-wise kernels: SOFTMAX, LAYERNORM, REDUCE, POOL, GLOBAL_POOL (float32). One thread per output row;
+// SOFTMAX and LAYERNORM with few, long contiguous rows use one workgroup per row instead (a tree reduction
+// in workgroup memory), so a hundred rows still spread over a GPU. (Barriers are costly on SwiftShader,
+// so rows that are many enough to fill a GPU by themselves keep a thread each.)
 
 import { F32, numel, strides } from '../plan.js';
-import { MAIN, MATH, floatLoader } from '../wgsl.js';
+import { MAIN, MATH, WG, floatLoader } from '../wgsl.js';
 
 /** @typedef {import('../plan.js').PlanNode} PlanNode
  *  @typedef {import('./context.js').BuildContext} BuildContext
  *  @typedef {import('./context.js').Dispatch} Dispatch */
+
+/** Rows at least this long, when fewer than MANY_ROWS, get a workgroup each. */
+const LONG_ROW = 128, MANY_ROWS = 1024;
+
+// Workgroup-per-row skeleton: \`row\` (uniform), \`li\` (lane), \`red(v, op)\` reduces across the lanes.
+const ROW_MAIN = /* wgsl */ `
+var<workgroup> wsum: array<f32, ${WG}>;
+fn red(v: f32, is_max: bool, li: u32) -> f32 {
+  wsum[li] = v;
+  workgroupBarrier();
+  for (var s = ${WG / 2}u; s > 0u; s >>= 1u) {
+    if (li < s) { wsum[li] = select(wsum[li] + wsum[li + s], max(wsum[li], wsum[li + s]), is_max); }
+    workgroupBarrier();
+  }
+  let r = wsum[0];
+  workgroupBarrier();
+  return r;
+}
+@compute @workgroup_size(${WG})
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+  let row = wid.x + wid.y * nwg.x;
+  if (row >= P[0]) { return; }`;
 
 const NEG_INF = 'ninf()';
 const POS_INF = 'pinf()';
@@ -22,6 +47,20 @@ export function softmax(node, ctx) {
   if (node.params.length !== 3 || (kind !== 0 && kind !== 1) || !(a0 >= 0 && a0 < a1 && a1 <= d.length) || y.numel !== ctx.t(X).numel) ctx.fail('params');
   const L = numel(d.slice(a0, a1)), inner = numel(d.slice(a1)), outer = numel(d.slice(0, a0));
   const write = kind === 1 ? 'x0(i) - mx - log(s)' : 'exp(x0(i) - mx) * inv';
+  if (inner === 1 && L >= LONG_ROW && outer < MANY_ROWS) {
+    const code = floatLoader('x0', ctx.fsrc(X)) + /* wgsl */ `${ROW_MAIN}
+  let L = P[3]; let base = row * L;
+  var m = ${NEG_INF};
+  for (var l = li; l < L; l += ${WG}u) { m = max(m, x0(P[1] + base + l)); }
+  let mx = red(m, true, li);
+  var a = 0.0;
+  for (var l = li; l < L; l += ${WG}u) { a += exp(x0(P[1] + base + l) - mx); }
+  let s = red(a, false, li);
+  let inv = 1.0 / s;
+  for (var l = li; l < L; l += ${WG}u) { let i = P[1] + base + l; sA(P[2] + base + l, ${write}); }
+}`;
+    return [{ code, params: [outer, ctx.fsrc(X).base, ctx.fsrc(y.id).base, L, 1], threads: outer * WG }];
+  }
   const code = floatLoader('x0', ctx.fsrc(X)) + /* wgsl */ `${MAIN}
   let L = P[3]; let inner = P[4];
   let base = (t / inner) * L * inner + t % inner;
@@ -56,6 +95,20 @@ export function layernorm(node, ctx) {
   let stats = '';
   if (Mn >= 0) { p[6] = ctx.fsrc(Mn).base; stats += 'sA(P[6] + t, mean);'; }
   if (Iv >= 0) { p[7] = ctx.fsrc(Iv).base; stats += 'sA(P[7] + t, inv);'; }
+  if (D >= LONG_ROW && rows < MANY_ROWS) {
+    code += /* wgsl */ `${ROW_MAIN}
+  let D = P[3]; let base = row * D; let t = row;
+  var a = 0.0;
+  for (var j = li; j < D; j += ${WG}u) { a += x0(P[1] + base + j); }
+  let mean = red(a, false, li) / f32(D);
+  var q = 0.0;
+  for (var j = li; j < D; j += ${WG}u) { let c = x0(P[1] + base + j) - mean; q += c * c; }
+  let inv = 1.0 / sqrt(red(q, false, li) / f32(D) + pf(8));
+  for (var j = li; j < D; j += ${WG}u) { sA(P[2] + base + j, ${term}); }
+  if (li == 0u) { ${stats} }
+}`;
+    return [{ code, params: p, threads: rows * WG }];
+  }
   code += /* wgsl */ `${MAIN}
   let D = P[3]; let base = t * D;
   var s = 0.0;
