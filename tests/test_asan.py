@@ -18,6 +18,7 @@ from packager.bundle import Bundle
 
 from .conformance import runner_asan
 from .conftest import model_path
+from .test_conformance import KNOWN_FAILURES
 
 MODELS = ["cifar10net", "cifar10net_unfused", "mobilenetv2", "resnet18", "minilm_like"]
 TOL = 1e-4
@@ -33,7 +34,8 @@ def test_conformance_suite_clean_under_asan() -> None:
     assert len(results) > 1000
     san = [(r["case"], r["asan_why"]) for r in results if r["asan"] == "sanitizer"]
     assert not san, san[:3]
-    bad = [(r["case"], r["asan"], r["asan_why"][:200]) for r in results if r["asan"] in ("fail", "crash")]
+    bad = [(r["case"], r["asan"], r["asan_why"][:200]) for r in results
+           if r["asan"] in ("fail", "crash") and r["case"] not in KNOWN_FAILURES]
     assert not bad, bad[:5]
     wasm_pass = sum(r["wasm"] == "pass" for r in results)
     asan_pass = sum(r["asan"] == "pass" for r in results)
