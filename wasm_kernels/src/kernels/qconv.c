@@ -1,0 +1,275 @@
+/* QCONV and QDEPTHWISE_CONV: integer convolution (QLinearConv, ConvInteger and the fused
+ * DQ -> Conv [-> activation] -> Q pattern), NCHW, uint8/int8 input, int8 weights.
+ *
+ * QCONV: inputs X [B,Cin,H,W] (or [B,Cin,W]) u8/i8, Wp int8 packed (qgemm.h A panels, per group
+ *   [Cout/G x Cin/G*KH*KW], uint8 weights stored minus 128), bias? int32 [Cout], mult? f32 [Cout],
+ *   wzp? int32 [Cout] (weight zero points minus the storage shift; absent = all 0).
+ *   Output Y: u8/i8 (requantized), f32 (dequantized) or i32 (raw accumulators, no mult).
+ *   params (17): group, kh, kw, sh, sw, dh, dw, pad_top, pad_left, pad_bottom, pad_right,
+ *   nt, x_zp, y_zp, act, p0 (f32), p1 (f32).
+ *   Per group and block of nt output columns: im2col of (X - x_zp) into int16 pairs in scratch, then
+ *   ep_qgemm. Scratch >= Kp * nt * 4 bytes (+ nt * 4 for column sums when wzp is present).
+ * QDEPTHWISE_CONV: group == Cin == Cout. Inputs X, W int8 [C, KH*KW] (same storage rule), bias?, mult?,
+ *   wzp?. params (15): kh, kw, sh, sw, dh, dw, pads (4), x_zp, y_zp, act, p0, p1.
+ *   Computed in f32, which is exact: |x - zp|, |w - zp| <= 255 and KH*KW*255^2 < 2^24 (checked).
+ *   Scratch >= Hp * sw * PW * 4 bytes, PW = round8(max(ceil(Wp/sw), round8(OW) + (kw-1)*dw/sw)). */
+#include "qgemm.h"
+#include "gemm.h"
+
+/* Whole file optimized for size (wasm size budget): the time is in ep_qgemm (qgemm.c). */
+EP_COLD_FILE_BEGIN
+
+#define MAXDIM 65535
+
+typedef struct {
+  uint32_t B, C, H, W, Cout, OH, OW;
+  uint32_t kh, kw, sh, sw, dh, dw, pt, pl, pb, pr;
+} qconv_geom;
+
+static int zp_ok(uint32_t dtype, int32_t zp) {
+  return dtype == EP_U8 ? (zp >= 0 && zp <= 255) : dtype == EP_I8 ? (zp >= -128 && zp <= 127) : zp == 0;
+}
+
+/* Geometry from window params p[0..9] and the shapes (no checks: check_common does them). */
+static void geom_of(const ep_node *n, const int32_t *p, qconv_geom *g) {
+  const ep_tensor *x = n->in[0], *y = n->out[0];
+  g->kh = (uint32_t)p[0]; g->kw = (uint32_t)p[1]; g->sh = (uint32_t)p[2]; g->sw = (uint32_t)p[3];
+  g->dh = (uint32_t)p[4]; g->dw = (uint32_t)p[5]; g->pt = (uint32_t)p[6]; g->pl = (uint32_t)p[7];
+  g->pb = (uint32_t)p[8]; g->pr = (uint32_t)p[9];
+  const int r4 = x->rank == 4;
+  g->B = (uint32_t)x->dims[0]; g->C = (uint32_t)x->dims[1];
+  g->H = r4 ? (uint32_t)x->dims[2] : 1u; g->W = (uint32_t)x->dims[x->rank - 1];
+  g->Cout = (uint32_t)y->dims[1];
+  g->OH = r4 ? (uint32_t)y->dims[2] : 1u; g->OW = (uint32_t)y->dims[y->rank - 1];
+}
+
+/* Window params p[0..9], shapes, zero points, optional epilogue inputs (bias, mult, wzp of Cout). */
+static ep_status check_common(const ep_node *n, const int32_t *p, qconv_geom *g, const int32_t *zps) {
+  const ep_tensor *x = n->in[0], *y = n->out[0];
+  EP_CHECK(x && y && n->in[1], EP_E_OP);
+  EP_CHECK((x->dtype == EP_U8 || x->dtype == EP_I8) && n->in[1]->dtype == EP_I8, EP_E_DTYPE);
+  EP_CHECK((x->rank == 3 || x->rank == 4) && y->rank == x->rank, EP_E_SHAPE);
+  for (int i = 0; i < 10; i++) EP_CHECK(p[i] >= (i < 6 ? 1 : 0) && p[i] <= MAXDIM, EP_E_PARAM);
+  geom_of(n, p, g);
+  if (x->rank == 3) EP_CHECK(g->kh == 1 && g->sh == 1 && g->dh == 1 && g->pt == 0 && g->pb == 0, EP_E_PARAM);
+  EP_CHECK((uint32_t)y->dims[0] == g->B, EP_E_SHAPE);
+  const uint64_t hp = (uint64_t)g->H + g->pt + g->pb, wp = (uint64_t)g->W + g->pl + g->pr;
+  const uint64_t eh = (uint64_t)g->dh * (g->kh - 1) + 1, ew = (uint64_t)g->dw * (g->kw - 1) + 1;
+  EP_CHECK(hp >= eh && wp >= ew, EP_E_SHAPE);
+  EP_CHECK(g->OH == (hp - eh) / g->sh + 1 && g->OW == (wp - ew) / g->sw + 1, EP_E_SHAPE);
+  EP_CHECK(zp_ok(x->dtype, zps[0]) && zp_ok(y->dtype, zps[1]), EP_E_PARAM);
+  const ep_tensor *bias = n->n_in > 2 ? n->in[2] : 0, *mult = n->n_in > 3 ? n->in[3] : 0;
+  const ep_tensor *wzp = n->n_in > 4 ? n->in[4] : 0;
+  if (bias) EP_CHECK(bias->dtype == EP_I32 && bias->numel == g->Cout, EP_E_SHAPE);
+  if (mult) EP_CHECK(mult->dtype == EP_F32 && mult->numel == g->Cout, EP_E_SHAPE);
+  if (wzp) EP_CHECK(wzp->dtype == EP_I32 && wzp->numel == g->Cout, EP_E_SHAPE);
+  return ep_qgemm_check_epi(zps[2], y->dtype, mult != 0);
+}
+
+static void fill_epi(const ep_node *n, const int32_t *zact, ep_qgemm_epi *e) {
+  const ep_tensor *bias = n->n_in > 2 ? n->in[2] : 0, *mult = n->n_in > 3 ? n->in[3] : 0;
+  const ep_tensor *wzp = n->n_in > 4 ? n->in[4] : 0;
+  e->bias = bias ? (const int32_t *)(const void *)bias->data : 0; e->bias_col = 0;
+  e->mult = mult ? ep_f32(mult) : 0; e->mult_col = 0;
+  e->colsum = 0; e->za_row = wzp ? (const int32_t *)(const void *)wzp->data : 0; e->za = 0;
+  e->act = zact[2];
+  union { int32_t i; float f; } u0, u1;
+  u0.i = zact[3]; u1.i = zact[4];
+  e->p0 = u0.f; e->p1 = u1.f;
+  e->out_dtype = n->out[0]->dtype; e->yzp = zact[1];
+}
+
+/* ---------------------------------------------------------------------------------------------- QCONV */
+
+#define QCONV_NPARAMS 17
+
+ep_status ep_check_QCONV(const ep_node *n) {
+  EP_CHECK(n->n_params == QCONV_NPARAMS, EP_E_PARAM);
+  const int32_t *p = n->params;
+  qconv_geom g;
+  ep_status s = check_common(n, p + 1, &g, p + 12);
+  if (s) return s;
+  const int32_t groups = p[0];
+  EP_CHECK(groups >= 1 && g.C % (uint32_t)groups == 0 && g.Cout % (uint32_t)groups == 0, EP_E_PARAM);
+  const uint64_t mg = g.Cout / (uint32_t)groups, kg = (uint64_t)(g.C / (uint32_t)groups) * g.kh * g.kw;
+  EP_CHECK(kg <= 65536, EP_E_SHAPE);   /* int32 accumulation bound (qgemm.h) */
+  EP_CHECK(n->in[1]->numel == (uint64_t)groups * ep_qgemm_packed_a_bytes(mg, kg), EP_E_SHAPE);
+  const int32_t nt = p[11];
+  EP_CHECK(nt > 0 && nt % EP_QGEMM_NR == 0 && nt <= (1 << 24), EP_E_PARAM);
+  const uint64_t need = (kg + 1) / 2 * (uint64_t)nt * 4u + (n->n_in > 4 && n->in[4] ? (uint64_t)nt * 4u : 0);
+  EP_CHECK(need <= n->scratch_bytes, EP_E_PARAM);
+  return EP_OK;
+}
+
+/* Pair row j (0/1) of k-pair p of the panel: (X - zp) at tap (c, i, jj) for output columns [n0, n0+cols). */
+EP_COLD static void im2col_row(int16_t *dst, const uint8_t *xc, int u8, int32_t zp, const qconv_geom *g, uint32_t i,
+                       uint32_t jj, uint32_t n0, uint32_t cols) {
+  uint32_t oh = n0 / g->OW, ow = n0 % g->OW, t = 0;
+  while (t < cols) {
+    const uint32_t run = g->OW - ow < cols - t ? g->OW - ow : cols - t;
+    const int64_t ih = (int64_t)oh * g->sh - g->pt + (int64_t)i * g->dh;
+    int16_t *d = dst + 2 * (uint64_t)t;
+    if (ih < 0 || ih >= (int64_t)g->H) {
+      for (uint32_t q = 0; q < run; q++) d[2 * q] = 0;
+    } else {
+      const uint8_t *row = xc + (uint64_t)ih * g->W;
+      int64_t iw = (int64_t)ow * g->sw - g->pl + (int64_t)jj * g->dw;
+      for (uint32_t q = 0; q < run; q++, iw += g->sw) {
+        const int32_t v = iw < 0 || iw >= (int64_t)g->W ? zp : u8 ? (int32_t)row[iw] : (int32_t)(int8_t)row[iw];
+        d[2 * q] = (int16_t)(v - zp);
+      }
+    }
+    t += run; ow = 0; oh++;
+  }
+}
+
+ep_status ep_run_QCONV(const ep_node *n) {
+  const int32_t *p = n->params;
+  qconv_geom g;
+  geom_of(n, p + 1, &g);
+  const uint32_t G = (uint32_t)p[0], nt = (uint32_t)p[11];
+  const uint32_t cg = g.C / G, mg = g.Cout / G, kg = cg * g.kh * g.kw, Kp = (kg + 1) / 2;
+  const uint64_t hw = (uint64_t)g.H * g.W, ohw = (uint64_t)g.OH * g.OW;
+  const uint64_t wstride = ep_qgemm_packed_a_bytes(mg, kg);
+  const int u8 = n->in[0]->dtype == EP_U8;
+  const int32_t xzp = p[12];
+  const uint8_t *x = n->in[0]->data;
+  const int8_t *w = (const int8_t *)n->in[1]->data;
+  const uint32_t esz = ep_dtype_size(n->out[0]->dtype);
+  int16_t *panel = (int16_t *)(void *)n->scratch;
+  int32_t *colsum = (int32_t *)(void *)(n->scratch + (uint64_t)Kp * nt * 4u);
+  ep_qgemm_epi e;
+  fill_epi(n, p + 12, &e);
+  const int direct = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && !(g.pt | g.pl | g.pb | g.pr);
+  for (uint32_t b = 0; b < g.B; b++) {
+    for (uint32_t gi = 0; gi < G; gi++) {
+      const uint8_t *xg = x + ((uint64_t)b * g.C + (uint64_t)gi * cg) * hw;
+      ep_qgemm_epi eg = e;
+      eg.y = n->out[0]->data + ((uint64_t)b * g.Cout + (uint64_t)gi * mg) * ohw * esz;
+      eg.rs = ohw; eg.cs = 1;
+      if (eg.bias) eg.bias += (uint64_t)gi * mg;
+      if (eg.mult) eg.mult += (uint64_t)gi * mg;
+      if (eg.za_row) eg.za_row += (uint64_t)gi * mg;
+      const int8_t *a = w + gi * wstride;
+      for (uint32_t n0 = 0; n0 < ohw; n0 += nt) {
+        const uint32_t cols = ohw - n0 < nt ? (uint32_t)(ohw - n0) : nt;
+        const uint32_t ldb = ep_qgemm_round_nr(cols);
+        if (direct) {
+          ep_qgemm_pack_b(panel, ldb, kg, cols, xg + n0, hw, u8, xzp, 0, 0);
+        } else {
+          for (uint32_t k = 0; k < 2 * Kp; k++) {
+            int16_t *dst = panel + (uint64_t)(k / 2) * ldb * 2 + (k & 1);
+            if (k >= kg) { for (uint32_t q = 0; q < ldb; q++) dst[2 * q] = 0; continue; }
+            const uint32_t c = k / (g.kh * g.kw), i = k / g.kw % g.kh, jj = k % g.kw;
+            im2col_row(dst, xg + (uint64_t)c * hw, u8, xzp, &g, i, jj, n0, cols);
+            for (uint32_t q = cols; q < ldb; q++) dst[2 * q] = 0;
+          }
+        }
+        if (eg.za_row) { ep_qgemm_colsum(panel, ldb, kg, ldb, colsum); eg.colsum = colsum; }
+        ep_qgemm(mg, cols, kg, a, panel, ldb, n0, &eg);
+      }
+    }
+  }
+  return EP_OK;
+}
+
+/* ------------------------------------------------------------------------------------ QDEPTHWISE_CONV */
+
+#define QDW_NPARAMS 15
+
+static uint64_t qdw_phase_width(const qconv_geom *g) {
+  const uint64_t wp = (uint64_t)g->W + g->pl + g->pr;
+  uint64_t pw = (wp + g->sw - 1) / g->sw;
+  const uint64_t need = ((uint64_t)g->OW + 7) / 8 * 8 + (uint64_t)(g->kw - 1) * g->dw / g->sw;
+  if (need > pw) pw = need;
+  return (pw + 7) / 8 * 8;
+}
+
+ep_status ep_check_QDEPTHWISE_CONV(const ep_node *n) {
+  EP_CHECK(n->n_params == QDW_NPARAMS, EP_E_PARAM);
+  const int32_t *p = n->params;
+  qconv_geom g;
+  ep_status s = check_common(n, p, &g, p + 10);
+  if (s) return s;
+  EP_CHECK(g.Cout == g.C, EP_E_SHAPE);
+  EP_CHECK(n->in[1]->numel == (uint64_t)g.C * g.kh * g.kw, EP_E_SHAPE);
+  EP_CHECK((uint64_t)g.kh * g.kw <= 256, EP_E_PARAM);   /* f32 accumulation stays exact */
+  /* int32 output converts f32 sums back: no bias, so they stay below 2^24 */
+  if (n->out[0]->dtype == EP_I32) EP_CHECK(!(n->n_in > 2 && n->in[2]), EP_E_PARAM);
+  const uint64_t hp = (uint64_t)g.H + g.pt + g.pb;
+  EP_CHECK(hp * g.sw * qdw_phase_width(&g) * 4u <= n->scratch_bytes, EP_E_PARAM);
+  return EP_OK;
+}
+
+/* plane[(yy*sw + ph)*pw + q] = (x - zp) at padded (yy, q*sw + ph); 0 in the pads. */
+EP_COLD static void dw_fill_plane(float *plane, const uint8_t *xc, int u8, int32_t xzp, const qconv_geom *g, uint32_t pw) {
+  for (uint32_t yy = 0; yy < g->H + g->pt + g->pb; yy++) {
+    const int64_t ih = (int64_t)yy - g->pt;
+    for (uint32_t ph = 0; ph < g->sw; ph++) {
+      float *d = plane + ((uint64_t)yy * g->sw + ph) * pw;
+      for (uint32_t q = 0; q < pw; q++) {
+        const int64_t iw = (int64_t)q * g->sw + ph - g->pl;
+        float v = 0.0f;
+        if (ih >= 0 && ih < (int64_t)g->H && iw >= 0 && iw < (int64_t)g->W) {
+          const uint8_t r = xc[(uint64_t)ih * g->W + iw];
+          v = (float)((u8 ? (int32_t)r : (int32_t)(int8_t)r) - xzp);
+        }
+        d[q] = v;
+      }
+    }
+  }
+}
+
+ep_status ep_run_QDEPTHWISE_CONV(const ep_node *n) {
+  const int32_t *p = n->params;
+  qconv_geom g;
+  geom_of(n, p, &g);
+  const uint32_t pw = (uint32_t)qdw_phase_width(&g), kk = g.kh * g.kw;
+  const uint64_t hw = (uint64_t)g.H * g.W, ohw = (uint64_t)g.OH * g.OW, rstride = (uint64_t)g.sw * pw;
+  const int u8 = n->in[0]->dtype == EP_U8;
+  const int32_t xzp = p[10];
+  const uint8_t *x = n->in[0]->data;
+  const int8_t *w = (const int8_t *)n->in[1]->data;
+  const uint32_t esz = ep_dtype_size(n->out[0]->dtype);
+  float *plane = (float *)(void *)n->scratch;
+  ep_qgemm_epi e;
+  fill_epi(n, p + 10, &e);
+  float wf[256];
+  for (uint64_t bc = 0; bc < (uint64_t)g.B * g.C; bc++) {
+    const uint32_t c = (uint32_t)(bc % g.C);
+    const int32_t wz = e.za_row ? e.za_row[c] : 0;
+    for (uint32_t t = 0; t < kk; t++) wf[t] = (float)w[(uint64_t)c * kk + t] - (float)wz;
+    const f32x4 bias = f32x4_splat(e.bias ? (float)e.bias[c] : 0.0f);
+    const f32x4 mult = f32x4_splat(e.mult ? e.mult[c] : 1.0f);
+    dw_fill_plane(plane, x + bc * hw, u8, xzp, &g, pw);
+    uint8_t *yc = n->out[0]->data + bc * ohw * esz;
+    for (uint32_t oh = 0; oh < g.OH; oh++) {
+      const float *rbase = plane + (uint64_t)oh * g.sh * rstride;
+      for (uint32_t ow = 0; ow < g.OW; ow += 8) {
+        f32x4 a0 = bias, a1 = bias;
+        for (uint32_t i = 0; i < g.kh; i++) {
+          const float *r = rbase + (uint64_t)i * g.dh * rstride + ow;
+          for (uint32_t j = 0; j < g.kw; j++) {
+            const float *q = r + ((j * g.dw) % g.sw) * pw + (j * g.dw) / g.sw;
+            const f32x4 wv = f32x4_splat(wf[i * g.kw + j]);
+            a0 = f32x4_fma(a0, f32x4_load(q), wv);
+            a1 = f32x4_fma(a1, f32x4_load(q + 4), wv);
+          }
+        }
+        const uint32_t cnt = g.OW - ow < 8 ? g.OW - ow : 8;
+        const uint64_t at = ((uint64_t)oh * g.OW + ow) * esz;
+        if (!e.mult) {   /* int32 output: exact integers */
+          int32_t *dst = (int32_t *)(void *)(yc + at);
+          float tmp[8];
+          f32x4_store(tmp, a0); f32x4_store(tmp + 4, a1);
+          for (uint32_t t = 0; t < cnt; t++) dst[t] = (int32_t)tmp[t];
+        } else {
+          ep_q_store8(f32x4_mul(a0, mult), f32x4_mul(a1, mult), &e, yc + at, cnt, 1);
+        }
+      }
+    }
+  }
+  return EP_OK;
+}
+
+EP_COLD_FILE_END
