@@ -34,7 +34,7 @@ static const ep_kernel kernels[EP_OP_COUNT] = {
   K(DYNAMIC_QUANTIZE_LINEAR, 1, 1, 3, 3),
   K(QCONV, 2, 5, 1, 1),            /* X, packed W, bias?, mult?, wzp? */
   K(QDEPTHWISE_CONV, 2, 5, 1, 1),
-  K(QMATMUL, 2, 5, 1, 1),          /* X, W, bias?, mult?, wzp? */
+  K(QMATMUL, 2, 6, 1, 1),          /* X, W, bias?, mult?, wzp?, xzp? */
   K(QADD, 2, 2, 1, 1),
 };
 #undef K

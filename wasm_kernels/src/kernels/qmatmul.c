@@ -1,7 +1,8 @@
 /* QMATMUL: integer MatMul (MatMulInteger, QLinearMatMul, DQ -> MatMul/Gemm [-> act] -> Q).
  *
  * Inputs: X [..., M, K] u8/i8, W [..., K, N] u8/i8 (a weight or a runtime tensor), bias? int32 [N],
- * mult? f32 [N], wzp? int32 [N] (W's zero point per column; absent = 0).
+ * mult? f32 [N], wzp? int32 [N] (W's zero point per column; absent = 0), xzp? (X's dtype, 1 element:
+ * X's zero point as a runtime tensor, DynamicQuantizeLinear's output; overrides param x_zp).
  * Output Y [..., M, N]: u8/i8 (requantized), f32, or i32 (raw, no mult).
  * Y's batch dims equal X's; W's batch dims are all 1 or equal Y's.
  * params (6): x_zp, y_zp, act, p0 (f32), p1 (f32), nb.
@@ -57,6 +58,7 @@ ep_status ep_check_QMATMUL(const ep_node *n) {
   if (bias) EP_CHECK(bias->dtype == EP_I32 && bias->numel == g.N, EP_E_SHAPE);
   if (mult) EP_CHECK(mult->dtype == EP_F32 && mult->numel == g.N, EP_E_SHAPE);
   if (wzp) EP_CHECK(wzp->dtype == EP_I32 && wzp->numel == g.N, EP_E_SHAPE);
+  if (n->n_in > 5 && n->in[5]) EP_CHECK(n->in[5]->dtype == xd && n->in[5]->numel == 1, EP_E_SHAPE);
   s = ep_qgemm_check_epi(p[2], yd, mult != 0);
   if (s) return s;
   const int32_t nb = p[5];
@@ -78,7 +80,9 @@ ep_status ep_run_QMATMUL(const ep_node *n) {
   const int32_t *zcol = wzp ? (const int32_t *)(const void *)wzp->data : 0;
   const uint32_t nb = (uint32_t)p[5], M = (uint32_t)g.M, K = (uint32_t)g.K, N = (uint32_t)g.N;
   const int xu8 = x->dtype == EP_U8, wu8 = w->dtype == EP_U8;
-  const int32_t za = p[0] - (xu8 ? 128 : 0);   /* packed X is x - 128 for uint8 */
+  const ep_tensor *xz = n->n_in > 5 ? n->in[5] : 0;
+  const int32_t xzp = xz ? (xu8 ? (int32_t)xz->data[0] : (int32_t)(int8_t)xz->data[0]) : p[0];
+  const int32_t za = xzp - (xu8 ? 128 : 0);   /* packed X is x - 128 for uint8 */
   int8_t *apanel = (int8_t *)n->scratch;
   int16_t *bpanel = (int16_t *)(void *)(n->scratch + round16(ep_qgemm_packed_a_bytes(M, K)));
   int32_t *colsum = (int32_t *)(void *)((uint8_t *)bpanel + (uint64_t)(K + 1) / 2 * nb * 4u);
