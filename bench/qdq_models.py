@@ -104,7 +104,9 @@ def make(name: str, placement: str = "fusion") -> Path:
     if not pre.exists():
         quant_pre_process(str(src), str(pre), skip_symbolic_shape=True)
     if placement == "dynamic":
-        quantize_dynamic(str(pre), str(path), weight_type=QuantType.QInt8)
+        # reduce_range: 7-bit weights, so that onnxruntime's u8 x s8 AVX2 kernel (pmaddubsw, int16 pair sums
+        # that saturate) computes MatMulInteger exactly and can serve as the reference
+        quantize_dynamic(str(pre), str(path), weight_type=QuantType.QInt8, reduce_range=True)
         return path
     naive = OUT / f"{name}_naive.onnx"
     if not naive.exists():
