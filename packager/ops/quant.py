@@ -149,7 +149,7 @@ def emit_qconv(ctx: LowerCtx, node: onnx.NodeProto, x: str, xq: QParams, w: np.n
     kp = -(-kg // 2)
     n = g["oh"] * g["ow"]
     nt = min(_round_up(n, NR), max(NR, PANEL_BYTES // (kp * 4) // NR * NR))
-    scratch = kp * nt * 4 + (nt * 4 if len(ins) > 4 and ins[4] else 0)
+    scratch = kp * nt * 4 + nt * 4 + (nt * 4 if len(ins) > 4 and ins[4] else 0)   # panel, 2 tap rows, column sums
     ctx.emit(Op.QCONV, ins, [out.name], [G, *window, nt, *zps, *act], scratch_bytes=scratch)
 
 

@@ -8,7 +8,7 @@
  *   params (17): group, kh, kw, sh, sw, dh, dw, pad_top, pad_left, pad_bottom, pad_right,
  *   nt, x_zp, y_zp, act, p0 (f32), p1 (f32).
  *   Per group and block of nt output columns: im2col of (X - x_zp) into int16 pairs in scratch, then
- *   ep_qgemm. Scratch >= Kp * nt * 4 bytes (+ nt * 4 for column sums when wzp is present).
+ *   ep_qgemm. Scratch >= Kp * nt * 4 + nt * 4 bytes (+ nt * 4 for column sums when wzp is present).
  * QDEPTHWISE_CONV: group == Cin == Cout. Inputs X, W int8 [C, KH*KW] (same storage rule), bias?, mult?,
  *   wzp?. params (15): kh, kw, sh, sw, dh, dw, pads (4), x_zp, y_zp, act, p0, p1.
  *   Computed in f32, which is exact: |x - zp|, |w - zp| <= 255 and KH*KW*255^2 < 2^24 (checked).
@@ -96,31 +96,43 @@ ep_status ep_check_QCONV(const ep_node *n) {
   EP_CHECK(n->in[1]->numel == (uint64_t)groups * ep_qgemm_packed_a_bytes(mg, kg), EP_E_SHAPE);
   const int32_t nt = p[11];
   EP_CHECK(nt > 0 && nt % EP_QGEMM_NR == 0 && nt <= (1 << 24), EP_E_PARAM);
-  const uint64_t need = (kg + 1) / 2 * (uint64_t)nt * 4u + (n->n_in > 4 && n->in[4] ? (uint64_t)nt * 4u : 0);
+  const uint64_t need = (kg + 1) / 2 * (uint64_t)nt * 4u + (uint64_t)nt * 4u + (n->n_in > 4 && n->in[4] ? (uint64_t)nt * 4u : 0);
   EP_CHECK(need <= n->scratch_bytes, EP_E_PARAM);
   return EP_OK;
 }
 
-/* Pair row j (0/1) of k-pair p of the panel: (X - zp) at tap (c, i, jj) for output columns [n0, n0+cols). */
-EP_COLD static void im2col_row(int16_t *dst, const uint8_t *xc, int u8, int32_t zp, const qconv_geom *g, uint32_t i,
-                       uint32_t jj, uint32_t n0, uint32_t cols) {
-  uint32_t oh = n0 / g->OW, ow = n0 % g->OW, t = 0;
-  while (t < cols) {
-    const uint32_t run = g->OW - ow < cols - t ? g->OW - ow : cols - t;
+/* Tap row (c fixed by xc; kernel position i, jj) over output columns [n0, n0+cols) into t[0..ldb):
+ * (x - zp) where the tap is inside the input, 0 in the pads and past cols. */
+static void gather_tap(int16_t *t, const uint8_t *xc, int u8, int32_t zp, const qconv_geom *g, uint32_t i, uint32_t jj,
+                       uint32_t n0, uint32_t cols, uint32_t ldb) {
+  uint32_t oh = n0 / g->OW, ow = n0 % g->OW, q = 0;
+  const i16x8 zv = i16x8_splat((int16_t)zp);
+  while (q < cols) {
+    const uint32_t run = g->OW - ow < cols - q ? g->OW - ow : cols - q;
     const int64_t ih = (int64_t)oh * g->sh - g->pt + (int64_t)i * g->dh;
-    int16_t *d = dst + 2 * (uint64_t)t;
-    if (ih < 0 || ih >= (int64_t)g->H) {
-      for (uint32_t q = 0; q < run; q++) d[2 * q] = 0;
-    } else {
-      const uint8_t *row = xc + (uint64_t)ih * g->W;
-      int64_t iw = (int64_t)ow * g->sw - g->pl + (int64_t)jj * g->dw;
-      for (uint32_t q = 0; q < run; q++, iw += g->sw) {
-        const int32_t v = iw < 0 || iw >= (int64_t)g->W ? zp : u8 ? (int32_t)row[iw] : (int32_t)(int8_t)row[iw];
-        d[2 * q] = (int16_t)(v - zp);
-      }
+    int16_t *d = t + q;
+    uint32_t a = 0, b = 0;   /* valid outputs [a, b) of this run */
+    const int64_t iw0 = (int64_t)ow * g->sw - g->pl + (int64_t)jj * g->dw;
+    if (ih >= 0 && ih < (int64_t)g->H) {
+      const int64_t lo = iw0 >= 0 ? 0 : (-iw0 + g->sw - 1) / g->sw;
+      const int64_t hi = iw0 < (int64_t)g->W ? ((int64_t)g->W - 1 - iw0) / g->sw + 1 : 0;
+      a = (uint32_t)(lo < run ? lo : run);
+      b = (uint32_t)(hi < run ? hi : run);
+      if (b < a) b = a;
     }
-    t += run; ow = 0; oh++;
+    uint32_t u = 0;
+    for (; u < a; u++) d[u] = 0;
+    if (a < b) {
+      const uint8_t *src = xc + (uint64_t)ih * g->W + (iw0 + (int64_t)a * g->sw);
+      if (g->sw == 1)
+        for (; u + 8 <= b; u += 8, src += 8)
+          i16x8_store(d + u, i16x8_sub(u8 ? i16x8_load_u8(src) : i16x8_load_i8((const int8_t *)src), zv));
+      for (; u < b; u++, src += g->sw) d[u] = (int16_t)((u8 ? (int32_t)*src : (int32_t)(int8_t)*src) - zp);
+    }
+    for (; u < run; u++) d[u] = 0;
+    q += run; ow = 0; oh++;
   }
+  for (; q < ldb; q++) t[q] = 0;
 }
 
 ep_status ep_run_QCONV(const ep_node *n) {
@@ -137,7 +149,8 @@ ep_status ep_run_QCONV(const ep_node *n) {
   const int8_t *w = (const int8_t *)n->in[1]->data;
   const uint32_t esz = ep_dtype_size(n->out[0]->dtype);
   int16_t *panel = (int16_t *)(void *)n->scratch;
-  int32_t *colsum = (int32_t *)(void *)(n->scratch + (uint64_t)Kp * nt * 4u);
+  int16_t *tmp = (int16_t *)(void *)(n->scratch + (uint64_t)Kp * nt * 4u);   /* two tap rows */
+  int32_t *colsum = (int32_t *)(void *)(n->scratch + (uint64_t)Kp * nt * 4u + (uint64_t)nt * 4u);
   ep_qgemm_epi e;
   fill_epi(n, p + 12, &e);
   const int direct = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && !(g.pt | g.pl | g.pb | g.pr);
@@ -157,12 +170,19 @@ ep_status ep_run_QCONV(const ep_node *n) {
         if (direct) {
           ep_qgemm_pack_b(panel, ldb, kg, cols, xg + n0, hw, u8, xzp, 0, 0);
         } else {
-          for (uint32_t k = 0; k < 2 * Kp; k++) {
-            int16_t *dst = panel + (uint64_t)(k / 2) * ldb * 2 + (k & 1);
-            if (k >= kg) { for (uint32_t q = 0; q < ldb; q++) dst[2 * q] = 0; continue; }
-            const uint32_t c = k / (g.kh * g.kw), i = k / g.kw % g.kh, jj = k % g.kw;
-            im2col_row(dst, xg + (uint64_t)c * hw, u8, xzp, &g, i, jj, n0, cols);
-            for (uint32_t q = cols; q < ldb; q++) dst[2 * q] = 0;
+          for (uint32_t pp = 0; pp < Kp; pp++) {
+            for (uint32_t h = 0; h < 2; h++) {
+              const uint32_t k = 2 * pp + h;
+              if (k >= kg) { for (uint32_t q = 0; q < ldb; q++) tmp[ldb + q] = 0; continue; }
+              const uint32_t c = k / (g.kh * g.kw), i = k / g.kw % g.kh, jj = k % g.kw;
+              gather_tap(tmp + h * ldb, xg + (uint64_t)c * hw, u8, xzp, &g, i, jj, n0, cols, ldb);
+            }
+            int16_t *dst = panel + (uint64_t)pp * ldb * 2;
+            for (uint32_t q = 0; q < ldb; q += 8) {
+              const i16x8 v0 = i16x8_load(tmp + q), v1 = i16x8_load(tmp + ldb + q);
+              i16x8_store(dst + 2 * q, i16x8_zip_lo(v0, v1));
+              i16x8_store(dst + 2 * q + 8, i16x8_zip_hi(v0, v1));
+            }
           }
         }
         if (eg.za_row) { ep_qgemm_colsum(panel, ldb, kg, ldb, colsum); eg.colsum = colsum; }
@@ -201,30 +221,35 @@ ep_status ep_check_QDEPTHWISE_CONV(const ep_node *n) {
   return EP_OK;
 }
 
-/* plane[(yy*sw + ph)*pw + q] = (x - zp) at padded (yy, q*sw + ph); 0 in the pads. */
-EP_COLD static void dw_fill_plane(float *plane, const uint8_t *xc, int u8, int32_t xzp, const qconv_geom *g, uint32_t pw) {
-  for (uint32_t yy = 0; yy < g->H + g->pt + g->pb; yy++) {
-    const int64_t ih = (int64_t)yy - g->pt;
-    for (uint32_t ph = 0; ph < g->sw; ph++) {
-      float *d = plane + ((uint64_t)yy * g->sw + ph) * pw;
-      for (uint32_t q = 0; q < pw; q++) {
-        const int64_t iw = (int64_t)q * g->sw + ph - g->pl;
-        float v = 0.0f;
-        if (ih >= 0 && ih < (int64_t)g->H && iw >= 0 && iw < (int64_t)g->W) {
-          const uint8_t r = xc[(uint64_t)ih * g->W + iw];
-          v = (float)((u8 ? (int32_t)r : (int32_t)(int8_t)r) - xzp);
-        }
-        d[q] = v;
+/* One phase row of the plane: d[q] = x[q*sw + ph - pl] - zp where that is inside [0, W), else 0. */
+static void dw_fill_row(float *d, const uint8_t *xr, int u8, int32_t xzp, const qconv_geom *g, uint32_t ph, uint32_t pw) {
+  const int64_t first = (int64_t)g->pl - ph;   /* q*sw >= first  <=> iw >= 0 */
+  uint64_t q0 = first <= 0 ? 0 : (uint64_t)((first + g->sw - 1) / g->sw);
+  uint64_t q1 = (uint64_t)(((int64_t)g->W + first + g->sw - 1) / g->sw);   /* iw < W */
+  if (q1 > pw) q1 = pw;
+  if (q0 > q1) q0 = q1;
+  uint64_t q = 0;
+  for (; q < q0; q++) d[q] = 0.0f;
+  if (q0 < q1) {
+    const uint8_t *src = xr + (q0 * g->sw + ph - g->pl);
+    if (g->sw == 1) {
+      const f32x4 z = f32x4_splat((float)xzp);
+      for (; q + 8 <= q1; q += 8, src += 8) {
+        const i16x8 h = u8 ? i16x8_load_u8(src) : i16x8_load_i8((const int8_t *)src);
+        f32x4_store(d + q, f32x4_sub(f32x4_from_i32x4(i32x4_widen_lo(h)), z));
+        f32x4_store(d + q + 4, f32x4_sub(f32x4_from_i32x4(i32x4_widen_hi(h)), z));
       }
     }
+    for (; q < q1; q++, src += g->sw) d[q] = (float)((u8 ? (int32_t)*src : (int32_t)(int8_t)*src) - xzp);
   }
+  for (; q < pw; q++) d[q] = 0.0f;
 }
 
 ep_status ep_run_QDEPTHWISE_CONV(const ep_node *n) {
   const int32_t *p = n->params;
   qconv_geom g;
   geom_of(n, p, &g);
-  const uint32_t pw = (uint32_t)qdw_phase_width(&g), kk = g.kh * g.kw;
+  const uint32_t pw = (uint32_t)qdw_phase_width(&g), kk = g.kh * g.kw, hp = g.H + g.pt + g.pb;
   const uint64_t hw = (uint64_t)g.H * g.W, ohw = (uint64_t)g.OH * g.OW, rstride = (uint64_t)g.sw * pw;
   const int u8 = n->in[0]->dtype == EP_U8;
   const int32_t xzp = p[10];
@@ -234,37 +259,60 @@ ep_status ep_run_QDEPTHWISE_CONV(const ep_node *n) {
   float *plane = (float *)(void *)n->scratch;
   ep_qgemm_epi e;
   fill_epi(n, p + 10, &e);
-  float wf[256];
+  /* Tap t = (i, j) reads the phased plane at a fixed offset from the output row's base. */
+  uint64_t off[256];
+  for (uint32_t i = 0; i < g.kh; i++)
+    for (uint32_t j = 0; j < g.kw; j++)
+      off[i * g.kw + j] = (uint64_t)i * g.dh * rstride + ((j * g.dw) % g.sw) * pw + (j * g.dw) / g.sw;
+  const int fast = e.mult && e.out_dtype != EP_F32 && e.act != EP_ACT_LEAKY_RELU;
+  float lo = 0.0f, hi = 0.0f;
+  ep_q_bounds(&e, &lo, &hi);
+  const f32x4 vlo = f32x4_splat(lo), vhi = f32x4_splat(hi);
+  const i32x4 zb = ep_q_zbits(e.yzp);
+  f32x4 wv[256];
   for (uint64_t bc = 0; bc < (uint64_t)g.B * g.C; bc++) {
     const uint32_t c = (uint32_t)(bc % g.C);
-    const int32_t wz = e.za_row ? e.za_row[c] : 0;
-    for (uint32_t t = 0; t < kk; t++) wf[t] = (float)w[(uint64_t)c * kk + t] - (float)wz;
+    const float wz = e.za_row ? (float)e.za_row[c] : 0.0f;
+    for (uint32_t t = 0; t < kk; t++) wv[t] = f32x4_splat((float)w[(uint64_t)c * kk + t] - wz);
     const f32x4 bias = f32x4_splat(e.bias ? (float)e.bias[c] : 0.0f);
     const f32x4 mult = f32x4_splat(e.mult ? e.mult[c] : 1.0f);
-    dw_fill_plane(plane, x + bc * hw, u8, xzp, &g, pw);
+    const uint8_t *xc = x + bc * hw;
+    for (uint32_t yy = 0; yy < hp; yy++) {
+      const int64_t ih = (int64_t)yy - g.pt;
+      for (uint32_t ph = 0; ph < g.sw; ph++) {
+        float *d = plane + ((uint64_t)yy * g.sw + ph) * pw;
+        if (ih < 0 || ih >= (int64_t)g.H) { for (uint32_t q = 0; q < pw; q++) d[q] = 0.0f; continue; }
+        dw_fill_row(d, xc + (uint64_t)ih * g.W, u8, xzp, &g, ph, pw);
+      }
+    }
     uint8_t *yc = n->out[0]->data + bc * ohw * esz;
     for (uint32_t oh = 0; oh < g.OH; oh++) {
       const float *rbase = plane + (uint64_t)oh * g.sh * rstride;
       for (uint32_t ow = 0; ow < g.OW; ow += 8) {
         f32x4 a0 = bias, a1 = bias;
-        for (uint32_t i = 0; i < g.kh; i++) {
-          const float *r = rbase + (uint64_t)i * g.dh * rstride + ow;
-          for (uint32_t j = 0; j < g.kw; j++) {
-            const float *q = r + ((j * g.dw) % g.sw) * pw + (j * g.dw) / g.sw;
-            const f32x4 wv = f32x4_splat(wf[i * g.kw + j]);
-            a0 = f32x4_fma(a0, f32x4_load(q), wv);
-            a1 = f32x4_fma(a1, f32x4_load(q + 4), wv);
+        if (kk == 9) {   /* the common 3x3: a constant trip count the compiler unrolls */
+          for (uint32_t t = 0; t < 9; t++) {
+            const float *q = rbase + off[t] + ow;
+            a0 = f32x4_fma(a0, f32x4_load(q), wv[t]);
+            a1 = f32x4_fma(a1, f32x4_load(q + 4), wv[t]);
+          }
+        } else {
+          for (uint32_t t = 0; t < kk; t++) {
+            const float *q = rbase + off[t] + ow;
+            a0 = f32x4_fma(a0, f32x4_load(q), wv[t]);
+            a1 = f32x4_fma(a1, f32x4_load(q + 4), wv[t]);
           }
         }
         const uint32_t cnt = g.OW - ow < 8 ? g.OW - ow : 8;
-        const uint64_t at = ((uint64_t)oh * g.OW + ow) * esz;
-        if (!e.mult) {   /* int32 output: exact integers */
-          int32_t *dst = (int32_t *)(void *)(yc + at);
+        uint8_t *dst = yc + ((uint64_t)oh * g.OW + ow) * esz;
+        if (fast && cnt == 8) {
+          i8x16_store_lo8(dst, ep_q8_pack(f32x4_mul(a0, mult), f32x4_mul(a1, mult), vlo, vhi, zb, e.out_dtype == EP_U8));
+        } else if (!e.mult) {   /* int32 output: exact integers (no bias, see check) */
           float tmp[8];
           f32x4_store(tmp, a0); f32x4_store(tmp + 4, a1);
-          for (uint32_t t = 0; t < cnt; t++) dst[t] = (int32_t)tmp[t];
+          for (uint32_t t = 0; t < cnt; t++) ((int32_t *)(void *)dst)[t] = (int32_t)tmp[t];
         } else {
-          ep_q_store8(f32x4_mul(a0, mult), f32x4_mul(a1, mult), &e, yc + at, cnt, 1);
+          ep_q_store8(f32x4_mul(a0, mult), f32x4_mul(a1, mult), &e, dst, cnt, 1);
         }
       }
     }

@@ -38,10 +38,23 @@ EP_COLD void ep_q_store_bytes(uint8_t *dst, const void *src, uint32_t cnt, uint6
     for (uint32_t b = 0; b < esz; b++) dst[i * cs * esz + b] = s[i * esz + b];
 }
 
+EP_COLD void ep_q_bounds(const ep_qgemm_epi *e, float *lo, float *hi) {
+  const int u8 = e->out_dtype == EP_U8;
+  const float qlo = (float)((u8 ? 0 : -128) - e->yzp), qhi = (float)((u8 ? 255 : 127) - e->yzp);
+  float a = qlo, b = qhi;
+  if (e->act == EP_ACT_RELU) a = 0.0f;
+  if (e->act == EP_ACT_CLIP) { a = e->p0; b = e->p1; }
+  /* each bound clamped into [qlo, qhi] (NaN -> the range's own bound) */
+  *lo = a > qlo ? (a < qhi ? a : qhi) : qlo;
+  *hi = b < qhi ? (b > qlo ? b : qlo) : qhi;
+}
+
 void ep_q_store8(f32x4 v0, f32x4 v1, const ep_qgemm_epi *e, uint8_t *dst, uint32_t cnt, uint64_t cs) {
   const f32x4 p0 = f32x4_splat(e->p0), p1 = f32x4_splat(e->p1);
-  v0 = qact(v0, e->act, p0, p1);
-  v1 = qact(v1, e->act, p0, p1);
+  if (e->out_dtype == EP_F32 || e->act == EP_ACT_LEAKY_RELU) {
+    v0 = qact(v0, e->act, p0, p1);
+    v1 = qact(v1, e->act, p0, p1);
+  }
   if (e->out_dtype == EP_F32) {
     float t[8];
     if (cnt == 8 && cs == 1) { f32x4_store((float *)(void *)dst, v0); f32x4_store((float *)(void *)dst + 4, v1); return; }
@@ -49,15 +62,9 @@ void ep_q_store8(f32x4 v0, f32x4 v1, const ep_qgemm_epi *e, uint8_t *dst, uint32
     ep_q_store_bytes(dst, t, cnt, cs, 4);
     return;
   }
-  /* Saturation first, in float, against integer bounds: rounding cannot leave them and the int32
-   * conversion cannot overflow. */
-  const int u8 = e->out_dtype == EP_U8;
-  const f32x4 lo = f32x4_splat((float)((u8 ? 0 : -128) - e->yzp)), hi = f32x4_splat((float)((u8 ? 255 : 127) - e->yzp));
-  v0 = f32x4_round_even(f32x4_min(f32x4_max(v0, lo), hi));
-  v1 = f32x4_round_even(f32x4_min(f32x4_max(v1, lo), hi));
-  const i32x4 zp = i32x4_splat(e->yzp);
-  const i16x8 h = i16x8_narrow_i32x4(i32x4_add(i32x4_from_f32x4(v0), zp), i32x4_add(i32x4_from_f32x4(v1), zp));
-  const i8x16 q = u8 ? u8x16_narrow_i16x8(h, h) : i8x16_narrow_i16x8(h, h);
+  float lo, hi;
+  ep_q_bounds(e, &lo, &hi);
+  const i8x16 q = ep_q8_pack(v0, v1, f32x4_splat(lo), f32x4_splat(hi), ep_q_zbits(e->yzp), e->out_dtype == EP_U8);
   if (cnt == 8 && cs == 1) { i8x16_store_lo8(dst, q); return; }
   uint8_t t[8];
   i8x16_store_lo8(t, q);
@@ -130,13 +137,40 @@ void ep_qgemm(uint32_t M, uint32_t N, uint32_t K, const int8_t *a, const int16_t
               const ep_qgemm_epi *e) {
   const uint32_t Kp = (K + 1) / 2;
   i32x4 acc[MR][2];
+  /* The common QDQ case gets its epilogue inline: per-row bias and mult, no A zero point, 8-bit output
+   * with none/relu/clip (a clamp), contiguous rows. */
+  const int fast = e->mult && !e->mult_col && !(e->bias && e->bias_col) && !e->colsum && e->cs == 1 &&
+                   e->out_dtype != EP_F32 && e->act != EP_ACT_LEAKY_RELU;
+  float lo = 0.0f, hi = 0.0f;
+  if (fast) ep_q_bounds(e, &lo, &hi);
+  const f32x4 vlo = f32x4_splat(lo), vhi = f32x4_splat(hi);
+  const i32x4 zb = ep_q_zbits(e->yzp);
+  const int u8 = e->out_dtype == EP_U8;
   for (uint32_t m0 = 0; m0 < M; m0 += MR) {
     const int8_t *ap = a + (uint64_t)(m0 / MR) * Kp * 2 * MR;
     const uint32_t mr = M - m0 < MR ? M - m0 : MR;
     for (uint32_t n = 0; n < N; n += NR) {
       micro(Kp, ap, b + 2 * (uint64_t)n, 2 * ldb, acc);
       const uint32_t cnt = N - n < NR ? N - n : NR;
-      for (uint32_t r = 0; r < mr; r++) epi_row(e, m0 + r, n, n_off, cnt, acc[r][0], acc[r][1]);
+      if (!fast) {
+        for (uint32_t r = 0; r < mr; r++) epi_row(e, m0 + r, n, n_off, cnt, acc[r][0], acc[r][1]);
+        continue;
+      }
+      for (uint32_t r = 0; r < mr; r++) {
+        const uint32_t m = m0 + r;
+        const i32x4 bv = i32x4_splat(e->bias ? e->bias[m] : 0);
+        const f32x4 mv = f32x4_splat(e->mult[m]);
+        const i8x16 q = ep_q8_pack(f32x4_mul(f32x4_from_i32x4(i32x4_add(acc[r][0], bv)), mv),
+                                   f32x4_mul(f32x4_from_i32x4(i32x4_add(acc[r][1], bv)), mv), vlo, vhi, zb, u8);
+        uint8_t *dst = e->y + (uint64_t)m * e->rs + n_off + n;
+        if (cnt == NR) {
+          i8x16_store_lo8(dst, q);
+        } else {
+          uint8_t t[8];
+          i8x16_store_lo8(t, q);
+          ep_q_store_bytes(dst, t, cnt, 1, 1);
+        }
+      }
     }
   }
 }

@@ -67,6 +67,23 @@ void ep_qgemm_pack_a(uint32_t M, uint32_t K, const uint8_t *x, uint64_t rs, int 
 /* Column sums of a packed B block (for A zero points): colsum[n] = sum_k B'[k][n]. */
 void ep_qgemm_colsum(const int16_t *b, uint32_t ldb, uint32_t K, uint32_t N, int32_t *colsum);
 
+/* The requantization of 8 scaled values f (= acc * mult) to 8 int8/uint8 lanes of the result: clamp to
+ * [lo, hi] (the activation's bounds intersected with [qmin - zp, qmax - zp], see ep_q_bounds), then round half
+ * to even by adding 1.5 * 2^23 (the float add rounds; |f| <= 2^22 here), and read the integer back from the
+ * bits: bits - (0x4B400000 - zp) = round(f) + zp, already inside the 8-bit range. */
+#define EP_Q_MAGIC 12582912.0f
+static inline i8x16 ep_q8_pack(f32x4 f0, f32x4 f1, f32x4 lo, f32x4 hi, i32x4 zbits, int u8) {
+  const f32x4 m = f32x4_splat(EP_Q_MAGIC);
+  f0 = f32x4_add(f32x4_min(f32x4_max(f0, lo), hi), m);
+  f1 = f32x4_add(f32x4_min(f32x4_max(f1, lo), hi), m);
+  const i16x8 h = i16x8_narrow_i32x4(i32x4_sub(f32x4_as_i32x4(f0), zbits), i32x4_sub(f32x4_as_i32x4(f1), zbits));
+  return u8 ? u8x16_narrow_i16x8(h, h) : i8x16_narrow_i16x8(h, h);
+}
+static inline i32x4 ep_q_zbits(int32_t yzp) { return i32x4_splat(0x4B400000 - yzp); }
+/* [lo, hi] for ep_q8_pack: output range minus zp, narrowed by relu / clip (e->act); leaky_relu is applied
+ * before (it is not a clamp). */
+void ep_q_bounds(const ep_qgemm_epi *e, float *lo, float *hi);
+
 /* Shared checks: activation code; output dtype (i8/u8/f32/i32) against mult presence. */
 ep_status ep_qgemm_check_epi(int32_t act, uint32_t out_dtype, int has_mult);
 /* Quantized-output epilogue of 8 values (two f32x4 already scaled): activation, round, +zp, saturate,
