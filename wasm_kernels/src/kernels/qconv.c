@@ -12,12 +12,11 @@
  * QDEPTHWISE_CONV: group == Cin == Cout. Inputs X, W int8 [C, KH*KW] (same storage rule), bias?, mult?,
  *   wzp?. params (15): kh, kw, sh, sw, dh, dw, pads (4), x_zp, y_zp, act, p0, p1.
  *   Computed in f32, which is exact: |x - zp|, |w - zp| <= 255 and KH*KW*255^2 < 2^24 (checked).
- *   Scratch >= Hp * sw * PW * 4 bytes, PW = round8(max(ceil(Wp/sw), round8(OW) + (kw-1)*dw/sw)). */
+ *   Scratch >= ((Hp + 1) * sw * PW + 8) * 4 bytes, PW = round8(max(ceil(Wp/sw), round8(OW) + (kw-1)*dw/sw)):
+ *   the plane in sw column phases, then one padded input row. */
 #include "qgemm.h"
 #include "gemm.h"
 
-/* Whole file optimized for size (wasm size budget): the time is in ep_qgemm (qgemm.c). */
-EP_COLD_FILE_BEGIN
 
 #define MAXDIM 65535
 
@@ -26,7 +25,7 @@ typedef struct {
   uint32_t kh, kw, sh, sw, dh, dw, pt, pl, pb, pr;
 } qconv_geom;
 
-static int zp_ok(uint32_t dtype, int32_t zp) {
+EP_COLD static int zp_ok(uint32_t dtype, int32_t zp) {
   return dtype == EP_U8 ? (zp >= 0 && zp <= 255) : dtype == EP_I8 ? (zp >= -128 && zp <= 127) : zp == 0;
 }
 
@@ -44,7 +43,7 @@ static void geom_of(const ep_node *n, const int32_t *p, qconv_geom *g) {
 }
 
 /* Window params p[0..9], shapes, zero points, optional epilogue inputs (bias, mult, wzp of Cout). */
-static ep_status check_common(const ep_node *n, const int32_t *p, qconv_geom *g, const int32_t *zps) {
+EP_COLD static ep_status check_common(const ep_node *n, const int32_t *p, qconv_geom *g, const int32_t *zps) {
   const ep_tensor *x = n->in[0], *y = n->out[0];
   EP_CHECK(x && y && n->in[1], EP_E_OP);
   EP_CHECK((x->dtype == EP_U8 || x->dtype == EP_I8) && n->in[1]->dtype == EP_I8, EP_E_DTYPE);
@@ -66,7 +65,7 @@ static ep_status check_common(const ep_node *n, const int32_t *p, qconv_geom *g,
   return ep_qgemm_check_epi(zps[2], y->dtype, mult != 0);
 }
 
-static void fill_epi(const ep_node *n, const int32_t *zact, ep_qgemm_epi *e) {
+EP_COLD static void fill_epi(const ep_node *n, const int32_t *zact, ep_qgemm_epi *e) {
   const ep_tensor *bias = n->n_in > 2 ? n->in[2] : 0, *mult = n->n_in > 3 ? n->in[3] : 0;
   const ep_tensor *wzp = n->n_in > 4 ? n->in[4] : 0;
   e->bias = bias ? (const int32_t *)(const void *)bias->data : 0; e->bias_col = 0;
@@ -83,7 +82,7 @@ static void fill_epi(const ep_node *n, const int32_t *zact, ep_qgemm_epi *e) {
 
 #define QCONV_NPARAMS 17
 
-ep_status ep_check_QCONV(const ep_node *n) {
+EP_COLD ep_status ep_check_QCONV(const ep_node *n) {
   EP_CHECK(n->n_params == QCONV_NPARAMS, EP_E_PARAM);
   const int32_t *p = n->params;
   qconv_geom g;
@@ -197,7 +196,7 @@ ep_status ep_run_QCONV(const ep_node *n) {
 
 #define QDW_NPARAMS 15
 
-static uint64_t qdw_phase_width(const qconv_geom *g) {
+EP_COLD static uint64_t qdw_phase_width(const qconv_geom *g) {
   const uint64_t wp = (uint64_t)g->W + g->pl + g->pr;
   uint64_t pw = (wp + g->sw - 1) / g->sw;
   const uint64_t need = ((uint64_t)g->OW + 7) / 8 * 8 + (uint64_t)(g->kw - 1) * g->dw / g->sw;
@@ -205,7 +204,7 @@ static uint64_t qdw_phase_width(const qconv_geom *g) {
   return (pw + 7) / 8 * 8;
 }
 
-ep_status ep_check_QDEPTHWISE_CONV(const ep_node *n) {
+EP_COLD ep_status ep_check_QDEPTHWISE_CONV(const ep_node *n) {
   EP_CHECK(n->n_params == QDW_NPARAMS, EP_E_PARAM);
   const int32_t *p = n->params;
   qconv_geom g;
@@ -217,32 +216,41 @@ ep_status ep_check_QDEPTHWISE_CONV(const ep_node *n) {
   /* int32 output converts f32 sums back: no bias, so they stay below 2^24 */
   if (n->out[0]->dtype == EP_I32) EP_CHECK(!(n->n_in > 2 && n->in[2]), EP_E_PARAM);
   const uint64_t hp = (uint64_t)g.H + g.pt + g.pb;
-  EP_CHECK(hp * g.sw * qdw_phase_width(&g) * 4u <= n->scratch_bytes, EP_E_PARAM);
+  EP_CHECK((hp + 1) * g.sw * qdw_phase_width(&g) * 4u + 32u <= n->scratch_bytes, EP_E_PARAM);
   return EP_OK;
 }
 
-/* One phase row of the plane: d[q] = x[q*sw + ph - pl] - zp where that is inside [0, W), else 0. */
-static void dw_fill_row(float *d, const uint8_t *xr, int u8, int32_t xzp, const qconv_geom *g, uint32_t ph, uint32_t pw) {
-  const int64_t first = (int64_t)g->pl - ph;   /* q*sw >= first  <=> iw >= 0 */
-  uint64_t q0 = first <= 0 ? 0 : (uint64_t)((first + g->sw - 1) / g->sw);
-  uint64_t q1 = (uint64_t)(((int64_t)g->W + first + g->sw - 1) / g->sw);   /* iw < W */
-  if (q1 > pw) q1 = pw;
-  if (q0 > q1) q0 = q1;
-  uint64_t q = 0;
-  for (; q < q0; q++) d[q] = 0.0f;
-  if (q0 < q1) {
-    const uint8_t *src = xr + (q0 * g->sw + ph - g->pl);
-    if (g->sw == 1) {
-      const f32x4 z = f32x4_splat((float)xzp);
-      for (; q + 8 <= q1; q += 8, src += 8) {
-        const i16x8 h = u8 ? i16x8_load_u8(src) : i16x8_load_i8((const int8_t *)src);
-        f32x4_store(d + q, f32x4_sub(f32x4_from_i32x4(i32x4_widen_lo(h)), z));
-        f32x4_store(d + q + 4, f32x4_sub(f32x4_from_i32x4(i32x4_widen_hi(h)), z));
-      }
-    }
-    for (; q < q1; q++, src += g->sw) d[q] = (float)((u8 ? (int32_t)*src : (int32_t)(int8_t)*src) - xzp);
+/* Padded input row u = iw + pl in [0, len): d[u] = x[iw] - zp inside the row, 0 in the pads. */
+static void dw_pad_row(float *d, const uint8_t *xr, int u8, int32_t xzp, const qconv_geom *g, uint32_t len) {
+  const uint32_t a = g->pl < len ? g->pl : len, b = g->pl + g->W < len ? g->pl + g->W : len;
+  uint32_t u = 0;
+  for (; u < a; u++) d[u] = 0.0f;
+  const uint8_t *src = xr;
+  const f32x4 z = f32x4_splat((float)xzp);
+  for (; u + 8 <= b; u += 8, src += 8) {
+    const i16x8 h = u8 ? i16x8_load_u8(src) : i16x8_load_i8((const int8_t *)src);
+    f32x4_store(d + u, f32x4_sub(f32x4_from_i32x4(i32x4_widen_lo(h)), z));
+    f32x4_store(d + u + 4, f32x4_sub(f32x4_from_i32x4(i32x4_widen_hi(h)), z));
   }
-  for (; q < pw; q++) d[q] = 0.0f;
+  for (; u < b; u++, src++) d[u] = (float)((u8 ? (int32_t)*src : (int32_t)(int8_t)*src) - xzp);
+  for (; u < len; u++) d[u] = 0.0f;
+}
+
+/* Row yy of the phased plane: phase ph holds padded columns ph, ph + sw, ... (pw of them). */
+static void dw_fill_rows(float *plane, float *tmp, const uint8_t *xr, int u8, int32_t xzp, const qconv_geom *g,
+                         uint32_t pw) {
+  if (g->sw == 1) { dw_pad_row(plane, xr, u8, xzp, g, pw); return; }
+  dw_pad_row(tmp, xr, u8, xzp, g, g->sw * pw);
+  float *d0 = plane, *d1 = plane + pw;
+  uint32_t q = 0;
+  if (g->sw == 2)
+    for (; q + 4 <= pw; q += 4) {
+      const f32x4 a = f32x4_load(tmp + 2 * q), b = f32x4_load(tmp + 2 * q + 4);
+      f32x4_store(d0 + q, f32x4_even(a, b));
+      f32x4_store(d1 + q, f32x4_odd(a, b));
+    }
+  for (; q < pw; q++)
+    for (uint32_t ph = 0; ph < g->sw; ph++) plane[(uint64_t)ph * pw + q] = tmp[(uint64_t)q * g->sw + ph];
 }
 
 ep_status ep_run_QDEPTHWISE_CONV(const ep_node *n) {
@@ -257,6 +265,8 @@ ep_status ep_run_QDEPTHWISE_CONV(const ep_node *n) {
   const int8_t *w = (const int8_t *)n->in[1]->data;
   const uint32_t esz = ep_dtype_size(n->out[0]->dtype);
   float *plane = (float *)(void *)n->scratch;
+  float *rowtmp = plane + (uint64_t)hp * rstride;   /* one padded input row (strided convs) */
+  const uint64_t ytotal = (uint64_t)g.B * g.C * ohw;
   ep_qgemm_epi e;
   fill_epi(n, p + 10, &e);
   /* Tap t = (i, j) reads the phased plane at a fixed offset from the output row's base. */
@@ -279,11 +289,9 @@ ep_status ep_run_QDEPTHWISE_CONV(const ep_node *n) {
     const uint8_t *xc = x + bc * hw;
     for (uint32_t yy = 0; yy < hp; yy++) {
       const int64_t ih = (int64_t)yy - g.pt;
-      for (uint32_t ph = 0; ph < g.sw; ph++) {
-        float *d = plane + ((uint64_t)yy * g.sw + ph) * pw;
-        if (ih < 0 || ih >= (int64_t)g.H) { for (uint32_t q = 0; q < pw; q++) d[q] = 0.0f; continue; }
-        dw_fill_row(d, xc + (uint64_t)ih * g.W, u8, xzp, &g, ph, pw);
-      }
+      float *d = plane + (uint64_t)yy * rstride;
+      if (ih < 0 || ih >= (int64_t)g.H) { for (uint64_t q = 0; q < rstride; q++) d[q] = 0.0f; continue; }
+      dw_fill_rows(d, rowtmp, xc + (uint64_t)ih * g.W, u8, xzp, &g, pw);
     }
     uint8_t *yc = n->out[0]->data + bc * ohw * esz;
     for (uint32_t oh = 0; oh < g.OH; oh++) {
@@ -305,7 +313,9 @@ ep_status ep_run_QDEPTHWISE_CONV(const ep_node *n) {
         }
         const uint32_t cnt = g.OW - ow < 8 ? g.OW - ow : 8;
         uint8_t *dst = yc + ((uint64_t)oh * g.OW + ow) * esz;
-        if (fast && cnt == 8) {
+        /* a row's last vector may be stored whole while it stays inside Y: the spill lands in the next
+         * row or channel, which is written afterwards */
+        if (fast && (cnt == 8 || bc * ohw + (uint64_t)oh * g.OW + ow + 8 <= ytotal)) {
           i8x16_store_lo8(dst, ep_q8_pack(f32x4_mul(a0, mult), f32x4_mul(a1, mult), vlo, vhi, zb, e.out_dtype == EP_U8));
         } else if (!e.mult) {   /* int32 output: exact integers (no bias, see check) */
           float tmp[8];
@@ -319,5 +329,3 @@ ep_status ep_run_QDEPTHWISE_CONV(const ep_node *n) {
   }
   return EP_OK;
 }
-
-EP_COLD_FILE_END
