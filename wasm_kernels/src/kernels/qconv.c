@@ -318,9 +318,9 @@ ep_status ep_run_QDEPTHWISE_CONV(const ep_node *n) {
         if (fast && (cnt == 8 || bc * ohw + (uint64_t)oh * g.OW + ow + 8 <= ytotal)) {
           i8x16_store_lo8(dst, ep_q8_pack(f32x4_mul(a0, mult), f32x4_mul(a1, mult), vlo, vhi, zb, e.out_dtype == EP_U8));
         } else if (!e.mult) {   /* int32 output: exact integers (no bias, see check) */
-          float tmp[8];
-          f32x4_store(tmp, a0); f32x4_store(tmp + 4, a1);
-          for (uint32_t t = 0; t < cnt; t++) ((int32_t *)(void *)dst)[t] = (int32_t)tmp[t];
+          int32_t tmp[8];   /* saturating conversion: a hostile plan's zero points may leave the exact range */
+          i32x4_store(tmp, i32x4_from_f32x4(a0)); i32x4_store(tmp + 4, i32x4_from_f32x4(a1));
+          ep_q_store_bytes(dst, tmp, cnt, 1, 4);
         } else {
           ep_q_store8(f32x4_mul(a0, mult), f32x4_mul(a1, mult), &e, dst, cnt, 1);
         }

@@ -120,6 +120,7 @@ ep_status ep_run_DEQUANTIZE_LINEAR(const ep_node *n) {
 ep_status ep_check_DYNAMIC_QUANTIZE_LINEAR(const ep_node *n) {
   EP_CHECK(n->n_params == 0 && n->n_out == 3, EP_E_OP);
   const ep_tensor *x = n->in[0], *y = n->out[0], *s = n->out[1], *z = n->out[2];
+  EP_CHECK(x && y && s && z, EP_E_OP);
   EP_CHECK(x->dtype == EP_F32 && y->dtype == EP_U8 && s->dtype == EP_F32 && z->dtype == EP_U8, EP_E_DTYPE);
   EP_CHECK(ep_same_shape(x, y) && s->numel == 1 && z->numel == 1, EP_E_SHAPE);
   return EP_OK;
@@ -153,6 +154,7 @@ ep_status ep_check_QADD(const ep_node *n) {
   EP_CHECK(n->n_params == 9, EP_E_PARAM);
   const ep_tensor *a = n->in[0], *b = n->in[1], *y = n->out[0];
   const int32_t *p = n->params;
+  EP_CHECK(a && b && y, EP_E_OP);
   for (int i = 0; i < 2; i++) EP_CHECK(n->in[i]->dtype == EP_U8 || n->in[i]->dtype == EP_I8, EP_E_DTYPE);
   EP_CHECK(y->dtype == EP_U8 || y->dtype == EP_I8, EP_E_DTYPE);
   EP_CHECK(ep_same_shape(a, y) && ep_same_shape(b, y), EP_E_SHAPE);
