@@ -206,7 +206,7 @@ def test_int8_models_agree_with_onnxruntime(name: str, placement: str, tmp_path:
 
 @pytest.fixture(scope="module")
 def int8_plan(tmp_path_factory) -> bytes:
-    """A plan using every int8 kernel: QDQ convs (GEMM and depthwise), QADD, QMATMUL, Q, DQ, DynamicQuantize."""
+    """Plans using every int8 kernel: QDQ convs (GEMM and depthwise), QMATMUL, QMAXPOOL, Q, DQ, DynamicQuantize."""
     tmp = tmp_path_factory.mktemp("int8")
     m = _qdq_conv_model(*CONV_CASES[3])
     a = package(m, out=tmp / "a", verify=False)
@@ -218,7 +218,8 @@ def int8_plan(tmp_path_factory) -> bytes:
              helper.make_node("MatMulInteger", ["xq", "w", "xz"], ["y"])]
     c = package(make_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 6])],
                            [helper.make_tensor_value_info("y", TensorProto.INT32, [3, 4])], [w]), out=tmp / "c", verify=False)
-    return [(p / "model.plan").read_bytes() for p in (a, b, c)]
+    d = package(_qdq("cifar10net", "fusion"), out=tmp / "d", verify=False)   # QMAXPOOL, QMATMUL with f32 output
+    return [(p / "model.plan").read_bytes() for p in (a, b, c, d)]
 
 
 def _param_mutants(plan: bytes, seed: int, n: int) -> list[bytes]:

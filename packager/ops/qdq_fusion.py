@@ -5,6 +5,7 @@ integer kernels (packager/ops/quant.py emits them).
       QCONV / QDEPTHWISE_CONV / QMATMUL with the activation in the requantization epilogue; without
       a Q the kernel writes float32 (e.g. a classifier's last Gemm).
   DQ(a) + DQ(b) [-> activation] -> Q      QADD (a residual Add between quantized tensors)
+  DQ(x) -> MaxPool -> Q (same scale/zp)   QMAXPOOL on the 8-bit values (max commutes with DQ)
 
 The weights' DequantizeLinear nodes were folded by analyze (Graph.dq_sources keeps them), so the integer
 weights and scales are recovered from there. x must come from a runtime DequantizeLinear with a
@@ -25,7 +26,7 @@ from onnx import helper
 
 from ..analyze import Graph
 from ..passes.fuse_epilogue import ACT_CLIP, ACT_LEAKY_RELU, ACT_RELU, activation_of
-from .quant import QOut, QParams, emit_qadd, emit_qconv, emit_qmatmul
+from .quant import QOut, QParams, emit_qadd, emit_qconv, emit_qmatmul, emit_qmaxpool
 
 FUSABLE_ACTS = (ACT_RELU, ACT_LEAKY_RELU, ACT_CLIP)
 Q8 = (np.dtype(np.uint8), np.dtype(np.int8))
@@ -192,6 +193,17 @@ def fuse_qdq(nodes: list, graph: Graph) -> list:
                                                                (ctx.shape(out.name)[-1],))
                 emit_qmatmul(ctx, node, xd[0], xd[1], w_arg, wscale, wzp, b, out, act)
             group(n, extra, [xd[0], wrt[0] if wrt else ""], out, emit)
+        elif n.op_type == "MaxPool" and (len(n.output) == 1 or not n.output[1]):
+            xd = runtime_dq(n.input[0])
+            q = q_after(n.output[0])
+            if xd is None or q is None or len(graph.shapes.get(n.input[0], ())) != 4:
+                continue
+            if (q[1].scale, q[1].zp, q[1].dtype) != (xd[1].scale, xd[1].zp, xd[1].dtype):
+                continue   # Q(max(DQ(x))) == max(x) needs the same quantization on both sides
+
+            def emit(ctx, n=n, xd=xd, out=q[0].output[0]):
+                emit_qmaxpool(ctx, n, xd[0], out)
+            group(n, [q[0]], [xd[0]], QOut(q[0].output[0], q[1]), emit)
         elif n.op_type == "Add" and len(n.input) == 2:
             ad, bd = runtime_dq(n.input[0]), runtime_dq(n.input[1])
             shp = graph.shapes.get(n.output[0])

@@ -238,6 +238,25 @@ def emit_qadd(ctx: LowerCtx, a: str, aq: QParams, b: str, bq: QParams, out: QOut
                                             float(np.float32(out.q.scale)), *epilogue_act(activation, out)])
 
 
+def emit_qmaxpool(ctx: LowerCtx, node: onnx.NodeProto, x: str, out: str) -> None:
+    """MaxPool of 8-bit values (2-D): the float lowering's geometry (auto_pad, ceil_mode resolved)."""
+    from .pool import pool_geometry
+    a = ctx.attrs(node)
+    xs, ys = ctx.shape(x), ctx.shape(out)
+    kernel = [int(k) for k in a.get("kernel_shape", [])]
+    if len(kernel) != 2:
+        raise ctx.unsupported(node, "int8 MaxPool: only 2-D windows")
+    strides = [int(v) for v in a.get("strides", [1, 1])]
+    dil = [int(v) for v in a.get("dilations", [1, 1])]
+    pads = [int(v) for v in a.get("pads", [0, 0, 0, 0])]
+    ap = a.get("auto_pad", b"NOTSET")
+    ap = ap.decode() if isinstance(ap, bytes) else str(ap)
+    outs, pb, _ = pool_geometry(ctx, node, list(xs[2:]), kernel, strides, dil, pads, ap, int(a.get("ceil_mode", 0)))
+    if tuple(ys) != (xs[0], xs[1], *outs):
+        raise ctx.unsupported(node, f"output shape {ys} differs from the computed {(xs[0], xs[1], *outs)}")
+    ctx.emit(Op.QMAXPOOL, [x], [out], [*kernel, *strides, *dil, pb[0], pb[1]])
+
+
 # ------------------------------------------------------------------------------------ standalone ops
 
 def _axis_params(ctx: LowerCtx, node: onnx.NodeProto, x: str, scale: np.ndarray) -> list[int]:

@@ -38,6 +38,7 @@ class Op(enum.IntEnum):
     QDEPTHWISE_CONV = 30
     QMATMUL = 31
     QADD = 32
+    QMAXPOOL = 33
 
 
 # ONNX TensorProto dtype codes the runtime understands, with their numpy types.

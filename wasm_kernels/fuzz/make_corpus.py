@@ -78,7 +78,7 @@ def extra_models() -> list:
 
 def qdq_models() -> list:
     """QDQ graphs for the int8 kernels the node tests do not produce: a depthwise conv with relu
-    (QDEPTHWISE_CONV) and a residual add (QADD), both between Q and DQ nodes."""
+    (QDEPTHWISE_CONV), a residual add (QADD) and a max pool (QMAXPOOL), between Q and DQ nodes."""
     from onnx import TensorProto, helper, numpy_helper
     rng = np.random.default_rng(1)
     c = lambda a, n: numpy_helper.from_array(np.asarray(a), n)  # noqa: E731
@@ -88,7 +88,8 @@ def qdq_models() -> list:
              c(np.full(4, 0.01, np.float32), "ws"), c(np.zeros(4, np.int8), "wz")]
     nodes = [*q("x", "s", "z", "xd"), helper.make_node("DequantizeLinear", ["wq", "ws", "wz"], ["w"], axis=0),
              helper.make_node("Conv", ["xd", "w"], ["cv"], group=4, pads=[1, 1, 1, 1]), helper.make_node("Relu", ["cv"], ["r"]),
-             *q("r", "s", "z", "rd"), helper.make_node("Add", ["rd", "xd"], ["a"]), *q("a", "s", "z", "y")]
+             *q("r", "s", "z", "rd"), helper.make_node("Add", ["rd", "xd"], ["a"]), *q("a", "s", "z", "ad"),
+             helper.make_node("MaxPool", ["ad"], ["mp"], kernel_shape=[2, 2], pads=[0, 0, 1, 1]), *q("mp", "s", "z", "y")]
     g = helper.make_graph(nodes, "qdq", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 5, 5])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 5, 5])], inits)
     return [helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])]

@@ -34,7 +34,8 @@
   X(29, QCONV)          /* integer conv through the int8 GEMM, requantizing epilogue */ \
   X(30, QDEPTHWISE_CONV) \
   X(31, QMATMUL)        \
-  X(32, QADD)           /* DQ(a) + DQ(b) [-> act] -> Q */
+  X(32, QADD)           /* DQ(a) + DQ(b) [-> act] -> Q */ \
+  X(33, QMAXPOOL)       /* MaxPool on int8/uint8 data (DQ -> MaxPool -> Q with equal scales) */
 
 enum ep_op {
 #define EP_OP_ENUM(n, name) EP_OP_##name = n,

@@ -36,6 +36,7 @@ static const ep_kernel kernels[EP_OP_COUNT] = {
   K(QDEPTHWISE_CONV, 2, 5, 1, 1),
   K(QMATMUL, 2, 6, 1, 1),          /* X, W, bias?, mult?, wzp?, xzp? */
   K(QADD, 2, 2, 1, 1),
+  K(QMAXPOOL, 1, 1, 1, 1),
 };
 #undef K
 

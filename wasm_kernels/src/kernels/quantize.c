@@ -9,7 +9,10 @@
  *   scale = (max(0, max x) - min(0, min x)) / 255, zp = saturate(round(-min(0, min x) / scale)).
  *   An all-zero X gives scale 0, zp 0, Y 0.
  * QADD: A, B u8/i8, Y u8/i8, all of Y's shape. params: [za, zb, zy, sa, sb, sy (f32), act, p0, p1]:
- *   y = saturate(round(act(sa*(a - za) + sb*(b - zb)) / sy) + zy), activation params in Y's units. */
+ *   y = saturate(round(act(sa*(a - za) + sb*(b - zb)) / sy) + zy), activation params in Y's units.
+ * QMAXPOOL: X u8/i8 [N,C,H,W] -> Y (same dtype) [N,C,OH,OW]. params: [kh, kw, sh, sw, dh, dw, pt, pl]
+ *   (kh..dw 1..65535, pads 0..65535). Output (oh, ow) is the max of the taps (oh*sh - pt + i*dh,
+ *   ow*sw - pl + j*dw) inside X; a window entirely in the padding gives the dtype's minimum. */
 #include "qgemm.h"
 #include "gemm.h"
 
@@ -191,6 +194,45 @@ ep_status ep_run_QADD(const ep_node *n) {
       v[h] = f32x4_div(f32x4_add(f32x4_mul(load8_f32(pa, a->dtype, h, p[0]), sa),
                                  f32x4_mul(load8_f32(pb, b->dtype, h, p[1]), sb)), sy);
     ep_q_store8(v[0], v[1], &ea, n->out[0]->data + i, k, 1);
+  }
+  return EP_OK;
+}
+
+/* ----------------------------------------------------------------------------------------- QMAXPOOL */
+
+ep_status ep_check_QMAXPOOL(const ep_node *n) {
+  const ep_tensor *x = n->in[0], *y = n->out[0];
+  EP_CHECK(x && y, EP_E_OP);
+  EP_CHECK(n->n_params == 8, EP_E_PARAM);
+  for (int i = 0; i < 8; i++) EP_CHECK(n->params[i] >= (i < 6 ? 1 : 0) && n->params[i] <= 65535, EP_E_PARAM);
+  EP_CHECK((x->dtype == EP_U8 || x->dtype == EP_I8) && y->dtype == x->dtype, EP_E_DTYPE);
+  EP_CHECK(x->rank == 4 && y->rank == 4 && x->dims[0] == y->dims[0] && x->dims[1] == y->dims[1], EP_E_SHAPE);
+  return EP_OK;
+}
+
+ep_status ep_run_QMAXPOOL(const ep_node *n) {
+  const ep_tensor *x = n->in[0], *y = n->out[0];
+  const int32_t *p = n->params;
+  const int64_t H = x->dims[2], W = x->dims[3], OH = y->dims[2], OW = y->dims[3];
+  const int u8 = x->dtype == EP_U8;
+  uint8_t *d = y->data;
+  for (uint64_t bc = 0; bc < (uint64_t)x->dims[0] * x->dims[1]; bc++) {
+    const uint8_t *xc = x->data + bc * (uint64_t)(H * W);
+    for (int64_t oh = 0; oh < OH; oh++)
+      for (int64_t ow = 0; ow < OW; ow++) {
+        int32_t m = u8 ? 0 : -128;
+        for (int64_t i = 0; i < p[0]; i++) {
+          const int64_t ih = oh * p[2] - p[6] + i * p[4];
+          if (ih < 0 || ih >= H) continue;
+          for (int64_t j = 0; j < p[1]; j++) {
+            const int64_t iw = ow * p[3] - p[7] + j * p[5];
+            if (iw < 0 || iw >= W) continue;
+            const int32_t v = u8 ? (int32_t)xc[ih * W + iw] : (int32_t)(int8_t)xc[ih * W + iw];
+            m = v > m ? v : m;
+          }
+        }
+        *d++ = (uint8_t)m;
+      }
   }
   return EP_OK;
 }
