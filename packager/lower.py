@@ -211,8 +211,7 @@ def lower(graph: Graph, fuse: bool = True) -> LoweredPlan:
     steps: list = [n for n in graph.nodes if not (n.output and all(o in graph.consts for o in n.output if o))]
     if fuse:
         from .ops.qdq_fusion import fuse_qdq
-        steps = fuse_qdq(steps, graph)
-    if fuse:
+        steps = fuse_qdq(steps, graph)   # QDQ groups -> integer kernels, before the float epilogue fusion
         fused = fuse_epilogues(steps, graph.outputs, graph.shapes, graph.consts, graph.opset)
         if all(not isinstance(s, Fused) or s.head.op_type in FUSED_REGISTRY for s in fused):
             steps = fused

@@ -76,7 +76,7 @@ def epilogue_act(activation: Activation, out: QOut) -> list:
     return [int(code), *(ps + [0.0] * (2 - len(ps)))]
 
 
-def weights_i8(ctx: LowerCtx, w: np.ndarray, wzp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def weights_i8(w: np.ndarray, wzp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """int8 storage of integer weights and their zero point in the stored domain (uint8 - 128)."""
     w = np.asarray(w)
     if w.dtype == np.uint8:
@@ -95,7 +95,8 @@ def pack_qpanels(w2d: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(pad.reshape(mp // MR, MR, kp, 2).transpose(0, 2, 1, 3)).reshape(-1)
 
 
-def per_channel(a: np.ndarray | None, n: int, default: float | int, dtype) -> np.ndarray:
+def per_channel(a: np.ndarray | None, n: int, default: float | int, dtype) -> np.ndarray | None:
+    """a as n per-channel values (a single value is repeated); None when it has another size."""
     if a is None:
         return np.full(n, default, dtype)
     a = np.asarray(a).reshape(-1)
@@ -119,8 +120,12 @@ def emit_qconv(ctx: LowerCtx, node: onnx.NodeProto, x: str, xq: QParams, w: np.n
     bias: float (bias_is_int False: converted to accumulator units) or int32."""
     g = conv_geometry(ctx, node)
     cout = g["cout"]
-    wi, wz = weights_i8(ctx, w, per_channel(w_zp, cout, 0, np.int32))
-    ws = per_channel(w_scale, cout, 1.0, np.float64)
+    wz0, ws = per_channel(w_zp, cout, 0, np.int32), per_channel(w_scale, cout, 1.0, np.float64)
+    if wz0 is None or ws is None:
+        raise ctx.unsupported(node, "weight scale / zero point must be per tensor or per output channel")
+    if np.asarray(w).dtype not in (np.dtype(np.uint8), np.dtype(np.int8)):
+        raise ctx.unsupported(node, f"weight dtype {np.asarray(w).dtype} (int8 / uint8 only)")
+    wi, wz = weights_i8(w, wz0)
     acc_scale = np.float64(xq.scale) * ws
     b = (np.asarray(bias, np.int32).reshape(-1) if bias_is_int else bias_i32(bias, acc_scale)) if bias is not None else None
     if out.raw_i32:
@@ -197,29 +202,22 @@ def emit_qmatmul(ctx: LowerCtx, node: onnx.NodeProto, x: str, xq: QParams, w: st
     if len(ws_shape) == 2:
         bx = int(np.prod(xs[:-2], dtype=np.int64))
         xv = view(ctx, x, (bx * M, K))
-        wv: str
-        if isinstance(w, np.ndarray):
-            wv = ctx.weight(w, "qw")
-        else:
-            wv = w
+        wv = ctx.weight(w, "qw") if isinstance(w, np.ndarray) else w
         yshape = (bx * M, N)
     else:
         batch = tuple(int(d) for d in np.broadcast_shapes(tuple(xs[:-2]), tuple(ws_shape[:-2])))
         if tuple(xs[:-2]) != batch or not (all(d == 1 for d in ws_shape[:-2]) or tuple(ws_shape[:-2]) == batch):
             raise ctx.unsupported(node, "integer MatMul batch broadcasting of the left operand")
         xv = x
-        wv = view(ctx, w, (1,) * (len(batch) - len(ws_shape) + 2) + tuple(ws_shape)) if not isinstance(w, np.ndarray) else w
-        if len(ctx.shape(wv)) != len(xs):
-            wv = view(ctx, wv, (1,) * (len(xs) - len(ctx.shape(wv))) + tuple(ctx.shape(wv)))
+        wv = view(ctx, w, (1,) * (len(xs) - len(ws_shape)) + tuple(ws_shape))   # same rank as X
         yshape = tuple(ys)
     y = out.name if tuple(yshape) == tuple(ys) else None
     if y is None:
         code = CODES[np.dtype(np.int32)] if out.raw_i32 else CODES[np.dtype(out.q.dtype)] if out.q else CODES[np.dtype(np.float32)]
         y = ctx._fresh("qmm")
         ctx.tensors[y] = Tensor(y, code, tuple(yshape))
-    wz_stored = wzp
     ins = [xv, wv, ctx.weight(b, "qb") if b is not None else None, ctx.weight(mult, "qm") if mult is not None else None,
-           ctx.weight(wz_stored, "wzp") if np.any(wz_stored) else None, x_zp_tensor]
+           ctx.weight(wzp, "wzp") if np.any(wzp) else None, x_zp_tensor]
     while ins and ins[-1] is None:
         ins.pop()
     kp = -(-K // 2)
