@@ -20,7 +20,7 @@ from .conv import ACT_CLIP, ACT_LEAKY_RELU, ACT_NONE, ACT_RELU, Activation, conv
 
 MR, NR = 4, 8                     # EP_QGEMM_MR / EP_QGEMM_NR (qgemm.h)
 PANEL_BYTES = 256 * 1024          # int16-pair B block budget (cache resident)
-DW_MAX_TAPS = 256                 # QDEPTHWISE_CONV's exact-f32 bound (qconv.c)
+DW_MAX_TAPS = 256                 # QDEPTHWISE_CONV's tap limit (qconv.c)
 Q_DTYPES = (np.uint8, np.int8)
 
 
@@ -140,10 +140,10 @@ def emit_qconv(ctx: LowerCtx, node: onnx.NodeProto, x: str, xq: QParams, w: np.n
     zps = [xq.zp, out.q.zp if out.q else 0]
     act = epilogue_act(activation, out)
     window = [g["kh"], g["kw"], g["sh"], g["sw"], g["dh"], g["dw"], g["pt"], g["pl"], g["pb"], g["pr"]]
-    if g["group"] == g["cin"] == cout and g["kh"] * g["kw"] <= DW_MAX_TAPS and not (out.raw_i32 and b is not None):
+    if g["group"] == g["cin"] == cout and g["kh"] * g["kw"] <= DW_MAX_TAPS:
         wp = g["w"] + g["pl"] + g["pr"]
         pw = max(-(-wp // g["sw"]), _round_up(g["ow"], 8) + (g["kw"] - 1) * g["dw"] // g["sw"])
-        scratch = ((g["h"] + g["pt"] + g["pb"] + 1) * g["sw"] * _round_up(pw, 8) + 8) * 4   # plane + one padded row
+        scratch = ((g["h"] + g["pt"] + g["pb"] + 1) * g["sw"] * _round_up(pw, 8) + 8) * 2   # int16 plane + one row
         ins[1] = ctx.weight(wi.reshape(cout, -1), "qdw")
         ctx.emit(Op.QDEPTHWISE_CONV, ins, [out.name], window + zps + act, scratch_bytes=scratch)
         return

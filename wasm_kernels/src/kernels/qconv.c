@@ -11,8 +11,9 @@
  *   ep_qgemm. Scratch >= Kp * nt * 4 + nt * 4 bytes (+ nt * 4 for column sums when wzp is present).
  * QDEPTHWISE_CONV: group == Cin == Cout. Inputs X, W int8 [C, KH*KW] (same storage rule), bias?, mult?,
  *   wzp?. params (15): kh, kw, sh, sw, dh, dw, pads (4), x_zp, y_zp, act, p0, p1.
- *   Computed in f32, which is exact: |x - zp|, |w - zp| <= 255 and KH*KW*255^2 < 2^24 (checked).
- *   Scratch >= ((Hp + 1) * sw * PW + 8) * 4 bytes, PW = round8(max(ceil(Wp/sw), round8(OW) + (kw-1)*dw/sw)):
+ *   Integer: taps in pairs, 8 outputs per step, through i32x4.dot_i16x8 on a zero-padded int16 plane of
+ *   X - x_zp (in sw column phases). Scratch >= ((Hp + 1) * sw * PW + 8) * 2 bytes,
+ *   PW = round8(max(ceil(Wp/sw), round8(OW) + (kw-1)*dw/sw)):
  *   the plane in sw column phases, then one padded input row. */
 #include "qgemm.h"
 #include "gemm.h"
@@ -212,44 +213,31 @@ EP_COLD ep_status ep_check_QDEPTHWISE_CONV(const ep_node *n) {
   if (s) return s;
   EP_CHECK(g.Cout == g.C, EP_E_SHAPE);
   EP_CHECK(n->in[1]->numel == (uint64_t)g.C * g.kh * g.kw, EP_E_SHAPE);
-  EP_CHECK((uint64_t)g.kh * g.kw <= 256, EP_E_PARAM);   /* f32 accumulation stays exact */
-  /* int32 output converts f32 sums back: no bias, so they stay below 2^24 */
-  if (n->out[0]->dtype == EP_I32) EP_CHECK(!(n->n_in > 2 && n->in[2]), EP_E_PARAM);
+  EP_CHECK((uint64_t)g.kh * g.kw <= 256, EP_E_PARAM);   /* the tap pairs' weight table */
   const uint64_t hp = (uint64_t)g.H + g.pt + g.pb;
-  EP_CHECK((hp + 1) * g.sw * qdw_phase_width(&g) * 4u + 32u <= n->scratch_bytes, EP_E_PARAM);
+  EP_CHECK((hp + 1) * g.sw * qdw_phase_width(&g) * 2u + 16u <= n->scratch_bytes, EP_E_PARAM);
   return EP_OK;
 }
 
 /* Padded input row u = iw + pl in [0, len): d[u] = x[iw] - zp inside the row, 0 in the pads. */
-static void dw_pad_row(float *d, const uint8_t *xr, int u8, int32_t xzp, const qconv_geom *g, uint32_t len) {
+static void dw_pad_row(int16_t *d, const uint8_t *xr, int u8, int32_t xzp, const qconv_geom *g, uint32_t len) {
   const uint32_t a = g->pl < len ? g->pl : len, b = g->pl + g->W < len ? g->pl + g->W : len;
   uint32_t u = 0;
-  for (; u < a; u++) d[u] = 0.0f;
+  for (; u < a; u++) d[u] = 0;
   const uint8_t *src = xr;
-  const f32x4 z = f32x4_splat((float)xzp);
-  for (; u + 8 <= b; u += 8, src += 8) {
-    const i16x8 h = u8 ? i16x8_load_u8(src) : i16x8_load_i8((const int8_t *)src);
-    f32x4_store(d + u, f32x4_sub(f32x4_from_i32x4(i32x4_widen_lo(h)), z));
-    f32x4_store(d + u + 4, f32x4_sub(f32x4_from_i32x4(i32x4_widen_hi(h)), z));
-  }
-  for (; u < b; u++, src++) d[u] = (float)((u8 ? (int32_t)*src : (int32_t)(int8_t)*src) - xzp);
-  for (; u < len; u++) d[u] = 0.0f;
+  const i16x8 z = i16x8_splat((int16_t)xzp);
+  for (; u + 8 <= b; u += 8, src += 8)
+    i16x8_store(d + u, i16x8_sub(u8 ? i16x8_load_u8(src) : i16x8_load_i8((const int8_t *)src), z));
+  for (; u < b; u++, src++) d[u] = (int16_t)((u8 ? (int32_t)*src : (int32_t)(int8_t)*src) - xzp);
+  for (; u < len; u++) d[u] = 0;
 }
 
 /* Row yy of the phased plane: phase ph holds padded columns ph, ph + sw, ... (pw of them). */
-static void dw_fill_rows(float *plane, float *tmp, const uint8_t *xr, int u8, int32_t xzp, const qconv_geom *g,
+static void dw_fill_rows(int16_t *plane, int16_t *tmp, const uint8_t *xr, int u8, int32_t xzp, const qconv_geom *g,
                          uint32_t pw) {
   if (g->sw == 1) { dw_pad_row(plane, xr, u8, xzp, g, pw); return; }
   dw_pad_row(tmp, xr, u8, xzp, g, g->sw * pw);
-  float *d0 = plane, *d1 = plane + pw;
-  uint32_t q = 0;
-  if (g->sw == 2)
-    for (; q + 4 <= pw; q += 4) {
-      const f32x4 a = f32x4_load(tmp + 2 * q), b = f32x4_load(tmp + 2 * q + 4);
-      f32x4_store(d0 + q, f32x4_even(a, b));
-      f32x4_store(d1 + q, f32x4_odd(a, b));
-    }
-  for (; q < pw; q++)
+  for (uint32_t q = 0; q < pw; q++)
     for (uint32_t ph = 0; ph < g->sw; ph++) plane[(uint64_t)ph * pw + q] = tmp[(uint64_t)q * g->sw + ph];
 }
 
@@ -257,19 +245,20 @@ ep_status ep_run_QDEPTHWISE_CONV(const ep_node *n) {
   const int32_t *p = n->params;
   qconv_geom g;
   geom_of(n, p, &g);
-  const uint32_t pw = (uint32_t)qdw_phase_width(&g), kk = g.kh * g.kw, hp = g.H + g.pt + g.pb;
+  const uint32_t pw = (uint32_t)qdw_phase_width(&g), kk = g.kh * g.kw, hp = g.H + g.pt + g.pb, np2 = (kk + 1) / 2;
   const uint64_t hw = (uint64_t)g.H * g.W, ohw = (uint64_t)g.OH * g.OW, rstride = (uint64_t)g.sw * pw;
   const int u8 = n->in[0]->dtype == EP_U8;
   const int32_t xzp = p[10];
   const uint8_t *x = n->in[0]->data;
   const int8_t *w = (const int8_t *)n->in[1]->data;
   const uint32_t esz = ep_dtype_size(n->out[0]->dtype);
-  float *plane = (float *)(void *)n->scratch;
-  float *rowtmp = plane + (uint64_t)hp * rstride;   /* one padded input row (strided convs) */
+  int16_t *plane = (int16_t *)(void *)n->scratch;
+  int16_t *rowtmp = plane + (uint64_t)hp * rstride;   /* one padded input row (strided convs) */
   const uint64_t ytotal = (uint64_t)g.B * g.C * ohw;
   ep_qgemm_epi e;
   fill_epi(n, p + 10, &e);
-  /* Tap t = (i, j) reads the phased plane at a fixed offset from the output row's base. */
+  /* Taps are taken in pairs (t, t+1): the two rows' vectors are interleaved (zip) so that one
+   * i32x4.dot_i16x8 applies both taps' weights to 4 outputs. An odd last tap pairs with itself at weight 0. */
   uint64_t off[256];
   for (uint32_t i = 0; i < g.kh; i++)
     for (uint32_t j = 0; j < g.kw; j++)
@@ -279,50 +268,54 @@ ep_status ep_run_QDEPTHWISE_CONV(const ep_node *n) {
   ep_q_bounds(&e, &lo, &hi);
   const f32x4 vlo = f32x4_splat(lo), vhi = f32x4_splat(hi);
   const i32x4 zb = ep_q_zbits(e.yzp);
-  f32x4 wv[256];
+  i16x8 wv[128];
   for (uint64_t bc = 0; bc < (uint64_t)g.B * g.C; bc++) {
     const uint32_t c = (uint32_t)(bc % g.C);
-    const float wz = e.za_row ? (float)e.za_row[c] : 0.0f;
-    for (uint32_t t = 0; t < kk; t++) wv[t] = f32x4_splat((float)w[(uint64_t)c * kk + t] - wz);
-    const f32x4 bias = f32x4_splat(e.bias ? (float)e.bias[c] : 0.0f);
+    const int32_t wz = e.za_row ? e.za_row[c] : 0;
+    for (uint32_t t = 0; t < np2; t++) {
+      int16_t pr[8];
+      for (uint32_t h = 0; h < 2; h++) {
+        const uint32_t tt = 2 * t + h;
+        /* w - zp in int16 (saturated: only a hostile plan's zero point leaves [-255, 255]) */
+        int32_t v = tt < kk ? (int32_t)w[(uint64_t)c * kk + tt] - (wz < -512 ? -512 : wz > 512 ? 512 : wz) : 0;
+        for (uint32_t l = 0; l < 4; l++) pr[2 * l + h] = (int16_t)v;
+      }
+      wv[t] = i16x8_load(pr);
+    }
+    const i32x4 bias = i32x4_splat(e.bias ? e.bias[c] : 0);
     const f32x4 mult = f32x4_splat(e.mult ? e.mult[c] : 1.0f);
     const uint8_t *xc = x + bc * hw;
     for (uint32_t yy = 0; yy < hp; yy++) {
       const int64_t ih = (int64_t)yy - g.pt;
-      float *d = plane + (uint64_t)yy * rstride;
-      if (ih < 0 || ih >= (int64_t)g.H) { for (uint64_t q = 0; q < rstride; q++) d[q] = 0.0f; continue; }
+      int16_t *d = plane + (uint64_t)yy * rstride;
+      if (ih < 0 || ih >= (int64_t)g.H) { for (uint64_t q = 0; q < rstride; q++) d[q] = 0; continue; }
       dw_fill_rows(d, rowtmp, xc + (uint64_t)ih * g.W, u8, xzp, &g, pw);
     }
     uint8_t *yc = n->out[0]->data + bc * ohw * esz;
     for (uint32_t oh = 0; oh < g.OH; oh++) {
-      const float *rbase = plane + (uint64_t)oh * g.sh * rstride;
+      const int16_t *rbase = plane + (uint64_t)oh * g.sh * rstride;
       for (uint32_t ow = 0; ow < g.OW; ow += 8) {
-        f32x4 a0 = bias, a1 = bias;
-        if (kk == 9) {   /* the common 3x3: a constant trip count the compiler unrolls */
-          for (uint32_t t = 0; t < 9; t++) {
-            const float *q = rbase + off[t] + ow;
-            a0 = f32x4_fma(a0, f32x4_load(q), wv[t]);
-            a1 = f32x4_fma(a1, f32x4_load(q + 4), wv[t]);
-          }
-        } else {
-          for (uint32_t t = 0; t < kk; t++) {
-            const float *q = rbase + off[t] + ow;
-            a0 = f32x4_fma(a0, f32x4_load(q), wv[t]);
-            a1 = f32x4_fma(a1, f32x4_load(q + 4), wv[t]);
-          }
+        i32x4 a0 = bias, a1 = bias;
+        const int16_t *r = rbase + ow;
+        for (uint32_t t = 0; t < np2; t++) {
+          const i16x8 v0 = i16x8_load(r + off[2 * t]);
+          const i16x8 v1 = 2 * t + 1 < kk ? i16x8_load(r + off[2 * t + 1]) : v0;
+          a0 = i32x4_dot_i16x8_add(a0, i16x8_zip_lo(v0, v1), wv[t]);
+          a1 = i32x4_dot_i16x8_add(a1, i16x8_zip_hi(v0, v1), wv[t]);
         }
         const uint32_t cnt = g.OW - ow < 8 ? g.OW - ow : 8;
         uint8_t *dst = yc + ((uint64_t)oh * g.OW + ow) * esz;
         /* a row's last vector may be stored whole while it stays inside Y: the spill lands in the next
          * row or channel, which is written afterwards */
         if (fast && (cnt == 8 || bc * ohw + (uint64_t)oh * g.OW + ow + 8 <= ytotal)) {
-          i8x16_store_lo8(dst, ep_q8_pack(f32x4_mul(a0, mult), f32x4_mul(a1, mult), vlo, vhi, zb, e.out_dtype == EP_U8));
-        } else if (!e.mult) {   /* int32 output: exact integers (no bias, see check) */
-          int32_t tmp[8];   /* saturating conversion: a hostile plan's zero points may leave the exact range */
-          i32x4_store(tmp, i32x4_from_f32x4(a0)); i32x4_store(tmp + 4, i32x4_from_f32x4(a1));
+          i8x16_store_lo8(dst, ep_q8_pack(f32x4_mul(f32x4_from_i32x4(a0), mult), f32x4_mul(f32x4_from_i32x4(a1), mult),
+                                          vlo, vhi, zb, e.out_dtype == EP_U8));
+        } else if (!e.mult) {   /* int32 output (ConvInteger) */
+          int32_t tmp[8];
+          i32x4_store(tmp, a0); i32x4_store(tmp + 4, a1);
           ep_q_store_bytes(dst, tmp, cnt, 1, 4);
         } else {
-          ep_q_store8(f32x4_mul(a0, mult), f32x4_mul(a1, mult), &e, dst, cnt, 1);
+          ep_q_store8(f32x4_mul(f32x4_from_i32x4(a0), mult), f32x4_mul(f32x4_from_i32x4(a1), mult), &e, dst, cnt, 1);
         }
       }
     }
