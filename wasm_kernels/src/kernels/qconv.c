@@ -220,7 +220,7 @@ EP_COLD ep_status ep_check_QDEPTHWISE_CONV(const ep_node *n) {
 }
 
 /* Padded input row u = iw + pl in [0, len): d[u] = x[iw] - zp inside the row, 0 in the pads. */
-static void dw_pad_row(int16_t *d, const uint8_t *xr, int u8, int32_t xzp, const qconv_geom *g, uint32_t len) {
+EP_COLD static void dw_pad_row(int16_t *d, const uint8_t *xr, int u8, int32_t xzp, const qconv_geom *g, uint32_t len) {
   const uint32_t a = g->pl < len ? g->pl : len, b = g->pl + g->W < len ? g->pl + g->W : len;
   uint32_t u = 0;
   for (; u < a; u++) d[u] = 0;
@@ -233,12 +233,26 @@ static void dw_pad_row(int16_t *d, const uint8_t *xr, int u8, int32_t xzp, const
 }
 
 /* Row yy of the phased plane: phase ph holds padded columns ph, ph + sw, ... (pw of them). */
-static void dw_fill_rows(int16_t *plane, int16_t *tmp, const uint8_t *xr, int u8, int32_t xzp, const qconv_geom *g,
+EP_COLD static void dw_fill_rows(int16_t *plane, int16_t *tmp, const uint8_t *xr, int u8, int32_t xzp, const qconv_geom *g,
                          uint32_t pw) {
   if (g->sw == 1) { dw_pad_row(plane, xr, u8, xzp, g, pw); return; }
   dw_pad_row(tmp, xr, u8, xzp, g, g->sw * pw);
   for (uint32_t q = 0; q < pw; q++)
     for (uint32_t ph = 0; ph < g->sw; ph++) plane[(uint64_t)ph * pw + q] = tmp[(uint64_t)q * g->sw + ph];
+}
+
+/* wv[t] = the tap pair (2t, 2t+1) of one channel's weights minus zp, repeated in the 4 lanes' pairs
+ * (clamped: only a hostile plan's zero point leaves [-255, 255]); an odd last tap pairs with 0. */
+EP_COLD static void dw_weight_pairs(i16x8 *wv, const int8_t *w, uint32_t kk, int32_t wz) {
+  wz = wz < -512 ? -512 : wz > 512 ? 512 : wz;
+  for (uint32_t t = 0; t < (kk + 1) / 2; t++) {
+    int16_t pr[8];
+    for (uint32_t h = 0; h < 2; h++) {
+      const int16_t v = (int16_t)(2 * t + h < kk ? (int32_t)w[2 * t + h] - wz : 0);
+      for (uint32_t l = 0; l < 4; l++) pr[2 * l + h] = v;
+    }
+    wv[t] = i16x8_load(pr);
+  }
 }
 
 ep_status ep_run_QDEPTHWISE_CONV(const ep_node *n) {
@@ -272,16 +286,7 @@ ep_status ep_run_QDEPTHWISE_CONV(const ep_node *n) {
   for (uint64_t bc = 0; bc < (uint64_t)g.B * g.C; bc++) {
     const uint32_t c = (uint32_t)(bc % g.C);
     const int32_t wz = e.za_row ? e.za_row[c] : 0;
-    for (uint32_t t = 0; t < np2; t++) {
-      int16_t pr[8];
-      for (uint32_t h = 0; h < 2; h++) {
-        const uint32_t tt = 2 * t + h;
-        /* w - zp in int16 (saturated: only a hostile plan's zero point leaves [-255, 255]) */
-        int32_t v = tt < kk ? (int32_t)w[(uint64_t)c * kk + tt] - (wz < -512 ? -512 : wz > 512 ? 512 : wz) : 0;
-        for (uint32_t l = 0; l < 4; l++) pr[2 * l + h] = (int16_t)v;
-      }
-      wv[t] = i16x8_load(pr);
-    }
+    dw_weight_pairs(wv, w + (uint64_t)c * kk, kk, wz);
     const i32x4 bias = i32x4_splat(e.bias ? e.bias[c] : 0);
     const f32x4 mult = f32x4_splat(e.mult ? e.mult[c] : 1.0f);
     const uint8_t *xc = x + bc * hw;

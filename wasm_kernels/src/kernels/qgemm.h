@@ -6,7 +6,8 @@
  *   a[((t * Kp + p) * MR + r) * 2 + j] = A'[t*MR + r][2p + j]   (Kp = ceil(K/2); rows past M, k past K: 0)
  * Conv weights are packed so by the packager; a runtime A (MatMul's X) by ep_qgemm_pack_a.
  * B' (the vector side) is int16 pairs, packed at run time with its zero point already subtracted:
- *   b[(p * ldb + n) * 2 + j] = B'[2p + j][n]                    (ldb a multiple of NR; zero past K and N)
+ *   b[(p * ldb + n) * 2 + j] = B'[2p + j][n]   (ldb a multiple of NR, zero past N; for odd K the last pair's
+ *                                              second depth is anything finite: A is zero there)
  * so one i16x8 holds 4 columns x 2 depths and i32x4.dot_i16x8 does 8 multiply-adds into 4 int32 lanes.
  * |A'| <= 128 and |B'| <= 255, so a pair sum fits easily and K up to 2^16 cannot overflow int32.
  *
