@@ -198,6 +198,23 @@ def emit_qmatmul(ctx: LowerCtx, node: onnx.NodeProto, x: str, xq: QParams, w: st
     acc_scale = np.float64(xq.scale) * ws
     b = bias_i32(bias, acc_scale)
     mult = None if out.raw_i32 else (acc_scale / (out.q.scale if out.q else 1.0)).astype(np.float32)
+    if isinstance(w, np.ndarray) and int(np.prod(xs[:-1], dtype=np.int64)) == 1 and x_zp_tensor is None:
+        # One row (a batch-1 classifier head): X [1, K] is an NCHW [1, K, 1, 1] tensor, so this is a 1x1
+        # QCONV with W^T packed at package time, instead of packing all of W at every run.
+        wi, wz = weights_i8(np.ascontiguousarray(w.T), wzp)
+        y4 = ctx._fresh("qfc")
+        code = CODES[np.dtype(np.int32)] if out.raw_i32 else CODES[np.dtype(out.q.dtype)] if out.q else CODES[np.dtype(np.float32)]
+        ctx.tensors[y4] = Tensor(y4, code, (1, N, 1, 1))
+        ins = [view(ctx, x, (1, K, 1, 1)), ctx.weight(pack_qpanels(wi), "qwpk"), ctx.weight(b, "qb") if b is not None else None,
+               ctx.weight(mult, "qm") if mult is not None else None, ctx.weight(wz, "wzp") if np.any(wz) else None]
+        while ins and ins[-1] is None:
+            ins.pop()
+        kp = -(-K // 2)
+        ctx.emit(Op.QCONV, ins, [y4], [1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, NR, xq.zp, out.q.zp if out.q else 0,
+                                       *epilogue_act(activation, out)],
+                 scratch_bytes=kp * NR * 4 + NR * 4 + (NR * 4 if len(ins) > 4 else 0))
+        ctx.tensors[out.name] = Tensor(out.name, code, tuple(ys), alias=y4)
+        return
     # Batch: Y's batch dims equal X's; W's all 1 (a 2-D weight folds X's batch into M) or equal.
     if len(ws_shape) == 2:
         bx = int(np.prod(xs[:-2], dtype=np.int64))
