@@ -31,6 +31,9 @@ class Graph:
     consts: dict[str, np.ndarray]
     notices: list[str] = field(default_factory=list)
     folded: int = 0
+    # Folded DequantizeLinear nodes by output name: a QDQ model's weights, biases and their scales stay
+    # reachable (in consts) for the integer lowerings (packager/ops/qdq_fusion.py).
+    dq_sources: dict[str, onnx.NodeProto] = field(default_factory=dict)
 
 
 def default_opset(model: onnx.ModelProto) -> int:
@@ -103,6 +106,25 @@ def _eval_node(node: onnx.NodeProto, inputs: list[np.ndarray | None], opset: int
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
     feeds = {nm: x for nm, x in zip(names, inputs) if x is not None}
     return [np.asarray(r) for r in ReferenceEvaluator(m).run(None, feeds)]
+
+
+def _dequantize(node: onnx.NodeProto, inputs: list[np.ndarray | None]) -> list[np.ndarray] | None:
+    """DequantizeLinear of constants (onnx.reference implements it only from opset 19): (x - zp) * scale
+    in float32, per tensor or per axis; None for what it does not cover (blocked, float8, ...)."""
+    a = {x.name: helper.get_attribute_value(x) for x in node.attribute}
+    x, s = inputs[0], inputs[1]
+    z = inputs[2] if len(inputs) > 2 else None
+    if int(a.get("block_size", 0)) or x.dtype.kind not in "iu" or s.dtype != np.float32:
+        return None
+    shape = [1] * x.ndim
+    if s.size != 1:
+        axis = int(a.get("axis", 1))
+        axis = axis + x.ndim if axis < 0 else axis
+        if s.ndim != 1 or not 0 <= axis < x.ndim or x.shape[axis] != s.size:
+            return None
+        shape[axis] = s.size
+    zf = np.zeros(1, np.float32) if z is None else z.astype(np.float32).reshape(shape if z.size != 1 else [1] * x.ndim)
+    return [((x.astype(np.float32) - zf) * s.reshape(shape if s.size != 1 else [1] * x.ndim)).astype(np.float32)]
 
 
 def _infer(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -185,6 +207,7 @@ def analyze(model: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...]] | N
     inputs = [vi.name for vi in g.input if vi.name not in consts]
     outputs = [o.name for o in g.output]
     folded = 0
+    dq_sources: dict[str, onnx.NodeProto] = {}
     model = _infer(model)
     shapes, dtypes = _collect_types(model)
     remaining: list[onnx.NodeProto] = []
@@ -199,7 +222,9 @@ def analyze(model: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...]] | N
             vals = [_eval_node(node, [np.zeros(shapes[node.input[0]], dtype=np.float32)], opset)[0]]
         elif node.input and all((not i) or i in consts for i in node.input) and node.op_type not in ("RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli"):
             try:
-                vals = _eval_node(node, [consts[i] if i else None for i in node.input], opset)
+                ins = [consts[i] if i else None for i in node.input]
+                vals = _dequantize(node, ins) if node.op_type == "DequantizeLinear" else None
+                vals = vals if vals is not None else _eval_node(node, ins, opset)
             except Exception:
                 vals = None  # leave it to the runtime (or to a clear unsupported error)
         if vals is not None and sum(v.nbytes for v in vals) <= FOLD_LIMIT_BYTES:
@@ -209,6 +234,11 @@ def analyze(model: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...]] | N
                     shapes[name] = tuple(v.shape)
                     dtypes[name] = helper.np_dtype_to_tensor_dtype(v.dtype)
             folded += 1
+            if node.op_type == "DequantizeLinear":
+                # Known, but kept in the shipped model: its integer initializer is 4x smaller than the
+                # float32 one. lower() skips nodes whose outputs are all constants.
+                dq_sources[node.output[0]] = node
+                remaining.append(node)
             continue
         remaining.append(node)
 
@@ -217,7 +247,9 @@ def analyze(model: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...]] | N
     del model.graph.node[:]
     model.graph.node.extend(remaining)
     del model.graph.initializer[:]
-    model.graph.initializer.extend(numpy_helper.from_array(v, k) for k, v in consts.items() if k in used)
+    produced = {o for n in remaining for o in n.output}
+    model.graph.initializer.extend(numpy_helper.from_array(v, k) for k, v in consts.items()
+                                   if k in used and k not in produced)
     del model.graph.value_info[:]
     model = _infer(model)
     shapes2, dtypes2 = _collect_types(model)
@@ -226,4 +258,4 @@ def analyze(model: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...]] | N
     missing = [o for n in remaining for o in n.output if o and o not in shapes]
     if missing:
         _shapes_by_running(model, shapes, dtypes, missing)
-    return Graph(model, opset, remaining, inputs, outputs, shapes, dtypes, consts, notices, folded)
+    return Graph(model, opset, remaining, inputs, outputs, shapes, dtypes, consts, notices, folded, dq_sources)

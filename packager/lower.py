@@ -208,12 +208,20 @@ def lower(graph: Graph, fuse: bool = True, weights_fp16: bool = False) -> Lowere
     ctx = LowerCtx(graph)
     for name in graph.inputs:
         ctx._ensure(name)
-    steps: list = list(graph.nodes)
+    # Nodes analyze computed but kept in the model (DequantizeLinear of weights) produce constants only.
+    steps: list = [n for n in graph.nodes if not (n.output and all(o in graph.consts for o in n.output if o))]
     if fuse:
+        from .ops.qdq_fusion import fuse_qdq
+        steps = fuse_qdq(steps, graph)   # QDQ groups -> integer kernels, before the float epilogue fusion
         fused = fuse_epilogues(steps, graph.outputs, graph.shapes, graph.consts, graph.opset)
         if all(not isinstance(s, Fused) or s.head.op_type in FUSED_REGISTRY for s in fused):
             steps = fused
     for node in steps:
+        if getattr(node, "emit_plan", None) is not None:   # an integer kernel group (ops/qdq_fusion.py)
+            ctx._current = node.name
+            ctx._node = node.head
+            node.emit_plan(ctx)
+            continue
         if isinstance(node, Fused):
             ctx._current = node.head.name or node.head.output[0]
             ctx._node = node.head

@@ -86,4 +86,20 @@ static inline f32x4 f32x4_odd(f32x4 a, f32x4 b) { return vuzp2q_f32(a, b); }
 static inline f32x4 f32x4_zip_lo(f32x4 a, f32x4 b) { return vzip1q_f32(a, b); }
 static inline f32x4 f32x4_zip_hi(f32x4 a, f32x4 b) { return vzip2q_f32(a, b); }
 
+/* ---- additions (int8 family: qgemm, qconv, quantize) ---- */
+static inline i16x8 i16x8_load(const int16_t *p) { return vld1q_s16(p); }
+static inline void i16x8_store(int16_t *p, i16x8 v) { vst1q_s16(p, v); }
+static inline i16x8 i16x8_splat(int16_t x) { return vdupq_n_s16(x); }
+static inline i16x8 i16x8_sub(i16x8 a, i16x8 b) { return vsubq_s16(a, b); }
+static inline i16x8 i16x8_zip_lo(i16x8 a, i16x8 b) { return vzip1q_s16(a, b); }
+static inline i16x8 i16x8_zip_hi(i16x8 a, i16x8 b) { return vzip2q_s16(a, b); }
+#define i16x8_pair_splat(v, L) vreinterpretq_s16_s32(vdupq_laneq_s32(vreinterpretq_s32_s16(v), (L)))
+static inline i32x4 i32x4_mul(i32x4 a, i32x4 b) { return vmulq_s32(a, b); }
+static inline i16x8 i16x8_narrow_i32x4(i32x4 a, i32x4 b) { return vcombine_s16(vqmovn_s32(a), vqmovn_s32(b)); }
+static inline i8x16 i8x16_narrow_i16x8(i16x8 a, i16x8 b) { return vcombine_s8(vqmovn_s16(a), vqmovn_s16(b)); }
+static inline i8x16 u8x16_narrow_i16x8(i16x8 a, i16x8 b) { return vreinterpretq_s8_u8(vcombine_u8(vqmovun_s16(a), vqmovun_s16(b))); }
+static inline i32x4 i32x4_widen_lo(i16x8 a) { return vmovl_s16(vget_low_s16(a)); }
+static inline i32x4 i32x4_widen_hi(i16x8 a) { return vmovl_high_s16(a); }
+static inline void i8x16_store_lo8(void *p, i8x16 v) { vst1_s8((int8_t *)p, vget_low_s8(v)); }
+
 #endif

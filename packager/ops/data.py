@@ -13,7 +13,7 @@ from ..lower import LowerCtx, Tensor, lowers
 from ..plan.opcodes import MAX_IO, MAX_RANK, Op
 
 # Byte-size-generic kernels: any of these dtypes moves exactly.
-DATA_DTYPES = (np.float32, np.int64, np.bool_)
+DATA_DTYPES = (np.float32, np.int64, np.bool_, np.int32, np.int8, np.uint8)
 PAD_MODES = {"constant": 0, "reflect": 1, "edge": 2, "wrap": 3}
 
 

@@ -30,6 +30,15 @@ class Op(enum.IntEnum):
     RESIZE = 23
     DEPTHWISE_CONV = 24
     WINOGRAD_CONV = 25
+    # int8 family (ids 26..39)
+    QUANTIZE_LINEAR = 26
+    DEQUANTIZE_LINEAR = 27
+    DYNAMIC_QUANTIZE_LINEAR = 28
+    QCONV = 29
+    QDEPTHWISE_CONV = 30
+    QMATMUL = 31
+    QADD = 32
+    QMAXPOOL = 33
 
 
 # ONNX TensorProto dtype codes the runtime understands, with their numpy types.

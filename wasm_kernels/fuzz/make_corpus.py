@@ -72,7 +72,27 @@ def extra_models() -> list:
               {"s": w(8), "b": w(8)}),
         model([helper.make_node("MaxPool", ["x"], ["p"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
                helper.make_node("GlobalAveragePool", ["p"], ["y"])], [("x", [1, 3, 8, 8])], ["y"], {}),
+        *qdq_models(),
     ]
+
+
+def qdq_models() -> list:
+    """QDQ graphs for the int8 kernels the node tests do not produce: a depthwise conv with relu
+    (QDEPTHWISE_CONV), a residual add (QADD) and a max pool (QMAXPOOL), between Q and DQ nodes."""
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(1)
+    c = lambda a, n: numpy_helper.from_array(np.asarray(a), n)  # noqa: E731
+    q = lambda x, s, z, y: [helper.make_node("QuantizeLinear", [x, s, z], [y + "q"]),  # noqa: E731
+                            helper.make_node("DequantizeLinear", [y + "q", s, z], [y])]
+    inits = [c(np.float32(0.02), "s"), c(np.int8(0), "z"), c(rng.integers(-127, 128, (4, 1, 3, 3)).astype(np.int8), "wq"),
+             c(np.full(4, 0.01, np.float32), "ws"), c(np.zeros(4, np.int8), "wz")]
+    nodes = [*q("x", "s", "z", "xd"), helper.make_node("DequantizeLinear", ["wq", "ws", "wz"], ["w"], axis=0),
+             helper.make_node("Conv", ["xd", "w"], ["cv"], group=4, pads=[1, 1, 1, 1]), helper.make_node("Relu", ["cv"], ["r"]),
+             *q("r", "s", "z", "rd"), helper.make_node("Add", ["rd", "xd"], ["a"]), *q("a", "s", "z", "ad"),
+             helper.make_node("MaxPool", ["ad"], ["mp"], kernel_shape=[2, 2], pads=[0, 0, 1, 1]), *q("mp", "s", "z", "y")]
+    g = helper.make_graph(nodes, "qdq", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 5, 5])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 5, 5])], inits)
+    return [helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])]
 
 
 class _Case:

@@ -27,7 +27,15 @@
   X(22, EXPAND)        \
   X(23, RESIZE)        \
   X(24, DEPTHWISE_CONV) \
-  X(25, WINOGRAD_CONV)  /* 3x3 stride-1 conv as Winograd F(2x2,3x3) */
+  X(25, WINOGRAD_CONV)  /* 3x3 stride-1 conv as Winograd F(2x2,3x3) */ \
+  X(26, QUANTIZE_LINEAR) /* int8 family (ids 26..39): quantize.c, qconv.c, qmatmul.c */ \
+  X(27, DEQUANTIZE_LINEAR) \
+  X(28, DYNAMIC_QUANTIZE_LINEAR) \
+  X(29, QCONV)          /* integer conv through the int8 GEMM, requantizing epilogue */ \
+  X(30, QDEPTHWISE_CONV) \
+  X(31, QMATMUL)        \
+  X(32, QADD)           /* DQ(a) + DQ(b) [-> act] -> Q */ \
+  X(33, QMAXPOOL)       /* MaxPool on int8/uint8 data (DQ -> MaxPool -> Q with equal scales) */
 
 enum ep_op {
 #define EP_OP_ENUM(n, name) EP_OP_##name = n,

@@ -29,6 +29,14 @@ static const ep_kernel kernels[EP_OP_COUNT] = {
   K(RESIZE, 1, 1, 1, 1),
   K(DEPTHWISE_CONV, 2, 4, 1, 1),
   K(WINOGRAD_CONV, 2, 4, 1, 1),   /* X, transformed W, bias?, residual? */
+  K(QUANTIZE_LINEAR, 2, 3, 1, 1),  /* X, scale, zp? */
+  K(DEQUANTIZE_LINEAR, 2, 3, 1, 1),
+  K(DYNAMIC_QUANTIZE_LINEAR, 1, 1, 3, 3),
+  K(QCONV, 2, 5, 1, 1),            /* X, packed W, bias?, mult?, wzp? */
+  K(QDEPTHWISE_CONV, 2, 5, 1, 1),
+  K(QMATMUL, 2, 6, 1, 1),          /* X, W, bias?, mult?, wzp?, xzp? */
+  K(QADD, 2, 2, 1, 1),
+  K(QMAXPOOL, 1, 1, 1, 1),
 };
 #undef K
 

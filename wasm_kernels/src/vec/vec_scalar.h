@@ -30,7 +30,7 @@ static inline float f32x4_hmax(f32x4 a) { float m = a.v[0]; for (int i = 1; i < 
 static inline i32x4 i32x4_load(const int32_t *p) { i32x4 r; for (int i = 0; i < 4; i++) r.v[i] = p[i]; return r; }
 static inline void i32x4_store(int32_t *p, i32x4 a) { for (int i = 0; i < 4; i++) p[i] = a.v[i]; }
 static inline i32x4 i32x4_splat(int32_t x) { i32x4 r = {{x, x, x, x}}; return r; }
-static inline i32x4 i32x4_add(i32x4 a, i32x4 b) { i32x4 r; for (int i = 0; i < 4; i++) r.v[i] = a.v[i] + b.v[i]; return r; }
+static inline i32x4 i32x4_add(i32x4 a, i32x4 b) { i32x4 r; for (int i = 0; i < 4; i++) r.v[i] = (int32_t)((uint32_t)a.v[i] + (uint32_t)b.v[i]); return r; }
 static inline i16x8 i16x8_load_i8(const int8_t *p) { i16x8 r; for (int i = 0; i < 8; i++) r.v[i] = p[i]; return r; }
 static inline i16x8 i16x8_load_u8(const uint8_t *p) { i16x8 r; for (int i = 0; i < 8; i++) r.v[i] = p[i]; return r; }
 static inline i32x4 i32x4_dot_i16x8_add(i32x4 acc, i16x8 a, i16x8 b) {
@@ -106,5 +106,29 @@ static inline f32x4 f32x4_odd(f32x4 a, f32x4 b) { f32x4 r = {{a.v[1], a.v[3], b.
 /* Lanes of a and b interleaved: zip_lo = (a0,b0,a1,b1), zip_hi = (a2,b2,a3,b3). */
 static inline f32x4 f32x4_zip_lo(f32x4 a, f32x4 b) { f32x4 r = {{a.v[0], b.v[0], a.v[1], b.v[1]}}; return r; }
 static inline f32x4 f32x4_zip_hi(f32x4 a, f32x4 b) { f32x4 r = {{a.v[2], b.v[2], a.v[3], b.v[3]}}; return r; }
+
+/* ---- additions (int8 family: qgemm, qconv, quantize) ---- */
+static inline i16x8 i16x8_load(const int16_t *p) { i16x8 r; for (int i = 0; i < 8; i++) r.v[i] = p[i]; return r; }
+static inline void i16x8_store(int16_t *p, i16x8 a) { for (int i = 0; i < 8; i++) p[i] = a.v[i]; }
+static inline i16x8 i16x8_splat(int16_t x) { i16x8 r; for (int i = 0; i < 8; i++) r.v[i] = x; return r; }
+static inline i16x8 i16x8_sub(i16x8 a, i16x8 b) { i16x8 r; for (int i = 0; i < 8; i++) r.v[i] = (int16_t)(a.v[i] - b.v[i]); return r; }
+static inline i16x8 i16x8_zip_lo(i16x8 a, i16x8 b) { i16x8 r; for (int i = 0; i < 4; i++) { r.v[2 * i] = a.v[i]; r.v[2 * i + 1] = b.v[i]; } return r; }
+static inline i16x8 i16x8_zip_hi(i16x8 a, i16x8 b) { i16x8 r; for (int i = 0; i < 4; i++) { r.v[2 * i] = a.v[4 + i]; r.v[2 * i + 1] = b.v[4 + i]; } return r; }
+static inline i16x8 ep_vs_pair_splat(i16x8 a, int L) { i16x8 r; for (int i = 0; i < 4; i++) { r.v[2 * i] = a.v[2 * L]; r.v[2 * i + 1] = a.v[2 * L + 1]; } return r; }
+#define i16x8_pair_splat(a, L) ep_vs_pair_splat((a), (L))
+static inline i32x4 i32x4_mul(i32x4 a, i32x4 b) { i32x4 r; for (int i = 0; i < 4; i++) r.v[i] = (int32_t)((uint32_t)a.v[i] * (uint32_t)b.v[i]); return r; }
+static inline int32_t ep_vs_sat(int32_t x, int32_t lo, int32_t hi) { return x < lo ? lo : x > hi ? hi : x; }
+static inline i16x8 i16x8_narrow_i32x4(i32x4 a, i32x4 b) {
+  i16x8 r; for (int i = 0; i < 4; i++) { r.v[i] = (int16_t)ep_vs_sat(a.v[i], -32768, 32767); r.v[4 + i] = (int16_t)ep_vs_sat(b.v[i], -32768, 32767); } return r;
+}
+static inline i8x16 i8x16_narrow_i16x8(i16x8 a, i16x8 b) {
+  i8x16 r; for (int i = 0; i < 8; i++) { r.v[i] = (int8_t)ep_vs_sat(a.v[i], -128, 127); r.v[8 + i] = (int8_t)ep_vs_sat(b.v[i], -128, 127); } return r;
+}
+static inline i8x16 u8x16_narrow_i16x8(i16x8 a, i16x8 b) {
+  i8x16 r; for (int i = 0; i < 8; i++) { r.v[i] = (int8_t)(uint8_t)ep_vs_sat(a.v[i], 0, 255); r.v[8 + i] = (int8_t)(uint8_t)ep_vs_sat(b.v[i], 0, 255); } return r;
+}
+static inline i32x4 i32x4_widen_lo(i16x8 a) { i32x4 r; for (int i = 0; i < 4; i++) r.v[i] = a.v[i]; return r; }
+static inline i32x4 i32x4_widen_hi(i16x8 a) { i32x4 r; for (int i = 0; i < 4; i++) r.v[i] = a.v[4 + i]; return r; }
+static inline void i8x16_store_lo8(void *p, i8x16 a) { int8_t *d = (int8_t *)p; for (int i = 0; i < 8; i++) d[i] = a.v[i]; }
 
 #endif

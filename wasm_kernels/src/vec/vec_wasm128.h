@@ -85,4 +85,24 @@ static inline f32x4 f32x4_odd(f32x4 a, f32x4 b) { return wasm_i32x4_shuffle(a, b
 static inline f32x4 f32x4_zip_lo(f32x4 a, f32x4 b) { return wasm_i32x4_shuffle(a, b, 0, 4, 1, 5); }
 static inline f32x4 f32x4_zip_hi(f32x4 a, f32x4 b) { return wasm_i32x4_shuffle(a, b, 2, 6, 3, 7); }
 
+/* ---- additions (int8 family: qgemm, qconv, quantize) ----
+ * An A row's (k, k+1) i16 pair is broadcast to every 32-bit lane (i16x8_pair_splat) and multiplied
+ * into 4 columns' (k, k+1) pairs with i32x4_dot_i16x8_add. */
+static inline i16x8 i16x8_load(const int16_t *p) { return wasm_v128_load(p); }
+static inline void i16x8_store(int16_t *p, i16x8 v) { wasm_v128_store(p, v); }
+static inline i16x8 i16x8_splat(int16_t x) { return wasm_i16x8_splat(x); }
+static inline i16x8 i16x8_sub(i16x8 a, i16x8 b) { return wasm_i16x8_sub(a, b); }
+/* (a0,b0,a1,b1,a2,b2,a3,b3) and (a4,b4,...,a7,b7) */
+static inline i16x8 i16x8_zip_lo(i16x8 a, i16x8 b) { return wasm_i16x8_shuffle(a, b, 0, 8, 1, 9, 2, 10, 3, 11); }
+static inline i16x8 i16x8_zip_hi(i16x8 a, i16x8 b) { return wasm_i16x8_shuffle(a, b, 4, 12, 5, 13, 6, 14, 7, 15); }
+#define i16x8_pair_splat(v, L) wasm_i32x4_shuffle((v), (v), L, L, L, L)
+static inline i32x4 i32x4_mul(i32x4 a, i32x4 b) { return wasm_i32x4_mul(a, b); }
+/* Saturating narrowing: i32 -> i16 (a's lanes first), i16 -> i8 / u8. */
+static inline i16x8 i16x8_narrow_i32x4(i32x4 a, i32x4 b) { return wasm_i16x8_narrow_i32x4(a, b); }
+static inline i8x16 i8x16_narrow_i16x8(i16x8 a, i16x8 b) { return wasm_i8x16_narrow_i16x8(a, b); }
+static inline i8x16 u8x16_narrow_i16x8(i16x8 a, i16x8 b) { return wasm_u8x16_narrow_i16x8(a, b); }
+static inline i32x4 i32x4_widen_lo(i16x8 a) { return wasm_i32x4_extend_low_i16x8(a); }
+static inline i32x4 i32x4_widen_hi(i16x8 a) { return wasm_i32x4_extend_high_i16x8(a); }
+static inline void i8x16_store_lo8(void *p, i8x16 v) { wasm_v128_store64_lane(p, v, 0); }
+
 #endif

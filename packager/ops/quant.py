@@ -1,0 +1,407 @@
+"""Quantized ONNX ops -> the int8 kernels (QUANTIZE_LINEAR .. QADD, wasm_kernels/src/kernels/q*.c).
+
+Standalone ops: QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, QLinearConv, QLinearMatMul,
+ConvInteger, MatMulInteger. The QDQ patterns (DQ -> Conv/Gemm/MatMul [-> act] -> Q, DQ + DQ -> Q) are
+matched in qdq_fusion.py and emitted through `emit_qconv` / `emit_qmatmul` / `emit_qadd` here.
+
+Requantization follows ONNX: the integer accumulator (bias included, int32) times
+mult = x_scale * w_scale / y_scale in f32, the activation, round half to even, + y_zero_point, saturate.
+Weights are stored int8 (uint8 weights minus 128, with the shifted zero point as an int32 input)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+
+from ..lower import LowerCtx, Tensor, lowers
+from ..plan.opcodes import CODES, Op
+from .conv import ACT_CLIP, ACT_LEAKY_RELU, ACT_NONE, ACT_RELU, Activation, conv_geometry
+
+MR, NR = 4, 8                     # EP_QGEMM_MR / EP_QGEMM_NR (qgemm.h)
+PANEL_BYTES = 256 * 1024          # int16-pair B block budget (cache resident)
+DW_MAX_TAPS = 256                 # QDEPTHWISE_CONV's tap limit (qconv.c)
+Q_DTYPES = (np.uint8, np.int8)
+
+
+@dataclass
+class QParams:
+    """A per-tensor quantization: real = (q - zp) * scale."""
+    scale: float
+    zp: int
+    dtype: np.dtype
+
+
+@dataclass
+class QOut:
+    """What an integer kernel writes: quantized (q set), float32, or raw int32 accumulators."""
+    name: str
+    q: QParams | None = None
+    raw_i32: bool = False
+
+
+def _round_up(x: int, m: int) -> int:
+    return -(-x // m) * m
+
+
+def scalar(ctx: LowerCtx, node: onnx.NodeProto, arr: np.ndarray | None, what: str) -> np.ndarray | None:
+    if arr is None:
+        return None
+    a = np.asarray(arr)
+    if a.size != 1:
+        raise ctx.unsupported(node, f"{what} must be a single value (per-tensor), it has shape {a.shape}")
+    return a.reshape(())
+
+
+def qparams_of(ctx: LowerCtx, node: onnx.NodeProto, scale_name: str, zp_name: str | None,
+               dtype: np.dtype) -> QParams:
+    """Per-tensor scale / zero point that must be constants."""
+    s, z = ctx.require_const(node, scale_name, zp_name or "")
+    s = scalar(ctx, node, s, "the scale")
+    z = scalar(ctx, node, z, "the zero point")
+    if np.asarray(s).dtype != np.float32:
+        raise ctx.unsupported(node, f"scale dtype {np.asarray(s).dtype} (only float32 scales are supported)")
+    return QParams(float(s), int(z) if z is not None else 0, np.dtype(dtype))
+
+
+def epilogue_act(activation: Activation, out: QOut) -> list:
+    """[code, p0, p1] of the integer epilogue: clip bounds in the output's quantized units."""
+    code, ps = activation
+    ps = [float(p) for p in ps]
+    if code == ACT_CLIP and out.q is not None:
+        ps = [ps[0] / out.q.scale, ps[1] / out.q.scale]
+    if code not in (ACT_NONE, ACT_RELU, ACT_LEAKY_RELU, ACT_CLIP):
+        raise ValueError(f"activation {activation} has no integer epilogue")
+    ps = [max(min(p, 3.0e38), -3.0e38) for p in ps]
+    return [int(code), *(ps + [0.0] * (2 - len(ps)))]
+
+
+def weights_i8(w: np.ndarray, wzp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """int8 storage of integer weights and their zero point in the stored domain (uint8 - 128)."""
+    w = np.asarray(w)
+    if w.dtype == np.uint8:
+        return (w.astype(np.int16) - 128).astype(np.int8), np.asarray(wzp, np.int32) - 128
+    if w.dtype != np.int8:
+        raise ValueError(f"weights of dtype {w.dtype}")
+    return w, np.asarray(wzp, np.int32)
+
+
+def pack_qpanels(w2d: np.ndarray) -> np.ndarray:
+    """[M, K] int8 -> qgemm.h A panels: ceil(M/MR) panels of Kp pairs x MR rows x 2 (zero padded)."""
+    m, k = w2d.shape
+    mp, kp = _round_up(max(m, 1), MR), -(-k // 2)
+    pad = np.zeros((mp, 2 * kp), np.int8)
+    pad[:m, :k] = w2d
+    return np.ascontiguousarray(pad.reshape(mp // MR, MR, kp, 2).transpose(0, 2, 1, 3)).reshape(-1)
+
+
+def per_channel(a: np.ndarray | None, n: int, default: float | int, dtype) -> np.ndarray | None:
+    """a as n per-channel values (a single value is repeated); None when it has another size."""
+    if a is None:
+        return np.full(n, default, dtype)
+    a = np.asarray(a).reshape(-1)
+    return np.broadcast_to(a, (n,)).astype(dtype) if a.size in (1, n) else None
+
+
+def bias_i32(bias_f: np.ndarray | None, acc_scale: np.ndarray) -> np.ndarray | None:
+    """A float bias in accumulator units (the DQ of an int32 bias at scale x_scale*w_scale gives it back)."""
+    if bias_f is None:
+        return None
+    with np.errstate(divide="ignore", invalid="ignore"):
+        b = np.rint(np.asarray(bias_f, np.float64).reshape(-1) / acc_scale.astype(np.float64))
+    b = np.nan_to_num(b, nan=0.0, posinf=2**31 - 1, neginf=-2**31)
+    return np.clip(b, -2**31, 2**31 - 1).astype(np.int32)
+
+
+def emit_qconv(ctx: LowerCtx, node: onnx.NodeProto, x: str, xq: QParams, w: np.ndarray, w_scale: np.ndarray | None,
+               w_zp: np.ndarray | None, bias: np.ndarray | None, out: QOut, activation: Activation = (ACT_NONE, ()),
+               bias_is_int: bool = False) -> None:
+    """One integer convolution: x (u8/i8 tensor) * w (integer constant [Cout, Cin/G, kh, kw]).
+    bias: float (bias_is_int False: converted to accumulator units) or int32."""
+    g = conv_geometry(ctx, node)
+    cout = g["cout"]
+    wz0, ws = per_channel(w_zp, cout, 0, np.int32), per_channel(w_scale, cout, 1.0, np.float64)
+    if wz0 is None or ws is None:
+        raise ctx.unsupported(node, "weight scale / zero point must be per tensor or per output channel")
+    if np.asarray(w).dtype not in (np.dtype(np.uint8), np.dtype(np.int8)):
+        raise ctx.unsupported(node, f"weight dtype {np.asarray(w).dtype} (int8 / uint8 only)")
+    wi, wz = weights_i8(w, wz0)
+    acc_scale = np.float64(xq.scale) * ws
+    b = (np.asarray(bias, np.int32).reshape(-1) if bias_is_int else bias_i32(bias, acc_scale)) if bias is not None else None
+    if out.raw_i32:
+        mult = None
+    else:
+        mult = (acc_scale / (out.q.scale if out.q else 1.0)).astype(np.float32)
+    ins = [x, None, ctx.weight(b, "qb") if b is not None else None,
+           ctx.weight(mult, "qm") if mult is not None else None,
+           ctx.weight(wz, "wzp") if np.any(wz) else None]
+    while ins and ins[-1] is None:
+        ins.pop()
+    zps = [xq.zp, out.q.zp if out.q else 0]
+    act = epilogue_act(activation, out)
+    window = [g["kh"], g["kw"], g["sh"], g["sw"], g["dh"], g["dw"], g["pt"], g["pl"], g["pb"], g["pr"]]
+    if g["group"] == g["cin"] == cout and g["kh"] * g["kw"] <= DW_MAX_TAPS:
+        wp = g["w"] + g["pl"] + g["pr"]
+        pw = max(-(-wp // g["sw"]), _round_up(g["ow"], 8) + (g["kw"] - 1) * g["dw"] // g["sw"])
+        scratch = ((g["h"] + g["pt"] + g["pb"] + 1) * g["sw"] * _round_up(pw, 8) + 8) * 2   # int16 plane + one row
+        ins[1] = ctx.weight(wi.reshape(cout, -1), "qdw")
+        ctx.emit(Op.QDEPTHWISE_CONV, ins, [out.name], window + zps + act, scratch_bytes=scratch)
+        return
+    G = g["group"]
+    mg, kg = cout // G, g["cin"] // G * g["kh"] * g["kw"]
+    w3 = wi.reshape(G, mg, kg)
+    ins[1] = ctx.weight(np.concatenate([pack_qpanels(w3[i]) for i in range(G)]), "qwpk")
+    kp = -(-kg // 2)
+    n = g["oh"] * g["ow"]
+    nt = min(_round_up(n, NR), max(NR, PANEL_BYTES // (kp * 4) // NR * NR))
+    scratch = kp * nt * 4 + nt * 4 + (nt * 4 if len(ins) > 4 and ins[4] else 0)   # panel, 2 tap rows, column sums
+    ctx.emit(Op.QCONV, ins, [out.name], [G, *window, nt, *zps, *act], scratch_bytes=scratch)
+
+
+def view(ctx: LowerCtx, src: str, shape: tuple[int, ...], hint: str = "v") -> str:
+    """A reshaped alias of an arena tensor (no kernel)."""
+    ctx._ensure(src)
+    t = ctx.tensors[src]
+    if tuple(shape) == tuple(t.shape):
+        return src
+    name = ctx._fresh(hint)
+    ctx.tensors[name] = Tensor(name, t.dtype, tuple(int(d) for d in shape), t.data, None if t.data is not None else src)
+    return name
+
+
+def emit_qmatmul(ctx: LowerCtx, node: onnx.NodeProto, x: str, xq: QParams, w: str | np.ndarray, w_scale: np.ndarray | None,
+                 w_zp: np.ndarray | None, bias: np.ndarray | None, out: QOut, activation: Activation = (ACT_NONE, ()),
+                 x_zp_tensor: str | None = None) -> None:
+    """Y = X W (numpy matmul) with X u8/i8 [..., M, K] and W u8/i8: an integer constant [K, N] (numpy array)
+    or a runtime tensor name [..., K, N]. Scales / zero points of W per column (N) or per tensor."""
+    xs, ys = ctx.shape(x), ctx.shape(out.name)
+    if isinstance(w, np.ndarray):
+        if w.ndim != 2:
+            raise ctx.unsupported(node, f"constant integer weights of rank {w.ndim} (only 2-D)")
+        wdt = w.dtype
+        ws_shape = w.shape
+    else:
+        wdt = ctx.dtype(w)
+        ws_shape = ctx.shape(w)
+    if wdt not in (np.dtype(np.uint8), np.dtype(np.int8)):
+        raise ctx.unsupported(node, f"weight dtype {wdt}")
+    if len(xs) < 2 or len(ws_shape) < 2:
+        raise ctx.unsupported(node, "1-D integer MatMul operands")
+    K, N = ws_shape[-2], ws_shape[-1]
+    M = xs[-2]
+    if xs[-1] != K:
+        raise ctx.unsupported(node, f"inner dimensions differ ({xs[-1]} vs {K})")
+    wzp = per_channel(w_zp, N, 0, np.int32)
+    ws = per_channel(w_scale, N, 1.0, np.float64)
+    if wzp is None or ws is None:
+        raise ctx.unsupported(node, "weight scale / zero point must be per tensor or per output column")
+    acc_scale = np.float64(xq.scale) * ws
+    b = bias_i32(bias, acc_scale)
+    mult = None if out.raw_i32 else (acc_scale / (out.q.scale if out.q else 1.0)).astype(np.float32)
+    if isinstance(w, np.ndarray) and int(np.prod(xs[:-1], dtype=np.int64)) == 1 and x_zp_tensor is None:
+        # One row (a batch-1 classifier head): X [1, K] is an NCHW [1, K, 1, 1] tensor, so this is a 1x1
+        # QCONV with W^T packed at package time, instead of packing all of W at every run.
+        wi, wz = weights_i8(np.ascontiguousarray(w.T), wzp)
+        y4 = ctx._fresh("qfc")
+        code = CODES[np.dtype(np.int32)] if out.raw_i32 else CODES[np.dtype(out.q.dtype)] if out.q else CODES[np.dtype(np.float32)]
+        ctx.tensors[y4] = Tensor(y4, code, (1, N, 1, 1))
+        ins = [view(ctx, x, (1, K, 1, 1)), ctx.weight(pack_qpanels(wi), "qwpk"), ctx.weight(b, "qb") if b is not None else None,
+               ctx.weight(mult, "qm") if mult is not None else None, ctx.weight(wz, "wzp") if np.any(wz) else None]
+        while ins and ins[-1] is None:
+            ins.pop()
+        kp = -(-K // 2)
+        ctx.emit(Op.QCONV, ins, [y4], [1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, NR, xq.zp, out.q.zp if out.q else 0,
+                                       *epilogue_act(activation, out)],
+                 scratch_bytes=kp * NR * 4 + NR * 4 + (NR * 4 if len(ins) > 4 else 0))
+        ctx.tensors[out.name] = Tensor(out.name, code, tuple(ys), alias=y4)
+        return
+    # Batch: Y's batch dims equal X's; W's all 1 (a 2-D weight folds X's batch into M) or equal.
+    if len(ws_shape) == 2:
+        bx = int(np.prod(xs[:-2], dtype=np.int64))
+        xv = view(ctx, x, (bx * M, K))
+        wv = ctx.weight(w, "qw") if isinstance(w, np.ndarray) else w
+        yshape = (bx * M, N)
+    else:
+        batch = tuple(int(d) for d in np.broadcast_shapes(tuple(xs[:-2]), tuple(ws_shape[:-2])))
+        if tuple(xs[:-2]) != batch or not (all(d == 1 for d in ws_shape[:-2]) or tuple(ws_shape[:-2]) == batch):
+            raise ctx.unsupported(node, "integer MatMul batch broadcasting of the left operand")
+        xv = x
+        wv = view(ctx, w, (1,) * (len(xs) - len(ws_shape)) + tuple(ws_shape))   # same rank as X
+        yshape = tuple(ys)
+    y = out.name if tuple(yshape) == tuple(ys) else None
+    if y is None:
+        code = CODES[np.dtype(np.int32)] if out.raw_i32 else CODES[np.dtype(out.q.dtype)] if out.q else CODES[np.dtype(np.float32)]
+        y = ctx._fresh("qmm")
+        ctx.tensors[y] = Tensor(y, code, tuple(yshape))
+    ins = [xv, wv, ctx.weight(b, "qb") if b is not None else None, ctx.weight(mult, "qm") if mult is not None else None,
+           ctx.weight(wzp, "wzp") if np.any(wzp) else None, x_zp_tensor]
+    while ins and ins[-1] is None:
+        ins.pop()
+    kp = -(-K // 2)
+    nb = min(_round_up(N, NR), max(NR, PANEL_BYTES // (kp * 4) // NR * NR))
+    a_bytes = _round_up(_round_up(ctx.shape(xv)[-2], MR) * kp * 2, 16)
+    scratch = a_bytes + kp * nb * 4 + nb * 4
+    ctx.emit(Op.QMATMUL, ins, [y], [xq.zp, out.q.zp if out.q else 0, *epilogue_act(activation, out), nb],
+             scratch_bytes=scratch)
+    if y != out.name:
+        ctx.tensors[out.name] = Tensor(out.name, ctx.tensors[y].dtype, tuple(ys), alias=y)
+
+
+def emit_qadd(ctx: LowerCtx, a: str, aq: QParams, b: str, bq: QParams, out: QOut,
+              activation: Activation = (ACT_NONE, ())) -> None:
+    ctx.emit(Op.QADD, [a, b], [out.name], [aq.zp, bq.zp, out.q.zp, float(np.float32(aq.scale)), float(np.float32(bq.scale)),
+                                            float(np.float32(out.q.scale)), *epilogue_act(activation, out)])
+
+
+def emit_qmaxpool(ctx: LowerCtx, node: onnx.NodeProto, x: str, out: str) -> None:
+    """MaxPool of 8-bit values (2-D): the float lowering's geometry (auto_pad, ceil_mode resolved)."""
+    from .pool import pool_geometry
+    a = ctx.attrs(node)
+    xs, ys = ctx.shape(x), ctx.shape(out)
+    kernel = [int(k) for k in a.get("kernel_shape", [])]
+    if len(kernel) != 2:
+        raise ctx.unsupported(node, "int8 MaxPool: only 2-D windows")
+    strides = [int(v) for v in a.get("strides", [1, 1])]
+    dil = [int(v) for v in a.get("dilations", [1, 1])]
+    pads = [int(v) for v in a.get("pads", [0, 0, 0, 0])]
+    ap = a.get("auto_pad", b"NOTSET")
+    ap = ap.decode() if isinstance(ap, bytes) else str(ap)
+    outs, pb, _ = pool_geometry(ctx, node, list(xs[2:]), kernel, strides, dil, pads, ap, int(a.get("ceil_mode", 0)))
+    if tuple(ys) != (xs[0], xs[1], *outs):
+        raise ctx.unsupported(node, f"output shape {ys} differs from the computed {(xs[0], xs[1], *outs)}")
+    ctx.emit(Op.QMAXPOOL, [x], [out], [*kernel, *strides, *dil, pb[0], pb[1]])
+
+
+# ------------------------------------------------------------------------------------ standalone ops
+
+def _axis_params(ctx: LowerCtx, node: onnx.NodeProto, x: str, scale: np.ndarray) -> list[int]:
+    a = ctx.attrs(node)
+    if int(a.get("block_size", 0)):
+        raise ctx.unsupported(node, "blocked quantization (block_size)")
+    rank = len(ctx.shape(x))
+    axis = int(a.get("axis", 1))
+    axis = axis + rank if axis < 0 else axis
+    if np.asarray(scale).size != 1:
+        if np.asarray(scale).ndim != 1 or not 0 <= axis < rank or ctx.shape(x)[axis] != np.asarray(scale).size:
+            raise ctx.unsupported(node, f"scale of shape {np.asarray(scale).shape} does not match axis {axis}")
+    return [axis if np.asarray(scale).size != 1 else 0]
+
+
+@lowers("QuantizeLinear")
+def lower_quantize(ctx: LowerCtx, node: onnx.NodeProto) -> None:
+    x = node.input[0]
+    ctx.check_dtypes(node, [np.float32], [x])
+    zp_name = node.input[2] if len(node.input) > 2 and node.input[2] else ""
+    s, z = ctx.require_const(node, node.input[1], zp_name)
+    out_dt = ctx.dtype(node.output[0]) if node.output[0] in ctx.graph.dtypes else None
+    if out_dt not in (np.dtype(np.uint8), np.dtype(np.int8)):
+        raise ctx.unsupported(node, f"output dtype {out_dt} (only uint8 / int8 quantization)")
+    if np.asarray(s).dtype != np.float32:
+        raise ctx.unsupported(node, f"scale dtype {np.asarray(s).dtype} (only float32)")
+    params = _axis_params(ctx, node, x, s)
+    ins = [x, ctx.weight(np.asarray(s, np.float32).reshape(-1), "qs")]
+    if z is not None:
+        ins.append(ctx.weight(np.asarray(z).astype(out_dt).reshape(-1), "qz"))
+    ctx.emit(Op.QUANTIZE_LINEAR, ins, [node.output[0]], params)
+
+
+@lowers("DequantizeLinear")
+def lower_dequantize(ctx: LowerCtx, node: onnx.NodeProto) -> None:
+    x = node.input[0]
+    ctx.check_dtypes(node, [np.uint8, np.int8, np.int32], [x])
+    zp_name = node.input[2] if len(node.input) > 2 and node.input[2] else ""
+    s, z = ctx.require_const(node, node.input[1], zp_name)
+    if np.asarray(s).dtype != np.float32:
+        raise ctx.unsupported(node, f"scale dtype {np.asarray(s).dtype} (only float32)")
+    params = _axis_params(ctx, node, x, s)
+    ins = [x, ctx.weight(np.asarray(s, np.float32).reshape(-1), "dqs")]
+    if z is not None:
+        ins.append(ctx.weight(np.asarray(z).astype(ctx.dtype(x)).reshape(-1), "dqz"))
+    ctx.emit(Op.DEQUANTIZE_LINEAR, ins, [node.output[0]], params)
+
+
+@lowers("DynamicQuantizeLinear")
+def lower_dynamic_quantize(ctx: LowerCtx, node: onnx.NodeProto) -> None:
+    ctx.check_dtypes(node, [np.float32], [node.input[0]])
+    outs = list(node.output) + [""] * (3 - len(node.output))
+    names = [o or ctx.temp(shape, dt, "dq") for o, shape, dt in
+             zip(outs, [ctx.shape(node.input[0]), (), ()], [np.uint8, np.float32, np.uint8])]
+    ctx.emit(Op.DYNAMIC_QUANTIZE_LINEAR, [node.input[0]], names, [])
+
+
+def _opt(node: onnx.NodeProto, i: int) -> str:
+    return node.input[i] if len(node.input) > i and node.input[i] else ""
+
+
+@lowers("QLinearConv")
+def lower_qlinear_conv(ctx: LowerCtx, node: onnx.NodeProto) -> None:
+    x, w = node.input[0], node.input[3]
+    xdt = ctx.dtype(x)
+    if xdt not in (np.dtype(np.uint8), np.dtype(np.int8)):
+        raise ctx.unsupported(node, f"input dtype {xdt}")
+    xq = qparams_of(ctx, node, node.input[1], node.input[2], xdt)
+    yq = qparams_of(ctx, node, node.input[6], node.input[7], ctx.dtype(node.output[0]))
+    wv, ws, wz = ctx.require_const(node, w, node.input[4], node.input[5])
+    bias = ctx.require_const(node, _opt(node, 8))[0] if _opt(node, 8) else None
+    conv = onnx.helper.make_node("Conv", [x, w] + ([_opt(node, 8)] if bias is not None else []), node.output,
+                                 name=node.name)
+    conv.attribute.extend(node.attribute)
+    emit_qconv(ctx, conv, x, xq, np.asarray(wv), np.asarray(ws, np.float64), wz, bias, QOut(node.output[0], yq),
+               bias_is_int=True)
+
+
+@lowers("ConvInteger")
+def lower_conv_integer(ctx: LowerCtx, node: onnx.NodeProto) -> None:
+    x, w = node.input[0], node.input[1]
+    xdt = ctx.dtype(x)
+    if xdt not in (np.dtype(np.uint8), np.dtype(np.int8)):
+        raise ctx.unsupported(node, f"input dtype {xdt}")
+    (wv,) = ctx.require_const(node, w)
+    xz = ctx.require_const(node, _opt(node, 2))[0] if _opt(node, 2) else None
+    wz = ctx.require_const(node, _opt(node, 3))[0] if _opt(node, 3) else None
+    xzs = scalar(ctx, node, xz, "x_zero_point")
+    conv = onnx.helper.make_node("Conv", [x, w], node.output, name=node.name)
+    conv.attribute.extend(node.attribute)
+    emit_qconv(ctx, conv, x, QParams(1.0, int(xzs) if xzs is not None else 0, xdt), np.asarray(wv), None, wz, None,
+               QOut(node.output[0], raw_i32=True))
+
+
+def _matmul_w(ctx: LowerCtx, node: onnx.NodeProto, name: str) -> str | np.ndarray:
+    c = ctx.const(name)
+    return np.asarray(c) if c is not None and np.asarray(c).ndim == 2 else name
+
+
+@lowers("QLinearMatMul")
+def lower_qlinear_matmul(ctx: LowerCtx, node: onnx.NodeProto) -> None:
+    a, b = node.input[0], node.input[3]
+    adt = ctx.dtype(a)
+    if adt not in (np.dtype(np.uint8), np.dtype(np.int8)):
+        raise ctx.unsupported(node, f"input dtype {adt}")
+    aq = qparams_of(ctx, node, node.input[1], node.input[2], adt)
+    yq = qparams_of(ctx, node, node.input[6], node.input[7], ctx.dtype(node.output[0]))
+    bs, bz = ctx.require_const(node, node.input[4], node.input[5])
+    if np.asarray(bs).dtype != np.float32:
+        raise ctx.unsupported(node, f"scale dtype {np.asarray(bs).dtype} (only float32)")
+    emit_qmatmul(ctx, node, a, aq, _matmul_w(ctx, node, b), np.asarray(bs, np.float64), bz, None,
+                 QOut(node.output[0], yq))
+
+
+@lowers("MatMulInteger")
+def lower_matmul_integer(ctx: LowerCtx, node: onnx.NodeProto) -> None:
+    a, b = node.input[0], node.input[1]
+    adt = ctx.dtype(a)
+    if adt not in (np.dtype(np.uint8), np.dtype(np.int8)):
+        raise ctx.unsupported(node, f"input dtype {adt}")
+    az_name, bz_name = _opt(node, 2), _opt(node, 3)
+    az_tensor, azv = None, 0
+    if az_name:
+        c = ctx.const(az_name)
+        if c is None:
+            if int(np.prod(ctx.shape(az_name), dtype=np.int64)) != 1:
+                raise ctx.unsupported(node, "a_zero_point must be a single value")
+            az_tensor = view(ctx, az_name, (1,))
+        else:
+            azv = int(scalar(ctx, node, c, "a_zero_point"))
+    bz = ctx.require_const(node, bz_name)[0] if bz_name else None
+    emit_qmatmul(ctx, node, a, QParams(1.0, azv, adt), _matmul_w(ctx, node, b), None, bz, None,
+                 QOut(node.output[0], raw_i32=True), x_zp_tensor=az_tensor)

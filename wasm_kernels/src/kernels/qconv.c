@@ -1,0 +1,329 @@
+/* QCONV and QDEPTHWISE_CONV: integer convolution (QLinearConv, ConvInteger and the fused
+ * DQ -> Conv [-> activation] -> Q pattern), NCHW, uint8/int8 input, int8 weights.
+ *
+ * QCONV: inputs X [B,Cin,H,W] (or [B,Cin,W]) u8/i8, Wp int8 packed (qgemm.h A panels, per group
+ *   [Cout/G x Cin/G*KH*KW], uint8 weights stored minus 128), bias? int32 [Cout], mult? f32 [Cout],
+ *   wzp? int32 [Cout] (weight zero points minus the storage shift; absent = all 0).
+ *   Output Y: u8/i8 (requantized), f32 (dequantized) or i32 (raw accumulators, no mult).
+ *   params (17): group, kh, kw, sh, sw, dh, dw, pad_top, pad_left, pad_bottom, pad_right,
+ *   nt, x_zp, y_zp, act, p0 (f32), p1 (f32).
+ *   Per group and block of nt output columns: im2col of (X - x_zp) into int16 pairs in scratch, then
+ *   ep_qgemm. Scratch >= Kp * nt * 4 + nt * 4 bytes (+ nt * 4 for column sums when wzp is present).
+ * QDEPTHWISE_CONV: group == Cin == Cout. Inputs X, W int8 [C, KH*KW] (same storage rule), bias?, mult?,
+ *   wzp?. params (15): kh, kw, sh, sw, dh, dw, pads (4), x_zp, y_zp, act, p0, p1.
+ *   Integer: taps in pairs, 8 outputs per step, through i32x4.dot_i16x8 on a zero-padded int16 plane of
+ *   X - x_zp (in sw column phases). Scratch >= ((Hp + 1) * sw * PW + 8) * 2 bytes,
+ *   PW = round8(max(ceil(Wp/sw), round8(OW) + (kw-1)*dw/sw)):
+ *   the plane in sw column phases, then one padded input row. */
+#include "qgemm.h"
+#include "gemm.h"
+
+
+#define MAXDIM 65535
+
+typedef struct {
+  uint32_t B, C, H, W, Cout, OH, OW;
+  uint32_t kh, kw, sh, sw, dh, dw, pt, pl, pb, pr;
+} qconv_geom;
+
+EP_COLD static int zp_ok(uint32_t dtype, int32_t zp) {
+  return dtype == EP_U8 ? (zp >= 0 && zp <= 255) : dtype == EP_I8 ? (zp >= -128 && zp <= 127) : zp == 0;
+}
+
+/* Geometry from window params p[0..9] and the shapes (no checks: check_common does them). */
+static void geom_of(const ep_node *n, const int32_t *p, qconv_geom *g) {
+  const ep_tensor *x = n->in[0], *y = n->out[0];
+  g->kh = (uint32_t)p[0]; g->kw = (uint32_t)p[1]; g->sh = (uint32_t)p[2]; g->sw = (uint32_t)p[3];
+  g->dh = (uint32_t)p[4]; g->dw = (uint32_t)p[5]; g->pt = (uint32_t)p[6]; g->pl = (uint32_t)p[7];
+  g->pb = (uint32_t)p[8]; g->pr = (uint32_t)p[9];
+  const int r4 = x->rank == 4;
+  g->B = (uint32_t)x->dims[0]; g->C = (uint32_t)x->dims[1];
+  g->H = r4 ? (uint32_t)x->dims[2] : 1u; g->W = (uint32_t)x->dims[x->rank - 1];
+  g->Cout = (uint32_t)y->dims[1];
+  g->OH = r4 ? (uint32_t)y->dims[2] : 1u; g->OW = (uint32_t)y->dims[y->rank - 1];
+}
+
+/* Window params p[0..9], shapes, zero points, optional epilogue inputs (bias, mult, wzp of Cout). */
+EP_COLD static ep_status check_common(const ep_node *n, const int32_t *p, qconv_geom *g, const int32_t *zps) {
+  const ep_tensor *x = n->in[0], *y = n->out[0];
+  EP_CHECK(x && y && n->in[1], EP_E_OP);
+  EP_CHECK((x->dtype == EP_U8 || x->dtype == EP_I8) && n->in[1]->dtype == EP_I8, EP_E_DTYPE);
+  EP_CHECK((x->rank == 3 || x->rank == 4) && y->rank == x->rank, EP_E_SHAPE);
+  for (int i = 0; i < 10; i++) EP_CHECK(p[i] >= (i < 6 ? 1 : 0) && p[i] <= MAXDIM, EP_E_PARAM);
+  geom_of(n, p, g);
+  if (x->rank == 3) EP_CHECK(g->kh == 1 && g->sh == 1 && g->dh == 1 && g->pt == 0 && g->pb == 0, EP_E_PARAM);
+  EP_CHECK((uint32_t)y->dims[0] == g->B, EP_E_SHAPE);
+  const uint64_t hp = (uint64_t)g->H + g->pt + g->pb, wp = (uint64_t)g->W + g->pl + g->pr;
+  const uint64_t eh = (uint64_t)g->dh * (g->kh - 1) + 1, ew = (uint64_t)g->dw * (g->kw - 1) + 1;
+  EP_CHECK(hp >= eh && wp >= ew, EP_E_SHAPE);
+  EP_CHECK(g->OH == (hp - eh) / g->sh + 1 && g->OW == (wp - ew) / g->sw + 1, EP_E_SHAPE);
+  EP_CHECK(zp_ok(x->dtype, zps[0]) && zp_ok(y->dtype, zps[1]), EP_E_PARAM);
+  const ep_tensor *bias = n->n_in > 2 ? n->in[2] : 0, *mult = n->n_in > 3 ? n->in[3] : 0;
+  const ep_tensor *wzp = n->n_in > 4 ? n->in[4] : 0;
+  if (bias) EP_CHECK(bias->dtype == EP_I32 && bias->numel == g->Cout, EP_E_SHAPE);
+  if (mult) EP_CHECK(mult->dtype == EP_F32 && mult->numel == g->Cout, EP_E_SHAPE);
+  if (wzp) EP_CHECK(wzp->dtype == EP_I32 && wzp->numel == g->Cout, EP_E_SHAPE);
+  return ep_qgemm_check_epi(zps[2], y->dtype, mult != 0);
+}
+
+EP_COLD static void fill_epi(const ep_node *n, const int32_t *zact, ep_qgemm_epi *e) {
+  const ep_tensor *bias = n->n_in > 2 ? n->in[2] : 0, *mult = n->n_in > 3 ? n->in[3] : 0;
+  const ep_tensor *wzp = n->n_in > 4 ? n->in[4] : 0;
+  e->bias = bias ? (const int32_t *)(const void *)bias->data : 0; e->bias_col = 0;
+  e->mult = mult ? ep_f32(mult) : 0; e->mult_col = 0;
+  e->colsum = 0; e->za_row = wzp ? (const int32_t *)(const void *)wzp->data : 0; e->za = 0;
+  e->act = zact[2];
+  union { int32_t i; float f; } u0, u1;
+  u0.i = zact[3]; u1.i = zact[4];
+  e->p0 = u0.f; e->p1 = u1.f;
+  e->out_dtype = n->out[0]->dtype; e->yzp = zact[1];
+}
+
+/* ---------------------------------------------------------------------------------------------- QCONV */
+
+#define QCONV_NPARAMS 17
+
+EP_COLD ep_status ep_check_QCONV(const ep_node *n) {
+  EP_CHECK(n->n_params == QCONV_NPARAMS, EP_E_PARAM);
+  const int32_t *p = n->params;
+  qconv_geom g;
+  ep_status s = check_common(n, p + 1, &g, p + 12);
+  if (s) return s;
+  const int32_t groups = p[0];
+  EP_CHECK(groups >= 1 && g.C % (uint32_t)groups == 0 && g.Cout % (uint32_t)groups == 0, EP_E_PARAM);
+  const uint64_t mg = g.Cout / (uint32_t)groups, kg = (uint64_t)(g.C / (uint32_t)groups) * g.kh * g.kw;
+  EP_CHECK(kg <= 65536, EP_E_SHAPE);   /* int32 accumulation bound (qgemm.h) */
+  EP_CHECK(n->in[1]->numel == (uint64_t)groups * ep_qgemm_packed_a_bytes(mg, kg), EP_E_SHAPE);
+  const int32_t nt = p[11];
+  EP_CHECK(nt > 0 && nt % EP_QGEMM_NR == 0 && nt <= (1 << 24), EP_E_PARAM);
+  const uint64_t need = (kg + 1) / 2 * (uint64_t)nt * 4u + (uint64_t)nt * 4u + (n->n_in > 4 && n->in[4] ? (uint64_t)nt * 4u : 0);
+  EP_CHECK(need <= n->scratch_bytes, EP_E_PARAM);
+  return EP_OK;
+}
+
+/* Tap row (c fixed by xc; kernel position i, jj) over output columns [n0, n0+cols) into t[0..ldb):
+ * (x - zp) where the tap is inside the input, 0 in the pads and past cols. */
+static void gather_tap(int16_t *t, const uint8_t *xc, int u8, int32_t zp, const qconv_geom *g, uint32_t i, uint32_t jj,
+                       uint32_t n0, uint32_t cols, uint32_t ldb) {
+  uint32_t oh = n0 / g->OW, ow = n0 % g->OW, q = 0;
+  const i16x8 zv = i16x8_splat((int16_t)zp);
+  while (q < cols) {
+    const uint32_t run = g->OW - ow < cols - q ? g->OW - ow : cols - q;
+    const int64_t ih = (int64_t)oh * g->sh - g->pt + (int64_t)i * g->dh;
+    int16_t *d = t + q;
+    uint32_t a = 0, b = 0;   /* valid outputs [a, b) of this run */
+    const int64_t iw0 = (int64_t)ow * g->sw - g->pl + (int64_t)jj * g->dw;
+    if (ih >= 0 && ih < (int64_t)g->H) {
+      const int64_t lo = iw0 >= 0 ? 0 : (-iw0 + g->sw - 1) / g->sw;
+      const int64_t hi = iw0 < (int64_t)g->W ? ((int64_t)g->W - 1 - iw0) / g->sw + 1 : 0;
+      a = (uint32_t)(lo < run ? lo : run);
+      b = (uint32_t)(hi < run ? hi : run);
+      if (b < a) b = a;
+    }
+    uint32_t u = 0;
+    for (; u < a; u++) d[u] = 0;
+    if (a < b) {
+      const uint8_t *src = xc + (uint64_t)ih * g->W + (iw0 + (int64_t)a * g->sw);
+      if (g->sw == 1)
+        for (; u + 8 <= b; u += 8, src += 8)
+          i16x8_store(d + u, i16x8_sub(u8 ? i16x8_load_u8(src) : i16x8_load_i8((const int8_t *)src), zv));
+      for (; u < b; u++, src += g->sw) d[u] = (int16_t)((u8 ? (int32_t)*src : (int32_t)(int8_t)*src) - zp);
+    }
+    for (; u < run; u++) d[u] = 0;
+    q += run; ow = 0; oh++;
+  }
+  for (; q < ldb; q++) t[q] = 0;
+}
+
+ep_status ep_run_QCONV(const ep_node *n) {
+  const int32_t *p = n->params;
+  qconv_geom g;
+  geom_of(n, p + 1, &g);
+  const uint32_t G = (uint32_t)p[0], nt = (uint32_t)p[11];
+  const uint32_t cg = g.C / G, mg = g.Cout / G, kg = cg * g.kh * g.kw, Kp = (kg + 1) / 2;
+  const uint64_t hw = (uint64_t)g.H * g.W, ohw = (uint64_t)g.OH * g.OW;
+  const uint64_t wstride = ep_qgemm_packed_a_bytes(mg, kg);
+  const int u8 = n->in[0]->dtype == EP_U8;
+  const int32_t xzp = p[12];
+  const uint8_t *x = n->in[0]->data;
+  const int8_t *w = (const int8_t *)n->in[1]->data;
+  const uint32_t esz = ep_dtype_size(n->out[0]->dtype);
+  int16_t *panel = (int16_t *)(void *)n->scratch;
+  int16_t *tmp = (int16_t *)(void *)(n->scratch + (uint64_t)Kp * nt * 4u);   /* two tap rows */
+  int32_t *colsum = (int32_t *)(void *)(n->scratch + (uint64_t)Kp * nt * 4u + (uint64_t)nt * 4u);
+  ep_qgemm_epi e;
+  fill_epi(n, p + 12, &e);
+  const int direct = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && !(g.pt | g.pl | g.pb | g.pr);
+  for (uint32_t b = 0; b < g.B; b++) {
+    for (uint32_t gi = 0; gi < G; gi++) {
+      const uint8_t *xg = x + ((uint64_t)b * g.C + (uint64_t)gi * cg) * hw;
+      ep_qgemm_epi eg = e;
+      eg.y = n->out[0]->data + ((uint64_t)b * g.Cout + (uint64_t)gi * mg) * ohw * esz;
+      eg.rs = ohw; eg.cs = 1;
+      if (eg.bias) eg.bias += (uint64_t)gi * mg;
+      if (eg.mult) eg.mult += (uint64_t)gi * mg;
+      if (eg.za_row) eg.za_row += (uint64_t)gi * mg;
+      const int8_t *a = w + gi * wstride;
+      for (uint32_t n0 = 0; n0 < ohw; n0 += nt) {
+        const uint32_t cols = ohw - n0 < nt ? (uint32_t)(ohw - n0) : nt;
+        const uint32_t ldb = ep_qgemm_round_nr(cols);
+        if (direct) {
+          ep_qgemm_pack_b(panel, ldb, kg, cols, xg + n0, hw, u8, xzp, 0, 0);
+        } else {
+          for (uint32_t pp = 0; pp < Kp; pp++) {
+            for (uint32_t h = 0; h < 2; h++) {
+              const uint32_t k = 2 * pp + h;
+              if (k >= kg) { for (uint32_t q = 0; q < ldb; q++) tmp[ldb + q] = 0; continue; }
+              const uint32_t c = k / (g.kh * g.kw), i = k / g.kw % g.kh, jj = k % g.kw;
+              gather_tap(tmp + h * ldb, xg + (uint64_t)c * hw, u8, xzp, &g, i, jj, n0, cols, ldb);
+            }
+            int16_t *dst = panel + (uint64_t)pp * ldb * 2;
+            for (uint32_t q = 0; q < ldb; q += 8) {
+              const i16x8 v0 = i16x8_load(tmp + q), v1 = i16x8_load(tmp + ldb + q);
+              i16x8_store(dst + 2 * q, i16x8_zip_lo(v0, v1));
+              i16x8_store(dst + 2 * q + 8, i16x8_zip_hi(v0, v1));
+            }
+          }
+        }
+        if (eg.za_row) { ep_qgemm_colsum(panel, ldb, kg, ldb, colsum); eg.colsum = colsum; }
+        ep_qgemm(mg, cols, kg, a, panel, ldb, n0, &eg);
+      }
+    }
+  }
+  return EP_OK;
+}
+
+/* ------------------------------------------------------------------------------------ QDEPTHWISE_CONV */
+
+#define QDW_NPARAMS 15
+
+EP_COLD static uint64_t qdw_phase_width(const qconv_geom *g) {
+  const uint64_t wp = (uint64_t)g->W + g->pl + g->pr;
+  uint64_t pw = (wp + g->sw - 1) / g->sw;
+  const uint64_t need = ((uint64_t)g->OW + 7) / 8 * 8 + (uint64_t)(g->kw - 1) * g->dw / g->sw;
+  if (need > pw) pw = need;
+  return (pw + 7) / 8 * 8;
+}
+
+EP_COLD ep_status ep_check_QDEPTHWISE_CONV(const ep_node *n) {
+  EP_CHECK(n->n_params == QDW_NPARAMS, EP_E_PARAM);
+  const int32_t *p = n->params;
+  qconv_geom g;
+  ep_status s = check_common(n, p, &g, p + 10);
+  if (s) return s;
+  EP_CHECK(g.Cout == g.C, EP_E_SHAPE);
+  EP_CHECK(n->in[1]->numel == (uint64_t)g.C * g.kh * g.kw, EP_E_SHAPE);
+  EP_CHECK((uint64_t)g.kh * g.kw <= 256, EP_E_PARAM);   /* the tap pairs' weight table */
+  const uint64_t hp = (uint64_t)g.H + g.pt + g.pb;
+  EP_CHECK((hp + 1) * g.sw * qdw_phase_width(&g) * 2u + 16u <= n->scratch_bytes, EP_E_PARAM);
+  return EP_OK;
+}
+
+/* Padded input row u = iw + pl in [0, len): d[u] = x[iw] - zp inside the row, 0 in the pads. */
+EP_COLD static void dw_pad_row(int16_t *d, const uint8_t *xr, int u8, int32_t xzp, const qconv_geom *g, uint32_t len) {
+  const uint32_t a = g->pl < len ? g->pl : len, b = g->pl + g->W < len ? g->pl + g->W : len;
+  uint32_t u = 0;
+  for (; u < a; u++) d[u] = 0;
+  const uint8_t *src = xr;
+  const i16x8 z = i16x8_splat((int16_t)xzp);
+  for (; u + 8 <= b; u += 8, src += 8)
+    i16x8_store(d + u, i16x8_sub(u8 ? i16x8_load_u8(src) : i16x8_load_i8((const int8_t *)src), z));
+  for (; u < b; u++, src++) d[u] = (int16_t)((u8 ? (int32_t)*src : (int32_t)(int8_t)*src) - xzp);
+  for (; u < len; u++) d[u] = 0;
+}
+
+/* Row yy of the phased plane: phase ph holds padded columns ph, ph + sw, ... (pw of them). */
+EP_COLD static void dw_fill_rows(int16_t *plane, int16_t *tmp, const uint8_t *xr, int u8, int32_t xzp, const qconv_geom *g,
+                         uint32_t pw) {
+  if (g->sw == 1) { dw_pad_row(plane, xr, u8, xzp, g, pw); return; }
+  dw_pad_row(tmp, xr, u8, xzp, g, g->sw * pw);
+  for (uint32_t q = 0; q < pw; q++)
+    for (uint32_t ph = 0; ph < g->sw; ph++) plane[(uint64_t)ph * pw + q] = tmp[(uint64_t)q * g->sw + ph];
+}
+
+/* wv[t] = the tap pair (2t, 2t+1) of one channel's weights minus zp, repeated in the 4 lanes' pairs
+ * (clamped: only a hostile plan's zero point leaves [-255, 255]); an odd last tap pairs with 0. */
+EP_COLD static void dw_weight_pairs(i16x8 *wv, const int8_t *w, uint32_t kk, int32_t wz) {
+  wz = wz < -512 ? -512 : wz > 512 ? 512 : wz;
+  for (uint32_t t = 0; t < (kk + 1) / 2; t++) {
+    int16_t pr[8];
+    for (uint32_t h = 0; h < 2; h++) {
+      const int16_t v = (int16_t)(2 * t + h < kk ? (int32_t)w[2 * t + h] - wz : 0);
+      for (uint32_t l = 0; l < 4; l++) pr[2 * l + h] = v;
+    }
+    wv[t] = i16x8_load(pr);
+  }
+}
+
+ep_status ep_run_QDEPTHWISE_CONV(const ep_node *n) {
+  const int32_t *p = n->params;
+  qconv_geom g;
+  geom_of(n, p, &g);
+  const uint32_t pw = (uint32_t)qdw_phase_width(&g), kk = g.kh * g.kw, hp = g.H + g.pt + g.pb, np2 = (kk + 1) / 2;
+  const uint64_t hw = (uint64_t)g.H * g.W, ohw = (uint64_t)g.OH * g.OW, rstride = (uint64_t)g.sw * pw;
+  const int u8 = n->in[0]->dtype == EP_U8;
+  const int32_t xzp = p[10];
+  const uint8_t *x = n->in[0]->data;
+  const int8_t *w = (const int8_t *)n->in[1]->data;
+  const uint32_t esz = ep_dtype_size(n->out[0]->dtype);
+  int16_t *plane = (int16_t *)(void *)n->scratch;
+  int16_t *rowtmp = plane + (uint64_t)hp * rstride;   /* one padded input row (strided convs) */
+  const uint64_t ytotal = (uint64_t)g.B * g.C * ohw;
+  ep_qgemm_epi e;
+  fill_epi(n, p + 10, &e);
+  /* Taps are taken in pairs (t, t+1): the two rows' vectors are interleaved (zip) so that one
+   * i32x4.dot_i16x8 applies both taps' weights to 4 outputs. An odd last tap pairs with itself at weight 0. */
+  uint64_t off[256];
+  for (uint32_t i = 0; i < g.kh; i++)
+    for (uint32_t j = 0; j < g.kw; j++)
+      off[i * g.kw + j] = (uint64_t)i * g.dh * rstride + ((j * g.dw) % g.sw) * pw + (j * g.dw) / g.sw;
+  const int fast = e.mult && e.out_dtype != EP_F32 && e.act != EP_ACT_LEAKY_RELU;
+  float lo = 0.0f, hi = 0.0f;
+  ep_q_bounds(&e, &lo, &hi);
+  const f32x4 vlo = f32x4_splat(lo), vhi = f32x4_splat(hi);
+  const i32x4 zb = ep_q_zbits(e.yzp);
+  i16x8 wv[128];
+  for (uint64_t bc = 0; bc < (uint64_t)g.B * g.C; bc++) {
+    const uint32_t c = (uint32_t)(bc % g.C);
+    const int32_t wz = e.za_row ? e.za_row[c] : 0;
+    dw_weight_pairs(wv, w + (uint64_t)c * kk, kk, wz);
+    const i32x4 bias = i32x4_splat(e.bias ? e.bias[c] : 0);
+    const f32x4 mult = f32x4_splat(e.mult ? e.mult[c] : 1.0f);
+    const uint8_t *xc = x + bc * hw;
+    for (uint32_t yy = 0; yy < hp; yy++) {
+      const int64_t ih = (int64_t)yy - g.pt;
+      int16_t *d = plane + (uint64_t)yy * rstride;
+      if (ih < 0 || ih >= (int64_t)g.H) { for (uint64_t q = 0; q < rstride; q++) d[q] = 0; continue; }
+      dw_fill_rows(d, rowtmp, xc + (uint64_t)ih * g.W, u8, xzp, &g, pw);
+    }
+    uint8_t *yc = n->out[0]->data + bc * ohw * esz;
+    for (uint32_t oh = 0; oh < g.OH; oh++) {
+      const int16_t *rbase = plane + (uint64_t)oh * g.sh * rstride;
+      for (uint32_t ow = 0; ow < g.OW; ow += 8) {
+        i32x4 a0 = bias, a1 = bias;
+        const int16_t *r = rbase + ow;
+        for (uint32_t t = 0; t < np2; t++) {
+          const i16x8 v0 = i16x8_load(r + off[2 * t]);
+          const i16x8 v1 = 2 * t + 1 < kk ? i16x8_load(r + off[2 * t + 1]) : v0;
+          a0 = i32x4_dot_i16x8_add(a0, i16x8_zip_lo(v0, v1), wv[t]);
+          a1 = i32x4_dot_i16x8_add(a1, i16x8_zip_hi(v0, v1), wv[t]);
+        }
+        const uint32_t cnt = g.OW - ow < 8 ? g.OW - ow : 8;
+        uint8_t *dst = yc + ((uint64_t)oh * g.OW + ow) * esz;
+        /* a row's last vector may be stored whole while it stays inside Y: the spill lands in the next
+         * row or channel, which is written afterwards */
+        if (fast && (cnt == 8 || bc * ohw + (uint64_t)oh * g.OW + ow + 8 <= ytotal)) {
+          i8x16_store_lo8(dst, ep_q8_pack(f32x4_mul(f32x4_from_i32x4(a0), mult), f32x4_mul(f32x4_from_i32x4(a1), mult),
+                                          vlo, vhi, zb, e.out_dtype == EP_U8));
+        } else if (!e.mult) {   /* int32 output (ConvInteger) */
+          int32_t tmp[8];
+          i32x4_store(tmp, a0); i32x4_store(tmp + 4, a1);
+          ep_q_store_bytes(dst, tmp, cnt, 1, 4);
+        } else {
+          ep_q_store8(f32x4_mul(f32x4_from_i32x4(a0), mult), f32x4_mul(f32x4_from_i32x4(a1), mult), &e, dst, cnt, 1);
+        }
+      }
+    }
+  }
+  return EP_OK;
+}

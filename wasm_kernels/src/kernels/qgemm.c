@@ -1,0 +1,240 @@
+/* Integer GEMM: register-blocked micro-kernel (EP_QGEMM_MR x EP_QGEMM_NR = 4 x 8) over packed
+ * panels, packing of both operands and the requantizing epilogue (see qgemm.h).
+ * Per k pair the micro-kernel does 1 widening load of A (4 rows x 2 depths), 2 loads of B, 4 lane
+ * broadcasts and 8 i32x4.dot_i16x8 (64 multiply-adds): 8 accumulators + 2 B + 1 A + 1 broadcast
+ * registers, inside the 16 every SIMD128 engine has. */
+#include "qgemm.h"
+#include "gemm.h"
+
+#if defined(__GNUC__) || defined(__clang__)
+#define EP_AINLINE static inline __attribute__((always_inline))
+#else
+#define EP_AINLINE static inline
+#endif
+
+#define MR EP_QGEMM_MR
+#define NR EP_QGEMM_NR
+
+EP_COLD ep_status ep_qgemm_check_epi(int32_t act, uint32_t out_dtype, int has_mult) {
+  EP_CHECK(ep_gemm_check_act(act) == EP_OK, EP_E_PARAM);
+  if (out_dtype == EP_I32) EP_CHECK(!has_mult && act == 0, EP_E_PARAM);
+  else EP_CHECK(out_dtype == EP_I8 || out_dtype == EP_U8 || out_dtype == EP_F32, EP_E_DTYPE);
+  if (out_dtype != EP_I32) EP_CHECK(has_mult, EP_E_OP);
+  return EP_OK;
+}
+
+EP_AINLINE f32x4 qact(f32x4 v, int32_t act, f32x4 p0, f32x4 p1) {
+  switch (act) {
+    case EP_ACT_RELU: return f32x4_max(v, f32x4_zero());
+    case EP_ACT_LEAKY_RELU: return f32x4_add(f32x4_max(v, f32x4_zero()), f32x4_mul(p0, f32x4_min(v, f32x4_zero())));
+    case EP_ACT_CLIP: return f32x4_min(f32x4_max(v, p0), p1);
+    default: return v;
+  }
+}
+
+EP_COLD void ep_q_store_bytes(uint8_t *dst, const void *src, uint32_t cnt, uint64_t cs, uint32_t esz) {
+  const uint8_t *s = (const uint8_t *)src;
+  for (uint32_t i = 0; i < cnt; i++)
+    for (uint32_t b = 0; b < esz; b++) dst[i * cs * esz + b] = s[i * esz + b];
+}
+
+EP_COLD void ep_q_bounds(const ep_qgemm_epi *e, float *lo, float *hi) {
+  const int u8 = e->out_dtype == EP_U8;
+  const float qlo = (float)((u8 ? 0 : -128) - e->yzp), qhi = (float)((u8 ? 255 : 127) - e->yzp);
+  float a = qlo, b = qhi;
+  if (e->act == EP_ACT_RELU) a = 0.0f;
+  if (e->act == EP_ACT_CLIP) { a = e->p0; b = e->p1; }
+  /* each bound clamped into [qlo, qhi] (NaN -> the range's own bound) */
+  *lo = a > qlo ? (a < qhi ? a : qhi) : qlo;
+  *hi = b < qhi ? (b > qlo ? b : qlo) : qhi;
+}
+
+void ep_q_store8(f32x4 v0, f32x4 v1, const ep_qgemm_epi *e, uint8_t *dst, uint32_t cnt, uint64_t cs) {
+  const f32x4 p0 = f32x4_splat(e->p0), p1 = f32x4_splat(e->p1);
+  if (e->out_dtype == EP_F32 || e->act == EP_ACT_LEAKY_RELU) {
+    v0 = qact(v0, e->act, p0, p1);
+    v1 = qact(v1, e->act, p0, p1);
+  }
+  if (e->out_dtype == EP_F32) {
+    float t[8];
+    if (cnt == 8 && cs == 1) { f32x4_store((float *)(void *)dst, v0); f32x4_store((float *)(void *)dst + 4, v1); return; }
+    f32x4_store(t, v0); f32x4_store(t + 4, v1);
+    ep_q_store_bytes(dst, t, cnt, cs, 4);
+    return;
+  }
+  float lo, hi;
+  ep_q_bounds(e, &lo, &hi);
+  const i8x16 q = ep_q8_pack(v0, v1, f32x4_splat(lo), f32x4_splat(hi), ep_q_zbits(e->yzp), e->out_dtype == EP_U8);
+  if (cnt == 8 && cs == 1) { i8x16_store_lo8(dst, q); return; }
+  uint8_t t[8];
+  i8x16_store_lo8(t, q);
+  ep_q_store_bytes(dst, t, cnt, cs, 1);
+}
+
+/* t[0..8) = src[0..cnt), zero past cnt (partial tiles). */
+EP_COLD static void fill8(void *t, const void *src, uint32_t cnt) {
+  uint32_t *d = (uint32_t *)t;
+  const uint32_t *s = (const uint32_t *)src;
+  for (uint32_t i = 0; i < 8; i++) d[i] = i < cnt ? s[i] : 0;
+}
+
+/* Epilogue of one row's 8 accumulators (local columns n..n+cnt). */
+__attribute__((noinline)) static void epi_row(const ep_qgemm_epi *e, uint32_t m, uint32_t n, uint32_t n_off, uint32_t cnt,
+                                              i32x4 v0, i32x4 v1) {
+  const uint32_t na = n_off + n;
+  int32_t t[8];
+  if (e->colsum) {
+    const i32x4 z = i32x4_splat(e->za_row ? e->za_row[m] : e->za);
+    v0 = i32x4_sub(v0, i32x4_mul(z, i32x4_load(e->colsum + n)));
+    v1 = i32x4_sub(v1, i32x4_mul(z, i32x4_load(e->colsum + n + 4)));
+  }
+  if (e->bias) {
+    i32x4 b0, b1;
+    if (!e->bias_col) { b0 = b1 = i32x4_splat(e->bias[m]); }
+    else {
+      const int32_t *bp = e->bias + na;
+      if (cnt < 8) { fill8(t, bp, cnt); bp = t; }
+      b0 = i32x4_load(bp); b1 = i32x4_load(bp + 4);
+    }
+    v0 = i32x4_add(v0, b0); v1 = i32x4_add(v1, b1);
+  }
+  const uint64_t at = (uint64_t)m * e->rs + (uint64_t)na * e->cs;
+  if (!e->mult) {
+    i32x4_store(t, v0); i32x4_store(t + 4, v1);
+    ep_q_store_bytes((uint8_t *)e->y + 4 * at, t, cnt, e->cs, 4);
+    return;
+  }
+  f32x4 s0, s1;
+  if (!e->mult_col) { s0 = s1 = f32x4_splat(e->mult[m]); }
+  else {
+    const float *mp = e->mult + na;
+    float tm[8];
+    if (cnt < 8) { fill8(tm, mp, cnt); mp = tm; }
+    s0 = f32x4_load(mp); s1 = f32x4_load(mp + 4);
+  }
+  ep_q_store8(f32x4_mul(f32x4_from_i32x4(v0), s0), f32x4_mul(f32x4_from_i32x4(v1), s1), e, e->y + at * (e->out_dtype == EP_F32 ? 4 : 1), cnt, e->cs);
+}
+
+/* acc[r][0..1] = sum over Kp pairs of A'[r] pair . B' pairs of 8 columns. */
+EP_AINLINE void micro(uint32_t Kp, const int8_t *a, const int16_t *b, uint32_t ldb2, i32x4 acc[MR][2]) {
+  i32x4 c00 = i32x4_splat(0), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00;
+  for (uint32_t p = 0; p < Kp; p++) {
+    const i16x8 av = i16x8_load_i8(a);
+    const i16x8 b0 = i16x8_load(b), b1 = i16x8_load(b + 8);
+    i16x8 s;
+    s = i16x8_pair_splat(av, 0); c00 = i32x4_dot_i16x8_add(c00, b0, s); c01 = i32x4_dot_i16x8_add(c01, b1, s);
+    s = i16x8_pair_splat(av, 1); c10 = i32x4_dot_i16x8_add(c10, b0, s); c11 = i32x4_dot_i16x8_add(c11, b1, s);
+    s = i16x8_pair_splat(av, 2); c20 = i32x4_dot_i16x8_add(c20, b0, s); c21 = i32x4_dot_i16x8_add(c21, b1, s);
+    s = i16x8_pair_splat(av, 3); c30 = i32x4_dot_i16x8_add(c30, b0, s); c31 = i32x4_dot_i16x8_add(c31, b1, s);
+    a += 2 * MR;
+    b += ldb2;
+  }
+  acc[0][0] = c00; acc[0][1] = c01; acc[1][0] = c10; acc[1][1] = c11;
+  acc[2][0] = c20; acc[2][1] = c21; acc[3][0] = c30; acc[3][1] = c31;
+}
+
+void ep_qgemm(uint32_t M, uint32_t N, uint32_t K, const int8_t *a, const int16_t *b, uint32_t ldb, uint32_t n_off,
+              const ep_qgemm_epi *e) {
+  const uint32_t Kp = (K + 1) / 2;
+  i32x4 acc[MR][2];
+  /* The common QDQ case gets its epilogue inline: per-row bias and mult, no A zero point, 8-bit output
+   * with none/relu/clip (a clamp), contiguous rows. */
+  const int fast = e->mult && !e->mult_col && !(e->bias && e->bias_col) && !e->colsum && e->cs == 1 &&
+                   e->out_dtype != EP_F32 && e->act != EP_ACT_LEAKY_RELU;
+  float lo = 0.0f, hi = 0.0f;
+  if (fast) ep_q_bounds(e, &lo, &hi);
+  const f32x4 vlo = f32x4_splat(lo), vhi = f32x4_splat(hi);
+  const i32x4 zb = ep_q_zbits(e->yzp);
+  const int u8 = e->out_dtype == EP_U8;
+  for (uint32_t m0 = 0; m0 < M; m0 += MR) {
+    const int8_t *ap = a + (uint64_t)(m0 / MR) * Kp * 2 * MR;
+    const uint32_t mr = M - m0 < MR ? M - m0 : MR;
+    for (uint32_t n = 0; n < N; n += NR) {
+      micro(Kp, ap, b + 2 * (uint64_t)n, 2 * ldb, acc);
+      const uint32_t cnt = N - n < NR ? N - n : NR;
+      if (!fast) {
+        for (uint32_t r = 0; r < mr; r++) epi_row(e, m0 + r, n, n_off, cnt, acc[r][0], acc[r][1]);
+        continue;
+      }
+      for (uint32_t r = 0; r < mr; r++) {
+        const uint32_t m = m0 + r;
+        const i32x4 bv = i32x4_splat(e->bias ? e->bias[m] : 0);
+        const f32x4 mv = f32x4_splat(e->mult[m]);
+        const i8x16 q = ep_q8_pack(f32x4_mul(f32x4_from_i32x4(i32x4_add(acc[r][0], bv)), mv),
+                                   f32x4_mul(f32x4_from_i32x4(i32x4_add(acc[r][1], bv)), mv), vlo, vhi, zb, u8);
+        uint8_t *dst = e->y + (uint64_t)m * e->rs + n_off + n;
+        if (cnt == NR) {
+          i8x16_store_lo8(dst, q);
+        } else {
+          uint8_t t[8];
+          i8x16_store_lo8(t, q);
+          ep_q_store_bytes(dst, t, cnt, 1, 1);
+        }
+      }
+    }
+  }
+}
+
+/* Columns [n, ldb) of one pair row: scalar, zero past N. */
+EP_COLD static void pack_b_tail(int16_t *d, uint32_t n, uint32_t N, uint32_t ldb, const uint8_t *r0, const uint8_t *r1,
+                                int is_u8, int32_t zp, const int32_t *zp_col) {
+  for (; n < ldb; n++) {
+    int32_t z = n < N && zp_col ? zp_col[n] : zp;
+    const int32_t lo = is_u8 ? 0 : -128;   /* a plan's zero point outside the 8-bit range is clamped: |B'| <= 255 */
+    z = z < lo ? lo : z > lo + 255 ? lo + 255 : z;
+    d[2 * n] = n < N ? (int16_t)((is_u8 ? (int32_t)r0[n] : (int32_t)(int8_t)r0[n]) - z) : 0;
+    d[2 * n + 1] = n < N ? (int16_t)((is_u8 ? (int32_t)r1[n] : (int32_t)(int8_t)r1[n]) - z) : 0;
+  }
+}
+
+void ep_qgemm_pack_b(int16_t *b, uint32_t ldb, uint32_t K, uint32_t N, const uint8_t *x, uint64_t rs, int is_u8,
+                     int32_t zp, const int32_t *zp_col, int32_t *colsum) {
+  const uint32_t Kp = (K + 1) / 2;
+  const i16x8 zv = i16x8_splat((int16_t)zp);
+  for (uint32_t p = 0; p < Kp; p++) {
+    const uint8_t *r0 = x + (uint64_t)(2 * p) * rs;
+    /* odd K: the last pair repeats row K-1, which A's zero padding cancels (colsum skips it) */
+    const uint8_t *r1 = 2 * p + 1 < K ? r0 + rs : r0;
+    int16_t *d = b + (uint64_t)p * ldb * 2;
+    uint32_t n = 0;
+    if (!zp_col) {
+      for (; n + 8 <= N; n += 8) {
+        const i16x8 v0 = i16x8_sub(is_u8 ? i16x8_load_u8(r0 + n) : i16x8_load_i8((const int8_t *)r0 + n), zv);
+        const i16x8 v1 = i16x8_sub(is_u8 ? i16x8_load_u8(r1 + n) : i16x8_load_i8((const int8_t *)r1 + n), zv);
+        i16x8_store(d + 2 * n, i16x8_zip_lo(v0, v1));
+        i16x8_store(d + 2 * n + 8, i16x8_zip_hi(v0, v1));
+      }
+    }
+    pack_b_tail(d, n, N, ldb, r0, r1, is_u8, zp, zp_col);
+  }
+  if (colsum) ep_qgemm_colsum(b, ldb, K, ldb, colsum);
+}
+
+EP_COLD void ep_qgemm_colsum(const int16_t *b, uint32_t ldb, uint32_t K, uint32_t N, int32_t *colsum) {
+  const uint32_t Kp = (K + 1) / 2;
+  for (uint32_t n = 0; n < N; n++) colsum[n] = 0;
+  for (uint32_t p = 0; p < Kp; p++) {
+    const int16_t *d = b + (uint64_t)p * ldb * 2;
+    const int odd = 2 * p + 1 == K;
+    for (uint32_t n = 0; n < N; n++) colsum[n] += (int32_t)d[2 * n] + (odd ? 0 : d[2 * n + 1]);
+  }
+}
+
+EP_COLD void ep_qgemm_pack_a(uint32_t M, uint32_t K, const uint8_t *x, uint64_t rs, int is_u8, int8_t *dst) {
+  const uint32_t Kp = (K + 1) / 2;
+  for (uint32_t m0 = 0; m0 < M; m0 += MR) {
+    for (uint32_t p = 0; p < Kp; p++) {
+      for (uint32_t r = 0; r < MR; r++) {
+        for (uint32_t j = 0; j < 2; j++) {
+          const uint32_t k = 2 * p + j;
+          int32_t v = 0;
+          if (m0 + r < M && k < K) {
+            const uint8_t u = x[(uint64_t)(m0 + r) * rs + k];
+            v = is_u8 ? (int32_t)u - 128 : (int32_t)(int8_t)u;
+          }
+          *dst++ = (int8_t)v;
+        }
+      }
+    }
+  }
+}
