@@ -13,7 +13,8 @@ from .plan.opcodes import DTYPES
 
 FORMAT = "edgepack-bundle"
 FORMAT_VERSION = 1
-WASM_VARIANTS = {"simd": "edgepack.wasm", "scalar": "edgepack-scalar.wasm", "relaxed": "edgepack-relaxed.wasm"}
+WASM_VARIANTS = {"simd": "edgepack.wasm", "scalar": "edgepack-scalar.wasm", "relaxed": "edgepack-relaxed.wasm",
+                 "threads": "edgepack-threads.wasm"}
 
 
 def sha256(path: Path) -> str:

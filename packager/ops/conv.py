@@ -24,6 +24,11 @@ WINOGRAD_SCRATCH_FLOATS = 128 * 1024    # 512 KB
 WINOGRAD_MIN_TILES = 16                 # tiles per block: below that the weights are streamed too often
 WINOGRAD_SINGLE_BLOCK_FLOATS = 512 * 1024   # 2 MB: larger scratch allowed when it makes one block
 
+# Kernels that need a private scratch buffer per thread (DEPTHWISE_CONV's padded plane, WINOGRAD_CONV's
+# 4-row buffer) get this many; a threaded runtime uses at most that many threads on such a node, so a plan
+# stays valid for any thread count (docs/plan-format.md, "Threads").
+THREAD_SLOTS = 4
+
 # Epilogue activation codes (gemm.h EP_ACT_*; activation.h uses the same numbers).
 ACT_NONE, ACT_RELU, ACT_LEAKY_RELU, ACT_CLIP = 0, 1, 2, 3
 Activation = tuple[int, Sequence[float]]
@@ -108,11 +113,11 @@ def conv_geometry(ctx: LowerCtx, node: onnx.NodeProto) -> dict:
 
 
 def dw_scratch_bytes(g: dict) -> int:
-    """Mirror of conv.c dw_phase_width: the padded, column-phased input plane of one channel."""
+    """Mirror of conv.c dw_phase_width: the padded, column-phased input plane of one channel, per thread slot."""
     wp = g["w"] + g["pl"] + g["pr"]
     pw = max(-(-wp // g["sw"]), _round_up(g["ow"], 4) + (g["kw"] - 1) * g["dw"] // g["sw"])
     pw = _round_up(pw, 4)
-    return (g["h"] + g["pt"] + g["pb"]) * g["sw"] * pw * 4
+    return (g["h"] + g["pt"] + g["pb"]) * g["sw"] * pw * 4 * THREAD_SLOTS
 
 
 # Winograd F(2x2, 3x3): G (4x3) transforms a 3x3 filter to 4x4 (conv.c/winograd.c use B^T, A^T).
@@ -144,7 +149,7 @@ def winograd_tiles(g: dict) -> tuple[int, int]:
         nt = max(WINOGRAD_MIN_TILES, (WINOGRAD_SCRATCH_FLOATS - 4 * rw) // per_tile // NR * NR)
         blocks = -(-tiles // nt)
         nt = min(tiles, _round_up(-(-tiles // blocks), NR))
-    return nt, (per_tile * _round_up(nt, NR) + 4 * rw) * 4
+    return nt, (per_tile * _round_up(nt, NR) + 4 * rw * THREAD_SLOTS) * 4
 
 
 def emit_conv(ctx: LowerCtx, node: onnx.NodeProto, activation: Activation = (ACT_NONE, ()),

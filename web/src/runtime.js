@@ -6,6 +6,8 @@
 /** @typedef {{data: ArrayBufferView, dims: readonly number[]}} Tensor */
 
 export const VARIANTS = Object.freeze({ simd: 'edgepack.wasm', scalar: 'edgepack-scalar.wasm', relaxed: 'edgepack-relaxed.wasm' });
+/** The threaded build (SIMD128 + atomics, shared memory): used when load() is given `threads`. */
+export const THREADS_WASM = 'edgepack-threads.wasm';
 const FORMAT = 'edgepack-bundle';
 const FORMAT_VERSION = 1;
 const PAGE = 65536;
@@ -178,7 +180,8 @@ export class Session {
 
   /** @param {number} ptr */
   _cstr(ptr) {
-    const b = new Uint8Array(this.memory.buffer, ptr, Math.min(256, this.memory.buffer.byteLength - ptr));
+    // a copy: TextDecoder refuses views of a shared (threaded) memory
+    const b = new Uint8Array(this.memory.buffer, ptr, Math.min(256, this.memory.buffer.byteLength - ptr)).slice();
     const end = b.indexOf(0);
     return new TextDecoder().decode(b.subarray(0, end < 0 ? b.length : end));
   }
@@ -237,7 +240,7 @@ export class Session {
     const out = {};
     for (const s of this.outputs) {
       const [ptr, n] = this._span(s.tensor);
-      out[s.name] = { data: new ARRAYS[s.dtype](this.memory.buffer.slice(ptr, ptr + n)), dims: s.shape.slice(), dtype: s.dtype };
+      out[s.name] = { data: new ARRAYS[s.dtype](new Uint8Array(this.memory.buffer, ptr, n).slice().buffer), dims: s.shape.slice(), dtype: s.dtype };
     }
     return out;
   }
@@ -246,11 +249,17 @@ export class Session {
   async run(feeds) {
     return this.runSync(feeds);
   }
+
+  /** Stops the worker threads of a threaded session (nothing to do otherwise). */
+  async close() {
+    await this._threads?.terminate();
+  }
 }
 
 /** Loads a bundle and opens a session on it.
  * @param {string|URL} source bundle directory (Node) or URL (browser)
- * @param {{variant?: Variant, verify?: boolean, fetch?: typeof fetch, publicKey?: string|Uint8Array}} [options]
+ * @param {{variant?: Variant, verify?: boolean, fetch?: typeof fetch, publicKey?: string|Uint8Array, threads?: number}} [options]
+ * threads: run edgepack-threads.wasm with this many threads (workers + the caller; needs shared memory).
  * publicKey: the bundle must be signed by this Ed25519 key (manifest.sig over manifest.json's exact bytes), and
  * every file the manifest lists must match its SHA-256; in Node, a file the manifest does not list is refused too.
  * @returns {Promise<Session>} */
@@ -291,7 +300,8 @@ export async function load(source, options = {}) {
     throw new EdgepackError(`this WebAssembly engine does not support the '${v}' variant (best available: '${best}')` +
       (v === 'relaxed' && isNode ? '; Node 20 needs --experimental-wasm-relaxed-simd' : ''));
   }
-  const wasmName = VARIANTS[/** @type {keyof VARIANTS} */ (v)];
+  const threads = options.threads;
+  const wasmName = threads ? THREADS_WASM : VARIANTS[/** @type {keyof VARIANTS} */ (v)];
   const [plan, wasm] = await Promise.all([read('model.plan'), read(wasmName)]);
   if (verify) await Promise.all([checkFile(manifest, 'model.plan', plan), checkFile(manifest, wasmName, wasm)]);
   const hash = verify ? manifest.files[wasmName].sha256 : null;   // cache only binaries whose hash was checked
@@ -300,6 +310,18 @@ export async function load(source, options = {}) {
   if (!mod) {
     try { mod = await WebAssembly.compile(/** @type {BufferSource} */ (wasm)); } catch (e) { throw new EdgepackError(`${wasmName}: not loadable here (${/** @type {Error} */ (e).message})`); }
     if (hash) modules.set(hash, mod);
+  }
+  if (threads) {
+    const { instantiateThreaded } = await import('./threads.js');
+    const t = await instantiateThreaded(mod, { threads });
+    try {
+      const s = new Session(t.instance, plan, manifest, 'threads');
+      s._threads = t;
+      return s;
+    } catch (e) {
+      await t.terminate();
+      throw e;
+    }
   }
   const instance = await WebAssembly.instantiate(mod, {});
   return new Session(instance, plan, manifest, v);
