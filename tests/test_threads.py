@@ -3,6 +3,8 @@ benchmark models give the single-threaded build's answers and stay within 1e-4 o
 counts and plans whose per-thread scratch holds fewer threads than are running still give the right answer."""
 from __future__ import annotations
 
+import json
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +16,7 @@ from packager import load_bundle, package
 from packager.api import reference_run
 
 from .conftest import model_path
-from .test_web_node import _node_major, _node_run, _outputs
+from .test_web_node import RUNTIME, _node_major, _node_run, _outputs
 
 pytestmark = pytest.mark.skipif(_node_major() < 20, reason="needs Node >= 20")
 
@@ -104,3 +106,23 @@ def test_bad_thread_count(tmp_path: Path) -> None:
     bundle = package(p, out=tmp_path / "b")
     res = _node_run(tmp_path / "bad", bundle, _inputs(bundle, 1), options={"threads": 17})
     assert not res["ok"] and "threads must be an integer in 1..16" in res["error"]
+
+
+def test_workers_take_tasks(tmp_path: Path) -> None:
+    """The workers really run tasks (a threaded session whose workers never woke would still be right)."""
+    bundle = package(model_path("cifar10net"), out=tmp_path / "b")
+    script = tmp_path / "count.mjs"
+    script.write_text(f"""
+import {{ load }} from {json.dumps(RUNTIME.as_uri())};
+const s = await load({json.dumps(str(bundle))}, {{ threads: 2 }});
+const x = s.inputs[0];
+const feeds = {{ [x.name]: {{ data: new Float32Array(x.shape.reduce((a, b) => a * b, 1)).fill(0.5), dims: x.shape }} }};
+for (let i = 0; i < 20; i++) s.runSync(feeds);
+const ex = s._threads.instance.exports;
+console.log(JSON.stringify([ex.ep_thread_tasks(0), ex.ep_thread_tasks(1), ex.ep_thread_tasks(2)]));
+await s.close();
+""")
+    r = subprocess.run(["node", str(script)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    caller, worker, absent = json.loads(r.stdout)
+    assert caller > 0 and worker > 0 and absent == 0, (caller, worker, absent)

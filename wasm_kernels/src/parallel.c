@@ -28,6 +28,7 @@ static int32_t g_wake;          /* generation of the latest job, futex word of s
 static uint32_t g_threads = 1;  /* caller + running workers, set by the host */
 static uint32_t g_busy;         /* a job is in flight: nested parallel_for runs serially */
 static uint32_t g_quit;
+static uint32_t g_tasks_run[EP_MAX_THREADS];   /* per thread, for tests: did the workers take part? */
 
 #define LOAD(p) __atomic_load_n((p), __ATOMIC_SEQ_CST)
 #define STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_SEQ_CST)
@@ -46,6 +47,7 @@ static void run_tasks(uint32_t gen, uint32_t thread) {
     if (i >= n || thread >= mt) return;
     if (!__atomic_compare_exchange_n(&g_ctr, &c, c + 1, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) continue;
     j->fn(j->ctx, i, thread);
+    g_tasks_run[thread]++;
     __atomic_fetch_add(&j->done, 1u, __ATOMIC_SEQ_CST);
   }
 }
@@ -104,6 +106,11 @@ EXPORT(ep_set_threads) uint32_t ep_set_threads(uint32_t n) {
   n = n < 1 ? 1 : n > EP_MAX_THREADS ? EP_MAX_THREADS : n;
   STORE(&g_threads, n);
   return n;
+}
+
+/* Tasks thread `index` has run so far (0 = the caller). */
+EXPORT(ep_thread_tasks) uint32_t ep_thread_tasks(uint32_t index) {
+  return index < EP_MAX_THREADS ? LOAD(&g_tasks_run[index]) : 0u;
 }
 
 /* Make every worker return from ep_worker_main; only the caller's thread runs tasks afterwards. */
