@@ -173,14 +173,18 @@ function stats(xs) {
 }
 const median = (xs) => stats(xs).median_ms;
 
-async function timeFor(r, seconds, sink) {
+/** Runs r for `seconds`; per run, pushes the wall-clock ms to sink and this process's CPU ms to cpuSink. */
+async function timeFor(r, seconds, sink, cpuSink) {
   const end = performance.now() + seconds * 1000;
   let n = 0;
   do {
+    const c0 = process.cpuUsage();
     const t0 = performance.now();
     await r.run();
     const dt = performance.now() - t0;
+    const c = process.cpuUsage(c0);
     if (sink) sink.push(dt);
+    if (cpuSink) cpuSink.push((c.user + c.system) / 1000);
     n++;
   } while (performance.now() < end);
   return n;
@@ -233,16 +237,26 @@ async function main() {
   }
   const samples = Object.fromEntries(runners.map((r) => [r.name, []]));
   const roundMedians = Object.fromEntries(runners.map((r) => [r.name, []]));
+  // CPU time of this process per run: on a machine shared with other jobs it measures the runtime's own work
+  // (wall time also measures the others). Meaningless for multi-threaded runs (it sums the threads).
+  const cpuSamples = Object.fromEntries(runners.map((r) => [r.name, []]));
+  const cpuRoundMedians = Object.fromEntries(runners.map((r) => [r.name, []]));
   for (let round = 0; round < a.rounds; round++) {
     for (const r of runners) {
       const xs = [];
-      await timeFor(r, a.slice, xs);
+      const cs = [];
+      await timeFor(r, a.slice, xs, cs);
       for (const x of xs) samples[r.name].push(x);
+      for (const x of cs) cpuSamples[r.name].push(x);
       roundMedians[r.name].push(median(xs));
+      cpuRoundMedians[r.name].push(median(cs));
     }
   }
   const per = {};
-  for (const r of runners) per[r.name] = { ...stats(samples[r.name]), detail: r.detail, ...(r.version ? { version: r.version } : {}) };
+  for (const r of runners) {
+    per[r.name] = { ...stats(samples[r.name]), cpu_median_ms: median(cpuSamples[r.name]), detail: r.detail, ...(r.version ? { version: r.version } : {}) };
+  }
+  const single = (name) => name !== 'edgepack-threads' && !(a.threads > 1 && (name === 'ort-web' || name === 'native'));
   const ratios = {};
   for (const ep of runners.filter((r) => r.name.startsWith('edgepack-'))) {
     for (const other of ['ort-web', 'native']) {
@@ -250,6 +264,9 @@ async function main() {
       // paired: within a round the two ran back to back, so a slowdown burst mostly cancels
       const paired = roundMedians[ep.name].map((x, i) => x / roundMedians[other][i]);
       ratios[`${ep.name}/${other}`] = { of_medians: per[ep.name].median_ms / per[other].median_ms, paired_median: median(paired) };
+      if (single(ep.name) && single(other)) {
+        ratios[`${ep.name}/${other}`].cpu_paired_median = median(cpuRoundMedians[ep.name].map((x, i) => x / cpuRoundMedians[other][i]));
+      }
     }
   }
   // speed-up of the threaded build over each single-threaded edgepack build
@@ -262,9 +279,11 @@ async function main() {
 
   const fmt = (x) => x.toFixed(x < 1 ? 4 : x < 10 ? 3 : 2);
   console.log(`\n${manifest.name}: ${a.rounds} rounds x ${a.slice}s interleaved, ${a.seconds}s warm-up each`);
-  console.log('runtime'.padEnd(20) + 'median ms'.padStart(12) + 'p10'.padStart(10) + 'p90'.padStart(10) + 'runs'.padStart(8));
-  for (const [k, s] of Object.entries(per)) console.log(k.padEnd(20) + fmt(s.median_ms).padStart(12) + fmt(s.p10_ms).padStart(10) + fmt(s.p90_ms).padStart(10) + String(s.n).padStart(8));
-  for (const [k, v] of Object.entries(ratios)) console.log(`${k}: ${v.of_medians.toFixed(3)} (paired per round: ${v.paired_median.toFixed(3)})`);
+  console.log('runtime'.padEnd(20) + 'median ms'.padStart(12) + 'p10'.padStart(10) + 'p90'.padStart(10) + 'runs'.padStart(8) + 'CPU ms/run'.padStart(12));
+  for (const [k, s] of Object.entries(per)) console.log(k.padEnd(20) + fmt(s.median_ms).padStart(12) + fmt(s.p10_ms).padStart(10) + fmt(s.p90_ms).padStart(10) + String(s.n).padStart(8) + fmt(s.cpu_median_ms).padStart(12));
+  for (const [k, v] of Object.entries(ratios)) {
+    console.log(`${k}: ${v.of_medians.toFixed(3)} (paired per round: ${v.paired_median.toFixed(3)}${v.cpu_paired_median ? `; CPU time: ${v.cpu_paired_median.toFixed(3)}` : ''})`);
+  }
   for (const [k, v] of Object.entries(skipped)) console.log(`skipped ${k}: ${v}`);
 
   const report = {

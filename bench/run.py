@@ -168,19 +168,20 @@ def best_edgepack(rep: dict) -> str | None:
 
 
 def table(reports: list[dict], mach: str) -> str:
-    rows = ["| model | edgepack ms | ort-web ms | native ms | edgepack/ort-web | edgepack/native | machine |",
-            "|---|---|---|---|---|---|---|"]
+    rows = ["| model | edgepack ms | ort-web ms | native ms | edgepack/ort-web | edgepack/native | CPU-time ratios ort-web, native | machine |",
+            "|---|---|---|---|---|---|---|---|"]
     ms = lambda x: f"{x:.3f}" if x < 10 else f"{x:.2f}"  # noqa: E731
     for rep in reports:
         if "error" in rep:
-            rows.append(f"| {rep['model']} | {rep['error']} | | | | | {mach} |")
+            rows.append(f"| {rep['model']} | {rep['error']} | | | | | | {mach} |")
             continue
         rt, ep = rep["runtimes"], best_edgepack(rep)
         cell = lambda k: ms(rt[k]["median_ms"]) if k in rt else "n/a"  # noqa: E731
         ratio = lambda o: f"{rep['ratios'][f'{ep}/{o}']['of_medians']:.2f}" if f"{ep}/{o}" in rep["ratios"] else "n/a"  # noqa: E731
         native = cell("native") + (" (py)" if "native" in rt and "Python" in rt["native"].get("detail", "") else "")
+        cpu = lambda o: f"{rep['ratios'][f'{ep}/{o}']['cpu_paired_median']:.2f}" if "cpu_paired_median" in rep["ratios"].get(f"{ep}/{o}", {}) else "n/a"  # noqa: E731
         rows.append(f"| {rep['model']} | {cell(ep)} ({ep.removeprefix('edgepack-')}) | {cell('ort-web')} | {native} | "
-                    f"{ratio('ort-web')} | {ratio('native')} | {mach} |")
+                    f"{ratio('ort-web')} | {ratio('native')} | {cpu('ort-web')}, {cpu('native')} | {mach} |")
     return "\n".join(rows)
 
 

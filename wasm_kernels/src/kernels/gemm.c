@@ -169,7 +169,8 @@ EP_AINLINE void panel(const uint32_t mr, uint32_t m0, uint32_t n0, uint32_t n1, 
   if (n == n1) return;
   if (b_padded) {  /* B readable up to the next multiple of NR: full vectors, partial store */
     float tmp[2 * 4];
-    accumulate(mr, 2, K, a, b + n, ldb, acc);
+    if (n1 - n <= 4) accumulate(mr, 1, K, a, b + n, ldb, acc);
+    else accumulate(mr, 2, K, a, b + n, ldb, acc);
     for (uint32_t r = 0; r < mr; r++) {
       f32x4_store(tmp, acc[r][0]); f32x4_store(tmp + 4, acc[r][1]);
       float *dst = c + (uint64_t)(m0 + r) * ldc;
