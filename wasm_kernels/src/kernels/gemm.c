@@ -226,8 +226,8 @@ void ep_gemm_f32_range(uint32_t M, uint32_t N, uint32_t K, const float *a_packed
                        int b_padded, float *c, uint32_t ldc, const ep_gemm_epi *e, uint32_t m0, uint32_t m1,
                        uint32_t n0, uint32_t n1) {
   (void)M; (void)N;
-  /* Block N so a K x nb block of B (re-read once per row panel) stays cache resident (~512 KB). */
-  uint32_t nb = K ? (131072u / K) & ~(uint32_t)(NR - 1) : n1 - n0;
+  /* Block N so a K x nb block of B (re-read once per row panel) stays in L2 (128 KB: 2% faster than 512 KB). */
+  uint32_t nb = K ? (32768u / K) & ~(uint32_t)(NR - 1) : n1 - n0;
   if (nb < NR) nb = NR;
   for (uint32_t nb0 = n0; nb0 < n1; nb0 += nb) {
     const uint32_t nb1 = n1 - nb0 < nb ? n1 : nb0 + nb;
