@@ -3,8 +3,12 @@ benchmark models give the single-threaded build's answers and stay within 1e-4 o
 counts and plans whose per-thread scratch holds fewer threads than are running still give the right answer."""
 from __future__ import annotations
 
+import functools
+import http.server
 import json
+import shutil
 import subprocess
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +20,7 @@ from packager import load_bundle, package
 from packager.api import reference_run
 
 from .conftest import model_path
-from .test_web_node import RUNTIME, _node_major, _node_run, _outputs
+from .test_web_node import REPO, RUNTIME, _node_major, _node_run, _outputs
 
 pytestmark = pytest.mark.skipif(_node_major() < 20, reason="needs Node >= 20")
 
@@ -126,3 +130,56 @@ await s.close();
     assert r.returncode == 0, r.stderr
     caller, worker, absent = json.loads(r.stdout)
     assert caller > 0 and worker > 0 and absent == 0, (caller, worker, absent)
+
+
+PAGE = """<!doctype html><script type="module">
+import { load } from './src/index.js';
+try {
+  const one = await load('bundle/', { variant: 'simd' }), two = await load('bundle/', { threads: 2 });
+  const x = one.inputs[0];
+  const feeds = { [x.name]: { data: Float32Array.from({ length: x.shape.reduce((a, b) => a * b, 1) }, (_, i) => Math.sin(i)), dims: x.shape } };
+  const a = await one.run(feeds), b = await two.run(feeds);
+  let diff = 0;
+  for (const k in a) for (let i = 0; i < a[k].data.length; i++) diff = Math.max(diff, Math.abs(a[k].data[i] - b[k].data[i]));
+  const ex = two._threads.instance.exports;
+  window.result = { ok: true, isolated: crossOriginIsolated, diff, worker_tasks: ex.ep_thread_tasks(1) };
+  await two.close();
+} catch (e) { window.result = { ok: false, error: String((e && e.stack) || e) }; }
+</script>"""
+
+
+class _IsolatedHandler(http.server.SimpleHTTPRequestHandler):
+    """COOP + COEP: the page is crossOriginIsolated, so it has SharedArrayBuffer and shared wasm memory."""
+
+    def end_headers(self) -> None:
+        self.send_header("Cross-Origin-Opener-Policy", "same-origin")
+        self.send_header("Cross-Origin-Embedder-Policy", "require-corp")
+        super().end_headers()
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+@pytest.mark.skipif(not Path("/usr/bin/chromium").exists(), reason="needs Debian's chromium")
+def test_chromium_two_threads(tmp_path: Path) -> None:
+    """A crossOriginIsolated page in Chromium: browser Workers from a Blob URL, same answer as the SIMD build."""
+    playwright = pytest.importorskip("playwright.sync_api")
+    root = tmp_path / "www"
+    shutil.copytree(REPO / "web" / "src", root / "src")
+    package(model_path("cifar10net"), out=root / "bundle")
+    (root / "index.html").write_text(PAGE)
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_IsolatedHandler, directory=str(root)))
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        with playwright.sync_playwright() as p:
+            browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=[
+                "--no-sandbox", "--disable-background-networking", "--disable-component-update", "--no-first-run", "--disable-sync"])
+            page = browser.new_page()
+            page.goto(f"http://127.0.0.1:{srv.server_port}/index.html")
+            page.wait_for_function("window.result !== undefined", timeout=120_000)
+            res = page.evaluate("window.result")
+            browser.close()
+    finally:
+        srv.shutdown()
+    assert res["ok"], res.get("error")
+    assert res["isolated"] and res["diff"] <= 1e-6 and res["worker_tasks"] > 0, res

@@ -10,7 +10,8 @@
  * DEPTHWISE_CONV: inputs X [B,C,H,W] (or [B,C,W]), weights [C,1,KH,KW], bias? [C], residual?.
  *   params (13 words): kh, kw, sh, sw, dh, dw, pad_top, pad_left, pad_bottom, pad_right, act, p0, p1.
  *   Scratch: one zero-padded input plane split into sw column phases, so every output vector reads
- *   contiguous input: Hp * sw * PW floats, Hp = H + pt + pb, PW = ep_dw_phase_width(...).
+ *   contiguous input: Hp * sw * PW floats, Hp = H + pt + pb, PW = dw_phase_width(...), per thread: the node
+ *   runs on as many threads as the scratch holds planes (at least one).
  * Activation codes/params as gemm.h (EP_ACT_*), applied with bias and residual in the epilogue. */
 #include "gemm.h"
 #include "ep_vec.h"

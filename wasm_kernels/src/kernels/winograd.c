@@ -11,8 +11,9 @@
  * of nt tiles: input transform V_k = B^T d B into 16 planes [Cin x ldv] (ldv = round_up(nt, 8)),
  * 16 GEMMs M_k = U_k V_k via the shared micro-kernel into [Cout x ldv] planes, then the output
  * transform Y = A^T M A with bias, residual and activation applied before the single store.
- * Scratch (floats): 16 * (Cin + Cout) * ldv + 4 * RW, RW = round_up(2 * TW + 8, 4) (the 4 zero-padded
- * input rows of one tile row). */
+ * Scratch (floats): 16 * (Cin + Cout) * ldv + slots * 4 * RW, RW = round_up(2 * TW + 8, 4) (the 4 zero-padded
+ * input rows of one tile row, one buffer per thread; slots >= 1: the input transform uses at most that
+ * many threads). */
 #include "gemm.h"
 #include "ep_vec.h"
 #include "ep_parallel.h"
