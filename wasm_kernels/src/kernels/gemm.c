@@ -4,7 +4,6 @@
  * micro-kernel body is specialised on the row count (1..MR) so edge panels waste nothing. */
 #include "gemm.h"
 #include "ep_vec.h"
-#include "ep_parallel.h"
 
 #if defined(__GNUC__) || defined(__clang__)
 #define EP_AINLINE static inline __attribute__((always_inline))
@@ -222,68 +221,25 @@ EP_AINLINE void panel(const uint32_t mr, uint32_t m0, uint32_t n0, uint32_t n1, 
   }
 }
 
-void ep_gemm_f32_range(uint32_t M, uint32_t N, uint32_t K, const float *a_packed, const float *b, uint32_t ldb,
-                       int b_padded, float *c, uint32_t ldc, const ep_gemm_epi *e, uint32_t m0, uint32_t m1,
-                       uint32_t n0, uint32_t n1) {
-  (void)M; (void)N;
+void ep_gemm_f32(uint32_t M, uint32_t N, uint32_t K, const float *a_packed, const float *b, uint32_t ldb,
+                 int b_padded, float *c, uint32_t ldc, const ep_gemm_epi *e) {
   /* Block N so a K x nb block of B (re-read once per row panel) stays in L2 (128 KB: 2% faster than 512 KB). */
-  uint32_t nb = K ? (32768u / K) & ~(uint32_t)(NR - 1) : n1 - n0;
+  uint32_t nb = K ? (32768u / K) & ~(uint32_t)(NR - 1) : N;
   if (nb < NR) nb = NR;
-  for (uint32_t nb0 = n0; nb0 < n1; nb0 += nb) {
-    const uint32_t nb1 = n1 - nb0 < nb ? n1 : nb0 + nb;
-    for (uint32_t mp = m0; mp < m1; mp += MR) {
-      const float *a = a_packed + (uint64_t)(mp / MR) * K * MR;
-      switch (m1 - mp >= MR ? MR : m1 - mp) {
-        case 6: panel(6, mp, nb0, nb1, K, a, b, ldb, b_padded, c, ldc, e); break;
-        case 5: panel(5, mp, nb0, nb1, K, a, b, ldb, b_padded, c, ldc, e); break;
-        case 4: panel(4, mp, nb0, nb1, K, a, b, ldb, b_padded, c, ldc, e); break;
-        case 3: panel(3, mp, nb0, nb1, K, a, b, ldb, b_padded, c, ldc, e); break;
-        case 2: panel(2, mp, nb0, nb1, K, a, b, ldb, b_padded, c, ldc, e); break;
-        default: panel(1, mp, nb0, nb1, K, a, b, ldb, b_padded, c, ldc, e); break;
+  for (uint32_t n0 = 0; n0 < N; n0 += nb) {
+    const uint32_t n1 = N - n0 < nb ? N : n0 + nb;
+    for (uint32_t m0 = 0; m0 < M; m0 += MR) {
+      const float *a = a_packed + (uint64_t)(m0 / MR) * K * MR;
+      switch (M - m0 >= MR ? MR : M - m0) {
+        case 6: panel(6, m0, n0, n1, K, a, b, ldb, b_padded, c, ldc, e); break;
+        case 5: panel(5, m0, n0, n1, K, a, b, ldb, b_padded, c, ldc, e); break;
+        case 4: panel(4, m0, n0, n1, K, a, b, ldb, b_padded, c, ldc, e); break;
+        case 3: panel(3, m0, n0, n1, K, a, b, ldb, b_padded, c, ldc, e); break;
+        case 2: panel(2, m0, n0, n1, K, a, b, ldb, b_padded, c, ldc, e); break;
+        default: panel(1, m0, n0, n1, K, a, b, ldb, b_padded, c, ldc, e); break;
       }
     }
   }
-}
-
-void ep_gemm_f32(uint32_t M, uint32_t N, uint32_t K, const float *a_packed, const float *b, uint32_t ldb,
-                 int b_padded, float *c, uint32_t ldc, const ep_gemm_epi *e) {
-  ep_gemm_f32_range(M, N, K, a_packed, b, ldb, b_padded, c, ldc, e, 0, M, 0, N);
-}
-
-void ep_gemm_split(uint32_t M, uint32_t N, uint32_t K, uint32_t threads, uint32_t *mparts, uint32_t *nparts) {
-  const uint32_t panels = (M + MR - 1) / MR, tiles = (N + NR - 1) / NR;
-  /* below ~64 kFLOP a task costs more to hand out than to run */
-  const uint32_t target = threads <= 1 || (uint64_t)M * N * K < 32768u ? 1u : 4u * threads;
-  *mparts = panels < target ? panels : target;
-  if (*mparts < 1) *mparts = 1;
-  const uint32_t want_n = (target + *mparts - 1) / *mparts;
-  *nparts = tiles < want_n ? tiles : want_n;
-  if (*nparts < 1) *nparts = 1;
-}
-
-void ep_gemm_f32_part(const ep_gemm_job *g, uint32_t task) {
-  const uint32_t panels = (g->M + MR - 1) / MR, tiles = (g->N + NR - 1) / NR;
-  const uint32_t mi = task / g->nparts, ni = task % g->nparts;
-  const uint32_t m0 = ep_chunk(panels, g->mparts, mi) * MR, m1e = ep_chunk(panels, g->mparts, mi + 1) * MR;
-  const uint32_t n0 = ep_chunk(tiles, g->nparts, ni) * NR, n1e = ep_chunk(tiles, g->nparts, ni + 1) * NR;
-  ep_gemm_f32_range(g->M, g->N, g->K, g->a, g->b, g->ldb, g->b_padded, g->c, g->ldc, g->e, m0,
-                    m1e < g->M ? m1e : g->M, n0, n1e < g->N ? n1e : g->N);
-}
-
-static void gemm_task(void *ctx, uint32_t task, uint32_t thread) {
-  (void)thread;
-  ep_gemm_f32_part((const ep_gemm_job *)ctx, task);
-}
-
-void ep_gemm_f32_mt(uint32_t M, uint32_t N, uint32_t K, const float *a_packed, const float *b, uint32_t ldb,
-                    int b_padded, float *c, uint32_t ldc, const ep_gemm_epi *e) {
-  ep_gemm_job g = {M, N, K, a_packed, b, ldb, b_padded, c, ldc, e, 1, 1};
-  ep_gemm_split(M, N, K, ep_num_threads(), &g.mparts, &g.nparts);
-  if (g.mparts * g.nparts <= 1) {
-    ep_gemm_f32(M, N, K, a_packed, b, ldb, b_padded, c, ldc, e);
-    return;
-  }
-  ep_parallel_for(g.mparts * g.nparts, EP_MAX_THREADS, gemm_task, &g);
 }
 
 void ep_gemm_pack_a(uint32_t M, uint32_t K, const float *a, uint64_t rs, uint64_t cs, float *dst) {

@@ -43,13 +43,8 @@ typedef struct {
 void ep_gemm_f32(uint32_t M, uint32_t N, uint32_t K, const float *a_packed, const float *b, uint32_t ldb,
                  int b_padded, float *c, uint32_t ldc, const ep_gemm_epi *epi);
 
-/* The same over rows [m0, m1) and columns [n0, n1) of C only (m0 a multiple of EP_GEMM_MR, n0 of
- * EP_GEMM_NR): disjoint ranges write disjoint parts of C, so threads may run them at once. */
-void ep_gemm_f32_range(uint32_t M, uint32_t N, uint32_t K, const float *a_packed, const float *b, uint32_t ldb,
-                       int b_padded, float *c, uint32_t ldc, const ep_gemm_epi *epi, uint32_t m0, uint32_t m1,
-                       uint32_t n0, uint32_t n1);
-
-/* One GEMM split into mparts x nparts tasks (row panels x column tiles, near-equal chunks). */
+/* One GEMM split into mparts x nparts tasks (row panels x column tiles, near-equal chunks): gemm_mt.c.
+ * Each task is an ep_gemm_f32 on its sub-block of C, so disjoint tasks write disjoint parts of C. */
 typedef struct {
   uint32_t M, N, K;
   const float *a;
