@@ -50,6 +50,9 @@ export interface LoadOptions {
    * directory, files the manifest does not list are refused too. Implies verify: true. Needs WebCrypto Ed25519
    * (Node >= 20, current Chromium/Firefox/Safari). */
   publicKey?: string | Uint8Array;
+  /** run edgepack-threads.wasm with this many threads, the caller included (1..16; needs shared memory:
+   * Node, or a crossOriginIsolated page). See docs/threads.md. */
+  threads?: number;
 }
 
 /** Every failure of the runtime: bad bundle, refused plan (status set), wrong inputs. */
@@ -61,7 +64,7 @@ export class EdgepackError extends Error {
 export class Session {
   readonly manifest: Record<string, unknown>;
   /** the variant actually loaded */
-  readonly variant: 'simd' | 'scalar' | 'relaxed';
+  readonly variant: 'simd' | 'scalar' | 'relaxed' | 'threads';
   /** the vector backend the core reports */
   readonly vec: string;
   readonly inputs: TensorSpec[];
@@ -70,6 +73,8 @@ export class Session {
   checkFeeds(feeds: Record<string, Tensor>): void;
   run(feeds: Record<string, Tensor>): Promise<Record<string, OutputTensor>>;
   runSync(feeds: Record<string, Tensor>): Record<string, OutputTensor>;
+  /** Stops the worker threads of a threaded session (nothing to do otherwise). */
+  close(): Promise<void>;
 }
 
 export const VARIANTS: Readonly<{ simd: 'edgepack.wasm'; scalar: 'edgepack-scalar.wasm'; relaxed: 'edgepack-relaxed.wasm' }>;
