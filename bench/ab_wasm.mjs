@@ -2,6 +2,7 @@
 // A/B of two (or more) edgepack .wasm builds on one bundle, in one Node process, by CPU time.
 //
 //   node --experimental-wasm-relaxed-simd ab_wasm.mjs BUNDLE_DIR A.wasm B.wasm [...] [--seconds 2] [--rounds 15] [--profile]
+//   node ... ab_wasm.mjs BUNDLE_A::A.wasm BUNDLE_B::B.wasm [...]   (two packagings of one model: same inputs)
 //
 // On a machine shared with other jobs, wall-clock latency mostly measures the others; the process's own CPU
 // time (process.cpuUsage) per run does not, so two builds of the core can be compared to a few percent there.
@@ -16,11 +17,13 @@ const opt = (k, d) => { const i = args.indexOf(k); if (i < 0) return d; const v 
 const seconds = opt('--seconds', 2), rounds = opt('--rounds', 15);
 const profile = args.includes('--profile') ? (args.splice(args.indexOf('--profile'), 1), true) : false;
 if (args.length < 2) { console.error('usage: ab_wasm.mjs BUNDLE A.wasm B.wasm [...] [--seconds S] [--rounds R] [--profile]'); process.exit(2); }
-const [bundle, ...wasms] = args;
-const manifest = JSON.parse(await readFile(path.join(bundle, 'manifest.json'), 'utf8'));
-const plan = new Uint8Array(await readFile(path.join(bundle, 'model.plan')));
+const pairs = args[0].includes('::') ? args.map((a) => a.split('::')) : args.slice(1).map((w) => [args[0], w]);
+const wasms = pairs.map(([b, w]) => (args[0].includes('::') ? `${path.basename(b)}:${path.basename(w)}` : w));
 const sessions = [];
-for (const w of wasms) {
+let manifest;
+for (const [bundle, w] of pairs) {
+  manifest = JSON.parse(await readFile(path.join(bundle, 'manifest.json'), 'utf8'));
+  const plan = new Uint8Array(await readFile(path.join(bundle, 'model.plan')));
   const { instance } = await WebAssembly.instantiate(await readFile(w), {});
   sessions.push(new Session(instance, plan, manifest, path.basename(w)));
 }
