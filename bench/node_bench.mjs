@@ -5,6 +5,8 @@
 //   node node_bench.mjs MODEL.onnx BUNDLE_DIR [--seconds 3] [--rounds 10] [--slice 0.5]
 //        [--variants simd,relaxed] [--no-ort-web] [--no-native] [--atol 1e-4] [--rtol 1e-3] [--json OUT]
 //        [--save-io DIR]   (writes the inputs and edgepack's outputs as raw files + io.json, for bench/run.py)
+//        [--threads N]     (adds edgepack-threads.wasm with N threads; onnxruntime-web and native then use N threads
+//                           too: ort-web reads numThreads once per process, so 1- and N-thread ort-web cannot be mixed)
 //
 // Warm-up is by time (V8 tiers wasm up late), then the runtimes are interleaved A B C A B C ... for
 // --rounds rounds of --slice seconds each, so a machine-wide slowdown burst hits all of them alike.
@@ -21,7 +23,7 @@ const RELAXED_FLAG = '--experimental-wasm-relaxed-simd';
 
 function parseArgs(argv) {
   const a = { seconds: 3, rounds: 10, slice: 0.5, variants: 'simd,relaxed', ortWeb: true, native: true,
-    atol: 1e-4, rtol: 1e-3, json: null, saveIo: null, seed: 1, pos: [] };
+    atol: 1e-4, rtol: 1e-3, json: null, saveIo: null, seed: 1, threads: 0, pos: [] };
   for (let i = 0; i < argv.length; i++) {
     const k = argv[i];
     const val = () => { if (i + 1 >= argv.length) throw new Error(`${k} needs a value`); return argv[++i]; };
@@ -32,6 +34,7 @@ function parseArgs(argv) {
     else if (k === '--atol') a.atol = Number(val());
     else if (k === '--rtol') a.rtol = Number(val());
     else if (k === '--seed') a.seed = Number(val());
+    else if (k === '--threads') a.threads = Number(val());
     else if (k === '--json') a.json = val();
     else if (k === '--save-io') a.saveIo = val();
     else if (k === '--no-ort-web') a.ortWeb = false;
@@ -44,7 +47,7 @@ function parseArgs(argv) {
   return a;
 }
 const usage = () => 'usage: node node_bench.mjs MODEL.onnx BUNDLE_DIR [--seconds S] [--rounds R] [--slice S] ' +
-  '[--variants simd,relaxed,scalar] [--no-ort-web] [--no-native] [--atol A] [--rtol R] [--seed N] [--json OUT] [--save-io DIR]';
+  '[--variants simd,relaxed,scalar] [--no-ort-web] [--no-native] [--atol A] [--rtol R] [--seed N] [--json OUT] [--save-io DIR] [--threads N]';
 
 /** Node 20 hides relaxed SIMD behind a flag: re-run this script once with it (not if the flag is unknown). */
 function maybeReexec() {
@@ -87,39 +90,40 @@ async function ortModelBytes(modelPath) {
 
 const ORT_TYPES = { float32: 'float32', int64: 'int64', int32: 'int32', bool: 'bool' };
 
-async function ortWebRunner(modelPath, inputs) {
+async function ortWebRunner(modelPath, inputs, threads) {
   const ort = await import('onnxruntime-web').catch((e) => {
     throw new Error(`onnxruntime-web not installed (run \`npm install\` in bench/): ${e.message}`);
   });
-  ort.env.wasm.numThreads = 1;
+  ort.env.wasm.numThreads = threads;
   ort.env.wasm.simd = true;
   ort.env.wasm.proxy = false;
   ort.env.wasm.wasmPaths = pathToFileURL(path.join(HERE, 'node_modules/onnxruntime-web/dist/')).href;
   ort.env.logLevel = 'error';
   const sess = await ort.InferenceSession.create(await ortModelBytes(modelPath), { executionProviders: ['wasm'], graphOptimizationLevel: 'all' });
   const feeds = Object.fromEntries(Object.entries(inputs).map(([k, t]) => [k, new ort.Tensor(ORT_TYPES[t.dtype], t.data, t.dims)]));
-  return { name: 'ort-web', version: ort.env.versions?.web, detail: 'wasm backend, numThreads=1, SIMD',
+  return { name: 'ort-web', version: ort.env.versions?.web, detail: `wasm backend, numThreads=${threads}, SIMD`,
     run: () => sess.run(feeds), close: () => sess.release() };
 }
 
-async function nativeRunner(modelPath, inputs) {
+async function nativeRunner(modelPath, inputs, threads) {
   let ort;
   try {
     ort = createRequire(import.meta.url)('onnxruntime-node');
   } catch (e) {
     return { unavailable: `onnxruntime-node not loadable: ${String(e.message).split('\n')[0]}` };
   }
-  const sess = await ort.InferenceSession.create(await ortModelBytes(modelPath), { executionProviders: ['cpu'], intraOpNumThreads: 1,
+  const sess = await ort.InferenceSession.create(await ortModelBytes(modelPath), { executionProviders: ['cpu'], intraOpNumThreads: threads,
     interOpNumThreads: 1, executionMode: 'sequential', graphOptimizationLevel: 'all' });
   const feeds = Object.fromEntries(Object.entries(inputs).map(([k, t]) => [k, new ort.Tensor(ORT_TYPES[t.dtype], t.data, t.dims)]));
-  return { name: 'native', version: ort.env?.versions?.node, detail: 'onnxruntime-node CPU, intraOpNumThreads=1',
+  return { name: 'native', version: ort.env?.versions?.node, detail: `onnxruntime-node CPU, intraOpNumThreads=${threads}`,
     run: () => sess.run(feeds), close: () => sess.release() };
 }
 
-async function edgepackRunner(bundle, variant, inputs) {
-  const sess = await load(bundle, { variant });
+async function edgepackRunner(bundle, variant, inputs, threads = 0) {
+  const sess = await load(bundle, threads ? { threads } : { variant });
   const feeds = Object.fromEntries(Object.entries(inputs).map(([k, t]) => [k, { data: t.data, dims: t.dims }]));
-  return { name: `edgepack-${variant}`, detail: `variant ${sess.variant}, vec ${sess.vec}`, run: () => sess.run(feeds), close: () => {} };
+  return { name: `edgepack-${variant}`, detail: `variant ${sess.variant}, vec ${sess.vec}${threads ? `, ${threads} threads` : ''}`,
+    run: () => sess.run(feeds), close: () => sess.close() };
 }
 
 /** Raw little-endian files + io.json {inputs|outputs: {name: {file, dtype, dims}}}: lets another process
@@ -169,14 +173,18 @@ function stats(xs) {
 }
 const median = (xs) => stats(xs).median_ms;
 
-async function timeFor(r, seconds, sink) {
+/** Runs r for `seconds`; per run, pushes the wall-clock ms to sink and this process's CPU ms to cpuSink. */
+async function timeFor(r, seconds, sink, cpuSink) {
   const end = performance.now() + seconds * 1000;
   let n = 0;
   do {
+    const c0 = process.cpuUsage();
     const t0 = performance.now();
     await r.run();
     const dt = performance.now() - t0;
+    const c = process.cpuUsage(c0);
     if (sink) sink.push(dt);
+    if (cpuSink) cpuSink.push((c.user + c.system) / 1000);
     n++;
   } while (performance.now() < end);
   return n;
@@ -196,9 +204,11 @@ async function main() {
     if (v === 'relaxed' && best !== 'relaxed') { skipped[`edgepack-${v}`] = 'relaxed SIMD does not validate in this engine'; continue; }
     runners.push(await edgepackRunner(bundle, v, inputs));
   }
-  if (a.ortWeb) runners.push(await ortWebRunner(modelPath, inputs));
+  if (a.threads > 0) runners.push(await edgepackRunner(bundle, 'threads', inputs, a.threads));
+  const others = Math.max(1, a.threads);
+  if (a.ortWeb) runners.push(await ortWebRunner(modelPath, inputs, others));
   if (a.native) {
-    const r = await nativeRunner(modelPath, inputs);
+    const r = await nativeRunner(modelPath, inputs, others);
     if (r.unavailable) skipped.native = r.unavailable; else runners.push(r);
   }
 
@@ -227,16 +237,26 @@ async function main() {
   }
   const samples = Object.fromEntries(runners.map((r) => [r.name, []]));
   const roundMedians = Object.fromEntries(runners.map((r) => [r.name, []]));
+  // CPU time of this process per run: on a machine shared with other jobs it measures the runtime's own work
+  // (wall time also measures the others). Meaningless for multi-threaded runs (it sums the threads).
+  const cpuSamples = Object.fromEntries(runners.map((r) => [r.name, []]));
+  const cpuRoundMedians = Object.fromEntries(runners.map((r) => [r.name, []]));
   for (let round = 0; round < a.rounds; round++) {
     for (const r of runners) {
       const xs = [];
-      await timeFor(r, a.slice, xs);
+      const cs = [];
+      await timeFor(r, a.slice, xs, cs);
       for (const x of xs) samples[r.name].push(x);
+      for (const x of cs) cpuSamples[r.name].push(x);
       roundMedians[r.name].push(median(xs));
+      cpuRoundMedians[r.name].push(median(cs));
     }
   }
   const per = {};
-  for (const r of runners) per[r.name] = { ...stats(samples[r.name]), detail: r.detail, ...(r.version ? { version: r.version } : {}) };
+  for (const r of runners) {
+    per[r.name] = { ...stats(samples[r.name]), cpu_median_ms: median(cpuSamples[r.name]), detail: r.detail, ...(r.version ? { version: r.version } : {}) };
+  }
+  const single = (name) => name !== 'edgepack-threads' && !(a.threads > 1 && (name === 'ort-web' || name === 'native'));
   const ratios = {};
   for (const ep of runners.filter((r) => r.name.startsWith('edgepack-'))) {
     for (const other of ['ort-web', 'native']) {
@@ -244,21 +264,32 @@ async function main() {
       // paired: within a round the two ran back to back, so a slowdown burst mostly cancels
       const paired = roundMedians[ep.name].map((x, i) => x / roundMedians[other][i]);
       ratios[`${ep.name}/${other}`] = { of_medians: per[ep.name].median_ms / per[other].median_ms, paired_median: median(paired) };
+      if (single(ep.name) && single(other)) {
+        ratios[`${ep.name}/${other}`].cpu_paired_median = median(cpuRoundMedians[ep.name].map((x, i) => x / cpuRoundMedians[other][i]));
+      }
     }
+  }
+  // speed-up of the threaded build over each single-threaded edgepack build
+  for (const ep of runners.filter((r) => r.name.startsWith('edgepack-') && r.name !== 'edgepack-threads')) {
+    if (!per['edgepack-threads']) continue;
+    const paired = roundMedians[ep.name].map((x, i) => x / roundMedians['edgepack-threads'][i]);
+    ratios[`${ep.name}/edgepack-threads`] = { of_medians: per[ep.name].median_ms / per['edgepack-threads'].median_ms, paired_median: median(paired) };
   }
   for (const r of runners) await r.close();
 
   const fmt = (x) => x.toFixed(x < 1 ? 4 : x < 10 ? 3 : 2);
   console.log(`\n${manifest.name}: ${a.rounds} rounds x ${a.slice}s interleaved, ${a.seconds}s warm-up each`);
-  console.log('runtime'.padEnd(20) + 'median ms'.padStart(12) + 'p10'.padStart(10) + 'p90'.padStart(10) + 'runs'.padStart(8));
-  for (const [k, s] of Object.entries(per)) console.log(k.padEnd(20) + fmt(s.median_ms).padStart(12) + fmt(s.p10_ms).padStart(10) + fmt(s.p90_ms).padStart(10) + String(s.n).padStart(8));
-  for (const [k, v] of Object.entries(ratios)) console.log(`${k}: ${v.of_medians.toFixed(3)} (paired per round: ${v.paired_median.toFixed(3)})`);
+  console.log('runtime'.padEnd(20) + 'median ms'.padStart(12) + 'p10'.padStart(10) + 'p90'.padStart(10) + 'runs'.padStart(8) + 'CPU ms/run'.padStart(12));
+  for (const [k, s] of Object.entries(per)) console.log(k.padEnd(20) + fmt(s.median_ms).padStart(12) + fmt(s.p10_ms).padStart(10) + fmt(s.p90_ms).padStart(10) + String(s.n).padStart(8) + fmt(s.cpu_median_ms).padStart(12));
+  for (const [k, v] of Object.entries(ratios)) {
+    console.log(`${k}: ${v.of_medians.toFixed(3)} (paired per round: ${v.paired_median.toFixed(3)}${v.cpu_paired_median ? `; CPU time: ${v.cpu_paired_median.toFixed(3)}` : ''})`);
+  }
   for (const [k, v] of Object.entries(skipped)) console.log(`skipped ${k}: ${v}`);
 
   const report = {
     model: manifest.name, model_path: modelPath, bundle, inputs: manifest.inputs.map(({ name, dtype, shape }) => ({ name, dtype, shape })),
     reference: ref, max_abs_diff: maxDiff, runtimes: per, ratios, skipped,
-    settings: { warmup_s: a.seconds, rounds: a.rounds, slice_s: a.slice, seed: a.seed },
+    settings: { warmup_s: a.seconds, rounds: a.rounds, slice_s: a.slice, seed: a.seed, threads: a.threads },
     machine: { cpu: os.cpus()[0]?.model, cores: os.cpus().length, node: process.version, platform: `${os.platform()}-${os.arch()}`,
       wasm_best_variant: best },
   };

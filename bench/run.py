@@ -2,13 +2,15 @@
 """Benchmark edgepack against onnxruntime-web (wasm, 1 thread) and native onnxruntime (1 thread).
 
     python3 bench/run.py [--models cifar10net,mobilenetv2,resnet18,minilm_like] [--out bench/results/latest.json]
-                         [--seconds 3] [--rounds 10] [--slice 0.5] [--variants simd,relaxed]
+                         [--seconds 3] [--rounds 10] [--slice 0.5] [--variants simd,relaxed] [--threads N]
 
 For each model: builds .cache/models/NAME.onnx if missing (../shared/models/make_models.py), packages it into
 .cache/bundles/NAME, runs bench/node_bench.mjs (all runtimes interleaved in one Node process, outputs checked
 first), and, if onnxruntime-node is not usable there, times native onnxruntime from Python on the same inputs.
 Prints a markdown table and writes JSON. The model name `tiny` is built in (view ops only): it tests the
 harness itself and measures per-call overhead, not kernels. Run `npm install` in bench/ first.
+--threads N adds edgepack-threads.wasm with N threads and runs onnxruntime-web / native with N threads too
+(the table then compares the threaded build with the single-threaded SIMD build and with them).
 """
 from __future__ import annotations
 
@@ -144,7 +146,8 @@ def bench_model(name: str, a: argparse.Namespace, flags: list[str]) -> dict:
     report_file = BUNDLES_DIR / f"{name}.bench.json"
     cmd = ["node", *flags, str(BENCH / "node_bench.mjs"), str(model), str(bundle), "--seconds", str(a.seconds),
            "--rounds", str(a.rounds), "--slice", str(a.slice), "--variants", a.variants, "--json", str(report_file),
-           "--save-io", str(io_dir), "--atol", str(a.atol), "--rtol", str(a.rtol)] + (["--no-native"] if a.native == "python" else [])
+           "--save-io", str(io_dir), "--atol", str(a.atol), "--rtol", str(a.rtol)] + (["--no-native"] if a.native == "python" else []) \
+        + (["--threads", str(a.threads)] if a.threads else [])
     print("[bench] " + " ".join(cmd), file=sys.stderr)
     r = subprocess.run(cmd, cwd=BENCH)
     if r.returncode != 0:
@@ -160,24 +163,42 @@ def bench_model(name: str, a: argparse.Namespace, flags: list[str]) -> dict:
 
 
 def best_edgepack(rep: dict) -> str | None:
-    eps = [k for k in rep.get("runtimes", {}) if k.startswith("edgepack-")]
+    eps = [k for k in rep.get("runtimes", {}) if k.startswith("edgepack-") and k != "edgepack-threads"]
     return min(eps, key=lambda k: rep["runtimes"][k]["median_ms"]) if eps else None
 
 
 def table(reports: list[dict], mach: str) -> str:
-    rows = ["| model | edgepack ms | ort-web ms | native ms | edgepack/ort-web | edgepack/native | machine |",
-            "|---|---|---|---|---|---|---|"]
+    rows = ["| model | edgepack ms | ort-web ms | native ms | edgepack/ort-web | edgepack/native | CPU-time ratios ort-web, native | machine |",
+            "|---|---|---|---|---|---|---|---|"]
     ms = lambda x: f"{x:.3f}" if x < 10 else f"{x:.2f}"  # noqa: E731
     for rep in reports:
         if "error" in rep:
-            rows.append(f"| {rep['model']} | {rep['error']} | | | | | {mach} |")
+            rows.append(f"| {rep['model']} | {rep['error']} | | | | | | {mach} |")
             continue
         rt, ep = rep["runtimes"], best_edgepack(rep)
         cell = lambda k: ms(rt[k]["median_ms"]) if k in rt else "n/a"  # noqa: E731
         ratio = lambda o: f"{rep['ratios'][f'{ep}/{o}']['of_medians']:.2f}" if f"{ep}/{o}" in rep["ratios"] else "n/a"  # noqa: E731
         native = cell("native") + (" (py)" if "native" in rt and "Python" in rt["native"].get("detail", "") else "")
+        cpu = lambda o: f"{rep['ratios'][f'{ep}/{o}']['cpu_paired_median']:.2f}" if "cpu_paired_median" in rep["ratios"].get(f"{ep}/{o}", {}) else "n/a"  # noqa: E731
         rows.append(f"| {rep['model']} | {cell(ep)} ({ep.removeprefix('edgepack-')}) | {cell('ort-web')} | {native} | "
-                    f"{ratio('ort-web')} | {ratio('native')} | {mach} |")
+                    f"{ratio('ort-web')} | {ratio('native')} | {cpu('ort-web')}, {cpu('native')} | {mach} |")
+    return "\n".join(rows)
+
+
+def threads_table(reports: list[dict], threads: int, mach: str) -> str:
+    rows = [f"| model | edgepack 1 thread ms | edgepack {threads} threads ms | speed-up | ort-web {threads} threads ms | "
+            f"threads/ort-web | native {threads} threads ms | threads/native | machine |", "|---|---|---|---|---|---|---|---|---|"]
+    for rep in reports:
+        rt, ra = rep.get("runtimes", {}), rep.get("ratios", {})
+        if "error" in rep or "edgepack-threads" not in rt:
+            rows.append(f"| {rep['model']} | {rep.get('error', 'no threaded run')} | | | | | | | {mach} |")
+            continue
+        one = best_edgepack(rep)
+        f = lambda k: f"{rt[k]['median_ms']:.2f}" if k in rt else "n/a"  # noqa: E731
+        r = lambda k: f"{ra[k]['paired_median']:.2f}" if k in ra else "n/a"  # noqa: E731
+        rows.append(f"| {rep['model']} | {f(one)} ({one.removeprefix('edgepack-')}) | {f('edgepack-threads')} | "
+                    f"{r(f'{one}/edgepack-threads')} | {f('ort-web')} | {r('edgepack-threads/ort-web')} | {f('native')} | "
+                    f"{r('edgepack-threads/native')} | {mach} |")
     return "\n".join(rows)
 
 
@@ -191,6 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--variants", default="simd,relaxed", help="edgepack wasm variants (relaxed only where it validates)")
     ap.add_argument("--native", choices=["node", "python"], default="node",
                     help="native onnxruntime in the Node process (onnxruntime-node, interleaved; default) or from Python")
+    ap.add_argument("--threads", type=int, default=0, help="also run edgepack-threads.wasm (and ort-web, native) with N threads")
     ap.add_argument("--atol", type=float, default=1e-4)
     ap.add_argument("--rtol", type=float, default=1e-3)
     a = ap.parse_args(argv)
@@ -201,14 +223,14 @@ def main(argv: list[str] | None = None) -> int:
     flags = node_flags()
     mach = machine()
     reports = [bench_model(n.strip(), a, flags) for n in a.models.split(",") if n.strip()]
-    md = table(reports, mach)
+    md = threads_table(reports, a.threads, mach.replace("1 thread", f"{a.threads} threads")) if a.threads else table(reports, mach)
     print("\n" + md)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO).stdout.strip()
     out = Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                                "commit": commit, "machine": mach, "node_flags": flags,
-                               "settings": {k: getattr(a, k) for k in ("seconds", "rounds", "slice", "variants", "native", "atol", "rtol")},
+                               "settings": {k: getattr(a, k) for k in ("seconds", "rounds", "slice", "variants", "native", "atol", "rtol", "threads")},
                                "table": md, "models": reports}, indent=1) + "\n")
     print(f"\nwrote {out}")
     return 1 if any("error" in r for r in reports) else 0

@@ -1,7 +1,6 @@
-"""Where the runtime binaries come from: wasm_kernels/ builds them with make (emscripten, clang-19)."""
+"""Where the runtime binaries come from: wasm_kernels/ builds them with make (clang-19 + wasm-ld, emscripten)."""
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -12,18 +11,17 @@ REPO = Path(__file__).resolve().parent.parent
 KERNELS = REPO / "wasm_kernels"
 BUILD = KERNELS / "build"
 WEB_RUNTIME = {"edgepack.wasm": BUILD / "edgepack.wasm", "edgepack-scalar.wasm": BUILD / "edgepack-scalar.wasm",
-               "edgepack-relaxed.wasm": BUILD / "edgepack-relaxed.wasm"}
+               "edgepack-relaxed.wasm": BUILD / "edgepack-relaxed.wasm", "edgepack-threads.wasm": BUILD / "edgepack-threads.wasm"}
 
 
 def ensure_wasm() -> dict[str, Path]:
     """Build (or bring up to date) the wasm runtimes and return {bundle file name: path}."""
-    if shutil.which("emcc") is None:
+    if shutil.which("clang-19") is None or shutil.which("emcc") is None:
         if all(p.exists() for p in WEB_RUNTIME.values()):
             return WEB_RUNTIME
-        raise PackagerError("emscripten (emcc) is not installed: run scripts/setup.sh")
-    env = dict(os.environ, NODE_PATH="/usr/share/nodejs")
+        raise PackagerError("clang-19/lld-19 or emscripten (emcc) is not installed: run scripts/setup.sh")
     r = subprocess.run(["make", "-s", "-C", str(KERNELS), "-j2", *[str(p.relative_to(KERNELS)) for p in WEB_RUNTIME.values()]],
-                       capture_output=True, text=True, env=env)
+                       capture_output=True, text=True)
     if r.returncode != 0:
         raise PackagerError(f"building the wasm runtime failed:\n{r.stdout[-2000:]}{r.stderr[-4000:]}")
     return WEB_RUNTIME

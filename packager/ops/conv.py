@@ -22,7 +22,13 @@ PANEL_FLOATS = 64 * 1024     # im2col panel budget (256 KB): cache resident, til
 WINOGRAD_MIN_CHANNELS = 16
 WINOGRAD_SCRATCH_FLOATS = 128 * 1024    # 512 KB
 WINOGRAD_MIN_TILES = 16                 # tiles per block: below that the weights are streamed too often
-WINOGRAD_SINGLE_BLOCK_FLOATS = 512 * 1024   # 2 MB: larger scratch allowed when it makes one block
+WINOGRAD_SINGLE_BLOCK_FLOATS = 512 * 1024   # 2 MB: larger scratch allowed when it makes one block...
+WINOGRAD_BIG_WEIGHTS_FLOATS = 256 * 1024    # ...of a layer whose 16 U_k are 1 MB or more (cifar10net 11% faster)
+
+# Kernels that need a private scratch buffer per thread (DEPTHWISE_CONV's padded plane, WINOGRAD_CONV's
+# 4-row buffer) get this many; a threaded runtime uses at most that many threads on such a node, so a plan
+# stays valid for any thread count (docs/plan-format.md, "Threads").
+THREAD_SLOTS = 4
 
 # Epilogue activation codes (activation.h EP_ACT_*): 0 none .. 9 gelu_tanh, see fuse_epilogue.py.
 ACT_NONE, ACT_RELU, ACT_LEAKY_RELU, ACT_CLIP = 0, 1, 2, 3
@@ -109,11 +115,11 @@ def conv_geometry(ctx: LowerCtx, node: onnx.NodeProto) -> dict:
 
 
 def dw_scratch_bytes(g: dict) -> int:
-    """Mirror of conv.c dw_phase_width: the padded, column-phased input plane of one channel."""
+    """Mirror of conv.c dw_phase_width: the padded, column-phased input plane of one channel, per thread slot."""
     wp = g["w"] + g["pl"] + g["pr"]
     pw = max(-(-wp // g["sw"]), _round_up(g["ow"], 4) + (g["kw"] - 1) * g["dw"] // g["sw"])
     pw = _round_up(pw, 4)
-    return (g["h"] + g["pt"] + g["pb"]) * g["sw"] * pw * 4
+    return (g["h"] + g["pt"] + g["pb"]) * g["sw"] * pw * 4 * THREAD_SLOTS
 
 
 # Winograd F(2x2, 3x3): G (4x3) transforms a 3x3 filter to 4x4 (conv.c/winograd.c use B^T, A^T).
@@ -133,19 +139,21 @@ def winograd_filters(w: np.ndarray) -> np.ndarray:
 
 def winograd_tiles(g: dict) -> tuple[int, int]:
     """(tiles per block, scratch bytes): mirror of winograd.c's scratch layout. Every block streams all
-    16 U_k (16 Cin Cout floats) once, so deep layers on small planes take the whole plane in one block
-    (up to WINOGRAD_SINGLE_BLOCK_FLOATS); otherwise blocks fit the budget, balanced in size."""
+    16 U_k (16 Cin Cout floats) once, so deep layers (big U) on small planes take the whole plane in one
+    block (up to WINOGRAD_SINGLE_BLOCK_FLOATS); otherwise blocks fit the budget, balanced in size: with
+    small U, re-reading it costs less than V and M planes that outgrow the cache."""
     th, tw = -(-g["oh"] // 2), -(-g["ow"] // 2)
     tiles = th * tw
     rw = _round_up(2 * tw + 8, 4)
     per_tile = 16 * (g["cin"] + g["cout"])
-    if per_tile * _round_up(tiles, NR) + 4 * rw <= WINOGRAD_SINGLE_BLOCK_FLOATS:
+    big_u = 16 * g["cin"] * g["cout"] >= WINOGRAD_BIG_WEIGHTS_FLOATS
+    if big_u and per_tile * _round_up(tiles, NR) + 4 * rw <= WINOGRAD_SINGLE_BLOCK_FLOATS:
         nt = tiles
     else:
         nt = max(WINOGRAD_MIN_TILES, (WINOGRAD_SCRATCH_FLOATS - 4 * rw) // per_tile // NR * NR)
         blocks = -(-tiles // nt)
         nt = min(tiles, _round_up(-(-tiles // blocks), NR))
-    return nt, (per_tile * _round_up(nt, NR) + 4 * rw) * 4
+    return nt, (per_tile * _round_up(nt, NR) + 4 * rw * THREAD_SLOTS) * 4
 
 
 def emit_conv(ctx: LowerCtx, node: onnx.NodeProto, activation: Activation = (ACT_NONE, ()),
@@ -174,7 +182,10 @@ def emit_conv(ctx: LowerCtx, node: onnx.NodeProto, activation: Activation = (ACT
     mg, kg = g["cout"] // G, g["cin"] // G * g["kh"] * g["kw"]
     w2d = w.reshape(G, mg, kg)
     packed = np.concatenate([pack_panels(w2d[i]) for i in range(G)]) if G > 1 else pack_panels(w2d[0])
-    direct = g["kh"] == g["kw"] == g["sh"] == g["sw"] == 1 and not any(window[6:])
+    # 1x1 stride-1 convs read X in place, unless a row's length is not a multiple of 4 (7x7 planes):
+    # then the last 1-3 columns of every tile would be scalar dot products (a third of the layer's time);
+    # the im2col copy (K x N floats, padded) costs far less and lets the tail run as a vector.
+    direct = g["kh"] == g["kw"] == g["sh"] == g["sw"] == 1 and not any(window[6:]) and (g["oh"] * g["ow"]) % 4 == 0
     if direct:
         nt, scratch = 0, 0
     else:

@@ -10,10 +10,12 @@
  * DEPTHWISE_CONV: inputs X [B,C,H,W] (or [B,C,W]), weights [C,1,KH,KW], bias? [C], residual?.
  *   params (13 words): kh, kw, sh, sw, dh, dw, pad_top, pad_left, pad_bottom, pad_right, act, p0, p1.
  *   Scratch: one zero-padded input plane split into sw column phases, so every output vector reads
- *   contiguous input: Hp * sw * PW floats, Hp = H + pt + pb, PW = ep_dw_phase_width(...).
+ *   contiguous input: Hp * sw * PW floats, Hp = H + pt + pb, PW = dw_phase_width(...), per thread: the node
+ *   runs on as many threads as the scratch holds planes (at least one).
  * Activation codes/params as gemm.h (EP_ACT_*), applied with bias and residual in the epilogue. */
 #include "gemm.h"
 #include "ep_vec.h"
+#include "ep_parallel.h"
 
 #define MAXDIM 65535
 
@@ -138,6 +140,22 @@ static void im2col(float *panel, uint32_t ldp, const float *x, uint32_t cg, cons
   }
 }
 
+/* Threads fill disjoint rows of one im2col panel: chunk t of the group's input channels. */
+typedef struct {
+  float *panel;
+  const float *xg;
+  const conv_geom *g;
+  uint32_t ldp, cg, n0, cols, parts;
+} im2col_job;
+
+static void im2col_task(void *ctx, uint32_t t, uint32_t thread) {
+  (void)thread;
+  const im2col_job *j = (const im2col_job *)ctx;
+  const uint32_t c0 = ep_chunk(j->cg, j->parts, t), c1 = ep_chunk(j->cg, j->parts, t + 1);
+  const uint64_t rows = (uint64_t)j->g->kh * j->g->kw;
+  im2col(j->panel + c0 * rows * j->ldp, j->ldp, j->xg + (uint64_t)c0 * j->g->H * j->g->W, c1 - c0, j->g, j->n0, j->cols);
+}
+
 ep_status ep_run_CONV(const ep_node *n) {
   const int32_t *p = n->params;
   conv_geom g;
@@ -159,16 +177,18 @@ ep_status ep_run_CONV(const ep_node *n) {
                        res ? res + yoff : 0, (uint32_t)ohw, p[13], ep_param_f32(n, 14), ep_param_f32(n, 15)};
       const float *a = w + gi * wstride;
       if (nt == 0) {
-        ep_gemm_f32(mg, (uint32_t)ohw, kg, a, xg, (uint32_t)hw, 0, y + yoff, (uint32_t)ohw, &e);
+        ep_gemm_f32_mt(mg, (uint32_t)ohw, kg, a, xg, (uint32_t)hw, 0, y + yoff, (uint32_t)ohw, &e);
         continue;
       }
+      const uint32_t threads = ep_num_threads();
       for (uint32_t n0 = 0; n0 < ohw; n0 += nt) {
         const uint32_t cols = ohw - n0 < nt ? (uint32_t)(ohw - n0) : nt;
         const uint32_t ldp = (cols + EP_GEMM_NR - 1) / EP_GEMM_NR * EP_GEMM_NR;
-        im2col(panel, ldp, xg, cg, &g, n0, cols);
+        im2col_job ij = {panel, xg, &g, ldp, cg, n0, cols, threads <= 1 ? 1u : (cg < 2 * threads ? cg : 2 * threads)};
+        ep_parallel_for(ij.parts, EP_MAX_THREADS, im2col_task, &ij);
         ep_gemm_epi e2 = e;
         if (res) e2.res = e.res + n0;
-        ep_gemm_f32(mg, cols, kg, a, panel, ldp, 1, y + yoff + n0, (uint32_t)ohw, &e2);
+        ep_gemm_f32_mt(mg, cols, kg, a, panel, ldp, 1, y + yoff + n0, (uint32_t)ohw, &e2);
       }
     }
   }
@@ -285,24 +305,36 @@ static void dw_row3(float *dst, const float *r0, const float *r1, const float *r
   }
 }
 
-ep_status ep_run_DEPTHWISE_CONV(const ep_node *n) {
-  const int32_t *p = n->params;
+typedef struct {
+  const ep_node *n;
   conv_geom g;
-  check_geom(n, p, &g);
-  const uint32_t pw = (uint32_t)dw_phase_width(&g), kk = g.kh * g.kw;
+  uint32_t pw, parts;
+  uint64_t plane_floats;
+} dw_job;
+
+/* Channels (of all images) [bc0, bc1) of the output: chunk t. A row's tail may be stored as whole
+ * vectors when they stay inside this chunk's output (the lanes past the row land in a later row of it). */
+static void dw_task(void *ctx, uint32_t t, uint32_t thread) {
+  const dw_job *d = (const dw_job *)ctx;
+  const ep_node *n = d->n;
+  const conv_geom g = d->g;
+  const int32_t *p = n->params;
+  const uint32_t pw = d->pw, kk = g.kh * g.kw;
   const uint64_t hw = (uint64_t)g.H * g.W, ohw = (uint64_t)g.OH * g.OW, rstride = (uint64_t)g.sw * pw;
+  const uint64_t nbc = (uint64_t)g.B * g.C;
+  const uint64_t bc0 = nbc * t / d->parts, bc1 = nbc * (t + 1) / d->parts;
   const float *x = ep_f32(n->in[0]), *w = ep_f32(n->in[1]);
   const float *bias = n->n_in > 2 && n->in[2] ? ep_f32(n->in[2]) : 0;
   const float *res = n->n_in > 3 && n->in[3] ? ep_f32(n->in[3]) : 0;
   float *y = ep_f32(n->out[0]);
-  float *plane = (float *)(void *)n->scratch;
+  float *plane = (float *)(void *)n->scratch + thread * d->plane_floats;
   const int32_t act = p[10];
-  /* Offset (in floats) up to which a row's tail may be stored as whole vectors: the end of Y. */
-  const uint64_t total = (uint64_t)g.B * g.C * ohw, ow4 = ((uint64_t)g.OW + 3) / 4 * 4;
+  /* Offset (in floats) up to which a row's tail may be stored as whole vectors: the end of the chunk. */
+  const uint64_t total = bc1 * ohw, ow4 = ((uint64_t)g.OW + 3) / 4 * 4;
   const f32x4 p0 = f32x4_splat(ep_param_f32(n, 11)), p1 = f32x4_splat(ep_param_f32(n, 12));
   /* Kernel column j reads phase (j*dw) % sw at shift (j*dw) / sw of a phased row. */
 #define DW_OFF(j) ((((j) * g.dw) % g.sw) * pw + ((j) * g.dw) / g.sw)
-  for (uint64_t bc = 0; bc < (uint64_t)g.B * g.C; bc++) {
+  for (uint64_t bc = bc0; bc < bc1; bc++) {
     const uint32_t c = (uint32_t)(bc % g.C);
     const float *wc = w + (uint64_t)c * kk;
     const f32x4 bv = f32x4_splat(bias ? bias[c] : 0.0f);
@@ -312,7 +344,7 @@ ep_status ep_run_DEPTHWISE_CONV(const ep_node *n) {
     dw_fill_plane(plane, x + bc * hw, &g, pw);
     if (g.kh == 3 && g.kw == 3) {
       f32x4 wv[9];
-      for (uint32_t t = 0; t < 9; t++) wv[t] = f32x4_splat(wc[t]);
+      for (uint32_t k = 0; k < 9; k++) wv[k] = f32x4_splat(wc[k]);
       const uint32_t o1 = DW_OFF(1u), o2 = DW_OFF(2u);
       for (uint32_t oh = 0; oh < g.OH; oh++) {
         const float *r0 = plane + (uint64_t)oh * g.sh * rstride;
@@ -338,5 +370,19 @@ ep_status ep_run_DEPTHWISE_CONV(const ep_node *n) {
     }
   }
 #undef DW_OFF
+}
+
+ep_status ep_run_DEPTHWISE_CONV(const ep_node *n) {
+  dw_job d;
+  check_geom(n, n->params, &d.g);
+  d.n = n;
+  d.pw = (uint32_t)dw_phase_width(&d.g);
+  d.plane_floats = ((uint64_t)d.g.H + d.g.pt + d.g.pb) * d.g.sw * d.pw;
+  /* one padded plane per thread: as many threads as the scratch holds planes (check() ensured one) */
+  const uint64_t slots = n->scratch_bytes / (d.plane_floats * 4u);
+  const uint32_t threads = ep_num_threads() < slots ? ep_num_threads() : slots > 1 ? (uint32_t)slots : 1u;
+  const uint64_t nbc = (uint64_t)d.g.B * d.g.C;
+  d.parts = threads <= 1 ? 1u : (uint32_t)(nbc < 4u * threads ? nbc : 4u * threads);
+  ep_parallel_for(d.parts, threads, dw_task, &d);
   return EP_OK;
 }

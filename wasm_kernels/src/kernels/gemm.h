@@ -47,6 +47,27 @@ typedef struct {
 void ep_gemm_f32(uint32_t M, uint32_t N, uint32_t K, const float *a_packed, const float *b, uint32_t ldb,
                  int b_padded, float *c, uint32_t ldc, const ep_gemm_epi *epi);
 
+/* One GEMM split into mparts x nparts tasks (row panels x column tiles, near-equal chunks): gemm_mt.c.
+ * Each task is an ep_gemm_f32 on its sub-block of C, so disjoint tasks write disjoint parts of C. */
+typedef struct {
+  uint32_t M, N, K;
+  const float *a;
+  const float *b;
+  uint32_t ldb;
+  int b_padded;
+  float *c;
+  uint32_t ldc;
+  const ep_gemm_epi *e;
+  uint32_t mparts, nparts;
+} ep_gemm_job;
+/* How to split an M x N x K GEMM for `threads` threads (1 x 1 when small or single-threaded). */
+void ep_gemm_split(uint32_t M, uint32_t N, uint32_t K, uint32_t threads, uint32_t *mparts, uint32_t *nparts);
+/* Run task `task` in [0, mparts * nparts) of g. */
+void ep_gemm_f32_part(const ep_gemm_job *g, uint32_t task);
+/* ep_gemm_f32 split across the core's threads (ep_parallel.h); plain ep_gemm_f32 when single-threaded. */
+void ep_gemm_f32_mt(uint32_t M, uint32_t N, uint32_t K, const float *a_packed, const float *b, uint32_t ldb,
+                    int b_padded, float *c, uint32_t ldc, const ep_gemm_epi *epi);
+
 /* Pack A (M x K, element (m, k) at a[m * rs + k * cs]) into panels; dst holds ep_gemm_packed_a_floats(M, K). */
 void ep_gemm_pack_a(uint32_t M, uint32_t K, const float *a, uint64_t rs, uint64_t cs, float *dst);
 static inline uint64_t ep_gemm_packed_a_floats(uint64_t M, uint64_t K) {

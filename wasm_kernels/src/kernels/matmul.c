@@ -73,7 +73,7 @@ ep_status ep_run_GEMM(const ep_node *n) {
   }
   const ep_gemm_epi e = {ep_param_f32(n, 2), ep_param_f32(n, 3), c ? ep_f32(c) : 0, c ? p[4] : EP_BIAS_NONE, d.N,
                          r ? ep_f32(r) : 0, d.N, p[5], ep_param_f32(n, 6), ep_param_f32(n, 7)};
-  ep_gemm_f32(d.M, d.N, d.K, ap, b, d.N, 0, ep_f32(n->out[0]), d.N, &e);
+  ep_gemm_f32_mt(d.M, d.N, d.K, ap, b, d.N, 0, ep_f32(n->out[0]), d.N, &e);
   return EP_OK;
 }
 
@@ -128,7 +128,7 @@ ep_status ep_run_MATMUL(const ep_node *n) {
       bs *= (uint64_t)db;
     }
     if (ao != packed) { ep_gemm_pack_a(M, K, a + ao * a_mat, K, 1, ap); packed = ao; }
-    ep_gemm_f32(M, N, K, ap, b + bo * b_mat, N, 0, y + bi * y_mat, N, &e);
+    ep_gemm_f32_mt(M, N, K, ap, b + bo * b_mat, N, 0, y + bi * y_mat, N, &e);
   }
   return EP_OK;
 }

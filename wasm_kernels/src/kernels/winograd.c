@@ -11,10 +11,12 @@
  * of nt tiles: input transform V_k = B^T d B into 16 planes [Cin x ldv] (ldv = round_up(nt, 8)),
  * 16 GEMMs M_k = U_k V_k via the shared micro-kernel into [Cout x ldv] planes, then the output
  * transform Y = A^T M A with bias, residual and activation applied before the single store.
- * Scratch (floats): 16 * (Cin + Cout) * ldv + 4 * RW, RW = round_up(2 * TW + 8, 4) (the 4 zero-padded
- * input rows of one tile row). */
+ * Scratch (floats): 16 * (Cin + Cout) * ldv + slots * 4 * RW, RW = round_up(2 * TW + 8, 4) (the 4 zero-padded
+ * input rows of one tile row, one buffer per thread; slots >= 1: the input transform uses at most that
+ * many threads). */
 #include "gemm.h"
 #include "ep_vec.h"
+#include "ep_parallel.h"
 
 #define WG_NPARAMS 15
 #define MAXDIM 65535
@@ -202,52 +204,107 @@ static void wg_output_row(const float *m, uint64_t mplane, float *y, const wg_ge
   }
 }
 
+/* One block of tiles [t0, t0 + T) of one image, in three parallel phases: input transform (tasks are
+ * channel chunks, each thread with its own 4-row buffer), the 16 GEMMs (tasks are (k, row/column part)),
+ * output transform (tasks are output-channel chunks). */
+typedef struct {
+  wg_geom g;
+  const float *xb, *u;
+  float *yb, *V, *M, *rows;
+  uint64_t vplane, mplane, upanel;
+  uint32_t t0, T, N, parts;
+  ep_gemm_job gemm;          /* k = 0's; the others differ by their U, V and M offsets */
+  const wg_epi *e;
+  const ep_gemm_epi *se;
+} wg_block;
+
+static void wg_input_task(void *ctx, uint32_t task, uint32_t thread) {
+  const wg_block *b = (const wg_block *)ctx;
+  const wg_geom *g = &b->g;
+  float *rows = b->rows + (uint64_t)thread * 4u * g->rw;
+  const uint64_t hw = (uint64_t)g->H * g->W;
+  const uint32_t c0 = ep_chunk(g->C, b->parts, task), c1 = ep_chunk(g->C, b->parts, task + 1);
+  for (uint32_t c = c0; c < c1; c++) {
+    if (b->N > b->T)   /* columns the GEMM reads past the block: zero (never stored) */
+      for (uint32_t k = 0; k < 16; k++)
+        for (uint32_t t = b->T; t < b->N; t++) b->V[k * b->vplane + (uint64_t)c * g->ldv + t] = 0.0f;
+    for (uint32_t t = b->t0; t < b->t0 + b->T;) {   /* one tile row segment at a time */
+      const uint32_t ty = t / g->TW, tx0 = t % g->TW;
+      const uint32_t tx1 = g->TW - tx0 < b->t0 + b->T - t ? g->TW : tx0 + (b->t0 + b->T - t);
+      wg_fill_rows(rows, g->rw, b->xb + (uint64_t)c * hw, g, (int64_t)2 * ty - g->pt, 2 * tx0, 2 * tx1 + 8);
+      wg_input_row(b->V + (uint64_t)c * g->ldv + (t - b->t0), b->vplane, rows, g->rw, tx0, tx1);
+      t += tx1 - tx0;
+    }
+  }
+}
+
+static void wg_gemm_task(void *ctx, uint32_t task, uint32_t thread) {
+  (void)thread;
+  const wg_block *b = (const wg_block *)ctx;
+  const uint32_t per = b->gemm.mparts * b->gemm.nparts, k = task / per;
+  ep_gemm_job j = b->gemm;
+  j.a += k * b->upanel;
+  j.b += k * b->vplane;
+  j.c += k * b->mplane;
+  ep_gemm_f32_part(&j, task % per);
+}
+
+static void wg_output_task(void *ctx, uint32_t task, uint32_t thread) {
+  (void)thread;
+  const wg_block *b = (const wg_block *)ctx;
+  const wg_geom *g = &b->g;
+  const uint32_t c0 = ep_chunk(g->Cout, b->parts, task), c1 = ep_chunk(g->Cout, b->parts, task + 1);
+  for (uint32_t co = c0; co < c1; co++) {
+    for (uint32_t t = b->t0; t < b->t0 + b->T;) {
+      const uint32_t ty = t / g->TW, tx0 = t % g->TW;
+      const uint32_t tx1 = g->TW - tx0 < b->t0 + b->T - t ? g->TW : tx0 + (b->t0 + b->T - t);
+      wg_output_row(b->M + (uint64_t)co * g->ldv + (t - b->t0), b->mplane, b->yb, g, co, ty, tx0, tx1, b->e, b->se);
+      t += tx1 - tx0;
+    }
+  }
+}
+
 ep_status ep_run_WINOGRAD_CONV(const ep_node *n) {
-  wg_geom g = {0};   /* check() validated the geometry; zero-init keeps -Wmaybe-uninitialized quiet */
-  wg_geometry(n, &g);
-  const float *x = ep_f32(n->in[0]), *u = ep_f32(n->in[1]);
+  wg_block blk;
+  wg_geom *g = &blk.g;
+  *g = (wg_geom){0};   /* check() validated the geometry; zero-init keeps -Wmaybe-uninitialized quiet */
+  wg_geometry(n, g);
+  const float *x = ep_f32(n->in[0]);
   const float *bias = n->n_in > 2 && n->in[2] ? ep_f32(n->in[2]) : 0;
   const float *res = n->n_in > 3 && n->in[3] ? ep_f32(n->in[3]) : 0;
   float *y = ep_f32(n->out[0]);
-  float *V = (float *)(void *)n->scratch;
-  const uint64_t vplane = (uint64_t)g.C * g.ldv, mplane = (uint64_t)g.Cout * g.ldv;
-  float *M = V + 16 * vplane, *rows = M + 16 * mplane;
-  const uint64_t hw = (uint64_t)g.H * g.W, ohw = (uint64_t)g.OH * g.OW;
-  const uint64_t upanel = ep_gemm_packed_a_floats(g.Cout, g.C);
-  const uint32_t ntiles = g.TH * g.TW;
+  blk.u = ep_f32(n->in[1]);
+  blk.V = (float *)(void *)n->scratch;
+  blk.vplane = (uint64_t)g->C * g->ldv;
+  blk.mplane = (uint64_t)g->Cout * g->ldv;
+  blk.M = blk.V + 16 * blk.vplane;
+  blk.rows = blk.M + 16 * blk.mplane;
+  blk.upanel = ep_gemm_packed_a_floats(g->Cout, g->C);
+  const uint64_t hw = (uint64_t)g->H * g->W, ohw = (uint64_t)g->OH * g->OW;
+  const uint32_t ntiles = g->TH * g->TW;
+  /* one 4-row buffer per thread: as many input-transform threads as the scratch holds buffers */
+  const uint64_t slots = (n->scratch_bytes / 4u - (uint64_t)(blk.rows - blk.V)) / (4u * g->rw);
+  const uint32_t threads = ep_num_threads(), in_threads = threads < slots ? threads : slots > 1 ? (uint32_t)slots : 1u;
   const ep_gemm_epi none = {1.0f, 1.0f, 0, EP_BIAS_NONE, 0, 0, 0, EP_ACT_NONE, 0.0f, 0.0f};
-  for (uint32_t b = 0; b < g.B; b++) {
-    const float *xb = x + (uint64_t)b * g.C * hw;
-    float *yb = y + (uint64_t)b * g.Cout * ohw;
-    const wg_epi e = {bias, res ? res + (uint64_t)b * g.Cout * ohw : 0, n->params[12], ep_param_f32(n, 13), ep_param_f32(n, 14)};
+  for (uint32_t b = 0; b < g->B; b++) {
+    blk.xb = x + (uint64_t)b * g->C * hw;
+    blk.yb = y + (uint64_t)b * g->Cout * ohw;
+    const wg_epi e = {bias, res ? res + (uint64_t)b * g->Cout * ohw : 0, n->params[12], ep_param_f32(n, 13), ep_param_f32(n, 14)};
     const ep_gemm_epi se = {1.0f, 1.0f, bias, bias ? EP_BIAS_ROW : EP_BIAS_NONE, 0, e.res, (uint32_t)ohw,
                             e.act, e.p0, e.p1};
-    for (uint32_t t0 = 0; t0 < ntiles; t0 += g.nt) {
-      const uint32_t T = ntiles - t0 < g.nt ? ntiles - t0 : g.nt;
-      const uint32_t N = (T + EP_GEMM_NR - 1) / EP_GEMM_NR * EP_GEMM_NR;
-      if (N > T)   /* columns the GEMM reads past the block: zero (never stored) */
-        for (uint64_t r = 0; r < 16 * (uint64_t)g.C; r++)
-          for (uint32_t t = T; t < N; t++) V[r * g.ldv + t] = 0.0f;
-      /* input transform, one tile row segment at a time */
-      for (uint32_t t = t0; t < t0 + T;) {
-        const uint32_t ty = t / g.TW, tx0 = t % g.TW;
-        const uint32_t tx1 = g.TW - tx0 < t0 + T - t ? g.TW : tx0 + (t0 + T - t);
-        const uint32_t u0 = 2 * tx0, u1 = 2 * tx1 + 8;
-        for (uint32_t c = 0; c < g.C; c++) {
-          wg_fill_rows(rows, g.rw, xb + (uint64_t)c * hw, &g, (int64_t)2 * ty - g.pt, u0, u1);
-          wg_input_row(V + (uint64_t)c * g.ldv + (t - t0), vplane, rows, g.rw, tx0, tx1);
-        }
-        t += tx1 - tx0;
-      }
-      for (uint32_t k = 0; k < 16; k++)
-        ep_gemm_f32(g.Cout, N, g.C, u + k * upanel, V + k * vplane, g.ldv, 1, M + k * mplane, g.ldv, &none);
-      for (uint32_t t = t0; t < t0 + T;) {
-        const uint32_t ty = t / g.TW, tx0 = t % g.TW;
-        const uint32_t tx1 = g.TW - tx0 < t0 + T - t ? g.TW : tx0 + (t0 + T - t);
-        for (uint32_t co = 0; co < g.Cout; co++)
-          wg_output_row(M + (uint64_t)co * g.ldv + (t - t0), mplane, yb, &g, co, ty, tx0, tx1, &e, &se);
-        t += tx1 - tx0;
-      }
+    blk.e = &e;
+    blk.se = &se;
+    for (blk.t0 = 0; blk.t0 < ntiles; blk.t0 += g->nt) {
+      blk.T = ntiles - blk.t0 < g->nt ? ntiles - blk.t0 : g->nt;
+      blk.N = (blk.T + EP_GEMM_NR - 1) / EP_GEMM_NR * EP_GEMM_NR;
+      blk.parts = in_threads <= 1 ? 1u : (g->C < 4u * in_threads ? g->C : 4u * in_threads);
+      ep_parallel_for(blk.parts, in_threads, wg_input_task, &blk);
+      blk.gemm = (ep_gemm_job){g->Cout, blk.N, g->C, blk.u, blk.V, g->ldv, 1, blk.M, g->ldv, &none, 1, 1};
+      /* the 16 GEMMs are 16 tasks already: split each only for more than 4 threads */
+      ep_gemm_split(g->Cout, blk.N, g->C, (threads + 3) / 4, &blk.gemm.mparts, &blk.gemm.nparts);
+      ep_parallel_for(16u * blk.gemm.mparts * blk.gemm.nparts, EP_MAX_THREADS, wg_gemm_task, &blk);
+      blk.parts = threads <= 1 ? 1u : (g->Cout < 4u * threads ? g->Cout : 4u * threads);
+      ep_parallel_for(blk.parts, EP_MAX_THREADS, wg_output_task, &blk);
     }
   }
   return EP_OK;

@@ -1,0 +1,185 @@
+"""The threaded wasm build (edgepack-threads.wasm, web/src/threads.js) in Node with worker threads: the five
+benchmark models give the single-threaded build's answers and stay within 1e-4 of onnxruntime; odd thread
+counts and plans whose per-thread scratch holds fewer threads than are running still give the right answer."""
+from __future__ import annotations
+
+import functools
+import http.server
+import json
+import shutil
+import subprocess
+import threading
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from packager import load_bundle, package
+from packager.api import reference_run
+
+from .conftest import model_path
+from .test_web_node import REPO, RUNTIME, _node_major, _node_run, _outputs
+
+pytestmark = pytest.mark.skipif(_node_major() < 20, reason="needs Node >= 20")
+
+MODELS = ["cifar10net", "cifar10net_unfused", "mobilenetv2", "resnet18", "minilm_like"]
+TOL = 1e-4
+
+
+def _inputs(bundle: Path, seed: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for s in load_bundle(bundle).inputs:
+        if s["dtype"] == "int64":
+            feeds[s["name"]] = rng.integers(0, 8192, s["shape"]).astype(np.int64)
+        else:
+            feeds[s["name"]] = rng.standard_normal(s["shape"]).astype(np.float32)
+    return feeds
+
+
+def _check(tmp: Path, bundle: Path, threads: int, seed: int = 1) -> None:
+    feeds = _inputs(bundle, seed)
+    res = _node_run(tmp / f"t{threads}", bundle, feeds, options={"threads": threads})
+    assert res.get("variant") == "threads", res
+    got = _outputs(res)
+    single = _outputs(_node_run(tmp / "t1", bundle, feeds, variant="simd"))
+    want = reference_run(onnx.load(str(bundle / "model.onnx")), feeds)
+    for k, w in want.items():
+        np.testing.assert_allclose(got[k], w, rtol=TOL, atol=TOL, err_msg=f"{bundle.name} threads={threads} output {k}")
+        # the same arithmetic split differently: the single-threaded build's answer
+        np.testing.assert_allclose(got[k], single[k], rtol=1e-6, atol=1e-6, err_msg=f"{bundle.name}: threads vs single")
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_model_two_threads(name: str, tmp_path: Path) -> None:
+    bundle = package(model_path(name), out=tmp_path / name)
+    _check(tmp_path, bundle, 2)
+
+
+def _convnet() -> onnx.ModelProto:
+    """Every threaded kernel on odd sizes: CONV (im2col, direct 1x1), WINOGRAD_CONV with a residual,
+    DEPTHWISE_CONV (stride 1 and 2), Gemm, MatMul."""
+    rng = np.random.default_rng(0)
+
+    def w(name, *shape):
+        return numpy_helper.from_array((rng.standard_normal(shape) * 0.2).astype(np.float32), name)
+    inits = [w("w0", 24, 3, 3, 3), w("b0", 24), w("w1", 24, 24, 3, 3), w("wd", 24, 1, 3, 3), w("w2", 40, 24, 1, 1),
+             w("wd2", 40, 1, 3, 3), w("wf", 40, 10), w("m", 10, 7)]
+    nodes = [
+        helper.make_node("Conv", ["x", "w0", "b0"], ["c0"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c0"], ["r0"]),
+        helper.make_node("Conv", ["r0", "w1"], ["c1"], pads=[1, 1, 1, 1]),
+        helper.make_node("Add", ["c1", "r0"], ["a1"]),
+        helper.make_node("Conv", ["a1", "wd"], ["d1"], group=24, pads=[1, 1, 1, 1]),
+        helper.make_node("Conv", ["d1", "w2"], ["p2"]),
+        helper.make_node("Conv", ["p2", "wd2"], ["d2"], group=40, pads=[1, 1, 1, 1], strides=[2, 2]),
+        helper.make_node("GlobalAveragePool", ["d2"], ["g"]),
+        helper.make_node("Flatten", ["g"], ["f"]),
+        helper.make_node("MatMul", ["f", "wf"], ["h"]),
+        helper.make_node("MatMul", ["h", "m"], ["y"]),
+    ]
+    g = helper.make_graph(nodes, "threads", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 23, 19])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 7])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    return m
+
+
+@pytest.mark.parametrize("threads", [3, 5])
+def test_odd_thread_counts(threads: int, tmp_path: Path) -> None:
+    p = tmp_path / "convnet.onnx"
+    onnx.save(_convnet(), str(p))
+    _check(tmp_path, package(p, out=tmp_path / "b"), threads)
+
+
+def test_plan_with_one_scratch_slot(tmp_path: Path, monkeypatch) -> None:
+    """A plan sized for one thread's scratch (an older packager) runs right with more threads: the kernels
+    use only as many threads as their scratch holds slices."""
+    import packager.ops.conv as conv
+    monkeypatch.setattr(conv, "THREAD_SLOTS", 1)
+    p = tmp_path / "convnet.onnx"
+    onnx.save(_convnet(), str(p))
+    _check(tmp_path, package(p, out=tmp_path / "b"), 4)
+
+
+def test_bad_thread_count(tmp_path: Path) -> None:
+    p = tmp_path / "convnet.onnx"
+    onnx.save(_convnet(), str(p))
+    bundle = package(p, out=tmp_path / "b")
+    res = _node_run(tmp_path / "bad", bundle, _inputs(bundle, 1), options={"threads": 17})
+    assert not res["ok"] and "threads must be an integer in 1..16" in res["error"]
+
+
+def test_workers_take_tasks(tmp_path: Path) -> None:
+    """The workers really run tasks (a threaded session whose workers never woke would still be right)."""
+    bundle = package(model_path("cifar10net"), out=tmp_path / "b")
+    script = tmp_path / "count.mjs"
+    script.write_text(f"""
+import {{ load }} from {json.dumps(RUNTIME.as_uri())};
+const s = await load({json.dumps(str(bundle))}, {{ threads: 2 }});
+const x = s.inputs[0];
+const feeds = {{ [x.name]: {{ data: new Float32Array(x.shape.reduce((a, b) => a * b, 1)).fill(0.5), dims: x.shape }} }};
+for (let i = 0; i < 20; i++) s.runSync(feeds);
+const ex = s._threads.instance.exports;
+console.log(JSON.stringify([ex.ep_thread_tasks(0), ex.ep_thread_tasks(1), ex.ep_thread_tasks(2)]));
+await s.close();
+""")
+    r = subprocess.run(["node", str(script)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    caller, worker, absent = json.loads(r.stdout)
+    assert caller > 0 and worker > 0 and absent == 0, (caller, worker, absent)
+
+
+PAGE = """<!doctype html><script type="module">
+import { load } from './src/index.js';
+try {
+  const one = await load('bundle/', { variant: 'simd' }), two = await load('bundle/', { threads: 2 });
+  const x = one.inputs[0];
+  const feeds = { [x.name]: { data: Float32Array.from({ length: x.shape.reduce((a, b) => a * b, 1) }, (_, i) => Math.sin(i)), dims: x.shape } };
+  const a = await one.run(feeds), b = await two.run(feeds);
+  let diff = 0;
+  for (const k in a) for (let i = 0; i < a[k].data.length; i++) diff = Math.max(diff, Math.abs(a[k].data[i] - b[k].data[i]));
+  const ex = two._threads.instance.exports;
+  window.result = { ok: true, isolated: crossOriginIsolated, diff, worker_tasks: ex.ep_thread_tasks(1) };
+  await two.close();
+} catch (e) { window.result = { ok: false, error: String((e && e.stack) || e) }; }
+</script>"""
+
+
+class _IsolatedHandler(http.server.SimpleHTTPRequestHandler):
+    """COOP + COEP: the page is crossOriginIsolated, so it has SharedArrayBuffer and shared wasm memory."""
+
+    def end_headers(self) -> None:
+        self.send_header("Cross-Origin-Opener-Policy", "same-origin")
+        self.send_header("Cross-Origin-Embedder-Policy", "require-corp")
+        super().end_headers()
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+@pytest.mark.skipif(not Path("/usr/bin/chromium").exists(), reason="needs Debian's chromium")
+def test_chromium_two_threads(tmp_path: Path) -> None:
+    """A crossOriginIsolated page in Chromium: browser Workers from a Blob URL, same answer as the SIMD build."""
+    playwright = pytest.importorskip("playwright.sync_api")
+    root = tmp_path / "www"
+    shutil.copytree(REPO / "web" / "src", root / "src")
+    package(model_path("cifar10net"), out=root / "bundle")
+    (root / "index.html").write_text(PAGE)
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_IsolatedHandler, directory=str(root)))
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        with playwright.sync_playwright() as p:
+            browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=[
+                "--no-sandbox", "--disable-background-networking", "--disable-component-update", "--no-first-run", "--disable-sync"])
+            page = browser.new_page()
+            page.goto(f"http://127.0.0.1:{srv.server_port}/index.html")
+            page.wait_for_function("window.result !== undefined", timeout=120_000)
+            res = page.evaluate("window.result")
+            browser.close()
+    finally:
+        srv.shutdown()
+    assert res["ok"], res.get("error")
+    assert res["isolated"] and res["diff"] <= 1e-6 and res["worker_tasks"] > 0, res

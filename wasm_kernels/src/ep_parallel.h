@@ -1,0 +1,35 @@
+/* Parallel-for of the kernel core. Internal header.
+ *
+ * ep_parallel_for(n_tasks, max_threads, fn, ctx) calls fn(ctx, task, thread) once for every task in
+ * [0, n_tasks) and returns when all have finished. `thread` is in [0, min(max_threads, ep_num_threads())):
+ * a task may use the scratch slice of that index (kernels size their per-thread slices from the node's
+ * scratch_bytes, so a plan stays valid for any thread count). Tasks must write disjoint outputs.
+ *
+ * Single-threaded builds (everything but edgepack-threads.wasm, which defines EP_THREADS) run the tasks
+ * in order on the caller: ep_num_threads() is 1. In the threaded build the caller publishes the job,
+ * runs tasks itself and spins until the workers (ep_worker_main in parallel.c) have finished theirs;
+ * a parallel_for issued from inside a task runs serially. */
+#ifndef EP_PARALLEL_H
+#define EP_PARALLEL_H
+#include <stdint.h>
+
+typedef void (*ep_task_fn)(void *ctx, uint32_t task, uint32_t thread);
+
+#if defined(EP_THREADS)
+#define EP_MAX_THREADS 16
+uint32_t ep_num_threads(void);
+void ep_parallel_for(uint32_t n_tasks, uint32_t max_threads, ep_task_fn fn, void *ctx);
+#else
+#define EP_MAX_THREADS 1
+static inline uint32_t ep_num_threads(void) { return 1; }
+static inline void ep_parallel_for(uint32_t n_tasks, uint32_t max_threads, ep_task_fn fn, void *ctx) {
+  (void)max_threads;
+  for (uint32_t t = 0; t < n_tasks; t++) fn(ctx, t, 0);
+}
+#endif
+
+/* Split [0, n) into `parts` near-equal chunks; chunk i is [ep_chunk(n, parts, i), ep_chunk(n, parts, i + 1)). */
+static inline uint32_t ep_chunk(uint32_t n, uint32_t parts, uint32_t i) {
+  return (uint32_t)((uint64_t)n * i / parts);
+}
+#endif

@@ -1,0 +1,123 @@
+/* Thread pool of the threaded wasm build (EP_THREADS; see ep_parallel.h). Other builds compile nothing here.
+ *
+ * Shared state lives in linear memory (a shared WebAssembly.Memory): every instance (the caller's and one
+ * per worker) sees the same globals. A job is published in one of two slots, chosen by its generation's
+ * parity, then `ctr` = generation << 32 | next task index is set. A thread claims task i by a
+ * compare-exchange of ctr from (gen, i) to (gen, i + 1): it fails once a newer job is published, so a
+ * late worker can never run a task of one job with another job's function. A slot is rewritten only two
+ * generations later, i.e. after every task of its job has finished (the caller waits for `done`).
+ * Idle workers spin briefly, then sleep in memory.atomic.wait32 on `wake`; the caller never waits on an
+ * atomic (a browser's main thread may not), it runs tasks and spins on `done`. */
+#include "ep_parallel.h"
+
+#if defined(EP_THREADS)
+#if !defined(__wasm__) || !defined(__wasm_atomics__)
+#error "EP_THREADS needs a wasm32 target with -matomics"
+#endif
+
+typedef struct {
+  ep_task_fn fn;
+  void *ctx;
+  uint32_t n_tasks, max_threads;
+  uint32_t done;          /* tasks finished (atomic) */
+} job_slot;
+
+static job_slot g_jobs[2];
+static uint64_t g_ctr;          /* generation << 32 | next unclaimed task (atomic) */
+static int32_t g_wake;          /* generation of the latest job, futex word of sleeping workers */
+static uint32_t g_threads = 1;  /* caller + running workers, set by the host */
+static uint32_t g_busy;         /* a job is in flight: nested parallel_for runs serially */
+static uint32_t g_quit;
+static uint32_t g_tasks_run[EP_MAX_THREADS];   /* per thread, for tests: did the workers take part? */
+
+#define LOAD(p) __atomic_load_n((p), __ATOMIC_SEQ_CST)
+#define STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_SEQ_CST)
+#define SPINS 20000u            /* ~20-50 us of polling, then sleep: longer spins cost the caller its core on a busy machine */
+
+uint32_t ep_num_threads(void) { return LOAD(&g_threads); }
+
+/* Claim and run tasks of generation gen until none are left (or a newer job replaced it). */
+static void run_tasks(uint32_t gen, uint32_t thread) {
+  job_slot *j = &g_jobs[gen & 1u];
+  for (;;) {
+    uint64_t c = LOAD(&g_ctr);
+    if ((uint32_t)(c >> 32) != gen) return;
+    /* Read after c: if the CAS below succeeds, ctr held gen throughout, so the slot was not rewritten. */
+    const uint32_t i = (uint32_t)c, n = LOAD(&j->n_tasks), mt = LOAD(&j->max_threads);
+    if (i >= n || thread >= mt) return;
+    if (!__atomic_compare_exchange_n(&g_ctr, &c, c + 1, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) continue;
+    j->fn(j->ctx, i, thread);
+    g_tasks_run[thread]++;
+    __atomic_fetch_add(&j->done, 1u, __ATOMIC_SEQ_CST);
+  }
+}
+
+void ep_parallel_for(uint32_t n_tasks, uint32_t max_threads, ep_task_fn fn, void *ctx) {
+  uint32_t t = LOAD(&g_threads);
+  if (max_threads < t) t = max_threads;
+  if (t <= 1 || n_tasks <= 1 || LOAD(&g_busy)) {
+    for (uint32_t i = 0; i < n_tasks; i++) fn(ctx, i, 0);
+    return;
+  }
+  STORE(&g_busy, 1u);
+  const uint32_t gen = (uint32_t)(LOAD(&g_ctr) >> 32) + 1u;
+  job_slot *j = &g_jobs[gen & 1u];
+  j->fn = fn;
+  j->ctx = ctx;
+  STORE(&j->n_tasks, n_tasks);
+  STORE(&j->max_threads, t);
+  STORE(&j->done, 0u);
+  STORE(&g_ctr, (uint64_t)gen << 32);
+  STORE(&g_wake, (int32_t)gen);
+  __builtin_wasm_memory_atomic_notify(&g_wake, EP_MAX_THREADS);
+  run_tasks(gen, 0);
+  while (LOAD(&j->done) != n_tasks) {}
+  STORE(&g_busy, 0u);
+}
+
+/* ---- exports for the host (web/src/threads.js) ---- */
+#define EXPORT(name) __attribute__((export_name(#name)))
+#define WORKER_STACK (64u * 1024u)
+static uint8_t g_stacks[EP_MAX_THREADS][WORKER_STACK] __attribute__((aligned(16)));
+
+/* Top of worker `index`'s stack (the host sets the worker instance's __stack_pointer to it first). */
+EXPORT(ep_worker_stack_top) uint32_t ep_worker_stack_top(uint32_t index) {
+  return index < EP_MAX_THREADS ? (uint32_t)(uintptr_t)(g_stacks[index] + WORKER_STACK) : 0u;
+}
+
+/* A worker's life: wait for jobs, run their tasks, return when ep_threads_stop() is called. */
+EXPORT(ep_worker_main) void ep_worker_main(uint32_t index) {
+  if (index == 0 || index >= EP_MAX_THREADS) return;
+  int32_t seen = LOAD(&g_wake);
+  while (!LOAD(&g_quit)) {
+    int32_t g = LOAD(&g_wake);
+    for (uint32_t s = 0; g == seen && s < SPINS; s++) g = LOAD(&g_wake);
+    if (g == seen) {
+      __builtin_wasm_memory_atomic_wait32(&g_wake, seen, -1);
+      continue;
+    }
+    seen = g;
+    run_tasks((uint32_t)g, index);
+  }
+}
+
+/* Threads taking part from now on: the caller + workers already in ep_worker_main (1..EP_MAX_THREADS). */
+EXPORT(ep_set_threads) uint32_t ep_set_threads(uint32_t n) {
+  n = n < 1 ? 1 : n > EP_MAX_THREADS ? EP_MAX_THREADS : n;
+  STORE(&g_threads, n);
+  return n;
+}
+
+/* Tasks thread `index` has run so far (0 = the caller). */
+EXPORT(ep_thread_tasks) uint32_t ep_thread_tasks(uint32_t index) {
+  return index < EP_MAX_THREADS ? LOAD(&g_tasks_run[index]) : 0u;
+}
+
+/* Make every worker return from ep_worker_main; only the caller's thread runs tasks afterwards. */
+EXPORT(ep_threads_stop) void ep_threads_stop(void) {
+  STORE(&g_threads, 1u);
+  STORE(&g_quit, 1u);
+  __atomic_fetch_add(&g_wake, 1, __ATOMIC_SEQ_CST);
+  __builtin_wasm_memory_atomic_notify(&g_wake, EP_MAX_THREADS);
+}
+#endif
