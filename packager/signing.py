@@ -5,6 +5,7 @@ unsigned, whose signature does not verify, that holds a file the manifest does n
 do not match their hashes: flipping any single byte anywhere in a signed bundle is caught."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from .errors import BundleError, PackagerError
@@ -51,7 +52,8 @@ def load_public_key(key: str | bytes | Path):
     """A public key as 64 hex chars, 32 raw bytes, or a file holding either (or a PEM public key)."""
     serialization, ed25519 = _crypto()
     raw: bytes | None = None
-    if isinstance(key, Path) or (isinstance(key, str) and len(key.strip()) != 64):
+    # A file path may itself be 64 characters long: only 64 hex digits count as a key written inline.
+    if isinstance(key, Path) or (isinstance(key, str) and not re.fullmatch(r"[0-9a-fA-F]{64}", key.strip())):
         data = Path(key).read_bytes()
         if data.startswith(b"-----BEGIN"):
             k = serialization.load_pem_public_key(data)

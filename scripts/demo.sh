@@ -28,6 +28,11 @@ PY
 echo; echo "== package bench $OUT"
 package bench "$OUT" --warmup 2 --seconds 3
 
+echo; echo "== int8: the digits CNN (real data), quantized with its calibration set; accuracy through the wasm runtime"
+package --target web demo/digits/digits_cnn.onnx -o out/digits_int8 --quantize int8 \
+  --calibration demo/digits/digits_calibration.npz
+sed -n '1,40p' out/digits_int8/accuracy.md
+
 echo; echo "== web demo (demo/out): edgepack and onnxruntime-web side by side in the browser"
 python3 demo/build.py --out demo/out
 cat <<'EOF'

@@ -36,7 +36,7 @@ if [ -f bench/package.json ] && [ ! -d bench/node_modules ]; then
 fi
 if [ ! -x web/node_modules/.bin/tsc ] || [ ! -x web/node_modules/.bin/esbuild ] || [ ! -x web/node_modules/.bin/vite ]; then
   echo "[setup] npm: web dev deps (typescript, esbuild, vite)"
-  (cd web && npm ci --silent --no-audit --no-fund)
+  (cd web && npm install --silent --no-audit --no-fund)  # not `npm ci`: npm 11 leaves optional platform packages out of the lock
 fi
 
 MODELS=(cifar10net cifar10net_unfused mobilenetv2 resnet18 minilm_like)

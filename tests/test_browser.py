@@ -49,11 +49,11 @@ class Precision:
     tol: dict = field(default_factory=dict)   # backend kind -> (rtol, atol) against onnxruntime on the bundle's model.onnx
 
 
-# One line per precision. fp32 asks for no quantization explicitly where the packager takes `quantize` (branch
-# quant); a packager without that argument only makes fp32. E.g. once fp16 lands:
-#   "fp16": Precision({"quantize": "fp16"}, {"wasm": (rtol, atol), "webgpu": (rtol, atol)}),
+# One line per precision. fp16 bundles store float16 weights widened once at load; the reference runs the bundle's
+# model.onnx, which holds the same float16 weights, so the fp32 tolerances apply.
 PRECISIONS = {
     "fp32": Precision({"quantize": "none"}, {"wasm": (1e-4, 1e-4), "webgpu": (1e-3, 1e-3)}),
+    "fp16": Precision({"quantize": "fp16"}, {"wasm": (1e-4, 1e-4), "webgpu": (1e-3, 1e-3)}),
 }
 
 pytestmark = pytest.mark.skipif(chromium_missing() is not None, reason=str(chromium_missing()))

@@ -23,6 +23,8 @@ from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
+import onnx
+import onnx.numpy_helper
 
 RTOL, ATOL = 1e-3, 1e-5
 CASE_TIMEOUT_S = 60
@@ -66,6 +68,13 @@ def _alarm(signum, frame):
     raise _Timeout()
 
 
+def _array(v):
+    """A data-set value as numpy: some cases (float16 casts) store TensorProtos; sequences stay lists."""
+    if isinstance(v, onnx.TensorProto):
+        return onnx.numpy_helper.to_array(v)
+    return v if isinstance(v, (np.ndarray, list)) else np.asarray(v)
+
+
 def package_case(case, out: Path) -> dict:
     """Package a case's model into `out` as a web bundle. Inputs the packager needs at package time are
     bound as constants (as an exporter makes them initializers). Returns the feeds left for run time;
@@ -77,7 +86,7 @@ def package_case(case, out: Path) -> dict:
     init_names = {i.name for i in g.initializer}
     in_names = [vi.name for vi in g.input if vi.name not in init_names]
     # sequence/optional inputs stay lists: the packager refuses their graph inputs with a clear error
-    feeds = {n: v if isinstance(v, (np.ndarray, list)) else np.asarray(v) for n, v in zip(in_names, ins)}
+    feeds = {n: _array(v) for n, v in zip(in_names, ins)}
     consts: dict[str, np.ndarray] = {}
     for _ in range(4):
         try:
@@ -96,7 +105,7 @@ def package_case(case, out: Path) -> dict:
 def check_outputs(got: dict, expected, out_names: list[str]) -> tuple[str, str]:
     """('pass', '') when every output matches the case's expected value, else ('fail', why)."""
     for name, want in zip(out_names, expected):
-        want = np.asarray(want)
+        want = _array(want)
         have = got.get(name)
         if have is None or have.shape != want.shape:
             return "fail", f"output {name}: shape {None if have is None else have.shape} != {want.shape}"
