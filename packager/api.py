@@ -48,18 +48,8 @@ def reference_run(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[
     """onnxruntime CPU (float32 reference, all optimizations) on the same feeds. A QDQ model runs with graph
     optimizations off: its Q/DQ nodes then execute as written, where the fused int8 kernels onnxruntime
     would substitute saturate int16 pair sums on x86 CPUs without VNNI (docs/quantization.md)."""
-    import onnxruntime as ort
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
-    so.log_severity_level = 3
-    if any(n.op_type in QDQ_OPS for n in model.graph.node):
-        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    m = onnx.ModelProto()
-    m.CopyFrom(model)
-    m.ir_version = min(m.ir_version, ORT_MAX_IR)  # onnx writes newer IR versions than onnxruntime reads
-    sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
-    names = [o.name for o in sess.get_outputs()]
-    return dict(zip(names, sess.run(names, feeds)))
+    from .quantize.report import reference_session
+    return reference_session(model)(feeds)
 
 
 def compare(got: dict[str, np.ndarray], want: dict[str, np.ndarray]) -> dict:

@@ -292,7 +292,6 @@ def _assemble(ctx: LowerCtx, inputs: list[str], outputs: list[str]) -> LoweredPl
     for n in names:
         t = ctx.tensors[n]
         if t.data is not None:
-            key = id(t.data)
             w_off[n] = len(weights)
             weights += t.data
             weights += b"\0" * (-len(weights) % layout.ALIGN)
