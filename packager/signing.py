@@ -54,7 +54,11 @@ def load_public_key(key: str | bytes | Path):
     raw: bytes | None = None
     # A file path may itself be 64 characters long: only 64 hex digits count as a key written inline.
     if isinstance(key, Path) or (isinstance(key, str) and not re.fullmatch(r"[0-9a-fA-F]{64}", key.strip())):
-        data = Path(key).read_bytes()
+        try:
+            data = Path(key).read_bytes()
+        except OSError as e:
+            raise BundleError(f"public key '{key}': neither 64 hex characters nor a readable key file "
+                              f"({e.strerror})") from None
         if data.startswith(b"-----BEGIN"):
             k = serialization.load_pem_public_key(data)
             if not isinstance(k, ed25519.Ed25519PublicKey):
