@@ -336,9 +336,8 @@ def _opt(node: onnx.NodeProto, i: int) -> str:
 @lowers("QLinearConv")
 def lower_qlinear_conv(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     x, w = node.input[0], node.input[3]
+    ctx.check_dtypes(node, [np.uint8, np.int8], [x])
     xdt = ctx.dtype(x)
-    if xdt not in (np.dtype(np.uint8), np.dtype(np.int8)):
-        raise ctx.unsupported(node, f"input dtype {xdt}")
     xq = qparams_of(ctx, node, node.input[1], node.input[2], xdt)
     yq = qparams_of(ctx, node, node.input[6], node.input[7], ctx.dtype(node.output[0]))
     wv, ws, wz = ctx.require_const(node, w, node.input[4], node.input[5])
@@ -353,9 +352,8 @@ def lower_qlinear_conv(ctx: LowerCtx, node: onnx.NodeProto) -> None:
 @lowers("ConvInteger")
 def lower_conv_integer(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     x, w = node.input[0], node.input[1]
+    ctx.check_dtypes(node, [np.uint8, np.int8], [x])
     xdt = ctx.dtype(x)
-    if xdt not in (np.dtype(np.uint8), np.dtype(np.int8)):
-        raise ctx.unsupported(node, f"input dtype {xdt}")
     (wv,) = ctx.require_const(node, w)
     xz = ctx.require_const(node, _opt(node, 2))[0] if _opt(node, 2) else None
     wz = ctx.require_const(node, _opt(node, 3))[0] if _opt(node, 3) else None
@@ -374,9 +372,8 @@ def _matmul_w(ctx: LowerCtx, node: onnx.NodeProto, name: str) -> str | np.ndarra
 @lowers("QLinearMatMul")
 def lower_qlinear_matmul(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     a, b = node.input[0], node.input[3]
+    ctx.check_dtypes(node, [np.uint8, np.int8], [a])
     adt = ctx.dtype(a)
-    if adt not in (np.dtype(np.uint8), np.dtype(np.int8)):
-        raise ctx.unsupported(node, f"input dtype {adt}")
     aq = qparams_of(ctx, node, node.input[1], node.input[2], adt)
     yq = qparams_of(ctx, node, node.input[6], node.input[7], ctx.dtype(node.output[0]))
     bs, bz = ctx.require_const(node, node.input[4], node.input[5])
@@ -389,9 +386,8 @@ def lower_qlinear_matmul(ctx: LowerCtx, node: onnx.NodeProto) -> None:
 @lowers("MatMulInteger")
 def lower_matmul_integer(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     a, b = node.input[0], node.input[1]
+    ctx.check_dtypes(node, [np.uint8, np.int8], [a])
     adt = ctx.dtype(a)
-    if adt not in (np.dtype(np.uint8), np.dtype(np.int8)):
-        raise ctx.unsupported(node, f"input dtype {adt}")
     az_name, bz_name = _opt(node, 2), _opt(node, 3)
     az_tensor, azv = None, 0
     if az_name:
