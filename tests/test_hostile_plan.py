@@ -94,3 +94,36 @@ def test_plan_reader_in_python_checks_bounds(plan_bytes: bytes) -> None:
         layout.decode(plan_bytes[:100])
     with pytest.raises(BundleError):
         layout.decode(b"XXXX" + plan_bytes[4:])
+
+
+def _gather_plan(tmp: Path) -> layout.Plan:
+    from onnx import TensorProto, helper
+    g = helper.make_graph(
+        [helper.make_node("Gather", ["x", "i"], ["y"], axis=0)], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [64, 16]),
+         helper.make_tensor_value_info("i", TensorProto.INT64, [32])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [32, 16])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    out = package(m, out=tmp / "gather", verify=False)
+    return layout.decode((out / "model.plan").read_bytes())
+
+
+def test_node_writing_over_its_own_inputs_is_refused(tmp_path: Path, asan_driver: Path) -> None:
+    """Found by the fuzzer: Gather validates its indices, then re-reads them while writing its output.
+    A plan placing the output over the indices (or scratch over an input) would turn a validated index
+    into a wild one, so the reader refuses any node whose outputs or scratch overlap its own tensors."""
+    plan = _gather_plan(tmp_path)
+    good = layout.encode(plan)
+    WasmPlan(BUILD / "edgepack.wasm", good)
+    node = plan.nodes[-1]
+    y, i = plan.tensors[node.outputs[0]], plan.tensors[node.inputs[1]]
+    y_at, y.offset = y.offset, i.offset
+    bad_out = layout.encode(plan)
+    y.offset = y_at   # back in place, now with scratch over the indices
+    node.scratch_offset, node.scratch_bytes = i.offset, 16
+    bad_scratch = layout.encode(plan)
+    for bad in (bad_out, bad_scratch):
+        with pytest.raises(RuntimeFailure):
+            WasmPlan(BUILD / "edgepack.wasm", bad)
+    codes = [line.split()[0] for line in _run_asan(asan_driver, [good, bad_out, bad_scratch], tmp_path)]
+    assert codes[1:] == ["4", "4"] and codes[0] != "4"   # the driver's inputs are not valid indices: 11 at run

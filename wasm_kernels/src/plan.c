@@ -95,6 +95,39 @@ static ep_status decode_node(const ep_ctx *c, uint32_t idx, node_view *v, const 
   return EP_OK;
 }
 
+/* Arena bytes [lo, hi) of tensor `id` (already decoded once); empty for weights and absent inputs. */
+static void arena_span(const ep_ctx *c, int32_t id, uint64_t *lo, uint64_t *hi) {
+  *lo = *hi = 0;
+  if (id < 0) return;
+  const uint8_t *e = c->plan + c->tensors_off + EP_PLAN_TENSOR_BYTES * (uint32_t)id;
+  if (e[EP_T_STORAGE] != EP_STORAGE_ARENA) return;
+  *lo = rd32(e + EP_T_OFFSET);
+  *hi = *lo + rd32(e + EP_T_NBYTES);
+}
+
+static int spans_meet(uint64_t alo, uint64_t ahi, uint64_t blo, uint64_t bhi) { return alo < bhi && blo < ahi; }
+
+/* A node never writes bytes it reads: the memory planner keeps a node's inputs, outputs and scratch
+ * apart, and a kernel may re-read an input (a Gather index) after validating it, so a plan whose
+ * outputs or scratch overlap the node's inputs (or each other) is refused. */
+static ep_status node_disjoint(const ep_ctx *c, uint32_t idx, const ep_node *n) {
+  const uint8_t *e = c->plan + c->nodes_off + EP_PLAN_NODE_BYTES * idx;
+  const uint32_t io_at = rd32(e + EP_N_IO_AT), s_lo = rd32(e + EP_N_SCRATCH_OFF);
+  const uint64_t s_hi = (uint64_t)s_lo + rd32(e + EP_N_SCRATCH_BYTES);
+  const uint32_t n_io = (uint32_t)n->n_in + n->n_out;
+  for (uint32_t w = 0; w <= n->n_out; w++) {   /* each output, then the scratch (w == n_out) */
+    uint64_t wlo = s_lo, whi = s_hi;
+    if (w < n->n_out) arena_span(c, int_at(c, io_at + n->n_in + w), &wlo, &whi);
+    for (uint32_t j = 0; j < n_io; j++) {
+      if (j == n->n_in + w) continue;
+      uint64_t lo, hi;
+      arena_span(c, int_at(c, io_at + j), &lo, &hi);
+      if (spans_meet(wlo, whi, lo, hi)) return EP_E_BOUNDS;
+    }
+  }
+  return EP_OK;
+}
+
 ep_status ep_open(ep_ctx *c, const uint8_t *plan, uint32_t len) {
   if (!c) return EP_E_STATE;
   ep_memset(c, 0, sizeof *c);
@@ -146,6 +179,7 @@ ep_status ep_open(ep_ctx *c, const uint8_t *plan, uint32_t len) {
     ep_status s = decode_node(c, i, &v, &k);
     if (s) return s;
     s = k->check(&v.node);
+    if (!s) s = node_disjoint(c, i, &v.node);
     if (s) return s;
     /* Prologue nodes form a prefix and read only weights: they run once, before any input exists. */
     if (node_flags(c, i) & EP_NODE_PROLOGUE) {
