@@ -16,19 +16,13 @@
 #include "gemm.h"
 #include "ep_vec.h"
 #include "ep_parallel.h"
+#include "conv_geom.h"
 
 #define MAXDIM 65535
 
-typedef struct {
-  uint32_t B, C, H, W, Cout, OH, OW;
-  uint32_t kh, kw, sh, sw, dh, dw, pt, pl, pb, pr;
-} conv_geom;
-
-/* Shared shape checks: X/Y rank 3 or 4, window params in range, output size matching ONNX's formula. */
-static ep_status check_geom(const ep_node *n, const int32_t *p, conv_geom *g) {
+ep_status ep_conv_geom_of(const ep_node *n, const int32_t *p, ep_conv_geom *g) {
   const ep_tensor *x = n->in[0], *y = n->out[0];
   EP_CHECK(x && y && n->in[1], EP_E_OP);
-  EP_CHECK(x->dtype == EP_F32 && y->dtype == EP_F32 && n->in[1]->dtype == EP_F32, EP_E_DTYPE);
   EP_CHECK((x->rank == 3 || x->rank == 4) && y->rank == x->rank, EP_E_SHAPE);
   for (int i = 0; i < 10; i++) EP_CHECK(p[i] >= (i < 6 ? 1 : 0) && p[i] <= MAXDIM, EP_E_PARAM);
   g->kh = (uint32_t)p[0]; g->kw = (uint32_t)p[1]; g->sh = (uint32_t)p[2]; g->sw = (uint32_t)p[3];
@@ -48,6 +42,13 @@ static ep_status check_geom(const ep_node *n, const int32_t *p, conv_geom *g) {
   return EP_OK;
 }
 
+/* The window checks plus float32 tensors. */
+static ep_status check_geom(const ep_node *n, const int32_t *p, ep_conv_geom *g) {
+  EP_CHECK(n->in[0] && n->out[0] && n->in[1], EP_E_OP);
+  EP_CHECK(n->in[0]->dtype == EP_F32 && n->out[0]->dtype == EP_F32 && n->in[1]->dtype == EP_F32, EP_E_DTYPE);
+  return ep_conv_geom_of(n, p, g);
+}
+
 static ep_status check_epilogue(const ep_node *n, const int32_t *act, uint64_t bias_numel) {
   EP_CHECK(ep_gemm_check_act(act[0]) == EP_OK, EP_E_PARAM);
   if (n->n_in > 2 && n->in[2]) EP_CHECK(n->in[2]->dtype == EP_F32 && n->in[2]->numel == bias_numel, EP_E_SHAPE);
@@ -62,7 +63,7 @@ static ep_status check_epilogue(const ep_node *n, const int32_t *act, uint64_t b
 ep_status ep_check_CONV(const ep_node *n) {
   EP_CHECK(n->n_params == CONV_NPARAMS, EP_E_PARAM);
   const int32_t *p = n->params;
-  conv_geom g;
+  ep_conv_geom g;
   ep_status s = check_geom(n, p + 2, &g);
   if (s) return s;
   const int32_t groups = p[0];
@@ -120,7 +121,7 @@ static void gather_row(float *out, const float *src, int64_t iw0, uint32_t sw, u
 }
 
 /* im2col for output columns [n0, n0 + cols) of one group into panel rows of stride ldp (zero padded). */
-static void im2col(float *panel, uint32_t ldp, const float *x, uint32_t cg, const conv_geom *g, uint32_t n0, uint32_t cols) {
+static void im2col(float *panel, uint32_t ldp, const float *x, uint32_t cg, const ep_conv_geom *g, uint32_t n0, uint32_t cols) {
   float *row = panel;
   for (uint32_t c = 0; c < cg; c++) {
     const float *xc = x + (uint64_t)c * g->H * g->W;
@@ -144,7 +145,7 @@ static void im2col(float *panel, uint32_t ldp, const float *x, uint32_t cg, cons
 typedef struct {
   float *panel;
   const float *xg;
-  const conv_geom *g;
+  const ep_conv_geom *g;
   uint32_t ldp, cg, n0, cols, parts;
 } im2col_job;
 
@@ -158,7 +159,7 @@ static void im2col_task(void *ctx, uint32_t t, uint32_t thread) {
 
 ep_status ep_run_CONV(const ep_node *n) {
   const int32_t *p = n->params;
-  conv_geom g;
+  ep_conv_geom g;
   check_geom(n, p + 2, &g);
   const uint32_t G = (uint32_t)p[0], nt = (uint32_t)p[12];
   const uint32_t cg = g.C / G, mg = g.Cout / G, kg = cg * g.kh * g.kw;
@@ -201,7 +202,7 @@ ep_status ep_run_CONV(const ep_node *n) {
 #define DW_VEC 4   /* up to 4 f32x4 accumulators (16 outputs) per step */
 
 /* Width of one column phase of the padded plane: covers every vector read (round4(OW) + max offset). */
-static uint64_t dw_phase_width(const conv_geom *g) {
+static uint64_t dw_phase_width(const ep_conv_geom *g) {
   const uint64_t wp = (uint64_t)g->W + g->pl + g->pr;
   uint64_t pw = (wp + g->sw - 1) / g->sw;
   const uint64_t need = ((uint64_t)g->OW + 3) / 4 * 4 + (uint64_t)(g->kw - 1) * g->dw / g->sw;
@@ -212,7 +213,7 @@ static uint64_t dw_phase_width(const conv_geom *g) {
 ep_status ep_check_DEPTHWISE_CONV(const ep_node *n) {
   EP_CHECK(n->n_params == DW_NPARAMS, EP_E_PARAM);
   const int32_t *p = n->params;
-  conv_geom g;
+  ep_conv_geom g;
   ep_status s = check_geom(n, p, &g);
   if (s) return s;
   EP_CHECK(g.Cout == g.C, EP_E_SHAPE);
@@ -223,7 +224,7 @@ ep_status ep_check_DEPTHWISE_CONV(const ep_node *n) {
 }
 
 /* plane[(y*sw + ph)*pw + x] = padded input (y, x*sw + ph), zero in the pads and past the row. */
-static void dw_fill_plane(float *plane, const float *xc, const conv_geom *g, uint32_t pw) {
+static void dw_fill_plane(float *plane, const float *xc, const ep_conv_geom *g, uint32_t pw) {
   const uint32_t hp = g->H + g->pt + g->pb;
   for (uint32_t yy = 0; yy < hp; yy++) {
     float *dst = plane + (uint64_t)yy * g->sw * pw;
@@ -307,7 +308,7 @@ static void dw_row3(float *dst, const float *r0, const float *r1, const float *r
 
 typedef struct {
   const ep_node *n;
-  conv_geom g;
+  ep_conv_geom g;
   uint32_t pw, parts;
   uint64_t plane_floats;
 } dw_job;
@@ -317,7 +318,7 @@ typedef struct {
 static void dw_task(void *ctx, uint32_t t, uint32_t thread) {
   const dw_job *d = (const dw_job *)ctx;
   const ep_node *n = d->n;
-  const conv_geom g = d->g;
+  const ep_conv_geom g = d->g;
   const int32_t *p = n->params;
   const uint32_t pw = d->pw, kk = g.kh * g.kw;
   const uint64_t hw = (uint64_t)g.H * g.W, ohw = (uint64_t)g.OH * g.OW, rstride = (uint64_t)g.sw * pw;

@@ -17,46 +17,20 @@
  *   the plane in sw column phases, then one padded input row. */
 #include "qgemm.h"
 #include "gemm.h"
+#include "conv_geom.h"
 
-
-#define MAXDIM 65535
-
-typedef struct {
-  uint32_t B, C, H, W, Cout, OH, OW;
-  uint32_t kh, kw, sh, sw, dh, dw, pt, pl, pb, pr;
-} qconv_geom;
 
 EP_COLD static int zp_ok(uint32_t dtype, int32_t zp) {
   return dtype == EP_U8 ? (zp >= 0 && zp <= 255) : dtype == EP_I8 ? (zp >= -128 && zp <= 127) : zp == 0;
 }
 
-/* Geometry from window params p[0..9] and the shapes (no checks: check_common does them). */
-static void geom_of(const ep_node *n, const int32_t *p, qconv_geom *g) {
-  const ep_tensor *x = n->in[0], *y = n->out[0];
-  g->kh = (uint32_t)p[0]; g->kw = (uint32_t)p[1]; g->sh = (uint32_t)p[2]; g->sw = (uint32_t)p[3];
-  g->dh = (uint32_t)p[4]; g->dw = (uint32_t)p[5]; g->pt = (uint32_t)p[6]; g->pl = (uint32_t)p[7];
-  g->pb = (uint32_t)p[8]; g->pr = (uint32_t)p[9];
-  const int r4 = x->rank == 4;
-  g->B = (uint32_t)x->dims[0]; g->C = (uint32_t)x->dims[1];
-  g->H = r4 ? (uint32_t)x->dims[2] : 1u; g->W = (uint32_t)x->dims[x->rank - 1];
-  g->Cout = (uint32_t)y->dims[1];
-  g->OH = r4 ? (uint32_t)y->dims[2] : 1u; g->OW = (uint32_t)y->dims[y->rank - 1];
-}
-
 /* Window params p[0..9], shapes, zero points, optional epilogue inputs (bias, mult, wzp of Cout). */
-EP_COLD static ep_status check_common(const ep_node *n, const int32_t *p, qconv_geom *g, const int32_t *zps) {
+EP_COLD static ep_status check_common(const ep_node *n, const int32_t *p, ep_conv_geom *g, const int32_t *zps) {
   const ep_tensor *x = n->in[0], *y = n->out[0];
   EP_CHECK(x && y && n->in[1], EP_E_OP);
   EP_CHECK((x->dtype == EP_U8 || x->dtype == EP_I8) && n->in[1]->dtype == EP_I8, EP_E_DTYPE);
-  EP_CHECK((x->rank == 3 || x->rank == 4) && y->rank == x->rank, EP_E_SHAPE);
-  for (int i = 0; i < 10; i++) EP_CHECK(p[i] >= (i < 6 ? 1 : 0) && p[i] <= MAXDIM, EP_E_PARAM);
-  geom_of(n, p, g);
-  if (x->rank == 3) EP_CHECK(g->kh == 1 && g->sh == 1 && g->dh == 1 && g->pt == 0 && g->pb == 0, EP_E_PARAM);
-  EP_CHECK((uint32_t)y->dims[0] == g->B, EP_E_SHAPE);
-  const uint64_t hp = (uint64_t)g->H + g->pt + g->pb, wp = (uint64_t)g->W + g->pl + g->pr;
-  const uint64_t eh = (uint64_t)g->dh * (g->kh - 1) + 1, ew = (uint64_t)g->dw * (g->kw - 1) + 1;
-  EP_CHECK(hp >= eh && wp >= ew, EP_E_SHAPE);
-  EP_CHECK(g->OH == (hp - eh) / g->sh + 1 && g->OW == (wp - ew) / g->sw + 1, EP_E_SHAPE);
+  const ep_status s = ep_conv_geom_of(n, p, g);
+  if (s) return s;
   EP_CHECK(zp_ok(x->dtype, zps[0]) && zp_ok(y->dtype, zps[1]), EP_E_PARAM);
   const ep_tensor *bias = n->n_in > 2 ? n->in[2] : 0, *mult = n->n_in > 3 ? n->in[3] : 0;
   const ep_tensor *wzp = n->n_in > 4 ? n->in[4] : 0;
@@ -86,7 +60,7 @@ EP_COLD static void fill_epi(const ep_node *n, const int32_t *zact, ep_qgemm_epi
 EP_COLD ep_status ep_check_QCONV(const ep_node *n) {
   EP_CHECK(n->n_params == QCONV_NPARAMS, EP_E_PARAM);
   const int32_t *p = n->params;
-  qconv_geom g;
+  ep_conv_geom g;
   ep_status s = check_common(n, p + 1, &g, p + 12);
   if (s) return s;
   const int32_t groups = p[0];
@@ -103,7 +77,7 @@ EP_COLD ep_status ep_check_QCONV(const ep_node *n) {
 
 /* Tap row (c fixed by xc; kernel position i, jj) over output columns [n0, n0+cols) into t[0..ldb):
  * (x - zp) where the tap is inside the input, 0 in the pads and past cols. */
-static void gather_tap(int16_t *t, const uint8_t *xc, int u8, int32_t zp, const qconv_geom *g, uint32_t i, uint32_t jj,
+static void gather_tap(int16_t *t, const uint8_t *xc, int u8, int32_t zp, const ep_conv_geom *g, uint32_t i, uint32_t jj,
                        uint32_t n0, uint32_t cols, uint32_t ldb) {
   uint32_t oh = n0 / g->OW, ow = n0 % g->OW, q = 0;
   const i16x8 zv = i16x8_splat((int16_t)zp);
@@ -137,8 +111,8 @@ static void gather_tap(int16_t *t, const uint8_t *xc, int u8, int32_t zp, const 
 
 ep_status ep_run_QCONV(const ep_node *n) {
   const int32_t *p = n->params;
-  qconv_geom g;
-  geom_of(n, p + 1, &g);
+  ep_conv_geom g;
+  (void)ep_conv_geom_of(n, p + 1, &g);
   const uint32_t G = (uint32_t)p[0], nt = (uint32_t)p[11];
   const uint32_t cg = g.C / G, mg = g.Cout / G, kg = cg * g.kh * g.kw, Kp = (kg + 1) / 2;
   const uint64_t hw = (uint64_t)g.H * g.W, ohw = (uint64_t)g.OH * g.OW;
@@ -197,7 +171,7 @@ ep_status ep_run_QCONV(const ep_node *n) {
 
 #define QDW_NPARAMS 15
 
-EP_COLD static uint64_t qdw_phase_width(const qconv_geom *g) {
+EP_COLD static uint64_t qdw_phase_width(const ep_conv_geom *g) {
   const uint64_t wp = (uint64_t)g->W + g->pl + g->pr;
   uint64_t pw = (wp + g->sw - 1) / g->sw;
   const uint64_t need = ((uint64_t)g->OW + 7) / 8 * 8 + (uint64_t)(g->kw - 1) * g->dw / g->sw;
@@ -208,7 +182,7 @@ EP_COLD static uint64_t qdw_phase_width(const qconv_geom *g) {
 EP_COLD ep_status ep_check_QDEPTHWISE_CONV(const ep_node *n) {
   EP_CHECK(n->n_params == QDW_NPARAMS, EP_E_PARAM);
   const int32_t *p = n->params;
-  qconv_geom g;
+  ep_conv_geom g;
   ep_status s = check_common(n, p, &g, p + 10);
   if (s) return s;
   EP_CHECK(g.Cout == g.C, EP_E_SHAPE);
@@ -220,7 +194,7 @@ EP_COLD ep_status ep_check_QDEPTHWISE_CONV(const ep_node *n) {
 }
 
 /* Padded input row u = iw + pl in [0, len): d[u] = x[iw] - zp inside the row, 0 in the pads. */
-EP_COLD static void dw_pad_row(int16_t *d, const uint8_t *xr, int u8, int32_t xzp, const qconv_geom *g, uint32_t len) {
+EP_COLD static void dw_pad_row(int16_t *d, const uint8_t *xr, int u8, int32_t xzp, const ep_conv_geom *g, uint32_t len) {
   const uint32_t a = g->pl < len ? g->pl : len, b = g->pl + g->W < len ? g->pl + g->W : len;
   uint32_t u = 0;
   for (; u < a; u++) d[u] = 0;
@@ -233,7 +207,7 @@ EP_COLD static void dw_pad_row(int16_t *d, const uint8_t *xr, int u8, int32_t xz
 }
 
 /* Row yy of the phased plane: phase ph holds padded columns ph, ph + sw, ... (pw of them). */
-EP_COLD static void dw_fill_rows(int16_t *plane, int16_t *tmp, const uint8_t *xr, int u8, int32_t xzp, const qconv_geom *g,
+EP_COLD static void dw_fill_rows(int16_t *plane, int16_t *tmp, const uint8_t *xr, int u8, int32_t xzp, const ep_conv_geom *g,
                          uint32_t pw) {
   if (g->sw == 1) { dw_pad_row(plane, xr, u8, xzp, g, pw); return; }
   dw_pad_row(tmp, xr, u8, xzp, g, g->sw * pw);
@@ -257,8 +231,8 @@ EP_COLD static void dw_weight_pairs(i16x8 *wv, const int8_t *w, uint32_t kk, int
 
 ep_status ep_run_QDEPTHWISE_CONV(const ep_node *n) {
   const int32_t *p = n->params;
-  qconv_geom g;
-  geom_of(n, p, &g);
+  ep_conv_geom g;
+  (void)ep_conv_geom_of(n, p, &g);
   const uint32_t pw = (uint32_t)qdw_phase_width(&g), kk = g.kh * g.kw, hp = g.H + g.pt + g.pb, np2 = (kk + 1) / 2;
   const uint64_t hw = (uint64_t)g.H * g.W, ohw = (uint64_t)g.OH * g.OW, rstride = (uint64_t)g.sw * pw;
   const int u8 = n->in[0]->dtype == EP_U8;
