@@ -15,10 +15,12 @@
  *
  * Per strip of 8 columns: one pass for the per-column min/max over the valid depths, one pass rewriting
  * the strip IN PLACE (ep_qgemm's b is scratch) as int8 quads: the 32-byte slot of pair 2q receives
- * [column][4 depths] for depths 4q..4q+3 (pair 2q+1's slot is left unused). Then tiles of 8 rows
+ * [column][4 depths] for depths 4q..4q+3 (pair 2q+1's slot is left unused). In place because the int8
+ * strip needs K * 8 bytes (up to 512 KiB at K = 65536) that neither the plan's scratch nor a stack has,
+ * and it is converted once for all row tiles. Then tiles of 8 rows
  * (two A panels) x 8 columns: per quad, one 16-byte load + one TBL per A panel turns the panel's pairs
  * 2q, 2q+1 into [row][4 depths], two B loads, 16 `sdot v.4s, b.16b, a.4b[row]` and 2 sdot against ones
- * for the row sums: 16 accumulators + 2 row sums + 6 operands + 2 constants of the 32 registers.
+ * for the row sums: 16 accumulators + 2 row sums + 4 operands + 2 constants of the 32 registers.
  * The epilogue is the portable one (ep_qgemm_epi_row), so every output is bit-identical to it. */
 #include <arm_neon.h>
 #include "qgemm.h"

@@ -78,8 +78,9 @@ EP_COLD static void fill8(void *t, const void *src, uint32_t cnt) {
   for (uint32_t i = 0; i < 8; i++) d[i] = i < cnt ? s[i] : 0;
 }
 
+/* Epilogue of one row's 8 accumulators (local columns n..n+cnt). */
 __attribute__((noinline)) void ep_qgemm_epi_row(const ep_qgemm_epi *e, uint32_t m, uint32_t n, uint32_t n_off, uint32_t cnt,
-                                              i32x4 v0, i32x4 v1) {
+                                                i32x4 v0, i32x4 v1) {
   const uint32_t na = n_off + n;
   int32_t t[8];
   if (e->colsum) {
