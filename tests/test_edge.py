@@ -233,14 +233,15 @@ def test_android_bundle_aar_and_ort(android_bundle) -> None:
 
 
 @needs_qemu
-@pytest.mark.parametrize("cpu,path", [("max", "sdot"), ("cortex-a53", "baseline")])
-def test_android_library_feature_detection_under_qemu(android_bundle, cpu: str, path: str) -> None:
+@pytest.mark.parametrize("cpu,path,qgemm", [("max", "sdot", "neon-sdot-8x8"), ("cortex-a53", "baseline", "portable-4x8")])
+def test_android_library_feature_detection_under_qemu(android_bundle, cpu: str, path: str, qgemm: str) -> None:
     harness = E.ensure_harness()
     lib = android_bundle[0] / "jniLibs" / "arm64-v8a" / "libedgepack.so"
     r = subprocess.run(["qemu-aarch64", "-cpu", cpu, "-L", E.QEMU_SYSROOT, str(harness), str(lib), "--selftest"],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert f"dot_i8 ok ({path} path)" in r.stdout and "vec=neon" in r.stdout
+    assert f"qgemm={qgemm}" in r.stdout  # the int8 GEMM takes the same runtime decision
 
 
 def _seeded(inputs: list[dict], seed: int) -> dict[str, np.ndarray]:

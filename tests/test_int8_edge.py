@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -49,9 +50,10 @@ def test_pi5_cli_int8_matches_onnxruntime(name: str, placement: str, tmp_path: P
     _check(got, _ort(path, feeds, optimized=False), name != "minilm_like", f"{name} pi5 CLI")
 
 
-@pytest.mark.parametrize("target,cpu", [("pi5", "cortex-a76"), ("android", "cortex-a53")])
+@pytest.mark.parametrize("target,cpu", [("pi5", "cortex-a76"), ("android", "cortex-a53"), ("android", "cortex-a76")])
 def test_int8_library_under_qemu(target: str, cpu: str, tmp_path: Path) -> None:
-    """The shared libraries (pi5 and the android armv8-a baseline), dlopen()ed by the harness."""
+    """The shared libraries, dlopen()ed by the harness: pi5 (SDOT compiled in), android on a core without
+    the dot product (portable int8 GEMM) and with it (SDOT after the runtime check)."""
     path = _qdq("cifar10net", "fusion")
     b = package(path, target=target, out=tmp_path / target, verify=False)
     m = json.loads((b / "manifest.json").read_text())
@@ -61,6 +63,23 @@ def test_int8_library_under_qemu(target: str, cpu: str, tmp_path: Path) -> None:
     qemu = ["qemu-aarch64", "-cpu", cpu, "-L", E.QEMU_SYSROOT]
     got = E.run_harness(lib, plan, [feeds[s["name"]] for s in m["inputs"]], m["outputs"], qemu)
     _check(got, _ort(path, feeds, optimized=False), True, f"{target} library")
+
+
+# (build flavour, qemu CPU, kernel ep_qgemm must dispatch to)
+SDOT_RUNS = [("pi5", "cortex-a76", "neon-sdot-8x8"), ("android", "cortex-a76", "neon-sdot-8x8"),
+             ("android", "cortex-a53", "portable-4x8")]
+
+
+@pytest.mark.parametrize("flavour,cpu,kernel", SDOT_RUNS, ids=[f"{f}-{c}" for f, c, _ in SDOT_RUNS])
+def test_sdot_qgemm_matches_portable_bits(flavour: str, cpu: str, kernel: str) -> None:
+    """edge/neon/qgemm_i8_neon.c against the portable integer GEMM: the same output bytes over shapes,
+    zero points, epilogues and output dtypes (edge/tests/qgemm_sdot_test.c)."""
+    goal = f"build/aarch64/qgemm_sdot_test_{flavour}"
+    r = subprocess.run(["make", "-s", "-C", str(E.EDGE), "-j2", goal], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-3000:]
+    r = subprocess.run(["qemu-aarch64", "-cpu", cpu, str(E.EDGE / goal)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"qgemm={kernel} " in r.stdout and " 0 mismatches" in r.stdout, r.stdout
 
 
 def test_int8_conformance_aarch64_matches_wasm() -> None:

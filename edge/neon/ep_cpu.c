@@ -109,3 +109,7 @@ const char *ep_edge_gemm_name(void) {
   return "portable";
 #endif
 }
+
+#if !defined(EP_EDGE_NEON_QGEMM)  /* else neon/qgemm_i8_neon.c says which path its dispatch takes */
+const char *ep_edge_qgemm_name(void) { return "portable-4x8"; }
+#endif

@@ -3,7 +3,7 @@
  *
  *   harness LIB.so PLAN [IN.bin]... [OUT.bin]...    raw little-endian tensor bytes, manifest order
  *   harness LIB.so --selftest                       CPU features + int8 dot dispatch check
- * Prints "vec=<layer> features=0x<mask> gemm=<kernel>" first. Exit 0 on success. */
+ * Prints "vec=<layer> features=0x<mask> gemm=<kernel> qgemm=<int8 kernel>" first. Exit 0 on success. */
 #define _POSIX_C_SOURCE 200809L
 #include <dlfcn.h>
 #include <stdio.h>
@@ -34,9 +34,10 @@ int main(int argc, char **argv) {
   SYM(const char *(*)(void), ep_vec_name)
   SYM(uint32_t (*)(void), ep_edge_cpu_features)
   SYM(const char *(*)(void), ep_edge_gemm_name)
+  SYM(const char *(*)(void), ep_edge_qgemm_name)
   SYM(int32_t (*)(const int8_t *, const int8_t *, uint32_t, uint32_t), ep_edge_dot_i8)
   uint32_t feat = p_ep_edge_cpu_features();
-  printf("vec=%s features=0x%x gemm=%s\n", p_ep_vec_name(), feat, p_ep_edge_gemm_name());
+  printf("vec=%s features=0x%x gemm=%s qgemm=%s\n", p_ep_vec_name(), feat, p_ep_edge_gemm_name(), p_ep_edge_qgemm_name());
   if (!strcmp(argv[2], "--selftest")) {
     int8_t a[301], b[301];
     uint32_t x = 12345;

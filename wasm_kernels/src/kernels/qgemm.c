@@ -79,8 +79,8 @@ EP_COLD static void fill8(void *t, const void *src, uint32_t cnt) {
 }
 
 /* Epilogue of one row's 8 accumulators (local columns n..n+cnt). */
-__attribute__((noinline)) static void epi_row(const ep_qgemm_epi *e, uint32_t m, uint32_t n, uint32_t n_off, uint32_t cnt,
-                                              i32x4 v0, i32x4 v1) {
+__attribute__((noinline)) void ep_qgemm_epi_row(const ep_qgemm_epi *e, uint32_t m, uint32_t n, uint32_t n_off, uint32_t cnt,
+                                                i32x4 v0, i32x4 v1) {
   const uint32_t na = n_off + n;
   int32_t t[8];
   if (e->colsum) {
@@ -133,7 +133,7 @@ EP_AINLINE void micro(uint32_t Kp, const int8_t *a, const int16_t *b, uint32_t l
   acc[2][0] = c20; acc[2][1] = c21; acc[3][0] = c30; acc[3][1] = c31;
 }
 
-void ep_qgemm(uint32_t M, uint32_t N, uint32_t K, const int8_t *a, const int16_t *b, uint32_t ldb, uint32_t n_off,
+void ep_qgemm(uint32_t M, uint32_t N, uint32_t K, const int8_t *a, int16_t *b, uint32_t ldb, uint32_t n_off,
               const ep_qgemm_epi *e) {
   const uint32_t Kp = (K + 1) / 2;
   i32x4 acc[MR][2];
@@ -153,7 +153,7 @@ void ep_qgemm(uint32_t M, uint32_t N, uint32_t K, const int8_t *a, const int16_t
       micro(Kp, ap, b + 2 * (uint64_t)n, 2 * ldb, acc);
       const uint32_t cnt = N - n < NR ? N - n : NR;
       if (!fast) {
-        for (uint32_t r = 0; r < mr; r++) epi_row(e, m0 + r, n, n_off, cnt, acc[r][0], acc[r][1]);
+        for (uint32_t r = 0; r < mr; r++) ep_qgemm_epi_row(e, m0 + r, n, n_off, cnt, acc[r][0], acc[r][1]);
         continue;
       }
       for (uint32_t r = 0; r < mr; r++) {
