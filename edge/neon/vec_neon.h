@@ -93,6 +93,8 @@ static inline i16x8 i16x8_splat(int16_t x) { return vdupq_n_s16(x); }
 static inline i16x8 i16x8_sub(i16x8 a, i16x8 b) { return vsubq_s16(a, b); }
 static inline i16x8 i16x8_zip_lo(i16x8 a, i16x8 b) { return vzip1q_s16(a, b); }
 static inline i16x8 i16x8_zip_hi(i16x8 a, i16x8 b) { return vzip2q_s16(a, b); }
+static inline i16x8 i16x8_even(i16x8 a, i16x8 b) { return vuzp1q_s16(a, b); }
+static inline i16x8 i16x8_odd(i16x8 a, i16x8 b) { return vuzp2q_s16(a, b); }
 #define i16x8_pair_splat(v, L) vreinterpretq_s16_s32(vdupq_laneq_s32(vreinterpretq_s32_s16(v), (L)))
 static inline i32x4 i32x4_mul(i32x4 a, i32x4 b) { return vmulq_s32(a, b); }
 static inline i16x8 i16x8_narrow_i32x4(i32x4 a, i32x4 b) { return vcombine_s16(vqmovn_s32(a), vqmovn_s32(b)); }

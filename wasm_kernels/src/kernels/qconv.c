@@ -211,6 +211,14 @@ EP_COLD static void dw_fill_rows(int16_t *plane, int16_t *tmp, const uint8_t *xr
                          uint32_t pw) {
   if (g->sw == 1) { dw_pad_row(plane, xr, u8, xzp, g, pw); return; }
   dw_pad_row(tmp, xr, u8, xzp, g, g->sw * pw);
+  if (g->sw == 2) {   /* the common strided case: deinterleave 16 columns per step (pw is a multiple of 8) */
+    for (uint32_t q = 0; q < pw; q += 8) {
+      const i16x8 a = i16x8_load(tmp + 2 * q), b = i16x8_load(tmp + 2 * q + 8);
+      i16x8_store(plane + q, i16x8_even(a, b));
+      i16x8_store(plane + pw + q, i16x8_odd(a, b));
+    }
+    return;
+  }
   for (uint32_t q = 0; q < pw; q++)
     for (uint32_t ph = 0; ph < g->sw; ph++) plane[(uint64_t)ph * pw + q] = tmp[(uint64_t)q * g->sw + ph];
 }
@@ -229,11 +237,30 @@ EP_COLD static void dw_weight_pairs(i16x8 *wv, const int8_t *w, uint32_t kk, int
   }
 }
 
+#if defined(__GNUC__) || defined(__clang__)
+#define DW_INLINE static inline __attribute__((always_inline))
+#else
+#define DW_INLINE static inline
+#endif
+
+/* 8 outputs at r: taps in pairs (t, t+1), the two rows' vectors interleaved (zip) so that one
+ * i32x4.dot_i16x8 applies both taps' weights to 4 outputs; an odd last tap pairs with itself at weight 0. */
+DW_INLINE void dw_taps(const int16_t *r, const uint64_t *off, const i16x8 *wv, const uint32_t kk, i32x4 *a0, i32x4 *a1) {
+  i32x4 s0 = *a0, s1 = *a1;
+  for (uint32_t t = 0; t < (kk + 1) / 2; t++) {
+    const i16x8 v0 = i16x8_load(r + off[2 * t]);
+    const i16x8 v1 = 2 * t + 1 < kk ? i16x8_load(r + off[2 * t + 1]) : v0;
+    s0 = i32x4_dot_i16x8_add(s0, i16x8_zip_lo(v0, v1), wv[t]);
+    s1 = i32x4_dot_i16x8_add(s1, i16x8_zip_hi(v0, v1), wv[t]);
+  }
+  *a0 = s0; *a1 = s1;
+}
+
 ep_status ep_run_QDEPTHWISE_CONV(const ep_node *n) {
   const int32_t *p = n->params;
   ep_conv_geom g;
   (void)ep_conv_geom_of(n, p, &g);
-  const uint32_t pw = (uint32_t)qdw_phase_width(&g), kk = g.kh * g.kw, hp = g.H + g.pt + g.pb, np2 = (kk + 1) / 2;
+  const uint32_t pw = (uint32_t)qdw_phase_width(&g), kk = g.kh * g.kw, hp = g.H + g.pt + g.pb;
   const uint64_t hw = (uint64_t)g.H * g.W, ohw = (uint64_t)g.OH * g.OW, rstride = (uint64_t)g.sw * pw;
   const int u8 = n->in[0]->dtype == EP_U8;
   const int32_t xzp = p[10];
@@ -245,8 +272,6 @@ ep_status ep_run_QDEPTHWISE_CONV(const ep_node *n) {
   const uint64_t ytotal = (uint64_t)g.B * g.C * ohw;
   ep_qgemm_epi e;
   fill_epi(n, p + 10, &e);
-  /* Taps are taken in pairs (t, t+1): the two rows' vectors are interleaved (zip) so that one
-   * i32x4.dot_i16x8 applies both taps' weights to 4 outputs. An odd last tap pairs with itself at weight 0. */
   uint64_t off[256];
   for (uint32_t i = 0; i < g.kh; i++)
     for (uint32_t j = 0; j < g.kw; j++)
@@ -275,13 +300,8 @@ ep_status ep_run_QDEPTHWISE_CONV(const ep_node *n) {
       const int16_t *rbase = plane + (uint64_t)oh * g.sh * rstride;
       for (uint32_t ow = 0; ow < g.OW; ow += 8) {
         i32x4 a0 = bias, a1 = bias;
-        const int16_t *r = rbase + ow;
-        for (uint32_t t = 0; t < np2; t++) {
-          const i16x8 v0 = i16x8_load(r + off[2 * t]);
-          const i16x8 v1 = 2 * t + 1 < kk ? i16x8_load(r + off[2 * t + 1]) : v0;
-          a0 = i32x4_dot_i16x8_add(a0, i16x8_zip_lo(v0, v1), wv[t]);
-          a1 = i32x4_dot_i16x8_add(a1, i16x8_zip_hi(v0, v1), wv[t]);
-        }
+        if (kk == 9) dw_taps(rbase + ow, off, wv, 9, &a0, &a1);   /* 3x3: unrolled, weights held in registers */
+        else dw_taps(rbase + ow, off, wv, kk, &a0, &a1);
         const uint32_t cnt = g.OW - ow < 8 ? g.OW - ow : 8;
         uint8_t *dst = yc + ((uint64_t)oh * g.OW + ow) * esz;
         /* a row's last vector may be stored whole while it stays inside Y: the spill lands in the next

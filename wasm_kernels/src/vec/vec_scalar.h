@@ -114,6 +114,9 @@ static inline i16x8 i16x8_splat(int16_t x) { i16x8 r; for (int i = 0; i < 8; i++
 static inline i16x8 i16x8_sub(i16x8 a, i16x8 b) { i16x8 r; for (int i = 0; i < 8; i++) r.v[i] = (int16_t)(a.v[i] - b.v[i]); return r; }
 static inline i16x8 i16x8_zip_lo(i16x8 a, i16x8 b) { i16x8 r; for (int i = 0; i < 4; i++) { r.v[2 * i] = a.v[i]; r.v[2 * i + 1] = b.v[i]; } return r; }
 static inline i16x8 i16x8_zip_hi(i16x8 a, i16x8 b) { i16x8 r; for (int i = 0; i < 4; i++) { r.v[2 * i] = a.v[4 + i]; r.v[2 * i + 1] = b.v[4 + i]; } return r; }
+/* Even / odd lanes of the 16 lanes a:b. */
+static inline i16x8 i16x8_even(i16x8 a, i16x8 b) { i16x8 r; for (int i = 0; i < 4; i++) { r.v[i] = a.v[2 * i]; r.v[4 + i] = b.v[2 * i]; } return r; }
+static inline i16x8 i16x8_odd(i16x8 a, i16x8 b) { i16x8 r; for (int i = 0; i < 4; i++) { r.v[i] = a.v[2 * i + 1]; r.v[4 + i] = b.v[2 * i + 1]; } return r; }
 static inline i16x8 ep_vs_pair_splat(i16x8 a, int L) { i16x8 r; for (int i = 0; i < 4; i++) { r.v[2 * i] = a.v[2 * L]; r.v[2 * i + 1] = a.v[2 * L + 1]; } return r; }
 #define i16x8_pair_splat(a, L) ep_vs_pair_splat((a), (L))
 static inline i32x4 i32x4_mul(i32x4 a, i32x4 b) { i32x4 r; for (int i = 0; i < 4; i++) r.v[i] = (int32_t)((uint32_t)a.v[i] * (uint32_t)b.v[i]); return r; }

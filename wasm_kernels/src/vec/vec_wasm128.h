@@ -95,6 +95,8 @@ static inline i16x8 i16x8_sub(i16x8 a, i16x8 b) { return wasm_i16x8_sub(a, b); }
 /* (a0,b0,a1,b1,a2,b2,a3,b3) and (a4,b4,...,a7,b7) */
 static inline i16x8 i16x8_zip_lo(i16x8 a, i16x8 b) { return wasm_i16x8_shuffle(a, b, 0, 8, 1, 9, 2, 10, 3, 11); }
 static inline i16x8 i16x8_zip_hi(i16x8 a, i16x8 b) { return wasm_i16x8_shuffle(a, b, 4, 12, 5, 13, 6, 14, 7, 15); }
+static inline i16x8 i16x8_even(i16x8 a, i16x8 b) { return wasm_i16x8_shuffle(a, b, 0, 2, 4, 6, 8, 10, 12, 14); }
+static inline i16x8 i16x8_odd(i16x8 a, i16x8 b) { return wasm_i16x8_shuffle(a, b, 1, 3, 5, 7, 9, 11, 13, 15); }
 #define i16x8_pair_splat(v, L) wasm_i32x4_shuffle((v), (v), L, L, L, L)
 static inline i32x4 i32x4_mul(i32x4 a, i32x4 b) { return wasm_i32x4_mul(a, b); }
 /* Saturating narrowing: i32 -> i16 (a's lanes first), i16 -> i8 / u8. */
