@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """int8 vs float32 edgepack bundles of the same model, and int8 edgepack vs onnxruntime-web on the QDQ model.
 
-    python3 bench/int8_bench.py [--models cifar10net,mobilenetv2,resnet18] [--variant simd] [--seconds 3]
+    python3 bench/int8_bench.py [--models cifar10net,mobilenetv2,resnet18,minilm_like] [--variant simd] [--seconds 3]
                                 [--rounds 8] [--slice 0.5] [--no-ort-web] [--placements] [--json OUT]
 
 1. wasmtime (packager.runtime, the .wasm a browser gets, one thread): the fp32 bundle of .cache/models/NAME.onnx
@@ -26,7 +26,7 @@ BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 sys.path.insert(0, str(REPO))
 
-from bench.qdq_models import MODELS, make  # noqa: E402
+from bench.qdq_models import DYNAMIC, MODELS, make  # noqa: E402
 
 BUNDLES = REPO / ".cache" / "bundles-int8"
 
@@ -64,11 +64,16 @@ def interleaved(runners: dict, seconds: float, rounds: int, slice_s: float) -> d
             for k, v in times.items()}
 
 
+def placement_of(name: str) -> str:
+    """int8 static with fusion-aware placement, or int8-dynamic for the MatMul-heavy models (minilm_like)."""
+    return "dynamic" if name in DYNAMIC else "fusion"
+
+
 def wasm_runs(name: str, a: argparse.Namespace) -> dict:
     from packager import load_bundle
     paths = {"fp32": bundle(MODELS / f"{name}.onnx", f"{name}_fp32"),
-             "int8": bundle(make(name, "fusion"), f"{name}_int8")}
-    if a.placements:
+             "int8": bundle(make(name, placement_of(name)), f"{name}_int8")}
+    if a.placements and name not in DYNAMIC:
         paths["int8-naive"] = bundle(make(name, "naive"), f"{name}_int8_naive")
     loaded = {k: load_bundle(p, a.variant) for k, p in paths.items()}
     feeds = feeds_for(loaded["fp32"])
@@ -87,7 +92,7 @@ def wasm_runs(name: str, a: argparse.Namespace) -> dict:
 
 def node_runs(name: str, a: argparse.Namespace) -> dict:
     """edgepack (web runtime) vs onnxruntime-web on the same QDQ model, interleaved in one Node process."""
-    model, b = make(name, "fusion"), BUNDLES / f"{name}_int8"
+    model, b = make(name, placement_of(name)), BUNDLES / f"{name}_int8"
     report = BUNDLES / f"{name}_int8.node.json"
     cmd = ["node", str(BENCH / "node_bench.mjs"), str(model), str(b), "--seconds", str(a.seconds), "--rounds",
            str(a.rounds), "--slice", str(a.slice), "--variants", "simd", "--no-native", "--json", str(report),
