@@ -133,47 +133,194 @@ EP_AINLINE void micro(uint32_t Kp, const int8_t *a, const int16_t *b, uint32_t l
   acc[2][0] = c20; acc[2][1] = c21; acc[3][0] = c30; acc[3][1] = c31;
 }
 
-void ep_qgemm(uint32_t M, uint32_t N, uint32_t K, const int8_t *a, int16_t *b, uint32_t ldb, uint32_t n_off,
-              const ep_qgemm_epi *e) {
-  const uint32_t Kp = (K + 1) / 2;
-  i32x4 acc[MR][2];
-  /* The common QDQ case gets its epilogue inline: per-row bias and mult, no A zero point, 8-bit output
-   * with none/relu/clip (a clamp), contiguous rows. */
-  const int fast = e->mult && !e->mult_col && !(e->bias && e->bias_col) && !e->colsum && e->cs == 1 &&
-                   e->out_dtype != EP_F32 && e->act != EP_ACT_LEAKY_RELU;
+/* Epilogue settings resolved once per call. The common QDQ case (fast) gets its epilogue inline: per-row
+ * bias and mult, no A zero point, 8-bit output with none/relu/clip (a clamp), contiguous rows. */
+typedef struct { int fast, u8; f32x4 lo, hi; i32x4 zb; } epi_mode;
+
+EP_AINLINE epi_mode epi_mode_of(const ep_qgemm_epi *e) {
+  epi_mode f;
+  f.fast = e->mult && !e->mult_col && !(e->bias && e->bias_col) && !e->colsum && e->cs == 1 &&
+           e->out_dtype != EP_F32 && e->act != EP_ACT_LEAKY_RELU;
   float lo = 0.0f, hi = 0.0f;
-  if (fast) ep_q_bounds(e, &lo, &hi);
-  const f32x4 vlo = f32x4_splat(lo), vhi = f32x4_splat(hi);
-  const i32x4 zb = ep_q_zbits(e->yzp);
-  const int u8 = e->out_dtype == EP_U8;
+  if (f.fast) ep_q_bounds(e, &lo, &hi);
+  f.lo = f32x4_splat(lo); f.hi = f32x4_splat(hi);
+  f.zb = ep_q_zbits(e->yzp);
+  f.u8 = e->out_dtype == EP_U8;
+  return f;
+}
+
+/* Stores one tile's accumulators: rows m0..m0+mr, local columns n..n+cnt. */
+EP_AINLINE void epi_tile(const ep_qgemm_epi *e, const epi_mode *f, uint32_t m0, uint32_t mr, uint32_t n, uint32_t n_off,
+                         uint32_t cnt, i32x4 acc[MR][2]) {
+  if (!f->fast) {
+    for (uint32_t r = 0; r < mr; r++) ep_qgemm_epi_row(e, m0 + r, n, n_off, cnt, acc[r][0], acc[r][1]);
+    return;
+  }
+  for (uint32_t r = 0; r < mr; r++) {
+    const uint32_t m = m0 + r;
+    const i32x4 bv = i32x4_splat(e->bias ? e->bias[m] : 0);
+    const f32x4 mv = f32x4_splat(e->mult[m]);
+    const i8x16 q = ep_q8_pack(f32x4_mul(f32x4_from_i32x4(i32x4_add(acc[r][0], bv)), mv),
+                               f32x4_mul(f32x4_from_i32x4(i32x4_add(acc[r][1], bv)), mv), f->lo, f->hi, f->zb, f->u8);
+    uint8_t *dst = e->y + (uint64_t)m * e->rs + n_off + n;
+    if (cnt == NR) {
+      i8x16_store_lo8(dst, q);
+    } else {
+      uint8_t t[8];
+      i8x16_store_lo8(t, q);
+      ep_q_store_bytes(dst, t, cnt, 1, 1);
+    }
+  }
+}
+
+/* The dot_i16x8 GEMM (every build; the relaxed build's fallback). */
+static void qgemm_i16(uint32_t M, uint32_t N, uint32_t K, const int8_t *a, const int16_t *b, uint32_t ldb, uint32_t n_off,
+                      const ep_qgemm_epi *e) {
+  const uint32_t Kp = (K + 1) / 2;
+  const epi_mode f = epi_mode_of(e);
+  i32x4 acc[MR][2];
   for (uint32_t m0 = 0; m0 < M; m0 += MR) {
     const int8_t *ap = a + (uint64_t)(m0 / MR) * Kp * 2 * MR;
     const uint32_t mr = M - m0 < MR ? M - m0 : MR;
     for (uint32_t n = 0; n < N; n += NR) {
       micro(Kp, ap, b + 2 * (uint64_t)n, 2 * ldb, acc);
-      const uint32_t cnt = N - n < NR ? N - n : NR;
-      if (!fast) {
-        for (uint32_t r = 0; r < mr; r++) ep_qgemm_epi_row(e, m0 + r, n, n_off, cnt, acc[r][0], acc[r][1]);
-        continue;
-      }
-      for (uint32_t r = 0; r < mr; r++) {
-        const uint32_t m = m0 + r;
-        const i32x4 bv = i32x4_splat(e->bias ? e->bias[m] : 0);
-        const f32x4 mv = f32x4_splat(e->mult[m]);
-        const i8x16 q = ep_q8_pack(f32x4_mul(f32x4_from_i32x4(i32x4_add(acc[r][0], bv)), mv),
-                                   f32x4_mul(f32x4_from_i32x4(i32x4_add(acc[r][1], bv)), mv), vlo, vhi, zb, u8);
-        uint8_t *dst = e->y + (uint64_t)m * e->rs + n_off + n;
-        if (cnt == NR) {
-          i8x16_store_lo8(dst, q);
-        } else {
-          uint8_t t[8];
-          i8x16_store_lo8(t, q);
-          ep_q_store_bytes(dst, t, cnt, 1, 1);
-        }
-      }
+      epi_tile(e, &f, m0, mr, n, n_off, N - n < NR ? N - n : NR, acc);
     }
   }
 }
+
+#if defined(__wasm_relaxed_simd__)
+/* Relaxed SIMD: i32x4.relaxed_dot_i8x16_i7x16_add does 16 multiply-adds (int8 x 7-bit) per instruction, twice
+ * dot_i16x8's 8. Its second operand must lie in [0, 127] for the result to be exact and the same on every
+ * engine (x86 lowers it to pmaddubsw, which reads that operand as unsigned and whose int16 pair sums cannot
+ * saturate then). So, as the aarch64 SDOT kernel does (edge/neon/qgemm_i8_neon.c): each 8-column strip of B'
+ * whose columns each span at most 127 values is shifted by c[n] = -min into [0, 127] and rewritten IN PLACE
+ * (ep_qgemm's b is scratch) as int8 quads: the 32-byte slot of pair 2q receives [column 0..7][depths 4q..4q+3];
+ * pair 1's slot (unused by quads) receives c as 8 int32. Then acc = A' (B' + c) - c * rowsum(A'), exact in
+ * int32, and the same epilogue (epi_tile) as the dot_i16x8 path: bit-identical results. Strips from the first
+ * one that does not fit (a span > 127, or K < 3: no pair 1) go to qgemm_i16. */
+#define QSLOT(b, q, ld2) ((int8_t *)(void *)((b) + 2 * (uint64_t)(q) * (ld2)))
+
+/* One strip (pair p at s + p * ld2): min/max per column over the depths < K; if every span <= 127, rewrite it
+ * as quads + offsets and return 1; else return 0 with the strip untouched. */
+static int strip_to_i7(int16_t *s, uint64_t ld2, uint32_t K) {
+  const uint32_t Kp = (K + 1) / 2;
+  v128_t mn0 = wasm_i16x8_splat(INT16_MAX), mn1 = mn0, mx0 = wasm_i16x8_splat(INT16_MIN), mx1 = mx0;
+  for (uint32_t p = 0; p < Kp; p++) {
+    v128_t v0 = wasm_v128_load(s + p * ld2), v1 = wasm_v128_load(s + p * ld2 + 8);
+    if (2 * p + 1 == K) {  /* odd K: the last pair's second depth is filler (A is 0 there) */
+      v0 = wasm_i16x8_shuffle(v0, v0, 0, 0, 2, 2, 4, 4, 6, 6);
+      v1 = wasm_i16x8_shuffle(v1, v1, 0, 0, 2, 2, 4, 4, 6, 6);
+    }
+    mn0 = wasm_i16x8_min(mn0, v0); mx0 = wasm_i16x8_max(mx0, v0);
+    mn1 = wasm_i16x8_min(mn1, v1); mx1 = wasm_i16x8_max(mx1, v1);
+  }
+  /* both depth lanes of a column -> the column's min / max; |B'| <= 255 so spans fit int16 */
+  mn0 = wasm_i16x8_min(mn0, wasm_i16x8_shuffle(mn0, mn0, 1, 0, 3, 2, 5, 4, 7, 6));
+  mn1 = wasm_i16x8_min(mn1, wasm_i16x8_shuffle(mn1, mn1, 1, 0, 3, 2, 5, 4, 7, 6));
+  mx0 = wasm_i16x8_max(mx0, wasm_i16x8_shuffle(mx0, mx0, 1, 0, 3, 2, 5, 4, 7, 6));
+  mx1 = wasm_i16x8_max(mx1, wasm_i16x8_shuffle(mx1, mx1, 1, 0, 3, 2, 5, 4, 7, 6));
+  const v128_t lim = wasm_i16x8_splat(127);
+  if (wasm_v128_any_true(wasm_v128_or(wasm_i16x8_gt(wasm_i16x8_sub(mx0, mn0), lim),
+                                      wasm_i16x8_gt(wasm_i16x8_sub(mx1, mn1), lim))))
+    return 0;
+  const v128_t c03 = wasm_i16x8_neg(mn0), c47 = wasm_i16x8_neg(mn1);  /* [c0 c0 c1 c1 c2 c2 c3 c3] */
+  /* offsets in the quad layout [c x4, c' x4] */
+  const v128_t k0 = wasm_i32x4_shuffle(c03, c03, 0, 0, 1, 1), k1 = wasm_i32x4_shuffle(c03, c03, 2, 2, 3, 3);
+  const v128_t k2 = wasm_i32x4_shuffle(c47, c47, 0, 0, 1, 1), k3 = wasm_i32x4_shuffle(c47, c47, 2, 2, 3, 3);
+  const v128_t i7 = wasm_u8x16_splat(127);
+  for (uint32_t p = 0; p < Kp; p += 2) {
+    int16_t *d = s + p * ld2;
+    const v128_t a0 = wasm_v128_load(d), a1 = wasm_v128_load(d + 8);
+    v128_t b0 = wasm_i32x4_splat(0), b1 = b0;  /* past the last pair: A is 0 there */
+    if (p + 1 < Kp) { b0 = wasm_v128_load(d + ld2); b1 = wasm_v128_load(d + ld2 + 8); }
+    /* valid depths land in [0, 127] exactly; filler depths are clamped there too (A is 0 against them) */
+    const v128_t q0 = wasm_u8x16_narrow_i16x8(wasm_i16x8_add(wasm_i32x4_shuffle(a0, b0, 0, 4, 1, 5), k0),
+                                              wasm_i16x8_add(wasm_i32x4_shuffle(a0, b0, 2, 6, 3, 7), k1));
+    const v128_t q1 = wasm_u8x16_narrow_i16x8(wasm_i16x8_add(wasm_i32x4_shuffle(a1, b1, 0, 4, 1, 5), k2),
+                                              wasm_i16x8_add(wasm_i32x4_shuffle(a1, b1, 2, 6, 3, 7), k3));
+    wasm_v128_store(d, wasm_u8x16_min(q0, i7));
+    wasm_v128_store(d + 8, wasm_u8x16_min(q1, i7));
+  }
+  wasm_v128_store(s + ld2, wasm_i32x4_extend_low_i16x8(wasm_i16x8_shuffle(c03, c47, 0, 2, 4, 6, 8, 10, 12, 14)));
+  wasm_v128_store(s + ld2 + 8, wasm_i32x4_extend_high_i16x8(wasm_i16x8_shuffle(c03, c47, 0, 2, 4, 6, 8, 10, 12, 14)));
+  return 1;
+}
+
+/* Row r's depths 4q..4q+3 in every lane, from a panel's pairs 2q, 2q+1 ([pair][row][2] bytes). */
+#define ROW_SPLAT(av, r) wasm_i8x16_shuffle(av, av, 2 * r, 2 * r + 1, 2 * r + 8, 2 * r + 9, 2 * r, 2 * r + 1, 2 * r + 8, \
+    2 * r + 9, 2 * r, 2 * r + 1, 2 * r + 8, 2 * r + 9, 2 * r, 2 * r + 1, 2 * r + 8, 2 * r + 9)
+#define DOT_ROW(av, r, c0, c1) { const v128_t s_ = ROW_SPLAT(av, r); \
+    c0 = wasm_i32x4_relaxed_dot_i8x16_i7x16_add(s_, b0, c0); c1 = wasm_i32x4_relaxed_dot_i8x16_i7x16_add(s_, b1, c1); }
+
+#define QUAD(av) { const v128_t b0 = wasm_v128_load(bq), b1 = wasm_v128_load(bq + 16); \
+    DOT_ROW(av, 0, c00, c01) DOT_ROW(av, 1, c10, c11) DOT_ROW(av, 2, c20, c21) DOT_ROW(av, 3, c30, c31) }
+
+/* acc[r][0..1] = sum over the quads of A'[r] . (B' + c) for one strip; 8 accumulators + 2 B + A + splat. */
+EP_AINLINE void micro_i7(uint32_t Kp, const int8_t *a, const int8_t *bq, uint64_t qstride, i32x4 acc[MR][2]) {
+  v128_t c00 = wasm_i32x4_splat(0), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00;
+  uint32_t q = 0;
+  for (; q < Kp / 2; q++, bq += qstride) QUAD(wasm_v128_load(a + 16 * q))
+  if (Kp & 1) QUAD(wasm_v128_load64_zero(a + 16 * q))  /* an odd last pair ends the panel: the rest is 0 */
+  acc[0][0] = c00; acc[0][1] = c01; acc[1][0] = c10; acc[1][1] = c11;
+  acc[2][0] = c20; acc[2][1] = c21; acc[3][0] = c30; acc[3][1] = c31;
+}
+
+/* Row sums of one A' panel: lane r = sum_k A'[r][k] (the ones vector is the 7-bit operand). */
+static v128_t panel_rowsum(uint32_t Kp, const int8_t *a) {
+  const v128_t ones = wasm_i8x16_splat(1);
+  v128_t rs = wasm_i32x4_splat(0);
+  for (uint32_t q = 0; q < (Kp + 1) / 2; q++) {
+    const v128_t av = 2 * q + 1 < Kp ? wasm_v128_load(a + 16 * q) : wasm_v128_load64_zero(a + 16 * q);
+    rs = wasm_i32x4_relaxed_dot_i8x16_i7x16_add(wasm_i8x16_shuffle(av, av, 0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15),
+                                                ones, rs);
+  }
+  return rs;
+}
+
+void ep_qgemm(uint32_t M, uint32_t N, uint32_t K, const int8_t *a, int16_t *b, uint32_t ldb, uint32_t n_off,
+              const ep_qgemm_epi *e) {
+  const uint32_t Kp = (K + 1) / 2;
+  const uint64_t ld2 = 2 * (uint64_t)ldb;
+  uint32_t nq = 0;  /* strips [0, nq) converted */
+  if (K >= 3)
+    while (nq < N && strip_to_i7(b + 2 * (uint64_t)nq, ld2, K)) nq += NR;
+  if (nq > N) nq = N;
+  if (nq) {
+    const epi_mode f = epi_mode_of(e);
+    i32x4 acc[MR][2];
+    for (uint32_t m0 = 0; m0 < M; m0 += MR) {
+      const int8_t *ap = a + (uint64_t)(m0 / MR) * Kp * 2 * MR;
+      const uint32_t mr = M - m0 < MR ? M - m0 : MR;
+      const v128_t rs = panel_rowsum(Kp, ap);
+      for (uint32_t n = 0; n < nq; n += NR) {
+        const int16_t *s = b + 2 * (uint64_t)n;
+        micro_i7(Kp, ap, QSLOT(s, 0, ld2), 4 * ld2, acc);
+        const v128_t cl = wasm_v128_load(s + ld2), ch = wasm_v128_load(s + ld2 + 8);
+        acc[0][0] = wasm_i32x4_sub(acc[0][0], wasm_i32x4_mul(cl, wasm_i32x4_shuffle(rs, rs, 0, 0, 0, 0)));
+        acc[0][1] = wasm_i32x4_sub(acc[0][1], wasm_i32x4_mul(ch, wasm_i32x4_shuffle(rs, rs, 0, 0, 0, 0)));
+        acc[1][0] = wasm_i32x4_sub(acc[1][0], wasm_i32x4_mul(cl, wasm_i32x4_shuffle(rs, rs, 1, 1, 1, 1)));
+        acc[1][1] = wasm_i32x4_sub(acc[1][1], wasm_i32x4_mul(ch, wasm_i32x4_shuffle(rs, rs, 1, 1, 1, 1)));
+        acc[2][0] = wasm_i32x4_sub(acc[2][0], wasm_i32x4_mul(cl, wasm_i32x4_shuffle(rs, rs, 2, 2, 2, 2)));
+        acc[2][1] = wasm_i32x4_sub(acc[2][1], wasm_i32x4_mul(ch, wasm_i32x4_shuffle(rs, rs, 2, 2, 2, 2)));
+        acc[3][0] = wasm_i32x4_sub(acc[3][0], wasm_i32x4_mul(cl, wasm_i32x4_shuffle(rs, rs, 3, 3, 3, 3)));
+        acc[3][1] = wasm_i32x4_sub(acc[3][1], wasm_i32x4_mul(ch, wasm_i32x4_shuffle(rs, rs, 3, 3, 3, 3)));
+        epi_tile(e, &f, m0, mr, n, n_off, N - n < NR ? N - n : NR, acc);
+      }
+    }
+  }
+  if (nq < N) {
+    ep_qgemm_epi es = *e;
+    if (es.colsum) es.colsum += nq;
+    qgemm_i16(M, N - nq, K, a, b + 2 * (uint64_t)nq, ldb, n_off + nq, &es);
+  }
+}
+#else
+void ep_qgemm(uint32_t M, uint32_t N, uint32_t K, const int8_t *a, int16_t *b, uint32_t ldb, uint32_t n_off,
+              const ep_qgemm_epi *e) {
+  qgemm_i16(M, N, K, a, b, ldb, n_off, e);
+}
+#endif
 
 /* Columns [n, ldb) of one pair row: scalar, zero past N. */
 EP_COLD static void pack_b_tail(int16_t *d, uint32_t n, uint32_t N, uint32_t ldb, const uint8_t *r0, const uint8_t *r1,
