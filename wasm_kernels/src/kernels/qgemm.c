@@ -247,18 +247,21 @@ static int strip_to_i7(int16_t *s, uint64_t ld2, uint32_t K) {
   return 1;
 }
 
-/* Row r's depths 4q..4q+3 in every lane, from a panel's pairs 2q, 2q+1 ([pair][row][2] bytes). */
-#define ROW_SPLAT(av, r) wasm_i8x16_shuffle(av, av, 2 * r, 2 * r + 1, 2 * r + 8, 2 * r + 9, 2 * r, 2 * r + 1, 2 * r + 8, \
-    2 * r + 9, 2 * r, 2 * r + 1, 2 * r + 8, 2 * r + 9, 2 * r, 2 * r + 1, 2 * r + 8, 2 * r + 9)
-#define DOT_ROW(av, r, c0, c1) { const v128_t s_ = ROW_SPLAT(av, r); \
-    c0 = wasm_i32x4_relaxed_dot_i8x16_i7x16_add(s_, b0, c0); c1 = wasm_i32x4_relaxed_dot_i8x16_i7x16_add(s_, b1, c1); }
-
-#define QUAD(av) { const v128_t b0 = wasm_v128_load(bq), b1 = wasm_v128_load(bq + 16); \
+/* lane i: the 4 products of a's and b's bytes 4i..4i+3, summed. Spelled as the i16x8 dot (pair sums, <= 32512 in
+ * magnitude) + pairwise widening: engines without a native 4-way dot (x86 before VNNI: pmaddubsw + pmaddwd)
+ * emit 3 instructions this way instead of the 5 of i32x4.relaxed_dot_i8x16_i7x16_add (it rebuilds its ones). */
+#define DOT4(a, b) wasm_i32x4_dot_i16x8(wasm_i16x8_relaxed_dot_i8x16_i7x16(a, b), one16)
+/* A panel's pairs 2q, 2q+1 ([pair][row][2] bytes) -> [row][depths 4q..4q+3]; then row r in every lane. */
+#define ROWS(av) wasm_i8x16_shuffle(av, av, 0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15)
+#define DOT_ROW(av, r, c0, c1) { const v128_t s_ = wasm_i32x4_shuffle(av, av, r, r, r, r); \
+    c0 = wasm_i32x4_add(c0, DOT4(s_, b0)); c1 = wasm_i32x4_add(c1, DOT4(s_, b1)); }
+#define QUAD(raw) { const v128_t b0 = wasm_v128_load(bq), b1 = wasm_v128_load(bq + 16), av = ROWS(raw); \
     DOT_ROW(av, 0, c00, c01) DOT_ROW(av, 1, c10, c11) DOT_ROW(av, 2, c20, c21) DOT_ROW(av, 3, c30, c31) }
 
 /* acc[r][0..1] = sum over the quads of A'[r] . (B' + c) for one strip; 8 accumulators + 2 B + A + splat. */
 EP_AINLINE void micro_i7(uint32_t Kp, const int8_t *a, const int8_t *bq, uint64_t qstride, i32x4 acc[MR][2]) {
   v128_t c00 = wasm_i32x4_splat(0), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00;
+  const v128_t one16 = wasm_i16x8_splat(1);
   uint32_t q = 0;
   for (; q < Kp / 2; q++, bq += qstride) QUAD(wasm_v128_load(a + 16 * q))
   if (Kp & 1) QUAD(wasm_v128_load64_zero(a + 16 * q))  /* an odd last pair ends the panel: the rest is 0 */
@@ -272,8 +275,7 @@ static v128_t panel_rowsum(uint32_t Kp, const int8_t *a) {
   v128_t rs = wasm_i32x4_splat(0);
   for (uint32_t q = 0; q < (Kp + 1) / 2; q++) {
     const v128_t av = 2 * q + 1 < Kp ? wasm_v128_load(a + 16 * q) : wasm_v128_load64_zero(a + 16 * q);
-    rs = wasm_i32x4_relaxed_dot_i8x16_i7x16_add(wasm_i8x16_shuffle(av, av, 0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15),
-                                                ones, rs);
+    rs = wasm_i32x4_relaxed_dot_i8x16_i7x16_add(ROWS(av), ones, rs);
   }
   return rs;
 }
