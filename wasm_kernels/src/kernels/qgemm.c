@@ -190,7 +190,7 @@ static void qgemm_i16(uint32_t M, uint32_t N, uint32_t K, const int8_t *a, const
 }
 
 #if defined(__wasm_relaxed_simd__)
-/* Relaxed SIMD: i32x4.relaxed_dot_i8x16_i7x16_add does 16 multiply-adds (int8 x 7-bit) per instruction, twice
+/* Relaxed SIMD: the relaxed dot of int8 by 7-bit lanes does 16 multiply-adds per instruction, twice
  * dot_i16x8's 8. Its second operand must lie in [0, 127] for the result to be exact and the same on every
  * engine (x86 lowers it to pmaddubsw, which reads that operand as unsigned and whose int16 pair sums cannot
  * saturate then). So, as the aarch64 SDOT kernel does (edge/neon/qgemm_i8_neon.c): each 8-column strip of B'
@@ -199,8 +199,6 @@ static void qgemm_i16(uint32_t M, uint32_t N, uint32_t K, const int8_t *a, const
  * pair 1's slot (unused by quads) receives c as 8 int32. Then acc = A' (B' + c) - c * rowsum(A'), exact in
  * int32, and the same epilogue (epi_tile) as the dot_i16x8 path: bit-identical results. Strips from the first
  * one that does not fit (a span > 127, or K < 3: no pair 1) go to qgemm_i16. */
-#define QSLOT(b, q, ld2) ((int8_t *)(void *)((b) + 2 * (uint64_t)(q) * (ld2)))
-
 /* One strip (pair p at s + p * ld2): min/max per column over the depths < K; if every span <= 127, rewrite it
  * as quads + offsets and return 1; else return 0 with the strip untouched. */
 static int strip_to_i7(int16_t *s, uint64_t ld2, uint32_t K) {
@@ -294,19 +292,17 @@ void ep_qgemm(uint32_t M, uint32_t N, uint32_t K, const int8_t *a, int16_t *b, u
     for (uint32_t m0 = 0; m0 < M; m0 += MR) {
       const int8_t *ap = a + (uint64_t)(m0 / MR) * Kp * 2 * MR;
       const uint32_t mr = M - m0 < MR ? M - m0 : MR;
-      const v128_t rs = panel_rowsum(Kp, ap);
+      int32_t rsum[MR];
+      wasm_v128_store(rsum, panel_rowsum(Kp, ap));
       for (uint32_t n = 0; n < nq; n += NR) {
         const int16_t *s = b + 2 * (uint64_t)n;
-        micro_i7(Kp, ap, QSLOT(s, 0, ld2), 4 * ld2, acc);
+        micro_i7(Kp, ap, (const int8_t *)(const void *)s, 4 * ld2, acc);
         const v128_t cl = wasm_v128_load(s + ld2), ch = wasm_v128_load(s + ld2 + 8);
-        acc[0][0] = wasm_i32x4_sub(acc[0][0], wasm_i32x4_mul(cl, wasm_i32x4_shuffle(rs, rs, 0, 0, 0, 0)));
-        acc[0][1] = wasm_i32x4_sub(acc[0][1], wasm_i32x4_mul(ch, wasm_i32x4_shuffle(rs, rs, 0, 0, 0, 0)));
-        acc[1][0] = wasm_i32x4_sub(acc[1][0], wasm_i32x4_mul(cl, wasm_i32x4_shuffle(rs, rs, 1, 1, 1, 1)));
-        acc[1][1] = wasm_i32x4_sub(acc[1][1], wasm_i32x4_mul(ch, wasm_i32x4_shuffle(rs, rs, 1, 1, 1, 1)));
-        acc[2][0] = wasm_i32x4_sub(acc[2][0], wasm_i32x4_mul(cl, wasm_i32x4_shuffle(rs, rs, 2, 2, 2, 2)));
-        acc[2][1] = wasm_i32x4_sub(acc[2][1], wasm_i32x4_mul(ch, wasm_i32x4_shuffle(rs, rs, 2, 2, 2, 2)));
-        acc[3][0] = wasm_i32x4_sub(acc[3][0], wasm_i32x4_mul(cl, wasm_i32x4_shuffle(rs, rs, 3, 3, 3, 3)));
-        acc[3][1] = wasm_i32x4_sub(acc[3][1], wasm_i32x4_mul(ch, wasm_i32x4_shuffle(rs, rs, 3, 3, 3, 3)));
+        for (uint32_t r = 0; r < MR; r++) {
+          const v128_t sr = wasm_i32x4_splat(rsum[r]);
+          acc[r][0] = wasm_i32x4_sub(acc[r][0], wasm_i32x4_mul(cl, sr));
+          acc[r][1] = wasm_i32x4_sub(acc[r][1], wasm_i32x4_mul(ch, sr));
+        }
         epi_tile(e, &f, m0, mr, n, n_off, N - n < NR ? N - n : NR, acc);
       }
     }
