@@ -193,55 +193,20 @@ static void qgemm_i16(uint32_t M, uint32_t N, uint32_t K, const int8_t *a, const
 /* Relaxed SIMD: the relaxed dot of int8 by 7-bit lanes does 16 multiply-adds per instruction, twice
  * dot_i16x8's 8. Its second operand must lie in [0, 127] for the result to be exact and the same on every
  * engine (x86 lowers it to pmaddubsw, which reads that operand as unsigned and whose int16 pair sums cannot
- * saturate then). So, as the aarch64 SDOT kernel does (edge/neon/qgemm_i8_neon.c): each 8-column strip of B'
- * whose columns each span at most 127 values is shifted by c[n] = -min into [0, 127] and rewritten IN PLACE
- * (ep_qgemm's b is scratch) as int8 quads: the 32-byte slot of pair 2q receives [column 0..7][depths 4q..4q+3];
- * pair 1's slot (unused by quads) receives c as 8 int32. Then acc = A' (B' + c) - c * rowsum(A'), exact in
- * int32, and the same epilogue (epi_tile) as the dot_i16x8 path: bit-identical results. Strips from the first
- * one that does not fit (a span > 127, or K < 3: no pair 1) go to qgemm_i16. */
-/* One strip (pair p at s + p * ld2): min/max per column over the depths < K; if every span <= 127, rewrite it
- * as quads + offsets and return 1; else return 0 with the strip untouched. */
+ * saturate then). So, as the aarch64 SDOT kernel does: each 8-column strip of B' whose columns each span at
+ * most 127 values is shifted by c[n] = -min into [0, 127] and rewritten in place as int8 quads
+ * (qgemm_quads.h); pair 1's slot (unused by quads) keeps c as 8 int32. Then acc = A'(B' + c) - c * rowsum(A')
+ * and the same epilogue (epi_tile) as the dot_i16x8 path: bit-identical results. Strips from the first one
+ * that does not fit (a span > 127, or K < 3: no pair 1) go to qgemm_i16. Filler lanes face A' = 0, so
+ * their value (in or out of [0, 127]) gives 0 on every engine. */
+#include "qgemm_quads.h"
+
+/* One strip as quads of B' + c in [0, 127] (qgemm_quads.h); the offsets go to pair 1's slot (K >= 3). */
 static int strip_to_i7(int16_t *s, uint64_t ld2, uint32_t K) {
-  const uint32_t Kp = (K + 1) / 2;
-  v128_t mn0 = wasm_i16x8_splat(INT16_MAX), mn1 = mn0, mx0 = wasm_i16x8_splat(INT16_MIN), mx1 = mx0;
-  for (uint32_t p = 0; p < Kp; p++) {
-    v128_t v0 = wasm_v128_load(s + p * ld2), v1 = wasm_v128_load(s + p * ld2 + 8);
-    if (2 * p + 1 == K) {  /* odd K: the last pair's second depth is filler (A is 0 there) */
-      v0 = wasm_i16x8_shuffle(v0, v0, 0, 0, 2, 2, 4, 4, 6, 6);
-      v1 = wasm_i16x8_shuffle(v1, v1, 0, 0, 2, 2, 4, 4, 6, 6);
-    }
-    mn0 = wasm_i16x8_min(mn0, v0); mx0 = wasm_i16x8_max(mx0, v0);
-    mn1 = wasm_i16x8_min(mn1, v1); mx1 = wasm_i16x8_max(mx1, v1);
-  }
-  /* both depth lanes of a column -> the column's min / max; |B'| <= 255 so spans fit int16 */
-  mn0 = wasm_i16x8_min(mn0, wasm_i16x8_shuffle(mn0, mn0, 1, 0, 3, 2, 5, 4, 7, 6));
-  mn1 = wasm_i16x8_min(mn1, wasm_i16x8_shuffle(mn1, mn1, 1, 0, 3, 2, 5, 4, 7, 6));
-  mx0 = wasm_i16x8_max(mx0, wasm_i16x8_shuffle(mx0, mx0, 1, 0, 3, 2, 5, 4, 7, 6));
-  mx1 = wasm_i16x8_max(mx1, wasm_i16x8_shuffle(mx1, mx1, 1, 0, 3, 2, 5, 4, 7, 6));
-  const v128_t lim = wasm_i16x8_splat(127);
-  if (wasm_v128_any_true(wasm_v128_or(wasm_i16x8_gt(wasm_i16x8_sub(mx0, mn0), lim),
-                                      wasm_i16x8_gt(wasm_i16x8_sub(mx1, mn1), lim))))
-    return 0;
-  const v128_t c03 = wasm_i16x8_neg(mn0), c47 = wasm_i16x8_neg(mn1);  /* [c0 c0 c1 c1 c2 c2 c3 c3] */
-  /* offsets in the quad layout [c x4, c' x4] */
-  const v128_t k0 = wasm_i32x4_shuffle(c03, c03, 0, 0, 1, 1), k1 = wasm_i32x4_shuffle(c03, c03, 2, 2, 3, 3);
-  const v128_t k2 = wasm_i32x4_shuffle(c47, c47, 0, 0, 1, 1), k3 = wasm_i32x4_shuffle(c47, c47, 2, 2, 3, 3);
-  const v128_t i7 = wasm_u8x16_splat(127);
-  for (uint32_t p = 0; p < Kp; p += 2) {
-    int16_t *d = s + p * ld2;
-    const v128_t a0 = wasm_v128_load(d), a1 = wasm_v128_load(d + 8);
-    v128_t b0 = wasm_i32x4_splat(0), b1 = b0;  /* past the last pair: A is 0 there */
-    if (p + 1 < Kp) { b0 = wasm_v128_load(d + ld2); b1 = wasm_v128_load(d + ld2 + 8); }
-    /* valid depths land in [0, 127] exactly; filler depths are clamped there too (A is 0 against them) */
-    const v128_t q0 = wasm_u8x16_narrow_i16x8(wasm_i16x8_add(wasm_i32x4_shuffle(a0, b0, 0, 4, 1, 5), k0),
-                                              wasm_i16x8_add(wasm_i32x4_shuffle(a0, b0, 2, 6, 3, 7), k1));
-    const v128_t q1 = wasm_u8x16_narrow_i16x8(wasm_i16x8_add(wasm_i32x4_shuffle(a1, b1, 0, 4, 1, 5), k2),
-                                              wasm_i16x8_add(wasm_i32x4_shuffle(a1, b1, 2, 6, 3, 7), k3));
-    wasm_v128_store(d, wasm_u8x16_min(q0, i7));
-    wasm_v128_store(d + 8, wasm_u8x16_min(q1, i7));
-  }
-  wasm_v128_store(s + ld2, wasm_i32x4_extend_low_i16x8(wasm_i16x8_shuffle(c03, c47, 0, 2, 4, 6, 8, 10, 12, 14)));
-  wasm_v128_store(s + ld2 + 8, wasm_i32x4_extend_high_i16x8(wasm_i16x8_shuffle(c03, c47, 0, 2, 4, 6, 8, 10, 12, 14)));
+  i32x4 c03, c47;
+  if (!ep_qgemm_strip_quads(s, ld2, K, 0, 127, &c03, &c47)) return 0;
+  i32x4_store((int32_t *)(void *)(s + ld2), c03);
+  i32x4_store((int32_t *)(void *)(s + ld2) + 4, c47);
   return 1;
 }
 
