@@ -1,4 +1,4 @@
-"""int8: quantized ONNX ops and QDQ models through package -> bundle -> wasmtime (SIMD and scalar builds),
+"""int8: quantized ONNX ops and QDQ models through package -> bundle -> wasmtime (SIMD, scalar, relaxed builds),
 compared with onnxruntime; the int8 kernels' check() against hostile plans.
 
 References. onnxruntime with graph optimizations disabled runs a QDQ model as ONNX defines it (DQ -> float op
@@ -28,7 +28,7 @@ from .conftest import make_model, model_path
 
 INT8_OPS = ("QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "QLinearConv", "QLinearMatMul",
             "ConvInteger", "MatMulInteger")
-VARIANTS = ("simd", "scalar")
+VARIANTS = ("simd", "scalar", "relaxed")  # relaxed: the i7 dot GEMM (docs/int8.md)
 
 
 def _ort(model: onnx.ModelProto | str, feeds: dict, optimized: bool) -> dict:
@@ -142,6 +142,44 @@ def test_qdq_conv_matches_qdq_semantics(case, tmp_path: Path) -> None:
         assert (steps > 0.5).mean() < 0.01, variant
 
 
+# Activation ranges for the relaxed build's i7 GEMM: it shifts each 8-column strip whose columns span <= 127
+# values into [0, 127] and runs the dot_i16x8 GEMM from the first strip that does not fit.
+I7_FEEDS = {
+    "nonneg": lambda rng, s: np.minimum(np.abs(rng.standard_normal(s)), 2.4),  # <= 120 steps (post-ReLU like)
+    "narrow": lambda rng, s: rng.uniform(-1.4, 1.0, s),                       # spans 120 steps: offsets up to 70
+    "wide": lambda rng, s: rng.uniform(-2.5, 2.5, s),                         # spans ~250: the fallback
+    "mixed": lambda rng, s: np.where(np.arange(s[-2])[:, None] < s[-2] // 2,  # top rows fit, bottom rows do not
+                                     I7_FEEDS["nonneg"](rng, s), rng.uniform(-2.5, 2.5, s)),
+}
+I7_CASES = [  # conv case, feed
+    ((1, 8, 16, 3, 1, 1, 1, "relu", TensorProto.INT8, 0), "nonneg"),
+    ((1, 8, 16, 3, 1, 1, 1, "relu", TensorProto.INT8, 0), "narrow"),
+    ((1, 8, 16, 3, 1, 1, 1, "relu", TensorProto.INT8, 0), "wide"),
+    ((1, 8, 16, 3, 1, 1, 1, "relu", TensorProto.INT8, 0), "mixed"),
+    ((1, 3, 13, 3, 2, 1, 1, "none", TensorProto.UINT8, 128), "narrow"),  # uint8, zero point, K = 27 (odd)
+    ((1, 16, 8, 1, 1, 1, 0, "clip", TensorProto.INT8, -5), "mixed"),     # K = 16, zero point
+    ((1, 5, 7, 5, 3, 1, 0, "relu", TensorProto.INT8, 0), "nonneg"),      # K = 125 (odd), 9 columns
+    ((1, 2, 5, 1, 1, 1, 0, "none", TensorProto.INT8, 0), "nonneg"),      # K = 2: no room for offsets, fallback
+    ((1, 24, 40, 3, 1, 1, 1, "leaky", TensorProto.UINT8, 20), "narrow"), # general epilogue, 10 row panels
+]
+
+
+@pytest.mark.parametrize("case,feed", I7_CASES, ids=[f"{c[1]}x{c[2]}_k{c[3]}_{c[7]}_{f}" for c, f in I7_CASES])
+def test_relaxed_i7_gemm_bit_identical(case, feed: str, tmp_path: Path) -> None:
+    """The relaxed build (i7 dot where strips fit, dot_i16x8 where they do not) writes the same bytes as the
+    SIMD build and matches ONNX's QDQ semantics (onnxruntime unoptimized) like every build."""
+    m = _qdq_conv_model(*case, hw=13)
+    out = package(m, out=tmp_path / "b", verify=False)
+    x = I7_FEEDS[feed](np.random.default_rng(5), (1, case[1], 13, 13)).astype(np.float32)
+    feeds = {"x": x}   # input scale 0.02: 127 steps = 2.54
+    want = _ort(m, feeds, optimized=False)["y"]
+    simd = load_bundle(out, "simd").run(feeds)["y"]
+    got = load_bundle(out, "relaxed").run(feeds)["y"]
+    assert got.tobytes() == simd.tobytes()
+    steps = np.abs(got.astype(np.float64) - want) / 0.05
+    assert steps.max() <= 1.0 + 1e-3 and (steps > 0.5).mean() < 0.01, steps.max()
+
+
 def test_qdq_residual_add_and_float_tail(tmp_path: Path) -> None:
     """DQ(a) + DQ(b) -> Relu -> Q is one QADD; a DQ -> MatMul with no Q writes float32 (QMATMUL)."""
     rng = np.random.default_rng(3)
@@ -191,8 +229,9 @@ def test_int8_models_agree_with_onnxruntime(name: str, placement: str, tmp_path:
     assert size(out) <= 0.3 * size(fp32), (size(out), size(fp32))
     feeds = _feeds(m, seed=1)
     exact, opt = _ort(path, feeds, optimized=False), _ort(path, feeds, optimized=True)
+    runs = {}
     for variant in VARIANTS:
-        got = load_bundle(out, variant).run(feeds)
+        got = runs[variant] = load_bundle(out, variant).run(feeds)
         for k, want in exact.items():
             rng = float(np.abs(want).max())
             assert np.abs(got[k] - want).max() <= 0.02 * rng, (variant, k, np.abs(got[k] - want).max(), rng)
@@ -200,6 +239,9 @@ def test_int8_models_agree_with_onnxruntime(name: str, placement: str, tmp_path:
             assert np.abs(got[k] - opt[k]).max() <= 0.5 * rng, (variant, k)
             if name != "minilm_like":
                 assert got[k].argmax() == want.argmax(), variant
+    if name != "minilm_like":   # integer CNNs (minilm's float ops use FMA in the relaxed build)
+        # the relaxed build's i7 GEMM gives the SIMD build's bytes
+        assert all(runs["relaxed"][k].tobytes() == runs["simd"][k].tobytes() for k in exact), name
 
 
 # --------------------------------------------------------------------------------------- hostile plans
@@ -272,7 +314,8 @@ def test_int8_kernels_refuse_hostile_params(int8_plan, tmp_path: Path) -> None:
     for j, plan in enumerate(int8_plan):
         assert lines[j * 151] == "0 ok"
         for m in _param_mutants(plan, seed=100 + j, n=40):
-            try:
-                WasmPlan(BUILD / "edgepack.wasm", m).run()
-            except RuntimeFailure:
-                pass
+            for wasm in ("edgepack.wasm", "edgepack-relaxed.wasm"):   # relaxed: the i7 GEMM's own paths
+                try:
+                    WasmPlan(BUILD / wasm, m).run()
+                except RuntimeFailure:
+                    pass

@@ -13,17 +13,16 @@
  * exactly (int32 wraps on the way; the final value fits, qgemm.h's bound). The kernel reads the offsets
  * off the data, so it needs neither zero points nor dtypes, and per-column zero points (QMATMUL's W) work.
  *
- * Per strip of 8 columns: one pass for the per-column min/max over the valid depths, one pass rewriting
- * the strip IN PLACE (ep_qgemm's b is scratch) as int8 quads: the 32-byte slot of pair 2q receives
- * [column][4 depths] for depths 4q..4q+3 (pair 2q+1's slot is left unused). In place because the int8
- * strip needs K * 8 bytes (up to 512 KiB at K = 65536) that neither the plan's scratch nor a stack has,
- * and it is converted once for all row tiles. Then tiles of 8 rows
+ * Per strip of 8 columns: the min/max pass and the in-place rewrite as int8 quads are shared with the
+ * relaxed-SIMD build (wasm_kernels/src/kernels/qgemm_quads.h, lo = -128, span 255); a strip is converted once
+ * for all row tiles. Then tiles of 8 rows
  * (two A panels) x 8 columns: per quad, one 16-byte load + one TBL per A panel turns the panel's pairs
  * 2q, 2q+1 into [row][4 depths], two B loads, 16 `sdot v.4s, b.16b, a.4b[row]` and 2 sdot against ones
  * for the row sums: 16 accumulators + 2 row sums + 4 operands + 2 constants of the 32 registers.
  * The epilogue is the portable one (ep_qgemm_epi_row), so every output is bit-identical to it. */
 #include <arm_neon.h>
 #include "qgemm.h"
+#include "qgemm_quads.h"
 #include "ep_edge.h"
 
 #if EP_QGEMM_MR != 4 || EP_QGEMM_NR != 8
@@ -56,55 +55,6 @@ static int have_sdot(void) {
 }
 
 const char *ep_edge_qgemm_name(void) { return have_sdot() ? "neon-sdot-8x8" : "portable-4x8"; }
-
-/* Offsets of one strip (pair p at s + p * ld2, 8 columns x 2 depths per pair): c = -128 - min over the
- * depths < K, as [c0 c0 c1 c1 c2 c2 c3 c3] (*c03) and columns 4..7 (*c47). 0 when a value is outside
- * [-255, 255] or a column spans more than 256 values (then the strip cannot be int8). */
-SDOT_FN int strip_offsets(const int16_t *s, uint64_t ld2, uint32_t K, int16x8_t *c03, int16x8_t *c47) {
-  int16x8_t mn0 = vdupq_n_s16(INT16_MAX), mn1 = mn0, mx0 = vdupq_n_s16(INT16_MIN), mx1 = mx0;
-  for (uint32_t p = 0; p < K / 2; p++, s += ld2) {
-    const int16x8_t v0 = vld1q_s16(s), v1 = vld1q_s16(s + 8);
-    mn0 = vminq_s16(mn0, v0); mx0 = vmaxq_s16(mx0, v0);
-    mn1 = vminq_s16(mn1, v1); mx1 = vmaxq_s16(mx1, v1);
-  }
-  if (K & 1) {  /* last pair: only its first depth counts (the second is anything finite, A is 0 there) */
-    const int16x8_t v0 = vtrn1q_s16(vld1q_s16(s), vld1q_s16(s)), v1 = vtrn1q_s16(vld1q_s16(s + 8), vld1q_s16(s + 8));
-    mn0 = vminq_s16(mn0, v0); mx0 = vmaxq_s16(mx0, v0);
-    mn1 = vminq_s16(mn1, v1); mx1 = vmaxq_s16(mx1, v1);
-  }
-  /* both depth lanes of a column -> the column's min / max */
-  mn0 = vminq_s16(mn0, vrev32q_s16(mn0)); mx0 = vmaxq_s16(mx0, vrev32q_s16(mx0));
-  mn1 = vminq_s16(mn1, vrev32q_s16(mn1)); mx1 = vmaxq_s16(mx1, vrev32q_s16(mx1));
-  /* |B'| <= 255 (qgemm.h; keeps c in int16) and spans of at most 256 values */
-  if (vminvq_s16(vminq_s16(mn0, mn1)) < -255 || vmaxvq_s16(vmaxq_s16(mx0, mx1)) > 255) return 0;
-  if (vmaxvq_s16(vmaxq_s16(vsubq_s16(mx0, mn0), vsubq_s16(mx1, mn1))) > 255) return 0;
-  const int16x8_t m128 = vdupq_n_s16(-128);
-  *c03 = vsubq_s16(m128, mn0);
-  *c47 = vsubq_s16(m128, mn1);
-  return 1;
-}
-
-/* Rewrites the strip in place: pair 2q's 32-byte slot = int8 [column 0..7][depth 4q..4q+3] of B' + c. */
-SDOT_FN void strip_to_quads(int16_t *s, uint64_t ld2, uint32_t Kp, int16x8_t c03, int16x8_t c47) {
-  /* offsets per quad lane layout: [cA x4, cB x4] */
-  const int16x8_t k0 = vreinterpretq_s16_s32(vzip1q_s32(vreinterpretq_s32_s16(c03), vreinterpretq_s32_s16(c03)));
-  const int16x8_t k1 = vreinterpretq_s16_s32(vzip2q_s32(vreinterpretq_s32_s16(c03), vreinterpretq_s32_s16(c03)));
-  const int16x8_t k2 = vreinterpretq_s16_s32(vzip1q_s32(vreinterpretq_s32_s16(c47), vreinterpretq_s32_s16(c47)));
-  const int16x8_t k3 = vreinterpretq_s16_s32(vzip2q_s32(vreinterpretq_s32_s16(c47), vreinterpretq_s32_s16(c47)));
-  for (uint32_t p = 0; p < Kp; p += 2) {
-    int16_t *d = s + (uint64_t)p * ld2;
-    const int32x4_t a0 = vreinterpretq_s32_s16(vld1q_s16(d)), a1 = vreinterpretq_s32_s16(vld1q_s16(d + 8));
-    int32x4_t b0 = vdupq_n_s32(0), b1 = b0;  /* past the last pair: A is 0 there */
-    if (p + 1 < Kp) { b0 = vreinterpretq_s32_s16(vld1q_s16(d + ld2)); b1 = vreinterpretq_s32_s16(vld1q_s16(d + ld2 + 8)); }
-    /* saturating narrow: exact for valid depths; an odd K's filler depth only has to stay finite */
-    const int8x16_t q0 = vqmovn_high_s16(vqmovn_s16(vaddq_s16(vreinterpretq_s16_s32(vzip1q_s32(a0, b0)), k0)),
-                                         vaddq_s16(vreinterpretq_s16_s32(vzip2q_s32(a0, b0)), k1));
-    const int8x16_t q1 = vqmovn_high_s16(vqmovn_s16(vaddq_s16(vreinterpretq_s16_s32(vzip1q_s32(a1, b1)), k2)),
-                                         vaddq_s16(vreinterpretq_s16_s32(vzip2q_s32(a1, b1)), k3));
-    vst1q_s8((int8_t *)(void *)d, q0);
-    vst1q_s8((int8_t *)(void *)d + 16, q1);
-  }
-}
 
 /* Pairs 2q, 2q+1 of a 4-row panel (16 bytes: [pair][row][2]) -> [row][4 depths], the by-element layout. */
 static const uint8_t A_IDX[16] = {0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15};
@@ -166,16 +116,13 @@ SDOT_FN void qgemm_sdot(uint32_t M, uint32_t N, uint32_t K, const int8_t *a, int
   for (uint32_t n = 0; n < N; n += EP_QGEMM_NR) {
     const uint32_t cnt = N - n < EP_QGEMM_NR ? N - n : EP_QGEMM_NR;
     int16_t *s = b + 2 * (uint64_t)n;
-    int16x8_t c03, c47;
-    if (!strip_offsets(s, ld2, K, &c03, &c47)) {
+    int32x4_t cl, ch;
+    if (!ep_qgemm_strip_quads(s, ld2, K, -128, 255, &cl, &ch)) {
       ep_qgemm_epi es = *e;
       if (es.colsum) es.colsum += n;
       ep_qgemm_portable(M, cnt, K, a, s, ldb, n_off + n, &es);
       continue;
     }
-    strip_to_quads(s, ld2, Kp, c03, c47);
-    const int16x8_t c = vuzp1q_s16(c03, c47);  /* one offset per column */
-    const int32x4_t cl = vmovl_s16(vget_low_s16(c)), ch = vmovl_high_s16(c);
     for (uint32_t m0 = 0; m0 < M; m0 += 8) {
       const int8_t *a0 = a + (uint64_t)(m0 / EP_QGEMM_MR) * panel;
       const uint32_t mr = M - m0 < 8 ? M - m0 : 8;

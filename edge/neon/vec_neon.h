@@ -104,4 +104,16 @@ static inline i32x4 i32x4_widen_lo(i16x8 a) { return vmovl_s16(vget_low_s16(a));
 static inline i32x4 i32x4_widen_hi(i16x8 a) { return vmovl_high_s16(a); }
 static inline void i8x16_store_lo8(void *p, i8x16 v) { vst1_s8((int8_t *)p, vget_low_s8(v)); }
 
+
+/* ---- additions (int8 quads: the 4-way dot kernels' B packing, kernels/qgemm_quads.h) ---- */
+static inline i16x8 i16x8_add(i16x8 a, i16x8 b) { return vaddq_s16(a, b); }
+static inline i16x8 i16x8_min(i16x8 a, i16x8 b) { return vminq_s16(a, b); }
+static inline i16x8 i16x8_max(i16x8 a, i16x8 b) { return vmaxq_s16(a, b); }
+static inline int i16x8_any_gt(i16x8 a, i16x8 b) { return vmaxvq_u16(vcgtq_s16(a, b)) != 0; }
+static inline i16x8 i16x8_swap_pairs(i16x8 a) { return vrev32q_s16(a); }
+static inline i16x8 i16x8_dup_even(i16x8 a) { return vtrn1q_s16(a, a); }
+static inline i16x8 i16x8_zip32_lo(i16x8 a, i16x8 b) { return vreinterpretq_s16_s32(vzip1q_s32(vreinterpretq_s32_s16(a), vreinterpretq_s32_s16(b))); }
+static inline i16x8 i16x8_zip32_hi(i16x8 a, i16x8 b) { return vreinterpretq_s16_s32(vzip2q_s32(vreinterpretq_s32_s16(a), vreinterpretq_s32_s16(b))); }
+static inline void i8x16_store(void *p, i8x16 v) { vst1q_s8((int8_t *)p, v); }
+
 #endif

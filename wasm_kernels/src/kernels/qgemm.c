@@ -133,47 +133,157 @@ EP_AINLINE void micro(uint32_t Kp, const int8_t *a, const int16_t *b, uint32_t l
   acc[2][0] = c20; acc[2][1] = c21; acc[3][0] = c30; acc[3][1] = c31;
 }
 
-void ep_qgemm(uint32_t M, uint32_t N, uint32_t K, const int8_t *a, int16_t *b, uint32_t ldb, uint32_t n_off,
-              const ep_qgemm_epi *e) {
-  const uint32_t Kp = (K + 1) / 2;
-  i32x4 acc[MR][2];
-  /* The common QDQ case gets its epilogue inline: per-row bias and mult, no A zero point, 8-bit output
-   * with none/relu/clip (a clamp), contiguous rows. */
-  const int fast = e->mult && !e->mult_col && !(e->bias && e->bias_col) && !e->colsum && e->cs == 1 &&
-                   e->out_dtype != EP_F32 && e->act != EP_ACT_LEAKY_RELU;
+/* Epilogue settings resolved once per call. The common QDQ case (fast) gets its epilogue inline: per-row
+ * bias and mult, no A zero point, 8-bit output with none/relu/clip (a clamp), contiguous rows. */
+typedef struct { int fast, u8; f32x4 lo, hi; i32x4 zb; } epi_mode;
+
+EP_AINLINE epi_mode epi_mode_of(const ep_qgemm_epi *e) {
+  epi_mode f;
+  f.fast = e->mult && !e->mult_col && !(e->bias && e->bias_col) && !e->colsum && e->cs == 1 &&
+           e->out_dtype != EP_F32 && e->act != EP_ACT_LEAKY_RELU;
   float lo = 0.0f, hi = 0.0f;
-  if (fast) ep_q_bounds(e, &lo, &hi);
-  const f32x4 vlo = f32x4_splat(lo), vhi = f32x4_splat(hi);
-  const i32x4 zb = ep_q_zbits(e->yzp);
-  const int u8 = e->out_dtype == EP_U8;
+  if (f.fast) ep_q_bounds(e, &lo, &hi);
+  f.lo = f32x4_splat(lo); f.hi = f32x4_splat(hi);
+  f.zb = ep_q_zbits(e->yzp);
+  f.u8 = e->out_dtype == EP_U8;
+  return f;
+}
+
+/* Stores one tile's accumulators: rows m0..m0+mr, local columns n..n+cnt. */
+EP_AINLINE void epi_tile(const ep_qgemm_epi *e, const epi_mode *f, uint32_t m0, uint32_t mr, uint32_t n, uint32_t n_off,
+                         uint32_t cnt, i32x4 acc[MR][2]) {
+  if (!f->fast) {
+    for (uint32_t r = 0; r < mr; r++) ep_qgemm_epi_row(e, m0 + r, n, n_off, cnt, acc[r][0], acc[r][1]);
+    return;
+  }
+  for (uint32_t r = 0; r < mr; r++) {
+    const uint32_t m = m0 + r;
+    const i32x4 bv = i32x4_splat(e->bias ? e->bias[m] : 0);
+    const f32x4 mv = f32x4_splat(e->mult[m]);
+    const i8x16 q = ep_q8_pack(f32x4_mul(f32x4_from_i32x4(i32x4_add(acc[r][0], bv)), mv),
+                               f32x4_mul(f32x4_from_i32x4(i32x4_add(acc[r][1], bv)), mv), f->lo, f->hi, f->zb, f->u8);
+    uint8_t *dst = e->y + (uint64_t)m * e->rs + n_off + n;
+    if (cnt == NR) {
+      i8x16_store_lo8(dst, q);
+    } else {
+      uint8_t t[8];
+      i8x16_store_lo8(t, q);
+      ep_q_store_bytes(dst, t, cnt, 1, 1);
+    }
+  }
+}
+
+/* The dot_i16x8 GEMM (every build; the relaxed build's fallback). */
+static void qgemm_i16(uint32_t M, uint32_t N, uint32_t K, const int8_t *a, const int16_t *b, uint32_t ldb, uint32_t n_off,
+                      const ep_qgemm_epi *e) {
+  const uint32_t Kp = (K + 1) / 2;
+  const epi_mode f = epi_mode_of(e);
+  i32x4 acc[MR][2];
   for (uint32_t m0 = 0; m0 < M; m0 += MR) {
     const int8_t *ap = a + (uint64_t)(m0 / MR) * Kp * 2 * MR;
     const uint32_t mr = M - m0 < MR ? M - m0 : MR;
     for (uint32_t n = 0; n < N; n += NR) {
       micro(Kp, ap, b + 2 * (uint64_t)n, 2 * ldb, acc);
-      const uint32_t cnt = N - n < NR ? N - n : NR;
-      if (!fast) {
-        for (uint32_t r = 0; r < mr; r++) ep_qgemm_epi_row(e, m0 + r, n, n_off, cnt, acc[r][0], acc[r][1]);
-        continue;
-      }
-      for (uint32_t r = 0; r < mr; r++) {
-        const uint32_t m = m0 + r;
-        const i32x4 bv = i32x4_splat(e->bias ? e->bias[m] : 0);
-        const f32x4 mv = f32x4_splat(e->mult[m]);
-        const i8x16 q = ep_q8_pack(f32x4_mul(f32x4_from_i32x4(i32x4_add(acc[r][0], bv)), mv),
-                                   f32x4_mul(f32x4_from_i32x4(i32x4_add(acc[r][1], bv)), mv), vlo, vhi, zb, u8);
-        uint8_t *dst = e->y + (uint64_t)m * e->rs + n_off + n;
-        if (cnt == NR) {
-          i8x16_store_lo8(dst, q);
-        } else {
-          uint8_t t[8];
-          i8x16_store_lo8(t, q);
-          ep_q_store_bytes(dst, t, cnt, 1, 1);
-        }
-      }
+      epi_tile(e, &f, m0, mr, n, n_off, N - n < NR ? N - n : NR, acc);
     }
   }
 }
+
+#if defined(__wasm_relaxed_simd__)
+/* Relaxed SIMD: the relaxed dot of int8 by 7-bit lanes does 16 multiply-adds per instruction, twice
+ * dot_i16x8's 8. Its second operand must lie in [0, 127] for the result to be exact and the same on every
+ * engine (x86 lowers it to pmaddubsw, which reads that operand as unsigned and whose int16 pair sums cannot
+ * saturate then). So, as the aarch64 SDOT kernel does: each 8-column strip of B' whose columns each span at
+ * most 127 values is shifted by c[n] = -min into [0, 127] and rewritten in place as int8 quads
+ * (qgemm_quads.h); pair 1's slot (unused by quads) keeps c as 8 int32. Then acc = A'(B' + c) - c * rowsum(A')
+ * and the same epilogue (epi_tile) as the dot_i16x8 path: bit-identical results. Strips from the first one
+ * that does not fit (a span > 127, or K < 3: no pair 1) go to qgemm_i16. Filler lanes face A' = 0, so
+ * their value (in or out of [0, 127]) gives 0 on every engine. */
+#include "qgemm_quads.h"
+
+/* One strip as quads of B' + c in [0, 127] (qgemm_quads.h); the offsets go to pair 1's slot (K >= 3). */
+static int strip_to_i7(int16_t *s, uint64_t ld2, uint32_t K) {
+  i32x4 c03, c47;
+  if (!ep_qgemm_strip_quads(s, ld2, K, 0, 127, &c03, &c47)) return 0;
+  i32x4_store((int32_t *)(void *)(s + ld2), c03);
+  i32x4_store((int32_t *)(void *)(s + ld2) + 4, c47);
+  return 1;
+}
+
+/* lane i: the 4 products of a's and b's bytes 4i..4i+3, summed. Spelled as the i16x8 dot (pair sums, <= 32512 in
+ * magnitude) + pairwise widening: engines without a native 4-way dot (x86 before VNNI: pmaddubsw + pmaddwd)
+ * emit 3 instructions this way instead of the 5 of i32x4.relaxed_dot_i8x16_i7x16_add (it rebuilds its ones). */
+#define DOT4(a, b) wasm_i32x4_dot_i16x8(wasm_i16x8_relaxed_dot_i8x16_i7x16(a, b), one16)
+/* A panel's pairs 2q, 2q+1 ([pair][row][2] bytes) -> [row][depths 4q..4q+3]; then row r in every lane. */
+#define ROWS(av) wasm_i8x16_shuffle(av, av, 0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15)
+#define DOT_ROW(av, r, c0, c1) { const v128_t s_ = wasm_i32x4_shuffle(av, av, r, r, r, r); \
+    c0 = wasm_i32x4_add(c0, DOT4(s_, b0)); c1 = wasm_i32x4_add(c1, DOT4(s_, b1)); }
+#define QUAD(raw) { const v128_t b0 = wasm_v128_load(bq), b1 = wasm_v128_load(bq + 16), av = ROWS(raw); \
+    DOT_ROW(av, 0, c00, c01) DOT_ROW(av, 1, c10, c11) DOT_ROW(av, 2, c20, c21) DOT_ROW(av, 3, c30, c31) }
+
+/* acc[r][0..1] = sum over the quads of A'[r] . (B' + c) for one strip; 8 accumulators + 2 B + A + splat. */
+EP_AINLINE void micro_i7(uint32_t Kp, const int8_t *a, const int8_t *bq, uint64_t qstride, i32x4 acc[MR][2]) {
+  v128_t c00 = wasm_i32x4_splat(0), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00;
+  const v128_t one16 = wasm_i16x8_splat(1);
+  uint32_t q = 0;
+  for (; q < Kp / 2; q++, bq += qstride) QUAD(wasm_v128_load(a + 16 * q))
+  if (Kp & 1) QUAD(wasm_v128_load64_zero(a + 16 * q))  /* an odd last pair ends the panel: the rest is 0 */
+  acc[0][0] = c00; acc[0][1] = c01; acc[1][0] = c10; acc[1][1] = c11;
+  acc[2][0] = c20; acc[2][1] = c21; acc[3][0] = c30; acc[3][1] = c31;
+}
+
+/* Row sums of one A' panel: lane r = sum_k A'[r][k] (the ones vector is the 7-bit operand). */
+static v128_t panel_rowsum(uint32_t Kp, const int8_t *a) {
+  const v128_t ones = wasm_i8x16_splat(1);
+  v128_t rs = wasm_i32x4_splat(0);
+  for (uint32_t q = 0; q < (Kp + 1) / 2; q++) {
+    const v128_t av = 2 * q + 1 < Kp ? wasm_v128_load(a + 16 * q) : wasm_v128_load64_zero(a + 16 * q);
+    rs = wasm_i32x4_relaxed_dot_i8x16_i7x16_add(ROWS(av), ones, rs);
+  }
+  return rs;
+}
+
+void ep_qgemm(uint32_t M, uint32_t N, uint32_t K, const int8_t *a, int16_t *b, uint32_t ldb, uint32_t n_off,
+              const ep_qgemm_epi *e) {
+  const uint32_t Kp = (K + 1) / 2;
+  const uint64_t ld2 = 2 * (uint64_t)ldb;
+  uint32_t nq = 0;  /* strips [0, nq) converted */
+  if (K >= 3)
+    while (nq < N && strip_to_i7(b + 2 * (uint64_t)nq, ld2, K)) nq += NR;
+  if (nq > N) nq = N;
+  if (nq) {
+    const epi_mode f = epi_mode_of(e);
+    i32x4 acc[MR][2];
+    for (uint32_t m0 = 0; m0 < M; m0 += MR) {
+      const int8_t *ap = a + (uint64_t)(m0 / MR) * Kp * 2 * MR;
+      const uint32_t mr = M - m0 < MR ? M - m0 : MR;
+      int32_t rsum[MR];
+      wasm_v128_store(rsum, panel_rowsum(Kp, ap));
+      for (uint32_t n = 0; n < nq; n += NR) {
+        const int16_t *s = b + 2 * (uint64_t)n;
+        micro_i7(Kp, ap, (const int8_t *)(const void *)s, 4 * ld2, acc);
+        const v128_t cl = wasm_v128_load(s + ld2), ch = wasm_v128_load(s + ld2 + 8);
+        for (uint32_t r = 0; r < MR; r++) {
+          const v128_t sr = wasm_i32x4_splat(rsum[r]);
+          acc[r][0] = wasm_i32x4_sub(acc[r][0], wasm_i32x4_mul(cl, sr));
+          acc[r][1] = wasm_i32x4_sub(acc[r][1], wasm_i32x4_mul(ch, sr));
+        }
+        epi_tile(e, &f, m0, mr, n, n_off, N - n < NR ? N - n : NR, acc);
+      }
+    }
+  }
+  if (nq < N) {
+    ep_qgemm_epi es = *e;
+    if (es.colsum) es.colsum += nq;
+    qgemm_i16(M, N - nq, K, a, b + 2 * (uint64_t)nq, ldb, n_off + nq, &es);
+  }
+}
+#else
+void ep_qgemm(uint32_t M, uint32_t N, uint32_t K, const int8_t *a, int16_t *b, uint32_t ldb, uint32_t n_off,
+              const ep_qgemm_epi *e) {
+  qgemm_i16(M, N, K, a, b, ldb, n_off, e);
+}
+#endif
 
 /* Columns [n, ldb) of one pair row: scalar, zero past N. */
 EP_COLD static void pack_b_tail(int16_t *d, uint32_t n, uint32_t N, uint32_t ldb, const uint8_t *r0, const uint8_t *r1,

@@ -56,8 +56,8 @@ static inline uint64_t ep_qgemm_packed_a_bytes(uint64_t M, uint64_t K) {
 static inline uint32_t ep_qgemm_round_nr(uint32_t n) { return (n + EP_QGEMM_NR - 1) / EP_QGEMM_NR * EP_QGEMM_NR; }
 
 /* C block: rows [0, M), local columns [0, N) (absolute n_off + n). b has ldb pair-columns and is scratch:
- * the aarch64 SDOT kernel (edge/neon/qgemm_i8_neon.c) rewrites it in place to int8 quads, so callers build
- * it anew for every call (they do: it is their packing buffer). */
+ * the aarch64 SDOT kernel (edge/neon/qgemm_i8_neon.c) and the relaxed-SIMD build's i7 kernel (qgemm.c) rewrite
+ * it in place to int8 quads, so callers build it anew for every call (they do: it is their packing buffer). */
 void ep_qgemm(uint32_t M, uint32_t N, uint32_t K, const int8_t *a, int16_t *b, uint32_t ldb, uint32_t n_off,
               const ep_qgemm_epi *e);
 /* The epilogue above for one row m's 8 accumulators, local columns n..n+cnt (cnt 1..8); shared with the

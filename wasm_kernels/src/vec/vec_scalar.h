@@ -134,4 +134,20 @@ static inline i32x4 i32x4_widen_lo(i16x8 a) { i32x4 r; for (int i = 0; i < 4; i+
 static inline i32x4 i32x4_widen_hi(i16x8 a) { i32x4 r; for (int i = 0; i < 4; i++) r.v[i] = a.v[4 + i]; return r; }
 static inline void i8x16_store_lo8(void *p, i8x16 a) { int8_t *d = (int8_t *)p; for (int i = 0; i < 8; i++) d[i] = a.v[i]; }
 
+
+/* ---- additions (int8 quads: the 4-way dot kernels' B packing, kernels/qgemm_quads.h) ---- */
+static inline i16x8 i16x8_add(i16x8 a, i16x8 b) { i16x8 r; for (int i = 0; i < 8; i++) r.v[i] = (int16_t)(a.v[i] + b.v[i]); return r; }
+static inline i16x8 i16x8_min(i16x8 a, i16x8 b) { i16x8 r; for (int i = 0; i < 8; i++) r.v[i] = a.v[i] < b.v[i] ? a.v[i] : b.v[i]; return r; }
+static inline i16x8 i16x8_max(i16x8 a, i16x8 b) { i16x8 r; for (int i = 0; i < 8; i++) r.v[i] = a.v[i] > b.v[i] ? a.v[i] : b.v[i]; return r; }
+static inline int i16x8_any_gt(i16x8 a, i16x8 b) { int r = 0; for (int i = 0; i < 8; i++) r |= a.v[i] > b.v[i]; return r; }
+static inline i16x8 i16x8_swap_pairs(i16x8 a) { i16x8 r; for (int i = 0; i < 8; i++) r.v[i] = a.v[i ^ 1]; return r; }
+static inline i16x8 i16x8_dup_even(i16x8 a) { i16x8 r; for (int i = 0; i < 8; i++) r.v[i] = a.v[i & ~1]; return r; }
+static inline i16x8 i16x8_zip32_lo(i16x8 a, i16x8 b) {
+  i16x8 r; for (int i = 0; i < 2; i++) { r.v[4 * i] = a.v[2 * i]; r.v[4 * i + 1] = a.v[2 * i + 1]; r.v[4 * i + 2] = b.v[2 * i]; r.v[4 * i + 3] = b.v[2 * i + 1]; } return r;
+}
+static inline i16x8 i16x8_zip32_hi(i16x8 a, i16x8 b) {
+  i16x8 r; for (int i = 0; i < 2; i++) { r.v[4 * i] = a.v[4 + 2 * i]; r.v[4 * i + 1] = a.v[5 + 2 * i]; r.v[4 * i + 2] = b.v[4 + 2 * i]; r.v[4 * i + 3] = b.v[5 + 2 * i]; } return r;
+}
+static inline void i8x16_store(void *p, i8x16 a) { int8_t *d = (int8_t *)p; for (int i = 0; i < 16; i++) d[i] = a.v[i]; }
+
 #endif

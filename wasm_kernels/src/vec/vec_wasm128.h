@@ -107,4 +107,18 @@ static inline i32x4 i32x4_widen_lo(i16x8 a) { return wasm_i32x4_extend_low_i16x8
 static inline i32x4 i32x4_widen_hi(i16x8 a) { return wasm_i32x4_extend_high_i16x8(a); }
 static inline void i8x16_store_lo8(void *p, i8x16 v) { wasm_v128_store64_lane(p, v, 0); }
 
+
+/* ---- additions (int8 quads: the 4-way dot kernels' B packing, kernels/qgemm_quads.h) ---- */
+static inline i16x8 i16x8_add(i16x8 a, i16x8 b) { return wasm_i16x8_add(a, b); }
+static inline i16x8 i16x8_min(i16x8 a, i16x8 b) { return wasm_i16x8_min(a, b); }
+static inline i16x8 i16x8_max(i16x8 a, i16x8 b) { return wasm_i16x8_max(a, b); }
+static inline int i16x8_any_gt(i16x8 a, i16x8 b) { return wasm_v128_any_true(wasm_i16x8_gt(a, b)); }
+/* (a1,a0,a3,a2,...): the lanes of each 32-bit pair swapped; (a0,a0,a2,a2,...): even lanes doubled. */
+static inline i16x8 i16x8_swap_pairs(i16x8 a) { return wasm_i16x8_shuffle(a, a, 1, 0, 3, 2, 5, 4, 7, 6); }
+static inline i16x8 i16x8_dup_even(i16x8 a) { return wasm_i16x8_shuffle(a, a, 0, 0, 2, 2, 4, 4, 6, 6); }
+/* 32-bit pairs of a and b interleaved: (a0 a1 b0 b1 a2 a3 b2 b3) and (a4 a5 b4 b5 a6 a7 b6 b7). */
+static inline i16x8 i16x8_zip32_lo(i16x8 a, i16x8 b) { return wasm_i32x4_shuffle(a, b, 0, 4, 1, 5); }
+static inline i16x8 i16x8_zip32_hi(i16x8 a, i16x8 b) { return wasm_i32x4_shuffle(a, b, 2, 6, 3, 7); }
+static inline void i8x16_store(void *p, i8x16 v) { wasm_v128_store(p, v); }
+
 #endif
