@@ -104,19 +104,6 @@ static void tile_6x16(uint32_t K, const float *a, const float *b, uint32_t ldb, 
   ROW_OUT(0) ROW_OUT(1) ROW_OUT(2) ROW_OUT(3) ROW_OUT(4) ROW_OUT(5)
 }
 
-/* The epilogue of the sub-block starting at (m0, n0), with C coordinates relative to it. */
-static ep_gemm_epi shift_epi(const ep_gemm_epi *e, uint32_t m0, uint32_t n0) {
-  ep_gemm_epi s = *e;
-  switch (e->bias_mode) {
-    case EP_BIAS_ROW: s.bias = e->bias + m0; break;
-    case EP_BIAS_COL: s.bias = e->bias + n0; break;
-    case EP_BIAS_FULL: s.bias = e->bias + (uint64_t)m0 * e->ld_bias + n0; break;
-    default: break;
-  }
-  if (e->res) s.res = e->res + (uint64_t)m0 * e->ld_res + n0;
-  return s;
-}
-
 void ep_gemm_f32(uint32_t M, uint32_t N, uint32_t K, const float *a_packed, const float *b, uint32_t ldb,
                  int b_padded, float *c, uint32_t ldc, const ep_gemm_epi *e) {
   const uint32_t M6 = M / 6 * 6, N16 = N / 16 * 16;
@@ -133,11 +120,11 @@ void ep_gemm_f32(uint32_t M, uint32_t N, uint32_t K, const float *a_packed, cons
     }
   }
   if (N16 < N && M6) {  /* right edge of the full panels */
-    const ep_gemm_epi s = shift_epi(e, 0, N16);
+    const ep_gemm_epi s = ep_gemm_epi_shift(e, 0, N16);
     ep_gemm_f32_portable(M6, N - N16, K, a_packed, b + N16, ldb, b_padded, c + N16, ldc, &s);
   }
   if (M6 < M) {  /* last partial panel, every column */
-    const ep_gemm_epi s = shift_epi(e, M6, 0);
+    const ep_gemm_epi s = ep_gemm_epi_shift(e, M6, 0);
     ep_gemm_f32_portable(M - M6, N, K, a_packed + (uint64_t)(M6 / 6) * K * 6, b, ldb, b_padded,
                          c + (uint64_t)M6 * ldc, ldc, &s);
   }

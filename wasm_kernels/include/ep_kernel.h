@@ -53,6 +53,13 @@ uint32_t ep_dtype_size(uint32_t dtype);   /* 0 for unknown */
 int ep_same_shape(const ep_tensor *a, const ep_tensor *b);
 #define EP_CHECK(cond, err) do { if (!(cond)) return (err); } while (0)
 
+/* Forces inlining where a helper's constant arguments (tile sizes, tap counts) must specialise its loops. */
+#if defined(__GNUC__) || defined(__clang__)
+#define EP_AINLINE static inline __attribute__((always_inline))
+#else
+#define EP_AINLINE static inline
+#endif
+
 /* Freestanding helpers (no libc). */
 void *ep_memcpy(void *dst, const void *src, uint32_t n);
 void *ep_memset(void *dst, int c, uint32_t n);

@@ -256,12 +256,7 @@ static void dw_store_partial(f32x4 acc, float *dst, uint32_t left, const ep_gemm
 /* nv (1..4) vectors of outputs of a 3x3 window starting at column ow, all stored in full: r0..r2
  * are the three input rows (phased), o1/o2 the column offsets of kernel columns 1 and 2 (column 0 is
  * at offset 0). nv independent accumulator chains in flight. */
-#if defined(__GNUC__) || defined(__clang__)
-#define DW_AINLINE static inline __attribute__((always_inline))
-#else
-#define DW_AINLINE static inline
-#endif
-DW_AINLINE void dw_vecs3(const uint32_t nv, float *dst, const float *r0,
+EP_AINLINE void dw_vecs3(const uint32_t nv, float *dst, const float *r0,
     const float *r1, const float *r2, uint32_t o1, uint32_t o2, const f32x4 *w, f32x4 bias, const float *res,
     int32_t act, f32x4 p0, f32x4 p1) {
   f32x4 a[4] = {bias, bias, bias, bias};

@@ -5,12 +5,6 @@
 #include "gemm.h"
 #include "ep_vec.h"
 
-#if defined(__GNUC__) || defined(__clang__)
-#define EP_AINLINE static inline __attribute__((always_inline))
-#else
-#define EP_AINLINE static inline
-#endif
-
 #define MR EP_GEMM_MR
 #define NR EP_GEMM_NR
 

@@ -42,6 +42,20 @@ typedef struct {
   float p0, p1;
 } ep_gemm_epi;
 
+/* The epilogue of the sub-block of C at (m0, n0), as ep_gemm_f32 sees it (coordinates from its origin):
+ * used by every driver that splits a GEMM (threads, the NEON tiles' edge blocks). */
+static inline ep_gemm_epi ep_gemm_epi_shift(const ep_gemm_epi *e, uint32_t m0, uint32_t n0) {
+  ep_gemm_epi s = *e;
+  switch (e->bias_mode) {
+    case EP_BIAS_ROW: s.bias = e->bias + m0; break;
+    case EP_BIAS_COL: s.bias = e->bias + n0; break;
+    case EP_BIAS_FULL: s.bias = e->bias + (uint64_t)m0 * e->ld_bias + n0; break;
+    default: break;
+  }
+  if (e->res) s.res = e->res + (uint64_t)m0 * e->ld_res + n0;
+  return s;
+}
+
 /* C = epi(A_packed * B). b_padded != 0 promises every B row is readable up to column
  * round_up(N, EP_GEMM_NR) (im2col panels are zero padded), which lets edge tiles use full vectors. */
 void ep_gemm_f32(uint32_t M, uint32_t N, uint32_t K, const float *a_packed, const float *b, uint32_t ldb,

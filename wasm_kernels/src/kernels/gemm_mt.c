@@ -15,19 +15,6 @@ void ep_gemm_split(uint32_t M, uint32_t N, uint32_t K, uint32_t threads, uint32_
   if (*nparts < 1) *nparts = 1;
 }
 
-/* The epilogue of the sub-block of C at (m0, n0), as ep_gemm_f32 sees it (coordinates from its origin). */
-static ep_gemm_epi shift_epi(const ep_gemm_epi *e, uint32_t m0, uint32_t n0) {
-  ep_gemm_epi s = *e;
-  switch (e->bias_mode) {
-    case EP_BIAS_ROW: s.bias = e->bias + m0; break;
-    case EP_BIAS_COL: s.bias = e->bias + n0; break;
-    case EP_BIAS_FULL: s.bias = e->bias + (uint64_t)m0 * e->ld_bias + n0; break;
-    default: break;
-  }
-  if (e->res) s.res = e->res + (uint64_t)m0 * e->ld_res + n0;
-  return s;
-}
-
 void ep_gemm_f32_part(const ep_gemm_job *g, uint32_t task) {
   const uint32_t panels = (g->M + EP_GEMM_MR - 1) / EP_GEMM_MR, tiles = (g->N + EP_GEMM_NR - 1) / EP_GEMM_NR;
   const uint32_t mi = task / g->nparts, ni = task % g->nparts;
@@ -36,7 +23,7 @@ void ep_gemm_f32_part(const ep_gemm_job *g, uint32_t task) {
   if (m1 > g->M) m1 = g->M;
   if (n1 > g->N) n1 = g->N;
   if (m1 <= m0 || n1 <= n0) return;
-  const ep_gemm_epi e = shift_epi(g->e, m0, n0);
+  const ep_gemm_epi e = ep_gemm_epi_shift(g->e, m0, n0);
   /* n0 is a multiple of EP_GEMM_NR: a padded B stays readable up to round_up(n1 - n0) past it */
   ep_gemm_f32(m1 - m0, n1 - n0, g->K, g->a + (uint64_t)(m0 / EP_GEMM_MR) * g->K * EP_GEMM_MR, g->b + n0, g->ldb,
               g->b_padded, g->c + (uint64_t)m0 * g->ldc + n0, g->ldc, &e);

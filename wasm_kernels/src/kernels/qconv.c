@@ -237,15 +237,9 @@ EP_COLD static void dw_weight_pairs(i16x8 *wv, const int8_t *w, uint32_t kk, int
   }
 }
 
-#if defined(__GNUC__) || defined(__clang__)
-#define DW_INLINE static inline __attribute__((always_inline))
-#else
-#define DW_INLINE static inline
-#endif
-
 /* 8 outputs at r: taps in pairs (t, t+1), the two rows' vectors interleaved (zip) so that one
  * i32x4.dot_i16x8 applies both taps' weights to 4 outputs; an odd last tap pairs with itself at weight 0. */
-DW_INLINE void dw_taps(const int16_t *r, const uint64_t *off, const i16x8 *wv, const uint32_t kk, i32x4 *a0, i32x4 *a1) {
+EP_AINLINE void dw_taps(const int16_t *r, const uint64_t *off, const i16x8 *wv, const uint32_t kk, i32x4 *a0, i32x4 *a1) {
   i32x4 s0 = *a0, s1 = *a1;
   for (uint32_t t = 0; t < (kk + 1) / 2; t++) {
     const i16x8 v0 = i16x8_load(r + off[2 * t]);

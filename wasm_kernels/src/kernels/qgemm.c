@@ -6,12 +6,6 @@
 #include "qgemm.h"
 #include "gemm.h"
 
-#if defined(__GNUC__) || defined(__clang__)
-#define EP_AINLINE static inline __attribute__((always_inline))
-#else
-#define EP_AINLINE static inline
-#endif
-
 #define MR EP_QGEMM_MR
 #define NR EP_QGEMM_NR
 
