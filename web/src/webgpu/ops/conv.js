@@ -186,24 +186,24 @@ function epilogue(node, ctx, p, bAt, rAt, coExpr, yExpr) {
   };
 }
 
-/** Checks shared by the conv family; returns a reason to fall back, or null. @param {PlanNode} node @param {BuildContext} ctx */
-function convOperandsOk(node, ctx) {
-  const [x, w, bias, res] = node.inputs;
-  const y = ctx.t(node.outputs[0]);
-  if (ctx.t(x).dtype !== F32 || y.dtype !== F32) return 'non-float32 tensors';
-  if (!ctx.isWeight(w)) return 'weights computed at run time';
+/** The conv family's operands and spatial sizes after the checks they share, or a reason to fall back.
+ * @param {PlanNode} node @param {BuildContext} ctx */
+function convOperands(node, ctx) {
+  const [xi, wi, bias, res] = node.inputs;
+  const x = ctx.t(xi), w = ctx.t(wi), y = ctx.t(node.outputs[0]);
+  if (x.dtype !== F32 || y.dtype !== F32) return 'non-float32 tensors';
+  if (!ctx.isWeight(wi)) return 'weights computed at run time';
   if (bias !== undefined && bias >= 0 && ctx.t(bias).numel !== y.dims[1]) return 'bias size';
   if (res !== undefined && res >= 0 && ctx.t(res).numel !== y.numel) return 'residual size';
-  return null;
+  const s = spatial(x.dims, y.dims);
+  return s ? { x, w, y, s } : 'rank';
 }
 
 /** @param {PlanNode} node @param {BuildContext} ctx @returns {Dispatch[] | string} */
 export function conv(node, ctx) {
-  const why = convOperandsOk(node, ctx);
-  if (why) return why;
-  const x = ctx.t(node.inputs[0]), w = ctx.t(node.inputs[1]), y = ctx.t(node.outputs[0]);
-  const s = spatial(x.dims, y.dims);
-  if (!s) return 'rank';
+  const o = convOperands(node, ctx);
+  if (typeof o === 'string') return o;
+  const { x, w, y, s } = o;
   const pr = node.params;
   if (node.op === OP.WINOGRAD_CONV) {
     if (pr.length !== 15) return 'params';
@@ -264,11 +264,9 @@ ${MAIN}
 
 /** @param {PlanNode} node @param {BuildContext} ctx @returns {Dispatch[] | string} */
 export function depthwise(node, ctx) {
-  const why = convOperandsOk(node, ctx);
-  if (why) return why;
-  const x = ctx.t(node.inputs[0]), w = ctx.t(node.inputs[1]), y = ctx.t(node.outputs[0]);
-  const s = spatial(x.dims, y.dims);
-  if (!s) return 'rank';
+  const o = convOperands(node, ctx);
+  if (typeof o === 'string') return o;
+  const { x, w, y, s } = o;
   const pr = node.params;
   if (pr.length !== 13) return 'params';
   const [kh, kw, sh, sw, dh, dw, pt, pl, , , act, a0, a1] = pr;
