@@ -57,5 +57,5 @@ if (profile) {
   }
   const rows = [...Array(nodes).keys()].map((k) => [k, med(times[0][k]), times[1] ? med(times[1][k]) : 0]).sort((a, b) => b[1] - a[1]);
   console.log('node      A ms      B ms   B/A');
-  for (const [k, a, b] of rows.slice(0, 25)) console.log(`${String(k).padStart(4)} ${a.toFixed(3).padStart(9)} ${b.toFixed(3).padStart(9)} ${(b / a).toFixed(2).padStart(6)}`);
+  for (const [k, a, b] of rows.slice(0, Number(process.env.AB_ROWS || 25))) console.log(`${String(k).padStart(4)} ${a.toFixed(3).padStart(9)} ${b.toFixed(3).padStart(9)} ${(b / a).toFixed(2).padStart(6)}`);
 }

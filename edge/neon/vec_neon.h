@@ -20,6 +20,7 @@ typedef int8x16_t i8x16;
 static inline f32x4 f32x4_load(const float *p) { return vld1q_f32(p); }
 static inline void f32x4_store(float *p, f32x4 v) { vst1q_f32(p, v); }
 static inline f32x4 f32x4_splat(float x) { return vdupq_n_f32(x); }
+static inline f32x4 f32x4_load_splat(const float *p) { return vld1q_dup_f32(p); }
 static inline f32x4 f32x4_zero(void) { return vdupq_n_f32(0.0f); }
 static inline f32x4 f32x4_add(f32x4 a, f32x4 b) { return vaddq_f32(a, b); }
 static inline f32x4 f32x4_sub(f32x4 a, f32x4 b) { return vsubq_f32(a, b); }

@@ -112,21 +112,21 @@ EP_AINLINE void accumulate(const uint32_t mr, const uint32_t nv, uint32_t K, con
     const float *ap = a, *bp = b;
     f32x4 c00 = f32x4_zero(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00;
     for (uint32_t k = 0; k < K; k++, ap += MR, bp += ldb) {
-      const f32x4 b0 = f32x4_load(bp), b1 = f32x4_load(bp + 4), alo = f32x4_load(ap);
+      const f32x4 b0 = f32x4_load(bp), b1 = f32x4_load(bp + 4);
       f32x4 av;
-      av = f32x4_lane_splat(alo, 0); c00 = f32x4_fma(c00, av, b0); c01 = f32x4_fma(c01, av, b1);
-      av = f32x4_lane_splat(alo, 1); c10 = f32x4_fma(c10, av, b0); c11 = f32x4_fma(c11, av, b1);
-      av = f32x4_lane_splat(alo, 2); c20 = f32x4_fma(c20, av, b0); c21 = f32x4_fma(c21, av, b1);
-      av = f32x4_lane_splat(alo, 3); c30 = f32x4_fma(c30, av, b0); c31 = f32x4_fma(c31, av, b1);
+      av = f32x4_load_splat(ap); c00 = f32x4_fma(c00, av, b0); c01 = f32x4_fma(c01, av, b1);
+      av = f32x4_load_splat(ap + 1); c10 = f32x4_fma(c10, av, b0); c11 = f32x4_fma(c11, av, b1);
+      av = f32x4_load_splat(ap + 2); c20 = f32x4_fma(c20, av, b0); c21 = f32x4_fma(c21, av, b1);
+      av = f32x4_load_splat(ap + 3); c30 = f32x4_fma(c30, av, b0); c31 = f32x4_fma(c31, av, b1);
     }
     acc[0][0] = c00; acc[0][1] = c01; acc[1][0] = c10; acc[1][1] = c11;
     acc[2][0] = c20; acc[2][1] = c21; acc[3][0] = c30; acc[3][1] = c31;
     f32x4 c40 = f32x4_zero(), c41 = c40, c50 = c40, c51 = c40;
     for (uint32_t k = 0; k < K; k++, a += MR, b += ldb) {
-      const f32x4 b0 = f32x4_load(b), b1 = f32x4_load(b + 4), ahi = f32x4_load(a + 2);
+      const f32x4 b0 = f32x4_load(b), b1 = f32x4_load(b + 4);
       f32x4 av;
-      av = f32x4_lane_splat(ahi, 2); c40 = f32x4_fma(c40, av, b0); c41 = f32x4_fma(c41, av, b1);
-      av = f32x4_lane_splat(ahi, 3); c50 = f32x4_fma(c50, av, b0); c51 = f32x4_fma(c51, av, b1);
+      av = f32x4_load_splat(a + 4); c40 = f32x4_fma(c40, av, b0); c41 = f32x4_fma(c41, av, b1);
+      av = f32x4_load_splat(a + 5); c50 = f32x4_fma(c50, av, b0); c51 = f32x4_fma(c51, av, b1);
     }
     acc[4][0] = c40; acc[4][1] = c41; acc[5][0] = c50; acc[5][1] = c51;
     return;
@@ -154,7 +154,7 @@ EP_AINLINE void accumulate(const uint32_t mr, const uint32_t nv, uint32_t K, con
   for (uint32_t k = 0; k < K; k++) {
     const f32x4 b0 = f32x4_load(b), b1 = nv == 2 ? f32x4_load(b + 4) : f32x4_zero();
     for (uint32_t r = 0; r < mr; r++) {
-      const f32x4 av = f32x4_splat(a[r]);
+      const f32x4 av = f32x4_load_splat(a + r);
       acc[r][0] = f32x4_fma(acc[r][0], av, b0);
       if (nv == 2) acc[r][1] = f32x4_fma(acc[r][1], av, b1);
     }
@@ -176,7 +176,7 @@ static uint32_t row_x16(uint32_t m0, uint32_t n0, uint32_t n1, uint32_t K, const
     f32x4 s0 = f32x4_zero(), s1 = s0, s2 = s0, s3 = s0;
     const float *ap = a, *bp = b + n;
     for (uint32_t k = 0; k < K; k++, ap += MR, bp += ldb) {
-      const f32x4 av = f32x4_splat(*ap);
+      const f32x4 av = f32x4_load_splat(ap);
       s0 = f32x4_fma(s0, av, f32x4_load(bp)); s1 = f32x4_fma(s1, av, f32x4_load(bp + 4));
       s2 = f32x4_fma(s2, av, f32x4_load(bp + 8)); s3 = f32x4_fma(s3, av, f32x4_load(bp + 12));
     }
@@ -216,14 +216,19 @@ EP_AINLINE void panel(const uint32_t mr, uint32_t m0, uint32_t n0, uint32_t n1, 
       epi_vec(e, m0 + r, n, 1, acc[r][0], acc[r][1], c + (uint64_t)(m0 + r) * ldc + n);
     n += 4;
   }
-  for (; n < n1; n++) {  /* last 1..3 columns: scalar dot products */
-    float s[MR];
-    for (uint32_t r = 0; r < mr; r++) s[r] = 0.0f;
+  for (; n < n1; n++) {
+    /* Last 1..3 columns: one column at a time, vectorized down the panel's rows (0-3 and 2-5: two loads
+     * that stay inside the panel) instead of 6 scalar multiply-adds per depth. */
+    f32x4 lo = f32x4_zero(), hi = f32x4_zero();
     const float *ap = a, *bp = b + n;
     for (uint32_t k = 0; k < K; k++, ap += MR, bp += ldb) {
-      const float bv = *bp;
-      for (uint32_t r = 0; r < mr; r++) s[r] += ap[r] * bv;
+      const f32x4 bv = f32x4_load_splat(bp);
+      lo = f32x4_fma(lo, f32x4_load(ap), bv);
+      hi = f32x4_fma(hi, f32x4_load(ap + 2), bv);
     }
+    float s[MR];
+    f32x4_store(s + 2, hi);
+    f32x4_store(s, lo);
     for (uint32_t r = 0; r < mr; r++)
       c[(uint64_t)(m0 + r) * ldc + n] = ep_gemm_epi_scalar(e, s[r], m0 + r, n);
   }

@@ -13,6 +13,7 @@ static inline f32x4 f32x4_load(const float *p) { f32x4 r; for (int i = 0; i < 4;
 static inline void f32x4_store(float *p, f32x4 a) { for (int i = 0; i < 4; i++) p[i] = a.v[i]; }
 static inline f32x4 f32x4_splat(float x) { f32x4 r = {{x, x, x, x}}; return r; }
 static inline f32x4 f32x4_zero(void) { return f32x4_splat(0.0f); }
+static inline f32x4 f32x4_load_splat(const float *p) { return f32x4_splat(*p); }
 #define EP_SCALAR_BIN(name, expr) \
   static inline f32x4 name(f32x4 a, f32x4 b) { f32x4 r; for (int i = 0; i < 4; i++) { float x = a.v[i], y = b.v[i]; r.v[i] = (expr); } return r; }
 EP_SCALAR_BIN(f32x4_add, x + y)

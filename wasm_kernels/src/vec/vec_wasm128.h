@@ -15,6 +15,8 @@ typedef v128_t i8x16;
 static inline f32x4 f32x4_load(const float *p) { return wasm_v128_load(p); }
 static inline void f32x4_store(float *p, f32x4 v) { wasm_v128_store(p, v); }
 static inline f32x4 f32x4_splat(float x) { return wasm_f32x4_splat(x); }
+/* Broadcast *p: one load-and-broadcast instruction (vbroadcastss / ld1r) rather than a load plus a shuffle. */
+static inline f32x4 f32x4_load_splat(const float *p) { return wasm_v128_load32_splat(p); }
 static inline f32x4 f32x4_zero(void) { return wasm_f32x4_splat(0.0f); }
 static inline f32x4 f32x4_add(f32x4 a, f32x4 b) { return wasm_f32x4_add(a, b); }
 static inline f32x4 f32x4_sub(f32x4 a, f32x4 b) { return wasm_f32x4_sub(a, b); }
