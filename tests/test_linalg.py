@@ -202,6 +202,9 @@ GEMM_CASES = [
     ((13, 9), (21, 9), (13, 1), dict(transA=1, transB=1, beta=-1.0), False),
     ((6, 8), (8, 4), None, {}, False),
     ((3, 300), (300, 70), (1, 70), {}, True),
+    # M >= 16: B multiplied from 16-column panels (matmul.c pack_b), N not a multiple of 16
+    ((20, 37), (37, 29), (29,), dict(alpha=0.5, beta=2.0), True),
+    ((33, 300), (300, 70), (33, 70), {}, False),
 ]
 
 
@@ -239,6 +242,10 @@ MATMUL_CASES = [
     ((9,), (9,), False),                      # dot product
     ((1, 64, 33), (1, 33, 65), False),
     ((3, 1, 17), (17, 1), True),
+    # M >= 16: B from 16-column panels, repacked per batch where B differs
+    ((40, 24), (24, 70), True),
+    ((2, 1, 18, 7), (3, 7, 35), False),
+    ((17, 5), (5, 3), True),
 ]
 
 

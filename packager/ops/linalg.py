@@ -73,7 +73,7 @@ def emit_gemm(ctx: LowerCtx, node: onnx.NodeProto, activation: Activation = (ACT
             mode = None
         if mode is None:
             raise ctx.unsupported(node, f"C of shape {sc} does not broadcast to ({m}, {n})")
-    scratch = packed_a_bytes(m, k) + (k * n * 4 if tb else 0)
+    scratch = packed_a_bytes(m, k) + (k * n * 4 if tb else packed_b_bytes(m, k, n))
     ctx.emit(Op.GEMM, [node.input[0], b_name, c, residual], [out],
              [ta, tb, alpha, beta, mode, *act_params(activation)], scratch_bytes=scratch)
 
@@ -116,4 +116,10 @@ def lower_matmul(ctx: LowerCtx, node: onnx.NodeProto) -> None:
         vb = (*bb_p, k, n) if r else (k, n)
     ctx._ensure(node.output[0])
     ctx.emit(Op.MATMUL, [view(ctx, a_name, va, "a"), view(ctx, b_name, vb, "b")],
-             [view(ctx, node.output[0], vy, "y")], [], scratch_bytes=packed_a_bytes(m, k))
+             [view(ctx, node.output[0], vy, "y")], [], scratch_bytes=packed_a_bytes(m, k) + packed_b_bytes(m, k, n))
+
+
+def packed_b_bytes(m: int, k: int, n: int) -> int:
+    """Room for MATMUL's B in 16-column panels (wasm_kernels/src/kernels/matmul.c): copying B costs k x n,
+    worth it once A has a few row panels to multiply it with."""
+    return -(-n // 16) * 16 * k * 4 if m >= 16 else 0

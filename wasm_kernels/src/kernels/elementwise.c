@@ -295,6 +295,8 @@ static void row_bin_f32(const void *ctx, uint8_t *o, const uint8_t *const *in, c
   f((float *)(void *)o, (const float *)(const void *)in[0], (const float *)(const void *)in[1], st[0], st[1], count);
 }
 
+/* Integer and boolean rows (shape arithmetic, masks): optimized for size, no benchmark model spends time here. */
+EP_COLD_FILE_BEGIN
 /* Integer arithmetic, exact: wrapping add/sub/mul, C-style truncating div with x/0 -> 0 (no trap). */
 #define DEF_BIN_INT(T, UT, SUFFIX) \
   static void row_bin_##SUFFIX(const void *ctx, uint8_t *o8, const uint8_t *const *in, const uint32_t *st, uint32_t n) { \
@@ -362,6 +364,7 @@ static void row_cmp_bool(const void *ctx, uint8_t *o, const uint8_t *const *in, 
     o[i] = (uint8_t)r;
   }
 }
+EP_COLD_FILE_END
 
 ep_status ep_check_BINARY(const ep_node *n) {
   EP_CHECK(n->n_params == 1, EP_E_PARAM);
@@ -401,6 +404,8 @@ ep_status ep_run_BINARY(const ep_node *n) {
 }
 
 /* ================================ where ======================================================== */
+
+EP_COLD_FILE_BEGIN  /* WHERE and CAST: masks, shapes, and the one-off widening of float16 weights at bind */
 
 static void row_where(const void *ctx, uint8_t *o, const uint8_t *const *in, const uint32_t *st, uint32_t n) {
   uint32_t es = *(const uint32_t *)ctx;
@@ -540,3 +545,4 @@ ep_status ep_run_CAST(const ep_node *n) {
   }
   return EP_OK;
 }
+EP_COLD_FILE_END
