@@ -142,6 +142,39 @@ def test_qdq_conv_matches_qdq_semantics(case, tmp_path: Path) -> None:
         assert (steps > 0.5).mean() < 0.01, variant
 
 
+MAXPOOL_CASES = [  # kernel, stride, dilation, pads (t, l, b, r), ceil_mode, H, W, x dtype, zero point
+    (2, 2, 1, (0, 0, 0, 0), 0, 16, 32, TensorProto.UINT8, 0),      # cifar10net's; rows of whole vectors
+    (3, 2, 1, (1, 1, 1, 1), 0, 13, 21, TensorProto.INT8, -3),      # resnet18's, odd sizes
+    (3, 1, 2, (2, 0, 1, 2), 0, 9, 19, TensorProto.UINT8, 128),     # stride 1, dilated, uneven pads
+    (2, 2, 1, (0, 0, 0, 0), 1, 7, 11, TensorProto.INT8, 5),        # ceil mode: partial windows
+    (2, 3, 1, (0, 0, 0, 0), 0, 10, 17, TensorProto.UINT8, 17),     # stride 3: the generic walk
+    (2, 2, 1, (0, 0, 0, 0), 0, 4, 4100, TensorProto.INT8, 0),      # rows longer than the vector path's buffer
+]
+
+
+@pytest.mark.parametrize("case", MAXPOOL_CASES, ids=[f"k{c[0]}s{c[1]}d{c[2]}c{c[4]}_{c[5]}x{c[6]}" for c in MAXPOOL_CASES])
+def test_qmaxpool_matches_onnxruntime_exactly(case, tmp_path: Path) -> None:
+    """DQ -> MaxPool -> Q with one scale and zero point runs as QMAXPOOL on the bytes: exactly ONNX's result."""
+    k, st, dil, pads, ceil, h, w, dt, zp = case
+    np_x = np.uint8 if dt == TensorProto.UINT8 else np.int8
+    inits = [numpy_helper.from_array(np.array(0.05, np.float32), "s"), numpy_helper.from_array(np.array(zp, np_x), "z")]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["xd"]),
+             helper.make_node("MaxPool", ["xd"], ["p"], kernel_shape=[k, k], strides=[st, st], dilations=[dil, dil],
+                              pads=list(pads[:2]) + list(pads[2:]), ceil_mode=ceil),
+             helper.make_node("QuantizeLinear", ["p", "s", "z"], ["yq"]),
+             helper.make_node("DequantizeLinear", ["yq", "s", "z"], ["y"])]
+    m = make_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, h, w])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits, opset=17)
+    m = onnx.shape_inference.infer_shapes(m)
+    out = package(m, out=tmp_path / "b", verify=False)
+    assert Op.QMAXPOOL in [n.op for n in layout.decode((out / "model.plan").read_bytes()).nodes]
+    feeds = {"x": np.random.default_rng(h * w).uniform(-8, 8, (2, 3, h, w)).astype(np.float32)}
+    want = _ort(m, feeds, optimized=False)["y"]
+    for variant in VARIANTS:
+        np.testing.assert_array_equal(load_bundle(out, variant).run(feeds)["y"], want, err_msg=variant)
+
+
 # Activation ranges for the relaxed build's i7 GEMM: it shifts each 8-column strip whose columns span <= 127
 # values into [0, 127] and runs the dot_i16x8 GEMM from the first strip that does not fit.
 I7_FEEDS = {

@@ -97,6 +97,7 @@ static inline i16x8 i16x8_zip_hi(i16x8 a, i16x8 b) { return vzip2q_s16(a, b); }
 static inline i16x8 i16x8_even(i16x8 a, i16x8 b) { return vuzp1q_s16(a, b); }
 static inline i16x8 i16x8_odd(i16x8 a, i16x8 b) { return vuzp2q_s16(a, b); }
 #define i16x8_pair_splat(v, L) vreinterpretq_s16_s32(vdupq_laneq_s32(vreinterpretq_s32_s16(v), (L)))
+static inline i16x8 i16x8_load_pair_splat(const int16_t *p) { return vreinterpretq_s16_s32(vld1q_dup_s32((const int32_t *)(const void *)p)); }
 static inline i32x4 i32x4_mul(i32x4 a, i32x4 b) { return vmulq_s32(a, b); }
 static inline i16x8 i16x8_narrow_i32x4(i32x4 a, i32x4 b) { return vcombine_s16(vqmovn_s32(a), vqmovn_s32(b)); }
 static inline i8x16 i8x16_narrow_i16x8(i16x8 a, i16x8 b) { return vcombine_s8(vqmovn_s16(a), vqmovn_s16(b)); }

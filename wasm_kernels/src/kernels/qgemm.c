@@ -183,6 +183,30 @@ static void qgemm_i16(uint32_t M, uint32_t N, uint32_t K, const int8_t *a, const
   }
 }
 
+/* One column (N = 1: a classifier's matrix-vector product) as 4 rows x 1 pair per dot, instead of 4 x 8 tiles
+ * with 7 columns of padding. Integer sums: the same results as the tiles. */
+static void qgemv_i16(uint32_t M, uint32_t K, const int8_t *a, const int16_t *b, uint32_t ldb, uint32_t n_off,
+                      const ep_qgemm_epi *e) {
+  const uint32_t Kp = (K + 1) / 2;
+  const uint64_t ld2 = 2 * (uint64_t)ldb;
+  const epi_mode f = epi_mode_of(e);
+  i32x4 acc[MR][2];
+  for (uint32_t m0 = 0; m0 < M; m0 += MR) {
+    const int8_t *ap = a + (uint64_t)(m0 / MR) * Kp * 2 * MR;
+    i32x4 s0 = i32x4_splat(0), s1 = s0;
+    uint32_t p = 0;
+    for (; p + 2 <= Kp; p += 2) {
+      s0 = i32x4_dot_i16x8_add(s0, i16x8_load_i8(ap + 2 * MR * p), i16x8_load_pair_splat(b + p * ld2));
+      s1 = i32x4_dot_i16x8_add(s1, i16x8_load_i8(ap + 2 * MR * (p + 1)), i16x8_load_pair_splat(b + (p + 1) * ld2));
+    }
+    if (p < Kp) s0 = i32x4_dot_i16x8_add(s0, i16x8_load_i8(ap + 2 * MR * p), i16x8_load_pair_splat(b + p * ld2));
+    int32_t r[MR];
+    i32x4_store(r, i32x4_add(s0, s1));
+    for (uint32_t i = 0; i < MR; i++) acc[i][0] = acc[i][1] = i32x4_splat(r[i]);
+    epi_tile(e, &f, m0, M - m0 < MR ? M - m0 : MR, 0, n_off, 1, acc);
+  }
+}
+
 #if defined(__wasm_relaxed_simd__)
 /* Relaxed SIMD: the relaxed dot of int8 by 7-bit lanes does 16 multiply-adds per instruction, twice
  * dot_i16x8's 8. Its second operand must lie in [0, 127] for the result to be exact and the same on every
@@ -237,8 +261,8 @@ static v128_t panel_rowsum(uint32_t Kp, const int8_t *a) {
   return rs;
 }
 
-void ep_qgemm(uint32_t M, uint32_t N, uint32_t K, const int8_t *a, int16_t *b, uint32_t ldb, uint32_t n_off,
-              const ep_qgemm_epi *e) {
+static void qgemm_tiles(uint32_t M, uint32_t N, uint32_t K, const int8_t *a, int16_t *b, uint32_t ldb, uint32_t n_off,
+                        const ep_qgemm_epi *e) {
   const uint32_t Kp = (K + 1) / 2;
   const uint64_t ld2 = 2 * (uint64_t)ldb;
   uint32_t nq = 0;  /* strips [0, nq) converted */
@@ -273,11 +297,14 @@ void ep_qgemm(uint32_t M, uint32_t N, uint32_t K, const int8_t *a, int16_t *b, u
   }
 }
 #else
+#define qgemm_tiles qgemm_i16
+#endif
+
 void ep_qgemm(uint32_t M, uint32_t N, uint32_t K, const int8_t *a, int16_t *b, uint32_t ldb, uint32_t n_off,
               const ep_qgemm_epi *e) {
-  qgemm_i16(M, N, K, a, b, ldb, n_off, e);
+  if (N == 1) qgemv_i16(M, K, a, b, ldb, n_off, e);
+  else qgemm_tiles(M, N, K, a, b, ldb, n_off, e);
 }
-#endif
 
 /* Columns [n, ldb) of one pair row: scalar, zero past N. */
 EP_COLD static void pack_b_tail(int16_t *d, uint32_t n, uint32_t N, uint32_t ldb, const uint8_t *r0, const uint8_t *r1,

@@ -210,31 +210,77 @@ ep_status ep_check_QMAXPOOL(const ep_node *n) {
   return EP_OK;
 }
 
+/* The generic window walk, one output at a time: for strides the vector path does not take. */
+static void qmaxpool_plane(const uint8_t *xc, uint8_t *d, const int32_t *p, int64_t H, int64_t W, int64_t OH, int64_t OW, int u8) {
+  for (int64_t oh = 0; oh < OH; oh++)
+    for (int64_t ow = 0; ow < OW; ow++) {
+      int32_t m = u8 ? 0 : -128;
+      for (int64_t i = 0; i < p[0]; i++) {
+        const int64_t ih = oh * p[2] - p[6] + i * p[4];
+        if (ih < 0 || ih >= H) continue;
+        for (int64_t j = 0; j < p[1]; j++) {
+          const int64_t iw = ow * p[3] - p[7] + j * p[5];
+          if (iw < 0 || iw >= W) continue;
+          const int32_t v = u8 ? (int32_t)xc[ih * W + iw] : (int32_t)(int8_t)xc[ih * W + iw];
+          m = v > m ? v : m;
+        }
+      }
+      *d++ = (uint8_t)m;
+    }
+}
+EP_COLD_FILE_END
+
+/* Row-separable max, 8 values per step, for horizontal strides 1 and 2: per output row, the max over the
+ * window's input rows into one padded int16 row (padding = the dtype's minimum), then over the kw taps
+ * along it (stride 2 by even/odd deinterleave). 2-3x the speed of fp32's MaxPool instead of half of it. */
+#define QMP_ROW 4096
+static int qmaxpool_rows(const uint8_t *xc, uint8_t *d, const int32_t *p, int64_t H, int64_t W, int64_t OH, int64_t OW, int u8) {
+  const int64_t sw = p[3], dw = p[5], pl = p[7];
+  const int64_t span = (OW - 1) * sw + (int64_t)(p[1] - 1) * dw + 1, used = span > pl + W ? span : pl + W;
+  if ((sw != 1 && sw != 2) || used + 24 > QMP_ROW) return 0;
+  int16_t row[QMP_ROW];
+  const uint32_t len = (uint32_t)(used + 23) & ~7u;   /* the last 8 outputs' taps read up to span + 14 */
+  const i16x8 low = i16x8_splat(u8 ? 0 : -128);
+  for (int64_t oh = 0; oh < OH; oh++, d += OW) {
+    for (uint32_t q = 0; q < len; q += 8) i16x8_store(row + q, low);
+    for (int64_t i = 0; i < p[0]; i++) {
+      const int64_t ih = oh * p[2] - p[6] + i * p[4];
+      if (ih < 0 || ih >= H) continue;
+      const uint8_t *src = xc + ih * W;
+      int16_t *r = row + pl;
+      int64_t iw = 0;
+      for (; iw + 8 <= W; iw += 8)
+        i16x8_store(r + iw, i16x8_max(i16x8_load(r + iw), u8 ? i16x8_load_u8(src + iw) : i16x8_load_i8((const int8_t *)src + iw)));
+      for (; iw < W; iw++) {
+        const int16_t v = u8 ? (int16_t)src[iw] : (int16_t)(int8_t)src[iw];
+        r[iw] = v > r[iw] ? v : r[iw];
+      }
+    }
+    for (int64_t ow = 0; ow < OW; ow += 8) {
+      i16x8 m = low;
+      for (int64_t j = 0; j < p[1]; j++) {
+        const int16_t *t = row + ow * sw + j * dw;
+        m = i16x8_max(m, sw == 1 ? i16x8_load(t) : i16x8_even(i16x8_load(t), i16x8_load(t + 8)));
+      }
+      const i8x16 q = u8 ? u8x16_narrow_i16x8(m, m) : i8x16_narrow_i16x8(m, m);
+      if (ow + 8 <= OW) { i8x16_store_lo8(d + ow, q); continue; }
+      uint8_t t8[8];
+      i8x16_store_lo8(t8, q);
+      for (int64_t k = ow; k < OW; k++) d[k] = t8[k - ow];
+    }
+  }
+  return 1;
+}
+
 ep_status ep_run_QMAXPOOL(const ep_node *n) {
   const ep_tensor *x = n->in[0], *y = n->out[0];
-  const int32_t *p = n->params;
   const int64_t H = x->dims[2], W = x->dims[3], OH = y->dims[2], OW = y->dims[3];
   const int u8 = x->dtype == EP_U8;
-  uint8_t *d = y->data;
   for (uint64_t bc = 0; bc < (uint64_t)x->dims[0] * x->dims[1]; bc++) {
     const uint8_t *xc = x->data + bc * (uint64_t)(H * W);
-    for (int64_t oh = 0; oh < OH; oh++)
-      for (int64_t ow = 0; ow < OW; ow++) {
-        int32_t m = u8 ? 0 : -128;
-        for (int64_t i = 0; i < p[0]; i++) {
-          const int64_t ih = oh * p[2] - p[6] + i * p[4];
-          if (ih < 0 || ih >= H) continue;
-          for (int64_t j = 0; j < p[1]; j++) {
-            const int64_t iw = ow * p[3] - p[7] + j * p[5];
-            if (iw < 0 || iw >= W) continue;
-            const int32_t v = u8 ? (int32_t)xc[ih * W + iw] : (int32_t)(int8_t)xc[ih * W + iw];
-            m = v > m ? v : m;
-          }
-        }
-        *d++ = (uint8_t)m;
-      }
+    uint8_t *d = y->data + bc * (uint64_t)(OH * OW);
+    if (!qmaxpool_rows(xc, d, n->params, H, W, OH, OW, u8)) qmaxpool_plane(xc, d, n->params, H, W, OH, OW, u8);
   }
   return EP_OK;
 }
 
-EP_COLD_FILE_END

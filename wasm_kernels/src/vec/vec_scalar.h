@@ -120,6 +120,7 @@ static inline i16x8 i16x8_even(i16x8 a, i16x8 b) { i16x8 r; for (int i = 0; i < 
 static inline i16x8 i16x8_odd(i16x8 a, i16x8 b) { i16x8 r; for (int i = 0; i < 4; i++) { r.v[i] = a.v[2 * i + 1]; r.v[4 + i] = b.v[2 * i + 1]; } return r; }
 static inline i16x8 ep_vs_pair_splat(i16x8 a, int L) { i16x8 r; for (int i = 0; i < 4; i++) { r.v[2 * i] = a.v[2 * L]; r.v[2 * i + 1] = a.v[2 * L + 1]; } return r; }
 #define i16x8_pair_splat(a, L) ep_vs_pair_splat((a), (L))
+static inline i16x8 i16x8_load_pair_splat(const int16_t *p) { i16x8 r; for (int i = 0; i < 8; i++) r.v[i] = p[i & 1]; return r; }
 static inline i32x4 i32x4_mul(i32x4 a, i32x4 b) { i32x4 r; for (int i = 0; i < 4; i++) r.v[i] = (int32_t)((uint32_t)a.v[i] * (uint32_t)b.v[i]); return r; }
 static inline int32_t ep_vs_sat(int32_t x, int32_t lo, int32_t hi) { return x < lo ? lo : x > hi ? hi : x; }
 static inline i16x8 i16x8_narrow_i32x4(i32x4 a, i32x4 b) {

@@ -100,6 +100,8 @@ static inline i16x8 i16x8_zip_hi(i16x8 a, i16x8 b) { return wasm_i16x8_shuffle(a
 static inline i16x8 i16x8_even(i16x8 a, i16x8 b) { return wasm_i16x8_shuffle(a, b, 0, 2, 4, 6, 8, 10, 12, 14); }
 static inline i16x8 i16x8_odd(i16x8 a, i16x8 b) { return wasm_i16x8_shuffle(a, b, 1, 3, 5, 7, 9, 11, 13, 15); }
 #define i16x8_pair_splat(v, L) wasm_i32x4_shuffle((v), (v), L, L, L, L)
+/* The i16 pair at p broadcast to every 32-bit lane, straight from memory. */
+static inline i16x8 i16x8_load_pair_splat(const int16_t *p) { return wasm_v128_load32_splat(p); }
 static inline i32x4 i32x4_mul(i32x4 a, i32x4 b) { return wasm_i32x4_mul(a, b); }
 /* Saturating narrowing: i32 -> i16 (a's lanes first), i16 -> i8 / u8. */
 static inline i16x8 i16x8_narrow_i32x4(i32x4 a, i32x4 b) { return wasm_i16x8_narrow_i32x4(a, b); }
