@@ -6,11 +6,12 @@ integer kernels (packager/ops/quant.py emits them).
       a Q the kernel writes float32 (e.g. a classifier's last Gemm).
   DQ(a) + DQ(b) [-> activation] -> Q      QADD (a residual Add between quantized tensors)
   DQ(x) -> MaxPool -> Q (same scale/zp)   QMAXPOOL on the 8-bit values (max commutes with DQ)
+  DQ(x) -> Reshape/Flatten/... -> Q (same scale/zp)   the same view of the 8-bit tensor (no kernel)
 
 The weights' DequantizeLinear nodes were folded by analyze (Graph.dq_sources keeps them), so the integer
 weights and scales are recovered from there. x must come from a runtime DequantizeLinear with a
-per-tensor scale. A DQ whose every consumer was fused disappears; anything else (MaxPool, GlobalAveragePool,
-Reshape, ... between a DQ and a Q) runs as standalone DEQUANTIZE_LINEAR -> float kernel -> QUANTIZE_LINEAR.
+per-tensor scale. A DQ whose every consumer was fused disappears; anything else (GlobalAveragePool, ...
+between a DQ and a Q) runs as standalone DEQUANTIZE_LINEAR -> float kernel -> QUANTIZE_LINEAR.
 
 Groups are returned as QStep records at the position of their last node; lower() calls their emit_plan.
 They carry op_type/input/output like a NodeProto so the epilogue fusion pass can look past them."""
@@ -29,6 +30,7 @@ from ..passes.fuse_epilogue import ACT_CLIP, ACT_LEAKY_RELU, ACT_RELU, activatio
 from .quant import QOut, QParams, emit_qadd, emit_qconv, emit_qmatmul, emit_qmaxpool
 
 FUSABLE_ACTS = (ACT_RELU, ACT_LEAKY_RELU, ACT_CLIP)
+VIEWS = ("Reshape", "Flatten", "Squeeze", "Unsqueeze")   # DQ -> view -> Q with one quantization: a view of the bytes
 Q8 = (np.dtype(np.uint8), np.dtype(np.int8))
 
 
@@ -204,6 +206,19 @@ def fuse_qdq(nodes: list, graph: Graph) -> list:
             def emit(ctx, n=n, xd=xd, out=q[0].output[0]):
                 emit_qmaxpool(ctx, n, xd[0], out)
             group(n, [q[0]], [xd[0]], QOut(q[0].output[0], q[1]), emit)
+        elif n.op_type in VIEWS and n.input and len(n.output) == 1:
+            xd = runtime_dq(n.input[0])
+            q = q_after(n.output[0])
+            if xd is None or q is None or (q[1].scale, q[1].zp, q[1].dtype) != (xd[1].scale, xd[1].zp, xd[1].dtype):
+                continue
+            view = onnx.NodeProto()   # the same view of the 8-bit tensor: no kernel, the bytes are aliased
+            view.CopyFrom(n)
+            view.input[0], view.output[0] = xd[0], q[0].output[0]
+
+            def emit(ctx, view=view):
+                from .identity import lower_view
+                lower_view(ctx, view)
+            group(n, [q[0]], [xd[0], *view.input[1:]], QOut(q[0].output[0], q[1]), emit)
         elif n.op_type == "Add" and len(n.input) == 2:
             ad, bd = runtime_dq(n.input[0]), runtime_dq(n.input[1])
             shp = graph.shapes.get(n.output[0])
