@@ -205,6 +205,9 @@ GEMM_CASES = [
     # M >= 16: B multiplied from 16-column panels (matmul.c pack_b), N not a multiple of 16
     ((20, 37), (37, 29), (29,), dict(alpha=0.5, beta=2.0), True),
     ((33, 300), (300, 70), (33, 70), {}, False),
+    # M = 1 with B as [N, K] rows: dot products (runtime B^T; transA's [K, 1] A; bias, alpha, beta)
+    ((1, 50), (70, 50), (70,), dict(transB=1, alpha=0.5, beta=-1.0), False),
+    ((1, 40), (40, 21), (1,), dict(transA=1), True),
 ]
 
 

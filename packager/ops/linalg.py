@@ -1,7 +1,8 @@
 """Gemm -> GEMM (fused bias/activation/residual epilogue), MatMul -> MATMUL (batched, broadcast).
 
-A constant B is stored pre-transposed to [K, N] (the layout the micro-kernel reads in place); a runtime
-B with transB is transposed into scratch by the kernel. `emit_gemm` is the fusion pass's entry point."""
+A constant B is stored as [K, N] (the layout the micro-kernel reads), or as [N, K] with transB when M = 1
+(the kernel's dot products read B's rows); a runtime B with transB and M > 1 is transposed into scratch by the
+kernel. `emit_gemm` is the fusion pass's entry point."""
 from __future__ import annotations
 
 import numpy as np
@@ -54,7 +55,9 @@ def emit_gemm(ctx: LowerCtx, node: onnx.NodeProto, activation: Activation = (ACT
         raise ctx.unsupported(node, f"output shape {ctx.shape(node.output[0])} is not ({m}, {n})")
     b_name = node.input[1]
     bc = ctx.const(b_name)
-    if bc is not None and tb:   # constant B: store it as [K, N] once instead of transposing per run
+    if bc is not None and m == 1 and not tb:   # a GEMV reads B's rows [N, K] contiguously (matmul.c)
+        b_name, tb = ctx.weight(np.ascontiguousarray(np.asarray(bc, np.float32).T), "bT"), 1
+    elif bc is not None and m > 1 and tb:   # constant B: store it as [K, N] once instead of transposing per run
         b_name, tb = ctx.weight(np.ascontiguousarray(np.asarray(bc, np.float32).T), "bT"), 0
     c = node.input[2] if len(node.input) > 2 and node.input[2] else None
     mode = BIAS_NONE
@@ -73,7 +76,7 @@ def emit_gemm(ctx: LowerCtx, node: onnx.NodeProto, activation: Activation = (ACT
             mode = None
         if mode is None:
             raise ctx.unsupported(node, f"C of shape {sc} does not broadcast to ({m}, {n})")
-    scratch = packed_a_bytes(m, k) + (k * n * 4 if tb else packed_b_bytes(m, k, n))
+    scratch = 0 if m == 1 and tb else packed_a_bytes(m, k) + (k * n * 4 if tb else packed_b_bytes(m, k, n))
     ctx.emit(Op.GEMM, [node.input[0], b_name, c, residual], [out],
              [ta, tb, alpha, beta, mode, *act_params(activation)], scratch_bytes=scratch)
 

@@ -4,8 +4,9 @@
  * GEMM: inputs A [M,K] (or [K,M] when transA), B [K,N] (or [N,K] when transB), bias? C, residual? [M,N].
  *   params (8 words): transA, transB, alpha (f32), beta (f32), bias_mode (gemm.h EP_BIAS_*: 1 C has M
  *   elements (shape [M,1]), 2 N elements, 3 M*N, 4 one; 0 when C is absent), act, act_p0, act_p1.
- *   Scratch: A packed in MR-row panels (ep_gemm_packed_a_floats(M, K) floats), then, when transB,
- *   B transposed to [K,N]. The packager pre-transposes a constant B, so transB = 1 only for runtime B.
+ *   Scratch: A packed in MR-row panels (ep_gemm_packed_a_floats(M, K) floats), then, when transB and M > 1,
+ *   B transposed to [K,N]. The packager pre-transposes a constant B when M > 1, so transB = 1 there only
+ *   for a runtime B; with M = 1, transB runs as N dot products over B's rows (no scratch used).
  *   Without transB, when the scratch has room for round_up(N, 16) * K more floats, B is multiplied from
  *   16-column panels (pack_b below; the packager reserves the room when M >= 16).
  * MATMUL: inputs A [..., M, K], B [..., K, N] (rank >= 2; the packager turns 1-D operands into
@@ -108,9 +109,37 @@ ep_status ep_check_GEMM(const ep_node *n) {
   }
   if (r) EP_CHECK(r->dtype == EP_F32 && ep_same_shape(r, n->out[0]), EP_E_SHAPE);
   EP_CHECK(ep_gemm_check_act(p[5]) == EP_OK, EP_E_PARAM);
-  const uint64_t need = (ep_gemm_packed_a_floats(d.M, d.K) + (p[1] ? (uint64_t)d.K * d.N : 0u)) * 4u;
+  const uint64_t need = p[1] && d.M == 1 ? 0u : (ep_gemm_packed_a_floats(d.M, d.K) + (p[1] ? (uint64_t)d.K * d.N : 0u)) * 4u;
   EP_CHECK(need <= n->scratch_bytes, EP_E_PARAM);
   return EP_OK;
+}
+
+typedef struct {
+  uint32_t N, K, parts;
+  const float *a, *b;
+  float *y;
+  const ep_gemm_epi *e;
+} gemv_job;
+
+/* Outputs of chunk t of a GEMV with B as [N, K] rows: one dot product over contiguous K per output. */
+static void gemv_task(void *ctx, uint32_t t, uint32_t thread) {
+  (void)thread;
+  const gemv_job *g = (const gemv_job *)ctx;
+  for (uint32_t n = ep_chunk(g->N, g->parts, t); n < ep_chunk(g->N, g->parts, t + 1); n++) {
+    const float *a = g->a, *b = g->b + (uint64_t)n * g->K;
+    f32x4 s0 = f32x4_zero(), s1 = s0, s2 = s0, s3 = s0;
+    uint32_t k = 0;
+    for (; k + 16 <= g->K; k += 16) {
+      s0 = f32x4_fma(s0, f32x4_load(a + k), f32x4_load(b + k));
+      s1 = f32x4_fma(s1, f32x4_load(a + k + 4), f32x4_load(b + k + 4));
+      s2 = f32x4_fma(s2, f32x4_load(a + k + 8), f32x4_load(b + k + 8));
+      s3 = f32x4_fma(s3, f32x4_load(a + k + 12), f32x4_load(b + k + 12));
+    }
+    for (; k + 4 <= g->K; k += 4) s0 = f32x4_fma(s0, f32x4_load(a + k), f32x4_load(b + k));
+    float acc = f32x4_hsum(f32x4_add(f32x4_add(s0, s1), f32x4_add(s2, s3)));
+    for (; k < g->K; k++) acc += a[k] * b[k];
+    g->y[n] = ep_gemm_epi_scalar(g->e, acc, 0, n);
+  }
 }
 
 ep_status ep_run_GEMM(const ep_node *n) {
@@ -120,6 +149,16 @@ ep_status ep_run_GEMM(const ep_node *n) {
   const ep_tensor *c = n->n_in > 2 ? n->in[2] : 0, *r = n->n_in > 3 ? n->in[3] : 0;
   float *ap = (float *)(void *)n->scratch;
   const float *a = ep_f32(n->in[0]), *b = ep_f32(n->in[1]);
+  const ep_gemm_epi e = {ep_param_f32(n, 2), ep_param_f32(n, 3), c ? ep_f32(c) : 0, c ? p[4] : EP_BIAS_NONE, d.N,
+                         r ? ep_f32(r) : 0, d.N, p[5], ep_param_f32(n, 6), ep_param_f32(n, 7)};
+  if (p[1] && d.M == 1) {
+    /* A classifier's row times B^T (the packager keeps a constant B as [N, K] for M = 1): A's K floats are
+     * contiguous with or without transA, and so is every B row: dot products, nothing to pack. */
+    const uint32_t threads = ep_num_threads();
+    gemv_job g = {d.N, d.K, threads <= 1 || d.N < 64 ? 1u : 4u * threads, a, b, ep_f32(n->out[0]), &e};
+    ep_parallel_for(g.parts, EP_MAX_THREADS, gemv_task, &g);
+    return EP_OK;
+  }
   if (p[0]) ep_gemm_pack_a(d.M, d.K, a, 1, d.M, ap);
   else ep_gemm_pack_a(d.M, d.K, a, d.K, 1, ap);
   if (p[1]) {  /* runtime B^T: transpose [N,K] -> [K,N] */
@@ -128,8 +167,6 @@ ep_status ep_run_GEMM(const ep_node *n) {
       for (uint32_t k = 0; k < d.K; k++) bt[(uint64_t)k * d.N + nn] = b[(uint64_t)nn * d.K + k];
     b = bt;
   }
-  const ep_gemm_epi e = {ep_param_f32(n, 2), ep_param_f32(n, 3), c ? ep_f32(c) : 0, c ? p[4] : EP_BIAS_NONE, d.N,
-                         r ? ep_f32(r) : 0, d.N, p[5], ep_param_f32(n, 6), ep_param_f32(n, 7)};
   float *bp = p[1] ? 0 : panels_room(n, d.M, d.N, d.K);   /* (with transB the room after A holds B^T) */
   if (bp) {
     pack_b(d.K, d.N, b, bp);
