@@ -223,15 +223,27 @@ ep_status ep_check_DEPTHWISE_CONV(const ep_node *n) {
   return check_epilogue(n, p + 10, g.C);
 }
 
-/* plane[(y*sw + ph)*pw + x] = padded input (y, x*sw + ph), zero in the pads and past the row. */
-static void dw_fill_plane(float *plane, const float *xc, const ep_conv_geom *g, uint32_t pw) {
-  const uint32_t hp = g->H + g->pt + g->pb;
-  for (uint32_t yy = 0; yy < hp; yy++) {
-    float *dst = plane + (uint64_t)yy * g->sw * pw;
-    const int64_t ih = (int64_t)yy - g->pt;
-    if (ih < 0 || ih >= (int64_t)g->H) { zero_f32(dst, g->sw * pw); continue; }
-    for (uint32_t ph = 0; ph < g->sw; ph++)
-      gather_row(dst + (uint64_t)ph * pw, xc + (uint64_t)ih * g->W, (int64_t)ph - g->pl, g->sw, g->W, pw);
+/* Input row xr into the interior of one phased plane row: padded column u = pl + iw goes to phase u % sw,
+ * index u / sw. The pads (and the columns past the row) are never written, so they stay zero from the
+ * one zeroing per task; per-row cost is the copy alone, which small planes and strides need. */
+EP_COLD static void dw_fill_row(float *dst, const float *xr, const ep_conv_geom *g, uint32_t pw) {
+  const uint32_t W = g->W, pl = g->pl, sw = g->sw;
+  uint32_t iw = 0;
+  if (sw == 1) {
+    for (; iw + 4 <= W; iw += 4) f32x4_store(dst + pl + iw, f32x4_load(xr + iw));
+    if (iw < W && W >= 4) { f32x4_store(dst + pl + W - 4, f32x4_load(xr + W - 4)); return; }   /* overlapping tail */
+  } else if (sw == 2) {   /* even columns to one phase, odd to the other, one pass */
+    float *ev = dst + (pl & 1u) * pw + pl / 2, *od = dst + ((pl + 1u) & 1u) * pw + (pl + 1u) / 2;
+    for (; iw + 8 <= W; iw += 8) {
+      const f32x4 a = f32x4_load(xr + iw), b = f32x4_load(xr + iw + 4);
+      f32x4_store(ev + iw / 2, f32x4_even(a, b));
+      f32x4_store(od + iw / 2, f32x4_odd(a, b));
+    }
+  }
+  uint32_t ph = (pl + iw) % sw, q = (pl + iw) / sw;
+  for (; iw < W; iw++) {
+    dst[(uint64_t)ph * pw + q] = xr[iw];
+    if (++ph == sw) { ph = 0; q++; }
   }
 }
 
@@ -328,6 +340,7 @@ static void dw_task(void *ctx, uint32_t t, uint32_t thread) {
   /* Offset (in floats) up to which a row's tail may be stored as whole vectors: the end of the chunk. */
   const uint64_t total = bc1 * ohw, ow4 = ((uint64_t)g.OW + 3) / 4 * 4;
   const f32x4 p0 = f32x4_splat(ep_param_f32(n, 11)), p1 = f32x4_splat(ep_param_f32(n, 12));
+  zero_f32(plane, (uint32_t)d->plane_floats);   /* the pads: dw_fill_row writes only the interior */
   /* Kernel column j reads phase (j*dw) % sw at shift (j*dw) / sw of a phased row. */
 #define DW_OFF(j) ((((j) * g.dw) % g.sw) * pw + ((j) * g.dw) / g.sw)
   for (uint64_t bc = bc0; bc < bc1; bc++) {
@@ -337,7 +350,7 @@ static void dw_task(void *ctx, uint32_t t, uint32_t thread) {
     float *yc = y + bc * ohw;
     const float *rc = res ? res + bc * ohw : 0;
     const ep_gemm_epi e = {1.0f, 1.0f, 0, EP_BIAS_NONE, 0, rc, g.OW, act, ep_param_f32(n, 11), ep_param_f32(n, 12)};
-    dw_fill_plane(plane, x + bc * hw, &g, pw);
+    for (uint32_t ih = 0; ih < g.H; ih++) dw_fill_row(plane + (uint64_t)(ih + g.pt) * rstride, x + bc * hw + (uint64_t)ih * g.W, &g, pw);
     if (g.kh == 3 && g.kw == 3) {
       f32x4 wv[9];
       for (uint32_t k = 0; k < 9; k++) wv[k] = f32x4_splat(wc[k]);

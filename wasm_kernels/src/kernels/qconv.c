@@ -193,34 +193,30 @@ EP_COLD ep_status ep_check_QDEPTHWISE_CONV(const ep_node *n) {
   return EP_OK;
 }
 
-/* Padded input row u = iw + pl in [0, len): d[u] = x[iw] - zp inside the row, 0 in the pads. */
-EP_COLD static void dw_pad_row(int16_t *d, const uint8_t *xr, int u8, int32_t xzp, const ep_conv_geom *g, uint32_t len) {
-  const uint32_t a = g->pl < len ? g->pl : len, b = g->pl + g->W < len ? g->pl + g->W : len;
-  uint32_t u = 0;
-  for (; u < a; u++) d[u] = 0;
-  const uint8_t *src = xr;
+/* Input row xr, minus the zero point, into the interior of one phased plane row: padded column u = pl + iw
+ * goes to phase u % sw, index u / sw. The pads are never written (zero from the one zeroing per run). */
+EP_COLD static void qdw_fill_row(int16_t *dst, const uint8_t *xr, int u8, int32_t xzp, const ep_conv_geom *g, uint32_t pw) {
+  const uint32_t W = g->W, pl = g->pl, sw = g->sw;
   const i16x8 z = i16x8_splat((int16_t)xzp);
-  for (; u + 8 <= b; u += 8, src += 8)
-    i16x8_store(d + u, i16x8_sub(u8 ? i16x8_load_u8(src) : i16x8_load_i8((const int8_t *)src), z));
-  for (; u < b; u++, src++) d[u] = (int16_t)((u8 ? (int32_t)*src : (int32_t)(int8_t)*src) - xzp);
-  for (; u < len; u++) d[u] = 0;
-}
-
-/* Row yy of the phased plane: phase ph holds padded columns ph, ph + sw, ... (pw of them). */
-EP_COLD static void dw_fill_rows(int16_t *plane, int16_t *tmp, const uint8_t *xr, int u8, int32_t xzp, const ep_conv_geom *g,
-                         uint32_t pw) {
-  if (g->sw == 1) { dw_pad_row(plane, xr, u8, xzp, g, pw); return; }
-  dw_pad_row(tmp, xr, u8, xzp, g, g->sw * pw);
-  if (g->sw == 2) {   /* the common strided case: deinterleave 16 columns per step (pw is a multiple of 8) */
-    for (uint32_t q = 0; q < pw; q += 8) {
-      const i16x8 a = i16x8_load(tmp + 2 * q), b = i16x8_load(tmp + 2 * q + 8);
-      i16x8_store(plane + q, i16x8_even(a, b));
-      i16x8_store(plane + pw + q, i16x8_odd(a, b));
+#define QDW_LD(o) i16x8_sub(u8 ? i16x8_load_u8(xr + (o)) : i16x8_load_i8((const int8_t *)xr + (o)), z)
+  uint32_t iw = 0;
+  if (sw == 1) {
+    for (; iw + 8 <= W; iw += 8) i16x8_store(dst + pl + iw, QDW_LD(iw));
+    if (iw < W && W >= 8) { i16x8_store(dst + pl + W - 8, QDW_LD(W - 8)); return; }   /* overlapping tail */
+  } else if (sw == 2) {   /* even columns to one phase, odd to the other, one pass */
+    int16_t *ev = dst + (pl & 1u) * pw + pl / 2, *od = dst + ((pl + 1u) & 1u) * pw + (pl + 1u) / 2;
+    for (; iw + 16 <= W; iw += 16) {
+      const i16x8 a = QDW_LD(iw), b = QDW_LD(iw + 8);
+      i16x8_store(ev + iw / 2, i16x8_even(a, b));
+      i16x8_store(od + iw / 2, i16x8_odd(a, b));
     }
-    return;
   }
-  for (uint32_t q = 0; q < pw; q++)
-    for (uint32_t ph = 0; ph < g->sw; ph++) plane[(uint64_t)ph * pw + q] = tmp[(uint64_t)q * g->sw + ph];
+#undef QDW_LD
+  uint32_t ph = (pl + iw) % sw, q = (pl + iw) / sw;
+  for (; iw < W; iw++) {
+    dst[(uint64_t)ph * pw + q] = (int16_t)((u8 ? (int32_t)xr[iw] : (int32_t)(int8_t)xr[iw]) - xzp);
+    if (++ph == sw) { ph = 0; q++; }
+  }
 }
 
 /* wv[t] = the tap pair (2t, 2t+1) of one channel's weights minus zp, repeated in the 4 lanes' pairs
@@ -262,7 +258,6 @@ ep_status ep_run_QDEPTHWISE_CONV(const ep_node *n) {
   const int8_t *w = (const int8_t *)n->in[1]->data;
   const uint32_t esz = ep_dtype_size(n->out[0]->dtype);
   int16_t *plane = (int16_t *)(void *)n->scratch;
-  int16_t *rowtmp = plane + (uint64_t)hp * rstride;   /* one padded input row (strided convs) */
   const uint64_t ytotal = (uint64_t)g.B * g.C * ohw;
   ep_qgemm_epi e;
   fill_epi(n, p + 10, &e);
@@ -276,6 +271,7 @@ ep_status ep_run_QDEPTHWISE_CONV(const ep_node *n) {
   const f32x4 vlo = f32x4_splat(lo), vhi = f32x4_splat(hi);
   const i32x4 zb = ep_q_zbits(e.yzp);
   i16x8 wv[128];
+  for (uint64_t q = 0; q < (uint64_t)hp * rstride; q += 8) i16x8_store(plane + q, i16x8_splat(0));   /* the pads */
   for (uint64_t bc = 0; bc < (uint64_t)g.B * g.C; bc++) {
     const uint32_t c = (uint32_t)(bc % g.C);
     const int32_t wz = e.za_row ? e.za_row[c] : 0;
@@ -283,12 +279,7 @@ ep_status ep_run_QDEPTHWISE_CONV(const ep_node *n) {
     const i32x4 bias = i32x4_splat(e.bias ? e.bias[c] : 0);
     const f32x4 mult = f32x4_splat(e.mult ? e.mult[c] : 1.0f);
     const uint8_t *xc = x + bc * hw;
-    for (uint32_t yy = 0; yy < hp; yy++) {
-      const int64_t ih = (int64_t)yy - g.pt;
-      int16_t *d = plane + (uint64_t)yy * rstride;
-      if (ih < 0 || ih >= (int64_t)g.H) { for (uint64_t q = 0; q < rstride; q++) d[q] = 0; continue; }
-      dw_fill_rows(d, rowtmp, xc + (uint64_t)ih * g.W, u8, xzp, &g, pw);
-    }
+    for (uint32_t ih = 0; ih < g.H; ih++) qdw_fill_row(plane + (uint64_t)(ih + g.pt) * rstride, xc + (uint64_t)ih * g.W, u8, xzp, &g, pw);
     uint8_t *yc = n->out[0]->data + bc * ohw * esz;
     for (uint32_t oh = 0; oh < g.OH; oh++) {
       const int16_t *rbase = plane + (uint64_t)oh * g.sh * rstride;
