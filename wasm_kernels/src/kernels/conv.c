@@ -223,28 +223,32 @@ ep_status ep_check_DEPTHWISE_CONV(const ep_node *n) {
   return check_epilogue(n, p + 10, g.C);
 }
 
-/* Input row xr into the interior of one phased plane row: padded column u = pl + iw goes to phase u % sw,
- * index u / sw. The pads (and the columns past the row) are never written, so they stay zero from the
- * one zeroing per task; per-row cost is the copy alone, which small planes and strides need. */
-EP_NOINLINE static void dw_fill_row(float *dst, const float *xr, const ep_conv_geom *g, uint32_t pw) {
+/* Channel xc (H rows of W) into the interior of the phased plane: padded column u = pl + iw of row ih goes
+ * to row ih + pt, phase u % sw, index u / sw. The pads (and the columns past the row) are never written, so
+ * they stay zero from the one zeroing per task: the per-channel cost is the copy alone. */
+EP_NOINLINE static void dw_fill(float *plane, const float *xc, const ep_conv_geom *g, uint32_t pw) {
   const uint32_t W = g->W, pl = g->pl, sw = g->sw;
-  uint32_t iw = 0;
-  if (sw == 1) {
-    for (; iw + 4 <= W; iw += 4) f32x4_store(dst + pl + iw, f32x4_load(xr + iw));
-    if (iw < W && W >= 4) { f32x4_store(dst + pl + W - 4, f32x4_load(xr + W - 4)); return; }   /* overlapping tail */
-  } else if (sw == 2) {   /* even columns to one phase, odd to the other, one pass */
-    float *ev = dst + (pl & 1u) * pw + pl / 2, *od = dst + ((pl + 1u) & 1u) * pw + (pl + 1u) / 2;
-    for (; iw + 8 <= W; iw += 8) {
-      const f32x4 a = f32x4_load(xr + iw), b = f32x4_load(xr + iw + 4);
-      f32x4_store(ev + iw / 2, f32x4_even(a, b));
-      f32x4_store(od + iw / 2, f32x4_odd(a, b));
+  for (uint32_t ih = 0; ih < g->H; ih++) {
+    const float *xr = xc + (uint64_t)ih * W;
+    float *dst = plane + (uint64_t)(ih + g->pt) * sw * pw;
+    uint32_t iw = 0;
+    if (sw == 1) {
+      for (; iw + 4 <= W; iw += 4) f32x4_store(dst + pl + iw, f32x4_load(xr + iw));
+      if (iw < W && W >= 4) { f32x4_store(dst + pl + W - 4, f32x4_load(xr + W - 4)); continue; }   /* overlapping tail */
+    } else if (sw == 2) {   /* even columns to one phase, odd to the other, one pass */
+      float *ev = dst + (pl & 1u) * pw + pl / 2, *od = dst + ((pl + 1u) & 1u) * pw + (pl + 1u) / 2;
+      for (; iw + 8 <= W; iw += 8) {
+        const f32x4 a = f32x4_load(xr + iw), b = f32x4_load(xr + iw + 4);
+        f32x4_store(ev + iw / 2, f32x4_even(a, b));
+        f32x4_store(od + iw / 2, f32x4_odd(a, b));
+      }
     }
-  }
-  uint32_t ph = (pl + iw) % sw, q = (pl + iw) / sw;
-  EP_SCALAR_LOOP
-  for (; iw < W; iw++) {
-    dst[(uint64_t)ph * pw + q] = xr[iw];
-    if (++ph == sw) { ph = 0; q++; }
+    uint32_t ph = (pl + iw) % sw, q = (pl + iw) / sw;
+    EP_SCALAR_LOOP
+    for (; iw < W; iw++) {
+      dst[(uint64_t)ph * pw + q] = xr[iw];
+      if (++ph == sw) { ph = 0; q++; }
+    }
   }
 }
 
@@ -320,7 +324,7 @@ static void dw_task(void *ctx, uint32_t t, uint32_t thread) {
   float *plane = (float *)(void *)n->scratch + thread * d->plane_floats;
   const int32_t act = p[10];
   const f32x4 p0 = f32x4_splat(ep_param_f32(n, 11)), p1 = f32x4_splat(ep_param_f32(n, 12));
-  zero_f32(plane, (uint32_t)d->plane_floats);   /* the pads: dw_fill_row writes only the interior */
+  zero_f32(plane, (uint32_t)d->plane_floats);   /* the pads: dw_fill writes only the interior */
   /* Kernel column j reads phase (j*dw) % sw at shift (j*dw) / sw of a phased row. */
 #define DW_OFF(j) ((((j) * g.dw) % g.sw) * pw + ((j) * g.dw) / g.sw)
   for (uint64_t bc = bc0; bc < bc1; bc++) {
@@ -329,7 +333,7 @@ static void dw_task(void *ctx, uint32_t t, uint32_t thread) {
     const f32x4 bv = f32x4_splat(bias ? bias[c] : 0.0f);
     float *yc = y + bc * ohw;
     const float *rc = res ? res + bc * ohw : 0;
-    for (uint32_t ih = 0; ih < g.H; ih++) dw_fill_row(plane + (uint64_t)(ih + g.pt) * rstride, x + bc * hw + (uint64_t)ih * g.W, &g, pw);
+    dw_fill(plane, x + bc * hw, &g, pw);
     const uint32_t ow_last = g.OW >= 4 ? g.OW - 4 : 0;
     if (g.kh == 3 && g.kw == 3 && g.OW >= 4) {
       f32x4 wv[9];
