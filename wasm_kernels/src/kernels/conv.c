@@ -233,10 +233,12 @@ EP_NOINLINE static void dw_fill(float *plane, const float *xc, const ep_conv_geo
     float *dst = plane + (uint64_t)(ih + g->pt) * sw * pw;
     uint32_t iw = 0;
     if (sw == 1) {
+      EP_COMPACT_LOOP
       for (; iw + 4 <= W; iw += 4) f32x4_store(dst + pl + iw, f32x4_load(xr + iw));
       if (iw < W && W >= 4) { f32x4_store(dst + pl + W - 4, f32x4_load(xr + W - 4)); continue; }   /* overlapping tail */
     } else if (sw == 2) {   /* even columns to one phase, odd to the other, one pass */
       float *ev = dst + (pl & 1u) * pw + pl / 2, *od = dst + ((pl + 1u) & 1u) * pw + (pl + 1u) / 2;
+      EP_COMPACT_LOOP
       for (; iw + 8 <= W; iw += 8) {
         const f32x4 a = f32x4_load(xr + iw), b = f32x4_load(xr + iw + 4);
         f32x4_store(ev + iw / 2, f32x4_even(a, b));
@@ -244,7 +246,7 @@ EP_NOINLINE static void dw_fill(float *plane, const float *xc, const ep_conv_geo
       }
     }
     uint32_t ph = (pl + iw) % sw, q = (pl + iw) / sw;
-    EP_SCALAR_LOOP
+    EP_COMPACT_LOOP
     for (; iw < W; iw++) {
       dst[(uint64_t)ph * pw + q] = xr[iw];
       if (++ph == sw) { ph = 0; q++; }

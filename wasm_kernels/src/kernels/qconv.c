@@ -193,33 +193,35 @@ EP_COLD ep_status ep_check_QDEPTHWISE_CONV(const ep_node *n) {
   return EP_OK;
 }
 
-/* Clamp bounds that keep lanes [0, n) of an i16x8 and zero the others: min with qdw_keep + 8 - n, max with
- * qdw_keep + 24 - n. */
-static const int16_t qdw_keep[32] = {32767, 32767, 32767, 32767, 32767, 32767, 32767, 32767, 0, 0, 0, 0, 0, 0, 0, 0,
-                                     -32768, -32768, -32768, -32768, -32768, -32768, -32768, -32768, 0, 0, 0, 0, 0, 0, 0, 0};
+/* Lane masks: qdw_keep + 8 - n keeps lanes [0, n) of an i16x8 and zeroes the others. */
+static const int16_t qdw_keep[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
 
 /* Channel xc (H rows of W), minus the zero point, into the interior of the phased plane: padded column
  * u = pl + iw of row ih goes to row ih + pt, phase u % sw, index u / sw. The pads are never written (zero from
  * the one zeroing per run), except by a row's masked last vector, which writes zeros there. `avail` bytes are
  * readable from xc; a last vector is read whole (its lanes past the row masked) when they are readable and
- * its store stays inside the phase. */
+ * its store stays inside the phase. Bytes load sign-extended; uint8 input keeps their low 8 bits (one code
+ * path for both types). */
 EP_NOINLINE static void qdw_fill(int16_t *plane, const uint8_t *xc, uint64_t avail, int u8, int32_t xzp,
                                  const ep_conv_geom *g, uint32_t pw) {
   const uint32_t W = g->W, pl = g->pl, sw = g->sw;
-  const i16x8 z = i16x8_splat((int16_t)xzp);
-#define QDW_LD(o) i16x8_sub(u8 ? i16x8_load_u8(xr + (o)) : i16x8_load_i8((const int8_t *)xr + (o)), z)
-#define QDW_MASK(v, n) i16x8_max(i16x8_min(v, i16x8_load(qdw_keep + 8 - (n))), i16x8_load(qdw_keep + 24 - (n)))
+  const int32_t bm = u8 ? 0xFF : -1;
+  const i16x8 z = i16x8_splat((int16_t)xzp), m = i16x8_splat((int16_t)bm);
+#define QDW_LD(o) i16x8_sub(i16x8_and(i16x8_load_i8((const int8_t *)xr + (o)), m), z)
+#define QDW_MASK(v, n) i16x8_and(v, i16x8_load(qdw_keep + 8 - (n)))
   for (uint32_t ih = 0; ih < g->H; ih++, avail -= W) {
     const uint8_t *xr = xc + (uint64_t)ih * W;
     int16_t *dst = plane + (uint64_t)(ih + g->pt) * sw * pw;
     uint32_t iw = 0;
     if (sw == 1) {
+      EP_COMPACT_LOOP
       for (; iw + 8 <= W; iw += 8) i16x8_store(dst + pl + iw, QDW_LD(iw));
       if (iw == W) continue;
       if (W >= 8) { i16x8_store(dst + pl + W - 8, QDW_LD(W - 8)); continue; }   /* overlapping tail */
       if (avail >= 8 && pl + 8 <= pw) { i16x8_store(dst + pl, QDW_MASK(QDW_LD(0), W)); continue; }
     } else if (sw == 2) {   /* even columns to one phase, odd to the other, one pass */
       int16_t *ev = dst + (pl & 1u) * pw + pl / 2, *od = dst + ((pl + 1u) & 1u) * pw + (pl + 1u) / 2;
+      EP_COMPACT_LOOP
       for (; iw + 16 <= W; iw += 16) {
         const i16x8 a = QDW_LD(iw), b = QDW_LD(iw + 8);
         i16x8_store(ev + iw / 2, i16x8_even(a, b));
@@ -235,9 +237,9 @@ EP_NOINLINE static void qdw_fill(int16_t *plane, const uint8_t *xc, uint64_t ava
       }
     }
     uint32_t ph = (pl + iw) % sw, q = (pl + iw) / sw;
-    EP_SCALAR_LOOP
+    EP_COMPACT_LOOP
     for (; iw < W; iw++) {
-      dst[(uint64_t)ph * pw + q] = (int16_t)((u8 ? (int32_t)xr[iw] : (int32_t)(int8_t)xr[iw]) - xzp);
+      dst[(uint64_t)ph * pw + q] = (int16_t)(((int32_t)(int8_t)xr[iw] & bm) - xzp);
       if (++ph == sw) { ph = 0; q++; }
     }
   }
