@@ -294,8 +294,7 @@ ep_status ep_run_QDEPTHWISE_CONV(const ep_node *n) {
   const i32x4 zb = ep_q_zbits(e.yzp);
   i16x8 wv[128];
   for (uint64_t q = 0; q < (uint64_t)hp * rstride; q += 8) i16x8_store(plane + q, i16x8_splat(0));   /* the pads */
-  for (uint64_t bc = 0; bc < (uint64_t)g.B * g.C; bc++) {
-    const uint32_t c = (uint32_t)(bc % g.C);
+  for (uint64_t bc = 0, c = 0; bc < (uint64_t)g.B * g.C; bc++, c = c + 1 == g.C ? 0 : c + 1) {
     const int32_t wz = e.za_row ? e.za_row[c] : 0;
     dw_weight_pairs(wv, w + (uint64_t)c * kk, kk, wz);
     const i32x4 bias = i32x4_splat(e.bias ? e.bias[c] : 0);
