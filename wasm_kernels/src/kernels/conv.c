@@ -280,7 +280,7 @@ EP_AINLINE void dw_vecs3(const uint32_t nv, float *dst, const float *r0,
   for (uint32_t v = 0; v < nv; v++) f32x4_store(dst + 4 * v, dw_epi(a[v], res ? res + 4 * v : 0, act, p0, p1));
 }
 
-/* One output row (OW >= 4) of a 3x3 window, 16 outputs per step, then the remaining whole vectors, then
+/* One output row (OW >= 4) of a 3x3 window, 16 outputs per step, then the remaining whole vectors (8, 4), then
  * a last vector ending at OW that overlaps the previous one: the outputs are a pure function of the plane
  * and the residual (which never overlaps Y), so the overlapped lanes are stored twice with one value. */
 static void dw_row3(float *dst, const float *r0, const float *r1, const float *r2, uint32_t o1, uint32_t o2,
@@ -288,12 +288,13 @@ static void dw_row3(float *dst, const float *r0, const float *r1, const float *r
   uint32_t ow = 0;
   for (; ow + 16 <= OW; ow += 16)
     dw_vecs3(4, dst + ow, r0 + ow, r1 + ow, r2 + ow, o1, o2, w, bias, res ? res + ow : 0, act, p0, p1);
-  const float *rs = res ? res + ow : 0;
-  switch ((OW - ow) / 4) {
-    case 1: dw_vecs3(1, dst + ow, r0 + ow, r1 + ow, r2 + ow, o1, o2, w, bias, rs, act, p0, p1); break;
-    case 2: dw_vecs3(2, dst + ow, r0 + ow, r1 + ow, r2 + ow, o1, o2, w, bias, rs, act, p0, p1); break;
-    case 3: dw_vecs3(3, dst + ow, r0 + ow, r1 + ow, r2 + ow, o1, o2, w, bias, rs, act, p0, p1); break;
-    default: break;
+  if (OW - ow >= 8) {
+    dw_vecs3(2, dst + ow, r0 + ow, r1 + ow, r2 + ow, o1, o2, w, bias, res ? res + ow : 0, act, p0, p1);
+    ow += 8;
+  }
+  if (OW - ow >= 4) {
+    dw_vecs3(1, dst + ow, r0 + ow, r1 + ow, r2 + ow, o1, o2, w, bias, res ? res + ow : 0, act, p0, p1);
+    ow += 4;
   }
   if (OW % 4) {
     ow = OW - 4;
