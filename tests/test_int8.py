@@ -121,10 +121,19 @@ CONV_CASES = [  # group, cin, cout, k, stride, dil, pad, act, x dtype, zero poin
     (12, 12, 12, 3, 2, 1, 1, "relu", TensorProto.UINT8, 100),  # depthwise, strided
     (10, 10, 10, 5, 1, 2, 4, "none", TensorProto.INT8, 3),     # depthwise, dilated 5x5
     (1, 5, 7, 5, 3, 1, 0, "relu", TensorProto.INT8, 0),        # odd K, no pads
+    # depthwise plane fills (hw last): rows under 8 (masked vector), overlapping row tails, stride-2 tails, tiny
+    (6, 6, 6, 3, 1, 1, 1, "relu", TensorProto.UINT8, 128, 7),
+    (6, 6, 6, 3, 1, 1, 1, "clip", TensorProto.INT8, -3, 14),
+    (6, 6, 6, 3, 2, 1, 1, "none", TensorProto.UINT8, 100, 14),
+    (6, 6, 6, 3, 2, 1, 1, "relu", TensorProto.INT8, 5, 13),
+    (6, 6, 6, 3, 2, 1, 1, "clip", TensorProto.UINT8, 0, 35),
+    (6, 6, 6, 3, 1, 1, 1, "none", TensorProto.INT8, 0, 3),
+    (6, 6, 6, 3, 3, 1, 2, "relu", TensorProto.UINT8, 17, 17),
 ]
 
 
-@pytest.mark.parametrize("case", CONV_CASES, ids=[f"g{c[0]}_{c[1]}x{c[2]}_k{c[3]}s{c[4]}d{c[5]}_{c[7]}" for c in CONV_CASES])
+@pytest.mark.parametrize("case", CONV_CASES, ids=[f"g{c[0]}_{c[1]}x{c[2]}_k{c[3]}s{c[4]}d{c[5]}_{c[7]}" + (f"_hw{c[10]}" if len(c) > 10 else "")
+                                       for c in CONV_CASES])
 def test_qdq_conv_matches_qdq_semantics(case, tmp_path: Path) -> None:
     """The fused integer conv equals ONNX's DQ -> float Conv -> act -> Q (onnxruntime unoptimized) up to one
     output quantization step (ties of the float accumulation), and is one integer kernel."""

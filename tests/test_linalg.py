@@ -77,6 +77,12 @@ CONV_CASES = [
     ((1, 3, 11, 23), (3, 1, 5, 5), dict(group=3, pads=[2, 2, 2, 2], dilations=[1, 2])),  # depthwise 5x5
     ((1, 4, 8, 9), (4, 1, 3, 2), dict(group=4, strides=[1, 3], pads=[0, 1, 2, 0])),   # depthwise odd
     ((1, 4, 8, 8), (8, 1, 3, 3), dict(group=4, pads=[1, 1, 1, 1])),                   # channel multiplier 2
+    ((1, 6, 7, 7), (6, 1, 3, 3), dict(group=6, pads=[1, 1, 1, 1])),                  # depthwise 7x7: overlapping last vector
+    ((2, 3, 3, 3), (3, 1, 3, 3), dict(group=3, pads=[1, 1, 1, 1])),                  # depthwise OW < 4: scalar tail
+    ((1, 5, 14, 14), (5, 1, 3, 3), dict(group=5, strides=[2, 2], pads=[1, 1, 1, 1])),  # depthwise s2, 14 wide: scalar fill tail
+    ((1, 4, 13, 15), (4, 1, 3, 3), dict(group=4, strides=[2, 2], pads=[0, 1, 2, 0])),  # depthwise s2, odd, asym pads
+    ((1, 3, 9, 10), (3, 1, 3, 3), dict(group=3, pads=[2, 2, 2, 2], dilations=[2, 2])),  # depthwise dilated 3x3
+    ((1, 3, 6, 22), (3, 1, 3, 3), dict(group=3, strides=[1, 3], pads=[1, 2, 1, 2])),  # depthwise sw 3: generic fill
     ((1, 3, 20), (4, 3, 5), dict(pads=[2, 1], strides=[2])),                          # 1-D
     ((2, 4, 31), (4, 1, 3), dict(group=4, strides=[2], auto_pad="SAME_UPPER")),       # 1-D depthwise
     ((1, 3, 10, 9), (4, 3, 3, 3), dict(auto_pad="SAME_UPPER", strides=[2, 2])),
@@ -109,7 +115,7 @@ def test_conv_3d_rejected(tmp_path):
     (2, (0.1,), lambda v: np.where(v < 0, 0.1 * v, v)),
     (3, (0.0, 6.0), lambda v: np.clip(v, 0, 6)),
 ])
-@pytest.mark.parametrize("kind", ["conv", "dw", "gemm"])
+@pytest.mark.parametrize("kind", ["conv", "dw", "dw7", "gemm"])
 def test_fused_epilogue(kind, act, params, ref, tmp_path, monkeypatch):
     """The fusion pass's entry points: activation + residual applied in the kernel epilogue."""
     from packager.ops.conv import emit_conv
@@ -125,7 +131,8 @@ def test_fused_epilogue(kind, act, params, ref, tmp_path, monkeypatch):
         base = a @ w.T + c
         op, emit = "Gemm", emit_gemm
     else:
-        xs, ws, attrs = ((1, 6, 9, 11), (10, 6, 3, 3), {}) if kind == "conv" else ((1, 6, 9, 11), (6, 1, 3, 3), {"group": 6})
+        xs, ws, attrs = {"conv": ((1, 6, 9, 11), (10, 6, 3, 3), {}), "dw": ((1, 6, 9, 11), (6, 1, 3, 3), {"group": 6}),
+                         "dw7": ((1, 8, 7, 7), (8, 1, 3, 3), {"group": 8})}[kind]
         m0, f0 = _conv_model(xs, ws, seed=2, pads=[1, 1, 1, 1], **attrs)
         base = reference_run(m0, f0)["y"]
         x, yshape = f0["x"], base.shape

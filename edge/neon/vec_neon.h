@@ -92,6 +92,7 @@ static inline i16x8 i16x8_load(const int16_t *p) { return vld1q_s16(p); }
 static inline void i16x8_store(int16_t *p, i16x8 v) { vst1q_s16(p, v); }
 static inline i16x8 i16x8_splat(int16_t x) { return vdupq_n_s16(x); }
 static inline i16x8 i16x8_sub(i16x8 a, i16x8 b) { return vsubq_s16(a, b); }
+static inline i16x8 i16x8_and(i16x8 a, i16x8 b) { return vandq_s16(a, b); }
 static inline i16x8 i16x8_zip_lo(i16x8 a, i16x8 b) { return vzip1q_s16(a, b); }
 static inline i16x8 i16x8_zip_hi(i16x8 a, i16x8 b) { return vzip2q_s16(a, b); }
 static inline i16x8 i16x8_even(i16x8 a, i16x8 b) { return vuzp1q_s16(a, b); }

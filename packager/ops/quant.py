@@ -143,7 +143,7 @@ def emit_qconv(ctx: LowerCtx, node: onnx.NodeProto, x: str, xq: QParams, w: np.n
     if g["group"] == g["cin"] == cout and g["kh"] * g["kw"] <= DW_MAX_TAPS:
         wp = g["w"] + g["pl"] + g["pr"]
         pw = max(-(-wp // g["sw"]), _round_up(g["ow"], 8) + (g["kw"] - 1) * g["dw"] // g["sw"])
-        scratch = ((g["h"] + g["pt"] + g["pb"] + 1) * g["sw"] * _round_up(pw, 8) + 8) * 2   # int16 plane + one row
+        scratch = (g["h"] + g["pt"] + g["pb"]) * g["sw"] * _round_up(pw, 8) * 2   # the int16 plane
         ins[1] = ctx.weight(wi.reshape(cout, -1), "qdw")
         ctx.emit(Op.QDEPTHWISE_CONV, ins, [out.name], window + zps + act, scratch_bytes=scratch)
         return

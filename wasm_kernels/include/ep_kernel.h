@@ -64,12 +64,17 @@ int ep_same_shape(const ep_tensor *a, const ep_tensor *b);
  * binary has a 200 KB budget, which the hot kernels need. */
 #if defined(__clang__)
 #define EP_COLD __attribute__((minsize, noinline))
+#define EP_NOINLINE __attribute__((noinline))
 #define EP_COLD_FILE_BEGIN _Pragma("clang attribute push (__attribute__((minsize)), apply_to = function)")
 #define EP_COLD_FILE_END _Pragma("clang attribute pop")
+/* Before a loop of hot code that must stay as written (no vectorized or unrolled copies): size budget. */
+#define EP_COMPACT_LOOP _Pragma("clang loop vectorize(disable) interleave(disable) unroll(disable)")
 #else
 #define EP_COLD
+#define EP_NOINLINE
 #define EP_COLD_FILE_BEGIN
 #define EP_COLD_FILE_END
+#define EP_COMPACT_LOOP
 #endif
 
 /* Freestanding helpers (no libc). */

@@ -223,15 +223,34 @@ ep_status ep_check_DEPTHWISE_CONV(const ep_node *n) {
   return check_epilogue(n, p + 10, g.C);
 }
 
-/* plane[(y*sw + ph)*pw + x] = padded input (y, x*sw + ph), zero in the pads and past the row. */
-static void dw_fill_plane(float *plane, const float *xc, const ep_conv_geom *g, uint32_t pw) {
-  const uint32_t hp = g->H + g->pt + g->pb;
-  for (uint32_t yy = 0; yy < hp; yy++) {
-    float *dst = plane + (uint64_t)yy * g->sw * pw;
-    const int64_t ih = (int64_t)yy - g->pt;
-    if (ih < 0 || ih >= (int64_t)g->H) { zero_f32(dst, g->sw * pw); continue; }
-    for (uint32_t ph = 0; ph < g->sw; ph++)
-      gather_row(dst + (uint64_t)ph * pw, xc + (uint64_t)ih * g->W, (int64_t)ph - g->pl, g->sw, g->W, pw);
+/* Channel xc (H rows of W) into the interior of the phased plane: padded column u = pl + iw of row ih goes
+ * to row ih + pt, phase u % sw, index u / sw. The pads (and the columns past the row) are never written, so
+ * they stay zero from the one zeroing per task: the per-channel cost is the copy alone. */
+EP_NOINLINE static void dw_fill(float *plane, const float *xc, const ep_conv_geom *g, uint32_t pw) {
+  const uint32_t W = g->W, pl = g->pl, sw = g->sw;
+  for (uint32_t ih = 0; ih < g->H; ih++) {
+    const float *xr = xc + (uint64_t)ih * W;
+    float *dst = plane + (uint64_t)(ih + g->pt) * sw * pw;
+    uint32_t iw = 0;
+    if (sw == 1) {
+      EP_COMPACT_LOOP
+      for (; iw + 4 <= W; iw += 4) f32x4_store(dst + pl + iw, f32x4_load(xr + iw));
+      if (iw < W && W >= 4) { f32x4_store(dst + pl + W - 4, f32x4_load(xr + W - 4)); continue; }   /* overlapping tail */
+    } else if (sw == 2) {   /* even columns to one phase, odd to the other, one pass */
+      float *ev = dst + (pl & 1u) * pw + pl / 2, *od = dst + ((pl + 1u) & 1u) * pw + (pl + 1u) / 2;
+      EP_COMPACT_LOOP
+      for (; iw + 8 <= W; iw += 8) {
+        const f32x4 a = f32x4_load(xr + iw), b = f32x4_load(xr + iw + 4);
+        f32x4_store(ev + iw / 2, f32x4_even(a, b));
+        f32x4_store(od + iw / 2, f32x4_odd(a, b));
+      }
+    }
+    uint32_t ph = (pl + iw) % sw, q = (pl + iw) / sw;
+    EP_COMPACT_LOOP
+    for (; iw < W; iw++) {
+      dst[(uint64_t)ph * pw + q] = xr[iw];
+      if (++ph == sw) { ph = 0; q++; }
+    }
   }
 }
 
@@ -244,13 +263,6 @@ static inline f32x4 dw_epi(f32x4 r, const float *res, int32_t act, f32x4 p0, f32
     case EP_ACT_LEAKY_RELU: return f32x4_add(f32x4_max(r, f32x4_zero()), f32x4_mul(p0, f32x4_min(r, f32x4_zero())));
     default: return act < EP_ACT_COUNT_INLINE ? r : ep_gemm_act4(r, act, p0, p1);
   }
-}
-
-/* Store `left` (< 4) outputs of a partial vector through the scalar epilogue. */
-static void dw_store_partial(f32x4 acc, float *dst, uint32_t left, const ep_gemm_epi *e, uint32_t oh, uint32_t ow0) {
-  float tmp[4];
-  f32x4_store(tmp, acc);
-  for (uint32_t t = 0; t < left; t++) dst[t] = ep_gemm_epi_scalar(e, tmp[t], oh, ow0 + t);
 }
 
 /* nv (1..4) vectors of outputs of a 3x3 window starting at column ow, all stored in full: r0..r2
@@ -268,36 +280,25 @@ EP_AINLINE void dw_vecs3(const uint32_t nv, float *dst, const float *r0,
   for (uint32_t v = 0; v < nv; v++) f32x4_store(dst + 4 * v, dw_epi(a[v], res ? res + 4 * v : 0, act, p0, p1));
 }
 
-/* One output row of a 3x3 window, 16 outputs per step. The row's tail is computed as whole vectors;
- * `spill` says the output (and residual) stay readable/writable up to round4(OW) past the row start
- * (the extra lanes land in the next row or channel, which is written later), else the tail goes
- * through the scalar epilogue. */
+/* One output row (OW >= 4) of a 3x3 window, 16 outputs per step, then the remaining whole vectors (8, 4), then
+ * a last vector ending at OW that overlaps the previous one: the outputs are a pure function of the plane
+ * and the residual (which never overlaps Y), so the overlapped lanes are stored twice with one value. */
 static void dw_row3(float *dst, const float *r0, const float *r1, const float *r2, uint32_t o1, uint32_t o2,
-                    const f32x4 *w, f32x4 bias, uint32_t OW, const float *res, const ep_gemm_epi *e, uint32_t oh,
-                    f32x4 p0, f32x4 p1, int spill) {
+                    const f32x4 *w, f32x4 bias, uint32_t OW, const float *res, int32_t act, f32x4 p0, f32x4 p1) {
   uint32_t ow = 0;
   for (; ow + 16 <= OW; ow += 16)
-    dw_vecs3(4, dst + ow, r0 + ow, r1 + ow, r2 + ow, o1, o2, w, bias, res ? res + ow : 0, e->act, p0, p1);
-  if (ow == OW) return;
-  if (spill) {
-    const float *rs = res ? res + ow : 0;
-    switch ((OW - ow + 3) / 4) {
-      case 1: dw_vecs3(1, dst + ow, r0 + ow, r1 + ow, r2 + ow, o1, o2, w, bias, rs, e->act, p0, p1); break;
-      case 2: dw_vecs3(2, dst + ow, r0 + ow, r1 + ow, r2 + ow, o1, o2, w, bias, rs, e->act, p0, p1); break;
-      case 3: dw_vecs3(3, dst + ow, r0 + ow, r1 + ow, r2 + ow, o1, o2, w, bias, rs, e->act, p0, p1); break;
-      default: dw_vecs3(4, dst + ow, r0 + ow, r1 + ow, r2 + ow, o1, o2, w, bias, rs, e->act, p0, p1); break;
-    }
-    return;
+    dw_vecs3(4, dst + ow, r0 + ow, r1 + ow, r2 + ow, o1, o2, w, bias, res ? res + ow : 0, act, p0, p1);
+  if (OW - ow >= 8) {
+    dw_vecs3(2, dst + ow, r0 + ow, r1 + ow, r2 + ow, o1, o2, w, bias, res ? res + ow : 0, act, p0, p1);
+    ow += 8;
   }
-  for (; ow < OW; ow += 4) {
-    f32x4 a0 = bias;
-    a0 = f32x4_fma(a0, f32x4_load(r0 + ow), w[0]); a0 = f32x4_fma(a0, f32x4_load(r0 + ow + o1), w[1]);
-    a0 = f32x4_fma(a0, f32x4_load(r0 + ow + o2), w[2]); a0 = f32x4_fma(a0, f32x4_load(r1 + ow), w[3]);
-    a0 = f32x4_fma(a0, f32x4_load(r1 + ow + o1), w[4]); a0 = f32x4_fma(a0, f32x4_load(r1 + ow + o2), w[5]);
-    a0 = f32x4_fma(a0, f32x4_load(r2 + ow), w[6]); a0 = f32x4_fma(a0, f32x4_load(r2 + ow + o1), w[7]);
-    a0 = f32x4_fma(a0, f32x4_load(r2 + ow + o2), w[8]);
-    if (ow + 4 <= OW) f32x4_store(dst + ow, dw_epi(a0, res ? res + ow : 0, e->act, p0, p1));
-    else dw_store_partial(a0, dst + ow, OW - ow, e, oh, ow);
+  if (OW - ow >= 4) {
+    dw_vecs3(1, dst + ow, r0 + ow, r1 + ow, r2 + ow, o1, o2, w, bias, res ? res + ow : 0, act, p0, p1);
+    ow += 4;
+  }
+  if (OW % 4) {
+    ow = OW - 4;
+    dw_vecs3(1, dst + ow, r0 + ow, r1 + ow, r2 + ow, o1, o2, w, bias, res ? res + ow : 0, act, p0, p1);
   }
 }
 
@@ -325,9 +326,8 @@ static void dw_task(void *ctx, uint32_t t, uint32_t thread) {
   float *y = ep_f32(n->out[0]);
   float *plane = (float *)(void *)n->scratch + thread * d->plane_floats;
   const int32_t act = p[10];
-  /* Offset (in floats) up to which a row's tail may be stored as whole vectors: the end of the chunk. */
-  const uint64_t total = bc1 * ohw, ow4 = ((uint64_t)g.OW + 3) / 4 * 4;
   const f32x4 p0 = f32x4_splat(ep_param_f32(n, 11)), p1 = f32x4_splat(ep_param_f32(n, 12));
+  zero_f32(plane, (uint32_t)d->plane_floats);   /* the pads: dw_fill writes only the interior */
   /* Kernel column j reads phase (j*dw) % sw at shift (j*dw) / sw of a phased row. */
 #define DW_OFF(j) ((((j) * g.dw) % g.sw) * pw + ((j) * g.dw) / g.sw)
   for (uint64_t bc = bc0; bc < bc1; bc++) {
@@ -336,32 +336,39 @@ static void dw_task(void *ctx, uint32_t t, uint32_t thread) {
     const f32x4 bv = f32x4_splat(bias ? bias[c] : 0.0f);
     float *yc = y + bc * ohw;
     const float *rc = res ? res + bc * ohw : 0;
-    const ep_gemm_epi e = {1.0f, 1.0f, 0, EP_BIAS_NONE, 0, rc, g.OW, act, ep_param_f32(n, 11), ep_param_f32(n, 12)};
-    dw_fill_plane(plane, x + bc * hw, &g, pw);
-    if (g.kh == 3 && g.kw == 3) {
+    dw_fill(plane, x + bc * hw, &g, pw);
+    const uint32_t ow_last = g.OW >= 4 ? g.OW - 4 : 0;
+    if (g.kh == 3 && g.kw == 3 && g.OW >= 4) {
       f32x4 wv[9];
       for (uint32_t k = 0; k < 9; k++) wv[k] = f32x4_splat(wc[k]);
       const uint32_t o1 = DW_OFF(1u), o2 = DW_OFF(2u);
       for (uint32_t oh = 0; oh < g.OH; oh++) {
         const float *r0 = plane + (uint64_t)oh * g.sh * rstride;
         dw_row3(yc + (uint64_t)oh * g.OW, r0, r0 + g.dh * rstride, r0 + 2ull * g.dh * rstride, o1, o2, wv, bv, g.OW,
-                rc ? rc + (uint64_t)oh * g.OW : 0, &e, oh, p0, p1, bc * ohw + (uint64_t)oh * g.OW + ow4 <= total);
+                rc ? rc + (uint64_t)oh * g.OW : 0, act, p0, p1);
       }
       continue;
     }
-    /* Any other window: one vector of outputs at a time, taps walked in order. */
+    /* Any other window (or rows under 4 outputs): one vector of outputs at a time, taps walked in order; a
+     * row's last vector overlaps the previous one (see dw_row3), or is stored partially when OW < 4. */
     for (uint32_t oh = 0; oh < g.OH; oh++) {
       const float *rbase = plane + (uint64_t)oh * g.sh * rstride;
       float *dst = yc + (uint64_t)oh * g.OW;
       for (uint32_t ow = 0; ow < g.OW; ow += 4) {
+        if (ow > ow_last) ow = ow_last;
         f32x4 a0 = bv;
         for (uint32_t i = 0; i < g.kh; i++) {
           const float *r = rbase + (uint64_t)i * g.dh * rstride + ow;
           for (uint32_t j = 0; j < g.kw; j++) a0 = f32x4_fma(a0, f32x4_load(r + DW_OFF(j)), f32x4_splat(wc[i * g.kw + j]));
         }
-        if (ow + 4 <= g.OW || bc * ohw + (uint64_t)oh * g.OW + ow4 <= total)
+        if (g.OW >= 4) {
           f32x4_store(dst + ow, dw_epi(a0, rc ? rc + (uint64_t)oh * g.OW + ow : 0, act, p0, p1));
-        else dw_store_partial(a0, dst + ow, g.OW - ow, &e, oh, ow);
+        } else {
+          const ep_gemm_epi e = {1.0f, 1.0f, 0, EP_BIAS_NONE, 0, rc, g.OW, act, ep_param_f32(n, 11), ep_param_f32(n, 12)};
+          float tmp[4];
+          f32x4_store(tmp, a0);
+          for (uint32_t t = 0; t < g.OW; t++) dst[t] = ep_gemm_epi_scalar(&e, tmp[t], oh, t);
+        }
       }
     }
   }

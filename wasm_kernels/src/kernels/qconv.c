@@ -12,9 +12,9 @@
  * QDEPTHWISE_CONV: group == Cin == Cout. Inputs X, W int8 [C, KH*KW] (same storage rule), bias?, mult?,
  *   wzp?. params (15): kh, kw, sh, sw, dh, dw, pads (4), x_zp, y_zp, act, p0, p1.
  *   Integer: taps in pairs, 8 outputs per step, through i32x4.dot_i16x8 on a zero-padded int16 plane of
- *   X - x_zp (in sw column phases). Scratch >= ((Hp + 1) * sw * PW + 8) * 2 bytes,
- *   PW = round8(max(ceil(Wp/sw), round8(OW) + (kw-1)*dw/sw)):
- *   the plane in sw column phases, then one padded input row. */
+ *   X - x_zp (in sw column phases). Scratch >= Hp * sw * PW * 2 bytes,
+ *   PW = round8(max(ceil(Wp/sw), round8(OW) + (kw-1)*dw/sw)): the plane in sw column phases, zeroed once
+ *   per run; each channel then writes only the input's interior (so the pads stay zero). */
 #include "qgemm.h"
 #include "gemm.h"
 #include "conv_geom.h"
@@ -189,52 +189,70 @@ EP_COLD ep_status ep_check_QDEPTHWISE_CONV(const ep_node *n) {
   EP_CHECK(n->in[1]->numel == (uint64_t)g.C * g.kh * g.kw, EP_E_SHAPE);
   EP_CHECK((uint64_t)g.kh * g.kw <= 256, EP_E_PARAM);   /* the tap pairs' weight table */
   const uint64_t hp = (uint64_t)g.H + g.pt + g.pb;
-  EP_CHECK((hp + 1) * g.sw * qdw_phase_width(&g) * 2u + 16u <= n->scratch_bytes, EP_E_PARAM);
+  EP_CHECK(hp * g.sw * qdw_phase_width(&g) * 2u <= n->scratch_bytes, EP_E_PARAM);
   return EP_OK;
 }
 
-/* Padded input row u = iw + pl in [0, len): d[u] = x[iw] - zp inside the row, 0 in the pads. */
-EP_COLD static void dw_pad_row(int16_t *d, const uint8_t *xr, int u8, int32_t xzp, const ep_conv_geom *g, uint32_t len) {
-  const uint32_t a = g->pl < len ? g->pl : len, b = g->pl + g->W < len ? g->pl + g->W : len;
-  uint32_t u = 0;
-  for (; u < a; u++) d[u] = 0;
-  const uint8_t *src = xr;
-  const i16x8 z = i16x8_splat((int16_t)xzp);
-  for (; u + 8 <= b; u += 8, src += 8)
-    i16x8_store(d + u, i16x8_sub(u8 ? i16x8_load_u8(src) : i16x8_load_i8((const int8_t *)src), z));
-  for (; u < b; u++, src++) d[u] = (int16_t)((u8 ? (int32_t)*src : (int32_t)(int8_t)*src) - xzp);
-  for (; u < len; u++) d[u] = 0;
-}
+/* Lane masks: qdw_keep + 8 - n keeps lanes [0, n) of an i16x8 and zeroes the others. */
+static const int16_t qdw_keep[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
 
-/* Row yy of the phased plane: phase ph holds padded columns ph, ph + sw, ... (pw of them). */
-EP_COLD static void dw_fill_rows(int16_t *plane, int16_t *tmp, const uint8_t *xr, int u8, int32_t xzp, const ep_conv_geom *g,
-                         uint32_t pw) {
-  if (g->sw == 1) { dw_pad_row(plane, xr, u8, xzp, g, pw); return; }
-  dw_pad_row(tmp, xr, u8, xzp, g, g->sw * pw);
-  if (g->sw == 2) {   /* the common strided case: deinterleave 16 columns per step (pw is a multiple of 8) */
-    for (uint32_t q = 0; q < pw; q += 8) {
-      const i16x8 a = i16x8_load(tmp + 2 * q), b = i16x8_load(tmp + 2 * q + 8);
-      i16x8_store(plane + q, i16x8_even(a, b));
-      i16x8_store(plane + pw + q, i16x8_odd(a, b));
+/* Channel xc (H rows of W), minus the zero point, into the interior of the phased plane: padded column
+ * u = pl + iw of row ih goes to row ih + pt, phase u % sw, index u / sw. The pads are never written (zero from
+ * the one zeroing per run), except by a row's masked last vector, which writes zeros there. `avail` bytes are
+ * readable from xc; a last vector is read whole (its lanes past the row masked) when they are readable and
+ * its store stays inside the phase. Bytes load sign-extended; uint8 input keeps their low 8 bits (one code
+ * path for both types). */
+EP_NOINLINE static void qdw_fill(int16_t *plane, const uint8_t *xc, uint64_t avail, int u8, int32_t xzp,
+                                 const ep_conv_geom *g, uint32_t pw) {
+  const uint32_t W = g->W, pl = g->pl, sw = g->sw;
+  const int32_t bm = u8 ? 0xFF : -1;
+  const i16x8 z = i16x8_splat((int16_t)xzp), m = i16x8_splat((int16_t)bm);
+#define QDW_LD(o) i16x8_sub(i16x8_and(i16x8_load_i8((const int8_t *)xr + (o)), m), z)
+#define QDW_MASK(v, n) i16x8_and(v, i16x8_load(qdw_keep + 8 - (n)))
+  for (uint32_t ih = 0; ih < g->H; ih++, avail -= W) {
+    const uint8_t *xr = xc + (uint64_t)ih * W;
+    int16_t *dst = plane + (uint64_t)(ih + g->pt) * sw * pw;
+    uint32_t iw = 0;
+    if (sw == 1) {
+      EP_COMPACT_LOOP
+      for (; iw + 8 <= W; iw += 8) i16x8_store(dst + pl + iw, QDW_LD(iw));
+      if (iw == W) continue;
+      if (W >= 8) { i16x8_store(dst + pl + W - 8, QDW_LD(W - 8)); continue; }   /* overlapping tail */
+      if (avail >= 8 && pl + 8 <= pw) { i16x8_store(dst + pl, QDW_MASK(QDW_LD(0), W)); continue; }
+    } else if (sw == 2) {   /* even columns to one phase, odd to the other, one pass */
+      int16_t *ev = dst + (pl & 1u) * pw + pl / 2, *od = dst + ((pl + 1u) & 1u) * pw + (pl + 1u) / 2;
+      EP_COMPACT_LOOP
+      for (; iw + 16 <= W; iw += 16) {
+        const i16x8 a = QDW_LD(iw), b = QDW_LD(iw + 8);
+        i16x8_store(ev + iw / 2, i16x8_even(a, b));
+        i16x8_store(od + iw / 2, i16x8_odd(a, b));
+      }
+      const uint32_t n = W - iw;
+      if (!n) continue;
+      if (avail >= iw + 16u && (pl + 1u) / 2 + iw / 2 + 8 <= pw) {
+        const i16x8 a = QDW_MASK(QDW_LD(iw), n < 8 ? n : 8), b = QDW_MASK(QDW_LD(iw + 8), n > 8 ? n - 8 : 0);
+        i16x8_store(ev + iw / 2, i16x8_even(a, b));
+        i16x8_store(od + iw / 2, i16x8_odd(a, b));
+        continue;
+      }
     }
-    return;
+    uint32_t ph = (pl + iw) % sw, q = (pl + iw) / sw;
+    EP_COMPACT_LOOP
+    for (; iw < W; iw++) {
+      dst[(uint64_t)ph * pw + q] = (int16_t)(((int32_t)(int8_t)xr[iw] & bm) - xzp);
+      if (++ph == sw) { ph = 0; q++; }
+    }
   }
-  for (uint32_t q = 0; q < pw; q++)
-    for (uint32_t ph = 0; ph < g->sw; ph++) plane[(uint64_t)ph * pw + q] = tmp[(uint64_t)q * g->sw + ph];
+#undef QDW_MASK
+#undef QDW_LD
 }
 
 /* wv[t] = the tap pair (2t, 2t+1) of one channel's weights minus zp, repeated in the 4 lanes' pairs
  * (clamped: only a hostile plan's zero point leaves [-255, 255]); an odd last tap pairs with 0. */
-EP_COLD static void dw_weight_pairs(i16x8 *wv, const int8_t *w, uint32_t kk, int32_t wz) {
+static void dw_weight_pairs(i16x8 *wv, const int8_t *w, uint32_t kk, int32_t wz) {
   wz = wz < -512 ? -512 : wz > 512 ? 512 : wz;
-  for (uint32_t t = 0; t < (kk + 1) / 2; t++) {
-    int16_t pr[8];
-    for (uint32_t h = 0; h < 2; h++) {
-      const int16_t v = (int16_t)(2 * t + h < kk ? (int32_t)w[2 * t + h] - wz : 0);
-      for (uint32_t l = 0; l < 4; l++) pr[2 * l + h] = v;
-    }
-    wv[t] = i16x8_load(pr);
-  }
+  for (uint32_t t = 0; t < (kk + 1) / 2; t++)
+    wv[t] = i16x8_zip_lo(i16x8_splat((int16_t)(w[2 * t] - wz)), i16x8_splat((int16_t)(2 * t + 1 < kk ? w[2 * t + 1] - wz : 0)));
 }
 
 /* 8 outputs at r: taps in pairs (t, t+1), the two rows' vectors interleaved (zip) so that one
@@ -262,8 +280,7 @@ ep_status ep_run_QDEPTHWISE_CONV(const ep_node *n) {
   const int8_t *w = (const int8_t *)n->in[1]->data;
   const uint32_t esz = ep_dtype_size(n->out[0]->dtype);
   int16_t *plane = (int16_t *)(void *)n->scratch;
-  int16_t *rowtmp = plane + (uint64_t)hp * rstride;   /* one padded input row (strided convs) */
-  const uint64_t ytotal = (uint64_t)g.B * g.C * ohw;
+  const uint64_t ytotal = (uint64_t)g.B * g.C * ohw, xbytes = (uint64_t)g.B * g.C * hw;
   ep_qgemm_epi e;
   fill_epi(n, p + 10, &e);
   uint64_t off[256];
@@ -276,29 +293,27 @@ ep_status ep_run_QDEPTHWISE_CONV(const ep_node *n) {
   const f32x4 vlo = f32x4_splat(lo), vhi = f32x4_splat(hi);
   const i32x4 zb = ep_q_zbits(e.yzp);
   i16x8 wv[128];
-  for (uint64_t bc = 0; bc < (uint64_t)g.B * g.C; bc++) {
-    const uint32_t c = (uint32_t)(bc % g.C);
+  for (uint64_t q = 0; q < (uint64_t)hp * rstride; q += 8) i16x8_store(plane + q, i16x8_splat(0));   /* the pads */
+  for (uint64_t bc = 0, c = 0; bc < (uint64_t)g.B * g.C; bc++, c = c + 1 == g.C ? 0 : c + 1) {
     const int32_t wz = e.za_row ? e.za_row[c] : 0;
     dw_weight_pairs(wv, w + (uint64_t)c * kk, kk, wz);
     const i32x4 bias = i32x4_splat(e.bias ? e.bias[c] : 0);
     const f32x4 mult = f32x4_splat(e.mult ? e.mult[c] : 1.0f);
     const uint8_t *xc = x + bc * hw;
-    for (uint32_t yy = 0; yy < hp; yy++) {
-      const int64_t ih = (int64_t)yy - g.pt;
-      int16_t *d = plane + (uint64_t)yy * rstride;
-      if (ih < 0 || ih >= (int64_t)g.H) { for (uint64_t q = 0; q < rstride; q++) d[q] = 0; continue; }
-      dw_fill_rows(d, rowtmp, xc + (uint64_t)ih * g.W, u8, xzp, &g, pw);
-    }
+    qdw_fill(plane, xc, xbytes - bc * hw, u8, xzp, &g, pw);
     uint8_t *yc = n->out[0]->data + bc * ohw * esz;
     for (uint32_t oh = 0; oh < g.OH; oh++) {
       const int16_t *rbase = plane + (uint64_t)oh * g.sh * rstride;
       for (uint32_t ow = 0; ow < g.OW; ow += 8) {
+        /* with the fast epilogue a row's last vector ends at OW, overlapping the previous one: the outputs
+         * are a pure function of the plane, so overlapped bytes are stored twice with one value */
+        if (fast && ow + 8 > g.OW && g.OW >= 8) ow = g.OW - 8;
         i32x4 a0 = bias, a1 = bias;
         if (kk == 9) dw_taps(rbase + ow, off, wv, 9, &a0, &a1);   /* 3x3: unrolled, weights held in registers */
         else dw_taps(rbase + ow, off, wv, kk, &a0, &a1);
         const uint32_t cnt = g.OW - ow < 8 ? g.OW - ow : 8;
         uint8_t *dst = yc + ((uint64_t)oh * g.OW + ow) * esz;
-        /* a row's last vector may be stored whole while it stays inside Y: the spill lands in the next
+        /* a short row's vector may be stored whole while it stays inside Y: the spill lands in the next
          * row or channel, which is written afterwards */
         if (fast && (cnt == 8 || bc * ohw + (uint64_t)oh * g.OW + ow + 8 <= ytotal)) {
           i8x16_store_lo8(dst, ep_q8_pack(f32x4_mul(f32x4_from_i32x4(a0), mult), f32x4_mul(f32x4_from_i32x4(a1), mult),

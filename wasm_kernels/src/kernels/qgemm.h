@@ -25,7 +25,6 @@
 #include "ep_kernel.h"
 #include "ep_vec.h"
 
-
 #define EP_QGEMM_MR 4
 #define EP_QGEMM_NR 8
 

@@ -113,6 +113,7 @@ static inline i16x8 i16x8_load(const int16_t *p) { i16x8 r; for (int i = 0; i < 
 static inline void i16x8_store(int16_t *p, i16x8 a) { for (int i = 0; i < 8; i++) p[i] = a.v[i]; }
 static inline i16x8 i16x8_splat(int16_t x) { i16x8 r; for (int i = 0; i < 8; i++) r.v[i] = x; return r; }
 static inline i16x8 i16x8_sub(i16x8 a, i16x8 b) { i16x8 r; for (int i = 0; i < 8; i++) r.v[i] = (int16_t)(a.v[i] - b.v[i]); return r; }
+static inline i16x8 i16x8_and(i16x8 a, i16x8 b) { i16x8 r; for (int i = 0; i < 8; i++) r.v[i] = (int16_t)(a.v[i] & b.v[i]); return r; }
 static inline i16x8 i16x8_zip_lo(i16x8 a, i16x8 b) { i16x8 r; for (int i = 0; i < 4; i++) { r.v[2 * i] = a.v[i]; r.v[2 * i + 1] = b.v[i]; } return r; }
 static inline i16x8 i16x8_zip_hi(i16x8 a, i16x8 b) { i16x8 r; for (int i = 0; i < 4; i++) { r.v[2 * i] = a.v[4 + i]; r.v[2 * i + 1] = b.v[4 + i]; } return r; }
 /* Even / odd lanes of the 16 lanes a:b. */

@@ -94,6 +94,7 @@ static inline i16x8 i16x8_load(const int16_t *p) { return wasm_v128_load(p); }
 static inline void i16x8_store(int16_t *p, i16x8 v) { wasm_v128_store(p, v); }
 static inline i16x8 i16x8_splat(int16_t x) { return wasm_i16x8_splat(x); }
 static inline i16x8 i16x8_sub(i16x8 a, i16x8 b) { return wasm_i16x8_sub(a, b); }
+static inline i16x8 i16x8_and(i16x8 a, i16x8 b) { return wasm_v128_and(a, b); }
 /* (a0,b0,a1,b1,a2,b2,a3,b3) and (a4,b4,...,a7,b7) */
 static inline i16x8 i16x8_zip_lo(i16x8 a, i16x8 b) { return wasm_i16x8_shuffle(a, b, 0, 8, 1, 9, 2, 10, 3, 11); }
 static inline i16x8 i16x8_zip_hi(i16x8 a, i16x8 b) { return wasm_i16x8_shuffle(a, b, 4, 12, 5, 13, 6, 14, 7, 15); }
