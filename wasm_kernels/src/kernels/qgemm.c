@@ -109,18 +109,20 @@ __attribute__((noinline)) void ep_qgemm_epi_row(const ep_qgemm_epi *e, uint32_t 
   ep_q_store8(f32x4_mul(f32x4_from_i32x4(v0), s0), f32x4_mul(f32x4_from_i32x4(v1), s1), e, e->y + at * (e->out_dtype == EP_F32 ? 4 : 1), cnt, e->cs);
 }
 
-/* acc[r][0..1] = sum over Kp pairs of A'[r] pair . B' pairs of 8 columns. */
-EP_AINLINE void micro(uint32_t Kp, const int8_t *a, const int16_t *b, uint32_t ldb2, i32x4 acc[MR][2]) {
+/* acc[r][0..1] = sum over Kp pairs of A'[r] pair . B' pairs of 8 columns. A is int8 panels, or int16 ones
+ * when a16 (QWINOGRAD_CONV's transformed weights: same layout, 2-byte elements). */
+EP_AINLINE void micro(uint32_t Kp, const void *ap, const int a16, const int16_t *b, uint32_t ldb2, i32x4 acc[MR][2]) {
   i32x4 c00 = i32x4_splat(0), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00;
+  const int8_t *a = (const int8_t *)ap;
   for (uint32_t p = 0; p < Kp; p++) {
-    const i16x8 av = i16x8_load_i8(a);
+    const i16x8 av = a16 ? i16x8_load((const int16_t *)(const void *)a) : i16x8_load_i8(a);
     const i16x8 b0 = i16x8_load(b), b1 = i16x8_load(b + 8);
     i16x8 s;
     s = i16x8_pair_splat(av, 0); c00 = i32x4_dot_i16x8_add(c00, b0, s); c01 = i32x4_dot_i16x8_add(c01, b1, s);
     s = i16x8_pair_splat(av, 1); c10 = i32x4_dot_i16x8_add(c10, b0, s); c11 = i32x4_dot_i16x8_add(c11, b1, s);
     s = i16x8_pair_splat(av, 2); c20 = i32x4_dot_i16x8_add(c20, b0, s); c21 = i32x4_dot_i16x8_add(c21, b1, s);
     s = i16x8_pair_splat(av, 3); c30 = i32x4_dot_i16x8_add(c30, b0, s); c31 = i32x4_dot_i16x8_add(c31, b1, s);
-    a += 2 * MR;
+    a += 2 * MR * (a16 ? 2 : 1);
     b += ldb2;
   }
   acc[0][0] = c00; acc[0][1] = c01; acc[1][0] = c10; acc[1][1] = c11;
@@ -167,6 +169,17 @@ EP_AINLINE void epi_tile(const ep_qgemm_epi *e, const epi_mode *f, uint32_t m0, 
   }
 }
 
+void ep_qgemm_raw16(uint32_t Kp, const int16_t *a, const int16_t *b, uint32_t ldb, uint32_t N, int32_t *c, uint32_t ldc) {
+  i32x4 acc[MR][2];
+  for (uint32_t n = 0; n < N; n += NR) {
+    micro(Kp, a, 1, b + 2 * (uint64_t)n, 2 * ldb, acc);
+    for (uint32_t r = 0; r < MR; r++) {
+      i32x4_store(c + (uint64_t)r * ldc + n, acc[r][0]);
+      i32x4_store(c + (uint64_t)r * ldc + n + 4, acc[r][1]);
+    }
+  }
+}
+
 /* The dot_i16x8 GEMM (every build; the relaxed build's fallback). */
 static void qgemm_i16(uint32_t M, uint32_t N, uint32_t K, const int8_t *a, const int16_t *b, uint32_t ldb, uint32_t n_off,
                       const ep_qgemm_epi *e) {
@@ -177,7 +190,7 @@ static void qgemm_i16(uint32_t M, uint32_t N, uint32_t K, const int8_t *a, const
     const int8_t *ap = a + (uint64_t)(m0 / MR) * Kp * 2 * MR;
     const uint32_t mr = M - m0 < MR ? M - m0 : MR;
     for (uint32_t n = 0; n < N; n += NR) {
-      micro(Kp, ap, b + 2 * (uint64_t)n, 2 * ldb, acc);
+      micro(Kp, ap, 0, b + 2 * (uint64_t)n, 2 * ldb, acc);
       epi_tile(e, &f, m0, mr, n, n_off, N - n < NR ? N - n : NR, acc);
     }
   }

@@ -64,6 +64,9 @@ void ep_qgemm(uint32_t M, uint32_t N, uint32_t K, const int8_t *a, int16_t *b, u
  * aarch64 SDOT kernel so both give the same bits. */
 void ep_qgemm_epi_row(const ep_qgemm_epi *e, uint32_t m, uint32_t n, uint32_t n_off, uint32_t cnt, i32x4 v0, i32x4 v1);
 
+/* One A panel of int16 pairs (MR rows, Kp pairs, A's layout with 2-byte elements) times B' columns [0, N)
+ * (N a multiple of NR), raw: c[r * ldc + n] = sum_p A'[r] pair p . B' pair p of column n (int32, wrapping). */
+void ep_qgemm_raw16(uint32_t Kp, const int16_t *a, const int16_t *b, uint32_t ldb, uint32_t N, int32_t *c, uint32_t ldc);
 /* B' from K rows of a uint8/int8 matrix (element (k, n) at x[k * rs + n], n < N): b = x - zp, with the
  * zero point per column (zp_col[n]) or scalar (zp_col NULL). colsum (if not NULL) gets sum_k B'[k][n]. */
 void ep_qgemm_pack_b(int16_t *b, uint32_t ldb, uint32_t K, uint32_t N, const uint8_t *x, uint64_t rs, int is_u8,

@@ -106,6 +106,8 @@ static inline f32x4 f32x4_odd(f32x4 a, f32x4 b) { f32x4 r = {{a.v[1], a.v[3], b.
 /* Lanes of a and b interleaved: zip_lo = (a0,b0,a1,b1), zip_hi = (a2,b2,a3,b3). */
 static inline f32x4 f32x4_zip_lo(f32x4 a, f32x4 b) { f32x4 r = {{a.v[0], b.v[0], a.v[1], b.v[1]}}; return r; }
 static inline f32x4 f32x4_zip_hi(f32x4 a, f32x4 b) { f32x4 r = {{a.v[2], b.v[2], a.v[3], b.v[3]}}; return r; }
+static inline i32x4 i32x4_zip_lo(i32x4 a, i32x4 b) { i32x4 r = {{a.v[0], b.v[0], a.v[1], b.v[1]}}; return r; }
+static inline i32x4 i32x4_zip_hi(i32x4 a, i32x4 b) { i32x4 r = {{a.v[2], b.v[2], a.v[3], b.v[3]}}; return r; }
 
 /* ---- additions (int8 family: qgemm, qconv, quantize) ---- */
 static inline i16x8 i16x8_load(const int16_t *p) { i16x8 r; for (int i = 0; i < 8; i++) r.v[i] = p[i]; return r; }
