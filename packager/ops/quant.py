@@ -139,7 +139,7 @@ def emit_qconv(ctx: LowerCtx, node: onnx.NodeProto, x: str, xq: QParams, w: np.n
     ins = [x, None, ctx.weight(b, "qb") if b is not None else None,
            ctx.weight(mult, "qm") if mult is not None else None,
            ctx.weight(wz, "wzp") if np.any(wz) and not wino else None]   # Winograd: the zero points are in U
-    while ins and ins[-1] is None:
+    while len(ins) > 2 and ins[-1] is None:   # ins[1], the weights, is set below
         ins.pop()
     if wino:
         ins[1] = ctx.weight(qwinograd_filters(wi, wz), "qwino")
