@@ -60,6 +60,18 @@ int ep_same_shape(const ep_tensor *a, const ep_tensor *b);
 #define EP_AINLINE static inline
 #endif
 
+/* Cold code (checks, packing of small operands, standalone Q/DQ, the edge tiles of a transform) is optimized
+ * for size: the wasm binary has a size budget and only the inner loops are hot. */
+#if defined(__clang__)
+#define EP_COLD __attribute__((minsize, noinline))
+#define EP_COLD_FILE_BEGIN _Pragma("clang attribute push (__attribute__((minsize)), apply_to = function)")
+#define EP_COLD_FILE_END _Pragma("clang attribute pop")
+#else
+#define EP_COLD
+#define EP_COLD_FILE_BEGIN
+#define EP_COLD_FILE_END
+#endif
+
 /* Freestanding helpers (no libc). */
 void *ep_memcpy(void *dst, const void *src, uint32_t n);
 void *ep_memset(void *dst, int c, uint32_t n);

@@ -192,8 +192,7 @@ EP_COLD ep_status ep_check_QDEPTHWISE_CONV(const ep_node *n) {
   return EP_OK;
 }
 
-/* Padded input row u = iw + pl in [0, len): d[u] = x[iw] - zp inside the row, 0 in the pads. */
-EP_COLD static void dw_pad_row(int16_t *d, const uint8_t *xr, int u8, int32_t xzp, const ep_conv_geom *g, uint32_t len) {
+EP_COLD void ep_qconv_pad_row(int16_t *d, const uint8_t *xr, int u8, int32_t xzp, const ep_conv_geom *g, uint32_t len) {
   const uint32_t a = g->pl < len ? g->pl : len, b = g->pl + g->W < len ? g->pl + g->W : len;
   uint32_t u = 0;
   for (; u < a; u++) d[u] = 0;
@@ -208,8 +207,8 @@ EP_COLD static void dw_pad_row(int16_t *d, const uint8_t *xr, int u8, int32_t xz
 /* Row yy of the phased plane: phase ph holds padded columns ph, ph + sw, ... (pw of them). */
 EP_COLD static void dw_fill_rows(int16_t *plane, int16_t *tmp, const uint8_t *xr, int u8, int32_t xzp, const ep_conv_geom *g,
                          uint32_t pw) {
-  if (g->sw == 1) { dw_pad_row(plane, xr, u8, xzp, g, pw); return; }
-  dw_pad_row(tmp, xr, u8, xzp, g, g->sw * pw);
+  if (g->sw == 1) { ep_qconv_pad_row(plane, xr, u8, xzp, g, pw); return; }
+  ep_qconv_pad_row(tmp, xr, u8, xzp, g, g->sw * pw);
   if (g->sw == 2) {   /* the common strided case: deinterleave 16 columns per step (pw is a multiple of 8) */
     for (uint32_t q = 0; q < pw; q += 8) {
       const i16x8 a = i16x8_load(tmp + 2 * q), b = i16x8_load(tmp + 2 * q + 8);

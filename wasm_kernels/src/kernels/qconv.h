@@ -9,4 +9,6 @@
 ep_status ep_qconv_check_common(const ep_node *n, const int32_t *p, ep_conv_geom *g, const int32_t *zps, uint32_t wdtype);
 /* The requantizing epilogue of those inputs; zact = [x_zp, y_zp, act, p0, p1]. y, rs, cs are the caller's. */
 void ep_qconv_fill_epi(const ep_node *n, const int32_t *zact, ep_qgemm_epi *e);
+/* Padded input row u = iw + pl in [0, len): d[u] = x[iw] - zp inside the row xr, 0 in the pads. */
+void ep_qconv_pad_row(int16_t *d, const uint8_t *xr, int u8, int32_t xzp, const ep_conv_geom *g, uint32_t len);
 #endif

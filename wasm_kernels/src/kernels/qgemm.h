@@ -25,17 +25,6 @@
 #include "ep_kernel.h"
 #include "ep_vec.h"
 
-/* Cold code (checks, packing of small operands, standalone Q/DQ) is optimized for size: the wasm
- * binary has a size budget and only the micro-kernel and the B packing are hot. */
-#if defined(__clang__)
-#define EP_COLD __attribute__((minsize, noinline))
-#define EP_COLD_FILE_BEGIN _Pragma("clang attribute push (__attribute__((minsize)), apply_to = function)")
-#define EP_COLD_FILE_END _Pragma("clang attribute pop")
-#else
-#define EP_COLD
-#define EP_COLD_FILE_BEGIN
-#define EP_COLD_FILE_END
-#endif
 
 #define EP_QGEMM_MR 4
 #define EP_QGEMM_NR 8

@@ -14,6 +14,8 @@
  * Y = A^T M A, which is 4x the direct convolution's int32 sum: Y >> 2 is QCONV's accumulator, bit for bit (the
  * int32 arithmetic wraps on the way; the packager only emits this kernel when 4x the sum's bound fits int32).
  * QCONV's epilogue (ep_qgemm_epi_row) then gives QCONV's outputs.
+ * The GEMMs run over round8(T) columns: V's columns past a block's T tiles hold stale (finite) values whose
+ * products are never stored.
  * Scratch >= 16 * Kp * ldb * 4 (V) + (16 * 4 * ldb + 8) * 4 (M of one panel) + 8 * RW * 2 bytes (two channels'
  * 4 zero-padded input rows, RW = round8(2 * TW + 16)). Single-threaded, as QCONV. */
 #include "qconv.h"
@@ -61,28 +63,13 @@ EP_COLD ep_status ep_check_QWINOGRAD_CONV(const ep_node *n) {
   return EP_OK;
 }
 
-/* buf[r * rw + u] = x[ih0 + r][u - pl] - zp for u in [u0, u1), 0 outside the input. */
+/* The 4 padded rows ih0.. of one channel: buf[r * rw + u] = x[ih0 + r][u - pl] - zp, 0 outside the input. */
 EP_COLD static void qwg_fill_rows(int16_t *buf, uint32_t rw, const uint8_t *xc, int u8, int32_t zp, const ep_conv_geom *g,
-                          int64_t ih0, uint32_t u0, uint32_t u1) {
-  const i16x8 zv = i16x8_splat((int16_t)zp);
+                                  int64_t ih0) {
   for (uint32_t r = 0; r < 4; r++) {
-    int16_t *d = buf + (uint64_t)r * rw;
     const int64_t ih = ih0 + r;
-    uint32_t lo = u1, hi = u1;   /* valid columns [lo, hi) */
-    if (ih >= 0 && ih < (int64_t)g->H) {
-      lo = g->pl > u0 ? g->pl : u0; hi = g->pl + g->W < u1 ? g->pl + g->W : u1;
-      if (lo > u1) lo = u1;
-      if (hi < lo) hi = lo;
-    }
-    uint32_t u = u0;
-    for (; u < lo; u++) d[u] = 0;
-    if (lo < hi) {
-      const uint8_t *s = xc + (uint64_t)ih * g->W + (lo - g->pl);   /* column lo */
-      for (; u + 8 <= hi; u += 8, s += 8)
-        i16x8_store(d + u, i16x8_sub(u8 ? i16x8_load_u8(s) : i16x8_load_i8((const int8_t *)s), zv));
-      for (; u < hi; u++, s++) d[u] = (int16_t)((u8 ? (int32_t)*s : (int32_t)(int8_t)*s) - zp);
-    }
-    for (; u < u1; u++) d[u] = 0;
+    if (ih >= 0 && ih < (int64_t)g->H) ep_qconv_pad_row(buf + r * rw, xc + (uint64_t)ih * g->W, u8, zp, g, rw);
+    else for (uint32_t u = 0; u < rw; u++) buf[r * rw + u] = 0;
   }
 }
 
@@ -180,9 +167,6 @@ EP_COLD ep_status ep_run_QWINOGRAD_CONV(const ep_node *n) {
     e.y = n->out[0]->data + (uint64_t)b * g->Cout * ohw * esz;
     for (uint32_t t0 = 0; t0 < ntiles; t0 += q.nt) {
       const uint32_t T = ntiles - t0 < q.nt ? ntiles - t0 : q.nt, N = ep_qgemm_round_nr(T);
-      for (uint32_t k = 0; k < 16; k++)   /* columns the GEMM reads past the block: 0 (never stored) */
-        for (uint32_t p = 0; p < q.Kp; p++)
-          for (uint32_t t = 2 * T; t < 2 * N; t++) V[k * vplane + (uint64_t)p * q.ldb * 2 + t] = 0;
       for (uint32_t p = 0; p < q.Kp; p++) {
         const uint32_t c = 2 * p;
         int16_t *r0 = rows, *r1 = c + 1 < g->C ? rows + 4 * q.rw : rows;
@@ -190,8 +174,8 @@ EP_COLD ep_status ep_run_QWINOGRAD_CONV(const ep_node *n) {
           const uint32_t ty = t / q.TW, tx0 = t % q.TW;
           const uint32_t tx1 = q.TW - tx0 < t0 + T - t ? q.TW : tx0 + (t0 + T - t);
           const int64_t ih0 = (int64_t)2 * ty - g->pt;
-          qwg_fill_rows(r0, q.rw, xb + (uint64_t)c * hw, u8, xzp, g, ih0, 2 * tx0, 2 * tx1 + 16);
-          if (r1 != r0) qwg_fill_rows(r1, q.rw, xb + (uint64_t)(c + 1) * hw, u8, xzp, g, ih0, 2 * tx0, 2 * tx1 + 16);
+          qwg_fill_rows(r0, q.rw, xb + (uint64_t)c * hw, u8, xzp, g, ih0);
+          if (r1 != r0) qwg_fill_rows(r1, q.rw, xb + (uint64_t)(c + 1) * hw, u8, xzp, g, ih0);
           qwg_input_pair(V + ((uint64_t)p * q.ldb + (t - t0)) * 2, vplane, r0, r1, q.rw, tx0, tx1);
           t += tx1 - tx0;
         }
