@@ -72,6 +72,13 @@ int ep_same_shape(const ep_tensor *a, const ep_tensor *b);
 #define EP_COLD_FILE_END
 #endif
 
+/* Keeps a loop rolled where copies of its body would cost more bytes than its speed is worth. */
+#if defined(__clang__)
+#define EP_NO_UNROLL _Pragma("clang loop unroll(disable)")
+#else
+#define EP_NO_UNROLL
+#endif
+
 /* Freestanding helpers (no libc). */
 void *ep_memcpy(void *dst, const void *src, uint32_t n);
 void *ep_memset(void *dst, int c, uint32_t n);

@@ -24,6 +24,7 @@
 #include <stdint.h>
 #include "ep_kernel.h"
 #include "ep_vec.h"
+#include "activation.h"
 
 
 #define EP_QGEMM_MR 4
@@ -90,4 +91,25 @@ ep_status ep_qgemm_check_epi(int32_t act, uint32_t out_dtype, int has_mult);
 void ep_q_store8(f32x4 v0, f32x4 v1, const ep_qgemm_epi *e, uint8_t *dst, uint32_t cnt, uint64_t cs);
 /* cnt elements of esz bytes from src to dst with element stride cs. */
 void ep_q_store_bytes(uint8_t *dst, const void *src, uint32_t cnt, uint64_t cs, uint32_t esz);
+
+/* Epilogue settings resolved once per call. The common QDQ case (fast) takes a short path: per-row
+ * bias and mult, no A zero point, 8-bit output with none/relu/clip (a clamp), contiguous rows. */
+typedef struct { int fast, u8; f32x4 lo, hi; i32x4 zb; } ep_qepi_mode;
+
+EP_AINLINE ep_qepi_mode ep_qepi_mode_of(const ep_qgemm_epi *e) {
+  ep_qepi_mode f;
+  f.fast = e->mult && !e->mult_col && !(e->bias && e->bias_col) && !e->colsum && e->cs == 1 &&
+           e->out_dtype != EP_F32 && e->act != EP_ACT_LEAKY_RELU;
+  float lo = 0.0f, hi = 0.0f;
+  if (f.fast) ep_q_bounds(e, &lo, &hi);
+  f.lo = f32x4_splat(lo); f.hi = f32x4_splat(hi);
+  f.zb = ep_q_zbits(e->yzp);
+  f.u8 = e->out_dtype == EP_U8;
+  return f;
+}
+
+/* ep_qgemm_epi_row with the fast case handled first (QCONV's GEMM, QWINOGRAD_CONV's output transform): out of
+ * line, one copy for every caller, as per 8 outputs a call costs little next to the GEMM or transform behind them. */
+void ep_qepi_row(const ep_qgemm_epi *e, const ep_qepi_mode *f, uint32_t m, uint32_t n, uint32_t n_off, uint32_t cnt,
+                 i32x4 v0, i32x4 v1);
 #endif

@@ -13,7 +13,7 @@
  * panel of 4 output channels the 16 products M_k = U_k V_k (int16 x int16 -> int32, i32x4.dot_i16x8) and
  * Y = A^T M A, which is 4x the direct convolution's int32 sum: Y >> 2 is QCONV's accumulator, bit for bit (the
  * int32 arithmetic wraps on the way; the packager only emits this kernel when 4x the sum's bound fits int32).
- * QCONV's epilogue (ep_qgemm_epi_row) then gives QCONV's outputs.
+ * QCONV's epilogue (ep_qepi_row, qgemm.c) then gives QCONV's outputs.
  * The GEMMs run over round8(T) columns: V's columns past a block's T tiles hold stale (finite) values whose
  * products are never stored.
  * Scratch >= 16 * Kp * ldb * 4 (V) + (16 * 4 * ldb + 8) * 4 (M of one panel) + 8 * RW * 2 bytes (two channels'
@@ -118,8 +118,8 @@ EP_COLD static void qwg_input_pair(int16_t *v, uint64_t vplane, const int16_t *b
 
 /* Output transform of tiles [tx0, tx1) of tile row ty for output channel co: m points at M_0's row co at the
  * column of tile tx0 (planes mplane words apart); 4 tiles per step, then QCONV's epilogue per output row. */
-__attribute__((noinline)) static void qwg_output_row(const int32_t *m, uint64_t mplane, const qwg_geom *q, const ep_qgemm_epi *e, uint32_t co,
-                           uint32_t ty, uint32_t tx0, uint32_t tx1) {
+__attribute__((noinline)) static void qwg_output_row(const int32_t *m, uint64_t mplane, const qwg_geom *q, const ep_qgemm_epi *e,
+                           const ep_qepi_mode *f, uint32_t co, uint32_t ty, uint32_t tx0, uint32_t tx1) {
   const uint32_t OW = q->g.OW, oh = 2 * ty;
   for (uint32_t tx = tx0; tx < tx1; tx += 4) {
     const int32_t *src = m + (tx - tx0);
@@ -136,9 +136,9 @@ __attribute__((noinline)) static void qwg_output_row(const int32_t *m, uint64_t 
     const i32x4 y11 = i32x4_shr(i32x4_sub(i32x4_sub(a1[1], a1[2]), a1[3]), 2);
     const uint32_t ow = 2 * tx, tiles = tx1 - tx < 4 ? tx1 - tx : 4;
     const uint32_t cnt = 2 * tiles < OW - ow ? 2 * tiles : OW - ow;
-    const uint32_t n0 = oh * OW + ow;
-    ep_qgemm_epi_row(e, co, n0, 0, cnt, i32x4_zip_lo(y00, y01), i32x4_zip_hi(y00, y01));
-    if (oh + 1 < q->g.OH) ep_qgemm_epi_row(e, co, n0 + OW, 0, cnt, i32x4_zip_lo(y10, y11), i32x4_zip_hi(y10, y11));
+    const i32x4 v[4] = {i32x4_zip_lo(y00, y01), i32x4_zip_hi(y00, y01), i32x4_zip_lo(y10, y11), i32x4_zip_hi(y10, y11)};
+    const uint32_t rows = oh + 1 < q->g.OH ? 2 : 1;
+    for (uint32_t i = 0; i < rows; i++) ep_qepi_row(e, f, co, (oh + i) * OW + ow, 0, cnt, v[2 * i], v[2 * i + 1]);
   }
 }
 
@@ -162,6 +162,7 @@ EP_COLD ep_status ep_run_QWINOGRAD_CONV(const ep_node *n) {
   ep_qgemm_epi e;
   ep_qconv_fill_epi(n, n->params + 11, &e);
   e.rs = ohw; e.cs = 1;
+  const ep_qepi_mode f = ep_qepi_mode_of(&e);
   for (uint32_t b = 0; b < g->B; b++) {
     const uint8_t *xb = n->in[0]->data + (uint64_t)b * g->C * hw;
     e.y = n->out[0]->data + (uint64_t)b * g->Cout * ohw * esz;
@@ -188,7 +189,7 @@ EP_COLD ep_status ep_run_QWINOGRAD_CONV(const ep_node *n) {
           for (uint32_t t = t0; t < t0 + T;) {
             const uint32_t ty = t / q.TW, tx0 = t % q.TW;
             const uint32_t tx1 = q.TW - tx0 < t0 + T - t ? q.TW : tx0 + (t0 + T - t);
-            qwg_output_row(M + (uint64_t)r * q.ldb + (t - t0), mplane, &q, &e, 4 * pi + r, ty, tx0, tx1);
+            qwg_output_row(M + (uint64_t)r * q.ldb + (t - t0), mplane, &q, &e, &f, 4 * pi + r, ty, tx0, tx1);
             t += tx1 - tx0;
           }
         }
