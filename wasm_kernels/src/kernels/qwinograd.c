@@ -63,13 +63,16 @@ EP_COLD ep_status ep_check_QWINOGRAD_CONV(const ep_node *n) {
   return EP_OK;
 }
 
-/* The 4 padded rows ih0.. of one channel: buf[r * rw + u] = x[ih0 + r][u - pl] - zp, 0 outside the input. */
+/* The 4 padded rows ih0.. of one channel: buf[r * rw + u] = x[ih0 + r][u - pl] - zp for u < Wp = pl + W + pr,
+ * 0 in the pads. Columns from Wp on keep stale values: they only reach outputs past OW (an odd OW's last tile;
+ * the exact integer transform cancels column Wp out of output column OW - 1) or lanes past the tile row. */
 EP_COLD static void qwg_fill_rows(int16_t *buf, uint32_t rw, const uint8_t *xc, int u8, int32_t zp, const ep_conv_geom *g,
                                   int64_t ih0) {
+  const uint32_t len = g->W + g->pl + g->pr;   /* <= rw */
   for (uint32_t r = 0; r < 4; r++) {
     const int64_t ih = ih0 + r;
-    if (ih >= 0 && ih < (int64_t)g->H) ep_qconv_pad_row(buf + r * rw, xc + (uint64_t)ih * g->W, u8, zp, g, rw);
-    else for (uint32_t u = 0; u < rw; u++) buf[r * rw + u] = 0;
+    if (ih >= 0 && ih < (int64_t)g->H) ep_qconv_pad_row(buf + r * rw, xc + (uint64_t)ih * g->W, u8, zp, g, len);
+    else for (uint32_t u = 0; u < len; u++) buf[r * rw + u] = 0;
   }
 }
 
