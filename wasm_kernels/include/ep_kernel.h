@@ -74,9 +74,9 @@ int ep_same_shape(const ep_tensor *a, const ep_tensor *b);
 
 /* Keeps a loop rolled where copies of its body would cost more bytes than its speed is worth. */
 #if defined(__clang__)
-#define EP_NO_UNROLL _Pragma("clang loop unroll(disable)")
+#define EP_NO_VECTORIZE _Pragma("clang loop vectorize(disable) interleave(disable) unroll(disable)")
 #else
-#define EP_NO_UNROLL
+#define EP_NO_VECTORIZE
 #endif
 
 /* Freestanding helpers (no libc). */
