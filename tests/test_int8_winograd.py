@@ -161,10 +161,13 @@ def test_qwinograd_conv_integer_raw_accumulators(tmp_path: Path) -> None:
 
 
 def test_qwinograd_only_where_exact(tmp_path: Path) -> None:
-    """Kept as QCONV: fewer than 16 channels (as the float path), and a 4x sum that could overflow int32."""
+    """Kept as QCONV: fewer than 16 channels (as the float path), weights too big for the output plane (bundle
+    size), and a 4x sum that could overflow int32."""
     small = _model(cin=8, cout=16, h=8, w=8, pads=(1, 1, 1, 1), act="relu", x_u8=False, x_zp=0)
     assert Op.QWINOGRAD_CONV not in _ops(_packaged(small, tmp_path / "s", True))
-    g = dict(cin=1000, cout=16, h=3, w=3, oh=3, ow=3, group=1, kh=3, kw=3, sh=1, sw=1, dh=1, dw=1)
+    big = _model(cin=64, cout=64, h=3, w=3, pads=(1, 1, 1, 1), act="none", x_u8=False, x_zp=0)   # 4096 > 400 * 9
+    assert Op.QWINOGRAD_CONV not in _ops(_packaged(big, tmp_path / "b", True))
+    g = dict(cin=1000, cout=16, h=30, w=30, oh=30, ow=30, group=1, kh=3, kw=3, sh=1, sw=1, dh=1, dw=1)
     w = np.full((16, 1000, 3, 3), 127, np.int8)
     assert quant.qwinograd_eligible(g, w, np.zeros(16, np.int32))           # 4*9*1000*255*127 < 2^31
     assert not quant.qwinograd_eligible(g, w, np.full(16, -128, np.int32))  # |w - zp| = 255: it could wrap

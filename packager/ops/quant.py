@@ -166,13 +166,21 @@ def emit_qconv(ctx: LowerCtx, node: onnx.NodeProto, x: str, xq: QParams, w: np.n
 
 # Exact integer Winograd F(2x2, 3x3) for QCONV's 3x3 stride-1 case (qwinograd.c): U = (2G) g (2G)^T in integers.
 QWINOGRAD = True                  # False packages those convs as QCONV (tests compare the two)
+# U (int16, 16 per 9 taps) is 3.6x the bytes of QCONV's int8 weights. Winograd saves multiplies in proportion to
+# Cin*Cout*OH*OW and adds bytes in proportion to Cin*Cout: layers with big weights for a small output plane
+# stay QCONV (resnet18's 512-channel 7x7 convs: 5350 weights per output pixel; its 256-channel 14x14 ones: 334),
+# which keeps an int8 bundle within 0.3x of the float32 one (tests/test_int8.py).
+QWINOGRAD_MAX_CHANNEL_PAIRS_PER_PIXEL = 400
 WINOGRAD_2G = np.array([[2, 0, 0], [1, 1, 1], [1, -1, 1], [0, 0, 2]], np.int64)
 
 
 def qwinograd_eligible(g: dict, wi: np.ndarray, wz: np.ndarray) -> bool:
-    """Where the float path picks Winograd, and 4x the direct sum's bound (|x - x_zp| <= 255) fits int32:
-    the kernel's Y = A^T M A is 4x QCONV's accumulator, divided back exactly only if it did not wrap."""
+    """Where the float path picks Winograd, the weights are not too big for the plane (above), and 4x the direct
+    sum's bound (|x - x_zp| <= 255) fits int32: the kernel's Y = A^T M A is 4x QCONV's accumulator, divided back
+    exactly only if it did not wrap."""
     if not winograd_eligible(g) or g["cin"] * 9 > 65536:
+        return False
+    if g["cin"] * g["cout"] > QWINOGRAD_MAX_CHANNEL_PAIRS_PER_PIXEL * g["oh"] * g["ow"]:
         return False
     wmax = int(np.abs(wi.astype(np.int64) - wz.reshape(-1, 1, 1, 1)).max(initial=0))
     return 4 * 9 * g["cin"] * 255 * wmax < 2**31
