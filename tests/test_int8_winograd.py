@@ -3,6 +3,8 @@ F(2x2, 3x3). Its outputs are bit-identical to QCONV's (the same model packaged w
 off) on every build, and its check() refuses hostile parameters."""
 from __future__ import annotations
 
+import json
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -93,13 +95,17 @@ def _conv_integer(cin: int, cout: int, h: int, w: int, pad: int) -> onnx.ModelPr
                       inits, opset=17)
 
 
-def _packaged(m: onnx.ModelProto, out: Path, wino: bool) -> Path:
+def _packaged_for(m: onnx.ModelProto, out: Path, wino: bool, target: str) -> Path:
     old = quant.QWINOGRAD
     quant.QWINOGRAD = wino
     try:
-        return package(m, out=out, verify=False)
+        return package(m, target=target, out=out, verify=False)
     finally:
         quant.QWINOGRAD = old
+
+
+def _packaged(m: onnx.ModelProto, out: Path, wino: bool) -> Path:
+    return _packaged_for(m, out, wino, "web")
 
 
 def _ops(b: Path) -> list[int]:
@@ -203,3 +209,21 @@ def test_qwinograd_refuses_hostile_params(tmp_path: Path) -> None:
                 WasmPlan(BUILD / wasm, mut).run()
             except RuntimeFailure:
                 pass
+
+
+@pytest.mark.skipif(shutil.which("aarch64-linux-gnu-gcc") is None or shutil.which("qemu-aarch64") is None,
+                    reason="gcc-aarch64-linux-gnu / qemu-user missing")
+def test_qwinograd_aarch64_bit_identical(tmp_path: Path) -> None:
+    """The NEON build (pi5 CLI under qemu) writes QCONV's bytes too, and the wasm build's."""
+    from packager.targets import edge as E
+    m = _model(**CASES["leaky_u8_zp"], seed=5)
+    feeds = _feeds(m, 6)
+    got = {}
+    for wino in (True, False):
+        b = _packaged_for(m, tmp_path / f"pi5_{wino}", wino, "pi5")
+        assert (Op.QWINOGRAD_CONV in _ops(b)) == wino
+        outs = json.loads((b / "manifest.json").read_text())["outputs"]
+        got[wino] = E.run_cli(b, feeds, outs, qemu=E.qemu_cmd("pi5"))["y"]
+    assert got[True].tobytes() == got[False].tobytes()
+    wasm = load_bundle(_packaged(m, tmp_path / "web", True), "simd").run(feeds)["y"]
+    assert got[True].tobytes() == wasm.tobytes()
