@@ -26,7 +26,6 @@
 #include "ep_vec.h"
 #include "activation.h"
 
-
 #define EP_QGEMM_MR 4
 #define EP_QGEMM_NR 8
 
