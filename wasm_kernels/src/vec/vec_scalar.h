@@ -34,7 +34,9 @@ static inline i32x4 i32x4_add(i32x4 a, i32x4 b) { i32x4 r; for (int i = 0; i < 4
 static inline i16x8 i16x8_load_i8(const int8_t *p) { i16x8 r; for (int i = 0; i < 8; i++) r.v[i] = p[i]; return r; }
 static inline i16x8 i16x8_load_u8(const uint8_t *p) { i16x8 r; for (int i = 0; i < 8; i++) r.v[i] = p[i]; return r; }
 static inline i32x4 i32x4_dot_i16x8_add(i32x4 acc, i16x8 a, i16x8 b) {
-  for (int i = 0; i < 4; i++) acc.v[i] += (int32_t)a.v[2 * i] * b.v[2 * i] + (int32_t)a.v[2 * i + 1] * b.v[2 * i + 1];
+  for (int i = 0; i < 4; i++)   /* wraps like the SIMD instruction (each product fits int32; their sums may not) */
+    acc.v[i] = (int32_t)((uint32_t)acc.v[i] + (uint32_t)((int32_t)a.v[2 * i] * b.v[2 * i]) +
+                         (uint32_t)((int32_t)a.v[2 * i + 1] * b.v[2 * i + 1]));
   return acc;
 }
 static inline f32x4 f32x4_from_i32x4(i32x4 a) { f32x4 r; for (int i = 0; i < 4; i++) r.v[i] = (float)a.v[i]; return r; }
