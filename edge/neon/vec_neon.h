@@ -86,6 +86,8 @@ static inline f32x4 f32x4_odd(f32x4 a, f32x4 b) { return vuzp2q_f32(a, b); }
 /* Lanes of a and b interleaved: zip_lo = (a0,b0,a1,b1), zip_hi = (a2,b2,a3,b3). */
 static inline f32x4 f32x4_zip_lo(f32x4 a, f32x4 b) { return vzip1q_f32(a, b); }
 static inline f32x4 f32x4_zip_hi(f32x4 a, f32x4 b) { return vzip2q_f32(a, b); }
+static inline i32x4 i32x4_zip_lo(i32x4 a, i32x4 b) { return vzip1q_s32(a, b); }
+static inline i32x4 i32x4_zip_hi(i32x4 a, i32x4 b) { return vzip2q_s32(a, b); }
 
 /* ---- additions (int8 family: qgemm, qconv, quantize) ---- */
 static inline i16x8 i16x8_load(const int16_t *p) { return vld1q_s16(p); }

@@ -16,7 +16,7 @@ import onnx
 
 from ..lower import LowerCtx, Tensor, lowers
 from ..plan.opcodes import CODES, Op
-from .conv import ACT_CLIP, ACT_LEAKY_RELU, ACT_NONE, ACT_RELU, Activation, conv_geometry
+from .conv import ACT_CLIP, ACT_LEAKY_RELU, ACT_NONE, ACT_RELU, Activation, conv_geometry, winograd_eligible
 
 MR, NR = 4, 8                     # EP_QGEMM_MR / EP_QGEMM_NR (qgemm.h)
 PANEL_BYTES = 256 * 1024          # int16-pair B block budget (cache resident)
@@ -87,10 +87,10 @@ def weights_i8(w: np.ndarray, wzp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def pack_qpanels(w2d: np.ndarray) -> np.ndarray:
-    """[M, K] int8 -> qgemm.h A panels: ceil(M/MR) panels of Kp pairs x MR rows x 2 (zero padded)."""
+    """[M, K] int8 (or int16) -> qgemm.h A panels: ceil(M/MR) panels of Kp pairs x MR rows x 2 (zero padded)."""
     m, k = w2d.shape
     mp, kp = _round_up(max(m, 1), MR), -(-k // 2)
-    pad = np.zeros((mp, 2 * kp), np.int8)
+    pad = np.zeros((mp, 2 * kp), w2d.dtype)
     pad[:m, :k] = w2d
     return np.ascontiguousarray(pad.reshape(mp // MR, MR, kp, 2).transpose(0, 2, 1, 3)).reshape(-1)
 
@@ -132,14 +132,20 @@ def emit_qconv(ctx: LowerCtx, node: onnx.NodeProto, x: str, xq: QParams, w: np.n
         mult = None
     else:
         mult = (acc_scale / (out.q.scale if out.q else 1.0)).astype(np.float32)
-    ins = [x, None, ctx.weight(b, "qb") if b is not None else None,
-           ctx.weight(mult, "qm") if mult is not None else None,
-           ctx.weight(wz, "wzp") if np.any(wz) else None]
-    while ins and ins[-1] is None:
-        ins.pop()
     zps = [xq.zp, out.q.zp if out.q else 0]
     act = epilogue_act(activation, out)
     window = [g["kh"], g["kw"], g["sh"], g["sw"], g["dh"], g["dw"], g["pt"], g["pl"], g["pb"], g["pr"]]
+    wino = QWINOGRAD and qwinograd_eligible(g, wi, wz)
+    ins = [x, None, ctx.weight(b, "qb") if b is not None else None,
+           ctx.weight(mult, "qm") if mult is not None else None,
+           ctx.weight(wz, "wzp") if np.any(wz) and not wino else None]   # Winograd: the zero points are in U
+    while len(ins) > 2 and ins[-1] is None:   # ins[1], the weights, is set below
+        ins.pop()
+    if wino:
+        ins[1] = ctx.weight(qwinograd_filters(wi, wz), "qwino")
+        nt, scratch = qwinograd_tiles(g)
+        ctx.emit(Op.QWINOGRAD_CONV, ins, [out.name], window + [nt, *zps, *act], scratch_bytes=scratch)
+        return
     if g["group"] == g["cin"] == cout and g["kh"] * g["kw"] <= DW_MAX_TAPS:
         wp = g["w"] + g["pl"] + g["pr"]
         pw = max(-(-wp // g["sw"]), _round_up(g["ow"], 8) + (g["kw"] - 1) * g["dw"] // g["sw"])
@@ -156,6 +162,50 @@ def emit_qconv(ctx: LowerCtx, node: onnx.NodeProto, x: str, xq: QParams, w: np.n
     nt = min(_round_up(n, NR), max(NR, PANEL_BYTES // (kp * 4) // NR * NR))
     scratch = kp * nt * 4 + nt * 4 + (nt * 4 if len(ins) > 4 and ins[4] else 0)   # panel, 2 tap rows, column sums
     ctx.emit(Op.QCONV, ins, [out.name], [G, *window, nt, *zps, *act], scratch_bytes=scratch)
+
+
+# Exact integer Winograd F(2x2, 3x3) for QCONV's 3x3 stride-1 case (qwinograd.c): U = (2G) g (2G)^T in integers.
+QWINOGRAD = True                  # False packages those convs as QCONV (tests compare the two)
+# U (int16, 16 per 9 taps) is 3.6x the bytes of QCONV's int8 weights. Winograd saves multiplies in proportion to
+# Cin*Cout*OH*OW and adds bytes in proportion to Cin*Cout: layers with big weights for a small output plane
+# stay QCONV (resnet18's 512-channel 7x7 convs: 5350 weights per output pixel; its 256-channel 14x14 ones: 334),
+# which keeps an int8 bundle within 0.3x of the float32 one (tests/test_int8.py).
+QWINOGRAD_MAX_CHANNEL_PAIRS_PER_PIXEL = 400
+WINOGRAD_2G = np.array([[2, 0, 0], [1, 1, 1], [1, -1, 1], [0, 0, 2]], np.int64)
+
+
+def qwinograd_eligible(g: dict, wi: np.ndarray, wz: np.ndarray) -> bool:
+    """Where the float path picks Winograd, the weights are not too big for the plane (above), and 4x the direct
+    sum's bound (|x - x_zp| <= 255) fits int32: the kernel's Y = A^T M A is 4x QCONV's accumulator, divided back
+    exactly only if it did not wrap."""
+    if not winograd_eligible(g) or g["cin"] * 9 > 65536:
+        return False
+    if g["cin"] * g["cout"] > QWINOGRAD_MAX_CHANNEL_PAIRS_PER_PIXEL * g["oh"] * g["ow"]:
+        return False
+    wmax = int(np.abs(wi.astype(np.int64) - wz.reshape(-1, 1, 1, 1)).max(initial=0))
+    return 4 * 9 * g["cin"] * 255 * wmax < 2**31
+
+
+def qwinograd_filters(wi: np.ndarray, wz: np.ndarray) -> np.ndarray:
+    """[Cout, Cin, 3, 3] stored weights minus their zero points -> the 16 U_k = ((2G) g (2G)^T)[i, j] (k = 4i + j),
+    each [Cout x Cin] as int16 A panels; two int16 per int32 word (the pair's first depth in the low half)."""
+    wc = wi.astype(np.int64) - wz.reshape(-1, 1, 1, 1)
+    u = np.einsum("ia,ocab,jb->ijoc", WINOGRAD_2G, wc, WINOGRAD_2G)
+    assert np.abs(u).max(initial=0) < 2**15
+    packed = np.concatenate([pack_qpanels(u[i, j].astype(np.int16)) for i in range(4) for j in range(4)])
+    return packed.astype("<i2").view("<i4")
+
+
+def qwinograd_tiles(g: dict) -> tuple[int, int]:
+    """(tiles per block, scratch bytes): mirror of qwinograd.c. The 16 V_k planes of a block (int16 pairs, 64
+    bytes per channel and tile) are re-read for every 4-channel panel: they get PANEL_BYTES, balanced blocks."""
+    th, tw = -(-g["oh"] // 2), -(-g["ow"] // 2)
+    tiles, kp = th * tw, -(-g["cin"] // 2)
+    nt = max(NR, PANEL_BYTES // (16 * kp * 4) // NR * NR)
+    blocks = -(-tiles // nt)
+    nt = min(tiles, _round_up(-(-tiles // blocks), NR))
+    ldb, rw = _round_up(nt, NR), _round_up(2 * tw + 16, 8)
+    return nt, 16 * kp * ldb * 4 + (16 * MR * ldb + 8) * 4 + 8 * rw * 2
 
 
 def view(ctx: LowerCtx, src: str, shape: tuple[int, ...], hint: str = "v") -> str:

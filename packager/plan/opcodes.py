@@ -39,6 +39,7 @@ class Op(enum.IntEnum):
     QMATMUL = 31
     QADD = 32
     QMAXPOOL = 33
+    QWINOGRAD_CONV = 34
 
 
 # ONNX TensorProto dtype codes the runtime understands, with their numpy types.

@@ -78,7 +78,8 @@ def extra_models() -> list:
 
 def qdq_models() -> list:
     """QDQ graphs for the int8 kernels the node tests do not produce: a depthwise conv with relu
-    (QDEPTHWISE_CONV), a residual add (QADD) and a max pool (QMAXPOOL), between Q and DQ nodes."""
+    (QDEPTHWISE_CONV), a residual add (QADD) and a max pool (QMAXPOOL), between Q and DQ nodes; a 3x3 conv
+    (QWINOGRAD_CONV)."""
     from onnx import TensorProto, helper, numpy_helper
     rng = np.random.default_rng(1)
     c = lambda a, n: numpy_helper.from_array(np.asarray(a), n)  # noqa: E731
@@ -92,7 +93,15 @@ def qdq_models() -> list:
              helper.make_node("MaxPool", ["ad"], ["mp"], kernel_shape=[2, 2], pads=[0, 0, 1, 1]), *q("mp", "s", "z", "y")]
     g = helper.make_graph(nodes, "qdq", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 5, 5])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 5, 5])], inits)
-    return [helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])]
+    # a 16 -> 16 channel 3x3 conv with relu (QWINOGRAD_CONV: the float path's Winograd threshold is 16 channels)
+    winits = [c(np.float32(0.02), "s"), c(np.uint8(128), "z"), c(rng.integers(-127, 128, (16, 16, 3, 3)).astype(np.int8), "wq"),
+              c(np.full(16, 0.01, np.float32), "ws"), c(np.zeros(16, np.int8), "wz")]
+    wnodes = [*q("x", "s", "z", "xd"), helper.make_node("DequantizeLinear", ["wq", "ws", "wz"], ["w"], axis=0),
+              helper.make_node("Conv", ["xd", "w"], ["cv"], pads=[1, 0, 1, 1]), helper.make_node("Relu", ["cv"], ["r"]),
+              *q("r", "s", "z", "y")]
+    wg = helper.make_graph(wnodes, "qwino", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 5, 4])],
+                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 5, 3])], winits)
+    return [helper.make_model(x, opset_imports=[helper.make_opsetid("", 17)]) for x in (g, wg)]
 
 
 class _Case:

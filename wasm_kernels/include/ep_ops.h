@@ -35,7 +35,8 @@
   X(30, QDEPTHWISE_CONV) \
   X(31, QMATMUL)        \
   X(32, QADD)           /* DQ(a) + DQ(b) [-> act] -> Q */ \
-  X(33, QMAXPOOL)       /* MaxPool on int8/uint8 data (DQ -> MaxPool -> Q with equal scales) */
+  X(33, QMAXPOOL)       /* MaxPool on int8/uint8 data (DQ -> MaxPool -> Q with equal scales) */ \
+  X(34, QWINOGRAD_CONV) /* 3x3 stride-1 QCONV as exact integer Winograd F(2x2,3x3) */
 
 enum ep_op {
 #define EP_OP_ENUM(n, name) EP_OP_##name = n,

@@ -37,6 +37,7 @@ static const ep_kernel kernels[EP_OP_COUNT] = {
   K(QMATMUL, 2, 6, 1, 1),          /* X, W, bias?, mult?, wzp?, xzp? */
   K(QADD, 2, 2, 1, 1),
   K(QMAXPOOL, 1, 1, 1, 1),
+  K(QWINOGRAD_CONV, 2, 4, 1, 1),   /* X, U (int16 pairs), bias?, mult? */
 };
 #undef K
 

@@ -15,20 +15,19 @@
  *   X - x_zp (in sw column phases). Scratch >= Hp * sw * PW * 2 bytes,
  *   PW = round8(max(ceil(Wp/sw), round8(OW) + (kw-1)*dw/sw)): the plane in sw column phases, zeroed once
  *   per run; each channel then writes only the input's interior (so the pads stay zero). */
-#include "qgemm.h"
+#include "qconv.h"
 #include "gemm.h"
-#include "conv_geom.h"
 
 
 EP_COLD static int zp_ok(uint32_t dtype, int32_t zp) {
   return dtype == EP_U8 ? (zp >= 0 && zp <= 255) : dtype == EP_I8 ? (zp >= -128 && zp <= 127) : zp == 0;
 }
 
-/* Window params p[0..9], shapes, zero points, optional epilogue inputs (bias, mult, wzp of Cout). */
-EP_COLD static ep_status check_common(const ep_node *n, const int32_t *p, ep_conv_geom *g, const int32_t *zps) {
+EP_COLD ep_status ep_qconv_check_common(const ep_node *n, const int32_t *p, ep_conv_geom *g, const int32_t *zps,
+                                        uint32_t wdtype) {
   const ep_tensor *x = n->in[0], *y = n->out[0];
   EP_CHECK(x && y && n->in[1], EP_E_OP);
-  EP_CHECK((x->dtype == EP_U8 || x->dtype == EP_I8) && n->in[1]->dtype == EP_I8, EP_E_DTYPE);
+  EP_CHECK((x->dtype == EP_U8 || x->dtype == EP_I8) && n->in[1]->dtype == wdtype, EP_E_DTYPE);
   const ep_status s = ep_conv_geom_of(n, p, g);
   if (s) return s;
   EP_CHECK(zp_ok(x->dtype, zps[0]) && zp_ok(y->dtype, zps[1]), EP_E_PARAM);
@@ -40,7 +39,7 @@ EP_COLD static ep_status check_common(const ep_node *n, const int32_t *p, ep_con
   return ep_qgemm_check_epi(zps[2], y->dtype, mult != 0);
 }
 
-EP_COLD static void fill_epi(const ep_node *n, const int32_t *zact, ep_qgemm_epi *e) {
+EP_COLD void ep_qconv_fill_epi(const ep_node *n, const int32_t *zact, ep_qgemm_epi *e) {
   const ep_tensor *bias = n->n_in > 2 ? n->in[2] : 0, *mult = n->n_in > 3 ? n->in[3] : 0;
   const ep_tensor *wzp = n->n_in > 4 ? n->in[4] : 0;
   e->bias = bias ? (const int32_t *)(const void *)bias->data : 0; e->bias_col = 0;
@@ -61,7 +60,7 @@ EP_COLD ep_status ep_check_QCONV(const ep_node *n) {
   EP_CHECK(n->n_params == QCONV_NPARAMS, EP_E_PARAM);
   const int32_t *p = n->params;
   ep_conv_geom g;
-  ep_status s = check_common(n, p + 1, &g, p + 12);
+  ep_status s = ep_qconv_check_common(n, p + 1, &g, p + 12, EP_I8);
   if (s) return s;
   const int32_t groups = p[0];
   EP_CHECK(groups >= 1 && g.C % (uint32_t)groups == 0 && g.Cout % (uint32_t)groups == 0, EP_E_PARAM);
@@ -126,7 +125,7 @@ ep_status ep_run_QCONV(const ep_node *n) {
   int16_t *tmp = (int16_t *)(void *)(n->scratch + (uint64_t)Kp * nt * 4u);   /* two tap rows */
   int32_t *colsum = (int32_t *)(void *)(n->scratch + (uint64_t)Kp * nt * 4u + (uint64_t)nt * 4u);
   ep_qgemm_epi e;
-  fill_epi(n, p + 12, &e);
+  ep_qconv_fill_epi(n, p + 12, &e);
   const int direct = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && !(g.pt | g.pl | g.pb | g.pr);
   for (uint32_t b = 0; b < g.B; b++) {
     for (uint32_t gi = 0; gi < G; gi++) {
@@ -183,7 +182,7 @@ EP_COLD ep_status ep_check_QDEPTHWISE_CONV(const ep_node *n) {
   EP_CHECK(n->n_params == QDW_NPARAMS, EP_E_PARAM);
   const int32_t *p = n->params;
   ep_conv_geom g;
-  ep_status s = check_common(n, p, &g, p + 10);
+  ep_status s = ep_qconv_check_common(n, p, &g, p + 10, EP_I8);
   if (s) return s;
   EP_CHECK(g.Cout == g.C, EP_E_SHAPE);
   EP_CHECK(n->in[1]->numel == (uint64_t)g.C * g.kh * g.kw, EP_E_SHAPE);
@@ -191,6 +190,18 @@ EP_COLD ep_status ep_check_QDEPTHWISE_CONV(const ep_node *n) {
   const uint64_t hp = (uint64_t)g.H + g.pt + g.pb;
   EP_CHECK(hp * g.sw * qdw_phase_width(&g) * 2u <= n->scratch_bytes, EP_E_PARAM);
   return EP_OK;
+}
+
+EP_COLD void ep_qconv_pad_row(int16_t *d, const uint8_t *xr, int u8, int32_t xzp, const ep_conv_geom *g, uint32_t len) {
+  const uint32_t a = g->pl < len ? g->pl : len, b = g->pl + g->W < len ? g->pl + g->W : len;
+  uint32_t u = 0;
+  for (; u < a; u++) d[u] = 0;
+  const uint8_t *src = xr;
+  const i16x8 z = i16x8_splat((int16_t)xzp);
+  for (; u + 8 <= b; u += 8, src += 8)
+    i16x8_store(d + u, i16x8_sub(u8 ? i16x8_load_u8(src) : i16x8_load_i8((const int8_t *)src), z));
+  for (; u < b; u++, src++) d[u] = (int16_t)((u8 ? (int32_t)*src : (int32_t)(int8_t)*src) - xzp);
+  for (; u < len; u++) d[u] = 0;
 }
 
 /* Lane masks: qdw_keep + 8 - n keeps lanes [0, n) of an i16x8 and zeroes the others. */
@@ -282,7 +293,7 @@ ep_status ep_run_QDEPTHWISE_CONV(const ep_node *n) {
   int16_t *plane = (int16_t *)(void *)n->scratch;
   const uint64_t ytotal = (uint64_t)g.B * g.C * ohw, xbytes = (uint64_t)g.B * g.C * hw;
   ep_qgemm_epi e;
-  fill_epi(n, p + 10, &e);
+  ep_qconv_fill_epi(n, p + 10, &e);
   uint64_t off[256];
   for (uint32_t i = 0; i < g.kh; i++)
     for (uint32_t j = 0; j < g.kw; j++)

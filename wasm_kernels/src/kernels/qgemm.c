@@ -109,60 +109,56 @@ __attribute__((noinline)) void ep_qgemm_epi_row(const ep_qgemm_epi *e, uint32_t 
   ep_q_store8(f32x4_mul(f32x4_from_i32x4(v0), s0), f32x4_mul(f32x4_from_i32x4(v1), s1), e, e->y + at * (e->out_dtype == EP_F32 ? 4 : 1), cnt, e->cs);
 }
 
-/* acc[r][0..1] = sum over Kp pairs of A'[r] pair . B' pairs of 8 columns. */
-EP_AINLINE void micro(uint32_t Kp, const int8_t *a, const int16_t *b, uint32_t ldb2, i32x4 acc[MR][2]) {
+/* acc[r][0..1] = sum over Kp pairs of A'[r] pair . B' pairs of 8 columns. A is int8 panels, or int16 ones
+ * when a16 (QWINOGRAD_CONV's transformed weights: same layout, 2-byte elements). */
+EP_AINLINE void micro(uint32_t Kp, const void *ap, const int a16, const int16_t *b, uint32_t ldb2, i32x4 acc[MR][2]) {
   i32x4 c00 = i32x4_splat(0), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00;
+  const int8_t *a = (const int8_t *)ap;
   for (uint32_t p = 0; p < Kp; p++) {
-    const i16x8 av = i16x8_load_i8(a);
+    const i16x8 av = a16 ? i16x8_load((const int16_t *)(const void *)a) : i16x8_load_i8(a);
     const i16x8 b0 = i16x8_load(b), b1 = i16x8_load(b + 8);
     i16x8 s;
     s = i16x8_pair_splat(av, 0); c00 = i32x4_dot_i16x8_add(c00, b0, s); c01 = i32x4_dot_i16x8_add(c01, b1, s);
     s = i16x8_pair_splat(av, 1); c10 = i32x4_dot_i16x8_add(c10, b0, s); c11 = i32x4_dot_i16x8_add(c11, b1, s);
     s = i16x8_pair_splat(av, 2); c20 = i32x4_dot_i16x8_add(c20, b0, s); c21 = i32x4_dot_i16x8_add(c21, b1, s);
     s = i16x8_pair_splat(av, 3); c30 = i32x4_dot_i16x8_add(c30, b0, s); c31 = i32x4_dot_i16x8_add(c31, b1, s);
-    a += 2 * MR;
+    a += 2 * MR * (a16 ? 2 : 1);
     b += ldb2;
   }
   acc[0][0] = c00; acc[0][1] = c01; acc[1][0] = c10; acc[1][1] = c11;
   acc[2][0] = c20; acc[2][1] = c21; acc[3][0] = c30; acc[3][1] = c31;
 }
 
-/* Epilogue settings resolved once per call. The common QDQ case (fast) gets its epilogue inline: per-row
- * bias and mult, no A zero point, 8-bit output with none/relu/clip (a clamp), contiguous rows. */
-typedef struct { int fast, u8; f32x4 lo, hi; i32x4 zb; } epi_mode;
-
-EP_AINLINE epi_mode epi_mode_of(const ep_qgemm_epi *e) {
-  epi_mode f;
-  f.fast = e->mult && !e->mult_col && !(e->bias && e->bias_col) && !e->colsum && e->cs == 1 &&
-           e->out_dtype != EP_F32 && e->act != EP_ACT_LEAKY_RELU;
-  float lo = 0.0f, hi = 0.0f;
-  if (f.fast) ep_q_bounds(e, &lo, &hi);
-  f.lo = f32x4_splat(lo); f.hi = f32x4_splat(hi);
-  f.zb = ep_q_zbits(e->yzp);
-  f.u8 = e->out_dtype == EP_U8;
-  return f;
+__attribute__((noinline)) void ep_qepi_row(const ep_qgemm_epi *e, const ep_qepi_mode *f, uint32_t m, uint32_t n,
+                                           uint32_t n_off, uint32_t cnt, i32x4 v0, i32x4 v1) {
+  if (!f->fast) { ep_qgemm_epi_row(e, m, n, n_off, cnt, v0, v1); return; }
+  const i32x4 bv = i32x4_splat(e->bias ? e->bias[m] : 0);
+  const f32x4 mv = f32x4_splat(e->mult[m]);
+  const i8x16 q = ep_q8_pack(f32x4_mul(f32x4_from_i32x4(i32x4_add(v0, bv)), mv),
+                             f32x4_mul(f32x4_from_i32x4(i32x4_add(v1, bv)), mv), f->lo, f->hi, f->zb, f->u8);
+  uint8_t *dst = e->y + (uint64_t)m * e->rs + n_off + n;
+  if (cnt == NR) {
+    i8x16_store_lo8(dst, q);
+  } else {
+    uint8_t t[8];
+    i8x16_store_lo8(t, q);
+    ep_q_store_bytes(dst, t, cnt, 1, 1);
+  }
 }
 
 /* Stores one tile's accumulators: rows m0..m0+mr, local columns n..n+cnt. */
-EP_AINLINE void epi_tile(const ep_qgemm_epi *e, const epi_mode *f, uint32_t m0, uint32_t mr, uint32_t n, uint32_t n_off,
+EP_AINLINE void epi_tile(const ep_qgemm_epi *e, const ep_qepi_mode *f, uint32_t m0, uint32_t mr, uint32_t n, uint32_t n_off,
                          uint32_t cnt, i32x4 acc[MR][2]) {
-  if (!f->fast) {
-    for (uint32_t r = 0; r < mr; r++) ep_qgemm_epi_row(e, m0 + r, n, n_off, cnt, acc[r][0], acc[r][1]);
-    return;
-  }
-  for (uint32_t r = 0; r < mr; r++) {
-    const uint32_t m = m0 + r;
-    const i32x4 bv = i32x4_splat(e->bias ? e->bias[m] : 0);
-    const f32x4 mv = f32x4_splat(e->mult[m]);
-    const i8x16 q = ep_q8_pack(f32x4_mul(f32x4_from_i32x4(i32x4_add(acc[r][0], bv)), mv),
-                               f32x4_mul(f32x4_from_i32x4(i32x4_add(acc[r][1], bv)), mv), f->lo, f->hi, f->zb, f->u8);
-    uint8_t *dst = e->y + (uint64_t)m * e->rs + n_off + n;
-    if (cnt == NR) {
-      i8x16_store_lo8(dst, q);
-    } else {
-      uint8_t t[8];
-      i8x16_store_lo8(t, q);
-      ep_q_store_bytes(dst, t, cnt, 1, 1);
+  for (uint32_t r = 0; r < mr; r++) ep_qepi_row(e, f, m0 + r, n, n_off, cnt, acc[r][0], acc[r][1]);
+}
+
+void ep_qgemm_raw16(uint32_t Kp, const int16_t *a, const int16_t *b, uint32_t ldb, uint32_t N, int32_t *c, uint32_t ldc) {
+  i32x4 acc[MR][2];
+  for (uint32_t n = 0; n < N; n += NR) {
+    micro(Kp, a, 1, b + 2 * (uint64_t)n, 2 * ldb, acc);
+    for (uint32_t r = 0; r < MR; r++) {
+      i32x4_store(c + (uint64_t)r * ldc + n, acc[r][0]);
+      i32x4_store(c + (uint64_t)r * ldc + n + 4, acc[r][1]);
     }
   }
 }
@@ -171,13 +167,13 @@ EP_AINLINE void epi_tile(const ep_qgemm_epi *e, const epi_mode *f, uint32_t m0, 
 static void qgemm_i16(uint32_t M, uint32_t N, uint32_t K, const int8_t *a, const int16_t *b, uint32_t ldb, uint32_t n_off,
                       const ep_qgemm_epi *e) {
   const uint32_t Kp = (K + 1) / 2;
-  const epi_mode f = epi_mode_of(e);
+  const ep_qepi_mode f = ep_qepi_mode_of(e);
   i32x4 acc[MR][2];
   for (uint32_t m0 = 0; m0 < M; m0 += MR) {
     const int8_t *ap = a + (uint64_t)(m0 / MR) * Kp * 2 * MR;
     const uint32_t mr = M - m0 < MR ? M - m0 : MR;
     for (uint32_t n = 0; n < N; n += NR) {
-      micro(Kp, ap, b + 2 * (uint64_t)n, 2 * ldb, acc);
+      micro(Kp, ap, 0, b + 2 * (uint64_t)n, 2 * ldb, acc);
       epi_tile(e, &f, m0, mr, n, n_off, N - n < NR ? N - n : NR, acc);
     }
   }
@@ -189,7 +185,7 @@ static void qgemv_i16(uint32_t M, uint32_t K, const int8_t *a, const int16_t *b,
                       const ep_qgemm_epi *e) {
   const uint32_t Kp = (K + 1) / 2;
   const uint64_t ld2 = 2 * (uint64_t)ldb;
-  const epi_mode f = epi_mode_of(e);
+  const ep_qepi_mode f = ep_qepi_mode_of(e);
   i32x4 acc[MR][2];
   for (uint32_t m0 = 0; m0 < M; m0 += MR) {
     const int8_t *ap = a + (uint64_t)(m0 / MR) * Kp * 2 * MR;
@@ -270,7 +266,7 @@ static void qgemm_tiles(uint32_t M, uint32_t N, uint32_t K, const int8_t *a, int
     while (nq < N && strip_to_i7(b + 2 * (uint64_t)nq, ld2, K)) nq += NR;
   if (nq > N) nq = N;
   if (nq) {
-    const epi_mode f = epi_mode_of(e);
+    const ep_qepi_mode f = ep_qepi_mode_of(e);
     i32x4 acc[MR][2];
     for (uint32_t m0 = 0; m0 < M; m0 += MR) {
       const int8_t *ap = a + (uint64_t)(m0 / MR) * Kp * 2 * MR;

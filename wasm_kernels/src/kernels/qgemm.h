@@ -24,6 +24,7 @@
 #include <stdint.h>
 #include "ep_kernel.h"
 #include "ep_vec.h"
+#include "activation.h"
 
 #define EP_QGEMM_MR 4
 #define EP_QGEMM_NR 8
@@ -52,6 +53,9 @@ void ep_qgemm(uint32_t M, uint32_t N, uint32_t K, const int8_t *a, int16_t *b, u
  * aarch64 SDOT kernel so both give the same bits. */
 void ep_qgemm_epi_row(const ep_qgemm_epi *e, uint32_t m, uint32_t n, uint32_t n_off, uint32_t cnt, i32x4 v0, i32x4 v1);
 
+/* One A panel of int16 pairs (MR rows, Kp pairs, A's layout with 2-byte elements) times B' columns [0, N)
+ * (N a multiple of NR), raw: c[r * ldc + n] = sum_p A'[r] pair p . B' pair p of column n (int32, wrapping). */
+void ep_qgemm_raw16(uint32_t Kp, const int16_t *a, const int16_t *b, uint32_t ldb, uint32_t N, int32_t *c, uint32_t ldc);
 /* B' from K rows of a uint8/int8 matrix (element (k, n) at x[k * rs + n], n < N): b = x - zp, with the
  * zero point per column (zp_col[n]) or scalar (zp_col NULL). colsum (if not NULL) gets sum_k B'[k][n]. */
 void ep_qgemm_pack_b(int16_t *b, uint32_t ldb, uint32_t K, uint32_t N, const uint8_t *x, uint64_t rs, int is_u8,
@@ -86,4 +90,25 @@ ep_status ep_qgemm_check_epi(int32_t act, uint32_t out_dtype, int has_mult);
 void ep_q_store8(f32x4 v0, f32x4 v1, const ep_qgemm_epi *e, uint8_t *dst, uint32_t cnt, uint64_t cs);
 /* cnt elements of esz bytes from src to dst with element stride cs. */
 void ep_q_store_bytes(uint8_t *dst, const void *src, uint32_t cnt, uint64_t cs, uint32_t esz);
+
+/* Epilogue settings resolved once per call. The common QDQ case (fast) takes a short path: per-row
+ * bias and mult, no A zero point, 8-bit output with none/relu/clip (a clamp), contiguous rows. */
+typedef struct { int fast, u8; f32x4 lo, hi; i32x4 zb; } ep_qepi_mode;
+
+EP_AINLINE ep_qepi_mode ep_qepi_mode_of(const ep_qgemm_epi *e) {
+  ep_qepi_mode f;
+  f.fast = e->mult && !e->mult_col && !(e->bias && e->bias_col) && !e->colsum && e->cs == 1 &&
+           e->out_dtype != EP_F32 && e->act != EP_ACT_LEAKY_RELU;
+  float lo = 0.0f, hi = 0.0f;
+  if (f.fast) ep_q_bounds(e, &lo, &hi);
+  f.lo = f32x4_splat(lo); f.hi = f32x4_splat(hi);
+  f.zb = ep_q_zbits(e->yzp);
+  f.u8 = e->out_dtype == EP_U8;
+  return f;
+}
+
+/* ep_qgemm_epi_row with the fast case handled first (QCONV's GEMM, QWINOGRAD_CONV's output transform): out of
+ * line, one copy for every caller, as per 8 outputs a call costs little next to the GEMM or transform behind them. */
+void ep_qepi_row(const ep_qgemm_epi *e, const ep_qepi_mode *f, uint32_t m, uint32_t n, uint32_t n_off, uint32_t cnt,
+                 i32x4 v0, i32x4 v1);
 #endif

@@ -25,7 +25,7 @@ typedef struct {
   uint32_t B, C, H, W, Cout, OH, OW, pt, pl, pb, pr, nt, TH, TW, ldv, rw;
 } wg_geom;
 
-static ep_status wg_geometry(const ep_node *n, wg_geom *g) {
+EP_COLD static ep_status wg_geometry(const ep_node *n, wg_geom *g) {
   const int32_t *p = n->params;
   const ep_tensor *x = n->in[0], *u = n->in[1], *y = n->out[0];
   EP_CHECK(x && u && y, EP_E_OP);
@@ -53,7 +53,7 @@ static uint64_t wg_scratch_floats(const wg_geom *g) {
   return 16ull * ((uint64_t)g->C + g->Cout) * g->ldv + 4ull * g->rw;
 }
 
-ep_status ep_check_WINOGRAD_CONV(const ep_node *n) {
+EP_COLD ep_status ep_check_WINOGRAD_CONV(const ep_node *n) {
   EP_CHECK(n->n_params == WG_NPARAMS, EP_E_PARAM);
   wg_geom g;
   const ep_status s = wg_geometry(n, &g);
@@ -67,7 +67,7 @@ ep_status ep_check_WINOGRAD_CONV(const ep_node *n) {
 }
 
 /* buf[r * rw + u] = x[ih0 + r][u - pl] for u in [u0, u1), zero outside the input. */
-static void wg_fill_rows(float *buf, uint32_t rw, const float *xc, const wg_geom *g, int64_t ih0, uint32_t u0, uint32_t u1) {
+EP_COLD static void wg_fill_rows(float *buf, uint32_t rw, const float *xc, const wg_geom *g, int64_t ih0, uint32_t u0, uint32_t u1) {
   for (uint32_t r = 0; r < 4; r++) {
     float *d = buf + (uint64_t)r * rw;
     const int64_t ih = ih0 + r;
@@ -87,6 +87,15 @@ static void wg_fill_rows(float *buf, uint32_t rw, const float *xc, const wg_geom
     for (; u + 4 <= hi; u += 4) f32x4_store(d + u, f32x4_load(s + (u - g->pl)));
     for (; u < hi; u++) d[u] = s[u - g->pl];
     for (u = hi; u < u1; u++) d[u] = 0.0f;
+  }
+}
+
+/* The last cnt (< 4) tiles' lanes of the 16 transformed vectors o (cold: the end of a tile row segment). */
+EP_COLD static void wg_store_partial(float *dst, uint64_t plane, const f32x4 *o, uint32_t cnt) {
+  float tmp[4];
+  for (uint32_t k = 0; k < 16; k++) {
+    f32x4_store(tmp, o[k]);
+    for (uint32_t t = 0; t < cnt; t++) dst[k * plane + t] = tmp[t];
   }
 }
 
@@ -118,11 +127,7 @@ static void wg_input_row(float *v, uint64_t vplane, const float *buf, uint32_t r
     if (tx + 4 <= tx1) {
       for (uint32_t k = 0; k < 16; k++) f32x4_store(dst + k * vplane, o[k]);
     } else {
-      float tmp[4];
-      for (uint32_t k = 0; k < 16; k++) {
-        f32x4_store(tmp, o[k]);
-        for (uint32_t t = 0; t < tx1 - tx; t++) dst[k * vplane + t] = tmp[t];
-      }
+      wg_store_partial(dst, vplane, o, tx1 - tx);
     }
   }
 }
@@ -142,6 +147,32 @@ typedef struct {
   float p0, p1;
 } wg_epi;
 
+/* s[k] = the first cnt (< 4) lanes at src + k * mplane, 0 past them (cold: the end of a segment). */
+EP_COLD static void wg_load_partial(f32x4 *s, const float *src, uint64_t mplane, uint32_t cnt) {
+  float tmp[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  for (uint32_t k = 0; k < 16; k++) {
+    for (uint32_t t = 0; t < cnt; t++) tmp[t] = src[k * mplane + t];
+    s[k] = f32x4_load(tmp);
+  }
+}
+
+/* Edge tiles (cold): the scalar epilogue of y = {y00, y01, y10, y11}, stores clipped to the output. */
+EP_COLD static void wg_store_edge(float *y0, const f32x4 *y, const wg_geom *g, const ep_gemm_epi *se, uint32_t co,
+                                  uint32_t oh, uint32_t ow, uint32_t cnt, int two_rows) {
+  float t[4][4];
+  for (uint32_t i = 0; i < 4; i++) f32x4_store(t[i], y[i]);
+  for (uint32_t l = 0; l < cnt; l++) {
+    const uint32_t c0 = ow + 2 * l;
+    const uint64_t n0 = (uint64_t)oh * g->OW + c0;
+    y0[c0] = ep_gemm_epi_scalar(se, t[0][l], co, (uint32_t)n0);
+    if (c0 + 1 < g->OW) y0[c0 + 1] = ep_gemm_epi_scalar(se, t[1][l], co, (uint32_t)n0 + 1);
+    if (two_rows) {
+      y0[g->OW + c0] = ep_gemm_epi_scalar(se, t[2][l], co, (uint32_t)n0 + g->OW);
+      if (c0 + 1 < g->OW) y0[g->OW + c0 + 1] = ep_gemm_epi_scalar(se, t[3][l], co, (uint32_t)n0 + g->OW + 1);
+    }
+  }
+}
+
 /* Output transform of tiles [tx0, tx1) of tile row ty for output channel co; m points at
  * M_0[co][column of tile tx0], planes `mplane` floats apart; y is this image's output. */
 static void wg_output_row(const float *m, uint64_t mplane, float *y, const wg_geom *g, uint32_t co, uint32_t ty,
@@ -160,11 +191,7 @@ static void wg_output_row(const float *m, uint64_t mplane, float *y, const wg_ge
     if (cnt == 4) {
       for (uint32_t k = 0; k < 16; k++) s[k] = f32x4_load(src + k * mplane);
     } else {
-      float tmp[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-      for (uint32_t k = 0; k < 16; k++) {
-        for (uint32_t t = 0; t < cnt; t++) tmp[t] = src[k * mplane + t];
-        s[k] = f32x4_load(tmp);
-      }
+      wg_load_partial(s, src, mplane, cnt);
     }
     /* A^T M: rows; then columns */
     f32x4 a0[4], a1[4];
@@ -188,19 +215,8 @@ static void wg_output_row(const float *m, uint64_t mplane, float *y, const wg_ge
       f32x4_store(y0 + g->OW + ow, v[2]); f32x4_store(y0 + g->OW + ow + 4, v[3]);
       continue;
     }
-    /* Edge tiles: scalar epilogue, stores clipped to the output. */
-    float t00[4], t01[4], t10[4], t11[4];
-    f32x4_store(t00, y00); f32x4_store(t01, y01); f32x4_store(t10, y10); f32x4_store(t11, y11);
-    for (uint32_t t = 0; t < cnt; t++) {
-      const uint32_t c0 = ow + 2 * t;
-      const uint64_t n0 = (uint64_t)oh * g->OW + c0;
-      y0[c0] = ep_gemm_epi_scalar(se, t00[t], co, (uint32_t)n0);
-      if (c0 + 1 < g->OW) y0[c0 + 1] = ep_gemm_epi_scalar(se, t01[t], co, (uint32_t)n0 + 1);
-      if (two_rows) {
-        y0[g->OW + c0] = ep_gemm_epi_scalar(se, t10[t], co, (uint32_t)n0 + g->OW);
-        if (c0 + 1 < g->OW) y0[g->OW + c0 + 1] = ep_gemm_epi_scalar(se, t11[t], co, (uint32_t)n0 + g->OW + 1);
-      }
-    }
+    const f32x4 yv[4] = {y00, y01, y10, y11};
+    wg_store_edge(y0, yv, g, se, co, oh, ow, cnt, two_rows);
   }
 }
 

@@ -35,7 +35,9 @@ static inline i32x4 i32x4_add(i32x4 a, i32x4 b) { i32x4 r; for (int i = 0; i < 4
 static inline i16x8 i16x8_load_i8(const int8_t *p) { i16x8 r; for (int i = 0; i < 8; i++) r.v[i] = p[i]; return r; }
 static inline i16x8 i16x8_load_u8(const uint8_t *p) { i16x8 r; for (int i = 0; i < 8; i++) r.v[i] = p[i]; return r; }
 static inline i32x4 i32x4_dot_i16x8_add(i32x4 acc, i16x8 a, i16x8 b) {
-  for (int i = 0; i < 4; i++) acc.v[i] += (int32_t)a.v[2 * i] * b.v[2 * i] + (int32_t)a.v[2 * i + 1] * b.v[2 * i + 1];
+  for (int i = 0; i < 4; i++)   /* wraps like the SIMD instruction (each product fits int32; their sums may not) */
+    acc.v[i] = (int32_t)((uint32_t)acc.v[i] + (uint32_t)((int32_t)a.v[2 * i] * b.v[2 * i]) +
+                         (uint32_t)((int32_t)a.v[2 * i + 1] * b.v[2 * i + 1]));
   return acc;
 }
 static inline f32x4 f32x4_from_i32x4(i32x4 a) { f32x4 r; for (int i = 0; i < 4; i++) r.v[i] = (float)a.v[i]; return r; }
@@ -107,6 +109,8 @@ static inline f32x4 f32x4_odd(f32x4 a, f32x4 b) { f32x4 r = {{a.v[1], a.v[3], b.
 /* Lanes of a and b interleaved: zip_lo = (a0,b0,a1,b1), zip_hi = (a2,b2,a3,b3). */
 static inline f32x4 f32x4_zip_lo(f32x4 a, f32x4 b) { f32x4 r = {{a.v[0], b.v[0], a.v[1], b.v[1]}}; return r; }
 static inline f32x4 f32x4_zip_hi(f32x4 a, f32x4 b) { f32x4 r = {{a.v[2], b.v[2], a.v[3], b.v[3]}}; return r; }
+static inline i32x4 i32x4_zip_lo(i32x4 a, i32x4 b) { i32x4 r = {{a.v[0], b.v[0], a.v[1], b.v[1]}}; return r; }
+static inline i32x4 i32x4_zip_hi(i32x4 a, i32x4 b) { i32x4 r = {{a.v[2], b.v[2], a.v[3], b.v[3]}}; return r; }
 
 /* ---- additions (int8 family: qgemm, qconv, quantize) ---- */
 static inline i16x8 i16x8_load(const int16_t *p) { i16x8 r; for (int i = 0; i < 8; i++) r.v[i] = p[i]; return r; }

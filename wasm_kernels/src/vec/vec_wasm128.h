@@ -86,6 +86,8 @@ static inline f32x4 f32x4_odd(f32x4 a, f32x4 b) { return wasm_i32x4_shuffle(a, b
 /* Lanes of a and b interleaved: zip_lo = (a0,b0,a1,b1), zip_hi = (a2,b2,a3,b3). */
 static inline f32x4 f32x4_zip_lo(f32x4 a, f32x4 b) { return wasm_i32x4_shuffle(a, b, 0, 4, 1, 5); }
 static inline f32x4 f32x4_zip_hi(f32x4 a, f32x4 b) { return wasm_i32x4_shuffle(a, b, 2, 6, 3, 7); }
+static inline i32x4 i32x4_zip_lo(i32x4 a, i32x4 b) { return wasm_i32x4_shuffle(a, b, 0, 4, 1, 5); }
+static inline i32x4 i32x4_zip_hi(i32x4 a, i32x4 b) { return wasm_i32x4_shuffle(a, b, 2, 6, 3, 7); }
 
 /* ---- additions (int8 family: qgemm, qconv, quantize) ----
  * An A row's (k, k+1) i16 pair is broadcast to every 32-bit lane (i16x8_pair_splat) and multiplied
