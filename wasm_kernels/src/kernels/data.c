@@ -74,10 +74,11 @@ static void tile_transpose(uint8_t *dst, const uint8_t *src, int64_t na, int64_t
 
 static int esize_ok(uint32_t es) { return es == 1 || es == 2 || es == 4 || es == 8; }
 
-/* Contiguous strides (elements) of a tensor. */
+/* Contiguous strides (elements) of a tensor. Unsigned products: an empty tensor (a 0 dim) may have other dims
+ * whose product overflows; its strides are never used, but signed overflow would be undefined behaviour. */
 static void strides_of(const ep_tensor *t, int64_t *st) {
-  int64_t s = 1;
-  for (int32_t k = (int32_t)t->rank - 1; k >= 0; k--) { st[k] = s; s *= t->dims[k]; }
+  uint64_t s = 1;
+  for (int32_t k = (int32_t)t->rank - 1; k >= 0; k--) { st[k] = (int64_t)s; s *= (uint64_t)t->dims[k]; }
 }
 
 /* ---- strided copy engine ------------------------------------------------------------------------ */
@@ -123,7 +124,7 @@ static void sc_run(const sc_plan *p, uint8_t *dst, const uint8_t *src) {
   if (p->empty) return;
   const uint32_t r = p->rank, es = p->esize;
   int64_t ost[EP_MAX_RANK];
-  { int64_t s = 1; for (int32_t k = (int32_t)r - 1; k >= 0; k--) { ost[k] = s; s *= p->dims[k]; } }
+  { uint64_t s = 1; for (int32_t k = (int32_t)r - 1; k >= 0; k--) { ost[k] = (int64_t)s; s *= (uint64_t)p->dims[k]; } }
   const int64_t nl = p->dims[r - 1], sl = p->st[r - 1];
   int32_t tj = -1;   /* a dim read contiguously while the last is strided: tiled transpose */
   if (sl != 1 && sl != 0)

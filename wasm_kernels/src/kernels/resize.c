@@ -99,7 +99,7 @@ static void copy_bytes(uint8_t *d, const uint8_t *s, uint64_t n) {
 static void run_copy(const ep_tensor *x, const ep_tensor *y, const rs_tables *t) {
   const uint32_t r = x->rank, L = r - 1, es = ep_dtype_size(x->dtype);
   int64_t xst[EP_MAX_RANK], cnt[EP_MAX_RANK] = {0};
-  { int64_t s = 1; for (int32_t k = (int32_t)r - 1; k >= 0; k--) { xst[k] = s; s *= x->dims[k]; } }
+  { uint64_t s = 1; for (int32_t k = (int32_t)r - 1; k >= 0; k--) { xst[k] = (int64_t)s; s *= (uint64_t)x->dims[k]; } }
   const int64_t ol = y->dims[L];
   const uint64_t row_bytes = (uint64_t)ol * es;
   uint8_t *d = y->data, *prev = 0;
@@ -149,7 +149,7 @@ static void run_copy(const ep_tensor *x, const ep_tensor *y, const rs_tables *t)
 static void run_weighted(const ep_tensor *x, const ep_tensor *y, const rs_tables *t) {
   const uint32_t r = x->rank, L = r - 1;
   int64_t xst[EP_MAX_RANK], cnt[EP_MAX_RANK] = {0};
-  { int64_t s = 1; for (int32_t k = (int32_t)r - 1; k >= 0; k--) { xst[k] = s; s *= x->dims[k]; } }
+  { uint64_t s = 1; for (int32_t k = (int32_t)r - 1; k >= 0; k--) { xst[k] = (int64_t)s; s *= (uint64_t)x->dims[k]; } }
   const int64_t ol = y->dims[L];
   const uint32_t KL = t->K[L];
   const float *xf = (const float *)(const void *)x->data;
