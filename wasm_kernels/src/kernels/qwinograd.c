@@ -19,6 +19,7 @@
  * Scratch >= 16 * Kp * ldb * 4 (V) + (16 * 4 * ldb + 8) * 4 (M of one panel) + 8 * RW * 2 bytes (two channels'
  * 4 zero-padded input rows, RW = round8(2 * TW + 16)). Single-threaded, as QCONV. */
 #include "qconv.h"
+#include "winograd_bt.h"
 
 #define QWG_NPARAMS 16
 
@@ -85,17 +86,7 @@ __attribute__((noinline)) static void qwg_tiles8(const int16_t *b, uint32_t rw, 
     d[r][0] = i16x8_even(a0, a1); d[r][1] = i16x8_odd(a0, a1);
     d[r][2] = i16x8_even(a2, a3); d[r][3] = i16x8_odd(a2, a3);
   }
-  for (uint32_t j = 0; j < 4; j++) {   /* B^T d: combine rows */
-    const i16x8 e0 = i16x8_sub(d[0][j], d[2][j]), e1 = i16x8_add(d[1][j], d[2][j]);
-    const i16x8 e2 = i16x8_sub(d[2][j], d[1][j]), e3 = i16x8_sub(d[1][j], d[3][j]);
-    d[0][j] = e0; d[1][j] = e1; d[2][j] = e2; d[3][j] = e3;
-  }
-  for (uint32_t i = 0; i < 4; i++) {   /* (B^T d) B: combine columns */
-    o[4 * i + 0] = i16x8_sub(d[i][0], d[i][2]);
-    o[4 * i + 1] = i16x8_add(d[i][1], d[i][2]);
-    o[4 * i + 2] = i16x8_sub(d[i][2], d[i][1]);
-    o[4 * i + 3] = i16x8_sub(d[i][1], d[i][3]);
-  }
+  EP_WINOGRAD_BT(i16x8, i16x8_sub, i16x8_add, d, o);
 }
 
 /* Input transform of tiles [tx0, tx1) of one tile row for the channel pair of buffers b0, b1 (the same buffer

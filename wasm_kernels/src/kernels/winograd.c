@@ -16,6 +16,7 @@
  * many threads). */
 #include "gemm.h"
 #include "ep_vec.h"
+#include "winograd_bt.h"
 #include "ep_parallel.h"
 
 #define WG_NPARAMS 15
@@ -112,17 +113,7 @@ static void wg_input_row(float *v, uint64_t vplane, const float *buf, uint32_t r
       d[r][2] = f32x4_even(a2, a3); d[r][3] = f32x4_odd(a2, a3);
     }
     f32x4 o[16];
-    for (uint32_t j = 0; j < 4; j++) {   /* B^T d: combine rows */
-      const f32x4 e0 = f32x4_sub(d[0][j], d[2][j]), e1 = f32x4_add(d[1][j], d[2][j]);
-      const f32x4 e2 = f32x4_sub(d[2][j], d[1][j]), e3 = f32x4_sub(d[1][j], d[3][j]);
-      d[0][j] = e0; d[1][j] = e1; d[2][j] = e2; d[3][j] = e3;
-    }
-    for (uint32_t i = 0; i < 4; i++) {   /* (B^T d) B: combine columns */
-      o[4 * i + 0] = f32x4_sub(d[i][0], d[i][2]);
-      o[4 * i + 1] = f32x4_add(d[i][1], d[i][2]);
-      o[4 * i + 2] = f32x4_sub(d[i][2], d[i][1]);
-      o[4 * i + 3] = f32x4_sub(d[i][1], d[i][3]);
-    }
+    EP_WINOGRAD_BT(f32x4, f32x4_sub, f32x4_add, d, o);
     float *dst = v + (tx - tx0);
     if (tx + 4 <= tx1) {
       for (uint32_t k = 0; k < 16; k++) f32x4_store(dst + k * vplane, o[k]);
