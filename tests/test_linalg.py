@@ -218,6 +218,17 @@ GEMM_CASES = [
 ]
 
 
+def _a_b_operands(a: np.ndarray, b: np.ndarray, bconst: bool) -> tuple[dict, list, list]:
+    """(feeds, initializers, graph inputs) for inputs "a" and "b"; b is an initializer when bconst."""
+    feeds, inits, ins = {"a": a}, [], [_vi("a", a.shape)]
+    if bconst:
+        inits.append(onnx.numpy_helper.from_array(b, "b"))
+    else:
+        feeds["b"] = b
+        ins.append(_vi("b", b.shape))
+    return feeds, inits, ins
+
+
 @pytest.mark.parametrize("sa,sb,sc,attrs,bconst", GEMM_CASES)
 def test_gemm_random(sa, sb, sc, attrs, bconst, tmp_path):
     rng = np.random.default_rng(3)
@@ -225,12 +236,7 @@ def test_gemm_random(sa, sb, sc, attrs, bconst, tmp_path):
         sa = sa[::-1]
     a = rng.standard_normal(sa).astype(np.float32)
     b = rng.standard_normal(sb).astype(np.float32)
-    feeds, inits, ins = {"a": a}, [], [_vi("a", sa)]
-    if bconst:
-        inits.append(onnx.numpy_helper.from_array(b, "b"))
-    else:
-        feeds["b"] = b
-        ins.append(_vi("b", sb))
+    feeds, inits, ins = _a_b_operands(a, b, bconst)
     names = ["a", "b"]
     if sc is not None:
         c = rng.standard_normal(sc).astype(np.float32)
@@ -264,12 +270,7 @@ def test_matmul_random(sa, sb, bconst, tmp_path):
     rng = np.random.default_rng(4)
     a = rng.standard_normal(sa).astype(np.float32)
     b = rng.standard_normal(sb).astype(np.float32)
-    feeds, inits, ins = {"a": a}, [], [_vi("a", sa)]
-    if bconst:
-        inits.append(onnx.numpy_helper.from_array(b, "b"))
-    else:
-        feeds["b"] = b
-        ins.append(_vi("b", sb))
+    feeds, inits, ins = _a_b_operands(a, b, bconst)
     node = helper.make_node("MatMul", ["a", "b"], ["y"])
     m = onnx.shape_inference.infer_shapes(_model([node], ins, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits))
     _run_all_variants(m, feeds, tmp_path)

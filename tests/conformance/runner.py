@@ -146,6 +146,47 @@ def run_case(case, workdir: Path, variant: str = "simd") -> tuple[str, str]:
     return check_outputs(got, expected, [o.name for o in case.model.graph.output])
 
 
+def run_beside_wasm(case, workdir: Path, other: str, run_other) -> dict[str, tuple[str, str]]:
+    """{'wasm': (status, why), other: (status, why)} for one case packaged once and run on the same plan by the
+    wasm SIMD build and by `run_other(bundle_dir, feeds, loaded_bundle, wasm_status, judge)`, which returns its
+    (status, why); `judge(outputs)` compares outputs with the case's expected ones."""
+    import subprocess
+    from packager import load_bundle
+    from packager.errors import PackagerError
+    kinds = ("wasm", other)
+    if not case.data_sets:
+        return {k: ("rejected", "no data set") for k in kinds}
+    _, expected = case.data_sets[0]
+    out = workdir / "bundle"
+    out_names = [o.name for o in case.model.graph.output]
+
+    def judge(got: dict) -> tuple[str, str]:
+        return check_outputs(got, expected, out_names)
+
+    res: dict[str, tuple[str, str]] = {}
+    signal.signal(signal.SIGALRM, _alarm)
+    signal.alarm(CASE_TIMEOUT_S)
+    try:
+        b_feeds = package_case(case, out)
+        b = load_bundle(out, "simd")
+        run_feeds = b.check_feeds(b_feeds)
+        try:
+            res["wasm"] = judge(b.run(run_feeds))
+        except PackagerError as e:
+            res["wasm"] = refusal(e)
+        res[other] = run_other(out, run_feeds, b, res["wasm"][0], judge)
+    except PackagerError as e:
+        return {k: res.get(k, refusal(e)) for k in kinds}
+    except (_Timeout, subprocess.TimeoutExpired):
+        return {k: res.get(k, ("crash", f"timeout after {CASE_TIMEOUT_S}s")) for k in kinds}
+    except Exception as e:  # noqa: BLE001 - everything else is a bug to report
+        why = f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
+        return {k: res.get(k, ("crash", why)) for k in kinds}
+    finally:
+        signal.alarm(0)
+    return res
+
+
 def run_all(ops: set[str] | None = None, variant: str = "simd", float32_only: bool = False,
             progress: bool = False) -> list[dict]:
     results = []

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import signal
 import sys
 import tempfile
 import time
@@ -20,42 +19,21 @@ from collections import defaultdict
 from pathlib import Path
 
 
-from .runner import CASE_TIMEOUT_S, _alarm, _Timeout, check_outputs, collect, is_float32_case, package_case, refusal
+from .runner import CASE_TIMEOUT_S, collect, is_float32_case, refusal, run_beside_wasm
 
 
 def run_case(case, workdir: Path, cli: Path, qemu: list[str]) -> dict[str, tuple[str, str]]:
     """{'wasm': (status, why), 'aarch64': (status, why)} for one case."""
-    from packager import load_bundle
     from packager.errors import PackagerError
     from packager.targets.edge import run_cli
-    if not case.data_sets:
-        return {"wasm": ("rejected", "no data set"), "aarch64": ("rejected", "no data set")}
-    _, expected = case.data_sets[0]
-    out = workdir / "bundle"
-    out_names = [o.name for o in case.model.graph.output]
-    res: dict[str, tuple[str, str]] = {}
-    signal.signal(signal.SIGALRM, _alarm)
-    signal.alarm(CASE_TIMEOUT_S)
-    try:
-        b_feeds = package_case(case, out)
-        b = load_bundle(out, "simd")
-        run_feeds = b.check_feeds(b_feeds)
-        for kind, fn in (("wasm", lambda: b.run(run_feeds)),
-                         ("aarch64", lambda: run_cli(out, run_feeds, b.outputs, cli=cli, qemu=qemu, timeout=CASE_TIMEOUT_S))):
-            try:
-                res[kind] = check_outputs(fn(), expected, out_names)
-            except PackagerError as e:
-                res[kind] = refusal(e)
-    except PackagerError as e:
-        return {k: refusal(e) for k in ("wasm", "aarch64")}
-    except _Timeout:
-        return {k: res.get(k, ("crash", f"timeout after {CASE_TIMEOUT_S}s")) for k in ("wasm", "aarch64")}
-    except Exception as e:  # noqa: BLE001 - everything else is a bug to report
-        why = f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
-        return {k: res.get(k, ("crash", why)) for k in ("wasm", "aarch64")}
-    finally:
-        signal.alarm(0)
-    return res
+
+    def aarch64(out: Path, feeds: dict, b, wasm_status: str, judge) -> tuple[str, str]:
+        try:
+            return judge(run_cli(out, feeds, b.outputs, cli=cli, qemu=qemu, timeout=CASE_TIMEOUT_S))
+        except PackagerError as e:
+            return refusal(e)
+
+    return run_beside_wasm(case, workdir, "aarch64", aarch64)
 
 
 def run_all(ops: set[str] | None, cpu: str, progress: bool = False) -> list[dict]:

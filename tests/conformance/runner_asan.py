@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -23,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .runner import CASE_TIMEOUT_S, _alarm, _Timeout, check_outputs, collect, is_float32_case, package_case, refusal
+from .runner import CASE_TIMEOUT_S, collect, is_float32_case, run_beside_wasm
 
 REPO = Path(__file__).resolve().parents[2]
 ASAN_CLI = REPO / "edge" / "build" / "asan" / "edgepack-run"
@@ -68,42 +67,17 @@ def run_asan_cli(cli: Path, bundle: Path, feeds: dict[str, np.ndarray], outputs:
 
 def run_case(case, workdir: Path, cli: Path) -> dict[str, tuple[str, str]]:
     """{'wasm': (status, why), 'asan': (status, why)} for one case."""
-    from packager import load_bundle
-    from packager.errors import PackagerError
-    if not case.data_sets:
-        return {"wasm": ("rejected", "no data set"), "asan": ("rejected", "no data set")}
-    _, expected = case.data_sets[0]
-    out = workdir / "bundle"
-    out_names = [o.name for o in case.model.graph.output]
-    res: dict[str, tuple[str, str]] = {}
-    signal.signal(signal.SIGALRM, _alarm)
-    signal.alarm(CASE_TIMEOUT_S)
-    try:
-        b_feeds = package_case(case, out)
-        b = load_bundle(out, "simd")
-        run_feeds = b.check_feeds(b_feeds)
-        try:
-            res["wasm"] = check_outputs(b.run(run_feeds), expected, out_names)
-        except PackagerError as e:
-            res["wasm"] = refusal(e)
-        status, why, got = run_asan_cli(cli, out, run_feeds, b.outputs, CASE_TIMEOUT_S)
+
+    def asan(out: Path, feeds: dict, b, wasm_status: str, judge) -> tuple[str, str]:
+        status, why, got = run_asan_cli(cli, out, feeds, b.outputs, CASE_TIMEOUT_S)
         if status == "sanitizer":
-            res["asan"] = ("sanitizer", why)
-        elif status == "error":
+            return "sanitizer", why
+        if status == "error":
             # edgepack-run refusing what wasm refused (e.g. a data-dependent index error) is agreement
-            res["asan"] = (res["wasm"][0] if res["wasm"][0] in ("fail", "rejected") else "fail", why)
-        else:
-            res["asan"] = check_outputs(got, expected, out_names)
-    except PackagerError as e:
-        return {k: res.get(k, refusal(e)) for k in ("wasm", "asan")}
-    except (_Timeout, subprocess.TimeoutExpired):
-        return {k: res.get(k, ("crash", f"timeout after {CASE_TIMEOUT_S}s")) for k in ("wasm", "asan")}
-    except Exception as e:  # noqa: BLE001 - everything else is a bug to report
-        why = f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
-        return {k: res.get(k, ("crash", why)) for k in ("wasm", "asan")}
-    finally:
-        signal.alarm(0)
-    return res
+            return (wasm_status if wasm_status in ("fail", "rejected") else "fail"), why
+        return judge(got)
+
+    return run_beside_wasm(case, workdir, "asan", asan)
 
 
 def _worker(args: tuple[list[str], str]) -> list[dict]:
