@@ -318,10 +318,18 @@ static void qgemm_tiles(uint32_t M, uint32_t N, uint32_t K, const int8_t *a, int
 #define qgemm_tiles qgemm_i16
 #endif
 
+/* A block's last 1..4 columns (e.g. 49 = 6 tiles + 1 for a 7x7 map) run as matrix-vector products, one column each,
+ * rather than as a tile of 8 that is mostly padding. Integer sums: the tiles' results. */
 void ep_qgemm(uint32_t M, uint32_t N, uint32_t K, const int8_t *a, int16_t *b, uint32_t ldb, uint32_t n_off,
               const ep_qgemm_epi *e) {
-  if (N == 1) qgemv_i16(M, K, a, b, ldb, n_off, e);
-  else qgemm_tiles(M, N, K, a, b, ldb, n_off, e);
+  const uint32_t tail = N % NR, nt = N > NR && tail && tail <= NR / 2 ? N - tail : N;
+  if (nt == 1) qgemv_i16(M, K, a, b, ldb, n_off, e);
+  else qgemm_tiles(M, nt, K, a, b, ldb, n_off, e);
+  for (uint32_t n = nt; n < N; n++) {
+    ep_qgemm_epi es = *e;
+    if (es.colsum) es.colsum += n;
+    qgemv_i16(M, K, a, b + 2 * (uint64_t)n, ldb, n_off + n, &es);
+  }
 }
 
 /* Columns [n, ldb) of one pair row: scalar, zero past N. */
