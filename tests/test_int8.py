@@ -129,6 +129,9 @@ CONV_CASES = [  # group, cin, cout, k, stride, dil, pad, act, x dtype, zero poin
     (6, 6, 6, 3, 2, 1, 1, "clip", TensorProto.UINT8, 0, 35),
     (6, 6, 6, 3, 1, 1, 1, "none", TensorProto.INT8, 0, 3),
     (6, 6, 6, 3, 3, 1, 2, "relu", TensorProto.UINT8, 17, 17),
+    # stride-2 im2col rows long enough for the vector gather (16 bytes, even ones kept) and its scalar tail
+    (1, 3, 16, 3, 2, 1, 1, "clip", TensorProto.UINT8, 128, 41),
+    (1, 3, 8, 3, 2, 1, 0, "relu", TensorProto.INT8, -4, 38),
 ]
 
 
@@ -244,6 +247,36 @@ def test_qdq_residual_add_and_float_tail(tmp_path: Path) -> None:
     for variant in VARIANTS:
         got = load_bundle(out, variant).run(feeds)["y"]
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("act", ["none", "relu", "clip"])
+def test_qadd_equals_onnx_qdq_exactly(act: str, tmp_path: Path) -> None:
+    """QADD (uint8 + int8 -> uint8, 111 elements: whole vectors and a tail) gives ONNX's DQ + DQ [-> act] -> Q
+    bytes exactly: the same float operations (scale products, sum, division) in the same order."""
+    rng = np.random.default_rng(11)
+    inits = [numpy_helper.from_array(np.array(s, np.float32), n) for s, n in ((0.031, "as"), (0.017, "bs"), (0.043, "ys"))]
+    inits += [numpy_helper.from_array(np.array(121, np.uint8), "az"), numpy_helper.from_array(np.array(-9, np.int8), "bz"),
+              numpy_helper.from_array(np.array(97, np.uint8), "yz")]
+    nodes = [helper.make_node("QuantizeLinear", ["a", "as", "az"], ["aq"]), helper.make_node("DequantizeLinear", ["aq", "as", "az"], ["ad"]),
+             helper.make_node("QuantizeLinear", ["b", "bs", "bz"], ["bq"]), helper.make_node("DequantizeLinear", ["bq", "bs", "bz"], ["bd"]),
+             helper.make_node("Add", ["ad", "bd"], ["s"])]
+    last = "s"
+    if act == "relu":
+        nodes.append(helper.make_node("Relu", ["s"], ["r"]))
+        last = "r"
+    elif act == "clip":
+        inits += [numpy_helper.from_array(np.array(-0.5, np.float32), "lo"), numpy_helper.from_array(np.array(1.3, np.float32), "hi")]
+        nodes.append(helper.make_node("Clip", ["s", "lo", "hi"], ["r"]))
+        last = "r"
+    nodes.append(helper.make_node("QuantizeLinear", [last, "ys", "yz"], ["y"]))
+    m = make_model(nodes, [helper.make_tensor_value_info(n, TensorProto.FLOAT, [3, 37]) for n in ("a", "b")],
+                   [helper.make_tensor_value_info("y", TensorProto.UINT8, [3, 37])], inits)
+    out = package(m, out=tmp_path / "b", verify=False)
+    assert [n.op for n in layout.decode((out / "model.plan").read_bytes()).nodes].count(Op.QADD) == 1
+    feeds = {"a": (rng.standard_normal((3, 37)) * 2).astype(np.float32), "b": (rng.standard_normal((3, 37)) * 1.5).astype(np.float32)}
+    want = _ort(m, feeds, optimized=False)["y"]
+    for variant in VARIANTS:
+        np.testing.assert_array_equal(load_bundle(out, variant).run(feeds)["y"], want, err_msg=variant)
 
 
 # -------------------------------------------------------------------------------------- benchmark models

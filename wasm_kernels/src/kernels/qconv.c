@@ -100,6 +100,10 @@ static void gather_tap(int16_t *t, const uint8_t *xc, int u8, int32_t zp, const 
       if (g->sw == 1)
         for (; u + 8 <= b; u += 8, src += 8)
           i16x8_store(d + u, i16x8_sub(u8 ? i16x8_load_u8(src) : i16x8_load_i8((const int8_t *)src), zv));
+      else if (g->sw == 2)   /* 16 bytes, the even ones kept; u + 8 < b: byte 15 is the in-row tap of u + 8, minus 1 */
+        for (; u + 9 <= b; u += 8, src += 16)
+          i16x8_store(d + u, i16x8_sub(i16x8_even(u8 ? i16x8_load_u8(src) : i16x8_load_i8((const int8_t *)src),
+                                                  u8 ? i16x8_load_u8(src + 8) : i16x8_load_i8((const int8_t *)src + 8)), zv));
       for (; u < b; u++, src += g->sw) d[u] = (int16_t)((u8 ? (int32_t)*src : (int32_t)(int8_t)*src) - zp);
     }
     for (; u < run; u++) d[u] = 0;

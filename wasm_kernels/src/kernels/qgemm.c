@@ -163,6 +163,18 @@ void ep_qgemm_raw16(uint32_t Kp, const int16_t *a, const int16_t *b, uint32_t ld
   }
 }
 
+/* The fast epilogue (ep_qepi_row's first path) of a whole 4 x 8 tile, inline: the accumulators stay in registers
+ * (no call per row), and the panel's 4 biases and multipliers come in as vectors bv, mv loaded once per panel. Same
+ * operations in the same order as ep_qepi_row: the same bits. */
+EP_AINLINE void epi_tile_fast(const ep_qepi_mode *f, i32x4 bv, f32x4 mv, uint8_t *dst, uint64_t rs, i32x4 acc[MR][2]) {
+  const f32x4 bvf = i32x4_as_f32x4(bv);   /* lane splats are spelled on f32x4 (bit moves only) */
+#define EP_QROW(r) { const i32x4 b_ = f32x4_as_i32x4(f32x4_lane_splat(bvf, r)); const f32x4 m_ = f32x4_lane_splat(mv, r); \
+    i8x16_store_lo8(dst + (r) * rs, ep_q8_pack(f32x4_mul(f32x4_from_i32x4(i32x4_add(acc[r][0], b_)), m_), \
+                                                f32x4_mul(f32x4_from_i32x4(i32x4_add(acc[r][1], b_)), m_), f->lo, f->hi, f->zb, f->u8)); }
+  EP_QROW(0) EP_QROW(1) EP_QROW(2) EP_QROW(3)
+#undef EP_QROW
+}
+
 /* The dot_i16x8 GEMM (every build; the relaxed build's fallback). */
 static void qgemm_i16(uint32_t M, uint32_t N, uint32_t K, const int8_t *a, const int16_t *b, uint32_t ldb, uint32_t n_off,
                       const ep_qgemm_epi *e) {
@@ -172,9 +184,14 @@ static void qgemm_i16(uint32_t M, uint32_t N, uint32_t K, const int8_t *a, const
   for (uint32_t m0 = 0; m0 < M; m0 += MR) {
     const int8_t *ap = a + (uint64_t)(m0 / MR) * Kp * 2 * MR;
     const uint32_t mr = M - m0 < MR ? M - m0 : MR;
+    const int whole = f.fast && mr == MR;
+    const i32x4 bv = whole && e->bias ? i32x4_load(e->bias + m0) : i32x4_splat(0);
+    const f32x4 mv = whole ? f32x4_load(e->mult + m0) : f32x4_splat(0.0f);
+    uint8_t *const yp = e->y + (uint64_t)m0 * e->rs + n_off;
     for (uint32_t n = 0; n < N; n += NR) {
       micro(Kp, ap, 0, b + 2 * (uint64_t)n, 2 * ldb, acc);
-      epi_tile(e, &f, m0, mr, n, n_off, N - n < NR ? N - n : NR, acc);
+      if (whole && N - n >= NR) epi_tile_fast(&f, bv, mv, yp + n, e->rs, acc);
+      else epi_tile(e, &f, m0, mr, n, n_off, N - n < NR ? N - n : NR, acc);
     }
   }
 }
@@ -273,6 +290,10 @@ static void qgemm_tiles(uint32_t M, uint32_t N, uint32_t K, const int8_t *a, int
       const uint32_t mr = M - m0 < MR ? M - m0 : MR;
       int32_t rsum[MR];
       wasm_v128_store(rsum, panel_rowsum(Kp, ap));
+      const int whole = f.fast && mr == MR;
+      const i32x4 bv = whole && e->bias ? i32x4_load(e->bias + m0) : i32x4_splat(0);
+      const f32x4 mv = whole ? f32x4_load(e->mult + m0) : f32x4_splat(0.0f);
+      uint8_t *const yp = e->y + (uint64_t)m0 * e->rs + n_off;
       for (uint32_t n = 0; n < nq; n += NR) {
         const int16_t *s = b + 2 * (uint64_t)n;
         micro_i7(Kp, ap, (const int8_t *)(const void *)s, 4 * ld2, acc);
@@ -282,7 +303,8 @@ static void qgemm_tiles(uint32_t M, uint32_t N, uint32_t K, const int8_t *a, int
           acc[r][0] = wasm_i32x4_sub(acc[r][0], wasm_i32x4_mul(cl, sr));
           acc[r][1] = wasm_i32x4_sub(acc[r][1], wasm_i32x4_mul(ch, sr));
         }
-        epi_tile(e, &f, m0, mr, n, n_off, N - n < NR ? N - n : NR, acc);
+        if (whole && N - n >= NR) epi_tile_fast(&f, bv, mv, yp + n, e->rs, acc);
+        else epi_tile(e, &f, m0, mr, n, n_off, N - n < NR ? N - n : NR, acc);
       }
     }
   }
@@ -296,10 +318,18 @@ static void qgemm_tiles(uint32_t M, uint32_t N, uint32_t K, const int8_t *a, int
 #define qgemm_tiles qgemm_i16
 #endif
 
+/* A block's last 1..4 columns (e.g. 49 = 6 tiles + 1 for a 7x7 map) run as matrix-vector products, one column each,
+ * rather than as a tile of 8 that is mostly padding. Integer sums: the tiles' results. */
 void ep_qgemm(uint32_t M, uint32_t N, uint32_t K, const int8_t *a, int16_t *b, uint32_t ldb, uint32_t n_off,
               const ep_qgemm_epi *e) {
-  if (N == 1) qgemv_i16(M, K, a, b, ldb, n_off, e);
-  else qgemm_tiles(M, N, K, a, b, ldb, n_off, e);
+  const uint32_t tail = N % NR, nt = N > NR && tail && tail <= NR / 2 ? N - tail : N;
+  if (nt == 1) qgemv_i16(M, K, a, b, ldb, n_off, e);
+  else qgemm_tiles(M, nt, K, a, b, ldb, n_off, e);
+  for (uint32_t n = nt; n < N; n++) {
+    ep_qgemm_epi es = *e;
+    if (es.colsum) es.colsum += n;
+    qgemv_i16(M, K, a, b + 2 * (uint64_t)n, ldb, n_off + n, &es);
+  }
 }
 
 /* Columns [n, ldb) of one pair row: scalar, zero past N. */

@@ -171,6 +171,33 @@ static f32x4 load8_f32(const uint8_t *p, uint32_t dtype, int hi, int32_t zp) {
   return f32x4_from_i32x4(i32x4_sub(hi ? i32x4_widen_hi(h) : i32x4_widen_lo(h), i32x4_splat(zp)));
 }
 
+EP_COLD_FILE_END
+/* The whole vectors of QADD with a clamping activation (none / relu / clip): ep_q_store8's operations, with the
+ * bounds resolved once. Optimized for speed (the rest of the file is for size): a residual Add runs per block. */
+static uint64_t qadd_fast(const ep_node *n, const ep_qgemm_epi *ea, f32x4 sa, f32x4 sb, f32x4 sy) {
+  const int32_t *p = n->params;
+  const uint32_t da = n->in[0]->dtype, db = n->in[1]->dtype;
+  const uint8_t *xa = n->in[0]->data, *xb = n->in[1]->data;
+  uint8_t *y = n->out[0]->data;
+  float lo, hi;
+  ep_q_bounds(ea, &lo, &hi);
+  const f32x4 vlo = f32x4_splat(lo), vhi = f32x4_splat(hi);
+  const i32x4 zb = ep_q_zbits(ea->yzp), za4 = i32x4_splat(p[0]), zb4 = i32x4_splat(p[1]);
+  const int u8 = ea->out_dtype == EP_U8;
+  const uint64_t cnt = n->in[0]->numel & ~(uint64_t)7;
+  for (uint64_t i = 0; i < cnt; i += 8) {
+    const i16x8 ha = da == EP_U8 ? i16x8_load_u8(xa + i) : i16x8_load_i8((const int8_t *)xa + i);
+    const i16x8 hb = db == EP_U8 ? i16x8_load_u8(xb + i) : i16x8_load_i8((const int8_t *)xb + i);
+    const f32x4 v0 = f32x4_div(f32x4_add(f32x4_mul(f32x4_from_i32x4(i32x4_sub(i32x4_widen_lo(ha), za4)), sa),
+                                         f32x4_mul(f32x4_from_i32x4(i32x4_sub(i32x4_widen_lo(hb), zb4)), sb)), sy);
+    const f32x4 v1 = f32x4_div(f32x4_add(f32x4_mul(f32x4_from_i32x4(i32x4_sub(i32x4_widen_hi(ha), za4)), sa),
+                                         f32x4_mul(f32x4_from_i32x4(i32x4_sub(i32x4_widen_hi(hb), zb4)), sb)), sy);
+    i8x16_store_lo8(y + i, ep_q8_pack(v0, v1, vlo, vhi, zb, u8));
+  }
+  return cnt;
+}
+EP_COLD_FILE_BEGIN
+
 ep_status ep_run_QADD(const ep_node *n) {
   const int32_t *p = n->params;
   const ep_tensor *a = n->in[0], *b = n->in[1];
@@ -182,7 +209,7 @@ ep_status ep_run_QADD(const ep_node *n) {
   ea.act = p[6]; ea.p0 = ep_param_f32(n, 7); ea.p1 = ep_param_f32(n, 8);
   const uint64_t cnt = a->numel;
   uint8_t ta[8], tb[8];
-  for (uint64_t i = 0; i < cnt; i += 8) {
+  for (uint64_t i = ea.act == EP_ACT_LEAKY_RELU ? 0 : qadd_fast(n, &ea, sa, sb, sy); i < cnt; i += 8) {
     const uint8_t *pa = a->data + i, *pb = b->data + i;
     const uint32_t k = cnt - i < 8 ? (uint32_t)(cnt - i) : 8;
     if (k < 8) {
