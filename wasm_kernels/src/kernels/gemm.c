@@ -187,12 +187,45 @@ static uint32_t row_x16(uint32_t m0, uint32_t n0, uint32_t n1, uint32_t K, const
   return n;
 }
 
+/* An epilogue that is v = clip(acc + bias[m], lo, hi) (bias may be NULL): see simple_epi. */
+typedef struct { const float *bias; float lo, hi; } simple_epi;
+
+/* The simple form of e, or NULL. NaN passes a clip unchanged (pmax/pmin keep their first operand on NaN), as
+ * it passes relu and no activation. */
+static const simple_epi *simple_of(const ep_gemm_epi *e, simple_epi *s) {
+  if (e->alpha != 1.0f || e->res) return 0;
+  if (e->bias_mode == EP_BIAS_ROW && e->beta == 1.0f) s->bias = e->bias;
+  else if (e->bias_mode == EP_BIAS_NONE) s->bias = 0;
+  else return 0;
+  switch (e->act) {
+    case EP_ACT_NONE: s->lo = -__builtin_inff(); s->hi = __builtin_inff(); return s;
+    case EP_ACT_RELU: s->lo = 0.0f; s->hi = __builtin_inff(); return s;
+    case EP_ACT_CLIP: s->lo = e->p0; s->hi = e->p1; return s;
+    default: return 0;
+  }
+}
+
 /* One panel of mr rows (a: its packed K x MR block) across columns [n0, n1) of C. */
 EP_AINLINE void panel(const uint32_t mr, uint32_t m0, uint32_t n0, uint32_t n1, uint32_t K, const float *a,
-                      const float *b, uint32_t ldb, int b_padded, float *c, uint32_t ldc, const ep_gemm_epi *e) {
+                      const float *b, uint32_t ldb, int b_padded, float *c, uint32_t ldc, const ep_gemm_epi *e,
+                      const simple_epi *simple) {
   f32x4 acc[MR][2];
   uint32_t n = n0;
   if (mr == 1) n = row_x16(m0, n0, n1, K, a, b, ldb, c, ldc, e);
+  if (simple && mr == MR) {   /* full panels only: the few edge panels are not worth the code */
+    /* The convolutions' epilogue (row bias or none, then clip: relu and none are clips too), its decisions
+     * taken once per call: epi_vec re-reads and re-tests the descriptor per row, which weighs on short K. */
+    const f32x4 lo = f32x4_splat(simple->lo), hi = f32x4_splat(simple->hi);
+    for (; n + NR <= n1; n += NR) {
+      accumulate(mr, 2, K, a, b + n, ldb, acc);
+      float *dst = c + (uint64_t)m0 * ldc + n;
+      for (uint32_t r = 0; r < mr; r++, dst += ldc) {
+        const f32x4 bv = simple->bias ? f32x4_load_splat(simple->bias + m0 + r) : f32x4_zero();
+        f32x4_store(dst, f32x4_min(f32x4_max(f32x4_add(acc[r][0], bv), lo), hi));
+        f32x4_store(dst + 4, f32x4_min(f32x4_max(f32x4_add(acc[r][1], bv), lo), hi));
+      }
+    }
+  }
   for (; n + NR <= n1; n += NR) {
     accumulate(mr, 2, K, a, b + n, ldb, acc);
     for (uint32_t r = 0; r < mr; r++)
@@ -239,17 +272,19 @@ void ep_gemm_f32(uint32_t M, uint32_t N, uint32_t K, const float *a_packed, cons
   /* Block N so a K x nb block of B (re-read once per row panel) stays in L2 (128 KB: 2% faster than 512 KB). */
   uint32_t nb = K ? (32768u / K) & ~(uint32_t)(NR - 1) : N;
   if (nb < NR) nb = NR;
+  simple_epi se;
+  const simple_epi *simple = simple_of(e, &se);
   for (uint32_t n0 = 0; n0 < N; n0 += nb) {
     const uint32_t n1 = N - n0 < nb ? N : n0 + nb;
     for (uint32_t m0 = 0; m0 < M; m0 += MR) {
       const float *a = a_packed + (uint64_t)(m0 / MR) * K * MR;
       switch (M - m0 >= MR ? MR : M - m0) {
-        case 6: panel(6, m0, n0, n1, K, a, b, ldb, b_padded, c, ldc, e); break;
-        case 5: panel(5, m0, n0, n1, K, a, b, ldb, b_padded, c, ldc, e); break;
-        case 4: panel(4, m0, n0, n1, K, a, b, ldb, b_padded, c, ldc, e); break;
-        case 3: panel(3, m0, n0, n1, K, a, b, ldb, b_padded, c, ldc, e); break;
-        case 2: panel(2, m0, n0, n1, K, a, b, ldb, b_padded, c, ldc, e); break;
-        default: panel(1, m0, n0, n1, K, a, b, ldb, b_padded, c, ldc, e); break;
+        case 6: panel(6, m0, n0, n1, K, a, b, ldb, b_padded, c, ldc, e, simple); break;
+        case 5: panel(5, m0, n0, n1, K, a, b, ldb, b_padded, c, ldc, e, simple); break;
+        case 4: panel(4, m0, n0, n1, K, a, b, ldb, b_padded, c, ldc, e, simple); break;
+        case 3: panel(3, m0, n0, n1, K, a, b, ldb, b_padded, c, ldc, e, simple); break;
+        case 2: panel(2, m0, n0, n1, K, a, b, ldb, b_padded, c, ldc, e, simple); break;
+        default: panel(1, m0, n0, n1, K, a, b, ldb, b_padded, c, ldc, e, simple); break;
       }
     }
   }
