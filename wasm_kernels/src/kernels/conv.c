@@ -304,7 +304,7 @@ static void dw_row3(float *dst, const float *r0, const float *r1, const float *r
 
 /* nv (1, 2) vectors at column ow of two output rows of a 3x3 window at stride 1, dilation 1: they read four
  * input rows r0..r3, the middle two shared, so each output vector takes 6 loads instead of 9. */
-EP_AINLINE void dw_vecs3x2(const uint32_t nv, float *dst, uint32_t OW, const float *r0, uint32_t rs, uint32_t o1,
+EP_AINLINE void dw_vecs3x2(const uint32_t nv, float *dst, uint32_t OW, const float *r0, uint64_t rs, uint32_t o1,
                            uint32_t o2, const f32x4 *w, f32x4 bias, const float *res, int32_t act, f32x4 p0, f32x4 p1) {
   f32x4 a[2] = {bias, bias}, b[2] = {bias, bias};
   const uint32_t off[3] = {0, o1, o2};
@@ -329,7 +329,7 @@ EP_AINLINE void dw_vecs3x2(const uint32_t nv, float *dst, uint32_t OW, const flo
 
 /* Two output rows (OW >= 4) with dw_vecs3x2, 8 outputs per step; the rows' last vector overlaps the previous
  * one (see dw_row3). */
-static void dw_rows3x2(float *dst, const float *r0, uint32_t rs, uint32_t o1, uint32_t o2, const f32x4 *w, f32x4 bias,
+static void dw_rows3x2(float *dst, const float *r0, uint64_t rs, uint32_t o1, uint32_t o2, const f32x4 *w, f32x4 bias,
                        uint32_t OW, const float *res, int32_t act, f32x4 p0, f32x4 p1) {
   uint32_t ow = 0;
   for (; ow + 8 <= OW; ow += 8)
@@ -383,7 +383,7 @@ static void dw_task(void *ctx, uint32_t t, uint32_t thread) {
       uint32_t oh = 0;
       if (g.sh == 1 && g.dh == 1)
         for (; oh + 2 <= g.OH; oh += 2)
-          dw_rows3x2(yc + (uint64_t)oh * g.OW, plane + (uint64_t)oh * rstride, (uint32_t)rstride, o1, o2, wv, bv, g.OW,
+          dw_rows3x2(yc + (uint64_t)oh * g.OW, plane + (uint64_t)oh * rstride, rstride, o1, o2, wv, bv, g.OW,
                      rc ? rc + (uint64_t)oh * g.OW : 0, act, p0, p1);
       for (; oh < g.OH; oh++) {
         const float *r0 = plane + (uint64_t)oh * g.sh * rstride;
