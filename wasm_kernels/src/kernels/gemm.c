@@ -191,7 +191,8 @@ static uint32_t row_x16(uint32_t m0, uint32_t n0, uint32_t n1, uint32_t K, const
 typedef struct { const float *bias, *res; uint32_t ld_res; float lo, hi; } simple_epi;
 
 /* The simple form of e, or NULL. NaN passes a clip unchanged (pmax/pmin keep their first operand on NaN), as
- * it passes relu and no activation; the sums are epi_vec's, in its order. */
+ * it passes relu and no activation; the sums are epi_vec's, in its order (adding a zero bias changes no bits:
+ * an accumulator that starts at +0 is never -0). */
 static const simple_epi *simple_of(const ep_gemm_epi *e, simple_epi *s) {
   if (e->alpha != 1.0f) return 0;
   if (e->bias_mode == EP_BIAS_ROW && e->beta == 1.0f) s->bias = e->bias;
@@ -218,11 +219,12 @@ EP_AINLINE void simple_row(const uint32_t nv, float *dst, const f32x4 *acc, f32x
 
 /* The 6 x 8 tile at row m0, column n of C (acc: accumulate's) through the simple epilogue. */
 EP_AINLINE void simple_tile6x8(const simple_epi *s, f32x4 acc[MR][2], float *c, uint32_t ldc, uint32_t m0, uint32_t n) {
-  const float *bias = s->bias, *res = s->res;
+  const float *bias = s->bias, *res = s->res;   /* locals: the stores below cannot change them */
+  const uint32_t ld_res = s->ld_res;
   const f32x4 lo = f32x4_splat(s->lo), hi = f32x4_splat(s->hi);
   for (uint32_t r = 0; r < MR; r++)
     simple_row(2, c + (uint64_t)(m0 + r) * ldc + n, acc[r], bias ? f32x4_load_splat(bias + m0 + r) : f32x4_zero(),
-               res ? res + (uint64_t)(m0 + r) * s->ld_res + n : 0, lo, hi);
+               res ? res + (uint64_t)(m0 + r) * ld_res + n : 0, lo, hi);
 }
 
 #if EP_GEMM_TWO_PASS
