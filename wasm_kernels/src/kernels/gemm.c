@@ -187,12 +187,107 @@ static uint32_t row_x16(uint32_t m0, uint32_t n0, uint32_t n1, uint32_t K, const
   return n;
 }
 
+/* An epilogue that is v = clip(acc + bias[m] + res[m, n], lo, hi) (bias and res may be NULL): see simple_of. */
+typedef struct { const float *bias, *res; uint32_t ld_res; float lo, hi; } simple_epi;
+
+/* The simple form of e, or NULL. NaN passes a clip unchanged (pmax/pmin keep their first operand on NaN), as
+ * it passes relu and no activation; the sums are epi_vec's, in its order (adding a zero bias changes no bits:
+ * an accumulator that starts at +0 is never -0). */
+static const simple_epi *simple_of(const ep_gemm_epi *e, simple_epi *s) {
+  if (e->alpha != 1.0f) return 0;
+  if (e->bias_mode == EP_BIAS_ROW && e->beta == 1.0f) s->bias = e->bias;
+  else if (e->bias_mode == EP_BIAS_NONE) s->bias = 0;
+  else return 0;
+  s->res = e->res;
+  s->ld_res = e->ld_res;
+  switch (e->act) {
+    case EP_ACT_NONE: s->lo = -__builtin_inff(); s->hi = __builtin_inff(); return s;
+    case EP_ACT_RELU: s->lo = 0.0f; s->hi = __builtin_inff(); return s;
+    case EP_ACT_CLIP: s->lo = e->p0; s->hi = e->p1; return s;
+    default: return 0;
+  }
+}
+
+/* nv vectors of one row of a tile through the simple epilogue: bias bv, residual row res (or NULL). */
+EP_AINLINE void simple_row(const uint32_t nv, float *dst, const f32x4 *acc, f32x4 bv, const float *res, f32x4 lo, f32x4 hi) {
+  for (uint32_t v = 0; v < nv; v++) {
+    f32x4 x = f32x4_add(acc[v], bv);
+    if (res) x = f32x4_add(x, f32x4_load(res + 4 * v));
+    f32x4_store(dst + 4 * v, f32x4_min(f32x4_max(x, lo), hi));
+  }
+}
+
+/* The 6 x 8 tile at row m0, column n of C (acc: accumulate's) through the simple epilogue. */
+EP_AINLINE void simple_tile6x8(const simple_epi *s, f32x4 acc[MR][2], float *c, uint32_t ldc, uint32_t m0, uint32_t n) {
+  const float *bias = s->bias, *res = s->res;   /* locals: the stores below cannot change them */
+  const uint32_t ld_res = s->ld_res;
+  const f32x4 lo = f32x4_splat(s->lo), hi = f32x4_splat(s->hi);
+  for (uint32_t r = 0; r < MR; r++)
+    simple_row(2, c + (uint64_t)(m0 + r) * ldc + n, acc[r], bias ? f32x4_load_splat(bias + m0 + r) : f32x4_zero(),
+               res ? res + (uint64_t)(m0 + r) * ld_res + n : 0, lo, hi);
+}
+
+#if EP_GEMM_TWO_PASS
+/* The full 6 x 16 tile at row m0, column n of C, with the simple epilogue, in three passes of 8 accumulators
+ * each: rows 0-3 of columns 0-7, rows 0-3 of columns 8-15, rows 4-5 of all 16. Two 6x8 tiles' rows 4-5
+ * pass has only 4 FMA chains (latency-bound: FMA latency x 2 ports wants 8 in flight); this one has 8.
+ * Same sums in the same order. Not inlined: the engine allocates registers over the whole function. */
+EP_NOINLINE static void tile6x16(uint32_t K, const float *a, const float *b, uint32_t ldb, float *c, uint32_t ldc,
+                                 const simple_epi *s, uint32_t m0, uint32_t n) {
+  const float *bias = s->bias, *res = s->res;   /* locals: the stores below cannot change them */
+  const uint32_t ld_res = s->ld_res;
+  const f32x4 lo = f32x4_splat(s->lo), hi = f32x4_splat(s->hi);
+  b += n;
+  for (uint32_t h = 0; h < 2; h++) {
+    const float *ap = a, *bp = b + 8 * h;
+    f32x4 c00 = f32x4_zero(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00;
+    for (uint32_t k = 0; k < K; k++, ap += MR, bp += ldb) {
+      const f32x4 b0 = f32x4_load(bp), b1 = f32x4_load(bp + 4);
+      f32x4 av;
+      av = f32x4_load_splat(ap); c00 = f32x4_fma(c00, av, b0); c01 = f32x4_fma(c01, av, b1);
+      av = f32x4_load_splat(ap + 1); c10 = f32x4_fma(c10, av, b0); c11 = f32x4_fma(c11, av, b1);
+      av = f32x4_load_splat(ap + 2); c20 = f32x4_fma(c20, av, b0); c21 = f32x4_fma(c21, av, b1);
+      av = f32x4_load_splat(ap + 3); c30 = f32x4_fma(c30, av, b0); c31 = f32x4_fma(c31, av, b1);
+    }
+    const f32x4 acc[4][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}};
+    const uint32_t nh = n + 8 * h;
+    for (uint32_t r = 0; r < 4; r++)
+      simple_row(2, c + (uint64_t)(m0 + r) * ldc + nh, acc[r], bias ? f32x4_load_splat(bias + m0 + r) : f32x4_zero(),
+                 res ? res + (uint64_t)(m0 + r) * ld_res + nh : 0, lo, hi);
+  }
+  f32x4 c40 = f32x4_zero(), c41 = c40, c42 = c40, c43 = c40, c50 = c40, c51 = c40, c52 = c40, c53 = c40;
+  for (uint32_t k = 0; k < K; k++, a += MR, b += ldb) {
+    const f32x4 b0 = f32x4_load(b), b1 = f32x4_load(b + 4), b2 = f32x4_load(b + 8), b3 = f32x4_load(b + 12);
+    f32x4 av = f32x4_load_splat(a + 4);
+    c40 = f32x4_fma(c40, av, b0); c41 = f32x4_fma(c41, av, b1); c42 = f32x4_fma(c42, av, b2); c43 = f32x4_fma(c43, av, b3);
+    av = f32x4_load_splat(a + 5);
+    c50 = f32x4_fma(c50, av, b0); c51 = f32x4_fma(c51, av, b1); c52 = f32x4_fma(c52, av, b2); c53 = f32x4_fma(c53, av, b3);
+  }
+  const f32x4 acc[2][4] = {{c40, c41, c42, c43}, {c50, c51, c52, c53}};
+  for (uint32_t r = 4; r < 6; r++)
+    simple_row(4, c + (uint64_t)(m0 + r) * ldc + n, acc[r - 4], bias ? f32x4_load_splat(bias + m0 + r) : f32x4_zero(),
+               res ? res + (uint64_t)(m0 + r) * ld_res + n : 0, lo, hi);
+}
+#endif
+
 /* One panel of mr rows (a: its packed K x MR block) across columns [n0, n1) of C. */
 EP_AINLINE void panel(const uint32_t mr, uint32_t m0, uint32_t n0, uint32_t n1, uint32_t K, const float *a,
-                      const float *b, uint32_t ldb, int b_padded, float *c, uint32_t ldc, const ep_gemm_epi *e) {
+                      const float *b, uint32_t ldb, int b_padded, float *c, uint32_t ldc, const ep_gemm_epi *e,
+                      const simple_epi *simple) {
   f32x4 acc[MR][2];
   uint32_t n = n0;
   if (mr == 1) n = row_x16(m0, n0, n1, K, a, b, ldb, c, ldc, e);
+  if (simple && mr == MR) {   /* full panels only: the few edge panels are not worth the code */
+    /* The convolutions' epilogue, decided once per call: epi_vec re-reads and re-tests the descriptor per row
+     * (the stores to C may alias it), which weighs on short K. */
+#if EP_GEMM_TWO_PASS
+    for (; n + 2 * NR <= n1; n += 2 * NR) tile6x16(K, a, b, ldb, c, ldc, simple, m0, n);
+#endif
+    for (; n + NR <= n1; n += NR) {
+      accumulate(mr, 2, K, a, b + n, ldb, acc);
+      simple_tile6x8(simple, acc, c, ldc, m0, n);
+    }
+  }
   for (; n + NR <= n1; n += NR) {
     accumulate(mr, 2, K, a, b + n, ldb, acc);
     for (uint32_t r = 0; r < mr; r++)
@@ -239,17 +334,19 @@ void ep_gemm_f32(uint32_t M, uint32_t N, uint32_t K, const float *a_packed, cons
   /* Block N so a K x nb block of B (re-read once per row panel) stays in L2 (128 KB: 2% faster than 512 KB). */
   uint32_t nb = K ? (32768u / K) & ~(uint32_t)(NR - 1) : N;
   if (nb < NR) nb = NR;
+  simple_epi se;
+  const simple_epi *simple = simple_of(e, &se);
   for (uint32_t n0 = 0; n0 < N; n0 += nb) {
     const uint32_t n1 = N - n0 < nb ? N : n0 + nb;
     for (uint32_t m0 = 0; m0 < M; m0 += MR) {
       const float *a = a_packed + (uint64_t)(m0 / MR) * K * MR;
       switch (M - m0 >= MR ? MR : M - m0) {
-        case 6: panel(6, m0, n0, n1, K, a, b, ldb, b_padded, c, ldc, e); break;
-        case 5: panel(5, m0, n0, n1, K, a, b, ldb, b_padded, c, ldc, e); break;
-        case 4: panel(4, m0, n0, n1, K, a, b, ldb, b_padded, c, ldc, e); break;
-        case 3: panel(3, m0, n0, n1, K, a, b, ldb, b_padded, c, ldc, e); break;
-        case 2: panel(2, m0, n0, n1, K, a, b, ldb, b_padded, c, ldc, e); break;
-        default: panel(1, m0, n0, n1, K, a, b, ldb, b_padded, c, ldc, e); break;
+        case 6: panel(6, m0, n0, n1, K, a, b, ldb, b_padded, c, ldc, e, simple); break;
+        case 5: panel(5, m0, n0, n1, K, a, b, ldb, b_padded, c, ldc, e, simple); break;
+        case 4: panel(4, m0, n0, n1, K, a, b, ldb, b_padded, c, ldc, e, simple); break;
+        case 3: panel(3, m0, n0, n1, K, a, b, ldb, b_padded, c, ldc, e, simple); break;
+        case 2: panel(2, m0, n0, n1, K, a, b, ldb, b_padded, c, ldc, e, simple); break;
+        default: panel(1, m0, n0, n1, K, a, b, ldb, b_padded, c, ldc, e, simple); break;
       }
     }
   }
