@@ -19,6 +19,18 @@ def packed_a_bytes(m: int, k: int) -> int:
     return -(-m // MR) * MR * k * 4
 
 
+def packed_rows_bytes(m: int, k: int) -> int:
+    """A packed for the B-panel path of GEMM/MATMUL (matmul.c PR): groups of 4 rows in MR-row panels, the wasm
+    SIMD128 kernel's choice; the other targets need packed_a_bytes, which is less."""
+    return -(-m // 4) * MR * k * 4
+
+
+def a_and_b_bytes(m: int, k: int, n: int) -> int:
+    """Scratch of GEMM (no transB) and MATMUL: packed A, and B in panels when that pays (packed_b_bytes)."""
+    b = packed_b_bytes(m, k, n)
+    return (packed_rows_bytes(m, k) if b else packed_a_bytes(m, k)) + b
+
+
 def view(ctx: LowerCtx, src: str, shape: tuple[int, ...], hint: str = "v") -> str:
     """A new tensor with `src`'s bytes and another shape (no kernel runs)."""
     ctx._ensure(src)
@@ -76,7 +88,7 @@ def emit_gemm(ctx: LowerCtx, node: onnx.NodeProto, activation: Activation = (ACT
             mode = None
         if mode is None:
             raise ctx.unsupported(node, f"C of shape {sc} does not broadcast to ({m}, {n})")
-    scratch = 0 if m == 1 and tb else packed_a_bytes(m, k) + (k * n * 4 if tb else packed_b_bytes(m, k, n))
+    scratch = 0 if m == 1 and tb else (packed_a_bytes(m, k) + k * n * 4 if tb else a_and_b_bytes(m, k, n))
     ctx.emit(Op.GEMM, [node.input[0], b_name, c, residual], [out],
              [ta, tb, alpha, beta, mode, *act_params(activation)], scratch_bytes=scratch)
 
@@ -119,7 +131,7 @@ def lower_matmul(ctx: LowerCtx, node: onnx.NodeProto) -> None:
         vb = (*bb_p, k, n) if r else (k, n)
     ctx._ensure(node.output[0])
     ctx.emit(Op.MATMUL, [view(ctx, a_name, va, "a"), view(ctx, b_name, vb, "b")],
-             [view(ctx, node.output[0], vy, "y")], [], scratch_bytes=packed_a_bytes(m, k) + packed_b_bytes(m, k, n))
+             [view(ctx, node.output[0], vy, "y")], [], scratch_bytes=a_and_b_bytes(m, k, n))
 
 
 def packed_b_bytes(m: int, k: int, n: int) -> int:

@@ -13,7 +13,8 @@
  *   [1,K] / [K,1] views), output [..., M, N]; batch dims broadcast numpy-style. params: none.
  *   Scratch: ep_gemm_packed_a_floats(M, K) floats (A of one batch, packed), then optionally
  *   round_up(N, 16) * K floats: when the scratch has room for them, B is copied into 16-column panels and
- *   multiplied from there (see pack_b; the packager reserves the room when A has M >= 16 rows). */
+ *   multiplied from there (see pack_b; the packager reserves the room when A has M >= 16 rows).
+ * With B panels, A is packed in PR-row groups when the scratch has room for them (rows_room): see PR. */
 #include "gemm.h"
 #include "ep_vec.h"
 #include "ep_parallel.h"
@@ -37,37 +38,69 @@ static void pack_b(uint32_t K, uint32_t N, const float *b, float *dst) {
   }
 }
 
+/* Rows of A per ep_gemm_f32 call against a B panel. The wasm SIMD128 micro-kernel runs a full 6-row panel in
+ * two passes, and its second (2 rows: 4 accumulators) waits on FMA latency; a 4-row call keeps 8 independent
+ * accumulators in one pass: minilm_like's weight MatMuls run about 1.2x faster (docs/transformer.md). A is
+ * then packed as PR-row groups in the micro-kernel's EP_GEMM_MR-row layout (ep_gemm_f32 reads only rows < M
+ * of a panel). NEON and the scalar build have registers for the whole panel. */
+#if defined(__wasm_simd128__) && !defined(EP_FORCE_SCALAR)
+#define PR 4u
+#else
+#define PR EP_GEMM_MR
+#endif
+static uint64_t packed_rows_floats(uint64_t M, uint64_t K) { return (M + PR - 1) / PR * EP_GEMM_MR * K; }
+
+/* A (M x K, element (m, k) at a[m * rs + k * cs]) in groups of `rows` rows, each laid out as a packed panel. */
+static void pack_rows(uint32_t M, uint32_t K, const float *a, uint64_t rs, uint64_t cs, uint32_t rows, float *dst) {
+  if (rows == EP_GEMM_MR) { ep_gemm_pack_a(M, K, a, rs, cs, dst); return; }
+  for (uint32_t m0 = 0; m0 < M; m0 += rows) {
+    const uint32_t mr = M - m0 < rows ? M - m0 : rows;
+    for (uint32_t k = 0; k < K; k++, dst += EP_GEMM_MR)
+      for (uint32_t r = 0; r < EP_GEMM_MR; r++) dst[r] = r < mr ? a[(uint64_t)(m0 + r) * rs + (uint64_t)k * cs] : 0.0f;
+  }
+}
+
 typedef struct {
-  uint32_t M, N, K;
-  const float *a, *b;   /* packed A, packed B */
+  uint32_t M, N, K, rows;
+  const float *a, *b;   /* A packed in groups of `rows` rows (pack_rows), packed B */
   float *y;
   const ep_gemm_epi *e;
   uint32_t parts;
 } panels_job;
 
-/* Chunk t of the B panels: each panel is one ep_gemm_f32 over all of A's row panels. */
+/* Chunk t of the B panels: each panel against every row group of A. */
 static void panels_task(void *ctx, uint32_t t, uint32_t thread) {
   (void)thread;
   const panels_job *g = (const panels_job *)ctx;
   const uint32_t np = (g->N + PW - 1) / PW;
   for (uint32_t j = ep_chunk(np, g->parts, t); j < ep_chunk(np, g->parts, t + 1); j++) {
-    const uint32_t n0 = j * PW;
-    const ep_gemm_epi e = ep_gemm_epi_shift(g->e, 0, n0);
-    ep_gemm_f32(g->M, g->N - n0 < PW ? g->N - n0 : PW, g->K, g->a, g->b + (uint64_t)n0 * g->K, PW, 1, g->y + n0, g->N, &e);
+    const uint32_t n0 = j * PW, w = g->N - n0 < PW ? g->N - n0 : PW;
+    for (uint32_t m0 = 0; m0 < g->M; m0 += g->rows) {
+      const ep_gemm_epi e = ep_gemm_epi_shift(g->e, m0, n0);
+      ep_gemm_f32(g->M - m0 < g->rows ? g->M - m0 : g->rows, w, g->K, g->a + (uint64_t)(m0 / g->rows) * g->K * EP_GEMM_MR,
+                  g->b + (uint64_t)n0 * g->K, PW, 1, g->y + (uint64_t)m0 * g->N + n0, g->N, &e);
+    }
   }
 }
 
-/* y = epi(A_packed * B) with B packed into bp (pack_b): chunks of panels are the threads' tasks. */
-static void gemm_panels(uint32_t M, uint32_t N, uint32_t K, const float *ap, const float *bp, float *y, const ep_gemm_epi *e) {
+/* y = epi(A * B) with A packed by pack_rows and B packed into bp (pack_b): chunks of panels are the threads' tasks. */
+static void gemm_panels(uint32_t M, uint32_t N, uint32_t K, uint32_t rows, const float *ap, const float *bp, float *y,
+                        const ep_gemm_epi *e) {
   const uint32_t threads = ep_num_threads(), np = (N + PW - 1) / PW;
-  panels_job job = {M, N, K, ap, bp, y, e, threads <= 1 ? 1u : (np < 4 * threads ? np : 4 * threads)};
+  panels_job job = {M, N, K, rows, ap, bp, y, e, threads <= 1 ? 1u : (np < 4 * threads ? np : 4 * threads)};
   ep_parallel_for(job.parts, EP_MAX_THREADS, panels_task, &job);
 }
 
-/* B's panels go after A's in the node's scratch when the packager left room for them (else NULL). */
-static float *panels_room(const ep_node *n, uint32_t M, uint32_t N, uint32_t K) {
-  const uint64_t a_floats = ep_gemm_packed_a_floats(M, K);
-  return (a_floats + packed_b_floats(K, N)) * 4u <= n->scratch_bytes ? (float *)(void *)n->scratch + a_floats : 0;
+/* B's panels go after A's in the node's scratch when the packager left room for them (else NULL). A is packed
+ * in PR-row groups when there is room for that layout too (plans from before it reserved only EP_GEMM_MR-row
+ * panels): *rows says which. */
+static float *panels_room(const ep_node *n, uint32_t M, uint32_t N, uint32_t K, uint32_t *rows) {
+  const uint64_t b_floats = packed_b_floats(K, N), r_floats = packed_rows_floats(M, K), a_floats = ep_gemm_packed_a_floats(M, K);
+  float *s = (float *)(void *)n->scratch;
+  *rows = PR;
+  if ((r_floats + b_floats) * 4u <= n->scratch_bytes) return s + r_floats;
+  *rows = EP_GEMM_MR;
+  return (a_floats + b_floats) * 4u <= n->scratch_bytes ? s + a_floats : 0;
 }
 
 /* ---------------------------------------------------------------------------------------------- GEMM */
@@ -159,18 +192,19 @@ ep_status ep_run_GEMM(const ep_node *n) {
     ep_parallel_for(g.parts, EP_MAX_THREADS, gemv_task, &g);
     return EP_OK;
   }
-  if (p[0]) ep_gemm_pack_a(d.M, d.K, a, 1, d.M, ap);
-  else ep_gemm_pack_a(d.M, d.K, a, d.K, 1, ap);
+  uint32_t rows = EP_GEMM_MR;
+  float *bp = p[1] ? 0 : panels_room(n, d.M, d.N, d.K, &rows);   /* (with transB the room after A holds B^T) */
+  if (p[0]) pack_rows(d.M, d.K, a, 1, d.M, rows, ap);
+  else pack_rows(d.M, d.K, a, d.K, 1, rows, ap);
   if (p[1]) {  /* runtime B^T: transpose [N,K] -> [K,N] */
     float *bt = ap + ep_gemm_packed_a_floats(d.M, d.K);
     for (uint32_t nn = 0; nn < d.N; nn++)
       for (uint32_t k = 0; k < d.K; k++) bt[(uint64_t)k * d.N + nn] = b[(uint64_t)nn * d.K + k];
     b = bt;
   }
-  float *bp = p[1] ? 0 : panels_room(n, d.M, d.N, d.K);   /* (with transB the room after A holds B^T) */
   if (bp) {
     pack_b(d.K, d.N, b, bp);
-    gemm_panels(d.M, d.N, d.K, ap, bp, ep_f32(n->out[0]), &e);
+    gemm_panels(d.M, d.N, d.K, rows, ap, bp, ep_f32(n->out[0]), &e);
   } else {
     ep_gemm_f32_mt(d.M, d.N, d.K, ap, b, d.N, 0, ep_f32(n->out[0]), d.N, &e);
   }
@@ -214,7 +248,8 @@ ep_status ep_run_MATMUL(const ep_node *n) {
   const float *a = ep_f32(ta), *b = ep_f32(tb);
   float *y = ep_f32(ty), *ap = (float *)(void *)n->scratch;
   const ep_gemm_epi e = {1.0f, 1.0f, 0, EP_BIAS_NONE, 0, 0, 0, EP_ACT_NONE, 0.0f, 0.0f};
-  float *bp = panels_room(n, M, N, K);
+  uint32_t rows = EP_GEMM_MR;
+  float *bp = panels_room(n, M, N, K, &rows);
   uint64_t packed = ~(uint64_t)0, packed_b = ~(uint64_t)0;
   for (uint64_t bi = 0; bi < batches; bi++) {
     /* Offsets of A and B for batch index bi (broadcast dims contribute nothing). */
@@ -228,10 +263,10 @@ ep_status ep_run_MATMUL(const ep_node *n) {
       as *= (uint64_t)da;
       bs *= (uint64_t)db;
     }
-    if (ao != packed) { ep_gemm_pack_a(M, K, a + ao * a_mat, K, 1, ap); packed = ao; }
+    if (ao != packed) { pack_rows(M, K, a + ao * a_mat, K, 1, rows, ap); packed = ao; }
     if (!bp) { ep_gemm_f32_mt(M, N, K, ap, b + bo * b_mat, N, 0, y + bi * y_mat, N, &e); continue; }
     if (bo != packed_b) { pack_b(K, N, b + bo * b_mat, bp); packed_b = bo; }
-    gemm_panels(M, N, K, ap, bp, y + bi * y_mat, &e);
+    gemm_panels(M, N, K, rows, ap, bp, y + bi * y_mat, &e);
   }
   return EP_OK;
 }
