@@ -339,11 +339,12 @@ BENIGN = {
     Op.CONV: {14, 15},                 # activation p0/p1 (floats)
     Op.DEPTHWISE_CONV: {11, 12},
     Op.GEMM: {2, 3, 6, 7},             # alpha, beta, p0, p1
+    Op.MATMUL: {2, 3},                 # fused epilogue's p0, p1
     Op.WINOGRAD_CONV: {13, 14},
 }
 
 
-@pytest.mark.parametrize("which", ["conv", "dw", "gemm", "matmul", "wino"])
+@pytest.mark.parametrize("which", ["conv", "dw", "gemm", "matmul", "matmul_fused", "wino"])
 def test_hostile_params_rejected(which, monkeypatch):
     # scratch sized for one thread, so that 4 bytes less is too little (the packager gives several threads'
     # worth to DEPTHWISE_CONV and WINOGRAD_CONV; the kernels use as many threads as it holds)
@@ -360,6 +361,12 @@ def test_hostile_params_rejected(which, monkeypatch):
         node = helper.make_node("Gemm", ["a", "b", "c"], ["y"], transB=1)
         m = _model([node], [_vi("a", (3, 5)), _vi("b", (4, 5)), _vi("c", (4,))], [_vi("y", (3, 4))])
         op = Op.GEMM
+    elif which == "matmul_fused":   # bias + residual + activation: MATMUL's 4 epilogue params
+        nodes = [helper.make_node("MatMul", ["a", "b"], ["p"]), helper.make_node("Add", ["p", "c"], ["q"]),
+                 helper.make_node("Add", ["q", "r"], ["s"]), helper.make_node("Relu", ["s"], ["y"])]
+        m = _model(nodes, [_vi("a", (2, 3, 5)), _vi("b", (5, 4)), _vi("r", (2, 3, 4))], [_vi("y", (2, 3, 4))],
+                   [_init("c", np.arange(4))])
+        op = Op.MATMUL
     else:
         node = helper.make_node("MatMul", ["a", "b"], ["y"])
         m = _model([node], [_vi("a", (2, 3, 5)), _vi("b", (5, 4))], [_vi("y", (2, 3, 4))])

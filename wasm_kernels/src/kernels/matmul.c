@@ -10,7 +10,10 @@
  *   Without transB, when the scratch has room for round_up(N, 16) * K more floats, B is multiplied from
  *   16-column panels (pack_b below; the packager reserves the room when M >= 16).
  * MATMUL: inputs A [..., M, K], B [..., K, N] (rank >= 2; the packager turns 1-D operands into
- *   [1,K] / [K,1] views), output [..., M, N]; batch dims broadcast numpy-style. params: none.
+ *   [1,K] / [K,1] views), bias?, residual?; output [..., M, N]; batch dims broadcast numpy-style.
+ *   params: none, or 4 words for a fused epilogue: bias_mode (EP_BIAS_NONE, or EP_BIAS_COL: bias has N
+ *   elements), act, act_p0, act_p1 (as GEMM's); the residual has Y's shape. Each output element is
+ *   act(A*B + bias[n] + residual).
  *   Scratch: ep_gemm_packed_a_floats(M, K) floats (A of one batch, packed), then optionally
  *   round_up(N, 16) * K floats: when the scratch has room for them, B is copied into 16-column panels and
  *   multiplied from there (see pack_b; the packager reserves the room when A has M >= 16 rows).
@@ -64,7 +67,8 @@ typedef struct {
   uint32_t M, N, K, rows;
   const float *a, *b;   /* A packed in groups of `rows` rows (pack_rows), packed B */
   float *y;
-  const ep_gemm_epi *e;
+  const ep_gemm_epi *e;   /* its act is applied by the micro-kernel only when computed inline (see act below) */
+  int32_t act, act_w[2];  /* a polynomial activation, applied to each block of rows just computed, or EP_ACT_NONE */
   uint32_t parts;
 } panels_job;
 
@@ -77,8 +81,11 @@ static void panels_task(void *ctx, uint32_t t, uint32_t thread) {
     const uint32_t n0 = j * PW, w = g->N - n0 < PW ? g->N - n0 : PW;
     for (uint32_t m0 = 0; m0 < g->M; m0 += g->rows) {
       const ep_gemm_epi e = ep_gemm_epi_shift(g->e, m0, n0);
-      ep_gemm_f32(g->M - m0 < g->rows ? g->M - m0 : g->rows, w, g->K, g->a + (uint64_t)(m0 / g->rows) * g->K * EP_GEMM_MR,
-                  g->b + (uint64_t)n0 * g->K, PW, 1, g->y + (uint64_t)m0 * g->N + n0, g->N, &e);
+      const uint32_t mr = g->M - m0 < g->rows ? g->M - m0 : g->rows;
+      float *y = g->y + (uint64_t)m0 * g->N + n0;
+      ep_gemm_f32(mr, w, g->K, g->a + (uint64_t)(m0 / g->rows) * g->K * EP_GEMM_MR, g->b + (uint64_t)n0 * g->K, PW, 1, y, g->N, &e);
+      if (g->act != EP_ACT_NONE)
+        for (uint32_t r = 0; r < mr; r++) ep_apply_activation(y + (uint64_t)r * g->N, w, g->act, g->act_w);
     }
   }
 }
@@ -87,7 +94,16 @@ static void panels_task(void *ctx, uint32_t t, uint32_t thread) {
 static void gemm_panels(uint32_t M, uint32_t N, uint32_t K, uint32_t rows, const float *ap, const float *bp, float *y,
                         const ep_gemm_epi *e) {
   const uint32_t threads = ep_num_threads(), np = (N + PW - 1) / PW;
-  panels_job job = {M, N, K, rows, ap, bp, y, e, threads <= 1 ? 1u : (np < 4 * threads ? np : 4 * threads)};
+  /* The micro-kernel would run a polynomial activation (GELU's erf, ...) one vector per call through
+   * ep_gemm_act4; over a tile's rows just computed (in L1) it costs a third as much. Same function, same bits. */
+  ep_gemm_epi inner = *e;
+  panels_job job = {M, N, K, rows, ap, bp, y, &inner, EP_ACT_NONE, {0, 0}, threads <= 1 ? 1u : (np < 4 * threads ? np : 4 * threads)};
+  if (e->act >= EP_ACT_COUNT_INLINE) {
+    job.act = e->act;
+    ep_memcpy(&job.act_w[0], &e->p0, 4);
+    ep_memcpy(&job.act_w[1], &e->p1, 4);
+    inner.act = EP_ACT_NONE;
+  }
   ep_parallel_for(job.parts, EP_MAX_THREADS, panels_task, &job);
 }
 
@@ -219,10 +235,20 @@ static int32_t dim_at(const ep_tensor *t, uint32_t r, uint32_t i) {
   return i < lead ? 1 : t->dims[i - lead];
 }
 
+#define MATMUL_NPARAMS 4
+
 ep_status ep_check_MATMUL(const ep_node *n) {
-  EP_CHECK(n->n_params == 0, EP_E_PARAM);
+  EP_CHECK(n->n_params == 0 || n->n_params == MATMUL_NPARAMS, EP_E_PARAM);
   const ep_tensor *a = n->in[0], *b = n->in[1], *y = n->out[0];
+  const ep_tensor *c = n->n_in > 2 ? n->in[2] : 0, *res = n->n_in > 3 ? n->in[3] : 0;
   EP_CHECK(a && b && y, EP_E_OP);
+  if (n->n_params == 0) EP_CHECK(!c && !res, EP_E_PARAM);
+  else {
+    const int32_t *p = n->params;
+    EP_CHECK(p[0] == (c ? EP_BIAS_COL : EP_BIAS_NONE) && ep_gemm_check_act(p[1]) == EP_OK, EP_E_PARAM);
+    if (c) EP_CHECK(c->dtype == EP_F32 && y->rank >= 1 && c->numel == (uint64_t)y->dims[y->rank - 1], EP_E_SHAPE);
+    if (res) EP_CHECK(res->dtype == EP_F32 && ep_same_shape(res, y), EP_E_SHAPE);
+  }
   EP_CHECK(a->dtype == EP_F32 && b->dtype == EP_F32 && y->dtype == EP_F32, EP_E_DTYPE);
   EP_CHECK(a->rank >= 2 && b->rank >= 2, EP_E_SHAPE);
   const uint32_t r = a->rank > b->rank ? a->rank : b->rank;
@@ -247,7 +273,11 @@ ep_status ep_run_MATMUL(const ep_node *n) {
   for (uint32_t i = 0; i + 2 < r; i++) batches *= (uint64_t)ty->dims[i];
   const float *a = ep_f32(ta), *b = ep_f32(tb);
   float *y = ep_f32(ty), *ap = (float *)(void *)n->scratch;
-  const ep_gemm_epi e = {1.0f, 1.0f, 0, EP_BIAS_NONE, 0, 0, 0, EP_ACT_NONE, 0.0f, 0.0f};
+  const ep_tensor *c = n->n_in > 2 ? n->in[2] : 0, *res = n->n_in > 3 ? n->in[3] : 0;
+  const int32_t *p = n->params;
+  const int fused = n->n_params == MATMUL_NPARAMS;
+  ep_gemm_epi e = {1.0f, 1.0f, c ? ep_f32(c) : 0, c ? EP_BIAS_COL : EP_BIAS_NONE, N, 0, N,
+                   fused ? p[1] : EP_ACT_NONE, fused ? ep_param_f32(n, 2) : 0.0f, fused ? ep_param_f32(n, 3) : 0.0f};
   uint32_t rows = EP_GEMM_MR;
   float *bp = panels_room(n, M, N, K, &rows);
   uint64_t packed = ~(uint64_t)0, packed_b = ~(uint64_t)0;
@@ -263,6 +293,7 @@ ep_status ep_run_MATMUL(const ep_node *n) {
       as *= (uint64_t)da;
       bs *= (uint64_t)db;
     }
+    if (res) e.res = ep_f32(res) + bi * y_mat;
     if (ao != packed) { pack_rows(M, K, a + ao * a_mat, K, 1, rows, ap); packed = ao; }
     if (!bp) { ep_gemm_f32_mt(M, N, K, ap, b + bo * b_mat, N, 0, y + bi * y_mat, N, &e); continue; }
     if (bo != packed_b) { pack_b(K, N, b + bo * b_mat, bp); packed_b = bo; }
