@@ -105,8 +105,8 @@ def gelu_erf_chain(y: str, consumers_of, consts: dict[str, np.ndarray]) -> list[
             last = consumers_of(mul.output[0])
             if len(last) == 1 and last[0].op_type == "Mul" and _scalar(consts, _other(last[0], mul.output[0])) == 0.5:
                 return [scale, erf, add, mul, last[0]]
-        elif _other(other, y) in consts and _scalar(consts, _other(other, y)) == 0.5 and \
-                _other(mul, add.output[0]) == other.output[0]:          # (x * 0.5) * (1 + erf)
+        elif _scalar(consts, _other(other, y)) == 0.5 and _other(mul, add.output[0]) == other.output[0] and \
+                [id(c) for c in consumers_of(other.output[0])] == [id(mul)]:                  # (x * 0.5) * (1 + erf)
             return [scale, erf, add, other, mul]
     return None
 
