@@ -17,7 +17,7 @@
  *   Scratch: ep_gemm_packed_a_floats(M, K) floats (A of one batch, packed), then optionally
  *   round_up(N, 16) * K floats: when the scratch has room for them, B is copied into 16-column panels and
  *   multiplied from there (see pack_b; the packager reserves the room when A has M >= 16 rows).
- * With B panels, A is packed in PR-row groups when the scratch has room for them (rows_room): see PR. */
+ * With B panels, A is packed in PR-row groups when the scratch has room for them (panels_room): see PR. */
 #include "gemm.h"
 #include "ep_vec.h"
 #include "ep_parallel.h"
