@@ -1,7 +1,7 @@
 /* The f32x4 exp and erf of ep_math.c as always-inline bodies, with the constants the scalar forms share.
  * Kernels whose loop is one of these (softmax, GELU, Erf) call ep_expf4_hot / ep_erff4_hot: inlined on the wasm
- * SIMD builds, where out of line V8 rebuilds every v128 constant of the polynomial on each call (exp 1.3x, erf
- * 1.5x slower than inside the loop that hoists them: docs/transformer.md); a call elsewhere (the scalar build
+ * SIMD builds, where a call per vector keeps none of the polynomial's constants in registers (in V8 exp 1.3x,
+ * erf 1.5x slower than inlined in the kernel's loop: docs/transformer.md); a call elsewhere (the scalar build
  * stays under its size budget). Same operations either way, so the same bits as ep_expf4 / ep_erff4. */
 #ifndef EP_MATH_VEC_H
 #define EP_MATH_VEC_H
