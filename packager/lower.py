@@ -225,7 +225,8 @@ def lower(graph: Graph, fuse: bool = True, weights_fp16: bool = False) -> Lowere
         if isinstance(node, Fused):
             ctx._current = node.head.name or node.head.output[0]
             ctx._node = node.head
-            FUSED_REGISTRY[node.head.op_type](ctx, node.head, node.activation, node.residual)
+            extra = {"bias": node.bias} if node.bias is not None else {}   # MatMul's constant bias
+            FUSED_REGISTRY[node.head.op_type](ctx, node.head, node.activation, node.residual, **extra)
             continue
         ctx._current = node.name or node.output[0]
         ctx._node = node

@@ -214,6 +214,7 @@ GEMM_CASES = [
     # M >= 16: B multiplied from 16-column panels (matmul.c pack_b), N not a multiple of 16
     ((20, 37), (37, 29), (29,), dict(alpha=0.5, beta=2.0), True),
     ((33, 300), (300, 70), (33, 70), {}, False),
+    ((18, 30), (30, 19), (19,), dict(transA=1), True),    # transposed A packed in 4-row groups (wasm SIMD)
     # M = 1 with B as [N, K] rows: dot products (runtime B^T; transA's [K, 1] A; bias, alpha, beta)
     ((1, 50), (70, 50), (70,), dict(transB=1, alpha=0.5, beta=-1.0), False),
     ((1, 40), (40, 21), (1,), dict(transA=1), True),
@@ -278,6 +279,29 @@ def test_matmul_random(sa, sb, bconst, tmp_path):
     _run_all_variants(m, feeds, tmp_path)
 
 
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_matmul_runs_plans_with_six_row_scratch(variant, tmp_path):
+    # Plans from before the 4-row A groups reserved room for EP_GEMM_MR-row panels only: the kernel must
+    # fall back to that layout, not read past the scratch.
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal((42, 24)).astype(np.float32), rng.standard_normal((24, 70)).astype(np.float32)
+    m = _model([helper.make_node("MatMul", ["a", "b"], ["y"])], [_vi("a", a.shape)], [_vi("y", (42, 70))],
+               [onnx.numpy_helper.from_array(b, "b")])
+    out = package(m, target="web", out=tmp_path / "b", verify=False)
+    plan = layout.decode((out / "model.plan").read_bytes())
+    (node,) = [n for n in plan.nodes if n.op == Op.MATMUL]
+    old = -(-42 // 6) * 6 * 24 * 4 + -(-70 // 16) * 16 * 24 * 4
+    assert node.scratch_bytes > old
+    node.scratch_bytes = old
+    s = WasmPlan(out / WEB_RUNTIME_FILES[variant], layout.encode(plan))
+    s.write(plan.inputs[0], a)
+    s.run()
+    np.testing.assert_allclose(s.read(plan.outputs[0], np.float32, (42, 70)), a @ b, rtol=TOL, atol=TOL)
+
+
+WEB_RUNTIME_FILES = {"simd": "edgepack.wasm", "relaxed": "edgepack-relaxed.wasm", "scalar": "edgepack-scalar.wasm"}
+
+
 # ------------------------------------------------------------------------------------------ hostile plans
 
 def _lowered(model):
@@ -318,11 +342,12 @@ BENIGN = {
     Op.CONV: {14, 15},                 # activation p0/p1 (floats)
     Op.DEPTHWISE_CONV: {11, 12},
     Op.GEMM: {2, 3, 6, 7},             # alpha, beta, p0, p1
+    Op.MATMUL: {2, 3},                 # fused epilogue's p0, p1
     Op.WINOGRAD_CONV: {13, 14},
 }
 
 
-@pytest.mark.parametrize("which", ["conv", "dw", "gemm", "matmul", "wino"])
+@pytest.mark.parametrize("which", ["conv", "dw", "gemm", "matmul", "matmul_fused", "wino"])
 def test_hostile_params_rejected(which, monkeypatch):
     # scratch sized for one thread, so that 4 bytes less is too little (the packager gives several threads'
     # worth to DEPTHWISE_CONV and WINOGRAD_CONV; the kernels use as many threads as it holds)
@@ -339,6 +364,12 @@ def test_hostile_params_rejected(which, monkeypatch):
         node = helper.make_node("Gemm", ["a", "b", "c"], ["y"], transB=1)
         m = _model([node], [_vi("a", (3, 5)), _vi("b", (4, 5)), _vi("c", (4,))], [_vi("y", (3, 4))])
         op = Op.GEMM
+    elif which == "matmul_fused":   # bias + residual + activation: MATMUL's 4 epilogue params
+        nodes = [helper.make_node("MatMul", ["a", "b"], ["p"]), helper.make_node("Add", ["p", "c"], ["q"]),
+                 helper.make_node("Add", ["q", "r"], ["s"]), helper.make_node("Relu", ["s"], ["y"])]
+        m = _model(nodes, [_vi("a", (2, 3, 5)), _vi("b", (5, 4)), _vi("r", (2, 3, 4))], [_vi("y", (2, 3, 4))],
+                   [_init("c", np.arange(4))])
+        op = Op.MATMUL
     else:
         node = helper.make_node("MatMul", ["a", "b"], ["y"])
         m = _model([node], [_vi("a", (2, 3, 5)), _vi("b", (5, 4))], [_vi("y", (2, 3, 4))])

@@ -211,6 +211,18 @@ def _linalg_cases() -> dict[str, tuple[onnx.ModelProto, set[str]]]:
     c["matmul_mixed_broadcast"] = (_model(
         [helper.make_node("MatMul", ["a", "b"], ["y"])], [_f32("a", [2, 1, 5, 4]), _f32("b", [1, 3, 4, 6])],
         [_f32("y", None)]), set())
+    # MATMUL's fused epilogue: bias along N + the Erf-chain GELU; a batched one with a residual + relu
+    c["matmul_fused_bias_gelu"] = (_model(
+        [helper.make_node("MatMul", ["a", "w"], ["h"]), helper.make_node("Add", ["h", "bias"], ["hb"]),
+         helper.make_node("Div", ["hb", "r2"], ["d"]), helper.make_node("Erf", ["d"], ["e"]),
+         helper.make_node("Add", ["e", "one"], ["p"]), helper.make_node("Mul", ["hb", "p"], ["m"]),
+         helper.make_node("Mul", ["m", "half"], ["y"])], [_f32("a", [1, 5, 8])], [_f32("y", None)],
+        [_const("w", _w(8, 12)), _const("bias", _w(12)), _const("r2", np.float32(np.sqrt(2.0))),
+         _const("one", np.float32(1.0)), _const("half", np.float32(0.5))]), set())
+    c["matmul_fused_residual_relu"] = (_model(
+        [helper.make_node("MatMul", ["a", "b"], ["p"]), helper.make_node("Add", ["p", "r"], ["s"]),
+         helper.make_node("Relu", ["s"], ["y"])], [_f32("a", [2, 3, 5, 4]), _f32("b", [2, 3, 4, 6]), _f32("r", [2, 3, 5, 6])],
+        [_f32("y", None)]), set())
     return c
 
 

@@ -19,6 +19,18 @@ def packed_a_bytes(m: int, k: int) -> int:
     return -(-m // MR) * MR * k * 4
 
 
+def packed_rows_bytes(m: int, k: int) -> int:
+    """A packed for the B-panel path of GEMM/MATMUL (matmul.c PR): groups of 4 rows in MR-row panels, the wasm
+    SIMD128 kernel's choice; the other targets need packed_a_bytes, which is less."""
+    return -(-m // 4) * MR * k * 4
+
+
+def a_and_b_bytes(m: int, k: int, n: int) -> int:
+    """Scratch of GEMM (no transB) and MATMUL: packed A, and B in panels when that pays (packed_b_bytes)."""
+    b = packed_b_bytes(m, k, n)
+    return (packed_rows_bytes(m, k) if b else packed_a_bytes(m, k)) + b
+
+
 def view(ctx: LowerCtx, src: str, shape: tuple[int, ...], hint: str = "v") -> str:
     """A new tensor with `src`'s bytes and another shape (no kernel runs)."""
     ctx._ensure(src)
@@ -76,7 +88,7 @@ def emit_gemm(ctx: LowerCtx, node: onnx.NodeProto, activation: Activation = (ACT
             mode = None
         if mode is None:
             raise ctx.unsupported(node, f"C of shape {sc} does not broadcast to ({m}, {n})")
-    scratch = 0 if m == 1 and tb else packed_a_bytes(m, k) + (k * n * 4 if tb else packed_b_bytes(m, k, n))
+    scratch = 0 if m == 1 and tb else (packed_a_bytes(m, k) + k * n * 4 if tb else a_and_b_bytes(m, k, n))
     ctx.emit(Op.GEMM, [node.input[0], b_name, c, residual], [out],
              [ta, tb, alpha, beta, mode, *act_params(activation)], scratch_bytes=scratch)
 
@@ -88,7 +100,18 @@ def lower_gemm(ctx: LowerCtx, node: onnx.NodeProto) -> None:
 
 @lowers("MatMul")
 def lower_matmul(ctx: LowerCtx, node: onnx.NodeProto) -> None:
+    emit_matmul(ctx, node)
+
+
+def emit_matmul(ctx: LowerCtx, node: onnx.NodeProto, bias: str | None = None,
+                activation: Activation = (ACT_NONE, ()), residual: str | None = None) -> None:
+    """Lower one MatMul; with a fused epilogue (packager/passes/fuse_epilogue.py) when a bias (N elements, added
+    along the last dim), an activation or a residual (the output's shape) is given: node.output[0] is then the
+    group's output, which has the MatMul's shape."""
     ctx.check_dtypes(node, [np.float32])
+    for x in (bias, residual):
+        if x is not None:
+            ctx.check_dtypes(node, [np.float32], [x])
     sa, sb = tuple(ctx.shape(node.input[0])), tuple(ctx.shape(node.input[1]))
     if not sa or not sb:
         raise ctx.unsupported(node, "MatMul operands must have rank >= 1")
@@ -118,8 +141,17 @@ def lower_matmul(ctx: LowerCtx, node: onnx.NodeProto) -> None:
         va, vy = (*ba_p, m, k) if r else (m, k), (*batch, m, n)
         vb = (*bb_p, k, n) if r else (k, n)
     ctx._ensure(node.output[0])
-    ctx.emit(Op.MATMUL, [view(ctx, a_name, va, "a"), view(ctx, b_name, vb, "b")],
-             [view(ctx, node.output[0], vy, "y")], [], scratch_bytes=packed_a_bytes(m, k) + packed_b_bytes(m, k, n))
+    ins = [view(ctx, a_name, va, "a"), view(ctx, b_name, vb, "b")]
+    params: list = []
+    if bias is not None or residual is not None or activation[0] != ACT_NONE:
+        if bias is not None and (len(sb) < 2 or int(np.prod(ctx.shape(bias), dtype=np.int64)) != n):
+            raise ctx.unsupported(node, f"fused bias of shape {ctx.shape(bias)} is not {n} values along N")
+        if residual is not None and tuple(ctx.shape(residual)) != out_shape:
+            raise ctx.unsupported(node, f"fused residual of shape {ctx.shape(residual)} is not {out_shape}")
+        ins += [view(ctx, bias, (n,), "bias") if bias is not None else None,
+                view(ctx, residual, vy, "r") if residual is not None else None]
+        params = [BIAS_COL if bias is not None else BIAS_NONE, *act_params(activation)]
+    ctx.emit(Op.MATMUL, ins, [view(ctx, node.output[0], vy, "y")], params, scratch_bytes=a_and_b_bytes(m, k, n))
 
 
 def packed_b_bytes(m: int, k: int, n: int) -> int:

@@ -1,4 +1,6 @@
-"""Epilogue fusion: Conv/Gemm [+ residual Add] [+ activation] become one kernel node.
+"""Epilogue fusion: Conv/Gemm [+ residual Add] [+ activation] become one kernel node; so does
+MatMul [+ constant bias Add along N] [+ residual Add] [+ activation], where the activation may also be the
+Erf form of GELU that exporters write out as nodes (x * 0.5 * (1 + erf(x / sqrt 2)), either grouping).
 
 The fused kernel applies bias, adds the residual and runs the activation while each output tile is
 still in registers: one pass over memory instead of three. The group is emitted where its LAST node
@@ -16,7 +18,7 @@ from onnx import helper
 # Activation codes shared with wasm_kernels/src/kernels/activation.h
 (ACT_NONE, ACT_RELU, ACT_LEAKY_RELU, ACT_CLIP, ACT_SIGMOID, ACT_HARDSIGMOID, ACT_HARDSWISH, ACT_TANH, ACT_GELU,
  ACT_GELU_TANH) = range(10)
-HEADS = ("Conv", "Gemm")
+HEADS = ("Conv", "Gemm", "MatMul")
 # What the conv/gemm epilogues apply (gemm.h): relu/leaky_relu/clip in registers, the others through
 # ep_apply_activation (the UNARY kernel's own code, so fused and unfused give the same bits).
 EPILOGUE_ACTIVATIONS = frozenset(range(ACT_RELU, ACT_GELU_TANH + 1))
@@ -28,6 +30,8 @@ class Fused:
     activation: tuple[int, list[float]] = (ACT_NONE, [])
     residual: str | None = None
     absorbed: list[onnx.NodeProto] = field(default_factory=list)
+    bias: str | None = None                # MatMul only: a constant of N elements added along the last dim
+    chain: list[onnx.NodeProto] = field(default_factory=list)   # MatMul only: the original nodes, in order
 
 
 def activation_of(node: onnx.NodeProto, consts: dict[str, np.ndarray], opset: int) -> tuple[int, list[float]] | None:
@@ -63,6 +67,60 @@ def activation_of(node: onnx.NodeProto, consts: dict[str, np.ndarray], opset: in
     return None
 
 
+def _scalar(consts: dict[str, np.ndarray], name: str) -> float | None:
+    v = consts.get(name)
+    return float(np.asarray(v).reshape(-1)[0]) if v is not None and np.asarray(v).size == 1 else None
+
+
+def _other(node: onnx.NodeProto, x: str) -> str:
+    return node.input[1] if node.input[0] == x else node.input[0]
+
+
+def gelu_erf_chain(y: str, consumers_of, consts: dict[str, np.ndarray]) -> list[onnx.NodeProto] | None:
+    """The nodes of x * 0.5 * (1 + erf(x / sqrt 2)) on x = y, as torch exports it (Div or Mul by the constant,
+    Erf, Add 1, then Mul x and Mul 0.5 in either grouping), or None. consumers_of(v) lists v's consumers (empty
+    when v is a graph output)."""
+    users = consumers_of(y)
+    if len(users) != 2:
+        return None
+    for scale, other in ((users[0], users[1]), (users[1], users[0])):
+        if scale.op_type not in ("Div", "Mul") or scale.input[0] != y or len(scale.input) != 2:
+            continue
+        c = _scalar(consts, scale.input[1])
+        if c is None or not np.isclose(c if scale.op_type == "Div" else 1.0 / c, np.sqrt(2.0), rtol=1e-6):
+            continue
+        nxt = consumers_of(scale.output[0])
+        if len(nxt) != 1 or nxt[0].op_type != "Erf":
+            continue
+        erf = nxt[0]
+        nxt = consumers_of(erf.output[0])
+        if len(nxt) != 1 or nxt[0].op_type != "Add" or _scalar(consts, _other(nxt[0], erf.output[0])) != 1.0:
+            continue
+        add = nxt[0]
+        nxt = consumers_of(add.output[0])
+        if len(nxt) != 1 or nxt[0].op_type != "Mul" or other.op_type != "Mul":
+            continue
+        mul = nxt[0]
+        if mul is other and _other(mul, add.output[0]) == y:          # (x * (1 + erf)) * 0.5
+            last = consumers_of(mul.output[0])
+            if len(last) == 1 and last[0].op_type == "Mul" and _scalar(consts, _other(last[0], mul.output[0])) == 0.5:
+                return [scale, erf, add, mul, last[0]]
+        elif _scalar(consts, _other(other, y)) == 0.5 and _other(mul, add.output[0]) == other.output[0] and \
+                [id(c) for c in consumers_of(other.output[0])] == [id(mul)]:                  # (x * 0.5) * (1 + erf)
+            return [scale, erf, add, other, mul]
+    return None
+
+
+def _matmul_bias(n: onnx.NodeProto, add: onnx.NodeProto, shapes: dict, consts: dict) -> str | None:
+    """The constant operand of `add` if it is a bias along the MatMul's last dim (N elements, [.., 1, N])."""
+    y = n.output[0]
+    c = _other(add, y)
+    sy, sc = shapes.get(y), shapes.get(c)
+    if c == y or c not in consts or not sy or sc is None or shapes.get(add.output[0]) != sy:
+        return None
+    return c if len(sc) >= 1 and sc[-1] == sy[-1] and int(np.prod(sc)) == sy[-1] and len(sc) <= len(sy) else None
+
+
 def fuse_epilogues(nodes: list[onnx.NodeProto], outputs: list[str], shapes: dict[str, tuple[int, ...]],
                    consts: dict[str, np.ndarray], opset: int,
                    activations: frozenset[int] = EPILOGUE_ACTIVATIONS) -> list[onnx.NodeProto | Fused]:
@@ -81,19 +139,37 @@ def fuse_epilogues(nodes: list[onnx.NodeProto], outputs: list[str], shapes: dict
         c = consumers.get(value, [])
         return c[0] if len(c) == 1 and value not in graph_out and id(c[0]) not in absorbed else None
 
+    def free_consumers(value: str) -> list[onnx.NodeProto]:
+        c = consumers.get(value, [])
+        return [] if value in graph_out or any(id(x) in absorbed for x in c) else c
+
     for n in nodes:
         if n.op_type not in HEADS or len(n.output) != 1 or id(n) in absorbed:
             continue
         if n.op_type == "Gemm" and len(n.input) > 2 and n.input[2] and n.input[2] not in consts:
             continue
         y, group, last = n.output[0], Fused(n), n
+        if n.op_type == "MatMul":
+            if len(shapes.get(n.input[1], ())) < 2:   # a 1-D B drops N: no column to put a bias on
+                continue
+            add = sole_consumer(y)
+            if add is not None and add.op_type == "Add":
+                bias = _matmul_bias(n, add, shapes, consts)
+                if bias is not None:
+                    group.bias, y, last = bias, add.output[0], add
+                    group.absorbed.append(add)
         add = sole_consumer(y)
         if add is not None and add.op_type == "Add":
             other = add.input[1] if add.input[0] == y else add.input[0]
             if other != y and other not in consts and shapes.get(other) == shapes.get(y) == shapes.get(add.output[0]):
-                group.residual, group.absorbed, y, last = other, [add], add.output[0], add
-        act = sole_consumer(y)
-        if act is not None and len(act.output) == 1:
+                group.residual, y, last = other, add.output[0], add
+                group.absorbed.append(add)
+        gelu = gelu_erf_chain(y, free_consumers, consts) if n.op_type == "MatMul" else None
+        act = None if gelu else sole_consumer(y)
+        if gelu and ACT_GELU in activations:
+            group.activation, y, last = (ACT_GELU, []), gelu[-1].output[0], gelu[-1]
+            group.absorbed.extend(gelu)
+        elif act is not None and len(act.output) == 1:
             spec = activation_of(act, consts, opset)
             if spec is not None and spec[0] in activations:
                 group.activation, y, last = spec, act.output[0], act
@@ -104,6 +180,8 @@ def fuse_epilogues(nodes: list[onnx.NodeProto], outputs: list[str], shapes: dict
         head.CopyFrom(n)
         head.output[0] = y
         group.head = head
+        if n.op_type == "MatMul":
+            group.chain = [n, *group.absorbed]
         groups[id(last)] = group
         absorbed.add(id(n))
         absorbed.update(id(a) for a in group.absorbed)

@@ -1,4 +1,4 @@
-"""Epilogue fusion made visible in the shipped graph: each Conv/Gemm [+ residual Add] [+ activation] group
+"""Epilogue fusion made visible in the shipped graph: each Conv/Gemm/MatMul [+ residual Add] [+ activation] group
 that the plan runs as one kernel (fuse_epilogue.fuse_epilogues finds them) becomes one call of a
 model-local ONNX function in domain `ai.edgepack.fused` whose body is the original nodes.
 
@@ -38,6 +38,9 @@ def fuse_graph(model: onnx.ModelProto, shapes: dict, consts: dict, opset: int) -
     for step in steps:
         if not isinstance(step, Fused):
             new_nodes.append(step)
+            continue
+        if step.chain:
+            new_nodes.append(_chain_call(step, functions, opset))
             continue
         head = step.head
         add = next((n for n in step.absorbed if n.op_type == "Add" and step.residual is not None), None)
@@ -95,6 +98,37 @@ def fuse_graph(model: onnx.ModelProto, shapes: dict, consts: dict, opset: int) -
         model.opset_import.append(helper.make_opsetid(DOMAIN, 1))
     model.ir_version = max(model.ir_version, 8)
     return len(groups)
+
+
+def _chain_call(step: Fused, functions: dict, opset: int) -> onnx.NodeProto:
+    """A group given as its original nodes (MatMul groups: the bias Add and the GELU's five nodes have no
+    attributes to pass): the body is those nodes with the group's outside inputs as formals X0.. (constants
+    included: a function body cannot see the graph's initializers) and its output as Y."""
+    produced = {o for n in step.chain for o in n.output}
+    actuals: list[str] = []
+    rename: dict[str, str] = {}
+    for n in step.chain:
+        for x in n.input:
+            if x and x not in produced and x not in rename:
+                rename[x] = f"X{len(actuals)}"
+                actuals.append(x)
+    out = step.chain[-1].output[0]
+    body = []
+    for i, n in enumerate(step.chain):
+        for o in n.output:
+            rename.setdefault(o, "Y" if o == out else f"t{i}")
+        b = helper.make_node(n.op_type, [rename.get(x, "") for x in n.input], [rename[o] for o in n.output])
+        b.attribute.extend(n.attribute)
+        body.append(b)
+    sig = ("chain", tuple((b.op_type, tuple(b.input), tuple(b.output), b.SerializeToString()) for b in body))
+    fn = functions.get(sig)
+    if fn is None:
+        base = "_".join(b.op_type for b in body)
+        taken = {f.name for f in functions.values()}
+        name = base if base not in taken else f"{base}_{len(functions)}"
+        fn = functions[sig] = helper.make_function(DOMAIN, name, [f"X{i}" for i in range(len(actuals))], ["Y"], body,
+                                                   [helper.make_opsetid("", opset)])
+    return helper.make_node(fn.name, actuals, [out], name=step.chain[0].name, domain=DOMAIN)
 
 
 def _merge_attributes(fn: onnx.FunctionProto, body: list[onnx.NodeProto], attrs: list[str]) -> None:

@@ -73,6 +73,14 @@ def extra_models() -> list:
         model([helper.make_node("MaxPool", ["x"], ["p"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
                helper.make_node("GlobalAveragePool", ["p"], ["y"])], [("x", [1, 3, 8, 8])], ["y"], {}),
         *qdq_models(),
+        # a transformer FFN block: MatMul + bias + GELU (the Erf chain), MatMul + bias + residual: fused MATMULs
+        model([helper.make_node("MatMul", ["x", "w1"], ["h"]), helper.make_node("Add", ["h", "b1"], ["hb"]),
+               helper.make_node("Div", ["hb", "r2"], ["d"]), helper.make_node("Erf", ["d"], ["e"]),
+               helper.make_node("Add", ["e", "one"], ["p"]), helper.make_node("Mul", ["hb", "p"], ["m"]),
+               helper.make_node("Mul", ["m", "half"], ["g"]), helper.make_node("MatMul", ["g", "w2"], ["o"]),
+               helper.make_node("Add", ["o", "b2"], ["ob"]), helper.make_node("Add", ["ob", "x"], ["y"])],
+              [("x", [1, 5, 8])], ["y"], {"w1": w(8, 12), "b1": w(12), "w2": w(12, 8), "b2": w(8),
+                                          "r2": np.float32(np.sqrt(2.0)), "one": np.float32(1.0), "half": np.float32(0.5)}),
     ]
 
 

@@ -11,7 +11,7 @@ static const ep_kernel kernels[EP_OP_COUNT] = {
   K(CONV, 2, 4, 1, 1),            /* X, packed W, bias?, residual? */
   K(CONV_TRANSPOSE, 2, 3, 1, 1),
   K(GEMM, 2, 4, 1, 1),            /* A, B, C?, residual? */
-  K(MATMUL, 2, 2, 1, 1),
+  K(MATMUL, 2, 4, 1, 1),          /* A, B, bias?, residual? */
   K(POOL, 1, 1, 1, 1),
   K(GLOBAL_POOL, 1, 1, 1, 1),
   K(BATCHNORM, 3, 5, 1, 1),      /* X, a, b (folded) or X, scale, B, mean, var */

@@ -9,6 +9,7 @@
  *         a double log/exp for pow), rounded once to float.
  * Measured against glibc by tests/test_math.py (tests/test_math.c): <= 2 ulp everywhere. */
 #include "ep_math.h"
+#include "ep_math_vec.h"
 
 static inline uint32_t fbits(float f) { union { float f; uint32_t u; } c; c.f = f; return c.u; }
 static inline float bitsf(uint32_t u) { union { float f; uint32_t u; } c; c.u = u; return c.f; }
@@ -40,17 +41,8 @@ float ep_ceilf(float x) { return round_mode(x, 2); }
 float ep_roundf_even(float x) { return round_mode(x, 3); }
 
 /* ---- exp ------------------------------------------------------------------------------------ */
-#define EXP_HI 88.72283172607421875f     /* largest x with a finite expf (0x42b17217) */
-#define EXP_LO (-104.0f)                 /* below this expf rounds to +0 */
-#define LOG2EF 1.44269504088896341f
-#define LN2_C1 0.693359375f              /* ln2 = C1 - C2, C1 exact in 10 bits */
-#define LN2_C2 (-2.12194440e-4f)
-#define EXP_P0 1.9875691500E-4f
-#define EXP_P1 1.3981999507E-3f
-#define EXP_P2 8.3334519073E-3f
-#define EXP_P3 4.1665795894E-2f
-#define EXP_P4 1.6666665459E-1f
-#define EXP_P5 5.0000001201E-1f
+
+f32x4 ep_expf4(f32x4 x) { return ep_expf4_body(x); }
 
 float ep_expf(float x) {
   if (x != x) return x + x;
@@ -72,26 +64,6 @@ float ep_expf(float x) {
   return y * bitsf((uint32_t)(n2 + 127) << 23);
 }
 
-f32x4 ep_expf4(f32x4 x) {
-  f32x4 xc = f32x4_min(f32x4_max(x, f32x4_splat(EXP_LO)), f32x4_splat(EXP_HI));
-  f32x4 n = f32x4_round_even(f32x4_mul(xc, f32x4_splat(LOG2EF)));
-  f32x4 r = f32x4_sub(xc, f32x4_mul(n, f32x4_splat(LN2_C1)));
-  r = f32x4_sub(r, f32x4_mul(n, f32x4_splat(LN2_C2)));
-  f32x4 z = f32x4_mul(r, r);
-  f32x4 p = f32x4_splat(EXP_P0);
-  p = f32x4_fma(f32x4_splat(EXP_P1), p, r);
-  p = f32x4_fma(f32x4_splat(EXP_P2), p, r);
-  p = f32x4_fma(f32x4_splat(EXP_P3), p, r);
-  p = f32x4_fma(f32x4_splat(EXP_P4), p, r);
-  p = f32x4_fma(f32x4_splat(EXP_P5), p, r);
-  f32x4 y = f32x4_add(f32x4_fma(r, p, z), f32x4_splat(1.0f));
-  i32x4 ni = i32x4_from_f32x4(n), n1 = i32x4_shr(ni, 1), n2 = i32x4_sub(ni, n1);
-  const i32x4 bias = i32x4_splat(127);
-  y = f32x4_mul(y, i32x4_as_f32x4(i32x4_shl(i32x4_add(n1, bias), 23)));
-  y = f32x4_mul(y, i32x4_as_f32x4(i32x4_shl(i32x4_add(n2, bias), 23)));
-  y = f32x4_select(f32x4_lt(f32x4_splat(EXP_HI), x), f32x4_splat(ep_inff()), y);
-  return f32x4_select(f32x4_eq(x, x), y, x);   /* NaN in, NaN out */
-}
 
 /* ---- log ------------------------------------------------------------------------------------ */
 #define SQRTHF 0.707106781186547524f
@@ -223,26 +195,8 @@ f32x4 ep_tanhf4(f32x4 x) {
 }
 
 /* ---- erf ------------------------------------------------------------------------------------ */
-/* |x| < 1: erf(x) = x + x*Q(x^2) */
-#define ERF_Q0 7.898139301687479e-05f
-#define ERF_Q1 (-0.0008024335256777704f)
-#define ERF_Q2 0.005190051626414061f
-#define ERF_Q3 (-0.026854807510972023f)
-#define ERF_Q4 0.11283612251281738f
-#define ERF_Q5 (-0.3761262893676758f)
-#define ERF_Q6 0.12837916612625122f
-/* 1 <= |x| <= 4: erfc(x) = exp(-x^2) * R(x); beyond 4 erf rounds to +-1. */
-#define ERF_R0 6.701274287479464e-06f
-#define ERF_R1 (-0.0001558478397782892f)
-#define ERF_R2 0.0016487045213580132f
-#define ERF_R3 (-0.010549217462539673f)
-#define ERF_R4 0.04584718123078346f
-#define ERF_R5 (-0.1443343609571457f)
-#define ERF_R6 0.34349584579467773f
-#define ERF_R7 (-0.6376125812530518f)
-#define ERF_R8 0.9425475597381592f
-#define ERF_R9 (-1.1108734607696533f)
-#define ERF_R10 0.9975630640983582f
+
+f32x4 ep_erff4(f32x4 x) { return ep_erff4_body(x); }
 
 float ep_erff(float x) {
   float a = ep_fabsf(x);
@@ -274,34 +228,6 @@ float ep_erff(float x) {
   return bitsf(fbits(l) | (fbits(x) & 0x80000000u));
 }
 
-f32x4 ep_erff4(f32x4 x) {
-  f32x4 z = f32x4_mul(x, x);
-  f32x4 q = f32x4_splat(ERF_Q0);
-  q = f32x4_fma(f32x4_splat(ERF_Q1), q, z);
-  q = f32x4_fma(f32x4_splat(ERF_Q2), q, z);
-  q = f32x4_fma(f32x4_splat(ERF_Q3), q, z);
-  q = f32x4_fma(f32x4_splat(ERF_Q4), q, z);
-  q = f32x4_fma(f32x4_splat(ERF_Q5), q, z);
-  q = f32x4_fma(f32x4_splat(ERF_Q6), q, z);
-  f32x4 small = f32x4_fma(x, x, q);
-  f32x4 a0 = f32x4_abs(x);
-  f32x4 a = f32x4_min(a0, f32x4_splat(4.0f));
-  f32x4 r = f32x4_splat(ERF_R0);
-  r = f32x4_fma(f32x4_splat(ERF_R1), r, a);
-  r = f32x4_fma(f32x4_splat(ERF_R2), r, a);
-  r = f32x4_fma(f32x4_splat(ERF_R3), r, a);
-  r = f32x4_fma(f32x4_splat(ERF_R4), r, a);
-  r = f32x4_fma(f32x4_splat(ERF_R5), r, a);
-  r = f32x4_fma(f32x4_splat(ERF_R6), r, a);
-  r = f32x4_fma(f32x4_splat(ERF_R7), r, a);
-  r = f32x4_fma(f32x4_splat(ERF_R8), r, a);
-  r = f32x4_fma(f32x4_splat(ERF_R9), r, a);
-  r = f32x4_fma(f32x4_splat(ERF_R10), r, a);
-  f32x4 l = f32x4_sub(f32x4_splat(1.0f), f32x4_mul(ep_expf4(f32x4_neg(f32x4_mul(a, a))), r));
-  l = f32x4_select(f32x4_lt(x, f32x4_zero()), f32x4_neg(l), l);
-  f32x4 y = f32x4_select(f32x4_lt(a0, f32x4_splat(1.0f)), small, l);
-  return f32x4_select(f32x4_eq(x, x), y, x);
-}
 
 /* ---- sigmoid: (x >= 0 ? 1 : e) / (1 + e), e = exp(-|x|): no overflow, no cancellation ---------- */
 float ep_sigmoidf(float x) {

@@ -19,6 +19,7 @@
  * trailing-dim broadcasts all run the vector loops below over long rows. */
 #include "ep_kernel.h"
 #include "ep_math.h"
+#include "ep_math_vec.h"
 #include "kernels/activation.h"
 
 enum ep_binary_fn {
@@ -85,14 +86,14 @@ static void unary_f32(const float *in, float *out, uint32_t n, int32_t fn, const
       VMAP(f32x4_mul(x, f32x4_max(f32x4_min(f32x4_fma(half, a, x), one), zero))); break;
     }
     case EP_ACT_TANH: VMAP(ep_tanhf4(x)); break;
-    case EP_ACT_GELU: { f32x4 s = f32x4_splat(0.70710678118654752f); VMAP(f32x4_mul(f32x4_mul(half, x), f32x4_add(one, ep_erff4(f32x4_mul(x, s))))); break; }
+    case EP_ACT_GELU: { f32x4 s = f32x4_splat(0.70710678118654752f); VMAP(f32x4_mul(f32x4_mul(half, x), f32x4_add(one, ep_erff4_hot(f32x4_mul(x, s))))); break; }
     case EP_ACT_GELU_TANH: {
       f32x4 k = f32x4_splat(0.79788456080286536f), c = f32x4_splat(0.044715f);
       VMAP(f32x4_mul(f32x4_mul(half, x), f32x4_add(one, ep_tanhf4(f32x4_mul(k, f32x4_fma(x, f32x4_mul(c, x), f32x4_mul(x, x)))))));
       break;
     }
-    case EP_UN_ERF: VMAP(ep_erff4(x)); break;
-    case EP_UN_EXP: VMAP(ep_expf4(x)); break;
+    case EP_UN_ERF: VMAP(ep_erff4_hot(x)); break;
+    case EP_UN_EXP: VMAP(ep_expf4_hot(x)); break;
     case EP_UN_LOG: VMAP(ep_logf4(x)); break;
     case EP_UN_SQRT: VMAP(f32x4_sqrt(x)); break;
     case EP_UN_RECIPROCAL: VMAP(f32x4_div(one, x)); break;

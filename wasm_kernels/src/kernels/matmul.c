@@ -10,10 +10,14 @@
  *   Without transB, when the scratch has room for round_up(N, 16) * K more floats, B is multiplied from
  *   16-column panels (pack_b below; the packager reserves the room when M >= 16).
  * MATMUL: inputs A [..., M, K], B [..., K, N] (rank >= 2; the packager turns 1-D operands into
- *   [1,K] / [K,1] views), output [..., M, N]; batch dims broadcast numpy-style. params: none.
+ *   [1,K] / [K,1] views), bias?, residual?; output [..., M, N]; batch dims broadcast numpy-style.
+ *   params: none, or 4 words for a fused epilogue: bias_mode (EP_BIAS_NONE, or EP_BIAS_COL: bias has N
+ *   elements), act, act_p0, act_p1 (as GEMM's); the residual has Y's shape. Each output element is
+ *   act(A*B + bias[n] + residual).
  *   Scratch: ep_gemm_packed_a_floats(M, K) floats (A of one batch, packed), then optionally
  *   round_up(N, 16) * K floats: when the scratch has room for them, B is copied into 16-column panels and
- *   multiplied from there (see pack_b; the packager reserves the room when A has M >= 16 rows). */
+ *   multiplied from there (see pack_b; the packager reserves the room when A has M >= 16 rows).
+ * With B panels, A is packed in PR-row groups when the scratch has room for them (panels_room): see PR. */
 #include "gemm.h"
 #include "ep_vec.h"
 #include "ep_parallel.h"
@@ -37,37 +41,86 @@ static void pack_b(uint32_t K, uint32_t N, const float *b, float *dst) {
   }
 }
 
+/* Rows of A per ep_gemm_f32 call against a B panel. The wasm SIMD128 micro-kernel runs a full 6-row panel in
+ * two passes, and its second (2 rows: 4 accumulators) waits on FMA latency; a 4-row call keeps 8 independent
+ * accumulators in one pass: minilm_like's weight MatMuls run about 1.2x faster (docs/transformer.md). A is
+ * then packed as PR-row groups in the micro-kernel's EP_GEMM_MR-row layout (ep_gemm_f32 reads only rows < M
+ * of a panel). NEON and the scalar build have registers for the whole panel. */
+#if defined(__wasm_simd128__) && !defined(EP_FORCE_SCALAR)
+#define PR 4u
+#else
+#define PR EP_GEMM_MR
+#endif
+static uint64_t packed_rows_floats(uint64_t M, uint64_t K) { return (M + PR - 1) / PR * EP_GEMM_MR * K; }
+
+/* A (M x K, element (m, k) at a[m * rs + k * cs]) in groups of `rows` rows, each laid out as a packed panel. */
+static void pack_rows(uint32_t M, uint32_t K, const float *a, uint64_t rs, uint64_t cs, uint32_t rows, float *dst) {
+  if (rows == EP_GEMM_MR) { ep_gemm_pack_a(M, K, a, rs, cs, dst); return; }
+  for (uint32_t m0 = 0; m0 < M; m0 += rows) {
+    const uint32_t mr = M - m0 < rows ? M - m0 : rows;
+    for (uint32_t k = 0; k < K; k++, dst += EP_GEMM_MR)
+      for (uint32_t r = 0; r < EP_GEMM_MR; r++) dst[r] = r < mr ? a[(uint64_t)(m0 + r) * rs + (uint64_t)k * cs] : 0.0f;
+  }
+}
+
 typedef struct {
-  uint32_t M, N, K;
-  const float *a, *b;   /* packed A, packed B */
+  uint32_t M, N, K, rows;
+  const float *a, *b;   /* A packed in groups of `rows` rows (pack_rows), packed B */
   float *y;
-  const ep_gemm_epi *e;
+  const ep_gemm_epi *e;   /* its act is applied by the micro-kernel only when computed inline (see act below) */
+  int32_t act, act_w[2];  /* a polynomial activation, applied to the task's columns once computed, or EP_ACT_NONE */
   uint32_t parts;
 } panels_job;
 
-/* Chunk t of the B panels: each panel is one ep_gemm_f32 over all of A's row panels. */
+/* Chunk t of the B panels: each panel against every row group of A. */
 static void panels_task(void *ctx, uint32_t t, uint32_t thread) {
   (void)thread;
   const panels_job *g = (const panels_job *)ctx;
   const uint32_t np = (g->N + PW - 1) / PW;
   for (uint32_t j = ep_chunk(np, g->parts, t); j < ep_chunk(np, g->parts, t + 1); j++) {
-    const uint32_t n0 = j * PW;
-    const ep_gemm_epi e = ep_gemm_epi_shift(g->e, 0, n0);
-    ep_gemm_f32(g->M, g->N - n0 < PW ? g->N - n0 : PW, g->K, g->a, g->b + (uint64_t)n0 * g->K, PW, 1, g->y + n0, g->N, &e);
+    const uint32_t n0 = j * PW, w = g->N - n0 < PW ? g->N - n0 : PW;
+    for (uint32_t m0 = 0; m0 < g->M; m0 += g->rows) {
+      const ep_gemm_epi e = ep_gemm_epi_shift(g->e, m0, n0);
+      const uint32_t mr = g->M - m0 < g->rows ? g->M - m0 : g->rows;
+      float *y = g->y + (uint64_t)m0 * g->N + n0;
+      ep_gemm_f32(mr, w, g->K, g->a + (uint64_t)(m0 / g->rows) * g->K * EP_GEMM_MR, g->b + (uint64_t)n0 * g->K, PW, 1, y, g->N, &e);
+    }
   }
+  /* The task's columns, done: the polynomial activation over each row's part in one call (see gemm_panels). */
+  const uint32_t lo = ep_chunk(np, g->parts, t) * PW, hi = ep_chunk(np, g->parts, t + 1) * PW < g->N ? ep_chunk(np, g->parts, t + 1) * PW : g->N;
+  if (g->act != EP_ACT_NONE && lo < hi)
+    for (uint32_t m = 0; m < g->M; m++) ep_apply_activation(g->y + (uint64_t)m * g->N + lo, hi - lo, g->act, g->act_w);
 }
 
-/* y = epi(A_packed * B) with B packed into bp (pack_b): chunks of panels are the threads' tasks. */
-static void gemm_panels(uint32_t M, uint32_t N, uint32_t K, const float *ap, const float *bp, float *y, const ep_gemm_epi *e) {
+/* y = epi(A * B) with A packed by pack_rows and B packed into bp (pack_b): chunks of panels are the threads' tasks. */
+static void gemm_panels(uint32_t M, uint32_t N, uint32_t K, uint32_t rows, const float *ap, const float *bp, float *y,
+                        const ep_gemm_epi *e) {
   const uint32_t threads = ep_num_threads(), np = (N + PW - 1) / PW;
-  panels_job job = {M, N, K, ap, bp, y, e, threads <= 1 ? 1u : (np < 4 * threads ? np : 4 * threads)};
+  /* The micro-kernel would run a polynomial activation (GELU's erf, ...) one vector per call through
+   * ep_gemm_act4 (1.23x slower than unfused, on minilm_like); per 16-column row block, its constants are set up
+   * every 4 vectors; once per row of each task's columns, after the task's GEMM, it costs least (and no extra
+   * kernel node nor pass over the tensor from another kernel). Same function as UNARY, same bits. */
+  ep_gemm_epi inner = *e;
+  panels_job job = {M, N, K, rows, ap, bp, y, &inner, EP_ACT_NONE, {0, 0}, threads <= 1 ? 1u : (np < 4 * threads ? np : 4 * threads)};
+  if (e->act >= EP_ACT_COUNT_INLINE) {
+    job.act = e->act;
+    ep_memcpy(&job.act_w[0], &e->p0, 4);
+    ep_memcpy(&job.act_w[1], &e->p1, 4);
+    inner.act = EP_ACT_NONE;
+  }
   ep_parallel_for(job.parts, EP_MAX_THREADS, panels_task, &job);
 }
 
-/* B's panels go after A's in the node's scratch when the packager left room for them (else NULL). */
-static float *panels_room(const ep_node *n, uint32_t M, uint32_t N, uint32_t K) {
-  const uint64_t a_floats = ep_gemm_packed_a_floats(M, K);
-  return (a_floats + packed_b_floats(K, N)) * 4u <= n->scratch_bytes ? (float *)(void *)n->scratch + a_floats : 0;
+/* B's panels go after A's in the node's scratch when the packager left room for them (else NULL). A is packed
+ * in PR-row groups when there is room for that layout too (plans from before it reserved only EP_GEMM_MR-row
+ * panels): *rows says which. */
+static float *panels_room(const ep_node *n, uint32_t M, uint32_t N, uint32_t K, uint32_t *rows) {
+  const uint64_t b_floats = packed_b_floats(K, N), r_floats = packed_rows_floats(M, K), a_floats = ep_gemm_packed_a_floats(M, K);
+  float *s = (float *)(void *)n->scratch;
+  *rows = PR;
+  if ((r_floats + b_floats) * 4u <= n->scratch_bytes) return s + r_floats;
+  *rows = EP_GEMM_MR;
+  return (a_floats + b_floats) * 4u <= n->scratch_bytes ? s + a_floats : 0;
 }
 
 /* ---------------------------------------------------------------------------------------------- GEMM */
@@ -159,18 +212,19 @@ ep_status ep_run_GEMM(const ep_node *n) {
     ep_parallel_for(g.parts, EP_MAX_THREADS, gemv_task, &g);
     return EP_OK;
   }
-  if (p[0]) ep_gemm_pack_a(d.M, d.K, a, 1, d.M, ap);
-  else ep_gemm_pack_a(d.M, d.K, a, d.K, 1, ap);
+  uint32_t rows = EP_GEMM_MR;
+  float *bp = p[1] ? 0 : panels_room(n, d.M, d.N, d.K, &rows);   /* (with transB the room after A holds B^T) */
+  if (p[0]) pack_rows(d.M, d.K, a, 1, d.M, rows, ap);
+  else pack_rows(d.M, d.K, a, d.K, 1, rows, ap);
   if (p[1]) {  /* runtime B^T: transpose [N,K] -> [K,N] */
     float *bt = ap + ep_gemm_packed_a_floats(d.M, d.K);
     for (uint32_t nn = 0; nn < d.N; nn++)
       for (uint32_t k = 0; k < d.K; k++) bt[(uint64_t)k * d.N + nn] = b[(uint64_t)nn * d.K + k];
     b = bt;
   }
-  float *bp = p[1] ? 0 : panels_room(n, d.M, d.N, d.K);   /* (with transB the room after A holds B^T) */
   if (bp) {
     pack_b(d.K, d.N, b, bp);
-    gemm_panels(d.M, d.N, d.K, ap, bp, ep_f32(n->out[0]), &e);
+    gemm_panels(d.M, d.N, d.K, rows, ap, bp, ep_f32(n->out[0]), &e);
   } else {
     ep_gemm_f32_mt(d.M, d.N, d.K, ap, b, d.N, 0, ep_f32(n->out[0]), d.N, &e);
   }
@@ -185,10 +239,20 @@ static int32_t dim_at(const ep_tensor *t, uint32_t r, uint32_t i) {
   return i < lead ? 1 : t->dims[i - lead];
 }
 
+#define MATMUL_NPARAMS 4
+
 ep_status ep_check_MATMUL(const ep_node *n) {
-  EP_CHECK(n->n_params == 0, EP_E_PARAM);
+  EP_CHECK(n->n_params == 0 || n->n_params == MATMUL_NPARAMS, EP_E_PARAM);
   const ep_tensor *a = n->in[0], *b = n->in[1], *y = n->out[0];
+  const ep_tensor *c = n->n_in > 2 ? n->in[2] : 0, *res = n->n_in > 3 ? n->in[3] : 0;
   EP_CHECK(a && b && y, EP_E_OP);
+  if (n->n_params == 0) EP_CHECK(!c && !res, EP_E_PARAM);
+  else {
+    const int32_t *p = n->params;
+    EP_CHECK(p[0] == (c ? EP_BIAS_COL : EP_BIAS_NONE) && ep_gemm_check_act(p[1]) == EP_OK, EP_E_PARAM);
+    if (c) EP_CHECK(c->dtype == EP_F32 && y->rank >= 1 && c->numel == (uint64_t)y->dims[y->rank - 1], EP_E_SHAPE);
+    if (res) EP_CHECK(res->dtype == EP_F32 && ep_same_shape(res, y), EP_E_SHAPE);
+  }
   EP_CHECK(a->dtype == EP_F32 && b->dtype == EP_F32 && y->dtype == EP_F32, EP_E_DTYPE);
   EP_CHECK(a->rank >= 2 && b->rank >= 2, EP_E_SHAPE);
   const uint32_t r = a->rank > b->rank ? a->rank : b->rank;
@@ -213,8 +277,13 @@ ep_status ep_run_MATMUL(const ep_node *n) {
   for (uint32_t i = 0; i + 2 < r; i++) batches *= (uint64_t)ty->dims[i];
   const float *a = ep_f32(ta), *b = ep_f32(tb);
   float *y = ep_f32(ty), *ap = (float *)(void *)n->scratch;
-  const ep_gemm_epi e = {1.0f, 1.0f, 0, EP_BIAS_NONE, 0, 0, 0, EP_ACT_NONE, 0.0f, 0.0f};
-  float *bp = panels_room(n, M, N, K);
+  const ep_tensor *c = n->n_in > 2 ? n->in[2] : 0, *res = n->n_in > 3 ? n->in[3] : 0;
+  const int32_t *p = n->params;
+  const int fused = n->n_params == MATMUL_NPARAMS;
+  ep_gemm_epi e = {1.0f, 1.0f, c ? ep_f32(c) : 0, c ? EP_BIAS_COL : EP_BIAS_NONE, N, 0, N,
+                   fused ? p[1] : EP_ACT_NONE, fused ? ep_param_f32(n, 2) : 0.0f, fused ? ep_param_f32(n, 3) : 0.0f};
+  uint32_t rows = EP_GEMM_MR;
+  float *bp = panels_room(n, M, N, K, &rows);
   uint64_t packed = ~(uint64_t)0, packed_b = ~(uint64_t)0;
   for (uint64_t bi = 0; bi < batches; bi++) {
     /* Offsets of A and B for batch index bi (broadcast dims contribute nothing). */
@@ -228,10 +297,11 @@ ep_status ep_run_MATMUL(const ep_node *n) {
       as *= (uint64_t)da;
       bs *= (uint64_t)db;
     }
-    if (ao != packed) { ep_gemm_pack_a(M, K, a + ao * a_mat, K, 1, ap); packed = ao; }
+    if (res) e.res = ep_f32(res) + bi * y_mat;
+    if (ao != packed) { pack_rows(M, K, a + ao * a_mat, K, 1, rows, ap); packed = ao; }
     if (!bp) { ep_gemm_f32_mt(M, N, K, ap, b + bo * b_mat, N, 0, y + bi * y_mat, N, &e); continue; }
     if (bo != packed_b) { pack_b(K, N, b + bo * b_mat, bp); packed_b = bo; }
-    gemm_panels(M, N, K, ap, bp, y + bi * y_mat, &e);
+    gemm_panels(M, N, K, rows, ap, bp, y + bi * y_mat, &e);
   }
   return EP_OK;
 }

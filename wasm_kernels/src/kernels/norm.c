@@ -12,6 +12,7 @@
 #include "ep_kernel.h"
 #include "ep_vec.h"
 #include "ep_math.h"
+#include "ep_math_vec.h"
 
 static inline float neg_inf(void) { union { uint32_t u; float f; } v; v.u = 0xff800000u; return v.f; }
 
@@ -196,13 +197,13 @@ static void softmax_row(int logsm, const float *x, float *y, uint64_t L) {
   f32x4 s0 = f32x4_zero(), s1 = f32x4_zero();
   float sum = 0.0f;
   for (i = 0; i + 8 <= L; i += 8) {
-    f32x4 e0 = ep_expf4(f32x4_sub(f32x4_load(x + i), vmax));
-    f32x4 e1 = ep_expf4(f32x4_sub(f32x4_load(x + i + 4), vmax));
+    f32x4 e0 = ep_expf4_hot(f32x4_sub(f32x4_load(x + i), vmax));
+    f32x4 e1 = ep_expf4_hot(f32x4_sub(f32x4_load(x + i + 4), vmax));
     s0 = f32x4_add(s0, e0); s1 = f32x4_add(s1, e1);
     if (!logsm) { f32x4_store(y + i, e0); f32x4_store(y + i + 4, e1); }
   }
   for (; i + 4 <= L; i += 4) {
-    f32x4 e = ep_expf4(f32x4_sub(f32x4_load(x + i), vmax));
+    f32x4 e = ep_expf4_hot(f32x4_sub(f32x4_load(x + i), vmax));
     s0 = f32x4_add(s0, e);
     if (!logsm) f32x4_store(y + i, e);
   }
@@ -227,7 +228,7 @@ static void softmax_cols4(int logsm, const float *x, float *y, uint64_t L, uint6
   for (uint64_t l = 0; l < L; l++) vm = f32x4_max(vm, f32x4_load(x + l * inner));
   f32x4 vs = f32x4_zero();
   for (uint64_t l = 0; l < L; l++) {
-    f32x4 e = ep_expf4(f32x4_sub(f32x4_load(x + l * inner), vm));
+    f32x4 e = ep_expf4_hot(f32x4_sub(f32x4_load(x + l * inner), vm));
     vs = f32x4_add(vs, e);
     if (!logsm) f32x4_store(y + l * inner, e);
   }

@@ -128,9 +128,17 @@ export function gemm(node, ctx) {
 
 /** @param {PlanNode} node @param {BuildContext} ctx @returns {Dispatch[] | string} */
 export function matmul(node, ctx) {
-  const [A, B] = node.inputs;
+  const [A, B, C, R] = node.inputs;
   const y = ctx.t(node.outputs[0]);
-  if (node.inputs.length !== 2 || !ctx.isFloat(A) || !ctx.isFloat(B) || y.dtype !== F32) return 'non-float32 tensors';
+  if (!ctx.isFloat(A) || !ctx.isFloat(B) || y.dtype !== F32) return 'non-float32 tensors';
+  if ((C !== undefined && C >= 0 && !ctx.isFloat(C)) || (R !== undefined && R >= 0 && !ctx.isFloat(R))) return 'non-float32 tensors';
+  // params: none, or the fused epilogue [bias mode (0, or 2: C has N elements), act, p0, p1]
+  const pr = node.params;
+  if (pr.length !== 0 && pr.length !== 4) return 'params';
+  const [mode, act, p0, p1] = pr.length ? pr : [0, 0, 0, 0];
+  if (!(act >= 0 && act <= 9)) return `activation ${act}`;
+  const hasC = C !== undefined && C >= 0, hasR = R !== undefined && R >= 0;
+  if (mode !== (hasC ? 2 : 0) || (!pr.length && (hasC || hasR))) ctx.fail(`bias mode ${mode}`);
   const a = ctx.t(A).dims, b = ctx.t(B).dims, yd = y.dims;
   if (a.length < 2 || b.length < 2 || yd.length < 2) return 'rank';
   const M = a[a.length - 2], K = a[a.length - 1], N = b[b.length - 1];
@@ -144,7 +152,10 @@ export function matmul(node, ctx) {
     if (b.some((v, i) => v !== 1 && v !== yb[i])) ctx.fail('batch dims do not broadcast');
     return b.map((v, i) => (v === 1 ? 0 : st[i]));
   };
+  if (hasC && ctx.t(C).numel !== N) ctx.fail(`bias has ${ctx.t(C).numel} elements, needs ${N}`);
+  if (hasR && ctx.t(R).numel !== y.numel) ctx.fail('residual shape');
   const batch = [yb, batchStrides(a, M * K), batchStrides(b, K * N)];
-  return matmulDispatch({ M, N, K, batch, a: [K, 1], b: [N, 1], alpha: 0x3f800000, beta: 0, act: 0, p0: 0, p1: 0,
-    ...operands(ctx, node), C: undefined, R: undefined });
+  const ops = operands(ctx, node);
+  return matmulDispatch({ M, N, K, batch, a: [K, 1], b: [N, 1], alpha: 0x3f800000, beta: 0x3f800000, act, p0, p1,
+    c: hasC ? [0, 1] : undefined, ...ops, C: hasC ? ops.C : undefined, R: hasR ? ops.R : undefined });
 }
