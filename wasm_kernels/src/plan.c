@@ -3,6 +3,7 @@
  * its kernel's check() against the declared shapes before the first run. */
 #include "ep_dispatch.h"
 #include "ep_plan_layout.h"
+EP_COLD_FILE_BEGIN   /* no benchmark model spends time here: smallest code (also in the one-step emcc build) */
 
 static uint32_t rd32(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
 static uint32_t rd16(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8; }
@@ -260,3 +261,4 @@ ep_status ep_tensor_describe(const ep_ctx *c, uint32_t id, ep_tensor_info *out) 
   out->nbytes = (uint32_t)(t.numel * ep_dtype_size(t.dtype));
   return EP_OK;
 }
+EP_COLD_FILE_END

@@ -92,8 +92,9 @@ static void unary_f32(const float *in, float *out, uint32_t n, int32_t fn, const
       VMAP(f32x4_mul(f32x4_mul(half, x), f32x4_add(one, ep_tanhf4(f32x4_mul(k, f32x4_fma(x, f32x4_mul(c, x), f32x4_mul(x, x)))))));
       break;
     }
-    case EP_UN_ERF: VMAP(ep_erff4_hot(x)); break;
-    case EP_UN_EXP: VMAP(ep_expf4_hot(x)); break;
+    /* standalone Erf / Exp: GELU's Erf fuses into its MatMul and Softmax has its own loop, so these are calls (size) */
+    case EP_UN_ERF: VMAP(ep_erff4(x)); break;
+    case EP_UN_EXP: VMAP(ep_expf4(x)); break;
     case EP_UN_LOG: VMAP(ep_logf4(x)); break;
     case EP_UN_SQRT: VMAP(f32x4_sqrt(x)); break;
     case EP_UN_RECIPROCAL: VMAP(f32x4_div(one, x)); break;

@@ -202,8 +202,8 @@ static void softmax_row(int logsm, const float *x, float *y, uint64_t L) {
     s0 = f32x4_add(s0, e0); s1 = f32x4_add(s1, e1);
     if (!logsm) { f32x4_store(y + i, e0); f32x4_store(y + i + 4, e1); }
   }
-  for (; i + 4 <= L; i += 4) {
-    f32x4 e = ep_expf4_hot(f32x4_sub(f32x4_load(x + i), vmax));
+  for (; i + 4 <= L; i += 4) {   /* at most one vector per row: the call keeps the code small */
+    f32x4 e = ep_expf4(f32x4_sub(f32x4_load(x + i), vmax));
     s0 = f32x4_add(s0, e);
     if (!logsm) f32x4_store(y + i, e);
   }
@@ -228,7 +228,7 @@ static void softmax_cols4(int logsm, const float *x, float *y, uint64_t L, uint6
   for (uint64_t l = 0; l < L; l++) vm = f32x4_max(vm, f32x4_load(x + l * inner));
   f32x4 vs = f32x4_zero();
   for (uint64_t l = 0; l < L; l++) {
-    f32x4 e = ep_expf4_hot(f32x4_sub(f32x4_load(x + l * inner), vm));
+    f32x4 e = ep_expf4(f32x4_sub(f32x4_load(x + l * inner), vm));   /* softmax off the last axis: rare, kept small */
     vs = f32x4_add(vs, e);
     if (!logsm) f32x4_store(y + l * inner, e);
   }
