@@ -87,6 +87,19 @@ def _worst_cosine(float_model: onnx.ModelProto, data: CalibrationSet) -> Callabl
     return score
 
 
+def _name_unnamed_nodes(model: onnx.ModelProto) -> None:
+    """Names for nodes that have none (an inlined function body's nodes, e.g. a fused MatMul's): onnxruntime's
+    dynamic quantizer selects and excludes nodes by name, and the manifest lists the MatMuls kept in float32."""
+    taken = {n.name for n in model.graph.node if n.name}
+    for n in model.graph.node:
+        if not n.name:
+            name = f"{n.op_type}:{n.output[0]}" if n.output else n.op_type
+            while name in taken:
+                name += "'"
+            n.name = name
+            taken.add(name)
+
+
 def quantize_step(graph, target: str, quantize: str = "auto", calibration: str | os.PathLike | dict | None = None,
                   labels: str | os.PathLike | np.ndarray | None = None, images: ImageOptions | None = None,
                   method: str = "minmax", placement: str = "fusion-aware", calibrate_fraction: float = 0.8,
@@ -143,6 +156,7 @@ def quantize_step(graph, target: str, quantize: str = "auto", calibration: str |
     # The optimizer ships Conv/Gemm + activation groups as model-local functions (docs/optimizer.md);
     # onnxruntime's quantizers only see top-level nodes: quantize the inlined graph.
     src = onnx.inliner.inline_local_functions(graph.model) if graph.model.functions else graph.model
+    _name_unnamed_nodes(src)
     if mode == "int8":
         q = quantize_int8_static(src, calib, method, log)
         info["calibration"]["method"] = method
