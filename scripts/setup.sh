@@ -7,11 +7,10 @@ cd "$(dirname "$0")/.."
 APT_PKGS=(emscripten clang-19 lld-19 libclang-rt-19-dev wabt nodejs npm)  # libclang-rt: libFuzzer + sanitizers
 # edge targets (pi5, android): aarch64 cross compiler + its libc (static CLI), qemu-user for tests, JDK, zip
 APT_PKGS+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user zip)
-# browser tests and benchmarks: Playwright (pip) drives Debian's Chromium; never `playwright install`
+# browser tests and benchmarks (WebGPU on SwiftShader too): Playwright (pip) drives Debian's Chromium;
+# never `playwright install`
 APT_PKGS+=(chromium)
 command -v javac >/dev/null || APT_PKGS+=(default-jdk-headless)
-# browser tests (WebGPU on SwiftShader, driven by Playwright for Python; never `playwright install`)
-APT_PKGS+=(chromium)
 missing=()
 for p in "${APT_PKGS[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 # node/npm may come from elsewhere (e.g. a preinstalled Node 20): only ask apt when the command is absent

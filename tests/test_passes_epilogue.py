@@ -48,6 +48,12 @@ def _chain(act: str, attrs: dict) -> object:
     return make_model(nodes, [f32("x", [1, c, hw, hw])], [f32("y", [1, 10])], inits, opset=20)
 
 
+def _atol(want: np.ndarray) -> float:
+    """1e-5 of the outputs' scale: five layers of 16-400-term sums round relative to their largest terms, not
+    to each output (onnxruntime's AVX-512 kernels and ours differ by ~3e-5 on a 2.03 beside a 33.7)."""
+    return 1e-5 * max(1.0, float(np.abs(want).max()))
+
+
 @pytest.mark.parametrize("act,attrs", ACTIVATIONS, ids=[f"{a}{'_' + '_'.join(map(str, k.values())) if k else ''}"
                                                          for a, k in ACTIVATIONS])
 def test_activation_fuses_into_every_head(act: str, attrs: dict, tmp_path) -> None:
@@ -61,7 +67,7 @@ def test_activation_fuses_into_every_head(act: str, attrs: dict, tmp_path) -> No
         b = load_bundle(path, variant)
         feeds = random_inputs(b.inputs, seed=5)
         got, want = b.run(feeds)["y"], reference_run(model, feeds)["y"]
-        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5, err_msg=f"{act} [{variant}]")
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=_atol(want), err_msg=f"{act} [{variant}]")
 
 
 def test_fused_activations_clean_under_asan(tmp_path) -> None:
@@ -76,7 +82,8 @@ def test_fused_activations_clean_under_asan(tmp_path) -> None:
         feeds = random_inputs(b.inputs, seed=7)
         status, why, got = runner_asan.run_asan_cli(cli, path, feeds, b.outputs, timeout=300)
         assert status == "ok", why
-        np.testing.assert_allclose(got["y"], reference_run(model, feeds)["y"], rtol=1e-5, atol=1e-5, err_msg=act)
+        want = reference_run(model, feeds)["y"]
+        np.testing.assert_allclose(got["y"], want, rtol=1e-5, atol=_atol(want), err_msg=act)
 
 
 @pytest.mark.skipif(shutil.which("qemu-aarch64") is None, reason="qemu-user missing")
