@@ -296,6 +296,8 @@ static int qmaxpool_rows(const uint8_t *xc, uint8_t *d, const int32_t *p, int64_
   int16_t row[QMP_ROW];
   const uint32_t len = (uint32_t)(used + 23) & ~7u;   /* the last 8 outputs' taps read up to span + 14 */
   const i16x8 low = i16x8_splat(u8 ? 0 : -128);
+  const int16_t bmask = u8 ? 0xFF : -1;
+  const i16x8 bm = i16x8_splat(bmask);
   for (int64_t oh = 0; oh < OH; oh++, d += OW) {
     for (uint32_t q = 0; q < len; q += 8) i16x8_store(row + q, low);
     for (int64_t i = 0; i < p[0]; i++) {
@@ -304,10 +306,10 @@ static int qmaxpool_rows(const uint8_t *xc, uint8_t *d, const int32_t *p, int64_
       const uint8_t *src = xc + ih * W;
       int16_t *r = row + pl;
       int64_t iw = 0;
-      for (; iw + 8 <= W; iw += 8)
-        i16x8_store(r + iw, i16x8_max(i16x8_load(r + iw), u8 ? i16x8_load_u8(src + iw) : i16x8_load_i8((const int8_t *)src + iw)));
+      for (; iw + 8 <= W; iw += 8)   /* bytes load sign-extended; uint8 keeps their low 8 bits: one code path */
+        i16x8_store(r + iw, i16x8_max(i16x8_load(r + iw), i16x8_and(i16x8_load_i8((const int8_t *)src + iw), bm)));
       for (; iw < W; iw++) {
-        const int16_t v = u8 ? (int16_t)src[iw] : (int16_t)(int8_t)src[iw];
+        const int16_t v = (int16_t)((int16_t)(int8_t)src[iw] & bmask);
         r[iw] = v > r[iw] ? v : r[iw];
       }
     }
