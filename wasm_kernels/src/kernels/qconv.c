@@ -308,7 +308,7 @@ EP_NOINLINE static void dw3_channel_eo(const int16_t *p, uint64_t rstep, uint64_
   const i16x8 w6 = wv[6], w7 = wv[7], w8 = wv[8], w9 = wv[9], w10 = wv[10], w11 = wv[11];
   for (uint32_t oh = 0; oh < OH; oh++, p += rstep, y += OW) {
     for (uint32_t ow = 0;; ow += 8) {
-      if (ow + 8 > OW) ow = OW - 8;   /* the last vector overlaps the previous one: same bytes stored twice */
+      if (ow + 8 > OW && OW >= 8) ow = OW - 8;   /* the last vector overlaps the previous one: same bytes stored twice */
       const int16_t *r = p + ow;
       i16x8 v = i16x8_load(r), u = i16x8_load(r + 2);
       i32x4 e = i32x4_dot_i16x8_add(bias, v, w0), o = i32x4_dot_i16x8_add(bias, v, w1);
@@ -326,7 +326,25 @@ EP_NOINLINE static void dw3_channel_eo(const int16_t *p, uint64_t rstep, uint64_
   }
 }
 
-ep_status ep_run_QDEPTHWISE_CONV(const ep_node *n) {
+/* Any other 3x3 (stride 2: the tap pairs of dw_taps through the phased plane), the fast epilogue, OW >= 8: one
+ * channel in a loop with nothing else in it (the general loop below tests its cases per vector). */
+EP_NOINLINE static void dw9_channel(const int16_t *p, uint64_t rstep, const uint64_t *off, const i16x8 *wv, i32x4 bias,
+                                    f32x4 mult, f32x4 lo, f32x4 hi, i32x4 zb, int u8, uint8_t *y, uint32_t OH, uint32_t OW) {
+  for (uint32_t oh = 0; oh < OH; oh++, p += rstep, y += OW) {
+    for (uint32_t ow = 0;; ow += 8) {
+      if (ow + 8 > OW && OW >= 8) ow = OW - 8;   /* the last vector overlaps the previous one: same bytes stored twice */
+      i32x4 a0 = bias, a1 = bias;
+      dw_taps(p + ow, off, wv, 9, &a0, &a1);
+      i8x16_store_lo8(y + ow, ep_q8_pack(f32x4_mul(f32x4_from_i32x4(a0), mult), f32x4_mul(f32x4_from_i32x4(a1), mult),
+                                         lo, hi, zb, u8));
+      if (ow + 8 >= OW) break;
+    }
+  }
+}
+
+/* Size-optimized: the 3x3 fast-epilogue channels (every benchmark model's depthwise time) run in dw3_channel_eo /
+ * dw9_channel and the plane fill in qdw_fill; the general loop here serves the other kernels and epilogues. */
+EP_COLD ep_status ep_run_QDEPTHWISE_CONV(const ep_node *n) {
   const int32_t *p = n->params;
   ep_conv_geom g;
   (void)ep_conv_geom_of(n, p, &g);
@@ -351,20 +369,27 @@ ep_status ep_run_QDEPTHWISE_CONV(const ep_node *n) {
   const f32x4 vlo = f32x4_splat(lo), vhi = f32x4_splat(hi);
   const i32x4 zb = ep_q_zbits(e.yzp);
   i16x8 wv[128];
-  const int eo = fast && kk == 9 && g.sw == 1 && g.dw == 1 && g.OW >= 8 && esz == 1;
+  const int ch9 = fast && kk == 9 && esz == 1, eo = ch9 && g.sw == 1 && g.dw == 1;
   for (uint64_t q = 0; q < (uint64_t)hp * rstride; q += 8) i16x8_store(plane + q, i16x8_splat(0));   /* the pads */
   for (uint64_t bc = 0, c = 0; bc < (uint64_t)g.B * g.C; bc++, c = c + 1 == g.C ? 0 : c + 1) {
     const int32_t wz = e.za_row ? e.za_row[c] : 0;
-    if (eo) dw3_weights_eo(wv, w + (uint64_t)c * kk, wz);
+    /* rows shorter than 8 (7x7 maps) store 8 bytes in the channel loops, the spill landing in the next row or
+     * channel (written afterwards): not in the last channel */
+    const int whole = g.OW >= 8 || bc + 1 < (uint64_t)g.B * g.C;
+    if (eo && whole) dw3_weights_eo(wv, w + (uint64_t)c * kk, wz);
     else dw_weight_pairs(wv, w + (uint64_t)c * kk, kk, wz);
     const i32x4 bias = i32x4_splat(e.bias ? e.bias[c] : 0);
     const f32x4 mult = f32x4_splat(e.mult ? e.mult[c] : 1.0f);
     const uint8_t *xc = x + bc * hw;
     qdw_fill(plane, xc, xbytes - bc * hw, u8, xzp, &g, pw);
     uint8_t *yc = n->out[0]->data + bc * ohw * esz;
-    if (eo) {
+    if (eo && whole) {
       dw3_channel_eo(plane, (uint64_t)g.sh * rstride, (uint64_t)g.dh * rstride, wv, bias, mult, vlo, vhi, zb,
                      e.out_dtype == EP_U8, yc, g.OH, g.OW);
+      continue;
+    }
+    if (ch9 && whole) {
+      dw9_channel(plane, (uint64_t)g.sh * rstride, off, wv, bias, mult, vlo, vhi, zb, e.out_dtype == EP_U8, yc, g.OH, g.OW);
       continue;
     }
     for (uint32_t oh = 0; oh < g.OH; oh++) {
@@ -374,8 +399,7 @@ ep_status ep_run_QDEPTHWISE_CONV(const ep_node *n) {
          * are a pure function of the plane, so overlapped bytes are stored twice with one value */
         if (fast && ow + 8 > g.OW && g.OW >= 8) ow = g.OW - 8;
         i32x4 a0 = bias, a1 = bias;
-        if (kk == 9) dw_taps(rbase + ow, off, wv, 9, &a0, &a1);   /* 3x3: unrolled, weights held in registers */
-        else dw_taps(rbase + ow, off, wv, kk, &a0, &a1);
+        dw_taps(rbase + ow, off, wv, kk, &a0, &a1);
         const uint32_t cnt = g.OW - ow < 8 ? g.OW - ow : 8;
         uint8_t *dst = yc + ((uint64_t)oh * g.OW + ow) * esz;
         /* a short row's vector may be stored whole while it stays inside Y: the spill lands in the next
