@@ -264,7 +264,7 @@ EP_NOINLINE static void qdw_fill(int16_t *plane, const uint8_t *xc, uint64_t ava
 
 /* wv[t] = the tap pair (2t, 2t+1) of one channel's weights minus zp, repeated in the 4 lanes' pairs
  * (clamped: only a hostile plan's zero point leaves [-255, 255]); an odd last tap pairs with 0. */
-static void dw_weight_pairs(i16x8 *wv, const int8_t *w, uint32_t kk, int32_t wz) {
+EP_COLD static void dw_weight_pairs(i16x8 *wv, const int8_t *w, uint32_t kk, int32_t wz) {
   wz = wz < -512 ? -512 : wz > 512 ? 512 : wz;
   for (uint32_t t = 0; t < (kk + 1) / 2; t++)
     wv[t] = i16x8_zip_lo(i16x8_splat((int16_t)(w[2 * t] - wz)), i16x8_splat((int16_t)(2 * t + 1 < kk ? w[2 * t + 1] - wz : 0)));
@@ -290,7 +290,7 @@ EP_AINLINE void dw_taps(const int16_t *r, const uint64_t *off, const i16x8 *wv, 
  * dotted with (0, w0) and (w1, w2), the odd ones (o). Per 8 outputs: 6 loads, 12 dots, 2 zips (e, o back in
  * order) instead of 9 loads, 10 dots, 10 zips, and a loop with nothing else in it: the same int32 sums.
  * wv[4 * i + 0..3] = kernel row i's (w0, w1), (0, w0), (w2, 0), (w1, w2). */
-static void dw3_weights_eo(i16x8 *wv, const int8_t *w, int32_t wz) {
+EP_COLD static void dw3_weights_eo(i16x8 *wv, const int8_t *w, int32_t wz) {
   wz = wz < -512 ? -512 : wz > 512 ? 512 : wz;
   for (uint32_t i = 0; i < 3; i++) {
     const i16x8 z = i16x8_splat(0), w0 = i16x8_splat((int16_t)(w[3 * i] - wz));
@@ -356,7 +356,7 @@ EP_COLD ep_status ep_run_QDEPTHWISE_CONV(const ep_node *n) {
   const int8_t *w = (const int8_t *)n->in[1]->data;
   const uint32_t esz = ep_dtype_size(n->out[0]->dtype);
   int16_t *plane = (int16_t *)(void *)n->scratch;
-  const uint64_t ytotal = (uint64_t)g.B * g.C * ohw, xbytes = (uint64_t)g.B * g.C * hw;
+  const uint64_t xbytes = (uint64_t)g.B * g.C * hw;
   ep_qgemm_epi e;
   ep_qconv_fill_epi(n, p + 10, &e);
   uint64_t off[256];
@@ -402,12 +402,7 @@ EP_COLD ep_status ep_run_QDEPTHWISE_CONV(const ep_node *n) {
         dw_taps(rbase + ow, off, wv, kk, &a0, &a1);
         const uint32_t cnt = g.OW - ow < 8 ? g.OW - ow : 8;
         uint8_t *dst = yc + ((uint64_t)oh * g.OW + ow) * esz;
-        /* a short row's vector may be stored whole while it stays inside Y: the spill lands in the next
-         * row or channel, which is written afterwards */
-        if (fast && (cnt == 8 || bc * ohw + (uint64_t)oh * g.OW + ow + 8 <= ytotal)) {
-          i8x16_store_lo8(dst, ep_q8_pack(f32x4_mul(f32x4_from_i32x4(a0), mult), f32x4_mul(f32x4_from_i32x4(a1), mult),
-                                          vlo, vhi, zb, e.out_dtype == EP_U8));
-        } else if (!e.mult) {   /* int32 output (ConvInteger) */
+        if (!e.mult) {   /* int32 output (ConvInteger) */
           int32_t tmp[8];
           i32x4_store(tmp, a0); i32x4_store(tmp + 4, a1);
           ep_q_store_bytes(dst, tmp, cnt, 1, 4);
