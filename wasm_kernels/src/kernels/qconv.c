@@ -283,6 +283,9 @@ EP_AINLINE void dw_taps(const int16_t *r, const uint64_t *off, const i16x8 *wv, 
   *a0 = s0; *a1 = s1;
 }
 
+/* The 3x3 channel loops below are left out of the emscripten scalar fallback (EP_FORCE_SCALAR) for its size:
+ * its general loop computes the same bytes. */
+#if !defined(EP_FORCE_SCALAR)
 /* 3x3, stride 1 and dilation 1 along the row, the fast epilogue, OW >= 8 (most of MobileNet's depthwise time):
  * no interleaving. A plain load of 8 int16 at column c holds the pairs (x[c + 2k], x[c + 2k + 1]), k = 0..3: two
  * adjacent taps of output c + 2k (taps j, j + 1) and of output c + 2k + 1 (taps j - 1, j). So per kernel row the
@@ -342,6 +345,11 @@ EP_NOINLINE static void dw9_channel(const int16_t *p, uint64_t rstep, const uint
   }
 }
 
+#define EP_QDW_CHANNELS 1
+#else
+#define EP_QDW_CHANNELS 0
+#endif
+
 /* Size-optimized: the 3x3 fast-epilogue channels (every benchmark model's depthwise time) run in dw3_channel_eo /
  * dw9_channel and the plane fill in qdw_fill; the general loop here serves the other kernels and epilogues. */
 EP_COLD ep_status ep_run_QDEPTHWISE_CONV(const ep_node *n) {
@@ -369,20 +377,25 @@ EP_COLD ep_status ep_run_QDEPTHWISE_CONV(const ep_node *n) {
   const f32x4 vlo = f32x4_splat(lo), vhi = f32x4_splat(hi);
   const i32x4 zb = ep_q_zbits(e.yzp);
   i16x8 wv[128];
-  const int ch9 = fast && kk == 9 && esz == 1, eo = ch9 && g.sw == 1 && g.dw == 1;
+  const int ch9 = EP_QDW_CHANNELS && fast && kk == 9 && esz == 1, eo = ch9 && g.sw == 1 && g.dw == 1;
   for (uint64_t q = 0; q < (uint64_t)hp * rstride; q += 8) i16x8_store(plane + q, i16x8_splat(0));   /* the pads */
   for (uint64_t bc = 0, c = 0; bc < (uint64_t)g.B * g.C; bc++, c = c + 1 == g.C ? 0 : c + 1) {
     const int32_t wz = e.za_row ? e.za_row[c] : 0;
     /* rows shorter than 8 (7x7 maps) store 8 bytes in the channel loops, the spill landing in the next row or
      * channel (written afterwards): not in the last channel */
     const int whole = g.OW >= 8 || bc + 1 < (uint64_t)g.B * g.C;
+    (void)whole; (void)eo; (void)vlo; (void)vhi; (void)zb;   /* unused without EP_QDW_CHANNELS */
+#if EP_QDW_CHANNELS
     if (eo && whole) dw3_weights_eo(wv, w + (uint64_t)c * kk, wz);
-    else dw_weight_pairs(wv, w + (uint64_t)c * kk, kk, wz);
+    else
+#endif
+    dw_weight_pairs(wv, w + (uint64_t)c * kk, kk, wz);
     const i32x4 bias = i32x4_splat(e.bias ? e.bias[c] : 0);
     const f32x4 mult = f32x4_splat(e.mult ? e.mult[c] : 1.0f);
     const uint8_t *xc = x + bc * hw;
     qdw_fill(plane, xc, xbytes - bc * hw, u8, xzp, &g, pw);
     uint8_t *yc = n->out[0]->data + bc * ohw * esz;
+#if EP_QDW_CHANNELS
     if (eo && whole) {
       dw3_channel_eo(plane, (uint64_t)g.sh * rstride, (uint64_t)g.dh * rstride, wv, bias, mult, vlo, vhi, zb,
                      e.out_dtype == EP_U8, yc, g.OH, g.OW);
@@ -392,6 +405,7 @@ EP_COLD ep_status ep_run_QDEPTHWISE_CONV(const ep_node *n) {
       dw9_channel(plane, (uint64_t)g.sh * rstride, off, wv, bias, mult, vlo, vhi, zb, e.out_dtype == EP_U8, yc, g.OH, g.OW);
       continue;
     }
+#endif
     for (uint32_t oh = 0; oh < g.OH; oh++) {
       const int16_t *rbase = plane + (uint64_t)oh * g.sh * rstride;
       for (uint32_t ow = 0; ow < g.OW; ow += 8) {
