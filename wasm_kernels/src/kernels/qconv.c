@@ -94,6 +94,7 @@ static void gather_tap(int16_t *t, const uint8_t *xc, int u8, int32_t zp, const 
       if (b < a) b = a;
     }
     uint32_t u = 0;
+    EP_COMPACT_LOOP
     for (; u < a; u++) d[u] = 0;
     if (a < b) {
       const uint8_t *src = xc + (uint64_t)ih * g->W + (iw0 + (int64_t)a * g->sw);
@@ -104,11 +105,14 @@ static void gather_tap(int16_t *t, const uint8_t *xc, int u8, int32_t zp, const 
         for (; u + 9 <= b; u += 8, src += 16)
           i16x8_store(d + u, i16x8_sub(i16x8_even(u8 ? i16x8_load_u8(src) : i16x8_load_i8((const int8_t *)src),
                                                   u8 ? i16x8_load_u8(src + 8) : i16x8_load_i8((const int8_t *)src + 8)), zv));
+      EP_COMPACT_LOOP
       for (; u < b; u++, src += g->sw) d[u] = (int16_t)((u8 ? (int32_t)*src : (int32_t)(int8_t)*src) - zp);
     }
+    EP_COMPACT_LOOP
     for (; u < run; u++) d[u] = 0;
     q += run; ow = 0; oh++;
   }
+  EP_COMPACT_LOOP
   for (; q < ldb; q++) t[q] = 0;
 }
 

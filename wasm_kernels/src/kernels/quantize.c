@@ -308,6 +308,7 @@ static int qmaxpool_rows(const uint8_t *xc, uint8_t *d, const int32_t *p, int64_
       int64_t iw = 0;
       for (; iw + 8 <= W; iw += 8)   /* bytes load sign-extended; uint8 keeps their low 8 bits: one code path */
         i16x8_store(r + iw, i16x8_max(i16x8_load(r + iw), i16x8_and(i16x8_load_i8((const int8_t *)src + iw), bm)));
+      EP_COMPACT_LOOP
       for (; iw < W; iw++) {
         const int16_t v = (int16_t)((int16_t)(int8_t)src[iw] & bmask);
         r[iw] = v > r[iw] ? v : r[iw];
@@ -323,6 +324,7 @@ static int qmaxpool_rows(const uint8_t *xc, uint8_t *d, const int32_t *p, int64_
       if (ow + 8 <= OW) { i8x16_store_lo8(d + ow, q); continue; }
       uint8_t t8[8];
       i8x16_store_lo8(t8, q);
+      EP_COMPACT_LOOP
       for (int64_t k = ow; k < OW; k++) d[k] = t8[k - ow];
     }
   }

@@ -105,6 +105,7 @@ EP_COLD static void qwg_input_pair(int16_t *v, uint64_t vplane, const int16_t *b
       if (cnt == 8) { i16x8_store(d, lo); i16x8_store(d + 8, hi); continue; }
       int16_t t[16];
       i16x8_store(t, lo); i16x8_store(t + 8, hi);
+      EP_COMPACT_LOOP
       for (uint32_t i = 0; i < 2 * cnt; i++) d[i] = t[i];
     }
   }
