@@ -1,5 +1,5 @@
 """int8 kernel paths that must give the same bytes as the general ones (docs/int8.md, session 6):
-QDEPTHWISE_CONV's 3x3 channel loops (stride 1: even/odd outputs from plain loads; other 3x3: dw9_channel; rows
+QDEPTHWISE_CONV's 3x3 channel loops (stride 1: even/odd outputs from plain loads; stride 2: unphased plane; rows
 under 8 storing into the next row) against the emscripten scalar build, which runs the general loop for every
 channel; and QUANTIZE_LINEAR / DEQUANTIZE_LINEAR's vector loops (whole vectors + scalar tails, per tensor and
 per axis) against numpy's exact float32 arithmetic."""
@@ -23,10 +23,10 @@ DW_CASES = [  # group, cin, cout, k, stride, dil, pad, act, x dtype, zero point,
     (5, 5, 5, 3, 1, 1, 1, "relu", TensorProto.UINT8, 128, 21),   # stride 1, overlapping row tail
     (5, 5, 5, 3, 1, 1, 1, "none", TensorProto.INT8, -7, 7),      # rows of 7: spill into the next row/channel
     (5, 5, 5, 3, 1, 1, 0, "relu", TensorProto.UINT8, 3, 9),      # no pads, rows of 7
-    (5, 5, 5, 3, 1, 2, 2, "clip", TensorProto.INT8, 4, 13),      # dilated: dw9_channel
-    (5, 5, 5, 3, 2, 1, 1, "relu", TensorProto.INT8, 0, 16),      # stride 2: dw9_channel
+    (5, 5, 5, 3, 1, 2, 2, "clip", TensorProto.INT8, 4, 13),      # dilated: the general loop
+    (5, 5, 5, 3, 2, 1, 1, "relu", TensorProto.INT8, 0, 16),      # stride 2: unphased plane, dw3s2_channel
     (5, 5, 5, 3, 2, 1, 1, "none", TensorProto.UINT8, 100, 15),   # stride 2, odd, rows of 8
-    (5, 5, 5, 3, 2, 1, 1, "clip", TensorProto.INT8, -2, 13),     # stride 2, rows of 7
+    (5, 5, 5, 3, 2, 1, 1, "clip", TensorProto.INT8, -2, 13),     # stride 2, rows of 7 (last channel phased)
     (5, 5, 5, 3, 1, 1, 1, "leaky", TensorProto.INT8, 0, 16),     # general epilogue: the general loop everywhere
 ]
 

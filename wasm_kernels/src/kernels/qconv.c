@@ -333,15 +333,35 @@ EP_NOINLINE static void dw3_channel_eo(const int16_t *p, uint64_t rstep, uint64_
   }
 }
 
-/* Any other 3x3 (stride 2: the tap pairs of dw_taps through the phased plane), the fast epilogue, OW >= 8: one
- * channel in a loop with nothing else in it (the general loop below tests its cases per vector). */
-EP_NOINLINE static void dw9_channel(const int16_t *p, uint64_t rstep, const uint64_t *off, const i16x8 *wv, i32x4 bias,
-                                    f32x4 mult, f32x4 lo, f32x4 hi, i32x4 zb, int u8, uint8_t *y, uint32_t OH, uint32_t OW) {
+/* 3x3, stride 2 and dilation 1 along the row: the plane is filled unphased (as for stride 1, rows 2 * pw long), so
+ * a plain load of 8 int16 at column 2 * ow holds (x[2(ow + k)], x[2(ow + k) + 1]), k = 0..3: taps 0 and 1 of
+ * outputs ow..ow+3 in order, and the load at 2 * ow + 2 their tap 2 (paired with weight 0). Per 8 outputs: 12
+ * loads, 12 dots, no interleaving (the phased plane's pairs: 9 loads, 10 dots, 10 zips; and its fill splits
+ * even and odd columns). wv[2 * i + 0..1] = kernel row i's (w0, w1), (w2, 0). */
+EP_COLD static void dw3s2_weights(i16x8 *wv, const int8_t *w, int32_t wz) {
+  wz = wz < -512 ? -512 : wz > 512 ? 512 : wz;
+  for (uint32_t i = 0; i < 3; i++) {
+    wv[2 * i] = i16x8_zip_lo(i16x8_splat((int16_t)(w[3 * i] - wz)), i16x8_splat((int16_t)(w[3 * i + 1] - wz)));
+    wv[2 * i + 1] = i16x8_zip_lo(i16x8_splat((int16_t)(w[3 * i + 2] - wz)), i16x8_splat(0));
+  }
+}
+
+EP_NOINLINE static void dw3s2_channel(const int16_t *p, uint64_t rstep, uint64_t drs, const i16x8 *wv, i32x4 bias,
+                                      f32x4 mult, f32x4 lo, f32x4 hi, i32x4 zb, int u8, uint8_t *y, uint32_t OH,
+                                      uint32_t OW) {
+  const i16x8 w0 = wv[0], w1 = wv[1], w2 = wv[2], w3 = wv[3], w4 = wv[4], w5 = wv[5];
   for (uint32_t oh = 0; oh < OH; oh++, p += rstep, y += OW) {
     for (uint32_t ow = 0;; ow += 8) {
       if (ow + 8 > OW && OW >= 8) ow = OW - 8;   /* the last vector overlaps the previous one: same bytes stored twice */
-      i32x4 a0 = bias, a1 = bias;
-      dw_taps(p + ow, off, wv, 9, &a0, &a1);
+      const int16_t *r = p + 2 * ow;
+      i32x4 a0 = i32x4_dot_i16x8_add(bias, i16x8_load(r), w0), a1 = i32x4_dot_i16x8_add(bias, i16x8_load(r + 8), w0);
+      a0 = i32x4_dot_i16x8_add(a0, i16x8_load(r + 2), w1); a1 = i32x4_dot_i16x8_add(a1, i16x8_load(r + 10), w1);
+      r += drs;
+      a0 = i32x4_dot_i16x8_add(a0, i16x8_load(r), w2); a1 = i32x4_dot_i16x8_add(a1, i16x8_load(r + 8), w2);
+      a0 = i32x4_dot_i16x8_add(a0, i16x8_load(r + 2), w3); a1 = i32x4_dot_i16x8_add(a1, i16x8_load(r + 10), w3);
+      r += drs;
+      a0 = i32x4_dot_i16x8_add(a0, i16x8_load(r), w4); a1 = i32x4_dot_i16x8_add(a1, i16x8_load(r + 8), w4);
+      a0 = i32x4_dot_i16x8_add(a0, i16x8_load(r + 2), w5); a1 = i32x4_dot_i16x8_add(a1, i16x8_load(r + 10), w5);
       i8x16_store_lo8(y + ow, ep_q8_pack(f32x4_mul(f32x4_from_i32x4(a0), mult), f32x4_mul(f32x4_from_i32x4(a1), mult),
                                          lo, hi, zb, u8));
       if (ow + 8 >= OW) break;
@@ -354,8 +374,9 @@ EP_NOINLINE static void dw9_channel(const int16_t *p, uint64_t rstep, const uint
 #define EP_QDW_CHANNELS 0
 #endif
 
-/* Size-optimized: the 3x3 fast-epilogue channels (every benchmark model's depthwise time) run in dw3_channel_eo /
- * dw9_channel and the plane fill in qdw_fill; the general loop here serves the other kernels and epilogues. */
+/* Size-optimized: the 3x3 fast-epilogue channels of strides 1 and 2 (every benchmark model's depthwise time) run
+ * in dw3_channel_eo / dw3s2_channel and the plane fill in qdw_fill; the general loop here serves the other kernels
+ * (dilated or strided along the row otherwise, 5x5, ...) and epilogues. */
 EP_COLD ep_status ep_run_QDEPTHWISE_CONV(const ep_node *n) {
   const int32_t *p = n->params;
   ep_conv_geom g;
@@ -382,31 +403,41 @@ EP_COLD ep_status ep_run_QDEPTHWISE_CONV(const ep_node *n) {
   const i32x4 zb = ep_q_zbits(e.yzp);
   i16x8 wv[128];
   const int ch9 = EP_QDW_CHANNELS && fast && kk == 9 && esz == 1, eo = ch9 && g.sw == 1 && g.dw == 1;
+  const int s2 = ch9 && g.sw == 2 && g.dw == 1;
+  ep_conv_geom g1 = g;   /* stride 2's unphased fill: stride 1's layout in rows of rstride */
+  g1.sw = 1;
   for (uint64_t q = 0; q < (uint64_t)hp * rstride; q += 8) i16x8_store(plane + q, i16x8_splat(0));   /* the pads */
   for (uint64_t bc = 0, c = 0; bc < (uint64_t)g.B * g.C; bc++, c = c + 1 == g.C ? 0 : c + 1) {
     const int32_t wz = e.za_row ? e.za_row[c] : 0;
     /* rows shorter than 8 (7x7 maps) store 8 bytes in the channel loops, the spill landing in the next row or
      * channel (written afterwards): not in the last channel */
     const int whole = g.OW >= 8 || bc + 1 < (uint64_t)g.B * g.C;
-    (void)whole; (void)eo; (void)vlo; (void)vhi; (void)zb;   /* unused without EP_QDW_CHANNELS */
+    (void)whole; (void)eo; (void)s2; (void)g1; (void)vlo; (void)vhi; (void)zb;   /* unused without EP_QDW_CHANNELS */
 #if EP_QDW_CHANNELS
     if (eo && whole) dw3_weights_eo(wv, w + (uint64_t)c * kk, wz);
+    else if (s2 && whole) dw3s2_weights(wv, w + (uint64_t)c * kk, wz);
     else
 #endif
     dw_weight_pairs(wv, w + (uint64_t)c * kk, kk, wz);
     const i32x4 bias = i32x4_splat(e.bias ? e.bias[c] : 0);
     const f32x4 mult = f32x4_splat(e.mult ? e.mult[c] : 1.0f);
     const uint8_t *xc = x + bc * hw;
+#if EP_QDW_CHANNELS
+    if (s2 && !whole)   /* the last channel of a map under 8 wide goes phased: the unphased rows are not its pads */
+      for (uint64_t q = 0; q < (uint64_t)hp * rstride; q += 8) i16x8_store(plane + q, i16x8_splat(0));
+    if (s2 && whole) {
+      qdw_fill(plane, xc, xbytes - bc * hw, u8, xzp, &g1, (uint32_t)rstride);
+      dw3s2_channel(plane, (uint64_t)g.sh * rstride, (uint64_t)g.dh * rstride, wv, bias, mult, vlo, vhi, zb,
+                    e.out_dtype == EP_U8, n->out[0]->data + bc * ohw * esz, g.OH, g.OW);
+      continue;
+    }
+#endif
     qdw_fill(plane, xc, xbytes - bc * hw, u8, xzp, &g, pw);
     uint8_t *yc = n->out[0]->data + bc * ohw * esz;
 #if EP_QDW_CHANNELS
     if (eo && whole) {
       dw3_channel_eo(plane, (uint64_t)g.sh * rstride, (uint64_t)g.dh * rstride, wv, bias, mult, vlo, vhi, zb,
                      e.out_dtype == EP_U8, yc, g.OH, g.OW);
-      continue;
-    }
-    if (ch9 && whole) {
-      dw9_channel(plane, (uint64_t)g.sh * rstride, off, wv, bias, mult, vlo, vhi, zb, e.out_dtype == EP_U8, yc, g.OH, g.OW);
       continue;
     }
 #endif
