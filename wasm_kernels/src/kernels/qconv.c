@@ -94,6 +94,7 @@ static void gather_tap(int16_t *t, const uint8_t *xc, int u8, int32_t zp, const 
       if (b < a) b = a;
     }
     uint32_t u = 0;
+    EP_COMPACT_LOOP
     for (; u < a; u++) d[u] = 0;
     if (a < b) {
       const uint8_t *src = xc + (uint64_t)ih * g->W + (iw0 + (int64_t)a * g->sw);
@@ -104,11 +105,14 @@ static void gather_tap(int16_t *t, const uint8_t *xc, int u8, int32_t zp, const 
         for (; u + 9 <= b; u += 8, src += 16)
           i16x8_store(d + u, i16x8_sub(i16x8_even(u8 ? i16x8_load_u8(src) : i16x8_load_i8((const int8_t *)src),
                                                   u8 ? i16x8_load_u8(src + 8) : i16x8_load_i8((const int8_t *)src + 8)), zv));
+      EP_COMPACT_LOOP
       for (; u < b; u++, src += g->sw) d[u] = (int16_t)((u8 ? (int32_t)*src : (int32_t)(int8_t)*src) - zp);
     }
+    EP_COMPACT_LOOP
     for (; u < run; u++) d[u] = 0;
     q += run; ow = 0; oh++;
   }
+  EP_COMPACT_LOOP
   for (; q < ldb; q++) t[q] = 0;
 }
 
@@ -264,7 +268,7 @@ EP_NOINLINE static void qdw_fill(int16_t *plane, const uint8_t *xc, uint64_t ava
 
 /* wv[t] = the tap pair (2t, 2t+1) of one channel's weights minus zp, repeated in the 4 lanes' pairs
  * (clamped: only a hostile plan's zero point leaves [-255, 255]); an odd last tap pairs with 0. */
-static void dw_weight_pairs(i16x8 *wv, const int8_t *w, uint32_t kk, int32_t wz) {
+EP_COLD static void dw_weight_pairs(i16x8 *wv, const int8_t *w, uint32_t kk, int32_t wz) {
   wz = wz < -512 ? -512 : wz > 512 ? 512 : wz;
   for (uint32_t t = 0; t < (kk + 1) / 2; t++)
     wv[t] = i16x8_zip_lo(i16x8_splat((int16_t)(w[2 * t] - wz)), i16x8_splat((int16_t)(2 * t + 1 < kk ? w[2 * t + 1] - wz : 0)));
@@ -283,7 +287,97 @@ EP_AINLINE void dw_taps(const int16_t *r, const uint64_t *off, const i16x8 *wv, 
   *a0 = s0; *a1 = s1;
 }
 
-ep_status ep_run_QDEPTHWISE_CONV(const ep_node *n) {
+/* The 3x3 channel loops below are left out of the emscripten scalar fallback (EP_FORCE_SCALAR) for its size:
+ * its general loop computes the same bytes. */
+#if !defined(EP_FORCE_SCALAR)
+/* 3x3, stride 1 and dilation 1 along the row, the fast epilogue, OW >= 8 (most of MobileNet's depthwise time):
+ * no interleaving. A plain load of 8 int16 at column c holds the pairs (x[c + 2k], x[c + 2k + 1]), k = 0..3: two
+ * adjacent taps of output c + 2k (taps j, j + 1) and of output c + 2k + 1 (taps j - 1, j). So per kernel row the
+ * loads at ow and ow + 2, dotted with (w0, w1) and (w2, 0), give the even outputs ow, ow + 2, ow + 4, ow + 6 (e);
+ * dotted with (0, w0) and (w1, w2), the odd ones (o). Per 8 outputs: 6 loads, 12 dots, 2 zips (e, o back in
+ * order) instead of 9 loads, 10 dots, 10 zips, and a loop with nothing else in it: the same int32 sums.
+ * wv[4 * i + 0..3] = kernel row i's (w0, w1), (0, w0), (w2, 0), (w1, w2). */
+EP_COLD static void dw3_weights_eo(i16x8 *wv, const int8_t *w, int32_t wz) {
+  wz = wz < -512 ? -512 : wz > 512 ? 512 : wz;
+  for (uint32_t i = 0; i < 3; i++) {
+    const i16x8 z = i16x8_splat(0), w0 = i16x8_splat((int16_t)(w[3 * i] - wz));
+    const i16x8 w1 = i16x8_splat((int16_t)(w[3 * i + 1] - wz)), w2 = i16x8_splat((int16_t)(w[3 * i + 2] - wz));
+    wv[4 * i] = i16x8_zip_lo(w0, w1); wv[4 * i + 1] = i16x8_zip_lo(z, w0);
+    wv[4 * i + 2] = i16x8_zip_lo(w2, z); wv[4 * i + 3] = i16x8_zip_lo(w1, w2);
+  }
+}
+
+/* One channel: output row oh reads plane rows from p + oh * rstep, its kernel rows drs apart. */
+EP_NOINLINE static void dw3_channel_eo(const int16_t *p, uint64_t rstep, uint64_t drs, const i16x8 *wv, i32x4 bias,
+                                       f32x4 mult, f32x4 lo, f32x4 hi, i32x4 zb, int u8, uint8_t *y, uint32_t OH,
+                                       uint32_t OW) {
+  const i16x8 w0 = wv[0], w1 = wv[1], w2 = wv[2], w3 = wv[3], w4 = wv[4], w5 = wv[5];
+  const i16x8 w6 = wv[6], w7 = wv[7], w8 = wv[8], w9 = wv[9], w10 = wv[10], w11 = wv[11];
+  for (uint32_t oh = 0; oh < OH; oh++, p += rstep, y += OW) {
+    for (uint32_t ow = 0;; ow += 8) {
+      if (ow + 8 > OW && OW >= 8) ow = OW - 8;   /* the last vector overlaps the previous one: same bytes stored twice */
+      const int16_t *r = p + ow;
+      i16x8 v = i16x8_load(r), u = i16x8_load(r + 2);
+      i32x4 e = i32x4_dot_i16x8_add(bias, v, w0), o = i32x4_dot_i16x8_add(bias, v, w1);
+      e = i32x4_dot_i16x8_add(e, u, w2); o = i32x4_dot_i16x8_add(o, u, w3);
+      v = i16x8_load(r + drs); u = i16x8_load(r + drs + 2);
+      e = i32x4_dot_i16x8_add(e, v, w4); o = i32x4_dot_i16x8_add(o, v, w5);
+      e = i32x4_dot_i16x8_add(e, u, w6); o = i32x4_dot_i16x8_add(o, u, w7);
+      v = i16x8_load(r + 2 * drs); u = i16x8_load(r + 2 * drs + 2);
+      e = i32x4_dot_i16x8_add(e, v, w8); o = i32x4_dot_i16x8_add(o, v, w9);
+      e = i32x4_dot_i16x8_add(e, u, w10); o = i32x4_dot_i16x8_add(o, u, w11);
+      i8x16_store_lo8(y + ow, ep_q8_pack(f32x4_mul(f32x4_from_i32x4(i32x4_zip_lo(e, o)), mult),
+                                         f32x4_mul(f32x4_from_i32x4(i32x4_zip_hi(e, o)), mult), lo, hi, zb, u8));
+      if (ow + 8 >= OW) break;
+    }
+  }
+}
+
+/* 3x3, stride 2 and dilation 1 along the row: the plane is filled unphased (as for stride 1, rows 2 * pw long), so
+ * a plain load of 8 int16 at column 2 * ow holds (x[2(ow + k)], x[2(ow + k) + 1]), k = 0..3: taps 0 and 1 of
+ * outputs ow..ow+3 in order, and the load at 2 * ow + 2 their tap 2 (paired with weight 0). Per 8 outputs: 12
+ * loads, 12 dots, no interleaving (the phased plane's pairs: 9 loads, 10 dots, 10 zips; and its fill splits
+ * even and odd columns). wv[2 * i + 0..1] = kernel row i's (w0, w1), (w2, 0). */
+EP_COLD static void dw3s2_weights(i16x8 *wv, const int8_t *w, int32_t wz) {
+  wz = wz < -512 ? -512 : wz > 512 ? 512 : wz;
+  for (uint32_t i = 0; i < 3; i++) {
+    wv[2 * i] = i16x8_zip_lo(i16x8_splat((int16_t)(w[3 * i] - wz)), i16x8_splat((int16_t)(w[3 * i + 1] - wz)));
+    wv[2 * i + 1] = i16x8_zip_lo(i16x8_splat((int16_t)(w[3 * i + 2] - wz)), i16x8_splat(0));
+  }
+}
+
+EP_NOINLINE static void dw3s2_channel(const int16_t *p, uint64_t rstep, uint64_t drs, const i16x8 *wv, i32x4 bias,
+                                      f32x4 mult, f32x4 lo, f32x4 hi, i32x4 zb, int u8, uint8_t *y, uint32_t OH,
+                                      uint32_t OW) {
+  const i16x8 w0 = wv[0], w1 = wv[1], w2 = wv[2], w3 = wv[3], w4 = wv[4], w5 = wv[5];
+  for (uint32_t oh = 0; oh < OH; oh++, p += rstep, y += OW) {
+    for (uint32_t ow = 0;; ow += 8) {
+      if (ow + 8 > OW && OW >= 8) ow = OW - 8;   /* the last vector overlaps the previous one: same bytes stored twice */
+      const int16_t *r = p + 2 * ow;
+      i32x4 a0 = i32x4_dot_i16x8_add(bias, i16x8_load(r), w0), a1 = i32x4_dot_i16x8_add(bias, i16x8_load(r + 8), w0);
+      a0 = i32x4_dot_i16x8_add(a0, i16x8_load(r + 2), w1); a1 = i32x4_dot_i16x8_add(a1, i16x8_load(r + 10), w1);
+      r += drs;
+      a0 = i32x4_dot_i16x8_add(a0, i16x8_load(r), w2); a1 = i32x4_dot_i16x8_add(a1, i16x8_load(r + 8), w2);
+      a0 = i32x4_dot_i16x8_add(a0, i16x8_load(r + 2), w3); a1 = i32x4_dot_i16x8_add(a1, i16x8_load(r + 10), w3);
+      r += drs;
+      a0 = i32x4_dot_i16x8_add(a0, i16x8_load(r), w4); a1 = i32x4_dot_i16x8_add(a1, i16x8_load(r + 8), w4);
+      a0 = i32x4_dot_i16x8_add(a0, i16x8_load(r + 2), w5); a1 = i32x4_dot_i16x8_add(a1, i16x8_load(r + 10), w5);
+      i8x16_store_lo8(y + ow, ep_q8_pack(f32x4_mul(f32x4_from_i32x4(a0), mult), f32x4_mul(f32x4_from_i32x4(a1), mult),
+                                         lo, hi, zb, u8));
+      if (ow + 8 >= OW) break;
+    }
+  }
+}
+
+#define EP_QDW_CHANNELS 1
+#else
+#define EP_QDW_CHANNELS 0
+#endif
+
+/* Size-optimized: the 3x3 fast-epilogue channels of strides 1 and 2 (every benchmark model's depthwise time) run
+ * in dw3_channel_eo / dw3s2_channel and the plane fill in qdw_fill; the general loop here serves the other kernels
+ * (dilated or strided along the row otherwise, 5x5, ...) and epilogues. */
+EP_COLD ep_status ep_run_QDEPTHWISE_CONV(const ep_node *n) {
   const int32_t *p = n->params;
   ep_conv_geom g;
   (void)ep_conv_geom_of(n, p, &g);
@@ -295,7 +389,7 @@ ep_status ep_run_QDEPTHWISE_CONV(const ep_node *n) {
   const int8_t *w = (const int8_t *)n->in[1]->data;
   const uint32_t esz = ep_dtype_size(n->out[0]->dtype);
   int16_t *plane = (int16_t *)(void *)n->scratch;
-  const uint64_t ytotal = (uint64_t)g.B * g.C * ohw, xbytes = (uint64_t)g.B * g.C * hw;
+  const uint64_t xbytes = (uint64_t)g.B * g.C * hw;
   ep_qgemm_epi e;
   ep_qconv_fill_epi(n, p + 10, &e);
   uint64_t off[256];
@@ -308,15 +402,45 @@ ep_status ep_run_QDEPTHWISE_CONV(const ep_node *n) {
   const f32x4 vlo = f32x4_splat(lo), vhi = f32x4_splat(hi);
   const i32x4 zb = ep_q_zbits(e.yzp);
   i16x8 wv[128];
+  const int ch9 = EP_QDW_CHANNELS && fast && kk == 9 && esz == 1, eo = ch9 && g.sw == 1 && g.dw == 1;
+  const int s2 = ch9 && g.sw == 2 && g.dw == 1;
+  ep_conv_geom g1 = g;   /* stride 2's unphased fill: stride 1's layout in rows of rstride */
+  g1.sw = 1;
   for (uint64_t q = 0; q < (uint64_t)hp * rstride; q += 8) i16x8_store(plane + q, i16x8_splat(0));   /* the pads */
   for (uint64_t bc = 0, c = 0; bc < (uint64_t)g.B * g.C; bc++, c = c + 1 == g.C ? 0 : c + 1) {
     const int32_t wz = e.za_row ? e.za_row[c] : 0;
+    /* rows shorter than 8 (7x7 maps) store 8 bytes in the channel loops, the spill landing in the next row or
+     * channel (written afterwards): not in the last channel */
+    const int whole = g.OW >= 8 || bc + 1 < (uint64_t)g.B * g.C;
+    (void)whole; (void)eo; (void)s2; (void)g1; (void)vlo; (void)vhi; (void)zb;   /* unused without EP_QDW_CHANNELS */
+#if EP_QDW_CHANNELS
+    if (eo && whole) dw3_weights_eo(wv, w + (uint64_t)c * kk, wz);
+    else if (s2 && whole) dw3s2_weights(wv, w + (uint64_t)c * kk, wz);
+    else
+#endif
     dw_weight_pairs(wv, w + (uint64_t)c * kk, kk, wz);
     const i32x4 bias = i32x4_splat(e.bias ? e.bias[c] : 0);
     const f32x4 mult = f32x4_splat(e.mult ? e.mult[c] : 1.0f);
     const uint8_t *xc = x + bc * hw;
+#if EP_QDW_CHANNELS
+    if (s2 && !whole)   /* the last channel of a map under 8 wide goes phased: the unphased rows are not its pads */
+      for (uint64_t q = 0; q < (uint64_t)hp * rstride; q += 8) i16x8_store(plane + q, i16x8_splat(0));
+    if (s2 && whole) {
+      qdw_fill(plane, xc, xbytes - bc * hw, u8, xzp, &g1, (uint32_t)rstride);
+      dw3s2_channel(plane, (uint64_t)g.sh * rstride, (uint64_t)g.dh * rstride, wv, bias, mult, vlo, vhi, zb,
+                    e.out_dtype == EP_U8, n->out[0]->data + bc * ohw * esz, g.OH, g.OW);
+      continue;
+    }
+#endif
     qdw_fill(plane, xc, xbytes - bc * hw, u8, xzp, &g, pw);
     uint8_t *yc = n->out[0]->data + bc * ohw * esz;
+#if EP_QDW_CHANNELS
+    if (eo && whole) {
+      dw3_channel_eo(plane, (uint64_t)g.sh * rstride, (uint64_t)g.dh * rstride, wv, bias, mult, vlo, vhi, zb,
+                     e.out_dtype == EP_U8, yc, g.OH, g.OW);
+      continue;
+    }
+#endif
     for (uint32_t oh = 0; oh < g.OH; oh++) {
       const int16_t *rbase = plane + (uint64_t)oh * g.sh * rstride;
       for (uint32_t ow = 0; ow < g.OW; ow += 8) {
@@ -324,16 +448,10 @@ ep_status ep_run_QDEPTHWISE_CONV(const ep_node *n) {
          * are a pure function of the plane, so overlapped bytes are stored twice with one value */
         if (fast && ow + 8 > g.OW && g.OW >= 8) ow = g.OW - 8;
         i32x4 a0 = bias, a1 = bias;
-        if (kk == 9) dw_taps(rbase + ow, off, wv, 9, &a0, &a1);   /* 3x3: unrolled, weights held in registers */
-        else dw_taps(rbase + ow, off, wv, kk, &a0, &a1);
+        dw_taps(rbase + ow, off, wv, kk, &a0, &a1);
         const uint32_t cnt = g.OW - ow < 8 ? g.OW - ow : 8;
         uint8_t *dst = yc + ((uint64_t)oh * g.OW + ow) * esz;
-        /* a short row's vector may be stored whole while it stays inside Y: the spill lands in the next
-         * row or channel, which is written afterwards */
-        if (fast && (cnt == 8 || bc * ohw + (uint64_t)oh * g.OW + ow + 8 <= ytotal)) {
-          i8x16_store_lo8(dst, ep_q8_pack(f32x4_mul(f32x4_from_i32x4(a0), mult), f32x4_mul(f32x4_from_i32x4(a1), mult),
-                                          vlo, vhi, zb, e.out_dtype == EP_U8));
-        } else if (!e.mult) {   /* int32 output (ConvInteger) */
+        if (!e.mult) {   /* int32 output (ConvInteger) */
           int32_t tmp[8];
           i32x4_store(tmp, a0); i32x4_store(tmp + 4, a1);
           ep_q_store_bytes(dst, tmp, cnt, 1, 4);

@@ -61,14 +61,42 @@ ep_status ep_check_QUANTIZE_LINEAR(const ep_node *n) {
   return check_axis(n, x, y->dtype, &o, &c, &i);
 }
 
+EP_COLD_FILE_END
+/* The whole vectors of quantize_run: ep_q_store8's operations with the bounds resolved once (speed-compiled:
+ * a model's input Q and any standalone Q run here; a call per 8 bytes from the size-optimized code cost 3x). */
+static uint64_t quantize_fast(const float *x, f32x4 sv, const ep_qgemm_epi *e, uint8_t *y, uint64_t cnt) {
+  float lo, hi;
+  ep_q_bounds(e, &lo, &hi);
+  const f32x4 vlo = f32x4_splat(lo), vhi = f32x4_splat(hi);
+  const i32x4 zb = ep_q_zbits(e->yzp);
+  const int u8 = e->out_dtype == EP_U8;
+  const uint64_t n8 = cnt & ~(uint64_t)7;
+  for (uint64_t i = 0; i < n8; i += 8)
+    i8x16_store_lo8(y + i, ep_q8_pack(f32x4_div(f32x4_load(x + i), sv), f32x4_div(f32x4_load(x + i + 4), sv), vlo, vhi, zb, u8));
+  return n8;
+}
+
+/* 8-bit DEQUANTIZE_LINEAR's whole vectors, y = f32(x - zp) * s: the scalar loop's values ((float)x - (float)zp
+ * is exact for 8-bit values), speed-compiled (a DQ before a GlobalAveragePool ran at ~5 ns per element). */
+static uint64_t dequantize_fast(const uint8_t *x, int u8, int32_t zp, float s, float *y, uint64_t cnt) {
+  const i32x4 z = i32x4_splat(zp);
+  const f32x4 sv = f32x4_splat(s);
+  const uint64_t n8 = cnt & ~(uint64_t)7;
+  for (uint64_t i = 0; i < n8; i += 8) {
+    const i16x8 h = u8 ? i16x8_load_u8(x + i) : i16x8_load_i8((const int8_t *)x + i);
+    f32x4_store(y + i, f32x4_mul(f32x4_from_i32x4(i32x4_sub(i32x4_widen_lo(h), z)), sv));
+    f32x4_store(y + i + 4, f32x4_mul(f32x4_from_i32x4(i32x4_sub(i32x4_widen_hi(h), z)), sv));
+  }
+  return n8;
+}
+EP_COLD_FILE_BEGIN
+
 /* y[0..cnt) = saturate(round(x / s) + zp): the epilogue of ep_q_store8 after the division. */
 static void quantize_run(const float *x, float s, int32_t zp, uint32_t dtype, uint8_t *y, uint64_t cnt) {
   ep_qgemm_epi e;
   e.act = EP_ACT_NONE; e.p0 = e.p1 = 0.0f; e.out_dtype = dtype; e.yzp = zp;
   const f32x4 sv = f32x4_splat(s);
-  uint64_t i = 0;
-  for (; i + 8 <= cnt; i += 8)
-    ep_q_store8(f32x4_div(f32x4_load(x + i), sv), f32x4_div(f32x4_load(x + i + 4), sv), &e, y + i, 8, 1);
+  uint64_t i = quantize_fast(x, sv, &e, y, cnt);
   if (i < cnt) {
     float t[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     for (uint64_t j = i; j < cnt; j++) t[j - i] = x[j];
@@ -112,7 +140,7 @@ ep_status ep_run_DEQUANTIZE_LINEAR(const ep_node *n) {
     for (uint64_t c = 0; c < C; c++) {
       const uint64_t at = (o * C + c) * inner;
       const float z = zp ? (float)elem_i(zp->data, dt, c) : 0.0f;
-      uint64_t i = 0;
+      uint64_t i = dt == EP_I32 ? 0 : dequantize_fast(x->data + at, dt == EP_U8, (int32_t)z, s[c], y + at, inner);
       for (; i < inner; i++) y[at + i] = ((float)elem_i(x->data, dt, at + i) - z) * s[c];
     }
   return EP_OK;
@@ -268,6 +296,8 @@ static int qmaxpool_rows(const uint8_t *xc, uint8_t *d, const int32_t *p, int64_
   int16_t row[QMP_ROW];
   const uint32_t len = (uint32_t)(used + 23) & ~7u;   /* the last 8 outputs' taps read up to span + 14 */
   const i16x8 low = i16x8_splat(u8 ? 0 : -128);
+  const int16_t bmask = u8 ? 0xFF : -1;
+  const i16x8 bm = i16x8_splat(bmask);
   for (int64_t oh = 0; oh < OH; oh++, d += OW) {
     for (uint32_t q = 0; q < len; q += 8) i16x8_store(row + q, low);
     for (int64_t i = 0; i < p[0]; i++) {
@@ -276,10 +306,11 @@ static int qmaxpool_rows(const uint8_t *xc, uint8_t *d, const int32_t *p, int64_
       const uint8_t *src = xc + ih * W;
       int16_t *r = row + pl;
       int64_t iw = 0;
-      for (; iw + 8 <= W; iw += 8)
-        i16x8_store(r + iw, i16x8_max(i16x8_load(r + iw), u8 ? i16x8_load_u8(src + iw) : i16x8_load_i8((const int8_t *)src + iw)));
+      for (; iw + 8 <= W; iw += 8)   /* bytes load sign-extended; uint8 keeps their low 8 bits: one code path */
+        i16x8_store(r + iw, i16x8_max(i16x8_load(r + iw), i16x8_and(i16x8_load_i8((const int8_t *)src + iw), bm)));
+      EP_COMPACT_LOOP
       for (; iw < W; iw++) {
-        const int16_t v = u8 ? (int16_t)src[iw] : (int16_t)(int8_t)src[iw];
+        const int16_t v = (int16_t)((int16_t)(int8_t)src[iw] & bmask);
         r[iw] = v > r[iw] ? v : r[iw];
       }
     }
@@ -293,6 +324,7 @@ static int qmaxpool_rows(const uint8_t *xc, uint8_t *d, const int32_t *p, int64_
       if (ow + 8 <= OW) { i8x16_store_lo8(d + ow, q); continue; }
       uint8_t t8[8];
       i8x16_store_lo8(t8, q);
+      EP_COMPACT_LOOP
       for (int64_t k = ow; k < OW; k++) d[k] = t8[k - ow];
     }
   }

@@ -1,0 +1,80 @@
+"""int8 kernel paths that must give the same bytes as the general ones (docs/int8.md, session 6):
+QDEPTHWISE_CONV's 3x3 channel loops (stride 1: even/odd outputs from plain loads; stride 2: unphased plane; rows
+under 8 storing into the next row) against the emscripten scalar build, which runs the general loop for every
+channel; and QUANTIZE_LINEAR / DEQUANTIZE_LINEAR's vector loops (whole vectors + scalar tails, per tensor and
+per axis) against numpy's exact float32 arithmetic."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from packager import load_bundle, package
+from packager.plan import layout
+from packager.plan.opcodes import Op
+
+from .conftest import make_model
+from .test_int8 import _qdq_conv_model
+
+DW_CASES = [  # group, cin, cout, k, stride, dil, pad, act, x dtype, zero point, hw
+    (5, 5, 5, 3, 1, 1, 1, "clip", TensorProto.INT8, 0, 16),      # stride 1, whole vectors
+    (5, 5, 5, 3, 1, 1, 1, "relu", TensorProto.UINT8, 128, 21),   # stride 1, overlapping row tail
+    (5, 5, 5, 3, 1, 1, 1, "none", TensorProto.INT8, -7, 7),      # rows of 7: spill into the next row/channel
+    (5, 5, 5, 3, 1, 1, 0, "relu", TensorProto.UINT8, 3, 9),      # no pads, rows of 7
+    (5, 5, 5, 3, 1, 2, 2, "clip", TensorProto.INT8, 4, 13),      # dilated: the general loop
+    (5, 5, 5, 3, 2, 1, 1, "relu", TensorProto.INT8, 0, 16),      # stride 2: unphased plane, dw3s2_channel
+    (5, 5, 5, 3, 2, 1, 1, "none", TensorProto.UINT8, 100, 15),   # stride 2, odd, rows of 8
+    (5, 5, 5, 3, 2, 1, 1, "clip", TensorProto.INT8, -2, 13),     # stride 2, rows of 7 (last channel phased)
+    (5, 5, 5, 3, 1, 1, 1, "leaky", TensorProto.INT8, 0, 16),     # general epilogue: the general loop everywhere
+]
+
+
+@pytest.mark.parametrize("case", DW_CASES, ids=[f"s{c[4]}d{c[5]}p{c[6]}_{c[7]}_hw{c[10]}" for c in DW_CASES])
+def test_depthwise_channel_loops_same_bytes_as_general_loop(case, tmp_path: Path) -> None:
+    m = _qdq_conv_model(*case)
+    out = package(m, out=tmp_path / "b", verify=False)
+    assert Op.QDEPTHWISE_CONV in [n.op for n in layout.decode((out / "model.plan").read_bytes()).nodes]
+    for seed in range(2):
+        x = np.random.default_rng(seed).uniform(-3, 3, (1, case[1], case[10], case[10])).astype(np.float32)
+        got = {v: load_bundle(out, v).run({"x": x})["y"].tobytes() for v in ("scalar", "simd", "relaxed")}
+        assert got["simd"] == got["scalar"] and got["relaxed"] == got["scalar"]
+
+
+QDQ_CASES = [  # shape, axis (None: per tensor), dtype, zero point(s)
+    ((1, 3, 5, 7), None, TensorProto.UINT8, 131),    # 105: whole vectors + a tail of 1
+    ((2, 3, 4, 4), 1, TensorProto.INT8, (-3, 0, 7)),  # per axis, 16 per run
+    ((1, 4, 3, 3), 1, TensorProto.UINT8, (0, 255, 17, 128)),  # per axis, 9 per run
+    ((6,), None, TensorProto.INT8, -128),            # tail only
+]
+
+
+@pytest.mark.parametrize("case", QDQ_CASES, ids=[f"{'x'.join(map(str, c[0]))}_ax{c[1]}" for c in QDQ_CASES])
+def test_quantize_dequantize_vector_loops_exact(case, tmp_path: Path) -> None:
+    shape, axis, dt, zps = case
+    np_q = np.uint8 if dt == TensorProto.UINT8 else np.int8
+    n = 1 if axis is None else shape[axis]
+    scale = (np.random.default_rng(1).random(n).astype(np.float32) * 0.05 + 0.01)
+    zp = np.array(zps, np_q).reshape(-1)
+    s_t, z_t = (scale[0], zp[0]) if axis is None else (scale, zp)
+    inits = [numpy_helper.from_array(np.array(s_t, np.float32), "s"), numpy_helper.from_array(np.array(z_t, np_q), "z")]
+    kw = {} if axis is None else {"axis": axis}
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], **kw),
+             helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"], **kw)]
+    m = make_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, list(shape))], inits, opset=17)
+    out = package(m, out=tmp_path / "b", verify=False)
+    ops = [nd.op for nd in layout.decode((out / "model.plan").read_bytes()).nodes]
+    assert Op.QUANTIZE_LINEAR in ops and Op.DEQUANTIZE_LINEAR in ops
+    x = np.random.default_rng(2).uniform(-9, 9, shape).astype(np.float32)
+    x.reshape(-1)[:3] = [0.5 * scale[0], 1.5 * scale[0], -2.5 * scale[0]]   # ties: round half to even
+    bshape = [1] * len(shape)
+    if axis is not None:
+        bshape[axis] = n
+    s_b, z_b = scale.reshape(bshape), zp.astype(np.int32).reshape(bshape)
+    info = np.iinfo(np_q)
+    q = np.clip(np.rint(x / s_b).astype(np.int32) + z_b, info.min, info.max)
+    want = ((q - z_b).astype(np.float32) * s_b).astype(np.float32)
+    for v in ("scalar", "simd", "relaxed"):
+        np.testing.assert_array_equal(load_bundle(out, v).run({"x": x})["y"], want, err_msg=v)
