@@ -33,7 +33,7 @@ ORT_DIST = REPO / "bench" / "node_modules" / "onnxruntime-web" / "dist"
 MODELS = ["mobilenetv2", "resnet18", "cifar10net", "minilm_like"]
 
 # In the page: both runtimes on one model, agreement check, warm-up by time, interleaved rounds.
-LATENCY = """async ({ m, seconds, rounds, slice, threads, variant, prefix }) => {
+LATENCY = """async ({ m, seconds, rounds, slice, threads, variant, prefix, pattern }) => {
   const ep = await import(prefix + '/edgepack/index.js');
   const ort = await import(prefix + '/ort/ort.wasm.min.mjs');
   // The same path prefix as the page: ORT's worker script must come with the page's COOP/COEP headers too,
@@ -58,7 +58,12 @@ LATENCY = """async ({ m, seconds, rounds, slice, threads, variant, prefix }) => 
   for (let r = 0; r < rounds; r++) {   // single runs alternating A B B A A B ..., for `slice` seconds per runtime
     const round = { edgepack: [], 'onnxruntime-web': [] };
     const stop = performance.now() + 2 * slice * 1000;
-    for (let i = 0; performance.now() < stop || i < 2; i++) {
+    if (pattern === 'slices') {   // each runtime alone for `slice` seconds (as bench/node_bench.mjs): its own caches
+      for (const [k, f] of r % 2 ? [...runners].reverse() : runners) {
+        const end = performance.now() + slice * 1000;
+        for (let i = 0; performance.now() < end || i < 2; i++) { const t0 = performance.now(); await f(); round[k].push(performance.now() - t0); }
+      }
+    } else for (let i = 0; performance.now() < stop || i < 2; i++) {
       for (const [k, f] of i % 2 ? [...runners].reverse() : runners) { const t0 = performance.now(); await f(); round[k].push(performance.now() - t0); }
     }
     rounds_.push(round);
@@ -130,6 +135,9 @@ def main() -> None:
     ap.add_argument("--load-model", default="mobilenetv2")
     ap.add_argument("--threads", type=int, default=0, help="also compare threaded (N threads each, isolated page)")
     ap.add_argument("--variant", default="auto", help="edgepack wasm variant (auto: relaxed SIMD in Chromium)")
+    ap.add_argument("--pattern", choices=["alternate", "slices"], default="alternate",
+                    help="alternate: single runs A B B A ... (each runtime runs after the other half the time: caches "
+                         "shared); slices: each runtime alone for --slice seconds per round, as bench/node_bench.mjs")
     ap.add_argument("--json", type=Path)
     a = ap.parse_args()
     why = chromium_missing()
@@ -152,7 +160,7 @@ def main() -> None:
                     page = browser.new_page()
                     page.goto(url + (ISOLATED if isolated else "") + "/index.html")
                     res = page.evaluate(LATENCY, {"m": _prefix(isolated, models[n]), "seconds": a.seconds, "rounds": a.rounds,
-                                                  "slice": a.slice, "threads": threads, "variant": a.variant,
+                                                  "slice": a.slice, "threads": threads, "variant": a.variant, "pattern": a.pattern,
                                                   "prefix": ISOLATED if isolated else ""})
                     page.close()
                     s = dict(_summary(res), max_abs_diff=res["maxAbsDiff"], variant=res["variant"], features=res["features"],

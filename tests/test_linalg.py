@@ -279,10 +279,43 @@ def test_matmul_random(sa, sb, bconst, tmp_path):
     _run_all_variants(m, feeds, tmp_path)
 
 
+# The relaxed build's 6 x 8 tiles (matmul.c TILE6): every A row-group tail (M mod 6 = 0..5, and M < 6 rows after
+# 16 in a batch), N with partial 8-column halves, and each epilogue form: column bias, residual, relu / clip (the
+# vector path), leaky relu and GELU (element-wise and after the task), GEMM's alpha, beta and row/full bias.
+@pytest.mark.parametrize("m", [16, 17, 18, 19, 20, 21, 22, 23, 26, 31])
+def test_matmul_tile_row_groups(m, tmp_path, monkeypatch):
+    from packager.ops.linalg import emit_matmul
+    rng = np.random.default_rng(m)
+    k, n = 11, 29 + m % 3 * 8
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    w = rng.standard_normal((k, n)).astype(np.float32)
+    r = rng.standard_normal((m, n)).astype(np.float32)
+    c = rng.standard_normal(n).astype(np.float32) if m % 2 == 0 else np.zeros(n, np.float32)
+    node = helper.make_node("MatMul", ["x", "w"], ["y"])
+    mod = _model([node], [_vi("x", a.shape), _vi("r", r.shape), _vi("c", c.shape)], [_vi("y", (m, n))],
+                 [onnx.numpy_helper.from_array(w, "w")])
+    act, params, ref = [(0, (), lambda v: v), (1, (), lambda v: np.maximum(v, 0)),
+                        (2, (0.1,), lambda v: np.where(v < 0, 0.1 * v, v)), (3, (-1.0, 2.0), lambda v: np.clip(v, -1, 2))][m % 4]
+    monkeypatch.setitem(REGISTRY, "MatMul", lambda ctx, nd: emit_matmul(ctx, nd, bias="c" if m % 2 == 0 else None,
+                                                                           activation=(act, params), residual="r"))
+    _run_all_variants(mod, {"x": a, "r": r, "c": c}, tmp_path, want={"y": ref(a @ w + c + r).astype(np.float32)})
+
+
+@pytest.mark.parametrize("sc,attrs", [((40,), dict(alpha=0.5, beta=2.0)), ((19, 1), dict(beta=-1.0)), ((19, 40), {}),
+                                      ((1,), dict(alpha=-2.0))])
+def test_gemm_tile_epilogues(sc, attrs, tmp_path):
+    rng = np.random.default_rng(7)
+    a, b, c = (rng.standard_normal(s).astype(np.float32) for s in ((19, 23), (23, 40), sc))
+    node = helper.make_node("Gemm", ["a", "b", "c"], ["y"], **attrs)
+    m = _model([node], [_vi("a", a.shape), _vi("c", sc)], [_vi("y", (19, 40))], [onnx.numpy_helper.from_array(b, "b")])
+    _run_all_variants(m, {"a": a, "c": c}, tmp_path)
+
+
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_matmul_runs_plans_with_six_row_scratch(variant, tmp_path):
+def test_matmul_runs_plans_with_six_row_scratch(variant, tmp_path, monkeypatch):
     # Plans from before the 4-row A groups reserved room for EP_GEMM_MR-row panels only: the kernel must
-    # fall back to that layout, not read past the scratch.
+    # fall back to that layout, not read past the scratch. (Plans from before B_PANELS: row-major constant B.)
+    monkeypatch.setattr("packager.ops.linalg.PACK_CONST_B", False)
     rng = np.random.default_rng(5)
     a, b = rng.standard_normal((42, 24)).astype(np.float32), rng.standard_normal((24, 70)).astype(np.float32)
     m = _model([helper.make_node("MatMul", ["a", "b"], ["y"])], [_vi("a", a.shape)], [_vi("y", (42, 70))],
@@ -297,6 +330,31 @@ def test_matmul_runs_plans_with_six_row_scratch(variant, tmp_path):
     s.write(plan.inputs[0], a)
     s.run()
     np.testing.assert_allclose(s.read(plan.outputs[0], np.float32, (42, 70)), a @ b, rtol=TOL, atol=TOL)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("panels", [True, False])
+def test_matmul_b_panels_plan(variant, panels, tmp_path, monkeypatch):
+    # A constant B is stored as 16-column panels (5th param B_PANELS = 1, tensor [ceil(N/16), K, 16]): no copy per
+    # run; plans from before it (row-major B, 0 or 4 params) still run; A with batch dims folded into M.
+    from packager.ops.linalg import panels_b
+    monkeypatch.setattr("packager.ops.linalg.PACK_CONST_B", panels)
+    rng = np.random.default_rng(6)
+    a, b = rng.standard_normal((2, 20, 24)).astype(np.float32), rng.standard_normal((24, 37)).astype(np.float32)
+    m = _model([helper.make_node("MatMul", ["a", "b"], ["y"])], [_vi("a", a.shape)], [_vi("y", (2, 20, 37))],
+               [onnx.numpy_helper.from_array(b, "b")])
+    out = package(m, target="web", out=tmp_path / "b", verify=False)
+    plan = layout.decode((out / "model.plan").read_bytes())
+    (node,) = [n for n in plan.nodes if n.op == Op.MATMUL]
+    assert len(node.params) == (5 if panels else 0)
+    if panels:
+        t = plan.tensors[node.inputs[1]]
+        assert tuple(t.dims) == (3, 24, 16)
+        assert panels_b(b).shape == (3, 24, 16) and not panels_b(b)[2, :, 5:].any()
+    s = WasmPlan(out / WEB_RUNTIME_FILES[variant], layout.encode(plan))
+    s.write(plan.inputs[0], a)
+    s.run()
+    np.testing.assert_allclose(s.read(plan.outputs[0], np.float32, (2, 20, 37)), a @ b, rtol=TOL, atol=TOL)
 
 
 WEB_RUNTIME_FILES = {"simd": "edgepack.wasm", "relaxed": "edgepack-relaxed.wasm", "scalar": "edgepack-scalar.wasm"}

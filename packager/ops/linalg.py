@@ -141,7 +141,11 @@ def emit_matmul(ctx: LowerCtx, node: onnx.NodeProto, bias: str | None = None,
         va, vy = (*ba_p, m, k) if r else (m, k), (*batch, m, n)
         vb = (*bb_p, k, n) if r else (k, n)
     ctx._ensure(node.output[0])
-    ins = [view(ctx, a_name, va, "a"), view(ctx, b_name, vb, "b")]
+    bc = ctx.const(b_name) if PACK_CONST_B and len(sb) >= 2 and not bb and m >= 16 else None
+    if bc is not None:   # constant B stored in 16-column panels: the kernel multiplies it with no copy per run
+        ins = [view(ctx, a_name, va, "a"), ctx.weight(panels_b(np.asarray(bc, np.float32).reshape(k, n)), "bpanels")]
+    else:
+        ins = [view(ctx, a_name, va, "a"), view(ctx, b_name, vb, "b")]
     params: list = []
     if bias is not None or residual is not None or activation[0] != ACT_NONE:
         if bias is not None and (len(sb) < 2 or int(np.prod(ctx.shape(bias), dtype=np.int64)) != n):
@@ -151,7 +155,26 @@ def emit_matmul(ctx: LowerCtx, node: onnx.NodeProto, bias: str | None = None,
         ins += [view(ctx, bias, (n,), "bias") if bias is not None else None,
                 view(ctx, residual, vy, "r") if residual is not None else None]
         params = [BIAS_COL if bias is not None else BIAS_NONE, *act_params(activation)]
+    if bc is not None:
+        params = (params or [BIAS_NONE, *act_params((ACT_NONE, ()))]) + [B_PANELS]
+        ctx.emit(Op.MATMUL, ins, [view(ctx, node.output[0], vy, "y")], params, scratch_bytes=packed_rows_bytes(m, k))
+        return
     ctx.emit(Op.MATMUL, ins, [view(ctx, node.output[0], vy, "y")], params, scratch_bytes=a_and_b_bytes(m, k, n))
+
+
+B_PANELS = 1   # MATMUL's 5th param: B is stored as [ceil(N/16), K, 16] panels (docs/plan-format.md)
+PACK_CONST_B = True   # False: plans as before B_PANELS (row-major constant B, packed per run; tests of old plans)
+PANEL = 16
+
+
+def panels_b(b: np.ndarray) -> np.ndarray:
+    """B [K, N] as matmul.c's pack_b lays it out: [ceil(N/16), K, 16], panel j holding columns 16j..16j+15, zero
+    past N."""
+    k, n = b.shape
+    np_ = -(-n // PANEL)
+    padded = np.zeros((k, np_ * PANEL), np.float32)
+    padded[:, :n] = b
+    return np.ascontiguousarray(padded.reshape(k, np_, PANEL).transpose(1, 0, 2))
 
 
 def packed_b_bytes(m: int, k: int, n: int) -> int:

@@ -22,6 +22,18 @@
 #include "ep_vec.h"
 #include "ep_parallel.h"
 
+
+#if defined(__wasm_relaxed_simd__) && !defined(EP_FORCE_SCALAR)
+#define TILE6 1   /* the relaxed build: matmul_tile (below) on 6-row groups and 8-column panels */
+#define PR EP_GEMM_MR
+#elif defined(__wasm_simd128__) && !defined(EP_FORCE_SCALAR)
+#define TILE6 0
+#define PR 4u
+#else
+#define TILE6 0
+#define PR EP_GEMM_MR
+#endif
+
 /* B in panels of PW columns (panel j: K x PW row-major, columns past N zero). Read in place, a weight
  * matrix's rows are N floats apart, so each depth step of a tile touches another page; from panels the
  * micro-kernel streams B contiguously: minilm_like's weight MatMuls run 1.9x faster, packing included.
@@ -29,13 +41,14 @@
 #define PW (2 * EP_GEMM_NR)
 static uint64_t packed_b_floats(uint64_t K, uint64_t N) { return (N + PW - 1) / PW * PW * K; }
 
-static void pack_b(uint32_t K, uint32_t N, const float *b, float *dst) {
+EP_NOINLINE static void pack_b(uint32_t K, uint32_t N, const float *b, float *dst) {
   for (uint32_t j = 0; j < N; j += PW) {
     const uint32_t w = N - j < PW ? N - j : PW;
     for (uint32_t k = 0; k < K; k++, dst += PW) {
       const float *src = b + (uint64_t)k * N + j;
       uint32_t t = 0;
       if (w == PW) for (; t < PW; t += 4) f32x4_store(dst + t, f32x4_load(src + t));
+      EP_COMPACT_LOOP   /* the last panel's edge only */
       for (; t < PW; t++) dst[t] = t < w ? src[t] : 0.0f;
     }
   }
@@ -46,21 +59,122 @@ static void pack_b(uint32_t K, uint32_t N, const float *b, float *dst) {
  * accumulators in one pass: minilm_like's weight MatMuls run about 1.2x faster (docs/transformer.md). A is
  * then packed as PR-row groups in the micro-kernel's EP_GEMM_MR-row layout (ep_gemm_f32 reads only rows < M
  * of a panel). NEON and the scalar build have registers for the whole panel. */
-#if defined(__wasm_simd128__) && !defined(EP_FORCE_SCALAR)
-#define PR 4u
-#else
-#define PR EP_GEMM_MR
-#endif
 static uint64_t packed_rows_floats(uint64_t M, uint64_t K) { return (M + PR - 1) / PR * EP_GEMM_MR * K; }
 
 /* A (M x K, element (m, k) at a[m * rs + k * cs]) in groups of `rows` rows, each laid out as a packed panel. */
 static void pack_rows(uint32_t M, uint32_t K, const float *a, uint64_t rs, uint64_t cs, uint32_t rows, float *dst) {
-  if (rows == EP_GEMM_MR) { ep_gemm_pack_a(M, K, a, rs, cs, dst); return; }
+  if (rows == EP_GEMM_MR || TILE6) { ep_gemm_pack_a(M, K, a, rs, cs, dst); return; }   /* (TILE6: PR = 6) */
   for (uint32_t m0 = 0; m0 < M; m0 += rows) {
     const uint32_t mr = M - m0 < rows ? M - m0 : rows;
     for (uint32_t k = 0; k < K; k++, dst += EP_GEMM_MR)
       for (uint32_t r = 0; r < EP_GEMM_MR; r++) dst[r] = r < mr ? a[(uint64_t)(m0 + r) * rs + (uint64_t)k * cs] : 0.0f;
   }
+}
+
+#if TILE6
+/* The relaxed build's B-panel path (MATMUL and GEMM): 6 x 8 tiles, A in 6-row groups, each group against both
+ * 8-column halves of a PW-column B panel (row stride PW) while it is in L1. 12 accumulators, 2 B vectors and a
+ * broadcast are 15 of the 16 vector registers V8 gives wasm: that fits only with a fused multiply-add (SIMD128's
+ * mul + add needs a 16th for the product and spills: that build keeps gemm.c's 4-row calls). The K loop is its
+ * own function (dot6x8) so V8 allocates registers for the loop alone: pointers and counter stay in registers.
+ * minilm_like, relaxed: 0.93-0.95x time (docs/transformer.md). */
+/* A's row groups: 6 rows each, except at the end: 8 or 7 rows left are 4 + 4 or 4 + 3 (dot4x8), 3 or 4 are one
+ * group (dot4x8), 5 one (dot6x8 with a zero row). Never more groups than ceil(M / 6), so the 6-row panel scratch
+ * (ep_gemm_packed_a_floats) holds them; each group is a K x EP_GEMM_MR panel, rows past the group zero. */
+static uint32_t group_rows(uint32_t M, uint32_t m0, uint32_t n6, uint32_t gi) {
+  const uint32_t left = M - m0;
+  return gi < n6 ? 6u : (left > 6u ? 4u : left);
+}
+static uint32_t six_groups(uint32_t M) {
+  const uint32_t n6 = M / 6u, rem = M % 6u;
+  return (rem == 1u || rem == 2u) && n6 ? n6 - 1u : n6;
+}
+
+EP_COLD static void pack_groups(uint32_t M, uint32_t K, const float *a, uint64_t rs, uint64_t cs, float *dst) {
+  const uint32_t n6 = six_groups(M);
+  for (uint32_t m0 = 0, gi = 0, mr; m0 < M; m0 += mr, gi++) {
+    mr = group_rows(M, m0, n6, gi);
+    for (uint32_t k = 0; k < K; k++, dst += EP_GEMM_MR)
+      for (uint32_t r = 0; r < EP_GEMM_MR; r++) dst[r] = r < mr ? a[(uint64_t)(m0 + r) * rs + (uint64_t)k * cs] : 0.0f;
+  }
+}
+
+/* out[2r + v] = sum_k a[k * 6 + r] * b[k * 8 + 4v ..], r < 6. */
+EP_NOINLINE static void dot6x8(uint32_t K, const float *a, const float *b, uint32_t ldb, f32x4 *out) {
+  f32x4 c00 = f32x4_zero(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
+  f32x4 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+  for (uint32_t k = 0; k < K; k++, a += EP_GEMM_MR, b += ldb) {
+    const f32x4 b0 = f32x4_load(b), b1 = f32x4_load(b + 4);
+    f32x4 av;
+    av = f32x4_load_splat(a); c00 = f32x4_fma(c00, av, b0); c01 = f32x4_fma(c01, av, b1);
+    av = f32x4_load_splat(a + 1); c10 = f32x4_fma(c10, av, b0); c11 = f32x4_fma(c11, av, b1);
+    av = f32x4_load_splat(a + 2); c20 = f32x4_fma(c20, av, b0); c21 = f32x4_fma(c21, av, b1);
+    av = f32x4_load_splat(a + 3); c30 = f32x4_fma(c30, av, b0); c31 = f32x4_fma(c31, av, b1);
+    av = f32x4_load_splat(a + 4); c40 = f32x4_fma(c40, av, b0); c41 = f32x4_fma(c41, av, b1);
+    av = f32x4_load_splat(a + 5); c50 = f32x4_fma(c50, av, b0); c51 = f32x4_fma(c51, av, b1);
+  }
+  out[0] = c00; out[1] = c01; out[2] = c10; out[3] = c11; out[4] = c20; out[5] = c21;
+  out[6] = c30; out[7] = c31; out[8] = c40; out[9] = c41; out[10] = c50; out[11] = c51;
+}
+
+/* The same for rows 0-3 (the last groups). */
+EP_NOINLINE static void dot4x8(uint32_t K, const float *a, const float *b, uint32_t ldb, f32x4 *out) {
+  f32x4 c00 = f32x4_zero(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00;
+  for (uint32_t k = 0; k < K; k++, a += EP_GEMM_MR, b += ldb) {
+    const f32x4 b0 = f32x4_load(b), b1 = f32x4_load(b + 4);
+    f32x4 av;
+    av = f32x4_load_splat(a); c00 = f32x4_fma(c00, av, b0); c01 = f32x4_fma(c01, av, b1);
+    av = f32x4_load_splat(a + 1); c10 = f32x4_fma(c10, av, b0); c11 = f32x4_fma(c11, av, b1);
+    av = f32x4_load_splat(a + 2); c20 = f32x4_fma(c20, av, b0); c21 = f32x4_fma(c21, av, b1);
+    av = f32x4_load_splat(a + 3); c30 = f32x4_fma(c30, av, b0); c31 = f32x4_fma(c31, av, b1);
+  }
+  out[0] = c00; out[1] = c01; out[2] = c10; out[3] = c11; out[4] = c20; out[5] = c21; out[6] = c30; out[7] = c31;
+}
+
+/* Rows m0 .. m0+mr of a tile (acc: dot6x8's) at column n of y (C's origin, row stride N) through e: the
+ * simple form (MATMUL's: alpha = 1, no bias or a column bias with beta = 1, residual, no activation, relu or
+ * clip) in vectors, as gemm.c's epi_vec computes it (same bits); any other epilogue, and the last panel's w < 8
+ * columns, element by element (ep_gemm_epi_scalar: the same sums). */
+EP_COLD static void tile_store(const ep_gemm_epi *e, uint32_t m0, uint32_t mr, uint32_t n, uint32_t w,
+                                   const f32x4 *acc, float *y, uint32_t N) {
+  const float *bias = e->bias, *res = e->res;   /* locals: the stores below cannot change them */
+  const int32_t act = e->act;
+  const uint32_t ld_res = e->ld_res;
+  const int col = e->bias_mode == EP_BIAS_COL && e->beta == 1.0f;
+  if (w < 8 || e->alpha != 1.0f || !(col || e->bias_mode == EP_BIAS_NONE) || act == EP_ACT_LEAKY_RELU || act > EP_ACT_CLIP) {
+    float t[2 * 4];
+    EP_COMPACT_LOOP
+    for (uint32_t r = 0; r < mr; r++) {
+      f32x4_store(t, acc[2 * r]); f32x4_store(t + 4, acc[2 * r + 1]);
+      EP_COMPACT_LOOP
+      for (uint32_t j = 0; j < w; j++) y[(uint64_t)(m0 + r) * N + n + j] = ep_gemm_epi_scalar(e, t[j], m0 + r, n + j);
+    }
+    return;
+  }
+  /* relu as clip(0, inf): pmax/pmin as act4's max(v, 0) (same bits, NaN kept) */
+  const f32x4 lo = f32x4_splat(act == EP_ACT_NONE ? -__builtin_inff() : act == EP_ACT_RELU ? 0.0f : e->p0);
+  const f32x4 hi = f32x4_splat(act == EP_ACT_CLIP ? e->p1 : __builtin_inff());
+  const f32x4 b0 = col ? f32x4_load(bias + n) : f32x4_zero(), b1 = col ? f32x4_load(bias + n + 4) : f32x4_zero();
+  EP_COMPACT_LOOP
+  for (uint32_t r = 0; r < mr; r++) {
+    const uint32_t m = m0 + r;
+    f32x4 x0 = acc[2 * r], x1 = acc[2 * r + 1];
+    if (col) { x0 = f32x4_add(x0, b0); x1 = f32x4_add(x1, b1); }
+    if (res) { x0 = f32x4_add(x0, f32x4_load(res + (uint64_t)m * ld_res + n)); x1 = f32x4_add(x1, f32x4_load(res + (uint64_t)m * ld_res + n + 4)); }
+    f32x4_store(y + (uint64_t)m * N + n, f32x4_min(f32x4_max(x0, lo), hi));
+    f32x4_store(y + (uint64_t)m * N + n + 4, f32x4_min(f32x4_max(x1, lo), hi));
+  }
+}
+#endif
+
+/* A packed for the path that runs: the tiles' groups (relaxed build, B panels), else PR- or 6-row panels. */
+EP_COLD static void pack_a_for(int panels, uint32_t M, uint32_t K, const float *a, uint64_t rs, uint64_t cs, uint32_t rows, float *dst) {
+#if TILE6
+  if (panels) { pack_groups(M, K, a, rs, cs, dst); return; }
+#else
+  (void)panels;
+#endif
+  pack_rows(M, K, a, rs, cs, rows, dst);
 }
 
 typedef struct {
@@ -77,6 +191,22 @@ static void panels_task(void *ctx, uint32_t t, uint32_t thread) {
   (void)thread;
   const panels_job *g = (const panels_job *)ctx;
   const uint32_t np = (g->N + PW - 1) / PW;
+#if TILE6
+  const uint32_t n6 = six_groups(g->M);
+  for (uint32_t j = ep_chunk(np, g->parts, t); j < ep_chunk(np, g->parts, t + 1); j++) {
+    const float *a = g->a, *b = g->b + (uint64_t)j * PW * g->K;
+    for (uint32_t m0 = 0, gi = 0, mr; m0 < g->M; m0 += mr, gi++, a += (uint64_t)g->K * EP_GEMM_MR) {
+      mr = group_rows(g->M, m0, n6, gi);
+      for (uint32_t h = 0; h < PW && j * PW + h < g->N; h += 8) {   /* both halves of the panel: A group from L1 */
+        const uint32_t n0 = j * PW + h, w = g->N - n0 < 8 ? g->N - n0 : 8;
+        f32x4 acc[2 * EP_GEMM_MR];
+        if (mr > 4) dot6x8(g->K, a, b + h, PW, acc);
+        else dot4x8(g->K, a, b + h, PW, acc);
+        tile_store(g->e, m0, mr, n0, w, acc, g->y, g->N);
+      }
+    }
+  }
+#else
   for (uint32_t j = ep_chunk(np, g->parts, t); j < ep_chunk(np, g->parts, t + 1); j++) {
     const uint32_t n0 = j * PW, w = g->N - n0 < PW ? g->N - n0 : PW;
     for (uint32_t m0 = 0; m0 < g->M; m0 += g->rows) {
@@ -86,6 +216,7 @@ static void panels_task(void *ctx, uint32_t t, uint32_t thread) {
       ep_gemm_f32(mr, w, g->K, g->a + (uint64_t)(m0 / g->rows) * g->K * EP_GEMM_MR, g->b + (uint64_t)n0 * g->K, PW, 1, y, g->N, &e);
     }
   }
+#endif
   /* The task's columns, done: the polynomial activation over each row's part in one call (see gemm_panels). */
   const uint32_t lo = ep_chunk(np, g->parts, t) * PW, hi = ep_chunk(np, g->parts, t + 1) * PW < g->N ? ep_chunk(np, g->parts, t + 1) * PW : g->N;
   if (g->act != EP_ACT_NONE && lo < hi)
@@ -114,7 +245,7 @@ static void gemm_panels(uint32_t M, uint32_t N, uint32_t K, uint32_t rows, const
 /* B's panels go after A's in the node's scratch when the packager left room for them (else NULL). A is packed
  * in PR-row groups when there is room for that layout too (plans from before it reserved only EP_GEMM_MR-row
  * panels): *rows says which. */
-static float *panels_room(const ep_node *n, uint32_t M, uint32_t N, uint32_t K, uint32_t *rows) {
+EP_COLD static float *panels_room(const ep_node *n, uint32_t M, uint32_t N, uint32_t K, uint32_t *rows) {
   const uint64_t b_floats = packed_b_floats(K, N), r_floats = packed_rows_floats(M, K), a_floats = ep_gemm_packed_a_floats(M, K);
   float *s = (float *)(void *)n->scratch;
   *rows = PR;
@@ -129,7 +260,7 @@ static float *panels_room(const ep_node *n, uint32_t M, uint32_t N, uint32_t K, 
 
 typedef struct { uint32_t M, N, K; } mnk;
 
-static ep_status gemm_dims(const ep_node *n, mnk *d) {
+EP_COLD static ep_status gemm_dims(const ep_node *n, mnk *d) {
   const ep_tensor *a = n->in[0], *b = n->in[1], *y = n->out[0];
   const int32_t *p = n->params;
   EP_CHECK(a && b && y, EP_E_OP);
@@ -144,7 +275,7 @@ static ep_status gemm_dims(const ep_node *n, mnk *d) {
   return EP_OK;
 }
 
-ep_status ep_check_GEMM(const ep_node *n) {
+EP_COLD ep_status ep_check_GEMM(const ep_node *n) {
   EP_CHECK(n->n_params == GEMM_NPARAMS, EP_E_PARAM);
   mnk d;
   ep_status s = gemm_dims(n, &d);
@@ -195,7 +326,7 @@ static void gemv_task(void *ctx, uint32_t t, uint32_t thread) {
   }
 }
 
-ep_status ep_run_GEMM(const ep_node *n) {
+EP_COLD ep_status ep_run_GEMM(const ep_node *n) {   /* size: its hot loops are in the callees */
   mnk d = {0};   /* check() already validated the dims; zero-init keeps -Wmaybe-uninitialized quiet */
   gemm_dims(n, &d);
   const int32_t *p = n->params;
@@ -214,8 +345,8 @@ ep_status ep_run_GEMM(const ep_node *n) {
   }
   uint32_t rows = EP_GEMM_MR;
   float *bp = p[1] ? 0 : panels_room(n, d.M, d.N, d.K, &rows);   /* (with transB the room after A holds B^T) */
-  if (p[0]) pack_rows(d.M, d.K, a, 1, d.M, rows, ap);
-  else pack_rows(d.M, d.K, a, d.K, 1, rows, ap);
+  if (p[0]) pack_a_for(bp != 0, d.M, d.K, a, 1, d.M, rows, ap);
+  else pack_a_for(bp != 0, d.M, d.K, a, d.K, 1, rows, ap);
   if (p[1]) {  /* runtime B^T: transpose [N,K] -> [K,N] */
     float *bt = ap + ep_gemm_packed_a_floats(d.M, d.K);
     for (uint32_t nn = 0; nn < d.N; nn++)
@@ -240,9 +371,12 @@ static int32_t dim_at(const ep_tensor *t, uint32_t r, uint32_t i) {
 }
 
 #define MATMUL_NPARAMS 4
+/* The epilogue's 4 words + B's layout: 1 = a constant B stored by the packager as PW-column panels, tensor
+ * [ceil(N / PW), K, PW] (pack_b's layout, columns past N zero), shared by every batch of A: no copy per run. */
+#define MATMUL_NPARAMS_PANELS 5
 
-ep_status ep_check_MATMUL(const ep_node *n) {
-  EP_CHECK(n->n_params == 0 || n->n_params == MATMUL_NPARAMS, EP_E_PARAM);
+EP_COLD ep_status ep_check_MATMUL(const ep_node *n) {
+  EP_CHECK(n->n_params == 0 || n->n_params == MATMUL_NPARAMS || n->n_params == MATMUL_NPARAMS_PANELS, EP_E_PARAM);
   const ep_tensor *a = n->in[0], *b = n->in[1], *y = n->out[0];
   const ep_tensor *c = n->n_in > 2 ? n->in[2] : 0, *res = n->n_in > 3 ? n->in[3] : 0;
   EP_CHECK(a && b && y, EP_E_OP);
@@ -254,6 +388,16 @@ ep_status ep_check_MATMUL(const ep_node *n) {
     if (res) EP_CHECK(res->dtype == EP_F32 && ep_same_shape(res, y), EP_E_SHAPE);
   }
   EP_CHECK(a->dtype == EP_F32 && b->dtype == EP_F32 && y->dtype == EP_F32, EP_E_DTYPE);
+  if (n->n_params == MATMUL_NPARAMS_PANELS) {
+    EP_CHECK(n->params[4] == 1, EP_E_PARAM);
+    EP_CHECK(a->rank >= 2 && y->rank == a->rank && b->rank == 3, EP_E_SHAPE);
+    const int32_t M = a->dims[a->rank - 2], K = a->dims[a->rank - 1], N = y->dims[y->rank - 1];
+    EP_CHECK(y->dims[y->rank - 2] == M && N >= 1, EP_E_SHAPE);
+    for (uint32_t i = 0; i + 2 < a->rank; i++) EP_CHECK(y->dims[i] == a->dims[i], EP_E_SHAPE);
+    EP_CHECK(b->dims[0] == (N + (int32_t)PW - 1) / (int32_t)PW && b->dims[1] == K && b->dims[2] == (int32_t)PW, EP_E_SHAPE);
+    EP_CHECK(ep_gemm_packed_a_floats((uint32_t)M, (uint32_t)K) * 4u <= n->scratch_bytes, EP_E_PARAM);
+    return EP_OK;
+  }
   EP_CHECK(a->rank >= 2 && b->rank >= 2, EP_E_SHAPE);
   const uint32_t r = a->rank > b->rank ? a->rank : b->rank;
   EP_CHECK(y->rank == r, EP_E_SHAPE);
@@ -279,28 +423,31 @@ ep_status ep_run_MATMUL(const ep_node *n) {
   float *y = ep_f32(ty), *ap = (float *)(void *)n->scratch;
   const ep_tensor *c = n->n_in > 2 ? n->in[2] : 0, *res = n->n_in > 3 ? n->in[3] : 0;
   const int32_t *p = n->params;
-  const int fused = n->n_params == MATMUL_NPARAMS;
+  const int fused = n->n_params >= MATMUL_NPARAMS;
   ep_gemm_epi e = {1.0f, 1.0f, c ? ep_f32(c) : 0, c ? EP_BIAS_COL : EP_BIAS_NONE, N, 0, N,
                    fused ? p[1] : EP_ACT_NONE, fused ? ep_param_f32(n, 2) : 0.0f, fused ? ep_param_f32(n, 3) : 0.0f};
+  /* B stored in panels (MATMUL_NPARAMS_PANELS): used in place, shared by every batch (check: A's batches are Y's). */
+  const int given = n->n_params == MATMUL_NPARAMS_PANELS;
   uint32_t rows = EP_GEMM_MR;
-  float *bp = panels_room(n, M, N, K, &rows);
-  uint64_t packed = ~(uint64_t)0, packed_b = ~(uint64_t)0;
+  const float *bp = given ? b : panels_room(n, M, N, K, &rows);
+  if (given && packed_rows_floats(M, K) * 4u <= n->scratch_bytes) rows = PR;
+  uint64_t packed = ~(uint64_t)0, packed_b = given ? 0 : ~(uint64_t)0;
   for (uint64_t bi = 0; bi < batches; bi++) {
     /* Offsets of A and B for batch index bi (broadcast dims contribute nothing). */
     uint64_t rem = bi, ao = 0, bo = 0, as = 1, bs = 1;
     for (uint32_t i = r - 2; i-- > 0;) {
       const uint64_t dy = (uint64_t)ty->dims[i], idx = rem % dy;
       rem /= dy;
-      const int32_t da = dim_at(ta, r, i), db = dim_at(tb, r, i);
+      const int32_t da = dim_at(ta, r, i), db = given ? 1 : dim_at(tb, r, i);
       if (da != 1) ao += idx * as;
       if (db != 1) bo += idx * bs;
       as *= (uint64_t)da;
       bs *= (uint64_t)db;
     }
     if (res) e.res = ep_f32(res) + bi * y_mat;
-    if (ao != packed) { pack_rows(M, K, a + ao * a_mat, K, 1, rows, ap); packed = ao; }
+    if (ao != packed) { pack_a_for(bp != 0, M, K, a + ao * a_mat, K, 1, rows, ap); packed = ao; }
     if (!bp) { ep_gemm_f32_mt(M, N, K, ap, b + bo * b_mat, N, 0, y + bi * y_mat, N, &e); continue; }
-    if (bo != packed_b) { pack_b(K, N, b + bo * b_mat, bp); packed_b = bo; }
+    if (bo != packed_b) { pack_b(K, N, b + bo * b_mat, (float *)bp); packed_b = bo; }
     gemm_panels(M, N, K, rows, ap, bp, y + bi * y_mat, &e);
   }
   return EP_OK;

@@ -62,7 +62,8 @@ fn store(bt: u32, m: u32, n0: u32, acc: vec4<f32>, alpha: f32, beta: f32, a: f32
  *  @typedef {import('../wgsl.js').Src} Src */
 
 /** The dispatch of one (batched) matrix product. Also used by CONV for 1×1 stride-1 unpadded convolutions.
- * @param {MatmulGeometry} g @returns {Dispatch[]} */
+ * g.panels: B stored in 16-column panels (b = [16, 1]), which the caller reads as vectors 8 columns a thread
+ * (its N % 8 = 0, B aligned weights: see matmul()). @param {MatmulGeometry & {panels?: boolean}} g @returns {Dispatch[]} */
 export function matmulDispatch(g) {
   const [dims, sa, sb] = g.batch;
   // B rows of aligned weights are read as vectors, and then a thread takes 8 columns when N allows
@@ -83,11 +84,12 @@ export function matmulDispatch(g) {
     code += floatLoader('xr', g.R);
     residual = 'v += xr(P[4] + yi);';
   }
-  const bvec = vec ? `f${g.B.buf}4(bbase + n0 + kb)` : 'vec4<f32>(xb(b0 + kb), xb(b1 + kb), xb(b2 + kb), xb(b3 + kb))';
+  const col = g.panels ? '(n0 >> 4u) * K * 16u + (n0 & 15u)' : 'n0';
+  const bvec = vec ? `f${g.B.buf}4(bbase + ${col} + kb)` : 'vec4<f32>(xb(b0 + kb), xb(b1 + kb), xb(b2 + kb), xb(b3 + kb))';
   // likewise A's columns, when its rows are contiguous and padded to 4 (CONV's repacked weights)
   const avec = (g.A.buf === 'W' || g.A.buf === 'H') && g.a[0] === 1 && g.a[1] % 4 === 0 && g.a[1] >= Math.ceil(g.M / 4) * 4 &&
     sa.every((v) => v % 4 === 0) && g.A.base % 4 === 0;
-  const main = mmMain(bvec, wide ? `f${g.B.buf}4(bbase + n0 + 4u + kb)` : null, avec ? `f${g.A.buf}4(abase + m0 + ka)` : null);
+  const main = mmMain(bvec, wide ? `f${g.B.buf}4(bbase + ${col} + 4u + kb)` : null, avec ? `f${g.A.buf}4(abase + m0 + ka)` : null);
   return [{ code: code + MM_STORE.replace('BIAS', bias).replace('RESIDUAL', residual) + main, params: p, threads: p[0] }];
 }
 
@@ -132,17 +134,21 @@ export function matmul(node, ctx) {
   const y = ctx.t(node.outputs[0]);
   if (!ctx.isFloat(A) || !ctx.isFloat(B) || y.dtype !== F32) return 'non-float32 tensors';
   if ((C !== undefined && C >= 0 && !ctx.isFloat(C)) || (R !== undefined && R >= 0 && !ctx.isFloat(R))) return 'non-float32 tensors';
-  // params: none, or the fused epilogue [bias mode (0, or 2: C has N elements), act, p0, p1]
+  // params: none, or the fused epilogue [bias mode (0, or 2: C has N elements), act, p0, p1], or that and B's
+  // layout 1: a constant B stored as 16-column panels [ceil(N/16), K, 16] (docs/plan-format.md)
   const pr = node.params;
-  if (pr.length !== 0 && pr.length !== 4) return 'params';
+  if (pr.length !== 0 && pr.length !== 4 && pr.length !== 5) return 'params';
+  const panels = pr.length === 5;
+  if (panels && pr[4] !== 1) return `B layout ${pr[4]}`;
   const [mode, act, p0, p1] = pr.length ? pr : [0, 0, 0, 0];
   if (!(act >= 0 && act <= 9)) return `activation ${act}`;
   const hasC = C !== undefined && C >= 0, hasR = R !== undefined && R >= 0;
   if (mode !== (hasC ? 2 : 0) || (!pr.length && (hasC || hasR))) ctx.fail(`bias mode ${mode}`);
   const a = ctx.t(A).dims, b = ctx.t(B).dims, yd = y.dims;
   if (a.length < 2 || b.length < 2 || yd.length < 2) return 'rank';
-  const M = a[a.length - 2], K = a[a.length - 1], N = b[b.length - 1];
-  if (b[b.length - 2] !== K || yd[yd.length - 2] !== M || yd[yd.length - 1] !== N) ctx.fail('operand shapes do not agree');
+  const M = a[a.length - 2], K = a[a.length - 1], N = panels ? yd[yd.length - 1] : b[b.length - 1];
+  if (panels ? b.length !== 3 || b[0] !== Math.ceil(N / 16) || b[1] !== K || b[2] !== 16 : b[b.length - 2] !== K) ctx.fail('operand shapes do not agree');
+  if (yd[yd.length - 2] !== M || yd[yd.length - 1] !== N) ctx.fail('operand shapes do not agree');
   // batch dims broadcast numpy-style: each operand's (right-aligned) dim is 1 (stride 0) or Y's
   const yb = yd.slice(0, -2);
   if (yb.length > 6) return 'rank';
@@ -154,8 +160,10 @@ export function matmul(node, ctx) {
   };
   if (hasC && ctx.t(C).numel !== N) ctx.fail(`bias has ${ctx.t(C).numel} elements, needs ${N}`);
   if (hasR && ctx.t(R).numel !== y.numel) ctx.fail('residual shape');
-  const batch = [yb, batchStrides(a, M * K), batchStrides(b, K * N)];
+  const batch = [yb, batchStrides(a, M * K), panels ? yb.map(() => 0) : batchStrides(b, K * N)];
   const ops = operands(ctx, node);
-  return matmulDispatch({ M, N, K, batch, a: [K, 1], b: [N, 1], alpha: 0x3f800000, beta: 0x3f800000, act, p0, p1,
+  // B panels: a thread's 8 columns are half of one panel (row stride 16), read as vectors (matmulDispatch's wide case)
+  if (panels && !((ops.B.buf === 'W' || ops.B.buf === 'H') && N % 8 === 0 && ops.B.base % 4 === 0)) return 'B panels not readable as vectors';
+  return matmulDispatch({ M, N, K, batch, a: [K, 1], b: panels ? [16, 1] : [N, 1], panels, alpha: 0x3f800000, beta: 0x3f800000, act, p0, p1,
     c: hasC ? [0, 1] : undefined, ...ops, C: hasC ? ops.C : undefined, R: hasR ? ops.R : undefined });
 }
