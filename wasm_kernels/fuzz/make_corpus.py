@@ -81,6 +81,10 @@ def extra_models() -> list:
                helper.make_node("Add", ["o", "b2"], ["ob"]), helper.make_node("Add", ["ob", "x"], ["y"])],
               [("x", [1, 5, 8])], ["y"], {"w1": w(8, 12), "b1": w(12), "w2": w(12, 8), "b2": w(8),
                                           "r2": np.float32(np.sqrt(2.0)), "one": np.float32(1.0), "half": np.float32(0.5)}),
+        # M >= 16 rows: constant B stored in 16-column panels (MATMUL's 5th param), with and without an epilogue
+        model([helper.make_node("MatMul", ["x", "w1"], ["h"]), helper.make_node("Add", ["h", "b1"], ["hb"]),
+               helper.make_node("MatMul", ["hb", "w2"], ["y"])],
+              [("x", [1, 17, 8])], ["y"], {"w1": w(8, 20), "b1": w(20), "w2": w(20, 6)}),
     ]
 
 
