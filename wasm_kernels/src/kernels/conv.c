@@ -314,13 +314,17 @@ EP_AINLINE void dw_vecs3(const uint32_t rows, const uint32_t nv, float *dst, uin
   }
 }
 
-/* `rows` output rows (OW >= 4) of a 3x3 window, 8 outputs per step, then single vectors, the last one ending at OW
- * and overlapping the previous one: the outputs are a pure function of the plane (a residual is added after the
+/* `rows` output rows (OW >= 4) of a 3x3 window, 8 outputs per step, then either one 8-step or single vectors, the
+ * last one ending at OW and overlapping the previous one: the outputs are a pure function of the plane (a residual is added after the
  * channel, by dw_post), so the overlapped lanes are stored twice with one value. */
 EP_AINLINE void dw_rows3(const uint32_t rows, float *dst, const float *r0, uint64_t rs, uint32_t o1, uint32_t o2,
                          const float *wc, f32x4 bias, uint32_t OW, f32x4 lo, f32x4 hi) {
   uint32_t ow = 0;
-  for (; ow + 8 <= OW; ow += 8) dw_vecs3(rows, 2, dst + ow, OW, r0 + ow, rs, o1, o2, wc, bias, lo, hi);
+  if (OW >= 8)
+    for (; OW - ow > 4; ow += 8) {   /* 5-7 left: a last 8-step ending at OW (14 wide: 2 steps instead of 3) */
+      if (ow > OW - 8) ow = OW - 8;
+      dw_vecs3(rows, 2, dst + ow, OW, r0 + ow, rs, o1, o2, wc, bias, lo, hi);
+    }
   for (; ow < OW; ow += 4) {
     if (ow > OW - 4) ow = OW - 4;
     dw_vecs3(rows, 1, dst + ow, OW, r0 + ow, rs, o1, o2, wc, bias, lo, hi);
