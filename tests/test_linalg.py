@@ -84,6 +84,11 @@ CONV_CASES = [
     ((1, 3, 9, 10), (3, 1, 3, 3), dict(group=3, pads=[2, 2, 2, 2], dilations=[2, 2])),  # depthwise dilated 3x3
     ((1, 3, 6, 22), (3, 1, 3, 3), dict(group=3, strides=[1, 3], pads=[1, 2, 1, 2])),  # depthwise sw 3: generic fill
     ((1, 3, 6, 21), (3, 1, 3, 3), dict(group=3, pads=[1, 0, 1, 2])),                # depthwise row pairs, 8 + 8 + overlap
+    ((1, 3, 5, 8), (3, 1, 3, 3), dict(group=3, strides=[2, 2], pads=[1, 1, 1, 1])),   # depthwise s2 fill: W = 8
+    ((1, 3, 7, 9), (3, 1, 3, 3), dict(group=3, strides=[2, 2], pads=[1, 1, 1, 1])),   # s2 fill: odd W, last column scalar
+    ((1, 3, 5, 10), (3, 1, 3, 3), dict(group=3, strides=[2, 2], pads=[1, 0, 1, 1])),  # s2 fill: overlapping last 8
+    ((1, 3, 6, 17), (3, 1, 3, 3), dict(group=3, strides=[2, 2], pads=[0, 1, 1, 0])),  # s2 fill: odd W past 16
+    ((1, 2, 7, 5), (2, 1, 3, 3), dict(group=2, pads=[1, 1, 1, 1])),                   # row pairs, odd OH, OW = 5
     ((1, 12, 5, 8), (12, 12, 1, 1), {}),                                              # 6x16 tiles then one 6x8 (N=40)
     ((1, 3, 20), (4, 3, 5), dict(pads=[2, 1], strides=[2])),                          # 1-D
     ((2, 4, 31), (4, 1, 3), dict(group=4, strides=[2], auto_pad="SAME_UPPER")),       # 1-D depthwise

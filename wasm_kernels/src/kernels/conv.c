@@ -238,11 +238,15 @@ EP_NOINLINE static void dw_fill(float *plane, const float *xc, const ep_conv_geo
       if (iw < W && W >= 4) { f32x4_store(dst + pl + W - 4, f32x4_load(xr + W - 4)); continue; }   /* overlapping tail */
     } else if (sw == 2) {   /* even columns to one phase, odd to the other, one pass */
       float *ev = dst + (pl & 1u) * pw + pl / 2, *od = dst + ((pl + 1u) & 1u) * pw + (pl + 1u) / 2;
+      /* 8 columns per step; a last step that would pass the row starts earlier, at an even column (same
+       * parity), overlapping the previous one; an odd W leaves its last column to the scalar loop */
       EP_COMPACT_LOOP
-      for (; iw + 8 <= W; iw += 8) {
+      while (W >= 8 && iw + 1 < W) {
+        if (iw + 8 > W) iw = (W - 8) & ~1u;
         const f32x4 a = f32x4_load(xr + iw), b = f32x4_load(xr + iw + 4);
         f32x4_store(ev + iw / 2, f32x4_even(a, b));
         f32x4_store(od + iw / 2, f32x4_odd(a, b));
+        iw += 8;
       }
     }
     uint32_t ph = (pl + iw) % sw, q = (pl + iw) / sw;
@@ -265,79 +269,76 @@ static inline f32x4 dw_epi(f32x4 r, const float *res, int32_t act, f32x4 p0, f32
   }
 }
 
-/* nv (1..4) vectors of outputs of a 3x3 window starting at column ow, all stored in full: r0..r2
- * are the three input rows (phased), o1/o2 the column offsets of kernel columns 1 and 2 (column 0 is
- * at offset 0). nv independent accumulator chains in flight. */
-EP_AINLINE void dw_vecs3(const uint32_t nv, float *dst, const float *r0,
-    const float *r1, const float *r2, uint32_t o1, uint32_t o2, const f32x4 *w, f32x4 bias, const float *res,
-    int32_t act, f32x4 p0, f32x4 p1) {
-  f32x4 a[4] = {bias, bias, bias, bias};
-#define DW_TAP(row, off, wv) for (uint32_t v = 0; v < nv; v++) a[v] = f32x4_fma(a[v], f32x4_load(row + (off) + 4 * v), wv);
-  DW_TAP(r0, 0, w[0]) DW_TAP(r0, o1, w[1]) DW_TAP(r0, o2, w[2])
-  DW_TAP(r1, 0, w[3]) DW_TAP(r1, o1, w[4]) DW_TAP(r1, o2, w[5])
-  DW_TAP(r2, 0, w[6]) DW_TAP(r2, o1, w[7]) DW_TAP(r2, o2, w[8])
-#undef DW_TAP
-  for (uint32_t v = 0; v < nv; v++) f32x4_store(dst + 4 * v, dw_epi(a[v], res ? res + 4 * v : 0, act, p0, p1));
+/* The epilogue inside the tap loops: a clamp (none, relu and clip are clamps; NaN passes pmax/pmin unchanged, as
+ * it passes dw_epi). A residual or another activation goes through dw_post after the channel instead, so the
+ * tap loops have no branches: TurboFan otherwise splits a step into blocks and hoists and spills its loads. */
+static inline f32x4 dw_clamp(f32x4 r, f32x4 lo, f32x4 hi) { return f32x4_min(f32x4_max(r, lo), hi); }
+
+/* y = act(y + res) over one channel's n outputs (res may be NULL): the epilogues the tap loops leave out. */
+EP_NOINLINE static void dw_post(float *y, const float *res, uint64_t n, int32_t act, float p0, float p1) {
+  const f32x4 v0 = f32x4_splat(p0), v1 = f32x4_splat(p1);
+  uint64_t i = 0;
+  for (; i + 4 <= n; i += 4) f32x4_store(y + i, dw_epi(f32x4_load(y + i), res ? res + i : 0, act, v0, v1));
+  const ep_gemm_epi e = {1.0f, 1.0f, 0, EP_BIAS_NONE, 0, res, 0, act, p0, p1};
+  for (; i < n; i++) y[i] = ep_gemm_epi_scalar(&e, y[i], 0, (uint32_t)i);
 }
 
-/* One output row (OW >= 4) of a 3x3 window, 16 outputs per step, then the remaining whole vectors (8, 4), then
- * a last vector ending at OW that overlaps the previous one: the outputs are a pure function of the plane
- * and the residual (which never overlaps Y), so the overlapped lanes are stored twice with one value. */
-static void dw_row3(float *dst, const float *r0, const float *r1, const float *r2, uint32_t o1, uint32_t o2,
-                    const f32x4 *w, f32x4 bias, uint32_t OW, const float *res, int32_t act, f32x4 p0, f32x4 p1) {
-  uint32_t ow = 0;
-  for (; ow + 16 <= OW; ow += 16)
-    dw_vecs3(4, dst + ow, r0 + ow, r1 + ow, r2 + ow, o1, o2, w, bias, res ? res + ow : 0, act, p0, p1);
-  if (OW - ow >= 8) {
-    dw_vecs3(2, dst + ow, r0 + ow, r1 + ow, r2 + ow, o1, o2, w, bias, res ? res + ow : 0, act, p0, p1);
-    ow += 8;
-  }
-  if (OW - ow >= 4) {
-    dw_vecs3(1, dst + ow, r0 + ow, r1 + ow, r2 + ow, o1, o2, w, bias, res ? res + ow : 0, act, p0, p1);
-    ow += 4;
-  }
-  if (OW % 4) {
-    ow = OW - 4;
-    dw_vecs3(1, dst + ow, r0 + ow, r1 + ow, r2 + ow, o1, o2, w, bias, res ? res + ow : 0, act, p0, p1);
-  }
-}
-
-/* nv (1, 2) vectors at column ow of two output rows of a 3x3 window at stride 1, dilation 1: they read four
- * input rows r0..r3, the middle two shared, so each output vector takes 6 loads instead of 9. */
-EP_AINLINE void dw_vecs3x2(const uint32_t nv, float *dst, uint32_t OW, const float *r0, uint64_t rs, uint32_t o1,
-                           uint32_t o2, const f32x4 *w, f32x4 bias, const float *res, int32_t act, f32x4 p0, f32x4 p1) {
+/* nv (1, 2) vectors at column ow of `rows` (1, 2) output rows of a 3x3 window: r0 is the window's first input row
+ * (phased), rs the distance between its rows, o1/o2 the column offsets of kernel columns 1 and 2 (column 0 is at
+ * offset 0). rows = 2 (stride 1, dilation 1): the second output row's window starts one input row lower, so
+ * kernel row i adds input row i to the first and row i + 1 to the second, with the same three weights.
+ * One loop iteration per kernel row: V8 issues a block's loads before its arithmetic, and a whole 3x3 step in one
+ * block (18-36 loads) kept every loaded vector live at once and spilled them (2-3x slower); a kernel row's 6-12
+ * loads, 3 weights and the accumulators fit the 15 registers. Taps are summed in row-major order. */
+EP_AINLINE void dw_vecs3(const uint32_t rows, const uint32_t nv, float *dst, uint32_t OW, const float *r0, uint64_t rs,
+                         uint32_t o1, uint32_t o2, const float *wc, f32x4 bias, f32x4 lo, f32x4 hi) {
   f32x4 a[2] = {bias, bias}, b[2] = {bias, bias};
-  const uint32_t off[3] = {0, o1, o2};
-  for (uint32_t j = 0; j < 3; j++)
-    for (uint32_t v = 0; v < nv; v++) a[v] = f32x4_fma(a[v], f32x4_load(r0 + off[j] + 4 * v), w[j]);
-  for (uint32_t i = 1; i < 3; i++) {
-    const float *r = r0 + (uint64_t)i * rs;
-    for (uint32_t j = 0; j < 3; j++)
-      for (uint32_t v = 0; v < nv; v++) {
-        const f32x4 x = f32x4_load(r + off[j] + 4 * v);
-        a[v] = f32x4_fma(a[v], x, w[3 * i + j]);
-        b[v] = f32x4_fma(b[v], x, w[3 * i + j - 3]);
+  const float *r = r0, *wk = wc;
+  EP_COMPACT_LOOP
+  for (uint32_t i = 0; i < 3; i++, r += rs, wk += 3) {
+    const f32x4 w0 = f32x4_load_splat(wk), w1 = f32x4_load_splat(wk + 1), w2 = f32x4_load_splat(wk + 2);
+    for (uint32_t v = 0; v < nv; v++) {
+      a[v] = f32x4_fma(a[v], f32x4_load(r + 4 * v), w0);
+      a[v] = f32x4_fma(a[v], f32x4_load(r + o1 + 4 * v), w1);
+      a[v] = f32x4_fma(a[v], f32x4_load(r + o2 + 4 * v), w2);
+      if (rows == 2) {
+        b[v] = f32x4_fma(b[v], f32x4_load(r + rs + 4 * v), w0);
+        b[v] = f32x4_fma(b[v], f32x4_load(r + rs + o1 + 4 * v), w1);
+        b[v] = f32x4_fma(b[v], f32x4_load(r + rs + o2 + 4 * v), w2);
       }
+    }
   }
-  for (uint32_t j = 0; j < 3; j++)
-    for (uint32_t v = 0; v < nv; v++) b[v] = f32x4_fma(b[v], f32x4_load(r0 + 3ull * rs + off[j] + 4 * v), w[6 + j]);
   for (uint32_t v = 0; v < nv; v++) {
-    f32x4_store(dst + 4 * v, dw_epi(a[v], res ? res + 4 * v : 0, act, p0, p1));
-    f32x4_store(dst + OW + 4 * v, dw_epi(b[v], res ? res + OW + 4 * v : 0, act, p0, p1));
+    f32x4_store(dst + 4 * v, dw_clamp(a[v], lo, hi));
+    if (rows == 2) f32x4_store(dst + OW + 4 * v, dw_clamp(b[v], lo, hi));
   }
 }
 
-/* Two output rows (OW >= 4) with dw_vecs3x2, 8 outputs per step; the rows' last vector overlaps the previous
- * one (see dw_row3). */
-static void dw_rows3x2(float *dst, const float *r0, uint64_t rs, uint32_t o1, uint32_t o2, const f32x4 *w, f32x4 bias,
-                       uint32_t OW, const float *res, int32_t act, f32x4 p0, f32x4 p1) {
+/* `rows` output rows (OW >= 4) of a 3x3 window, 8 outputs per step, then either one 8-step or single vectors, the
+ * last one ending at OW and overlapping the previous one: the outputs are a pure function of the plane (a residual is added after the
+ * channel, by dw_post), so the overlapped lanes are stored twice with one value. */
+EP_AINLINE void dw_rows3(const uint32_t rows, float *dst, const float *r0, uint64_t rs, uint32_t o1, uint32_t o2,
+                         const float *wc, f32x4 bias, uint32_t OW, f32x4 lo, f32x4 hi) {
   uint32_t ow = 0;
-  for (; ow + 8 <= OW; ow += 8)
-    dw_vecs3x2(2, dst + ow, OW, r0 + ow, rs, o1, o2, w, bias, res ? res + ow : 0, act, p0, p1);
+  if (OW >= 8)
+    for (; OW - ow > 4; ow += 8) {   /* 5-7 left: a last 8-step ending at OW (14 wide: 2 steps instead of 3) */
+      if (ow > OW - 8) ow = OW - 8;
+      dw_vecs3(rows, 2, dst + ow, OW, r0 + ow, rs, o1, o2, wc, bias, lo, hi);
+    }
   for (; ow < OW; ow += 4) {
     if (ow > OW - 4) ow = OW - 4;
-    dw_vecs3x2(1, dst + ow, OW, r0 + ow, rs, o1, o2, w, bias, res ? res + ow : 0, act, p0, p1);
+    dw_vecs3(rows, 1, dst + ow, OW, r0 + ow, rs, o1, o2, wc, bias, lo, hi);
   }
+}
+
+EP_NOINLINE static void dw_row3(float *dst, const float *r0, uint64_t rs, uint32_t o1, uint32_t o2, const float *wc,
+                                f32x4 bias, uint32_t OW, f32x4 lo, f32x4 hi) {
+  dw_rows3(1, dst, r0, rs, o1, o2, wc, bias, OW, lo, hi);
+}
+
+EP_NOINLINE static void dw_rows3x2(float *dst, const float *r0, uint64_t rs, uint32_t o1, uint32_t o2, const float *wc,
+                                   f32x4 bias, uint32_t OW, f32x4 lo, f32x4 hi) {
+  dw_rows3(2, dst, r0, rs, o1, o2, wc, bias, OW, lo, hi);
 }
 
 typedef struct {
@@ -364,7 +365,11 @@ static void dw_task(void *ctx, uint32_t t, uint32_t thread) {
   float *y = ep_f32(n->out[0]);
   float *plane = (float *)(void *)n->scratch + thread * d->plane_floats;
   const int32_t act = p[10];
-  const f32x4 p0 = f32x4_splat(ep_param_f32(n, 11)), p1 = f32x4_splat(ep_param_f32(n, 12));
+  const float p0 = ep_param_f32(n, 11), p1 = ep_param_f32(n, 12), inf = __builtin_inff();
+  /* None, relu and clip without a residual are a clamp in the tap loops; anything else is left to dw_post. */
+  const int simple = !res && (act == EP_ACT_NONE || act == EP_ACT_RELU || act == EP_ACT_CLIP);
+  const f32x4 lo = f32x4_splat(simple && act == EP_ACT_RELU ? 0.0f : simple && act == EP_ACT_CLIP ? p0 : -inf);
+  const f32x4 hi = f32x4_splat(simple && act == EP_ACT_CLIP ? p1 : inf);
   zero_f32(plane, (uint32_t)d->plane_floats);   /* the pads: dw_fill writes only the interior */
   /* Kernel column j reads phase (j*dw) % sw at shift (j*dw) / sw of a phased row. */
 #define DW_OFF(j) ((((j) * g.dw) % g.sw) * pw + ((j) * g.dw) / g.sw)
@@ -373,25 +378,19 @@ static void dw_task(void *ctx, uint32_t t, uint32_t thread) {
     const float *wc = w + (uint64_t)c * kk;
     const f32x4 bv = f32x4_splat(bias ? bias[c] : 0.0f);
     float *yc = y + bc * ohw;
-    const float *rc = res ? res + bc * ohw : 0;
     dw_fill(plane, x + bc * hw, &g, pw);
     const uint32_t ow_last = g.OW >= 4 ? g.OW - 4 : 0;
     if (g.kh == 3 && g.kw == 3 && g.OW >= 4) {
-      f32x4 wv[9];
-      for (uint32_t k = 0; k < 9; k++) wv[k] = f32x4_splat(wc[k]);
       const uint32_t o1 = DW_OFF(1u), o2 = DW_OFF(2u);
       uint32_t oh = 0;
       if (g.sh == 1 && g.dh == 1)
         for (; oh + 2 <= g.OH; oh += 2)
-          dw_rows3x2(yc + (uint64_t)oh * g.OW, plane + (uint64_t)oh * rstride, rstride, o1, o2, wv, bv, g.OW,
-                     rc ? rc + (uint64_t)oh * g.OW : 0, act, p0, p1);
+          dw_rows3x2(yc + (uint64_t)oh * g.OW, plane + (uint64_t)oh * rstride, rstride, o1, o2, wc, bv, g.OW, lo, hi);
       for (; oh < g.OH; oh++) {
         const float *r0 = plane + (uint64_t)oh * g.sh * rstride;
-        dw_row3(yc + (uint64_t)oh * g.OW, r0, r0 + g.dh * rstride, r0 + 2ull * g.dh * rstride, o1, o2, wv, bv, g.OW,
-                rc ? rc + (uint64_t)oh * g.OW : 0, act, p0, p1);
+        dw_row3(yc + (uint64_t)oh * g.OW, r0, g.dh * rstride, o1, o2, wc, bv, g.OW, lo, hi);
       }
-      continue;
-    }
+    } else {
     /* Any other window (or rows under 4 outputs): one vector of outputs at a time, taps walked in order; a
      * row's last vector overlaps the previous one (see dw_row3), or is stored partially when OW < 4. */
     for (uint32_t oh = 0; oh < g.OH; oh++) {
@@ -405,15 +404,16 @@ static void dw_task(void *ctx, uint32_t t, uint32_t thread) {
           for (uint32_t j = 0; j < g.kw; j++) a0 = f32x4_fma(a0, f32x4_load(r + DW_OFF(j)), f32x4_splat(wc[i * g.kw + j]));
         }
         if (g.OW >= 4) {
-          f32x4_store(dst + ow, dw_epi(a0, rc ? rc + (uint64_t)oh * g.OW + ow : 0, act, p0, p1));
+          f32x4_store(dst + ow, dw_clamp(a0, lo, hi));
         } else {
-          const ep_gemm_epi e = {1.0f, 1.0f, 0, EP_BIAS_NONE, 0, rc, g.OW, act, ep_param_f32(n, 11), ep_param_f32(n, 12)};
           float tmp[4];
-          f32x4_store(tmp, a0);
-          for (uint32_t t = 0; t < g.OW; t++) dst[t] = ep_gemm_epi_scalar(&e, tmp[t], oh, t);
+          f32x4_store(tmp, dw_clamp(a0, lo, hi));
+          for (uint32_t t = 0; t < g.OW; t++) dst[t] = tmp[t];
         }
       }
     }
+    }
+    if (!simple) dw_post(yc, res ? res + bc * ohw : 0, ohw, act, p0, p1);
   }
 #undef DW_OFF
 }
