@@ -14,7 +14,7 @@ from .plan.opcodes import DTYPES
 FORMAT = "edgepack-bundle"
 FORMAT_VERSION = 1
 WASM_VARIANTS = {"simd": "edgepack.wasm", "scalar": "edgepack-scalar.wasm", "relaxed": "edgepack-relaxed.wasm",
-                 "threads": "edgepack-threads.wasm"}
+                 "threads": "edgepack-threads.wasm", "threads-relaxed": "edgepack-threads-relaxed.wasm"}
 
 
 def sha256(path: Path) -> str:
@@ -77,8 +77,8 @@ class Bundle:
             self.verify(strict=public_key is not None)
         if variant not in WASM_VARIANTS:
             raise BundleError(f"unknown wasm variant '{variant}' (choose from {', '.join(WASM_VARIANTS)})")
-        if variant == "threads":   # docs/threads.md: wasmtime-py cannot import a shared memory yet
-            raise BundleError("the 'threads' build runs in browsers and Node (web/src/threads.js); "
+        if variant.startswith("threads"):   # docs/threads.md: wasmtime-py cannot import a shared memory yet
+            raise BundleError(f"the '{variant}' build runs in browsers and Node (web/src/threads.js); "
                               "this runner (wasmtime) runs the simd, scalar and relaxed builds")
         self.variant = variant
         self._session = None

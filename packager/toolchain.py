@@ -11,7 +11,8 @@ REPO = Path(__file__).resolve().parent.parent
 KERNELS = REPO / "wasm_kernels"
 BUILD = KERNELS / "build"
 WEB_RUNTIME = {"edgepack.wasm": BUILD / "edgepack.wasm", "edgepack-scalar.wasm": BUILD / "edgepack-scalar.wasm",
-               "edgepack-relaxed.wasm": BUILD / "edgepack-relaxed.wasm", "edgepack-threads.wasm": BUILD / "edgepack-threads.wasm"}
+               "edgepack-relaxed.wasm": BUILD / "edgepack-relaxed.wasm", "edgepack-threads.wasm": BUILD / "edgepack-threads.wasm",
+               "edgepack-threads-relaxed.wasm": BUILD / "edgepack-threads-relaxed.wasm"}
 
 
 def ensure_wasm() -> dict[str, Path]:

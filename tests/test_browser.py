@@ -222,6 +222,7 @@ def test_cell(name: str, backend_name: str, precision: str, site) -> None:
     assert "loadError" not in res and "runError" not in res, res
     if backend_name == "wasm-threads":
         assert res["crossOriginIsolated"] and res["features"]["threads"] >= 2
+        assert res["variant"] == "threads-relaxed" and res["features"]["relaxed"], res["variant"]   # Chromium has relaxed SIMD
     elif backend_name == "webgpu":
         assert res["backend"] == "webgpu" and res["features"]["webgpu"]
     else:
@@ -284,4 +285,4 @@ def test_auto_defaults_and_clear_errors_in_browser(site) -> None:
     assert e[2] == "true: input 'image': shape [1,3,32,31], expected [1,3,32,32]"
     assert e[3].startswith("true: unknown backend 'cuda'")
     assert e[4].startswith("true: threads must be 'auto' or an integer")
-    assert e[5].startswith("true: threads: 4 uses the threaded build; it cannot be combined with variant 'scalar'")
+    assert e[5].startswith("true: threads: 4 uses a threaded SIMD build; it cannot be combined with variant 'scalar'")

@@ -194,8 +194,9 @@ def test_matches_python_runner_and_onnxruntime(name, variant, bundles, tmp_path)
     got = _outputs(res)
     if variant != "auto":
         assert res["variant"] == variant
-    # 'auto' may run the threaded build ('threads'): the same SIMD128 kernels as the single-threaded build
-    b = load_bundle(bundle, variant if variant != "auto" else {"threads": "simd"}.get(res["variant"], res["variant"]))
+    # 'auto' may run a threaded build: the same kernels as the single-threaded build of its ISA
+    threaded_isa = {"threads": "simd", "threads-relaxed": "relaxed"}
+    b = load_bundle(bundle, variant if variant != "auto" else threaded_isa.get(res["variant"], res["variant"]))
     py = b.run(feeds)
     want = reference_run(onnx.load(str(bundle / "model.onnx")), feeds)
     assert set(got) == set(py) == set(want)
@@ -349,8 +350,7 @@ def test_backend_features_and_notes_in_node(bundles, tmp_path) -> None:
     f = res["features"]
     assert res["backend"] == "wasm" and f["webgpu"] is False and f["f16"] is False
     assert f["simd"] == (res["variant"] != "scalar")
-    if res["variant"] != "threads":
-        assert f["relaxed"] == (res["variant"] == "relaxed")
+    assert f["relaxed"] == res["variant"].endswith("relaxed")
     threaded = "edgepack-threads.wasm" in json.loads((bundle / "manifest.json").read_text())["files"]
     if threaded:
         assert f["threads"] >= 2 or (os.cpu_count() or 1) == 1, res   # 'auto' = the cores there are (at most 4)

@@ -32,7 +32,9 @@ static uint32_t g_tasks_run[EP_MAX_THREADS];   /* per thread, for tests: did the
 
 #define LOAD(p) __atomic_load_n((p), __ATOMIC_SEQ_CST)
 #define STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_SEQ_CST)
+#ifndef SPINS
 #define SPINS 20000u            /* ~20-50 us of polling, then sleep: longer spins cost the caller its core on a busy machine */
+#endif
 
 uint32_t ep_num_threads(void) { return LOAD(&g_threads); }
 

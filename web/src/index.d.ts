@@ -59,10 +59,10 @@ export interface LoadOptions {
   /** default 'auto': WebGPU where a hardware (not software/fallback) adapter exists and this build has the
    * WebGPU backend, else wasm. 'webgpu' throws an EdgepackError when WebGPU cannot run here. */
   backend?: 'auto' | Backend;
-  /** default 'auto': the bundle's threaded build (edgepack-threads.wasm) on up to 4 threads where the page is
-   * cross-origin isolated (COOP/COEP headers; always in Node), else single-threaded. A number > 1 asks for that
-   * many threads (only with variant 'auto'); 1 is single-threaded. When threads cannot be used, session.notes
-   * says why. */
+  /** default 'auto': the bundle's threaded build of the chosen ISA (edgepack-threads-relaxed.wasm or
+   * edgepack-threads.wasm) on up to 4 threads where the page is cross-origin isolated (COOP/COEP headers; always
+   * in Node), else single-threaded; with an explicit variant, 'auto' is 1. A number > 1 asks for that many
+   * threads (not with variant 'scalar'); 1 is single-threaded. When threads cannot be used, session.notes says why. */
   threads?: 'auto' | number;
   /** default 'auto': relaxed SIMD, else SIMD128, else scalar */
   variant?: Variant;
@@ -85,8 +85,9 @@ export class EdgepackError extends Error {
 
 export class Session {
   readonly manifest: Record<string, unknown>;
-  /** the wasm build actually loaded ('threads': edgepack-threads.wasm; features.simd/relaxed give its ISA) */
-  readonly variant: 'simd' | 'scalar' | 'relaxed' | 'threads';
+  /** the wasm build actually loaded ('threads': edgepack-threads.wasm, 'threads-relaxed':
+   * edgepack-threads-relaxed.wasm; features.simd/relaxed give its ISA) */
+  readonly variant: 'simd' | 'scalar' | 'relaxed' | 'threads' | 'threads-relaxed';
   /** where run() executes */
   readonly backend: Backend;
   /** what the session actually uses */
@@ -112,8 +113,8 @@ export class Session {
 }
 
 export const VARIANTS: Readonly<{ simd: 'edgepack.wasm'; scalar: 'edgepack-scalar.wasm'; relaxed: 'edgepack-relaxed.wasm' }>;
-/** The threaded build's file name in a bundle. */
-export const THREADED_WASM: 'edgepack-threads.wasm';
+/** The threaded builds' file names in a bundle, by ISA. */
+export const THREADED_WASM: Readonly<{ simd: 'edgepack-threads.wasm'; relaxed: 'edgepack-threads-relaxed.wasm' }>;
 
 /** A bundle's files by name ('manifest.json', 'model.plan', the .wasm files, 'manifest.sig'), each a URL: what a
  * bundle packaged as an npm package passes, so that bundlers see `new URL('./file', import.meta.url)`. */

@@ -305,8 +305,8 @@ export class Session {
   }
 }
 
-/** The threaded build's file name in a bundle (built and instantiated by threads.js). */
-export const THREADED_WASM = 'edgepack-threads.wasm';
+/** The threaded builds' file names in a bundle by ISA (built and instantiated by threads.js). */
+export const THREADED_WASM = Object.freeze({ simd: 'edgepack-threads.wasm', relaxed: 'edgepack-threads-relaxed.wasm' });
 const BACKENDS = ['auto', 'wasm', 'webgpu'];
 
 /** Imports an optional part of the runtime (WebGPU backend, threads) lazily: wasm-only users never fetch it.
@@ -376,8 +376,8 @@ export async function load(source, options = {}) {
   if (!BACKENDS.includes(backend)) throw new EdgepackError(`unknown backend '${backend}' (choose from ${BACKENDS.join(', ')})`);
   if (threads !== 'auto' && !(Number.isInteger(threads) && threads >= 1 && threads <= 64))
     throw new EdgepackError(`threads must be 'auto' or an integer from 1 to 64, not ${JSON.stringify(threads)}`);
-  if (typeof threads === 'number' && threads > 1 && variant !== 'auto')
-    throw new EdgepackError(`threads: ${threads} uses the threaded build; it cannot be combined with variant '${variant}' (use variant 'auto')`);
+  if (typeof threads === 'number' && threads > 1 && variant === 'scalar')
+    throw new EdgepackError(`threads: ${threads} uses a threaded SIMD build; it cannot be combined with variant 'scalar'`);
   const key = publicKey === undefined || publicKey === null ? null : publicKeyBytes(publicKey);
   const verify = key ? true : options.verify ?? true;
   const { read, list, has } = bundleReader(source, options.fetch);
@@ -423,13 +423,17 @@ export async function load(source, options = {}) {
   const nThreads = threads === 'auto' ? (variant === 'auto' ? await autoThreads() : 1) : threads;
   let session = null;
   if (nThreads > 1) {
-    const why = !Object.hasOwn(manifest.files || {}, THREADED_WASM) ? `the bundle has no threaded build (${THREADED_WASM})`
+    // The threaded build of the chosen ISA; a bundle packaged before the relaxed one existed runs SIMD128 threads.
+    const has = (/** @type {string} */ n) => Object.hasOwn(manifest.files || {}, n);
+    const threadedName = v === 'relaxed' && has(THREADED_WASM.relaxed) ? THREADED_WASM.relaxed : THREADED_WASM.simd;
+    const why = v === 'scalar' ? 'this engine has no WebAssembly SIMD (the threaded builds need it)'
+      : !has(threadedName) ? `the bundle has no threaded build (${threadedName})`
       : !isNode && !globalThis.crossOriginIsolated ? 'the page is not cross-origin isolated (serve it with COOP/COEP headers): no SharedArrayBuffer'
         : null;
     const part = why ? null : await optionalPart('threads');
     if (why || !part) notes.push(`threads: single-threaded, ${why || 'this build of the runtime has no threads.js'}`);
     else {
-      const mod = await compileWasm(read, manifest, THREADED_WASM, verify);   // a tampered build fails here, always
+      const mod = await compileWasm(read, manifest, threadedName, verify);   // a tampered build fails here, always
       let t = null;
       try {
         t = await part.instantiateThreaded(mod, { threads: nThreads });
@@ -443,7 +447,8 @@ export async function load(source, options = {}) {
           session = new Session(t.instance, plan, manifest, v, t.memory);
         } catch (e) { t.terminate(); throw e; }
         session.features.threads = t.threads;
-        session.variant = 'threads';   // the wasm file, like bundle.py's WASM_VARIANTS; features.simd/relaxed say its ISA
+        // the wasm file, like bundle.py's WASM_VARIANTS; features.simd/relaxed say its ISA
+        session.variant = threadedName === THREADED_WASM.relaxed ? 'threads-relaxed' : 'threads';
         session._threads = t;
       }
     }
