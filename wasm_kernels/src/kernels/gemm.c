@@ -9,11 +9,21 @@
 #define NR EP_GEMM_NR
 
 /* WebAssembly engines give SIMD128 code 16 vector registers (V8 keeps one as scratch): a full 6x8 tile
- * is computed in two passes there (see accumulate). NEON has 32 and the scalar build none to spare. */
+ * is computed in two passes on the SIMD128 build (see accumulate), in one on the relaxed build (dot6x8).
+ * NEON has 32 and the scalar build none to spare. */
 #if defined(__wasm_simd128__) && !defined(EP_FORCE_SCALAR)
 #define EP_GEMM_TWO_PASS 1
 #else
 #define EP_GEMM_TWO_PASS 0
+#endif
+/* The relaxed build has a fused multiply-add, so 12 accumulators + 2 B vectors + a broadcast fit V8's registers
+ * when the K loop is a function of its own (dot6x8): full 6 x 8 tiles in one pass, as matmul.c's TILE6. This
+ * needs gemm.c compiled with instructions in source order (Makefile SRC_ORDER): LLVM's default scheduler issues
+ * the 6 broadcasts before the multiply-adds, 20 live vectors, and V8 spills (1.6x slower). docs/benchmarks.md. */
+#if defined(__wasm_relaxed_simd__) && !defined(EP_FORCE_SCALAR)
+#define EP_GEMM_ONE_PASS6 1
+#else
+#define EP_GEMM_ONE_PASS6 0
 #endif
 
 ep_status ep_gemm_check_act(int32_t code) {
@@ -101,10 +111,33 @@ EP_AINLINE void epi_vec(const ep_gemm_epi *e, uint32_t m, uint32_t n, const uint
   if (nv == 2) f32x4_store(dst + 4, v1);
 }
 
+#if EP_GEMM_ONE_PASS6
+/* out[r][v] = sum_k a[k * MR + r] * b[k * ldb + 4v ..], r < 6: the sums of accumulate, in its order. Not inlined:
+ * V8 then allocates registers for the loop alone (pointers and counter stay in registers, nothing spills). */
+EP_NOINLINE static void dot6x8(uint32_t K, const float *a, const float *b, uint32_t ldb, f32x4 out[MR][2]) {
+  f32x4 c00 = f32x4_zero(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
+  f32x4 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+  for (uint32_t k = 0; k < K; k++, a += MR, b += ldb) {
+    const f32x4 b0 = f32x4_load(b), b1 = f32x4_load(b + 4);
+    f32x4 av;
+    av = f32x4_load_splat(a); c00 = f32x4_fma(c00, av, b0); c01 = f32x4_fma(c01, av, b1);
+    av = f32x4_load_splat(a + 1); c10 = f32x4_fma(c10, av, b0); c11 = f32x4_fma(c11, av, b1);
+    av = f32x4_load_splat(a + 2); c20 = f32x4_fma(c20, av, b0); c21 = f32x4_fma(c21, av, b1);
+    av = f32x4_load_splat(a + 3); c30 = f32x4_fma(c30, av, b0); c31 = f32x4_fma(c31, av, b1);
+    av = f32x4_load_splat(a + 4); c40 = f32x4_fma(c40, av, b0); c41 = f32x4_fma(c41, av, b1);
+    av = f32x4_load_splat(a + 5); c50 = f32x4_fma(c50, av, b0); c51 = f32x4_fma(c51, av, b1);
+  }
+  out[0][0] = c00; out[0][1] = c01; out[1][0] = c10; out[1][1] = c11; out[2][0] = c20; out[2][1] = c21;
+  out[3][0] = c30; out[3][1] = c31; out[4][0] = c40; out[4][1] = c41; out[5][0] = c50; out[5][1] = c51;
+}
+#endif
+
 /* acc[r][0..nv) = sum_k a[k*MR + r] * b[k*ldb + 0 .. 4*nv) for r < mr. */
 EP_AINLINE void accumulate(const uint32_t mr, const uint32_t nv, uint32_t K, const float *a, const float *b,
                            uint32_t ldb, f32x4 acc[MR][2]) {
-#if EP_GEMM_TWO_PASS
+#if EP_GEMM_ONE_PASS6
+  if (mr == 6 && nv == 2) { dot6x8(K, a, b, ldb, acc); return; }
+#elif EP_GEMM_TWO_PASS
   if (mr == 6 && nv == 2) {
     /* Rows 0-3, then rows 4-5: 8 then 4 accumulators (+ 2 B vectors, the A vector and a broadcast)
      * stay in registers; the 12 of a one-pass 6x8 tile do not, and V8 spills two or three of them on
@@ -227,7 +260,7 @@ EP_AINLINE void simple_tile6x8(const simple_epi *s, f32x4 acc[MR][2], float *c, 
                res ? res + (uint64_t)(m0 + r) * ld_res + n : 0, lo, hi);
 }
 
-#if EP_GEMM_TWO_PASS
+#if EP_GEMM_TWO_PASS && !EP_GEMM_ONE_PASS6
 /* The full 6 x 16 tile at row m0, column n of C, with the simple epilogue, in three passes of 8 accumulators
  * each: rows 0-3 of columns 0-7, rows 0-3 of columns 8-15, rows 4-5 of all 16. Two 6x8 tiles' rows 4-5
  * pass has only 4 FMA chains (latency-bound: FMA latency x 2 ports wants 8 in flight); this one has 8.
@@ -280,7 +313,7 @@ EP_AINLINE void panel(const uint32_t mr, uint32_t m0, uint32_t n0, uint32_t n1, 
   if (simple && mr == MR) {   /* full panels only: the few edge panels are not worth the code */
     /* The convolutions' epilogue, decided once per call: epi_vec re-reads and re-tests the descriptor per row
      * (the stores to C may alias it), which weighs on short K. */
-#if EP_GEMM_TWO_PASS
+#if EP_GEMM_TWO_PASS && !EP_GEMM_ONE_PASS6
     for (; n + 2 * NR <= n1; n += 2 * NR) tile6x16(K, a, b, ldb, c, ldc, simple, m0, n);
 #endif
     for (; n + NR <= n1; n += NR) {
