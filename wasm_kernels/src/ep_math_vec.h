@@ -138,11 +138,38 @@ EP_AINLINE f32x4 ep_erff4_body(f32x4 x) {
   ep_erf_consts(kv, ep_erf_k);
   return ep_erff4_k(x, kv);
 }
+/* expf4_body for x <= 0 or NaN (softmax's x - max): the same bits without what that range makes dead: no upper
+ * clamp nor inf select; n = round(x*log2e) through 1.5*2^23 as in ep_expf4_neg16 (|n| <= 150 here), its integer
+ * read from t's bits (no trunc_sat). The two-step scale stays: exp(-104 .. -87) is subnormal. */
+EP_AINLINE f32x4 ep_expf4_nonpos_body(f32x4 x) {
+  const f32x4 magic = f32x4_splat(EXP_MAGIC);
+  f32x4 xc = f32x4_max(x, f32x4_splat(EXP_LO));
+  f32x4 t = f32x4_add(f32x4_mul(xc, f32x4_splat(LOG2EF)), magic);
+  f32x4 n = f32x4_sub(t, magic);
+  f32x4 r = f32x4_sub(xc, f32x4_mul(n, f32x4_splat(LN2_C1)));
+  r = f32x4_sub(r, f32x4_mul(n, f32x4_splat(LN2_C2)));
+  f32x4 z = f32x4_mul(r, r);
+  f32x4 p = f32x4_splat(EXP_P0);
+  p = f32x4_fma(f32x4_splat(EXP_P1), p, r);
+  p = f32x4_fma(f32x4_splat(EXP_P2), p, r);
+  p = f32x4_fma(f32x4_splat(EXP_P3), p, r);
+  p = f32x4_fma(f32x4_splat(EXP_P4), p, r);
+  p = f32x4_fma(f32x4_splat(EXP_P5), p, r);
+  f32x4 y = f32x4_add(f32x4_fma(r, p, z), f32x4_splat(1.0f));
+  /* t = 1.5*2^23 + n exactly: its bits minus those of 1.5*2^23 are n */
+  i32x4 ni = i32x4_sub(f32x4_as_i32x4(t), i32x4_splat(0x4B400000)), n1 = i32x4_shr(ni, 1), n2 = i32x4_sub(ni, n1);
+  const i32x4 bias = i32x4_splat(127);
+  y = f32x4_mul(y, i32x4_as_f32x4(i32x4_shl(i32x4_add(n1, bias), 23)));
+  y = f32x4_mul(y, i32x4_as_f32x4(i32x4_shl(i32x4_add(n2, bias), 23)));
+  return f32x4_select(f32x4_eq(x, x), y, x);   /* NaN in, NaN out */
+}
 #if defined(__wasm_simd128__) && !defined(EP_FORCE_SCALAR)
 #define ep_expf4_hot ep_expf4_body
+#define ep_expf4_nonpos_hot ep_expf4_nonpos_body
 #define ep_erff4_hot ep_erff4_body
 #else
 #define ep_expf4_hot ep_expf4
+#define ep_expf4_nonpos_hot ep_expf4
 #define ep_erff4_hot ep_erff4
 #endif
 #endif
