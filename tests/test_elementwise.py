@@ -219,3 +219,26 @@ def test_hostile_unary_plans_refused(tmp_path: Path) -> None:
     y_id = node.outputs[0]
     p.tensors[y_id] = dataclasses.replace(p.tensors[y_id], dims=(5, 5), nbytes=100)
     assert _refused(wasm, p)
+
+
+@pytest.mark.parametrize("variant", ["simd", "relaxed", "scalar"])
+def test_gelu_edges(tmp_path: Path, variant: str) -> None:
+    """GELU (erf form) over its whole range: erf's exp(-a^2) runs on a bounded argument (ep_math_vec.h,
+    ep_expf4_neg16), so |x| large, the |x/sqrt2| = 1 and 4 switch points, tiny, NaN and +-inf must come out as
+    onnxruntime's and a float64 reference within ONNX's backend-test tolerance (1 + erf is computed in f32, as
+    onnxruntime does, so where it is tiny the relative error is large for both)."""
+    import math
+    rng = np.random.default_rng(7)
+    x = np.concatenate([rng.standard_normal(997) * 4, np.linspace(-10, 10, 401),
+                        np.sqrt(2) * np.array([1.0, 4.0, -1.0, -4.0]), np.nextafter(np.float32(np.sqrt(2)), np.float32(0)) * np.array([1.0, -1.0]),
+                        [0.0, -0.0, 1e-30, -1e-30, 1e-5, -1e-5, 5.5, -5.5, 5.7, -5.7, 6.0, -6.0, 30.0, -30.0,
+                         1e30, -1e30, 3e38, -3e38, np.inf, -np.inf, np.nan]]).astype(np.float32)
+    m = _model("Gelu", [("x", np.float32, x.shape)], ("y", np.float32, x.shape), opset=20)
+    got = _run(m, {"x": x}, tmp_path, variant)
+    want = _ort(m, {"x": x})[0]
+    np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-7, equal_nan=True)
+    ref = np.array([0.5 * v * math.erfc(-v / math.sqrt(2)) if np.isfinite(v) else np.nan for v in x.astype(np.float64)])
+    fin = np.isfinite(x)
+    np.testing.assert_allclose(got[fin], ref[fin], rtol=1e-3, atol=1e-7)
+    assert np.isnan(got[np.isnan(x)]).all()
+    assert got[x == np.inf][0] == np.inf

@@ -42,6 +42,11 @@ EP_AINLINE f32x4 ep_expf4_body(f32x4 x) {
   return f32x4_select(f32x4_eq(x, x), y, x);   /* NaN in, NaN out */
 }
 
+/* erf and the exp inside it read their constants from k[EP_ERF_NK] (values: ep_erf_k below). Called with
+ * constants (ep_erff4_body) the compiler folds them into v128.const at each use, which V8 materializes
+ * with several instructions per use, every time; a loop over many vectors (GELU) loads them into locals
+ * once instead (ep_erf_consts on ep_erf_k_opaque()), which V8 keeps in registers or spill slots. */
+#define EP_ERF_NK 30
 /* |x| < 1: erf(x) = x + x*Q(x^2) */
 #define ERF_Q0 7.898139301687479e-05f
 #define ERF_Q1 (-0.0008024335256777704f)
@@ -63,39 +68,108 @@ EP_AINLINE f32x4 ep_expf4_body(f32x4 x) {
 #define ERF_R9 (-1.1108734607696533f)
 #define ERF_R10 0.9975630640983582f
 
-EP_AINLINE f32x4 ep_erff4_body(f32x4 x) {
+/* expf4_body for x in [-16, 0] (erf's exp(-a^2), a <= 4): the same bits with the parts that range makes dead
+ * left out: no clamp, inf or NaN select; n = round(x*log2e) through 1.5*2^23 (exact for |n| < 2^22, ties to
+ * even like f32x4_round_even), whose bits then hold n, so no float->int conversion (in V8 trunc_sat is ~7
+ * instructions); one scale by 2^n, exact while 2^n is normal (n >= -24 here). */
+#define EXP_MAGIC 12582912.0f            /* 1.5 * 2^23 */
+EP_AINLINE f32x4 ep_expf4_neg16(f32x4 x, const f32x4 *k) {
+  f32x4 t = f32x4_add(f32x4_mul(x, k[0]), k[1]);
+  f32x4 n = f32x4_sub(t, k[1]);
+  f32x4 r = f32x4_sub(x, f32x4_mul(n, k[2]));
+  r = f32x4_sub(r, f32x4_mul(n, k[3]));
+  f32x4 z = f32x4_mul(r, r);
+  f32x4 p = k[4];
+  p = f32x4_fma(k[5], p, r);
+  p = f32x4_fma(k[6], p, r);
+  p = f32x4_fma(k[7], p, r);
+  p = f32x4_fma(k[8], p, r);
+  p = f32x4_fma(k[9], p, r);
+  f32x4 y = f32x4_add(f32x4_fma(r, p, z), k[10]);
+  /* t's low 23 bits are 2^22 + n; << 23 keeps (n + 127) mod 512 = n + 127: the exponent field of 2^n */
+  return f32x4_mul(y, i32x4_as_f32x4(i32x4_shl(i32x4_add(f32x4_as_i32x4(t), i32x4_splat(127)), 23)));
+}
+
+EP_AINLINE f32x4 ep_erff4_k(f32x4 x, const f32x4 *k) {
   f32x4 z = f32x4_mul(x, x);
-  f32x4 q = f32x4_splat(ERF_Q0);
-  q = f32x4_fma(f32x4_splat(ERF_Q1), q, z);
-  q = f32x4_fma(f32x4_splat(ERF_Q2), q, z);
-  q = f32x4_fma(f32x4_splat(ERF_Q3), q, z);
-  q = f32x4_fma(f32x4_splat(ERF_Q4), q, z);
-  q = f32x4_fma(f32x4_splat(ERF_Q5), q, z);
-  q = f32x4_fma(f32x4_splat(ERF_Q6), q, z);
+  f32x4 q = k[12];
+  q = f32x4_fma(k[13], q, z);
+  q = f32x4_fma(k[14], q, z);
+  q = f32x4_fma(k[15], q, z);
+  q = f32x4_fma(k[16], q, z);
+  q = f32x4_fma(k[17], q, z);
+  q = f32x4_fma(k[18], q, z);
   f32x4 small = f32x4_fma(x, x, q);
   f32x4 a0 = f32x4_abs(x);
-  f32x4 a = f32x4_min(a0, f32x4_splat(4.0f));
-  f32x4 r = f32x4_splat(ERF_R0);
-  r = f32x4_fma(f32x4_splat(ERF_R1), r, a);
-  r = f32x4_fma(f32x4_splat(ERF_R2), r, a);
-  r = f32x4_fma(f32x4_splat(ERF_R3), r, a);
-  r = f32x4_fma(f32x4_splat(ERF_R4), r, a);
-  r = f32x4_fma(f32x4_splat(ERF_R5), r, a);
-  r = f32x4_fma(f32x4_splat(ERF_R6), r, a);
-  r = f32x4_fma(f32x4_splat(ERF_R7), r, a);
-  r = f32x4_fma(f32x4_splat(ERF_R8), r, a);
-  r = f32x4_fma(f32x4_splat(ERF_R9), r, a);
-  r = f32x4_fma(f32x4_splat(ERF_R10), r, a);
-  f32x4 l = f32x4_sub(f32x4_splat(1.0f), f32x4_mul(ep_expf4_body(f32x4_neg(f32x4_mul(a, a))), r));
-  l = f32x4_select(f32x4_lt(x, f32x4_zero()), f32x4_neg(l), l);
-  f32x4 y = f32x4_select(f32x4_lt(a0, f32x4_splat(1.0f)), small, l);
+  f32x4 a = f32x4_min(a0, k[11]);
+  f32x4 r = k[19];
+  r = f32x4_fma(k[20], r, a);
+  r = f32x4_fma(k[21], r, a);
+  r = f32x4_fma(k[22], r, a);
+  r = f32x4_fma(k[23], r, a);
+  r = f32x4_fma(k[24], r, a);
+  r = f32x4_fma(k[25], r, a);
+  r = f32x4_fma(k[26], r, a);
+  r = f32x4_fma(k[27], r, a);
+  r = f32x4_fma(k[28], r, a);
+  r = f32x4_fma(k[29], r, a);
+  f32x4 l = f32x4_sub(k[10], f32x4_mul(ep_expf4_neg16(f32x4_neg(f32x4_mul(a, a)), k), r));
+  /* l >= 0.84 here: x's sign bit onto it (where x is -0 the small branch is taken) */
+  l = i32x4_as_f32x4(i32x4_xor(f32x4_as_i32x4(l), i32x4_and(f32x4_as_i32x4(x), i32x4_splat((int32_t)0x80000000u))));
+  f32x4 y = f32x4_select(f32x4_lt(a0, k[10]), small, l);
   return f32x4_select(f32x4_eq(x, x), y, x);
+}
+static const float ep_erf_k[EP_ERF_NK] = {
+  LOG2EF, EXP_MAGIC, LN2_C1, LN2_C2, EXP_P0, EXP_P1, EXP_P2, EXP_P3, EXP_P4, EXP_P5, 1.0f, 4.0f,
+  ERF_Q0, ERF_Q1, ERF_Q2, ERF_Q3, ERF_Q4, ERF_Q5, ERF_Q6,
+  ERF_R0, ERF_R1, ERF_R2, ERF_R3, ERF_R4, ERF_R5, ERF_R6, ERF_R7, ERF_R8, ERF_R9, ERF_R10,
+};
+EP_AINLINE void ep_erf_consts(f32x4 *kv, const float *k) {
+  for (uint32_t i = 0; i < EP_ERF_NK; i++) kv[i] = f32x4_splat(k[i]);
+}
+/* ep_erf_k behind an empty asm: the compiler can no longer see the values, so it keeps the loaded vectors */
+static inline const float *ep_erf_k_opaque(void) {
+  const float *k = ep_erf_k;
+  __asm__("" : "+r"(k));
+  return k;
+}
+EP_AINLINE f32x4 ep_erff4_body(f32x4 x) {
+  f32x4 kv[EP_ERF_NK];
+  ep_erf_consts(kv, ep_erf_k);
+  return ep_erff4_k(x, kv);
+}
+/* expf4_body for x <= 0 or NaN (softmax's x - max): the same bits without what that range makes dead: no upper
+ * clamp nor inf select; n = round(x*log2e) through 1.5*2^23 as in ep_expf4_neg16 (|n| <= 150 here), its integer
+ * read from t's bits (no trunc_sat). The two-step scale stays: exp(-104 .. -87) is subnormal. */
+EP_AINLINE f32x4 ep_expf4_nonpos_body(f32x4 x) {
+  const f32x4 magic = f32x4_splat(EXP_MAGIC);
+  f32x4 xc = f32x4_max(x, f32x4_splat(EXP_LO));
+  f32x4 t = f32x4_add(f32x4_mul(xc, f32x4_splat(LOG2EF)), magic);
+  f32x4 n = f32x4_sub(t, magic);
+  f32x4 r = f32x4_sub(xc, f32x4_mul(n, f32x4_splat(LN2_C1)));
+  r = f32x4_sub(r, f32x4_mul(n, f32x4_splat(LN2_C2)));
+  f32x4 z = f32x4_mul(r, r);
+  f32x4 p = f32x4_splat(EXP_P0);
+  p = f32x4_fma(f32x4_splat(EXP_P1), p, r);
+  p = f32x4_fma(f32x4_splat(EXP_P2), p, r);
+  p = f32x4_fma(f32x4_splat(EXP_P3), p, r);
+  p = f32x4_fma(f32x4_splat(EXP_P4), p, r);
+  p = f32x4_fma(f32x4_splat(EXP_P5), p, r);
+  f32x4 y = f32x4_add(f32x4_fma(r, p, z), f32x4_splat(1.0f));
+  /* t = 1.5*2^23 + n exactly: its bits minus those of 1.5*2^23 are n */
+  i32x4 ni = i32x4_sub(f32x4_as_i32x4(t), i32x4_splat(0x4B400000)), n1 = i32x4_shr(ni, 1), n2 = i32x4_sub(ni, n1);
+  const i32x4 bias = i32x4_splat(127);
+  y = f32x4_mul(y, i32x4_as_f32x4(i32x4_shl(i32x4_add(n1, bias), 23)));
+  y = f32x4_mul(y, i32x4_as_f32x4(i32x4_shl(i32x4_add(n2, bias), 23)));
+  return f32x4_select(f32x4_eq(x, x), y, x);   /* NaN in, NaN out */
 }
 #if defined(__wasm_simd128__) && !defined(EP_FORCE_SCALAR)
 #define ep_expf4_hot ep_expf4_body
+#define ep_expf4_nonpos_hot ep_expf4_nonpos_body
 #define ep_erff4_hot ep_erff4_body
 #else
 #define ep_expf4_hot ep_expf4
+#define ep_expf4_nonpos_hot ep_expf4
 #define ep_erff4_hot ep_erff4
 #endif
 #endif

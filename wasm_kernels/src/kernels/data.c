@@ -14,18 +14,24 @@
  * SLICE, TRANSPOSE and EXPAND share one strided-copy engine (sc_*) whose iteration space is computed from
  * the tensor shapes plus the validated parameters; sc_bounds() re-checks every reachable source offset. */
 #include "ep_kernel.h"
+#include "ep_vec.h"
 
 #define SC_LIMIT (1ll << 33)  /* any |offset term| beyond this means an inconsistent plan */
 
 /* ---- small copy helpers ------------------------------------------------------------------------ */
 
-/* Byte copy, word-wise when both pointers and the length allow it (tensors are element-aligned). */
+/* Byte copy, 16 bytes per vector and the rest word-wise when both pointers and the length allow it (tensors
+ * are element-aligned). Vectors: the head split of attention (Transpose / Gather of 32- or 384-float runs) is
+ * copies of this; with words, minilm_like's Transposes and Gathers ran at ~6 GB/s. */
 static void dcopy(uint8_t *dst, const uint8_t *src, uint64_t n) {
   if ((((uintptr_t)dst | (uintptr_t)src | (uintptr_t)n) & 3u) == 0) {
-    uint32_t *d = (uint32_t *)(void *)dst;
-    const uint32_t *s = (const uint32_t *)(const void *)src;
+    int32_t *d = (int32_t *)(void *)dst;
+    const int32_t *s = (const int32_t *)(const void *)src;
     uint64_t w = n >> 2, i = 0;
-    for (; i + 4 <= w; i += 4) { d[i] = s[i]; d[i + 1] = s[i + 1]; d[i + 2] = s[i + 2]; d[i + 3] = s[i + 3]; }
+    for (; i + 8 <= w; i += 8) {
+      const i32x4 v0 = i32x4_load(s + i), v1 = i32x4_load(s + i + 4);
+      i32x4_store(d + i, v0); i32x4_store(d + i + 4, v1);
+    }
     for (; i < w; i++) d[i] = s[i];
     return;
   }

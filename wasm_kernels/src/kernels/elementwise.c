@@ -86,7 +86,17 @@ static void unary_f32(const float *in, float *out, uint32_t n, int32_t fn, const
       VMAP(f32x4_mul(x, f32x4_max(f32x4_min(f32x4_fma(half, a, x), one), zero))); break;
     }
     case EP_ACT_TANH: VMAP(ep_tanhf4(x)); break;
-    case EP_ACT_GELU: { f32x4 s = f32x4_splat(0.70710678118654752f); VMAP(f32x4_mul(f32x4_mul(half, x), f32x4_add(one, ep_erff4_hot(f32x4_mul(x, s))))); break; }
+    case EP_ACT_GELU: {
+      f32x4 s = f32x4_splat(0.70710678118654752f);
+#if defined(__wasm_simd128__) && !defined(EP_FORCE_SCALAR)
+      f32x4 k[EP_ERF_NK];   /* erf's constants in locals for the whole loop (ep_math_vec.h) */
+      ep_erf_consts(k, ep_erf_k_opaque());
+      VMAP(f32x4_mul(f32x4_mul(half, x), f32x4_add(one, ep_erff4_k(f32x4_mul(x, s), k))));
+#else
+      VMAP(f32x4_mul(f32x4_mul(half, x), f32x4_add(one, ep_erff4_hot(f32x4_mul(x, s)))));
+#endif
+      break;
+    }
     case EP_ACT_GELU_TANH: {
       f32x4 k = f32x4_splat(0.79788456080286536f), c = f32x4_splat(0.044715f);
       VMAP(f32x4_mul(f32x4_mul(half, x), f32x4_add(one, ep_tanhf4(f32x4_mul(k, f32x4_fma(x, f32x4_mul(c, x), f32x4_mul(x, x)))))));

@@ -197,8 +197,8 @@ static void softmax_row(int logsm, const float *x, float *y, uint64_t L) {
   f32x4 s0 = f32x4_zero(), s1 = f32x4_zero();
   float sum = 0.0f;
   for (i = 0; i + 8 <= L; i += 8) {
-    f32x4 e0 = ep_expf4_hot(f32x4_sub(f32x4_load(x + i), vmax));
-    f32x4 e1 = ep_expf4_hot(f32x4_sub(f32x4_load(x + i + 4), vmax));
+    f32x4 e0 = ep_expf4_nonpos_hot(f32x4_sub(f32x4_load(x + i), vmax));   /* x - max <= 0 (or NaN) */
+    f32x4 e1 = ep_expf4_nonpos_hot(f32x4_sub(f32x4_load(x + i + 4), vmax));
     s0 = f32x4_add(s0, e0); s1 = f32x4_add(s1, e1);
     if (!logsm) { f32x4_store(y + i, e0); f32x4_store(y + i + 4, e1); }
   }
