@@ -9,19 +9,15 @@ Prints per model: median ms single-threaded, median ms threaded, and the speed-u
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import tempfile
 from pathlib import Path
 
-import numpy as np
-
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from packager import package  # noqa: E402
-from packager.api import random_inputs  # noqa: E402
+from bench.browser_bench import _prefix, _prepare  # noqa: E402
 from tests.browser_env import ISOLATED, chromium, chromium_missing, serving  # noqa: E402
 
 PAGE = """async ({ bundle, inputs, threads, rounds, runs }) => {
@@ -58,15 +54,10 @@ def main() -> None:
         with serving({"/": root, "/edgepack": REPO / "web" / "src"}) as url, chromium() as browser:
             print(f"{'model':<13}{'1 thread ms':>13}{f'{a.threads} threads ms':>15}{'speed-up':>10}  builds")
             for name in [n for n in a.models.split(",") if n]:
-                bundle = package(REPO / ".cache" / "models" / f"{name}.onnx", out=root / name, verify=False)
-                manifest = json.loads((bundle / "manifest.json").read_text())
-                inputs = []
-                for i, (k, x) in enumerate(random_inputs(manifest["inputs"], seed=1).items()):
-                    (root / f"{name}-{i}.bin").write_bytes(np.ascontiguousarray(x).tobytes())
-                    inputs.append({"name": k, "dtype": x.dtype.name, "dims": list(x.shape), "url": f"{ISOLATED}/{name}-{i}.bin"})
+                m = _prefix(True, _prepare(root, name))   # the bundle and its inputs, as bench.browser_bench has them
                 page = browser.new_page()
                 page.goto(url + ISOLATED + "/index.html")
-                res = page.evaluate(PAGE, {"bundle": f"{ISOLATED}/{name}/", "inputs": inputs, "threads": a.threads,
+                res = page.evaluate(PAGE, {"bundle": m["bundle"], "inputs": m["inputs"], "threads": a.threads,
                                            "rounds": a.rounds, "runs": a.runs})
                 page.close()
                 one, many = (statistics.median(res["times"][str(n)]) for n in (1, a.threads))

@@ -21,9 +21,9 @@
 #define EXP_P4 1.6666665459E-1f
 #define EXP_P5 5.0000001201E-1f
 
-EP_AINLINE f32x4 ep_expf4_body(f32x4 x) {
-  f32x4 xc = f32x4_min(f32x4_max(x, f32x4_splat(EXP_LO)), f32x4_splat(EXP_HI));
-  f32x4 n = f32x4_round_even(f32x4_mul(xc, f32x4_splat(LOG2EF)));
+/* exp(xc) given n = round(xc * log2e), as a float and as an integer: Cody-Waite reduction, the degree-5
+ * polynomial, then the scale by 2^n in two steps (one 2^n cannot hold the subnormal results' scale). */
+EP_AINLINE f32x4 ep_exp_reduced(f32x4 xc, f32x4 n, i32x4 ni) {
   f32x4 r = f32x4_sub(xc, f32x4_mul(n, f32x4_splat(LN2_C1)));
   r = f32x4_sub(r, f32x4_mul(n, f32x4_splat(LN2_C2)));
   f32x4 z = f32x4_mul(r, r);
@@ -34,10 +34,15 @@ EP_AINLINE f32x4 ep_expf4_body(f32x4 x) {
   p = f32x4_fma(f32x4_splat(EXP_P4), p, r);
   p = f32x4_fma(f32x4_splat(EXP_P5), p, r);
   f32x4 y = f32x4_add(f32x4_fma(r, p, z), f32x4_splat(1.0f));
-  i32x4 ni = i32x4_from_f32x4(n), n1 = i32x4_shr(ni, 1), n2 = i32x4_sub(ni, n1);
-  const i32x4 bias = i32x4_splat(127);
+  const i32x4 n1 = i32x4_shr(ni, 1), n2 = i32x4_sub(ni, n1), bias = i32x4_splat(127);
   y = f32x4_mul(y, i32x4_as_f32x4(i32x4_shl(i32x4_add(n1, bias), 23)));
-  y = f32x4_mul(y, i32x4_as_f32x4(i32x4_shl(i32x4_add(n2, bias), 23)));
+  return f32x4_mul(y, i32x4_as_f32x4(i32x4_shl(i32x4_add(n2, bias), 23)));
+}
+
+EP_AINLINE f32x4 ep_expf4_body(f32x4 x) {
+  f32x4 xc = f32x4_min(f32x4_max(x, f32x4_splat(EXP_LO)), f32x4_splat(EXP_HI));
+  f32x4 n = f32x4_round_even(f32x4_mul(xc, f32x4_splat(LOG2EF)));
+  f32x4 y = ep_exp_reduced(xc, n, i32x4_from_f32x4(n));
   y = f32x4_select(f32x4_lt(f32x4_splat(EXP_HI), x), f32x4_splat(__builtin_inff()), y);
   return f32x4_select(f32x4_eq(x, x), y, x);   /* NaN in, NaN out */
 }
@@ -146,22 +151,9 @@ EP_AINLINE f32x4 ep_expf4_nonpos_body(f32x4 x) {
   f32x4 xc = f32x4_max(x, f32x4_splat(EXP_LO));
   f32x4 t = f32x4_add(f32x4_mul(xc, f32x4_splat(LOG2EF)), magic);
   f32x4 n = f32x4_sub(t, magic);
-  f32x4 r = f32x4_sub(xc, f32x4_mul(n, f32x4_splat(LN2_C1)));
-  r = f32x4_sub(r, f32x4_mul(n, f32x4_splat(LN2_C2)));
-  f32x4 z = f32x4_mul(r, r);
-  f32x4 p = f32x4_splat(EXP_P0);
-  p = f32x4_fma(f32x4_splat(EXP_P1), p, r);
-  p = f32x4_fma(f32x4_splat(EXP_P2), p, r);
-  p = f32x4_fma(f32x4_splat(EXP_P3), p, r);
-  p = f32x4_fma(f32x4_splat(EXP_P4), p, r);
-  p = f32x4_fma(f32x4_splat(EXP_P5), p, r);
-  f32x4 y = f32x4_add(f32x4_fma(r, p, z), f32x4_splat(1.0f));
   /* t = 1.5*2^23 + n exactly: its bits minus those of 1.5*2^23 are n */
-  i32x4 ni = i32x4_sub(f32x4_as_i32x4(t), i32x4_splat(0x4B400000)), n1 = i32x4_shr(ni, 1), n2 = i32x4_sub(ni, n1);
-  const i32x4 bias = i32x4_splat(127);
-  y = f32x4_mul(y, i32x4_as_f32x4(i32x4_shl(i32x4_add(n1, bias), 23)));
-  y = f32x4_mul(y, i32x4_as_f32x4(i32x4_shl(i32x4_add(n2, bias), 23)));
-  return f32x4_select(f32x4_eq(x, x), y, x);   /* NaN in, NaN out */
+  const i32x4 ni = i32x4_sub(f32x4_as_i32x4(t), i32x4_splat(0x4B400000));
+  return f32x4_select(f32x4_eq(x, x), ep_exp_reduced(xc, n, ni), x);   /* NaN in, NaN out */
 }
 #if defined(__wasm_simd128__) && !defined(EP_FORCE_SCALAR)
 #define ep_expf4_hot ep_expf4_body
