@@ -120,8 +120,10 @@ static void gather_row(float *out, const float *src, int64_t iw0, uint32_t sw, u
   zero_f32(out + hi, (uint32_t)(run - hi));
 }
 
-/* im2col for output columns [n0, n0 + cols) of one group into panel rows of stride ldp (zero padded). */
-static void im2col(float *panel, uint32_t ldp, const float *x, uint32_t cg, const ep_conv_geom *g, uint32_t n0, uint32_t cols) {
+/* im2col for output columns [n0, n0 + cols) of one group into panel rows of stride ldp, then `pad` zero
+ * columns (the panel's padded tail, when this call fills the last columns). */
+static void im2col(float *panel, uint32_t ldp, const float *x, uint32_t cg, const ep_conv_geom *g, uint32_t n0,
+                   uint32_t cols, uint32_t pad) {
   float *row = panel;
   for (uint32_t c = 0; c < cg; c++) {
     const float *xc = x + (uint64_t)c * g->H * g->W;
@@ -135,26 +137,63 @@ static void im2col(float *panel, uint32_t ldp, const float *x, uint32_t cg, cons
           else gather_row(row + jj, xc + (uint64_t)ih * g->W, (int64_t)ow * g->sw - g->pl + (int64_t)j * g->dw, g->sw, g->W, run);
           jj += run; ow = 0; oh++;
         }
-        zero_f32(row + cols, ldp - cols);
+        zero_f32(row + cols, pad);
       }
     }
   }
 }
 
-/* Threads fill disjoint rows of one im2col panel: chunk t of the group's input channels. */
+/* One column tile of one group, for the core's threads. Two splits:
+ * - by columns (small weights; one task when single-threaded): task t gathers its own columns and multiplies
+ *   them at once, so threads do not wait for each other between the copy and the GEMM, and a 3-channel input
+ *   (a stem conv) splits evenly; every task reads all the weights, which is cheap only while they stay in cache;
+ * - else by input channels for the copy, then a GEMM split by weight panels (each weight read once). */
 typedef struct {
-  float *panel;
-  const float *xg;
+  float *panel, *y;
+  const float *xg, *a;
   const ep_conv_geom *g;
-  uint32_t ldp, cg, n0, cols, parts;
-} im2col_job;
+  const ep_gemm_epi *e;
+  uint32_t ldp, cg, mg, kg, n0, cols, ldc, parts;
+} conv_tile_job;
+
+#define CONV_COLSPLIT_A_FLOATS (32u * 1024u)   /* packed weights up to 128 KB: L2 resident, cheap to re-read */
+
+static void colsplit_task(void *ctx, uint32_t t, uint32_t thread) {
+  (void)thread;
+  const conv_tile_job *j = (const conv_tile_job *)ctx;
+  const uint32_t blocks = j->ldp / EP_GEMM_NR;   /* chunks start on a micro-tile boundary */
+  const uint32_t c0 = ep_chunk(blocks, j->parts, t) * EP_GEMM_NR;
+  uint32_t c1 = ep_chunk(blocks, j->parts, t + 1) * EP_GEMM_NR;
+  if (c1 > j->cols) c1 = j->cols;
+  if (c1 <= c0) return;
+  /* the task's columns as a panel of their own (rows of c1 - c0 padded floats): no cache line is shared with
+   * another thread's columns, which would bounce between the cores while one writes and the other reads */
+  const uint32_t ld = (c1 - c0 + EP_GEMM_NR - 1) / EP_GEMM_NR * EP_GEMM_NR;
+  float *panel = j->panel + (uint64_t)c0 * j->kg;
+  im2col(panel, ld, j->xg, j->cg, j->g, j->n0 + c0, c1 - c0, ld - (c1 - c0));
+  const ep_gemm_epi e = ep_gemm_epi_shift(j->e, 0, c0);
+  ep_gemm_f32(j->mg, c1 - c0, j->kg, j->a, panel, ld, 1, j->y + c0, j->ldc, &e);
+}
 
 static void im2col_task(void *ctx, uint32_t t, uint32_t thread) {
   (void)thread;
-  const im2col_job *j = (const im2col_job *)ctx;
+  const conv_tile_job *j = (const conv_tile_job *)ctx;
   const uint32_t c0 = ep_chunk(j->cg, j->parts, t), c1 = ep_chunk(j->cg, j->parts, t + 1);
   const uint64_t rows = (uint64_t)j->g->kh * j->g->kw;
-  im2col(j->panel + c0 * rows * j->ldp, j->ldp, j->xg + (uint64_t)c0 * j->g->H * j->g->W, c1 - c0, j->g, j->n0, j->cols);
+  im2col(j->panel + c0 * rows * j->ldp, j->ldp, j->xg + (uint64_t)c0 * j->g->H * j->g->W, c1 - c0, j->g, j->n0,
+         j->cols, j->ldp - j->cols);
+}
+
+static void conv_tile(conv_tile_job *j, uint32_t threads) {
+  const uint32_t blocks = j->ldp / EP_GEMM_NR;
+  if (threads <= 1 || (ep_gemm_packed_a_floats(j->mg, j->kg) <= CONV_COLSPLIT_A_FLOATS && blocks >= threads)) {
+    j->parts = threads <= 1 ? 1u : blocks < 2 * threads ? blocks : 2 * threads;
+    ep_parallel_for(j->parts, EP_MAX_THREADS, colsplit_task, j);
+    return;
+  }
+  j->parts = j->cg < 2 * threads ? j->cg : 2 * threads;
+  ep_parallel_for(j->parts, EP_MAX_THREADS, im2col_task, j);
+  ep_gemm_f32_mt(j->mg, j->cols, j->kg, j->a, j->panel, j->ldp, 1, j->y, j->ldc, j->e);
 }
 
 ep_status ep_run_CONV(const ep_node *n) {
@@ -185,11 +224,10 @@ ep_status ep_run_CONV(const ep_node *n) {
       for (uint32_t n0 = 0; n0 < ohw; n0 += nt) {
         const uint32_t cols = ohw - n0 < nt ? (uint32_t)(ohw - n0) : nt;
         const uint32_t ldp = (cols + EP_GEMM_NR - 1) / EP_GEMM_NR * EP_GEMM_NR;
-        im2col_job ij = {panel, xg, &g, ldp, cg, n0, cols, threads <= 1 ? 1u : (cg < 2 * threads ? cg : 2 * threads)};
-        ep_parallel_for(ij.parts, EP_MAX_THREADS, im2col_task, &ij);
         ep_gemm_epi e2 = e;
         if (res) e2.res = e.res + n0;
-        ep_gemm_f32_mt(mg, cols, kg, a, panel, ldp, 1, y + yoff + n0, (uint32_t)ohw, &e2);
+        conv_tile_job job = {panel, y + yoff + n0, xg, a, &g, &e2, ldp, cg, mg, kg, n0, cols, (uint32_t)ohw, 1};
+        conv_tile(&job, threads);
       }
     }
   }
