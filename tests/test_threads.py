@@ -64,8 +64,8 @@ def test_model_two_threads(name: str, tmp_path: Path) -> None:
 
 
 def _convnet() -> onnx.ModelProto:
-    """Every threaded kernel on odd sizes: CONV (im2col, direct 1x1), WINOGRAD_CONV with a residual,
-    DEPTHWISE_CONV (stride 1 and 2), Gemm, MatMul."""
+    """Every threaded kernel on odd sizes: CONV (im2col split by columns, direct 1x1), POOL, WINOGRAD_CONV
+    with a residual (several blocks: split by blocks), DEPTHWISE_CONV (stride 1 and 2), Gemm, MatMul."""
     rng = np.random.default_rng(0)
 
     def w(name, *shape):
@@ -75,8 +75,9 @@ def _convnet() -> onnx.ModelProto:
     nodes = [
         helper.make_node("Conv", ["x", "w0", "b0"], ["c0"], pads=[1, 1, 1, 1]),
         helper.make_node("Relu", ["c0"], ["r0"]),
-        helper.make_node("Conv", ["r0", "w1"], ["c1"], pads=[1, 1, 1, 1]),
-        helper.make_node("Add", ["c1", "r0"], ["a1"]),
+        helper.make_node("MaxPool", ["r0"], ["q0"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        helper.make_node("Conv", ["q0", "w1"], ["c1"], pads=[1, 1, 1, 1]),
+        helper.make_node("Add", ["c1", "q0"], ["a1"]),
         helper.make_node("Conv", ["a1", "wd"], ["d1"], group=24, pads=[1, 1, 1, 1]),
         helper.make_node("Conv", ["d1", "w2"], ["p2"]),
         helper.make_node("Conv", ["p2", "wd2"], ["d2"], group=40, pads=[1, 1, 1, 1], strides=[2, 2]),
@@ -85,7 +86,7 @@ def _convnet() -> onnx.ModelProto:
         helper.make_node("MatMul", ["f", "wf"], ["h"]),
         helper.make_node("MatMul", ["h", "m"], ["y"]),
     ]
-    g = helper.make_graph(nodes, "threads", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 23, 19])],
+    g = helper.make_graph(nodes, "threads", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 71, 67])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 7])], inits)
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
     m.ir_version = 8

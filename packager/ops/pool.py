@@ -9,6 +9,7 @@ import onnx
 
 from ..lower import LowerCtx, lowers
 from ..plan.opcodes import Op
+from . import conv   # THREAD_SLOTS, read when lowering (tests vary it)
 
 POOL_MAX, POOL_AVG, POOL_LP = 0, 1, 2
 LIMIT = 1 << 24   # the kernel's bound on kernel/stride/dilation/pads
@@ -92,7 +93,7 @@ def lower_pool(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     params: list[int] = [kind, nsp, cip, p]
     for i in range(nsp):
         params += [kernel[i], strides[i], dil[i], pb[i], pe[i]]
-    ctx.emit(Op.POOL, [x], [y], params, scratch_bytes=4 * (xs[-1] + 8))
+    ctx.emit(Op.POOL, [x], [y], params, scratch_bytes=4 * (xs[-1] + 8) * conv.THREAD_SLOTS)   # a row per thread
 
 
 @lowers("GlobalAveragePool", "GlobalMaxPool")

@@ -7,7 +7,8 @@
  *   skipped; the average divides by the taps inside the input (count_include_pad = 0) or inside
  *   [-pad_begin, in + pad_end) (count_include_pad = 1). A window with no tap inside the input gives
  *   -FLT_MAX (max) or 0 (average, Lp), as onnxruntime.
- *   scratch: at least 4 * (W + 8) bytes, W = innermost input dim.
+ *   scratch: one row of 4 * (W + 8) bytes (W = innermost input dim) per thread slot, at least one; the node runs on
+ *   at most as many threads as it holds rows.
  *   Method: the window's rows (outer spatial dims) are combined into one scratch row (contiguous, vectorized),
  *   then a horizontal pass pools that row; strides 1 and 2 run 4 outputs at a time.
  *
@@ -15,6 +16,7 @@
 #include "ep_kernel.h"
 #include "ep_vec.h"
 #include "ep_math.h"
+#include "ep_parallel.h"
 
 enum { POOL_MAX = 0, POOL_AVG = 1, POOL_LP = 2 };
 #define POOL_LIMIT (1 << 24)   /* bound on kernel, stride, dilation, pads: keeps index math far from overflow */
@@ -176,17 +178,28 @@ static void pool_hpass(int kind, int p, int cip, const float *r, const pdim *pw,
   }
 }
 
-ep_status ep_run_POOL(const ep_node *n) {
-  pdim pd[3];
-  pool_decode(n, pd);
+/* Threads take chunks of the N*C planes; each pools through a scratch row of its own (slot = thread). */
+typedef struct {
+  const ep_node *n;
+  const pdim *pd;
+  uint64_t planes;
+  uint32_t parts;
+} pool_job;
+
+#define POOL_PAR_MIN 16384u   /* output floats below which one thread pools everything */
+
+static void pool_task(void *ctx, uint32_t task, uint32_t thread) {
+  const pool_job *j = (const pool_job *)ctx;
+  const ep_node *n = j->n;
+  const pdim *pd = j->pd;
   const int kind = n->params[0], cip = n->params[2], p = n->params[3];
-  const ep_tensor *xt = n->in[0];
-  const float *x = ep_f32(xt);
-  float *y = ep_f32(n->out[0]);
-  float *row = (float *)(void *)n->scratch;
-  const int64_t NC = (int64_t)xt->dims[0] * xt->dims[1];
   const int64_t ID = pd[0].in, IH = pd[1].in, IW = pd[2].in, OD = pd[0].out, OH = pd[1].out, OW = pd[2].out;
-  for (int64_t nc = 0; nc < NC; nc++) {
+  const float *x = ep_f32(n->in[0]);
+  float *y = ep_f32(n->out[0]);
+  float *row = (float *)(void *)n->scratch + (uint64_t)thread * (uint64_t)(IW + 8);
+  const int64_t nc0 = (int64_t)ep_chunk((uint32_t)j->planes, j->parts, task);
+  const int64_t nc1 = (int64_t)ep_chunk((uint32_t)j->planes, j->parts, task + 1);
+  for (int64_t nc = nc0; nc < nc1; nc++) {
     const float *xp = x + nc * ID * IH * IW;
     float *yp = y + nc * OD * OH * OW;
     for (int64_t od = 0; od < OD; od++) {
@@ -210,6 +223,20 @@ ep_status ep_run_POOL(const ep_node *n) {
       }
     }
   }
+}
+
+ep_status ep_run_POOL(const ep_node *n) {
+  pdim pd[3];
+  pool_decode(n, pd);
+  const ep_tensor *xt = n->in[0];
+  const uint64_t planes = (uint64_t)xt->dims[0] * xt->dims[1];
+  /* as many threads as the scratch holds rows (a plan sized for one thread runs on one) */
+  const uint64_t slots = n->scratch_bytes / (4u * ((uint64_t)pd[2].in + 8u));
+  uint32_t threads = ep_num_threads();
+  if (threads > slots) threads = (uint32_t)slots;
+  if (planes * pd[0].out * pd[1].out * pd[2].out < POOL_PAR_MIN || planes > UINT32_MAX) threads = 1;
+  pool_job j = {n, pd, planes, threads <= 1 ? 1u : (planes < 4u * threads ? (uint32_t)planes : 4u * threads)};
+  ep_parallel_for(j.parts, threads, pool_task, &j);
   return EP_OK;
 }
 

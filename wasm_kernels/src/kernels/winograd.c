@@ -271,6 +271,35 @@ static void wg_output_task(void *ctx, uint32_t task, uint32_t thread) {
   }
 }
 
+/* Block-parallel split: task i is the block of `share` tiles starting at i * share, run start to end by one
+ * thread in that thread's slice of V and M (planes of stride `share`); the 4-row buffers stay per thread. */
+#define WG_MIN_SHARE 16u   /* tiles per block: below that U is streamed too often */
+typedef struct {
+  const wg_block *blk;
+  uint32_t share;
+  uint64_t slice;   /* floats of V and M per thread */
+} wg_blocks_job;
+
+static void wg_blocks_task(void *ctx, uint32_t task, uint32_t thread) {
+  const wg_blocks_job *j = (const wg_blocks_job *)ctx;
+  wg_block b = *j->blk;
+  const uint32_t ntiles = b.g.TH * b.g.TW;
+  b.g.ldv = j->share;
+  b.vplane = (uint64_t)b.g.C * j->share;
+  b.mplane = (uint64_t)b.g.Cout * j->share;
+  b.V += thread * j->slice;
+  b.M = b.V + 16 * b.vplane;
+  b.t0 = task * j->share;
+  b.T = ntiles - b.t0 < j->share ? ntiles - b.t0 : j->share;
+  b.N = (b.T + EP_GEMM_NR - 1) / EP_GEMM_NR * EP_GEMM_NR;
+  b.parts = 1;
+  const ep_gemm_epi none = {1.0f, 1.0f, 0, EP_BIAS_NONE, 0, 0, 0, EP_ACT_NONE, 0.0f, 0.0f};
+  b.gemm = (ep_gemm_job){b.g.Cout, b.N, b.g.C, b.u, b.V, b.g.ldv, 1, b.M, b.g.ldv, &none, 1, 1};
+  wg_input_task(&b, 0, thread);
+  for (uint32_t k = 0; k < 16; k++) wg_gemm_task(&b, k, thread);
+  wg_output_task(&b, 0, thread);
+}
+
 ep_status ep_run_WINOGRAD_CONV(const ep_node *n) {
   wg_block blk;
   wg_geom *g = &blk.g;
@@ -301,6 +330,15 @@ ep_status ep_run_WINOGRAD_CONV(const ep_node *n) {
                             e.act, e.p0, e.p1};
     blk.e = &e;
     blk.se = &se;
+    /* Multi-block layers (small U, the packager chose to re-read it) on several threads: each thread runs whole
+     * blocks of its own, a share of the scratch each, so its V and M planes stay in its core's cache and no
+     * phase waits for another thread. Else the phases of one block are split across the threads. */
+    const uint32_t share = g->ldv / in_threads / EP_GEMM_NR * EP_GEMM_NR;
+    if (in_threads > 1 && g->nt < ntiles && share >= WG_MIN_SHARE) {
+      wg_blocks_job job = {&blk, share, 16u * ((uint64_t)g->C + g->Cout) * share};
+      ep_parallel_for((ntiles + share - 1) / share, in_threads, wg_blocks_task, &job);
+      continue;
+    }
     for (blk.t0 = 0; blk.t0 < ntiles; blk.t0 += g->nt) {
       blk.T = ntiles - blk.t0 < g->nt ? ntiles - blk.t0 : g->nt;
       blk.N = (blk.T + EP_GEMM_NR - 1) / EP_GEMM_NR * EP_GEMM_NR;
