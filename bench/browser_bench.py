@@ -10,7 +10,9 @@ onnxruntime-web: import + InferenceSession.create + run), alternating, median of
 
 Single-threaded: edgepack threads=1 vs onnxruntime-web numThreads=1. With --threads N (N > 1), a second pass on a
 cross-origin isolated page: edgepack threads=N (when the bundle has a threaded build) vs onnxruntime-web
-numThreads=N."""
+numThreads=N, each runtime alone for --slice seconds per round with a pause after it: both keep worker pools
+whose threads spin between runs, so runs alternating one by one would measure each pool taking the other's
+cores (session 7: both runtimes 1.5-3x slower than alone)."""
 from __future__ import annotations
 
 import argparse
@@ -33,7 +35,7 @@ ORT_DIST = REPO / "bench" / "node_modules" / "onnxruntime-web" / "dist"
 MODELS = ["mobilenetv2", "resnet18", "cifar10net", "minilm_like"]
 
 # In the page: both runtimes on one model, agreement check, warm-up by time, interleaved rounds.
-LATENCY = """async ({ m, seconds, rounds, slice, threads, variant, prefix, pattern }) => {
+LATENCY = """async ({ m, seconds, rounds, slice, threads, variant, prefix, pattern, settle }) => {
   const ep = await import(prefix + '/edgepack/index.js');
   const ort = await import(prefix + '/ort/ort.wasm.min.mjs');
   // The same path prefix as the page: ORT's worker script must come with the page's COOP/COEP headers too,
@@ -62,6 +64,7 @@ LATENCY = """async ({ m, seconds, rounds, slice, threads, variant, prefix, patte
       for (const [k, f] of r % 2 ? [...runners].reverse() : runners) {
         const end = performance.now() + slice * 1000;
         for (let i = 0; performance.now() < end || i < 2; i++) { const t0 = performance.now(); await f(); round[k].push(performance.now() - t0); }
+        if (settle) await new Promise((res) => setTimeout(res, settle));   // the other pool's workers go idle
       }
     } else for (let i = 0; performance.now() < stop || i < 2; i++) {
       for (const [k, f] of i % 2 ? [...runners].reverse() : runners) { const t0 = performance.now(); await f(); round[k].push(performance.now() - t0); }
@@ -160,7 +163,8 @@ def main() -> None:
                     page = browser.new_page()
                     page.goto(url + (ISOLATED if isolated else "") + "/index.html")
                     res = page.evaluate(LATENCY, {"m": _prefix(isolated, models[n]), "seconds": a.seconds, "rounds": a.rounds,
-                                                  "slice": a.slice, "threads": threads, "variant": a.variant, "pattern": a.pattern,
+                                                  "slice": a.slice, "threads": threads, "variant": a.variant,
+                                                  "pattern": "slices" if threads > 1 else a.pattern, "settle": 200 if threads > 1 else 0,
                                                   "prefix": ISOLATED if isolated else ""})
                     page.close()
                     s = dict(_summary(res), max_abs_diff=res["maxAbsDiff"], variant=res["variant"], features=res["features"],

@@ -3,9 +3,11 @@ single-threaded build and its threaded build of the same ISA (relaxed SIMD where
 one session at a time and alternating round by round, so that no other thread pool spins while one is timed
 (bench.browser_bench --threads alternates with onnxruntime-web, whose spinning workers take the cores).
 
-    python3 -m bench.thread_scaling [--models resnet18] [--threads 2] [--rounds 6] [--runs 8]
+    python3 -m bench.thread_scaling [--models resnet18] [--threads 2] [--rounds 6] [--runs 8] [--per-node 12]
 
-Prints per model: median ms single-threaded, median ms threaded, and the speed-up (single / threaded)."""
+Prints per model: median ms single-threaded, median ms threaded, and the speed-up (single / threaded).
+--per-node K: then each node timed alone (ep_run_node, after a run, median of the rounds) in both sessions,
+and the K nodes that lose most to an ideal split (threaded ms - single ms / threads): where scaling stops."""
 from __future__ import annotations
 
 import argparse
@@ -18,6 +20,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench.browser_bench import _prefix, _prepare  # noqa: E402
+from bench.page_profile import kinds  # noqa: E402
 from tests.browser_env import ISOLATED, chromium, chromium_missing, serving  # noqa: E402
 
 PAGE = """async ({ bundle, inputs, threads, rounds, runs }) => {
@@ -37,6 +40,29 @@ PAGE = """async ({ bundle, inputs, threads, rounds, runs }) => {
   return { times, builds, isolated: globalThis.crossOriginIsolated };
 }"""
 
+# Each node alone (ep_run_node after a whole run, so its inputs are the real ones), per thread count.
+PER_NODE = """async ({ bundle, inputs, threads, rounds }) => {
+  const ep = await import('/iso/edgepack/index.js');
+  const ctors = { float32: Float32Array, int64: BigInt64Array };
+  const feeds = {};
+  for (const x of inputs) feeds[x.name] = { data: new ctors[x.dtype](await (await fetch(x.url)).arrayBuffer()), dims: x.dims };
+  const med = (xs) => { const q = [...xs].sort((a, b) => a - b); return q[q.length >> 1]; };
+  const out = {};
+  for (const n of [1, threads]) {
+    const s = await ep.load(bundle, { backend: 'wasm', threads: n });
+    for (let i = 0; i < 3; i++) await s.run(feeds);
+    const per = Array.from({ length: s.ex.ep_num_nodes() }, () => []);
+    for (let r = 0; r < rounds; r++) {
+      await s.run(feeds);
+      per.forEach((t, k) => { const t0 = performance.now(); s.ex.ep_run_node(k); t.push(performance.now() - t0); });
+    }
+    out[n] = per.map(med);
+    s.destroy();
+    await new Promise((res) => setTimeout(res, 50));
+  }
+  return out;
+}"""
+
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -44,6 +70,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--runs", type=int, default=8, help="timed runs per session per round")
+    ap.add_argument("--per-node", type=int, default=0, metavar="K", help="also time nodes alone; print the K worst")
     a = ap.parse_args()
     why = chromium_missing()
     if why:
@@ -62,6 +89,19 @@ def main() -> None:
                 page.close()
                 one, many = (statistics.median(res["times"][str(n)]) for n in (1, a.threads))
                 print(f"{name:<13}{one:>13.2f}{many:>15.2f}{one / many:>10.2f}  {res['builds']['1']} / {res['builds'][str(a.threads)]}")
+                if a.per_node:
+                    page = browser.new_page()
+                    page.goto(url + ISOLATED + "/index.html")
+                    per = page.evaluate(PER_NODE, {"bundle": m["bundle"], "inputs": m["inputs"], "threads": a.threads,
+                                                   "rounds": max(a.rounds, 9)})
+                    page.close()
+                    one_n, many_n = per["1"], per[str(a.threads)]
+                    kind = kinds(root / "bundles" / name)
+                    loss = sorted(range(len(one_n)), key=lambda k: one_n[k] / a.threads - many_n[k])[:a.per_node]
+                    print(f"  {'node':>5} {'kind':<16}{'1 thread':>10}{f'{a.threads} threads':>11}{'speed-up':>10}{'lost ms':>9}")
+                    for k in loss:
+                        print(f"  {k:>5} {kind[k]:<16}{one_n[k]:>10.3f}{many_n[k]:>11.3f}{one_n[k] / max(many_n[k], 1e-3):>10.2f}"
+                              f"{many_n[k] - one_n[k] / a.threads:>9.3f}")
 
 
 if __name__ == "__main__":
