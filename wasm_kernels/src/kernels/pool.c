@@ -197,8 +197,7 @@ static void pool_task(void *ctx, uint32_t task, uint32_t thread) {
   const float *x = ep_f32(n->in[0]);
   float *y = ep_f32(n->out[0]);
   float *row = (float *)(void *)n->scratch + (uint64_t)thread * (uint64_t)(IW + 8);
-  const int64_t nc0 = (int64_t)ep_chunk((uint32_t)j->planes, j->parts, task);
-  const int64_t nc1 = (int64_t)ep_chunk((uint32_t)j->planes, j->parts, task + 1);
+  const int64_t nc0 = (int64_t)(j->planes * task / j->parts), nc1 = (int64_t)(j->planes * (task + 1) / j->parts);
   for (int64_t nc = nc0; nc < nc1; nc++) {
     const float *xp = x + nc * ID * IH * IW;
     float *yp = y + nc * OD * OH * OW;
@@ -234,7 +233,7 @@ ep_status ep_run_POOL(const ep_node *n) {
   const uint64_t slots = n->scratch_bytes / (4u * ((uint64_t)pd[2].in + 8u));
   uint32_t threads = ep_num_threads();
   if (threads > slots) threads = (uint32_t)slots;
-  if (planes * pd[0].out * pd[1].out * pd[2].out < POOL_PAR_MIN || planes > UINT32_MAX) threads = 1;
+  if (planes * pd[0].out * pd[1].out * pd[2].out < POOL_PAR_MIN) threads = 1;
   pool_job j = {n, pd, planes, threads <= 1 ? 1u : (planes < 4u * threads ? (uint32_t)planes : 4u * threads)};
   ep_parallel_for(j.parts, threads, pool_task, &j);
   return EP_OK;
