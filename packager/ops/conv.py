@@ -182,10 +182,9 @@ def emit_conv(ctx: LowerCtx, node: onnx.NodeProto, activation: Activation = (ACT
     mg, kg = g["cout"] // G, g["cin"] // G * g["kh"] * g["kw"]
     w2d = w.reshape(G, mg, kg)
     packed = np.concatenate([pack_panels(w2d[i]) for i in range(G)]) if G > 1 else pack_panels(w2d[0])
-    # 1x1 stride-1 convs read X in place, unless a row's length is not a multiple of 4 (7x7 planes):
-    # then the last 1-3 columns of every tile would be scalar dot products (a third of the layer's time);
-    # the im2col copy (K x N floats, padded) costs far less and lets the tail run as a vector.
-    direct = g["kh"] == g["kw"] == g["sh"] == g["sw"] == 1 and not any(window[6:]) and (g["oh"] * g["ow"]) % 4 == 0
+    # 1x1 stride-1 convs read X in place: no copy, and a plane whose size is not a multiple of 8 (7x7: 49)
+    # computes its last columns one at a time down the weight panel instead of padding every row to 56.
+    direct = g["kh"] == g["kw"] == g["sh"] == g["sw"] == 1 and not any(window[6:])
     if direct:
         nt, scratch = 0, 0
     else:

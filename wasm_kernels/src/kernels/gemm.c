@@ -346,14 +346,25 @@ EP_AINLINE void panel(const uint32_t mr, uint32_t m0, uint32_t n0, uint32_t n1, 
   }
   for (; n < n1; n++) {
     /* Last 1..3 columns: one column at a time, vectorized down the panel's rows (0-3 and 2-5: two loads
-     * that stay inside the panel) instead of 6 scalar multiply-adds per depth. */
-    f32x4 lo = f32x4_zero(), hi = f32x4_zero();
+     * that stay inside the panel) instead of 6 scalar multiply-adds per depth; even and odd depths in two
+     * chains each, so the loop is not bound by FMA latency (a 7x7 plane's 49th column). */
+    f32x4 lo = f32x4_zero(), hi = f32x4_zero(), lo1 = lo, hi1 = lo;
     const float *ap = a, *bp = b + n;
-    for (uint32_t k = 0; k < K; k++, ap += MR, bp += ldb) {
+    uint32_t k = 0;
+    for (; k + 2 <= K; k += 2, ap += 2 * MR, bp += 2 * (uint64_t)ldb) {
+      const f32x4 bv = f32x4_load_splat(bp), bv1 = f32x4_load_splat(bp + ldb);
+      lo = f32x4_fma(lo, f32x4_load(ap), bv);
+      hi = f32x4_fma(hi, f32x4_load(ap + 2), bv);
+      lo1 = f32x4_fma(lo1, f32x4_load(ap + MR), bv1);
+      hi1 = f32x4_fma(hi1, f32x4_load(ap + MR + 2), bv1);
+    }
+    if (k < K) {
       const f32x4 bv = f32x4_load_splat(bp);
       lo = f32x4_fma(lo, f32x4_load(ap), bv);
       hi = f32x4_fma(hi, f32x4_load(ap + 2), bv);
     }
+    lo = f32x4_add(lo, lo1);
+    hi = f32x4_add(hi, hi1);
     float s[MR];
     f32x4_store(s + 2, hi);
     f32x4_store(s, lo);
