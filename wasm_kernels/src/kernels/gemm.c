@@ -112,31 +112,14 @@ EP_AINLINE void epi_vec(const ep_gemm_epi *e, uint32_t m, uint32_t n, const uint
 }
 
 #if EP_GEMM_ONE_PASS6
-/* out[r][v] = sum_k a[k * MR + r] * b[k * ldb + 4v ..], r < 6: the sums of accumulate, in its order. Not inlined:
- * V8 then allocates registers for the loop alone (pointers and counter stay in registers, nothing spills). */
-EP_NOINLINE static void dot6x8(uint32_t K, const float *a, const float *b, uint32_t ldb, f32x4 out[MR][2]) {
-  f32x4 c00 = f32x4_zero(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
-  f32x4 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
-  for (uint32_t k = 0; k < K; k++, a += MR, b += ldb) {
-    const f32x4 b0 = f32x4_load(b), b1 = f32x4_load(b + 4);
-    f32x4 av;
-    av = f32x4_load_splat(a); c00 = f32x4_fma(c00, av, b0); c01 = f32x4_fma(c01, av, b1);
-    av = f32x4_load_splat(a + 1); c10 = f32x4_fma(c10, av, b0); c11 = f32x4_fma(c11, av, b1);
-    av = f32x4_load_splat(a + 2); c20 = f32x4_fma(c20, av, b0); c21 = f32x4_fma(c21, av, b1);
-    av = f32x4_load_splat(a + 3); c30 = f32x4_fma(c30, av, b0); c31 = f32x4_fma(c31, av, b1);
-    av = f32x4_load_splat(a + 4); c40 = f32x4_fma(c40, av, b0); c41 = f32x4_fma(c41, av, b1);
-    av = f32x4_load_splat(a + 5); c50 = f32x4_fma(c50, av, b0); c51 = f32x4_fma(c51, av, b1);
-  }
-  out[0][0] = c00; out[0][1] = c01; out[1][0] = c10; out[1][1] = c11; out[2][0] = c20; out[2][1] = c21;
-  out[3][0] = c30; out[3][1] = c31; out[4][0] = c40; out[4][1] = c41; out[5][0] = c50; out[5][1] = c51;
-}
+#include "gemm_dot6x8.h"   /* out[r][v] of a 6 x 2 array is out[2r + v]: the same layout */
 #endif
 
 /* acc[r][0..nv) = sum_k a[k*MR + r] * b[k*ldb + 0 .. 4*nv) for r < mr. */
 EP_AINLINE void accumulate(const uint32_t mr, const uint32_t nv, uint32_t K, const float *a, const float *b,
                            uint32_t ldb, f32x4 acc[MR][2]) {
 #if EP_GEMM_ONE_PASS6
-  if (mr == 6 && nv == 2) { dot6x8(K, a, b, ldb, acc); return; }
+  if (mr == 6 && nv == 2) { dot6x8(K, a, b, ldb, &acc[0][0]); return; }
 #elif EP_GEMM_TWO_PASS
   if (mr == 6 && nv == 2) {
     /* Rows 0-3, then rows 4-5: 8 then 4 accumulators (+ 2 B vectors, the A vector and a broadcast)
