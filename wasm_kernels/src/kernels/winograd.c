@@ -271,6 +271,9 @@ static void wg_output_task(void *ctx, uint32_t task, uint32_t thread) {
   }
 }
 
+/* The 16 GEMMs store plain sums: the bias, residual and activation come in the output transform. */
+static const ep_gemm_epi WG_NO_EPI = {1.0f, 1.0f, 0, EP_BIAS_NONE, 0, 0, 0, EP_ACT_NONE, 0.0f, 0.0f};
+
 /* Block-parallel split: task i is the block of `share` tiles starting at i * share, run start to end by one
  * thread in that thread's slice of V and M (planes of stride `share`); the 4-row buffers stay per thread. */
 #define WG_MIN_SHARE 16u   /* tiles per block: below that U is streamed too often */
@@ -293,8 +296,7 @@ static void wg_blocks_task(void *ctx, uint32_t task, uint32_t thread) {
   b.T = ntiles - b.t0 < j->share ? ntiles - b.t0 : j->share;
   b.N = (b.T + EP_GEMM_NR - 1) / EP_GEMM_NR * EP_GEMM_NR;
   b.parts = 1;
-  const ep_gemm_epi none = {1.0f, 1.0f, 0, EP_BIAS_NONE, 0, 0, 0, EP_ACT_NONE, 0.0f, 0.0f};
-  b.gemm = (ep_gemm_job){b.g.Cout, b.N, b.g.C, b.u, b.V, b.g.ldv, 1, b.M, b.g.ldv, &none, 1, 1};
+  b.gemm = (ep_gemm_job){b.g.Cout, b.N, b.g.C, b.u, b.V, b.g.ldv, 1, b.M, b.g.ldv, &WG_NO_EPI, 1, 1};
   wg_input_task(&b, 0, thread);
   for (uint32_t k = 0; k < 16; k++) wg_gemm_task(&b, k, thread);
   wg_output_task(&b, 0, thread);
@@ -321,7 +323,6 @@ ep_status ep_run_WINOGRAD_CONV(const ep_node *n) {
   /* one 4-row buffer per thread: as many input-transform threads as the scratch holds buffers */
   const uint64_t slots = (n->scratch_bytes / 4u - (uint64_t)(blk.rows - blk.V)) / (4u * g->rw);
   const uint32_t threads = ep_num_threads(), in_threads = threads < slots ? threads : slots > 1 ? (uint32_t)slots : 1u;
-  const ep_gemm_epi none = {1.0f, 1.0f, 0, EP_BIAS_NONE, 0, 0, 0, EP_ACT_NONE, 0.0f, 0.0f};
   for (uint32_t b = 0; b < g->B; b++) {
     blk.xb = x + (uint64_t)b * g->C * hw;
     blk.yb = y + (uint64_t)b * g->Cout * ohw;
@@ -344,7 +345,7 @@ ep_status ep_run_WINOGRAD_CONV(const ep_node *n) {
       blk.N = (blk.T + EP_GEMM_NR - 1) / EP_GEMM_NR * EP_GEMM_NR;
       blk.parts = in_threads <= 1 ? 1u : (g->C < 4u * in_threads ? g->C : 4u * in_threads);
       ep_parallel_for(blk.parts, in_threads, wg_input_task, &blk);
-      blk.gemm = (ep_gemm_job){g->Cout, blk.N, g->C, blk.u, blk.V, g->ldv, 1, blk.M, g->ldv, &none, 1, 1};
+      blk.gemm = (ep_gemm_job){g->Cout, blk.N, g->C, blk.u, blk.V, g->ldv, 1, blk.M, g->ldv, &WG_NO_EPI, 1, 1};
       /* the 16 GEMMs are 16 tasks already: split each only for more than 4 threads */
       ep_gemm_split(g->Cout, blk.N, g->C, (threads + 3) / 4, &blk.gemm.mparts, &blk.gemm.nparts);
       ep_parallel_for(16u * blk.gemm.mparts * blk.gemm.nparts, EP_MAX_THREADS, wg_gemm_task, &blk);
