@@ -23,12 +23,15 @@ from bench.browser_bench import _prefix, _prepare  # noqa: E402
 from bench.page_profile import kinds  # noqa: E402
 from tests.browser_env import ISOLATED, chromium, chromium_missing, serving  # noqa: E402
 
-PAGE = """async ({ bundle, inputs, threads, rounds, runs }) => {
-  const ep = await import('/iso/edgepack/index.js');
+# Both pages start alike: the runtime imported, the inputs fetched as the runtime takes them.
+SETUP = """  const ep = await import('/iso/edgepack/index.js');
   const ctors = { float32: Float32Array, int64: BigInt64Array };
   const feeds = {};
   for (const x of inputs) feeds[x.name] = { data: new ctors[x.dtype](await (await fetch(x.url)).arrayBuffer()), dims: x.dims };
-  const times = { 1: [], [threads]: [] }, builds = {};
+"""
+
+PAGE = """async ({ bundle, inputs, threads, rounds, runs }) => {
+""" + SETUP + """  const times = { 1: [], [threads]: [] }, builds = {};
   for (let r = 0; r < rounds; r++) for (const n of (r % 2 ? [threads, 1] : [1, threads])) {
     const s = await ep.load(bundle, { backend: 'wasm', threads: n });
     for (let i = 0; i < 3; i++) await s.run(feeds);
@@ -42,11 +45,7 @@ PAGE = """async ({ bundle, inputs, threads, rounds, runs }) => {
 
 # Each node alone (ep_run_node after a whole run, so its inputs are the real ones), per thread count.
 PER_NODE = """async ({ bundle, inputs, threads, rounds }) => {
-  const ep = await import('/iso/edgepack/index.js');
-  const ctors = { float32: Float32Array, int64: BigInt64Array };
-  const feeds = {};
-  for (const x of inputs) feeds[x.name] = { data: new ctors[x.dtype](await (await fetch(x.url)).arrayBuffer()), dims: x.dims };
-  const med = (xs) => { const q = [...xs].sort((a, b) => a - b); return q[q.length >> 1]; };
+""" + SETUP + """  const med = (xs) => { const q = [...xs].sort((a, b) => a - b); return q[q.length >> 1]; };
   const out = {};
   for (const n of [1, threads]) {
     const s = await ep.load(bundle, { backend: 'wasm', threads: n });
