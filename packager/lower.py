@@ -165,6 +165,15 @@ class LowerCtx:
                 words.append(v)
         self.emitted.append(Emitted(op, list(inputs), list(outputs), words, int(scratch_bytes), self._current))
 
+    def prologue(self, op: Op, inputs: Sequence[str], outputs: Sequence[str], params: Sequence[int] = ()) -> None:
+        """A kernel that runs once at bind (docs/plan-format.md, "Node flags"): inputs must be weights; its outputs
+        live for the whole run. It joins the prologue prefix of the node list."""
+        for n in [*inputs, *outputs]:
+            self._ensure(n)
+        at = next((i for i, e in enumerate(self.emitted) if not e.flags & layout.NODE_PROLOGUE), len(self.emitted))
+        self.emitted.insert(at, Emitted(op, list(inputs), list(outputs), [int(p) for p in params], 0, self._current,
+                                        flags=layout.NODE_PROLOGUE))
+
     def alias(self, out: str, src: str) -> None:
         """`out` is `src` reinterpreted (Reshape, Flatten, Squeeze, ...): same bytes, no kernel."""
         self._ensure(src)

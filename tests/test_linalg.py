@@ -38,7 +38,9 @@ def _init(name, arr):
         else onnx.numpy_helper.from_array(np.asarray(arr, np.float32), name)
 
 
-def _run_all_variants(model, feeds, tmp_path, want=None):
+def _run_all_variants(model, feeds, tmp_path, want=None, scaled_atol=0.0):
+    """scaled_atol: an absolute tolerance of that times max|want| on top of TOL, for kernels whose rounding error
+    scales with the operands rather than with each output (Winograd F(4x4, 3x3): about 3e-6 of the output range)."""
     out = package(model, target="web", out=tmp_path / "b", verify=False)
     if want is None:
         want = reference_run(model, feeds)
@@ -46,7 +48,8 @@ def _run_all_variants(model, feeds, tmp_path, want=None):
         got = load_bundle(out, v).run(feeds)
         for k, w in want.items():
             assert got[k].shape == w.shape, (v, k, got[k].shape, w.shape)
-            np.testing.assert_allclose(got[k], w, rtol=TOL, atol=TOL, err_msg=f"variant {v}")
+            atol = TOL + scaled_atol * float(np.abs(w).max())
+            np.testing.assert_allclose(got[k], w, rtol=TOL, atol=atol, err_msg=f"variant {v}")
     return out
 
 
@@ -153,7 +156,8 @@ def test_fused_epilogue(kind, act, params, ref, tmp_path, monkeypatch):
 
 
 WINOGRAD_CASES = [
-    # x shape, w shape, pads: odd sizes, pads 0/1/asymmetric, batch, edge tiles (odd OH/OW, partial groups)
+    # x shape, w shape, pads: odd sizes, pads 0/1/asymmetric, batch, edge tiles (odd OH/OW, partial groups);
+    # each runs as F(2x2, 3x3) and as F(4x4, 3x3) (edge tiles of 1..3 rows/columns, groups of 1..4 tiles)
     ((1, 16, 9, 11), (16, 16, 3, 3), [1, 1, 1, 1]),
     ((1, 16, 8, 8), (20, 16, 3, 3), [0, 0, 0, 0]),
     ((1, 17, 10, 7), (19, 17, 3, 3), [0, 1, 2, 0]),
@@ -168,19 +172,31 @@ def _ops(model) -> list[Op]:
     return [Op(n.op) for n in _lowered(model).plan.nodes]
 
 
-@pytest.mark.parametrize("xs,ws,pads", WINOGRAD_CASES)
-def test_winograd_random(xs, ws, pads, tmp_path):
-    m, feeds = _conv_model(xs, ws, pads=pads, seed=5)
-    assert Op.WINOGRAD_CONV in _ops(m)
-    _run_all_variants(m, feeds, tmp_path)
-
-
-def test_winograd_small_blocks(tmp_path, monkeypatch):
-    """Blocks of 16 tiles that start and end mid tile row (TW = 9)."""
+def _winograd_tile(monkeypatch, m: int) -> Op:
+    """Make every eligible conv F(m x m, 3x3); the kernel id it lowers to."""
     import packager.ops.conv as conv
+    monkeypatch.setattr(conv, "WINOGRAD_F4", m == 4)
+    monkeypatch.setattr(conv, "WINOGRAD_F4_MIN_TILES", 1)
+    return Op.WINOGRAD_CONV_F4 if m == 4 else Op.WINOGRAD_CONV
+
+
+@pytest.mark.parametrize("tile", [2, 4])
+@pytest.mark.parametrize("xs,ws,pads", WINOGRAD_CASES)
+def test_winograd_random(xs, ws, pads, tile, tmp_path, monkeypatch):
+    op = _winograd_tile(monkeypatch, tile)
+    m, feeds = _conv_model(xs, ws, pads=pads, seed=5)
+    assert op in _ops(m)
+    _run_all_variants(m, feeds, tmp_path, scaled_atol=1e-5 if tile == 4 else 0.0)
+
+
+@pytest.mark.parametrize("tile", [2, 4])
+def test_winograd_small_blocks(tile, tmp_path, monkeypatch):
+    """Blocks of 16 tiles that start and end mid tile row (TW = 9 for F(2x2), 5 for F(4x4))."""
+    import packager.ops.conv as conv
+    op = _winograd_tile(monkeypatch, tile)
     monkeypatch.setattr(conv, "WINOGRAD_SCRATCH_FLOATS", 1024)
     m, feeds = _conv_model((1, 16, 13, 17), (18, 16, 3, 3), pads=[1, 1, 0, 0], seed=6)
-    assert Op.WINOGRAD_CONV in _ops(m)
+    assert op in _ops(m)
     _run_all_variants(m, feeds, tmp_path)
 
 
@@ -191,20 +207,30 @@ def test_winograd_not_below_threshold():
     assert Op.WINOGRAD_CONV not in _ops(m)
 
 
+def test_winograd_tile_choice():
+    """F(4x4) on planes of 16 or more 4x4 tiles, its U made by a WINOGRAD_FILTER prologue from the taps the plan
+    carries (9 floats a filter, not 36); F(2x2), U in the plan, on smaller planes."""
+    ops = _ops(_conv_model((1, 64, 14, 14), (64, 64, 3, 3), pads=[1, 1, 1, 1])[0])
+    assert ops == [Op.WINOGRAD_FILTER, Op.WINOGRAD_CONV_F4]
+    assert _ops(_conv_model((1, 64, 12, 12), (64, 64, 3, 3), pads=[1, 1, 1, 1])[0]) == [Op.WINOGRAD_CONV]
+
+
 @pytest.mark.parametrize("act,params,ref", [
     (1, (), lambda v: np.maximum(v, 0)),
     (2, (0.1,), lambda v: np.where(v < 0, 0.1 * v, v)),
     (3, (-0.5, 6.0), lambda v: np.clip(v, -0.5, 6)),
 ])
-def test_winograd_fused_residual(act, params, ref, tmp_path, monkeypatch):
+@pytest.mark.parametrize("tile", [2, 4])
+def test_winograd_fused_residual(act, params, ref, tile, tmp_path, monkeypatch):
     from packager.ops.conv import emit_conv
+    op = _winograd_tile(monkeypatch, tile)
     m0, f0 = _conv_model((1, 16, 11, 9), (18, 16, 3, 3), seed=7, pads=[1, 1, 1, 1])
     base = reference_run(m0, f0)["y"]
     r = np.random.default_rng(8).standard_normal(base.shape).astype(np.float32)
     m = _model([m0.graph.node[0]], [_vi("x", f0["x"].shape), _vi("r", base.shape)], [_vi("y", base.shape)],
                list(m0.graph.initializer))
     monkeypatch.setitem(REGISTRY, "Conv", lambda ctx, n: emit_conv(ctx, n, activation=(act, params), residual="r"))
-    assert Op.WINOGRAD_CONV in _ops(m)
+    assert op in _ops(m)
     _run_all_variants(m, {"x": f0["x"], "r": r}, tmp_path, want={"y": ref(base + r).astype(np.float32)})
 
 

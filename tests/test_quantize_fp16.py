@@ -41,12 +41,13 @@ def test_fp16_bundle_runs_and_halves_weights(model, tmp_path):
     assert onnx_ratio <= 0.52, onnx_ratio
     assert m16["precision"]["fp16"] is True and m16["precision"]["mode"] == "fp16"
     assert m32["precision"]["fp16"] is False
-    # prologue CASTs: a prefix of the plan, float16 weights in, float32 arena tensors out
+    # prologue CASTs (and WINOGRAD_FILTERs, which widen their float16 taps themselves): a prefix of the plan,
+    # float16 weights in, float32 arena tensors out
     plan = _plan(fp16)
     pro = [n for n in plan.nodes if n.flags & layout.NODE_PROLOGUE]
     assert pro and plan.nodes[:len(pro)] == pro
     for n in pro:
-        assert n.op == Op.CAST
+        assert n.op in (Op.CAST, Op.WINOGRAD_FILTER)
         assert plan.tensors[n.inputs[0]].dtype == 10 and plan.tensors[n.inputs[0]].storage == layout.WEIGHTS
         assert plan.tensors[n.outputs[0]].dtype == 1 and plan.tensors[n.outputs[0]].storage == layout.ARENA
     # the accuracy report: the bundle (its wasm, wasmtime) vs float32 onnxruntime

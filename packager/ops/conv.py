@@ -122,8 +122,17 @@ def dw_scratch_bytes(g: dict) -> int:
     return (g["h"] + g["pt"] + g["pb"]) * g["sw"] * pw * 4 * THREAD_SLOTS
 
 
-# Winograd F(2x2, 3x3): G (4x3) transforms a 3x3 filter to 4x4 (conv.c/winograd.c use B^T, A^T).
-WINOGRAD_G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]])
+# Winograd F(m x m, 3x3), m = 2 or 4: G ((m+2) x 3) transforms a 3x3 filter (winograd.c uses B^T, A^T).
+WINOGRAD_G = {
+    2: np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]]),
+    4: np.array([[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6], [1 / 24, 1 / 12, 1 / 6],
+                 [1 / 24, -1 / 12, 1 / 6], [0, 0, 1]]),
+}
+# F(4x4, 3x3) takes 36 products per 16 outputs against F(2x2)'s 16 per 4 (1.78x fewer), but each block streams
+# a U 2.25x larger: on planes of few 4x4 tiles (ResNet's 7x7: 4 tiles) that stream costs more than it saves.
+# Its U is 4x the filter taps, so the plan carries the taps and a WINOGRAD_FILTER prologue node makes U at bind.
+WINOGRAD_F4 = True          # False: every Winograd conv is F(2x2) (tests compare the two)
+WINOGRAD_F4_MIN_TILES = 16  # 4x4 output tiles of the plane (14x14 and up)
 
 
 def winograd_eligible(g: dict) -> bool:
@@ -131,29 +140,42 @@ def winograd_eligible(g: dict) -> bool:
             and g["h"] > 1 and min(g["cin"], g["cout"]) >= WINOGRAD_MIN_CHANNELS)
 
 
-def winograd_filters(w: np.ndarray) -> np.ndarray:
-    """[Cout, Cin, 3, 3] -> the 16 matrices U_k = (G w G^T)[i, j] (k = 4i + j), each [Cout x Cin] packed."""
-    u = np.einsum("ia,ocab,jb->ijoc", WINOGRAD_G, w.astype(np.float64), WINOGRAD_G).astype(np.float32)
-    return np.concatenate([pack_panels(u[i, j]) for i in range(4) for j in range(4)])
+def winograd_tile(g: dict) -> int:
+    """The output tile side m of an eligible conv: 4 where F(4x4, 3x3) pays, else 2."""
+    return 4 if WINOGRAD_F4 and -(-g["oh"] // 4) * -(-g["ow"] // 4) >= WINOGRAD_F4_MIN_TILES else 2
 
 
-def winograd_tiles(g: dict) -> tuple[int, int]:
+def winograd_taps(w: np.ndarray) -> np.ndarray:
+    """[Cout, Cin, 3, 3] -> [9, P]: the [Cout x Cin] matrix of each tap (a, b), row 3a + b, packed like U."""
+    return np.stack([pack_panels(np.ascontiguousarray(w[:, :, a, b])) for a in range(3) for b in range(3)])
+
+
+def winograd_filters(w: np.ndarray, m: int = 2) -> np.ndarray:
+    """[Cout, Cin, 3, 3] -> the (m+2)^2 matrices U_k = (G w G^T)[i, j] (k = (m+2) i + j), each [Cout x Cin] packed."""
+    G = WINOGRAD_G[m]
+    u = np.einsum("ia,ocab,jb->ijoc", G, w.astype(np.float64), G).astype(np.float32)
+    return np.concatenate([pack_panels(u[i, j]) for i in range(m + 2) for j in range(m + 2)])
+
+
+def winograd_tiles(g: dict, m: int = 2) -> tuple[int, int]:
     """(tiles per block, scratch bytes): mirror of winograd.c's scratch layout. Every block streams all
-    16 U_k (16 Cin Cout floats) once, so deep layers (big U) on small planes take the whole plane in one
+    nk = (m+2)^2 U_k (nk Cin Cout floats) once, so deep layers (big U) on small planes take the whole plane in one
     block (up to WINOGRAD_SINGLE_BLOCK_FLOATS); otherwise blocks fit the budget, balanced in size: with
     small U, re-reading it costs less than V and M planes that outgrow the cache."""
-    th, tw = -(-g["oh"] // 2), -(-g["ow"] // 2)
+    a = m + 2
+    nk = a * a
+    th, tw = -(-g["oh"] // m), -(-g["ow"] // m)
     tiles = th * tw
-    rw = _round_up(2 * tw + 8, 4)
-    per_tile = 16 * (g["cin"] + g["cout"])
-    big_u = 16 * g["cin"] * g["cout"] >= WINOGRAD_BIG_WEIGHTS_FLOATS
-    if big_u and per_tile * _round_up(tiles, NR) + 4 * rw <= WINOGRAD_SINGLE_BLOCK_FLOATS:
+    rw = _round_up(m * tw + 4 * m, 4)
+    per_tile = nk * (g["cin"] + g["cout"])
+    big_u = nk * g["cin"] * g["cout"] >= WINOGRAD_BIG_WEIGHTS_FLOATS
+    if big_u and per_tile * _round_up(tiles, NR) + a * rw <= WINOGRAD_SINGLE_BLOCK_FLOATS:
         nt = tiles
     else:
-        nt = max(WINOGRAD_MIN_TILES, (WINOGRAD_SCRATCH_FLOATS - 4 * rw) // per_tile // NR * NR)
+        nt = max(WINOGRAD_MIN_TILES, (WINOGRAD_SCRATCH_FLOATS - a * rw) // per_tile // NR * NR)
         blocks = -(-tiles // nt)
         nt = min(tiles, _round_up(-(-tiles // blocks), NR))
-    return nt, (per_tile * _round_up(nt, NR) + 4 * rw * THREAD_SLOTS) * 4
+    return nt, (per_tile * _round_up(nt, NR) + a * rw * THREAD_SLOTS) * 4
 
 
 def emit_conv(ctx: LowerCtx, node: onnx.NodeProto, activation: Activation = (ACT_NONE, ()),
@@ -174,8 +196,15 @@ def emit_conv(ctx: LowerCtx, node: onnx.NodeProto, activation: Activation = (ACT
                  [out], window + act, scratch_bytes=dw_scratch_bytes(g))
         return
     if winograd_eligible(g):
-        nt, scratch = winograd_tiles(g)
-        ctx.emit(Op.WINOGRAD_CONV, [node.input[0], ctx.weight(winograd_filters(w), "wino"), bias, residual], [out],
+        m = winograd_tile(g)
+        nt, scratch = winograd_tiles(g, m)
+        if m == 4:
+            taps = winograd_taps(w)
+            u = ctx.temp((36, taps.shape[1]), np.float32, "wino")
+            ctx.prologue(Op.WINOGRAD_FILTER, [ctx.weight(taps, "taps")], [u], [4])
+        else:
+            u = ctx.weight(winograd_filters(w), "wino")
+        ctx.emit(Op.WINOGRAD_CONV_F4 if m == 4 else Op.WINOGRAD_CONV, [node.input[0], u, bias, residual], [out],
                  [MR, *window, nt, *act], scratch_bytes=scratch)
         return
     G = g["group"]

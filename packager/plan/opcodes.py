@@ -40,6 +40,9 @@ class Op(enum.IntEnum):
     QADD = 32
     QMAXPOOL = 33
     QWINOGRAD_CONV = 34
+    # float kernels again (ids 40..)
+    WINOGRAD_CONV_F4 = 40
+    WINOGRAD_FILTER = 41
 
 
 # ONNX TensorProto dtype codes the runtime understands, with their numpy types.

@@ -29,11 +29,16 @@ def store_weights_fp16(ctx) -> int:
     from ..plan import layout
     from ..plan.opcodes import Op
     prologue = []
+    # WINOGRAD_FILTER (a prologue node: it may read weights only, not a CAST's output) widens float16 taps itself.
+    widened_by_reader = {n for e in ctx.emitted if e.op == Op.WINOGRAD_FILTER for n in e.inputs if n}
     for name, t in list(ctx.tensors.items()):
         if t.data is None or t.dtype != TensorProto.FLOAT:
             continue
         a = np.frombuffer(t.data, dtype=np.float32)
         if not _convertible(a):
+            continue
+        if name in widened_by_reader:
+            ctx.tensors[name] = Tensor(name, TensorProto.FLOAT16, t.shape, a.astype(np.float16).tobytes())
             continue
         half = f"{name}::f16"
         ctx.tensors[half] = Tensor(half, TensorProto.FLOAT16, t.shape, a.astype(np.float16).tobytes())

@@ -85,6 +85,9 @@ def extra_models() -> list:
         model([helper.make_node("MatMul", ["x", "w1"], ["h"]), helper.make_node("Add", ["h", "b1"], ["hb"]),
                helper.make_node("MatMul", ["hb", "w2"], ["y"])],
               [("x", [1, 17, 8])], ["y"], {"w1": w(8, 20), "b1": w(20), "w2": w(20, 6)}),
+        # 16 tiles of 4x4: Winograd F(4x4, 3x3), its U made by a WINOGRAD_FILTER prologue node
+        model([helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 0, 1]), helper.make_node("Relu", ["c"], ["y"])],
+              [("x", [1, 16, 15, 14])], ["y"], {"w": w(16, 16, 3, 3), "b": w(16)}),
     ]
 
 

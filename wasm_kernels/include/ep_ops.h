@@ -36,7 +36,9 @@
   X(31, QMATMUL)        \
   X(32, QADD)           /* DQ(a) + DQ(b) [-> act] -> Q */ \
   X(33, QMAXPOOL)       /* MaxPool on int8/uint8 data (DQ -> MaxPool -> Q with equal scales) */ \
-  X(34, QWINOGRAD_CONV) /* 3x3 stride-1 QCONV as exact integer Winograd F(2x2,3x3) */
+  X(34, QWINOGRAD_CONV) /* 3x3 stride-1 QCONV as exact integer Winograd F(2x2,3x3) */ \
+  X(40, WINOGRAD_CONV_F4) /* 3x3 stride-1 conv as Winograd F(4x4,3x3): planes of 16+ tiles */ \
+  X(41, WINOGRAD_FILTER) /* prologue: Winograd U = G g G^T from 3x3 taps, once at bind */
 
 enum ep_op {
 #define EP_OP_ENUM(n, name) EP_OP_##name = n,

@@ -38,6 +38,8 @@ static const ep_kernel kernels[EP_OP_COUNT] = {
   K(QADD, 2, 2, 1, 1),
   K(QMAXPOOL, 1, 1, 1, 1),
   K(QWINOGRAD_CONV, 2, 4, 1, 1),   /* X, U (int16 pairs), bias?, mult? */
+  K(WINOGRAD_CONV_F4, 2, 4, 1, 1), /* X, transformed W (36 matrices), bias?, residual? */
+  K(WINOGRAD_FILTER, 1, 1, 1, 1),  /* 3x3 taps -> U */
 };
 #undef K
 

@@ -456,17 +456,7 @@ static int cast_dtype_ok(uint32_t d) {
   return d == EP_F32 || d == EP_I64 || d == EP_I32 || d == EP_I8 || d == EP_U8 || d == EP_BOOL;
 }
 
-/* IEEE binary16 <-> binary32 by bits (no hardware half type on the targets' baseline). */
-static uint32_t f16_to_f32_bits(uint32_t h) {
-  uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1Fu, man = h & 0x3FFu;
-  if (exp == 0x1Fu) return sign | 0x7F800000u | (man << 13);           /* inf, NaN (payload kept) */
-  if (exp != 0) return sign | ((exp + 112u) << 23) | (man << 13);        /* normal: rebias 15 -> 127 */
-  if (man == 0) return sign;                                             /* +-0 */
-  uint32_t e = 113u;                                                     /* subnormal: normalize */
-  while (!(man & 0x400u)) { man <<= 1; e--; }
-  return sign | (e << 23) | ((man & 0x3FFu) << 13);
-}
-
+/* IEEE binary32 -> binary16 by bits (no hardware half type on the targets' baseline; the other way: util.c). */
 static uint16_t f32_bits_to_f16(uint32_t f) {
   uint32_t sign = (f >> 16) & 0x8000u, exp = (f >> 23) & 0xFFu, man = f & 0x7FFFFFu;
   if (exp == 0xFFu) return (uint16_t)(sign | 0x7C00u | (man ? 0x200u | (man >> 13) : 0));
@@ -523,7 +513,7 @@ ep_status ep_run_CAST(const ep_node *n) {
   if (sd == EP_F16) {
     const uint16_t *h = (const uint16_t *)(const void *)src;
     uint32_t *o = (uint32_t *)(void *)dst;
-    for (uint32_t i = 0; i < count; i++) o[i] = f16_to_f32_bits(h[i]);
+    for (uint32_t i = 0; i < count; i++) o[i] = ep_f16_to_f32_bits(h[i]);
     return EP_OK;
   }
   if (dd == EP_F16) {

@@ -1,17 +1,19 @@
-/* WINOGRAD_CONV: 3x3, stride 1, dilation 1, groups 1 convolution as Winograd F(2x2, 3x3), NCHW.
+/* WINOGRAD_CONV and WINOGRAD_CONV_F4: 3x3, stride 1, dilation 1, groups 1 convolution as Winograd F(2x2, 3x3)
+ * or F(4x4, 3x3), NCHW. Both share everything but the two transforms; `m` below is the output tile's side (2 or
+ * 4), `a` = m + 2 the input tile's, nk = a * a the transformed tile's positions (16 or 36).
  *
- * inputs X [B,Cin,H,W], U (16 transformed filter matrices), bias? [Cout], residual? (Y's shape);
+ * inputs X [B,Cin,H,W], U (nk transformed filter matrices), bias? [Cout], residual? (Y's shape);
  * output Y [B,Cout,OH,OW] with OH = H + pt + pb - 2, OW = W + pl + pr - 2.
- * U = G g G^T per (cout, cin), computed by the packager (packager/ops/conv.py): for each of the 16
- * positions k = 4*i + j of the 4x4 transformed tile, the [Cout x Cin] matrix U_k packed in
- * EP_GEMM_MR-row panels (gemm.h); numel = 16 * ep_gemm_packed_a_floats(Cout, Cin).
+ * U = G g G^T per (cout, cin), computed by the packager (packager/ops/conv.py): for each of the nk
+ * positions k = a*i + j of the transformed tile, the [Cout x Cin] matrix U_k packed in
+ * EP_GEMM_MR-row panels (gemm.h); numel = nk * ep_gemm_packed_a_floats(Cout, Cin).
  * params (15 words): mr, kh, kw, sh, sw, dh, dw (must be 6,3,3,1,1,1,1), pad_top, pad_left, pad_bottom,
  *   pad_right, nt, act, act_p0 (f32), act_p1 (f32).
- * Output tiles are 2x2 (TH = ceil(OH/2) x TW = ceil(OW/2), row-major); they are processed in blocks
- * of nt tiles: input transform V_k = B^T d B into 16 planes [Cin x ldv] (ldv = round_up(nt, 8)),
- * 16 GEMMs M_k = U_k V_k via the shared micro-kernel into [Cout x ldv] planes, then the output
+ * Output tiles are m x m (TH = ceil(OH/m) x TW = ceil(OW/m), row-major); they are processed in blocks
+ * of nt tiles: input transform V_k = B^T d B into nk planes [Cin x ldv] (ldv = round_up(nt, 8)),
+ * nk GEMMs M_k = U_k V_k via the shared micro-kernel into [Cout x ldv] planes, then the output
  * transform Y = A^T M A with bias, residual and activation applied before the single store.
- * Scratch (floats): 16 * (Cin + Cout) * ldv + slots * 4 * RW, RW = round_up(2 * TW + 8, 4) (the 4 zero-padded
+ * Scratch (floats): nk * (Cin + Cout) * ldv + slots * a * RW, RW = round_up(m * TW + 4 * m, 4) (the a zero-padded
  * input rows of one tile row, one buffer per thread; slots >= 1: the input transform uses at most that
  * many threads). */
 #include "gemm.h"
@@ -24,9 +26,10 @@
 
 typedef struct {
   uint32_t B, C, H, W, Cout, OH, OW, pt, pl, pb, pr, nt, TH, TW, ldv, rw;
+  uint32_t m, a, nk;   /* output tile side, input tile side, transformed positions */
 } wg_geom;
 
-EP_COLD static ep_status wg_geometry(const ep_node *n, wg_geom *g) {
+EP_COLD static ep_status wg_geometry(const ep_node *n, uint32_t m, wg_geom *g) {
   const int32_t *p = n->params;
   const ep_tensor *x = n->in[0], *u = n->in[1], *y = n->out[0];
   EP_CHECK(x && u && y, EP_E_OP);
@@ -44,22 +47,24 @@ EP_COLD static ep_status wg_geometry(const ep_node *n, wg_geom *g) {
   const uint64_t hp = (uint64_t)g->H + g->pt + g->pb, wp = (uint64_t)g->W + g->pl + g->pr;
   EP_CHECK(hp >= 3 && wp >= 3 && g->OH == hp - 2 && g->OW == wp - 2, EP_E_SHAPE);
   EP_CHECK((uint64_t)g->OH * g->OW <= 0x7FFFFFFFull, EP_E_SHAPE);
-  g->TH = (g->OH + 1) / 2; g->TW = (g->OW + 1) / 2;
+  g->m = m; g->a = m + 2; g->nk = g->a * g->a;
+  g->TH = (g->OH + m - 1) / m; g->TW = (g->OW + m - 1) / m;
   g->ldv = (g->nt + EP_GEMM_NR - 1) / EP_GEMM_NR * EP_GEMM_NR;
-  g->rw = (2 * g->TW + 8 + 3) / 4 * 4;
+  /* the vector input transforms read 4 tiles at a time: up to 4m columns past the last tile's start */
+  g->rw = (m * g->TW + 4 * m + 3) / 4 * 4;
   return EP_OK;
 }
 
 static uint64_t wg_scratch_floats(const wg_geom *g) {
-  return 16ull * ((uint64_t)g->C + g->Cout) * g->ldv + 4ull * g->rw;
+  return (uint64_t)g->nk * ((uint64_t)g->C + g->Cout) * g->ldv + (uint64_t)g->a * g->rw;
 }
 
-EP_COLD ep_status ep_check_WINOGRAD_CONV(const ep_node *n) {
+EP_COLD static ep_status wg_check(const ep_node *n, uint32_t m) {
   EP_CHECK(n->n_params == WG_NPARAMS, EP_E_PARAM);
   wg_geom g;
-  const ep_status s = wg_geometry(n, &g);
+  const ep_status s = wg_geometry(n, m, &g);
   if (s) return s;
-  EP_CHECK(n->in[1]->numel == 16u * ep_gemm_packed_a_floats(g.Cout, g.C), EP_E_SHAPE);
+  EP_CHECK(n->in[1]->numel == (uint64_t)g.nk * ep_gemm_packed_a_floats(g.Cout, g.C), EP_E_SHAPE);
   EP_CHECK(wg_scratch_floats(&g) * 4u <= n->scratch_bytes, EP_E_PARAM);
   EP_CHECK(ep_gemm_check_act(n->params[12]) == EP_OK, EP_E_PARAM);
   if (n->n_in > 2 && n->in[2]) EP_CHECK(n->in[2]->dtype == EP_F32 && n->in[2]->numel == g.Cout, EP_E_SHAPE);
@@ -67,9 +72,12 @@ EP_COLD ep_status ep_check_WINOGRAD_CONV(const ep_node *n) {
   return EP_OK;
 }
 
-/* buf[r * rw + u] = x[ih0 + r][u - pl] for u in [u0, u1), zero outside the input. */
+EP_COLD ep_status ep_check_WINOGRAD_CONV(const ep_node *n) { return wg_check(n, 2); }
+EP_COLD ep_status ep_check_WINOGRAD_CONV_F4(const ep_node *n) { return wg_check(n, 4); }
+
+/* buf[r * rw + u] = x[ih0 + r][u - pl] for r < a, u in [u0, u1), zero outside the input. */
 EP_COLD static void wg_fill_rows(float *buf, uint32_t rw, const float *xc, const wg_geom *g, int64_t ih0, uint32_t u0, uint32_t u1) {
-  for (uint32_t r = 0; r < 4; r++) {
+  for (uint32_t r = 0; r < g->a; r++) {
     float *d = buf + (uint64_t)r * rw;
     const int64_t ih = ih0 + r;
     if (ih < 0 || ih >= (int64_t)g->H) {
@@ -91,18 +99,18 @@ EP_COLD static void wg_fill_rows(float *buf, uint32_t rw, const float *xc, const
   }
 }
 
-/* The last cnt (< 4) tiles' lanes of the 16 transformed vectors o (cold: the end of a tile row segment). */
-EP_COLD static void wg_store_partial(float *dst, uint64_t plane, const f32x4 *o, uint32_t cnt) {
+/* The last cnt (< 4) tiles' lanes of the nk transformed vectors o (cold: the end of a tile row segment). */
+EP_COLD static void wg_store_partial(float *dst, uint64_t plane, const f32x4 *o, uint32_t nk, uint32_t cnt) {
   float tmp[4];
-  for (uint32_t k = 0; k < 16; k++) {
+  for (uint32_t k = 0; k < nk; k++) {
     f32x4_store(tmp, o[k]);
     for (uint32_t t = 0; t < cnt; t++) dst[k * plane + t] = tmp[t];
   }
 }
 
-/* Input transform of tiles [tx0, tx1) of one tile row for one channel: buf holds its 4 padded rows;
+/* F(2x2, 3x3) input transform of tiles [tx0, tx1) of one tile row for one channel: buf holds its 4 padded rows;
  * v points at V_0[c][column of tile tx0], planes `vplane` floats apart. 4 tiles per step. */
-static void wg_input_row(float *v, uint64_t vplane, const float *buf, uint32_t rw, uint32_t tx0, uint32_t tx1) {
+static void wg2_input_row(float *v, uint64_t vplane, const float *buf, uint32_t rw, uint32_t tx0, uint32_t tx1) {
   for (uint32_t tx = tx0; tx < tx1; tx += 4) {
     const float *b = buf + 2 * tx;
     f32x4 d[4][4];
@@ -118,7 +126,7 @@ static void wg_input_row(float *v, uint64_t vplane, const float *buf, uint32_t r
     if (tx + 4 <= tx1) {
       for (uint32_t k = 0; k < 16; k++) f32x4_store(dst + k * vplane, o[k]);
     } else {
-      wg_store_partial(dst, vplane, o, tx1 - tx);
+      wg_store_partial(dst, vplane, o, 16, tx1 - tx);
     }
   }
 }
@@ -139,9 +147,9 @@ typedef struct {
 } wg_epi;
 
 /* s[k] = the first cnt (< 4) lanes at src + k * mplane, 0 past them (cold: the end of a segment). */
-EP_COLD static void wg_load_partial(f32x4 *s, const float *src, uint64_t mplane, uint32_t cnt) {
+EP_COLD static void wg_load_partial(f32x4 *s, const float *src, uint64_t mplane, uint32_t nk, uint32_t cnt) {
   float tmp[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-  for (uint32_t k = 0; k < 16; k++) {
+  for (uint32_t k = 0; k < nk; k++) {
     for (uint32_t t = 0; t < cnt; t++) tmp[t] = src[k * mplane + t];
     s[k] = f32x4_load(tmp);
   }
@@ -164,9 +172,9 @@ EP_COLD static void wg_store_edge(float *y0, const f32x4 *y, const wg_geom *g, c
   }
 }
 
-/* Output transform of tiles [tx0, tx1) of tile row ty for output channel co; m points at
+/* F(2x2, 3x3) output transform of tiles [tx0, tx1) of tile row ty for output channel co; m points at
  * M_0[co][column of tile tx0], planes `mplane` floats apart; y is this image's output. */
-static void wg_output_row(const float *m, uint64_t mplane, float *y, const wg_geom *g, uint32_t co, uint32_t ty,
+static void wg2_output_row(const float *m, uint64_t mplane, float *y, const wg_geom *g, uint32_t co, uint32_t ty,
                           uint32_t tx0, uint32_t tx1, const wg_epi *e, const ep_gemm_epi *se) {
   const uint64_t ohw = (uint64_t)g->OH * g->OW;
   const f32x4 bv = f32x4_splat(e->bias ? e->bias[co] : 0.0f);
@@ -182,7 +190,7 @@ static void wg_output_row(const float *m, uint64_t mplane, float *y, const wg_ge
     if (cnt == 4) {
       for (uint32_t k = 0; k < 16; k++) s[k] = f32x4_load(src + k * mplane);
     } else {
-      wg_load_partial(s, src, mplane, cnt);
+      wg_load_partial(s, src, mplane, 16, cnt);
     }
     /* A^T M: rows; then columns */
     f32x4 a0[4], a1[4];
@@ -211,8 +219,120 @@ static void wg_output_row(const float *m, uint64_t mplane, float *y, const wg_ge
   }
 }
 
+/* F(4x4, 3x3) (Lavin's points 0, +-1, +-2, inf). B^T d of one column of 6 vectors: 6 rows out. */
+static inline void wg4_bt(f32x4 *r, f32x4 d0, f32x4 d1, f32x4 d2, f32x4 d3, f32x4 d4, f32x4 d5) {
+  const f32x4 c4 = f32x4_splat(4.0f), m4 = f32x4_splat(-4.0f), m5 = f32x4_splat(-5.0f);
+  const f32x4 t1 = f32x4_fma(d4, m4, d2), t2 = f32x4_fma(d3, m4, d1);     /* d4 - 4 d2, d3 - 4 d1 */
+  const f32x4 t3 = f32x4_sub(d4, d2), x = f32x4_sub(d3, d1), t4 = f32x4_add(x, x);
+  r[0] = f32x4_fma(f32x4_fma(d4, c4, d0), m5, d2);
+  r[1] = f32x4_add(t1, t2); r[2] = f32x4_sub(t1, t2);
+  r[3] = f32x4_add(t3, t4); r[4] = f32x4_sub(t3, t4);
+  r[5] = f32x4_fma(f32x4_fma(d5, c4, d1), m5, d3);
+}
+
+/* A^T m of 6 vectors: 4 out. */
+static inline void wg4_at(f32x4 *o, f32x4 m0, f32x4 m1, f32x4 m2, f32x4 m3, f32x4 m4, f32x4 m5) {
+  const f32x4 s12 = f32x4_add(m1, m2), d12 = f32x4_sub(m1, m2), s34 = f32x4_add(m3, m4), d34 = f32x4_sub(m3, m4);
+  o[0] = f32x4_add(f32x4_add(m0, s12), s34);
+  o[1] = f32x4_fma(d12, f32x4_splat(2.0f), d34);
+  o[2] = f32x4_fma(s12, f32x4_splat(4.0f), s34);
+  o[3] = f32x4_fma(f32x4_add(d12, m5), f32x4_splat(8.0f), d34);
+}
+
+/* F(4x4, 3x3) input transform of tiles [tx0, tx1) of one tile row for one channel (buf: its 6 padded rows),
+ * 4 tiles per step, lane l = tile tx + l: columns 4 (tx + l) + c of a row are deinterleaved from 5 loads.
+ * Row by row (d B into a small buffer), then column by column (B^T of it straight to the V planes): few live
+ * vectors, so nothing spills. */
+static void wg4_input_row(float *v, uint64_t vplane, const float *buf, uint32_t rw, uint32_t tx0, uint32_t tx1) {
+  for (uint32_t tx = tx0; tx < tx1; tx += 4) {
+    const float *b = buf + 4 * tx;
+    f32x4 db[6][6];   /* db[r]: row r of d B */
+    EP_COMPACT_LOOP
+    for (uint32_t r = 0; r < 6; r++) {
+      const float *q = b + (uint64_t)r * rw;
+      const f32x4 v0 = f32x4_load(q), v1 = f32x4_load(q + 4), v2 = f32x4_load(q + 8), v3 = f32x4_load(q + 12);
+      const f32x4 v4 = f32x4_load(q + 16);
+      const f32x4 e01 = f32x4_even(v0, v1), o01 = f32x4_odd(v0, v1), e23 = f32x4_even(v2, v3), o23 = f32x4_odd(v2, v3);
+      const f32x4 e12 = f32x4_even(v1, v2), o12 = f32x4_odd(v1, v2), e34 = f32x4_even(v3, v4), o34 = f32x4_odd(v3, v4);
+      wg4_bt(db[r], f32x4_even(e01, e23), f32x4_even(o01, o23), f32x4_odd(e01, e23), f32x4_odd(o01, o23),
+             f32x4_even(e12, e34), f32x4_even(o12, o34));
+    }
+    float *dst = v + (tx - tx0);
+    const int full = tx + 4 <= tx1;
+    EP_COMPACT_LOOP
+    for (uint32_t j = 0; j < 6; j++) {
+      f32x4 o[6];
+      wg4_bt(o, db[0][j], db[1][j], db[2][j], db[3][j], db[4][j], db[5][j]);
+      float *dj = dst + j * vplane;
+      if (full) {
+        for (uint32_t i = 0; i < 6; i++) f32x4_store(dj + 6 * i * vplane, o[i]);
+      } else {
+        wg_store_partial(dj, 6 * vplane, o, 6, tx1 - tx);
+      }
+    }
+  }
+}
+
+/* Output row r (4 tiles' columns w[l] = 4 (tx + l) .. + 3) of an F(4x4) group: the fused epilogue, vector stores
+ * for the lanes whose 4 columns lie inside the output, scalar ones (cold) for the rest. */
+static void wg4_store_row(float *yr, const float *rr, const f32x4 w[4], uint32_t cnt, uint32_t ow, const wg_geom *g,
+                          const wg_epi *e, const ep_gemm_epi *se, uint32_t co, uint32_t n0, f32x4 bv, f32x4 p0, f32x4 p1) {
+  for (uint32_t l = 0; l < cnt; l++) {
+    const uint32_t c0 = ow + 4 * l;
+    if (c0 + 4 <= g->OW) {
+      f32x4 v = f32x4_add(w[l], bv);
+      if (rr) v = f32x4_add(v, f32x4_load(rr + c0));
+      if (e->act != EP_ACT_NONE) v = wg_act(v, e->act, p0, p1);
+      f32x4_store(yr + c0, v);
+      continue;
+    }
+    float t[4];
+    f32x4_store(t, w[l]);
+    for (uint32_t c = 0; c < 4 && c0 + c < g->OW; c++) yr[c0 + c] = ep_gemm_epi_scalar(se, t[c], co, n0 + c0 + c);
+  }
+}
+
+/* F(4x4, 3x3) output transform of tiles [tx0, tx1) of tile row ty for output channel co (as wg2_output_row):
+ * M A row by row into a small buffer, A^T of it column by column; each output row of the 4 tiles is then a 4x4
+ * transpose into 16 consecutive floats. */
+static void wg4_output_row(const float *m, uint64_t mplane, float *y, const wg_geom *g, uint32_t co, uint32_t ty,
+                           uint32_t tx0, uint32_t tx1, const wg_epi *e, const ep_gemm_epi *se) {
+  const uint64_t ohw = (uint64_t)g->OH * g->OW;
+  const f32x4 bv = f32x4_splat(e->bias ? e->bias[co] : 0.0f);
+  const f32x4 p0 = f32x4_splat(e->p0), p1 = f32x4_splat(e->p1);
+  const uint32_t oh = 4 * ty;
+  float *y0 = y + (uint64_t)co * ohw + (uint64_t)oh * g->OW;
+  const float *r0 = e->res ? e->res + (uint64_t)co * ohw + (uint64_t)oh * g->OW : 0;
+  for (uint32_t tx = tx0; tx < tx1; tx += 4) {
+    const float *src = m + (tx - tx0);
+    const uint32_t cnt = tx1 - tx < 4 ? tx1 - tx : 4;
+    f32x4 ma[6][4];   /* ma[i]: row i of M A */
+    EP_COMPACT_LOOP
+    for (uint32_t i = 0; i < 6; i++) {
+      f32x4 s[6];
+      if (cnt == 4) {
+        for (uint32_t j = 0; j < 6; j++) s[j] = f32x4_load(src + (6 * i + j) * mplane);
+      } else {
+        wg_load_partial(s, src + 6 * i * mplane, mplane, 6, cnt);
+      }
+      wg4_at(ma[i], s[0], s[1], s[2], s[3], s[4], s[5]);
+    }
+    f32x4 yv[4][4];   /* yv[c][r]: output row r, column c of each tile */
+    for (uint32_t c = 0; c < 4; c++) wg4_at(yv[c], ma[0][c], ma[1][c], ma[2][c], ma[3][c], ma[4][c], ma[5][c]);
+    const uint32_t ow = 4 * tx;
+    EP_COMPACT_LOOP
+    for (uint32_t r = 0; r < 4 && oh + r < g->OH; r++) {
+      const f32x4 e01 = f32x4_even(yv[0][r], yv[1][r]), o01 = f32x4_odd(yv[0][r], yv[1][r]);
+      const f32x4 e23 = f32x4_even(yv[2][r], yv[3][r]), o23 = f32x4_odd(yv[2][r], yv[3][r]);
+      const f32x4 w[4] = {f32x4_even(e01, e23), f32x4_even(o01, o23), f32x4_odd(e01, e23), f32x4_odd(o01, o23)};
+      wg4_store_row(y0 + (uint64_t)r * g->OW, r0 ? r0 + (uint64_t)r * g->OW : 0, w, cnt, ow, g, e, se, co,
+                    (oh + r) * g->OW, bv, p0, p1);
+    }
+  }
+}
+
 /* One block of tiles [t0, t0 + T) of one image, in three parallel phases: input transform (tasks are
- * channel chunks, each thread with its own 4-row buffer), the 16 GEMMs (tasks are (k, row/column part)),
+ * channel chunks, each thread with its own a-row buffer), the nk GEMMs (tasks are (k, row/column part)),
  * output transform (tasks are output-channel chunks). */
 typedef struct {
   wg_geom g;
@@ -228,18 +348,20 @@ typedef struct {
 static void wg_input_task(void *ctx, uint32_t task, uint32_t thread) {
   const wg_block *b = (const wg_block *)ctx;
   const wg_geom *g = &b->g;
-  float *rows = b->rows + (uint64_t)thread * 4u * g->rw;
+  float *rows = b->rows + (uint64_t)thread * g->a * g->rw;
   const uint64_t hw = (uint64_t)g->H * g->W;
   const uint32_t c0 = ep_chunk(g->C, b->parts, task), c1 = ep_chunk(g->C, b->parts, task + 1);
   for (uint32_t c = c0; c < c1; c++) {
     if (b->N > b->T)   /* columns the GEMM reads past the block: zero (never stored) */
-      for (uint32_t k = 0; k < 16; k++)
+      for (uint32_t k = 0; k < g->nk; k++)
         for (uint32_t t = b->T; t < b->N; t++) b->V[k * b->vplane + (uint64_t)c * g->ldv + t] = 0.0f;
     for (uint32_t t = b->t0; t < b->t0 + b->T;) {   /* one tile row segment at a time */
       const uint32_t ty = t / g->TW, tx0 = t % g->TW;
       const uint32_t tx1 = g->TW - tx0 < b->t0 + b->T - t ? g->TW : tx0 + (b->t0 + b->T - t);
-      wg_fill_rows(rows, g->rw, b->xb + (uint64_t)c * hw, g, (int64_t)2 * ty - g->pt, 2 * tx0, 2 * tx1 + 8);
-      wg_input_row(b->V + (uint64_t)c * g->ldv + (t - b->t0), b->vplane, rows, g->rw, tx0, tx1);
+      wg_fill_rows(rows, g->rw, b->xb + (uint64_t)c * hw, g, (int64_t)g->m * ty - g->pt, g->m * tx0, g->m * tx1 + 4 * g->m);
+      float *v = b->V + (uint64_t)c * g->ldv + (t - b->t0);
+      if (g->m == 4) wg4_input_row(v, b->vplane, rows, g->rw, tx0, tx1);
+      else wg2_input_row(v, b->vplane, rows, g->rw, tx0, tx1);
       t += tx1 - tx0;
     }
   }
@@ -265,13 +387,15 @@ static void wg_output_task(void *ctx, uint32_t task, uint32_t thread) {
     for (uint32_t t = b->t0; t < b->t0 + b->T;) {
       const uint32_t ty = t / g->TW, tx0 = t % g->TW;
       const uint32_t tx1 = g->TW - tx0 < b->t0 + b->T - t ? g->TW : tx0 + (b->t0 + b->T - t);
-      wg_output_row(b->M + (uint64_t)co * g->ldv + (t - b->t0), b->mplane, b->yb, g, co, ty, tx0, tx1, b->e, b->se);
+      const float *m = b->M + (uint64_t)co * g->ldv + (t - b->t0);
+      if (g->m == 4) wg4_output_row(m, b->mplane, b->yb, g, co, ty, tx0, tx1, b->e, b->se);
+      else wg2_output_row(m, b->mplane, b->yb, g, co, ty, tx0, tx1, b->e, b->se);
       t += tx1 - tx0;
     }
   }
 }
 
-/* The 16 GEMMs store plain sums: the bias, residual and activation come in the output transform. */
+/* The nk GEMMs store plain sums: the bias, residual and activation come in the output transform. */
 static const ep_gemm_epi WG_NO_EPI = {1.0f, 1.0f, 0, EP_BIAS_NONE, 0, 0, 0, EP_ACT_NONE, 0.0f, 0.0f};
 
 /* Block-parallel split: task i is the block of `share` tiles starting at i * share, run start to end by one
@@ -291,22 +415,22 @@ static void wg_blocks_task(void *ctx, uint32_t task, uint32_t thread) {
   b.vplane = (uint64_t)b.g.C * j->share;
   b.mplane = (uint64_t)b.g.Cout * j->share;
   b.V += thread * j->slice;
-  b.M = b.V + 16 * b.vplane;
+  b.M = b.V + b.g.nk * b.vplane;
   b.t0 = task * j->share;
   b.T = ntiles - b.t0 < j->share ? ntiles - b.t0 : j->share;
   b.N = (b.T + EP_GEMM_NR - 1) / EP_GEMM_NR * EP_GEMM_NR;
   b.parts = 1;
   b.gemm = (ep_gemm_job){b.g.Cout, b.N, b.g.C, b.u, b.V, b.g.ldv, 1, b.M, b.g.ldv, &WG_NO_EPI, 1, 1};
   wg_input_task(&b, 0, thread);
-  for (uint32_t k = 0; k < 16; k++) wg_gemm_task(&b, k, thread);
+  for (uint32_t k = 0; k < b.g.nk; k++) wg_gemm_task(&b, k, thread);
   wg_output_task(&b, 0, thread);
 }
 
-ep_status ep_run_WINOGRAD_CONV(const ep_node *n) {
+static ep_status wg_run(const ep_node *n, uint32_t m) {
   wg_block blk;
   wg_geom *g = &blk.g;
   *g = (wg_geom){0};   /* check() validated the geometry; zero-init keeps -Wmaybe-uninitialized quiet */
-  wg_geometry(n, g);
+  wg_geometry(n, m, g);
   const float *x = ep_f32(n->in[0]);
   const float *bias = n->n_in > 2 && n->in[2] ? ep_f32(n->in[2]) : 0;
   const float *res = n->n_in > 3 && n->in[3] ? ep_f32(n->in[3]) : 0;
@@ -315,13 +439,13 @@ ep_status ep_run_WINOGRAD_CONV(const ep_node *n) {
   blk.V = (float *)(void *)n->scratch;
   blk.vplane = (uint64_t)g->C * g->ldv;
   blk.mplane = (uint64_t)g->Cout * g->ldv;
-  blk.M = blk.V + 16 * blk.vplane;
-  blk.rows = blk.M + 16 * blk.mplane;
+  blk.M = blk.V + g->nk * blk.vplane;
+  blk.rows = blk.M + g->nk * blk.mplane;
   blk.upanel = ep_gemm_packed_a_floats(g->Cout, g->C);
   const uint64_t hw = (uint64_t)g->H * g->W, ohw = (uint64_t)g->OH * g->OW;
   const uint32_t ntiles = g->TH * g->TW;
-  /* one 4-row buffer per thread: as many input-transform threads as the scratch holds buffers */
-  const uint64_t slots = (n->scratch_bytes / 4u - (uint64_t)(blk.rows - blk.V)) / (4u * g->rw);
+  /* one a-row buffer per thread: as many input-transform threads as the scratch holds buffers */
+  const uint64_t slots = (n->scratch_bytes / 4u - (uint64_t)(blk.rows - blk.V)) / ((uint64_t)g->a * g->rw);
   const uint32_t threads = ep_num_threads(), in_threads = threads < slots ? threads : slots > 1 ? (uint32_t)slots : 1u;
   for (uint32_t b = 0; b < g->B; b++) {
     blk.xb = x + (uint64_t)b * g->C * hw;
@@ -336,7 +460,7 @@ ep_status ep_run_WINOGRAD_CONV(const ep_node *n) {
      * phase waits for another thread. Else the phases of one block are split across the threads. */
     const uint32_t share = g->ldv / in_threads / EP_GEMM_NR * EP_GEMM_NR;
     if (in_threads > 1 && g->nt < ntiles && share >= WG_MIN_SHARE) {
-      wg_blocks_job job = {&blk, share, 16u * ((uint64_t)g->C + g->Cout) * share};
+      wg_blocks_job job = {&blk, share, (uint64_t)g->nk * ((uint64_t)g->C + g->Cout) * share};
       ep_parallel_for((ntiles + share - 1) / share, in_threads, wg_blocks_task, &job);
       continue;
     }
@@ -346,11 +470,70 @@ ep_status ep_run_WINOGRAD_CONV(const ep_node *n) {
       blk.parts = in_threads <= 1 ? 1u : (g->C < 4u * in_threads ? g->C : 4u * in_threads);
       ep_parallel_for(blk.parts, in_threads, wg_input_task, &blk);
       blk.gemm = (ep_gemm_job){g->Cout, blk.N, g->C, blk.u, blk.V, g->ldv, 1, blk.M, g->ldv, &WG_NO_EPI, 1, 1};
-      /* the 16 GEMMs are 16 tasks already: split each only for more than 4 threads */
+      /* the nk GEMMs are nk tasks already: split each only for more than 4 threads */
       ep_gemm_split(g->Cout, blk.N, g->C, (threads + 3) / 4, &blk.gemm.mparts, &blk.gemm.nparts);
-      ep_parallel_for(16u * blk.gemm.mparts * blk.gemm.nparts, EP_MAX_THREADS, wg_gemm_task, &blk);
+      ep_parallel_for(g->nk * blk.gemm.mparts * blk.gemm.nparts, EP_MAX_THREADS, wg_gemm_task, &blk);
       blk.parts = threads <= 1 ? 1u : (g->Cout < 4u * threads ? g->Cout : 4u * threads);
       ep_parallel_for(blk.parts, EP_MAX_THREADS, wg_output_task, &blk);
+    }
+  }
+  return EP_OK;
+}
+
+ep_status ep_run_WINOGRAD_CONV(const ep_node *n) { return wg_run(n, 2); }
+ep_status ep_run_WINOGRAD_CONV_F4(const ep_node *n) { return wg_run(n, 4); }
+
+/* WINOGRAD_FILTER (a prologue kernel): U = G g G^T from the 9 taps of 3x3 filters, so that a plan can carry
+ * the taps (9 floats a filter) instead of U ((m+2)^2: 4x more for F(4x4)) and pay the transform once at bind.
+ * input T [9, P] (float32, or float16 weights widened here): T[3a + b] = the [Cout x Cin] matrix of tap (a, b),
+ * packed like U (any P: the transform is elementwise); output U [(m+2)^2, P]; params (1 word): m = 2 or 4. */
+static const float WG_G2[4][3] = {{1.0f, 0.0f, 0.0f}, {0.5f, 0.5f, 0.5f}, {0.5f, -0.5f, 0.5f}, {0.0f, 0.0f, 1.0f}};
+static const float WG_G4[6][3] = {{1.0f / 4, 0.0f, 0.0f}, {-1.0f / 6, -1.0f / 6, -1.0f / 6}, {-1.0f / 6, 1.0f / 6, -1.0f / 6},
+                                  {1.0f / 24, 1.0f / 12, 1.0f / 6}, {1.0f / 24, -1.0f / 12, 1.0f / 6}, {0.0f, 0.0f, 1.0f}};
+
+EP_COLD ep_status ep_check_WINOGRAD_FILTER(const ep_node *n) {
+  EP_CHECK(n->n_params == 1 && (n->params[0] == 2 || n->params[0] == 4), EP_E_PARAM);
+  const ep_tensor *t = n->in[0], *u = n->out[0];
+  EP_CHECK(t && u, EP_E_OP);
+  EP_CHECK((t->dtype == EP_F32 || t->dtype == EP_F16) && u->dtype == EP_F32, EP_E_DTYPE);
+  const int64_t a = n->params[0] + 2;
+  EP_CHECK(t->rank == 2 && u->rank == 2 && t->dims[0] == 9 && u->dims[0] == a * a && u->dims[1] == t->dims[1], EP_E_SHAPE);
+  return EP_OK;
+}
+
+/* Cold: runs once per bind, and memory-bound (9 floats in, up to 36 out). */
+EP_COLD ep_status ep_run_WINOGRAD_FILTER(const ep_node *n) {
+  const uint32_t m = (uint32_t)n->params[0], a = m + 2;
+  const float(*G)[3] = m == 4 ? WG_G4 : WG_G2;
+  const uint64_t P = (uint64_t)n->in[0]->dims[1];
+  const int half = n->in[0]->dtype == EP_F16;
+  const float *t = half ? 0 : ep_f32(n->in[0]);
+  const uint16_t *th = (const uint16_t *)(const void *)n->in[0]->data;
+  float *u = ep_f32(n->out[0]);
+  for (uint64_t p = 0; p < P; p += 4) {
+    const uint32_t cnt = P - p < 4 ? (uint32_t)(P - p) : 4u;
+    f32x4 g[9];
+    for (uint32_t k = 0; k < 9; k++) {
+      float tmp[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      for (uint32_t l = 0; l < cnt; l++) {
+        if (!half) { tmp[l] = t[k * P + p + l]; continue; }
+        const uint32_t bits = ep_f16_to_f32_bits(th[k * P + p + l]);
+        ep_memcpy(&tmp[l], &bits, 4);
+      }
+      g[k] = f32x4_load(tmp);
+    }
+    for (uint32_t i = 0; i < a; i++) {
+      f32x4 gi[3];   /* row i of G g */
+      for (uint32_t b = 0; b < 3; b++)
+        gi[b] = f32x4_fma(f32x4_fma(f32x4_mul(f32x4_splat(G[i][0]), g[b]), f32x4_splat(G[i][1]), g[3 + b]),
+                          f32x4_splat(G[i][2]), g[6 + b]);
+      for (uint32_t j = 0; j < a; j++) {
+        const f32x4 v = f32x4_fma(f32x4_fma(f32x4_mul(f32x4_splat(G[j][0]), gi[0]), f32x4_splat(G[j][1]), gi[1]),
+                                  f32x4_splat(G[j][2]), gi[2]);
+        float tmp[4];
+        f32x4_store(tmp, v);
+        for (uint32_t l = 0; l < cnt; l++) u[(a * i + j) * P + p + l] = tmp[l];
+      }
     }
   }
   return EP_OK;

@@ -9,6 +9,7 @@ export const OP = Object.freeze({
   UNARY: 1, BINARY: 2, WHERE: 3, CAST: 4, CONV: 5, CONV_TRANSPOSE: 6, GEMM: 7, MATMUL: 8, POOL: 9,
   GLOBAL_POOL: 10, BATCHNORM: 11, SOFTMAX: 12, LAYERNORM: 13, REDUCE: 14, CONCAT: 15, SPLIT: 16, SLICE: 17,
   GATHER: 18, TRANSPOSE: 19, COPY: 20, PAD: 21, EXPAND: 22, RESIZE: 23, DEPTHWISE_CONV: 24, WINOGRAD_CONV: 25,
+  WINOGRAD_CONV_F4: 40, WINOGRAD_FILTER: 41,
 });
 const NAMES = Object.freeze(Object.fromEntries(Object.entries(OP).map(([k, v]) => [v, k])));
 /** A kernel's name; ids this backend has no shader for (e.g. the int8 family) read 'kernel N': the wasm

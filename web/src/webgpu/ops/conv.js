@@ -3,7 +3,8 @@
 // CONV runs as a direct convolution over weights repacked at load time from MR=6 row panels into
 // [G][K][Mpad] (K = Cin/G·kh·kw, Mpad = Cout/G rounded up to 8), so a thread computing 8 output channels
 // reads its weights of one tap as two vectors; 1×1 stride-1 unpadded convolutions are matrix products.
-// WINOGRAD_CONV runs Winograd F(2×2, 3×3) on the plan's transformed filters U.
+// WINOGRAD_CONV runs Winograd F(2×2, 3×3) on the plan's transformed filters U; WINOGRAD_CONV_F4 (the core's
+// F(4×4, 3×3): its gain is fewer multiplies, a CPU's bottleneck) runs the same shaders on U rebuilt for F(2×2).
 
 import { F32, OP } from '../plan.js';
 import { MAIN, actFn, floatLoader, vec4Loader } from '../wgsl.js';
@@ -125,27 +126,46 @@ ${IDX4.map((j) => `  let a0${j} = s${j} + s${4 + j} + s${8 + j}; let a1${j} = s$
   put(b, co, oy + 1u, ox, a10 + a11 + a12); put(b, co, oy + 1u, ox + 1u, a11 - a12 - a13);
 }`;
 
-/** U (16 MR-panel [Cout × Cin] matrices) -> [16][Cin][Mpad], Mpad = Cout rounded up to 4.
- * @param {Float32Array} u @param {number} Cout @param {number} Cin @param {number} MR */
-function unpackU(u, Cout, Cin, MR) {
+/** U (nk MR-panel [Cout × Cin] matrices) -> [16][Cin][Mpad], Mpad = Cout rounded up to 4. nk = 36 (F(4×4)'s U):
+ * each filter g = P U Pᵀ (P G₄ = I: rows 0, 1-2 and 5 of U hold g exactly), then U₂ = G₂ g G₂ᵀ.
+ * @param {Float32Array} u @param {number} Cout @param {number} Cin @param {number} MR @param {16 | 36} nk */
+function unpackU(u, Cout, Cin, MR, nk) {
   const Mp = Math.ceil(Cout / MR) * MR, Mpad = Math.ceil(Cout / 4) * 4;
   const out = new Float32Array(16 * Cin * Mpad);
-  for (let k = 0; k < 16; k++) {
-    for (let co = 0; co < Cout; co++) {
-      const src = k * Mp * Cin + Math.floor(co / MR) * MR * Cin + (co % MR);
-      for (let ci = 0; ci < Cin; ci++) out[(k * Cin + ci) * Mpad + co] = u[src + ci * MR];
+  const at = (/** @type {number} */ k, /** @type {number} */ co, /** @type {number} */ ci) =>
+    u[k * Mp * Cin + Math.floor(co / MR) * MR * Cin + (co % MR) + ci * MR];
+  const g = new Float64Array(9), t = new Float64Array(12);
+  /** U row i times Pᵀ: the 3 values of g's columns it holds. @param {number} i @param {number} co @param {number} ci */
+  const rowP = (i, co, ci) => [4 * at(6 * i, co, ci), 3 * (at(6 * i + 2, co, ci) - at(6 * i + 1, co, ci)), at(6 * i + 5, co, ci)];
+  for (let co = 0; co < Cout; co++) {
+    for (let ci = 0; ci < Cin; ci++) {
+      if (nk === 16) {
+        for (let k = 0; k < 16; k++) out[(k * Cin + ci) * Mpad + co] = at(k, co, ci);
+        continue;
+      }
+      const [r0, r1, r2, r5] = [rowP(0, co, ci), rowP(1, co, ci), rowP(2, co, ci), rowP(5, co, ci)];
+      for (let b = 0; b < 3; b++) { g[b] = 4 * r0[b]; g[3 + b] = 3 * (r2[b] - r1[b]); g[6 + b] = r5[b]; }   // g = P U Pᵀ
+      for (let b = 0; b < 3; b++) {   // G₂ g: rows g0, (g0+g1+g2)/2, (g0-g1+g2)/2, g2
+        t[b] = g[b]; t[3 + b] = (g[b] + g[3 + b] + g[6 + b]) / 2; t[6 + b] = (g[b] - g[3 + b] + g[6 + b]) / 2; t[9 + b] = g[6 + b];
+      }
+      for (let i = 0; i < 4; i++) {   // (G₂ g) G₂ᵀ
+        const [a, b, c] = [t[3 * i], t[3 * i + 1], t[3 * i + 2]];
+        const v = [a, (a + b + c) / 2, (a - b + c) / 2, c];
+        for (let j = 0; j < 4; j++) out[((4 * i + j) * Cin + ci) * Mpad + co] = v[j];
+      }
     }
   }
   return out;
 }
 
 /** @param {PlanNode} node @param {BuildContext} ctx @param {ReturnType<typeof spatial> & {}} s
- * @param {number[]} pads [pt, pl] @param {number[]} act [code, p0, p1] @param {number} MR @returns {Dispatch[]} */
-function winogradDispatches(node, ctx, s, pads, act, MR) {
+ * @param {number[]} pads [pt, pl] @param {number[]} act [code, p0, p1] @param {number} MR @param {16 | 36} nk U's matrices
+ * @returns {Dispatch[]} */
+function winogradDispatches(node, ctx, s, pads, act, MR, nk) {
   const x = ctx.t(node.inputs[0]), w = ctx.t(node.inputs[1]), y = ctx.t(node.outputs[0]);
   const [pt, pl] = pads, TH = Math.ceil(s.OH / 2), TW = Math.ceil(s.OW / 2), T = s.B * TH * TW;
   const Mpad = Math.ceil(s.Cout / 4) * 4;
-  const U = ctx.fsrc(w.id, 'winograd-u', () => unpackU(ctx.floats(w.id), s.Cout, s.Cin, MR));
+  const U = ctx.fsrc(w.id, 'winograd-u', () => unpackU(ctx.floats(w.id), s.Cout, s.Cin, MR, nk));
   const vWords = 16 * s.Cin * T, S = ctx.scratch(vWords + 16 * s.Cout * T);
   const xs = ctx.fsrc(x.id);
   const xin = /* wgsl */ `fn xin(base: u32, iy: i32, ix: i32) -> f32 {
@@ -205,15 +225,15 @@ export function conv(node, ctx) {
   if (typeof o === 'string') return o;
   const { x, w, y, s } = o;
   const pr = node.params;
-  if (node.op === OP.WINOGRAD_CONV) {
+  if (node.op === OP.WINOGRAD_CONV || node.op === OP.WINOGRAD_CONV_F4) {
     if (pr.length !== 15) return 'params';
     const [MR, kh, kw, sh, sw, dh, dw, pt, pl, pb, pR, , act, a0, a1] = pr;
     if (kh !== 3 || kw !== 3 || sh !== 1 || sw !== 1 || dh !== 1 || dw !== 1) return 'winograd geometry';
     if (!(act >= 0 && act <= 9) || x.dims.length !== 4 || !(MR >= 1)) return 'params';
-    const want = 16 * Math.ceil(s.Cout / MR) * MR * s.Cin;
+    const nk = node.op === OP.WINOGRAD_CONV ? 16 : 36, want = nk * Math.ceil(s.Cout / MR) * MR * s.Cin;
     if (w.numel !== want) ctx.fail(`U holds ${w.numel} values, expected ${want}`);
     if (s.OH !== s.H + pt + pb - 2 || s.OW !== s.W + pl + pR - 2 || s.OH < 1 || s.OW < 1) ctx.fail('output size does not match the pads');
-    return winogradDispatches(node, ctx, s, [pt, pl], [act, a0, a1], MR);
+    return winogradDispatches(node, ctx, s, [pt, pl], [act, a0, a1], MR, nk);
   }
   if (pr.length !== 16) return 'params';
   const [G, MR, kh, kw, sh, sw, dh, dw, pt, pl, pb, pR, , act, a0, a1] = pr;

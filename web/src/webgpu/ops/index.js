@@ -14,7 +14,7 @@ import { convTranspose, resize } from './upsample.js';
 
 /** @type {Record<number, Builder>} */
 export const BUILDERS = {
-  [OP.CONV]: conv, [OP.WINOGRAD_CONV]: conv, [OP.DEPTHWISE_CONV]: depthwise,
+  [OP.CONV]: conv, [OP.WINOGRAD_CONV]: conv, [OP.WINOGRAD_CONV_F4]: conv, [OP.DEPTHWISE_CONV]: depthwise,
   [OP.GEMM]: gemm, [OP.MATMUL]: matmul,
   [OP.UNARY]: unary, [OP.BINARY]: binary, [OP.BATCHNORM]: batchnorm,
   [OP.SOFTMAX]: softmax, [OP.LAYERNORM]: layernorm, [OP.REDUCE]: reduce,
