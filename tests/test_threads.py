@@ -64,8 +64,9 @@ def test_model_two_threads(name: str, tmp_path: Path) -> None:
 
 
 def _convnet() -> onnx.ModelProto:
-    """Every threaded kernel on odd sizes: CONV (im2col split by columns, direct 1x1), POOL, WINOGRAD_CONV
-    with a residual (several blocks: split by blocks), DEPTHWISE_CONV (stride 1 and 2), Gemm, MatMul."""
+    """Every threaded kernel on odd sizes: CONV (im2col split by columns, direct 1x1), POOL, WINOGRAD_CONV_F4
+    (or WINOGRAD_CONV) with a residual (several blocks: split by blocks), DEPTHWISE_CONV (stride 1 and 2), Gemm,
+    MatMul."""
     rng = np.random.default_rng(0)
 
     def w(name, *shape):
@@ -99,8 +100,10 @@ def test_model_two_threads_relaxed(name: str, tmp_path: Path) -> None:
     _check(tmp_path, bundle, 2, isa="relaxed")
 
 
-@pytest.mark.parametrize("threads,isa", [(3, "simd"), (5, "simd"), (3, "relaxed")])
-def test_odd_thread_counts(threads: int, isa: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("threads,isa,f4", [(3, "simd", True), (5, "simd", True), (3, "relaxed", True), (3, "simd", False)])
+def test_odd_thread_counts(threads: int, isa: str, f4: bool, tmp_path: Path, monkeypatch) -> None:
+    import packager.ops.conv as conv
+    monkeypatch.setattr(conv, "WINOGRAD_F4", f4)
     p = tmp_path / "convnet.onnx"
     onnx.save(_convnet(), str(p))
     _check(tmp_path, package(p, out=tmp_path / "b"), threads, isa=isa)
