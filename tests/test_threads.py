@@ -104,6 +104,7 @@ def test_model_two_threads_relaxed(name: str, tmp_path: Path) -> None:
 def test_odd_thread_counts(threads: int, isa: str, f4: bool, tmp_path: Path, monkeypatch) -> None:
     import packager.ops.conv as conv
     monkeypatch.setattr(conv, "WINOGRAD_F4", f4)
+    monkeypatch.setattr(conv, "WINOGRAD_F4_MIN_CHANNEL_PAIRS", 1)   # its 24-channel Winograd layer
     p = tmp_path / "convnet.onnx"
     onnx.save(_convnet(), str(p))
     _check(tmp_path, package(p, out=tmp_path / "b"), threads, isa=isa)

@@ -573,7 +573,9 @@ def test_benchmark_model_on_webgpu(page, name, bench_bundles, tmp_path_factory) 
     bundle = _bench_bundle(name, bench_bundles, tmp_path_factory)
     info = page.open(bundle)
     assert "error" not in info, info
-    assert all(p["on"] == "gpu" for p in info["placement"]), [p for p in info["placement"] if p["on"] != "gpu"]
+    # everything on the GPU but Winograd F(4x4)'s filter transforms, which the wasm core runs once at bind
+    off = [p for p in info["placement"] if p["on"] != "gpu"]
+    assert all(p["on"] == "prologue" and p["op"] == "WINOGRAD_FILTER" for p in off), off
     ref = onnx.load(str(bundle / "model.onnx"))
     for seed in (1, 2):
         feeds = _feeds(bundle, seed)
@@ -625,7 +627,7 @@ def test_fp16_bundle(page, name, f16_weights, fp16_bundles, tmp_path_factory) ->
         assert info["memory"]["weightBytes"] < 0.75 * full, (info["memory"], full)
         info = page.open(bundle, f16Weights=True)
     kinds = {p["op"] for p in info["placement"] if p["on"] == "prologue"}
-    assert kinds == {"CAST"}, info["placement"]
+    assert "CAST" in kinds and kinds <= {"CAST", "WINOGRAD_FILTER"}, info["placement"]
     assert all(p["on"] != "wasm" for p in info["placement"]), [p for p in info["placement"] if p["on"] == "wasm"]
     feeds = _feeds(bundle, 3)
     res = page.run(feeds)

@@ -131,8 +131,13 @@ WINOGRAD_G = {
 # F(4x4, 3x3) takes 36 products per 16 outputs against F(2x2)'s 16 per 4 (1.78x fewer), but each block streams
 # a U 2.25x larger: on planes of few 4x4 tiles (ResNet's 7x7: 4 tiles) that stream costs more than it saves.
 # Its U is 4x the filter taps, so the plan carries the taps and a WINOGRAD_FILTER prologue node makes U at bind.
+# Layers with fewer than 128x128 channel pairs stay F(2x2): their transforms eat more of the gain (resnet18's
+# 64-channel layers: 0.93x), and the int8 path, whose exact integer Winograd is F(2x2) only (int16 cannot hold
+# F(4x4)'s U), must stay 1.8x faster than float32 on models made of them (cifar10net: F(4x4) would make its
+# float32 bundle 0.82x of the time and its int8 speed-up 1.5x). docs/design.md.
 WINOGRAD_F4 = True          # False: every Winograd conv is F(2x2) (tests compare the two)
 WINOGRAD_F4_MIN_TILES = 16  # 4x4 output tiles of the plane (14x14 and up)
+WINOGRAD_F4_MIN_CHANNEL_PAIRS = 128 * 128
 
 
 def winograd_eligible(g: dict) -> bool:
@@ -142,7 +147,9 @@ def winograd_eligible(g: dict) -> bool:
 
 def winograd_tile(g: dict) -> int:
     """The output tile side m of an eligible conv: 4 where F(4x4, 3x3) pays, else 2."""
-    return 4 if WINOGRAD_F4 and -(-g["oh"] // 4) * -(-g["ow"] // 4) >= WINOGRAD_F4_MIN_TILES else 2
+    tiles = -(-g["oh"] // 4) * -(-g["ow"] // 4)
+    f4 = tiles >= WINOGRAD_F4_MIN_TILES and g["cin"] * g["cout"] >= WINOGRAD_F4_MIN_CHANNEL_PAIRS
+    return 4 if WINOGRAD_F4 and f4 else 2
 
 
 def winograd_taps(w: np.ndarray) -> np.ndarray:

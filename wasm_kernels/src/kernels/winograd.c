@@ -4,7 +4,8 @@
  *
  * inputs X [B,Cin,H,W], U (nk transformed filter matrices), bias? [Cout], residual? (Y's shape);
  * output Y [B,Cout,OH,OW] with OH = H + pt + pb - 2, OW = W + pl + pr - 2.
- * U = G g G^T per (cout, cin), computed by the packager (packager/ops/conv.py): for each of the nk
+ * U = G g G^T per (cout, cin), computed by the packager (packager/ops/conv.py) for F(2x2), at bind by the
+ * WINOGRAD_FILTER prologue (end of this file) for F(4x4): for each of the nk
  * positions k = a*i + j of the transformed tile, the [Cout x Cin] matrix U_k packed in
  * EP_GEMM_MR-row panels (gemm.h); numel = nk * ep_gemm_packed_a_floats(Cout, Cin).
  * params (15 words): mr, kh, kw, sh, sw, dh, dw (must be 6,3,3,1,1,1,1), pad_top, pad_left, pad_bottom,
