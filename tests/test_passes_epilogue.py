@@ -1,6 +1,6 @@
 """Epilogue activations 4..9 (sigmoid, hardsigmoid, hardswish, tanh, gelu, gelu_tanh) fused into every
-conv/gemm kernel path: im2col CONV, 1x1 direct CONV, WINOGRAD_CONV, DEPTHWISE_CONV and GEMM, each with a
-partial last vector, on the SIMD and scalar builds, against onnxruntime."""
+conv/gemm kernel path: im2col CONV, 1x1 direct CONV, WINOGRAD_CONV (and WINOGRAD_CONV_F4), DEPTHWISE_CONV and
+GEMM, each with a partial last vector, on the SIMD and scalar builds, against onnxruntime."""
 from __future__ import annotations
 
 import json
@@ -54,15 +54,21 @@ def _atol(want: np.ndarray) -> float:
     return 1e-5 * max(1.0, float(np.abs(want).max()))
 
 
+@pytest.mark.parametrize("tile", [2, 4])
 @pytest.mark.parametrize("act,attrs", ACTIVATIONS, ids=[f"{a}{'_' + '_'.join(map(str, k.values())) if k else ''}"
                                                          for a, k in ACTIVATIONS])
-def test_activation_fuses_into_every_head(act: str, attrs: dict, tmp_path) -> None:
+def test_activation_fuses_into_every_head(act: str, attrs: dict, tile: int, tmp_path, monkeypatch) -> None:
+    import packager.ops.conv as conv
+    if tile == 4:   # the 16-channel 9x9 layer as Winograd F(4x4)
+        monkeypatch.setattr(conv, "WINOGRAD_F4_MIN_TILES", 1)
+        monkeypatch.setattr(conv, "WINOGRAD_F4_MIN_CHANNEL_PAIRS", 1)
     model = _chain(act, attrs)
     path = package(model, out=tmp_path / "b", verify=False)
     plan = layout.decode((path / "model.plan").read_bytes())
     kernels = [Op(n.op).name for n in plan.nodes]
     assert "UNARY" not in kernels, kernels   # every activation went into an epilogue
-    assert {"WINOGRAD_CONV", "DEPTHWISE_CONV", "CONV", "GEMM"} <= set(kernels), kernels
+    wino = "WINOGRAD_CONV_F4" if tile == 4 else "WINOGRAD_CONV"
+    assert {wino, "DEPTHWISE_CONV", "CONV", "GEMM"} <= set(kernels), kernels
     for variant in ("simd", "scalar"):
         b = load_bundle(path, variant)
         feeds = random_inputs(b.inputs, seed=5)

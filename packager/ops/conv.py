@@ -122,12 +122,10 @@ def dw_scratch_bytes(g: dict) -> int:
     return (g["h"] + g["pt"] + g["pb"]) * g["sw"] * pw * 4 * THREAD_SLOTS
 
 
-# Winograd F(m x m, 3x3), m = 2 or 4: G ((m+2) x 3) transforms a 3x3 filter (winograd.c uses B^T, A^T).
-WINOGRAD_G = {
-    2: np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]]),
-    4: np.array([[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6], [1 / 24, 1 / 12, 1 / 6],
-                 [1 / 24, -1 / 12, 1 / 6], [0, 0, 1]]),
-}
+# Winograd F(2x2, 3x3): G (4x3) transforms a 3x3 filter (winograd.c uses B^T, A^T). F(4x4)'s G lives in
+# winograd.c's WINOGRAD_FILTER, which transforms the taps at bind.
+WINOGRAD_G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]])
+
 # F(4x4, 3x3) takes 36 products per 16 outputs against F(2x2)'s 16 per 4 (1.78x fewer), but each block streams
 # a U 2.25x larger: on planes of few 4x4 tiles (ResNet's 7x7: 4 tiles) that stream costs more than it saves.
 # Its U is 4x the filter taps, so the plan carries the taps and a WINOGRAD_FILTER prologue node makes U at bind.
@@ -157,11 +155,10 @@ def winograd_taps(w: np.ndarray) -> np.ndarray:
     return np.stack([pack_panels(np.ascontiguousarray(w[:, :, a, b])) for a in range(3) for b in range(3)])
 
 
-def winograd_filters(w: np.ndarray, m: int = 2) -> np.ndarray:
-    """[Cout, Cin, 3, 3] -> the (m+2)^2 matrices U_k = (G w G^T)[i, j] (k = (m+2) i + j), each [Cout x Cin] packed."""
-    G = WINOGRAD_G[m]
-    u = np.einsum("ia,ocab,jb->ijoc", G, w.astype(np.float64), G).astype(np.float32)
-    return np.concatenate([pack_panels(u[i, j]) for i in range(m + 2) for j in range(m + 2)])
+def winograd_filters(w: np.ndarray) -> np.ndarray:
+    """[Cout, Cin, 3, 3] -> the 16 matrices U_k = (G w G^T)[i, j] (k = 4i + j), each [Cout x Cin] packed."""
+    u = np.einsum("ia,ocab,jb->ijoc", WINOGRAD_G, w.astype(np.float64), WINOGRAD_G).astype(np.float32)
+    return np.concatenate([pack_panels(u[i, j]) for i in range(4) for j in range(4)])
 
 
 def winograd_tiles(g: dict, m: int = 2) -> tuple[int, int]:
