@@ -513,8 +513,10 @@ EP_COLD ep_status ep_run_WINOGRAD_FILTER(const ep_node *n) {
   float *u = ep_f32(n->out[0]);
   for (uint64_t p = 0; p < P; p += 4) {
     const uint32_t cnt = P - p < 4 ? (uint32_t)(P - p) : 4u;
+    const int full = cnt == 4;
     f32x4 g[9];
     for (uint32_t k = 0; k < 9; k++) {
+      if (full && !half) { g[k] = f32x4_load(t + k * P + p); continue; }
       float tmp[4] = {0.0f, 0.0f, 0.0f, 0.0f};
       for (uint32_t l = 0; l < cnt; l++) {
         if (!half) { tmp[l] = t[k * P + p + l]; continue; }
@@ -531,9 +533,11 @@ EP_COLD ep_status ep_run_WINOGRAD_FILTER(const ep_node *n) {
       for (uint32_t j = 0; j < a; j++) {
         const f32x4 v = f32x4_fma(f32x4_fma(f32x4_mul(f32x4_splat(G[j][0]), gi[0]), f32x4_splat(G[j][1]), gi[1]),
                                   f32x4_splat(G[j][2]), gi[2]);
+        float *dst = u + (a * i + j) * P + p;
+        if (full) { f32x4_store(dst, v); continue; }
         float tmp[4];
         f32x4_store(tmp, v);
-        for (uint32_t l = 0; l < cnt; l++) u[(a * i + j) * P + p + l] = tmp[l];
+        for (uint32_t l = 0; l < cnt; l++) dst[l] = tmp[l];
       }
     }
   }
