@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -15,14 +14,12 @@ from onnx import TensorProto, helper, numpy_helper
 
 import packager.ops.quant as quant
 from packager import load_bundle, package
-from packager.errors import RuntimeFailure
 from packager.plan import layout
 from packager.plan.opcodes import Op
-from packager.runtime.wasm import WasmPlan
-from packager.toolchain import BUILD, KERNELS
 
 from .conftest import make_model
-from .test_int8 import VARIANTS, _ort, _param_mutants, _qdq
+from .param_mutants import check_hostile_params
+from .test_int8 import VARIANTS, _ort, _qdq
 
 
 def _model(cin: int, cout: int, h: int, w: int, pads: tuple[int, int, int, int], act: str, x_u8: bool, x_zp: int,
@@ -192,23 +189,7 @@ def test_qwinograd_refuses_hostile_params(tmp_path: Path) -> None:
     UBSan (host build) and without a wasm trap."""
     m = _model(**CASES["asym_pads_clip"])
     plan = (_packaged(m, tmp_path / "b", True) / "model.plan").read_bytes()
-    subprocess.run(["make", "-s", "-C", str(KERNELS), "build/asan/run_plan"], check=True, capture_output=True)
-    files = []
-    for k, mut in enumerate([plan] + _param_mutants(plan, seed=7, n=200)):
-        f = tmp_path / f"p{k}.plan"
-        f.write_bytes(mut)
-        files.append(str(f))
-    r = subprocess.run([str(BUILD / "asan" / "run_plan"), *files], capture_output=True, text=True, timeout=900)
-    assert r.returncode == 0, f"sanitizer report:\n{r.stderr[-3000:]}"
-    lines = r.stdout.splitlines()
-    assert len(lines) == len(files) and lines[0] == "0 ok"
-    assert sum(not line.startswith("0 ") for line in lines) > len(files) // 3
-    for mut in _param_mutants(plan, seed=8, n=40):
-        for wasm in ("edgepack.wasm", "edgepack-relaxed.wasm"):
-            try:
-                WasmPlan(BUILD / wasm, mut).run()
-            except RuntimeFailure:
-                pass
+    check_hostile_params([plan], tmp_path, seed=7, n=200)
 
 
 @pytest.mark.skipif(shutil.which("aarch64-linux-gnu-gcc") is None or shutil.which("qemu-aarch64") is None,

@@ -147,6 +147,20 @@ typedef struct {
   float p0, p1;
 } wg_epi;
 
+/* Output row oh of channel co (this image's y), its residual row, and the channel's epilogue constants. */
+typedef struct {
+  float *y0;
+  const float *r0;
+  f32x4 bv, p0, p1;
+} wg_out;
+
+static inline wg_out wg_out_at(float *y, const wg_geom *g, const wg_epi *e, uint32_t co, uint32_t oh) {
+  const uint64_t at = (uint64_t)co * g->OH * g->OW + (uint64_t)oh * g->OW;
+  const wg_out o = {y + at, e->res ? e->res + at : 0, f32x4_splat(e->bias ? e->bias[co] : 0.0f), f32x4_splat(e->p0),
+                    f32x4_splat(e->p1)};
+  return o;
+}
+
 /* s[k] = the first cnt (< 4) lanes at src + k * mplane, 0 past them (cold: the end of a segment). */
 EP_COLD static void wg_load_partial(f32x4 *s, const float *src, uint64_t mplane, uint32_t nk, uint32_t cnt) {
   float tmp[4] = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -177,13 +191,9 @@ EP_COLD static void wg_store_edge(float *y0, const f32x4 *y, const wg_geom *g, c
  * M_0[co][column of tile tx0], planes `mplane` floats apart; y is this image's output. */
 static void wg2_output_row(const float *m, uint64_t mplane, float *y, const wg_geom *g, uint32_t co, uint32_t ty,
                           uint32_t tx0, uint32_t tx1, const wg_epi *e, const ep_gemm_epi *se) {
-  const uint64_t ohw = (uint64_t)g->OH * g->OW;
-  const f32x4 bv = f32x4_splat(e->bias ? e->bias[co] : 0.0f);
-  const f32x4 p0 = f32x4_splat(e->p0), p1 = f32x4_splat(e->p1);
   const uint32_t oh = 2 * ty;
   const int two_rows = oh + 1 < g->OH;
-  float *y0 = y + (uint64_t)co * ohw + (uint64_t)oh * g->OW;
-  const float *r0 = e->res ? e->res + (uint64_t)co * ohw + (uint64_t)oh * g->OW : 0;
+  const wg_out o = wg_out_at(y, g, e, co, oh);
   for (uint32_t tx = tx0; tx < tx1; tx += 4) {
     const float *src = m + (tx - tx0);
     const uint32_t cnt = tx1 - tx < 4 ? tx1 - tx : 4;
@@ -203,20 +213,20 @@ static void wg2_output_row(const float *m, uint64_t mplane, float *y, const wg_g
     const f32x4 y10 = f32x4_add(f32x4_add(a1[0], a1[1]), a1[2]), y11 = f32x4_sub(f32x4_sub(a1[1], a1[2]), a1[3]);
     const uint32_t ow = 2 * tx;
     if (cnt == 4 && ow + 8 <= g->OW && two_rows) {
-      f32x4 v[4] = {f32x4_add(f32x4_zip_lo(y00, y01), bv), f32x4_add(f32x4_zip_hi(y00, y01), bv),
-                    f32x4_add(f32x4_zip_lo(y10, y11), bv), f32x4_add(f32x4_zip_hi(y10, y11), bv)};
-      if (r0) {
-        v[0] = f32x4_add(v[0], f32x4_load(r0 + ow)); v[1] = f32x4_add(v[1], f32x4_load(r0 + ow + 4));
-        v[2] = f32x4_add(v[2], f32x4_load(r0 + g->OW + ow)); v[3] = f32x4_add(v[3], f32x4_load(r0 + g->OW + ow + 4));
+      f32x4 v[4] = {f32x4_add(f32x4_zip_lo(y00, y01), o.bv), f32x4_add(f32x4_zip_hi(y00, y01), o.bv),
+                    f32x4_add(f32x4_zip_lo(y10, y11), o.bv), f32x4_add(f32x4_zip_hi(y10, y11), o.bv)};
+      if (o.r0) {
+        v[0] = f32x4_add(v[0], f32x4_load(o.r0 + ow)); v[1] = f32x4_add(v[1], f32x4_load(o.r0 + ow + 4));
+        v[2] = f32x4_add(v[2], f32x4_load(o.r0 + g->OW + ow)); v[3] = f32x4_add(v[3], f32x4_load(o.r0 + g->OW + ow + 4));
       }
       if (e->act != EP_ACT_NONE)
-        for (uint32_t i = 0; i < 4; i++) v[i] = wg_act(v[i], e->act, p0, p1);
-      f32x4_store(y0 + ow, v[0]); f32x4_store(y0 + ow + 4, v[1]);
-      f32x4_store(y0 + g->OW + ow, v[2]); f32x4_store(y0 + g->OW + ow + 4, v[3]);
+        for (uint32_t i = 0; i < 4; i++) v[i] = wg_act(v[i], e->act, o.p0, o.p1);
+      f32x4_store(o.y0 + ow, v[0]); f32x4_store(o.y0 + ow + 4, v[1]);
+      f32x4_store(o.y0 + g->OW + ow, v[2]); f32x4_store(o.y0 + g->OW + ow + 4, v[3]);
       continue;
     }
     const f32x4 yv[4] = {y00, y01, y10, y11};
-    wg_store_edge(y0, yv, g, se, co, oh, ow, cnt, two_rows);
+    wg_store_edge(o.y0, yv, g, se, co, oh, ow, cnt, two_rows);
   }
 }
 
@@ -274,22 +284,25 @@ static void wg4_input_row(float *v, uint64_t vplane, const float *buf, uint32_t 
   }
 }
 
-/* Output row r (4 tiles' columns w[l] = 4 (tx + l) .. + 3) of an F(4x4) group: the fused epilogue, vector stores
- * for the lanes whose 4 columns lie inside the output, scalar ones (cold) for the rest. */
-static void wg4_store_row(float *yr, const float *rr, const f32x4 w[4], uint32_t cnt, uint32_t ow, const wg_geom *g,
-                          const wg_epi *e, const ep_gemm_epi *se, uint32_t co, uint32_t n0, f32x4 bv, f32x4 p0, f32x4 p1) {
+/* Output row r (4 tiles' columns w[l] = 4 (tx + l) .. + 3) of an F(4x4) group whose first row is o's: the fused
+ * epilogue, vector stores for the lanes whose 4 columns lie inside the output, scalar ones (cold) for the rest. */
+static void wg4_store_row(const wg_out *o, uint32_t r, const f32x4 w[4], uint32_t cnt, uint32_t ow, const wg_geom *g,
+                          const wg_epi *e, const ep_gemm_epi *se, uint32_t co, uint32_t oh) {
+  float *yr = o->y0 + (uint64_t)r * g->OW;
+  const float *rr = o->r0 ? o->r0 + (uint64_t)r * g->OW : 0;
   for (uint32_t l = 0; l < cnt; l++) {
     const uint32_t c0 = ow + 4 * l;
     if (c0 + 4 <= g->OW) {
-      f32x4 v = f32x4_add(w[l], bv);
+      f32x4 v = f32x4_add(w[l], o->bv);
       if (rr) v = f32x4_add(v, f32x4_load(rr + c0));
-      if (e->act != EP_ACT_NONE) v = wg_act(v, e->act, p0, p1);
+      if (e->act != EP_ACT_NONE) v = wg_act(v, e->act, o->p0, o->p1);
       f32x4_store(yr + c0, v);
       continue;
     }
     float t[4];
     f32x4_store(t, w[l]);
-    for (uint32_t c = 0; c < 4 && c0 + c < g->OW; c++) yr[c0 + c] = ep_gemm_epi_scalar(se, t[c], co, n0 + c0 + c);
+    for (uint32_t c = 0; c < 4 && c0 + c < g->OW; c++)
+      yr[c0 + c] = ep_gemm_epi_scalar(se, t[c], co, (oh + r) * g->OW + c0 + c);
   }
 }
 
@@ -298,12 +311,8 @@ static void wg4_store_row(float *yr, const float *rr, const f32x4 w[4], uint32_t
  * transpose into 16 consecutive floats. */
 static void wg4_output_row(const float *m, uint64_t mplane, float *y, const wg_geom *g, uint32_t co, uint32_t ty,
                            uint32_t tx0, uint32_t tx1, const wg_epi *e, const ep_gemm_epi *se) {
-  const uint64_t ohw = (uint64_t)g->OH * g->OW;
-  const f32x4 bv = f32x4_splat(e->bias ? e->bias[co] : 0.0f);
-  const f32x4 p0 = f32x4_splat(e->p0), p1 = f32x4_splat(e->p1);
   const uint32_t oh = 4 * ty;
-  float *y0 = y + (uint64_t)co * ohw + (uint64_t)oh * g->OW;
-  const float *r0 = e->res ? e->res + (uint64_t)co * ohw + (uint64_t)oh * g->OW : 0;
+  const wg_out o = wg_out_at(y, g, e, co, oh);
   for (uint32_t tx = tx0; tx < tx1; tx += 4) {
     const float *src = m + (tx - tx0);
     const uint32_t cnt = tx1 - tx < 4 ? tx1 - tx : 4;
@@ -326,8 +335,7 @@ static void wg4_output_row(const float *m, uint64_t mplane, float *y, const wg_g
       const f32x4 e01 = f32x4_even(yv[0][r], yv[1][r]), o01 = f32x4_odd(yv[0][r], yv[1][r]);
       const f32x4 e23 = f32x4_even(yv[2][r], yv[3][r]), o23 = f32x4_odd(yv[2][r], yv[3][r]);
       const f32x4 w[4] = {f32x4_even(e01, e23), f32x4_even(o01, o23), f32x4_odd(e01, e23), f32x4_odd(o01, o23)};
-      wg4_store_row(y0 + (uint64_t)r * g->OW, r0 ? r0 + (uint64_t)r * g->OW : 0, w, cnt, ow, g, e, se, co,
-                    (oh + r) * g->OW, bv, p0, p1);
+      wg4_store_row(&o, r, w, cnt, ow, g, e, se, co, oh);
     }
   }
 }
