@@ -5,7 +5,8 @@
 Seeds come from the ONNX backend node test cases (tiny models with fixed inputs): each is packaged as
 tests/conformance/runner.py does, and its model.plan kept if it is small (<= MAX_PLAN bytes) and adds
 a kernel parameter set not seen yet; at most PER_KERNEL seeds per kernel id, total under 1 MB. Fails
-if some kernel id of wasm_kernels/include/ep_ops.h has no seed."""
+if some kernel id of wasm_kernels/include/ep_ops.h has no seed. Seeds named regress_* (the inputs of past
+fuzzing findings, added by hand) are kept."""
 from __future__ import annotations
 
 import argparse
