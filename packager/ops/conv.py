@@ -161,7 +161,7 @@ def winograd_filters(w: np.ndarray) -> np.ndarray:
     return np.concatenate([pack_panels(u[i, j]) for i in range(4) for j in range(4)])
 
 
-def winograd_tiles(g: dict, m: int = 2) -> tuple[int, int]:
+def winograd_tiles(g: dict, m: int) -> tuple[int, int]:
     """(tiles per block, scratch bytes): mirror of winograd.c's scratch layout. Every block streams all
     nk = (m+2)^2 U_k (nk Cin Cout floats) once, so deep layers (big U) on small planes take the whole plane in one
     block (up to WINOGRAD_SINGLE_BLOCK_FLOATS); otherwise blocks fit the budget, balanced in size: with
