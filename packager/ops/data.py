@@ -41,6 +41,11 @@ def view(ctx: LowerCtx, src: str, shape: Sequence[int]) -> str:
     return name
 
 
+def _const_ints(ctx: LowerCtx, node: onnx.NodeProto, name: str) -> list[int]:
+    """A constant 1-D int input (sizes, shape, repeats) as Python ints; ctx refuses a non-constant one."""
+    return [int(v) for v in ctx.require_const(node, name)[0].reshape(-1)]
+
+
 def _out_or_temp(ctx: LowerCtx, name: str, shape: Sequence[int], like: str) -> str:
     return name if name else ctx.temp(shape, ctx.dtype(like), "unused")
 
@@ -133,7 +138,7 @@ def lower_split(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     n = len(node.output)
     dim = shape[axis]
     if len(node.input) > 1 and node.input[1]:
-        sizes = [int(v) for v in ctx.require_const(node, node.input[1])[0].reshape(-1)]
+        sizes = _const_ints(ctx, node, node.input[1])
     elif "split" in a:
         sizes = [int(v) for v in a["split"]]
     elif "num_outputs" in a:
@@ -355,7 +360,7 @@ def lower_pad(ctx: LowerCtx, node: onnx.NodeProto) -> None:
 def lower_expand(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     x, y = node.input[0], node.output[0]
     ctx.check_dtypes(node, DATA_DTYPES, [x, y])
-    shape = [int(v) for v in ctx.require_const(node, node.input[1])[0].reshape(-1)]
+    shape = _const_ints(ctx, node, node.input[1])
     xs = list(ctx.shape(x))
     r = max(len(xs), len(shape))
     a = [1] * (r - len(xs)) + xs
@@ -376,7 +381,7 @@ def lower_expand(ctx: LowerCtx, node: onnx.NodeProto) -> None:
 def lower_tile(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     x, y = node.input[0], node.output[0]
     ctx.check_dtypes(node, DATA_DTYPES, [x, y])
-    reps = [int(v) for v in ctx.require_const(node, node.input[1])[0].reshape(-1)]
+    reps = _const_ints(ctx, node, node.input[1])
     xs = list(ctx.shape(x))
     if len(reps) != len(xs) or any(v < 0 for v in reps):
         raise ctx.unsupported(node, f"repeats {reps} for rank {len(xs)}")

@@ -205,6 +205,12 @@ def _check_broadcast(ctx: LowerCtx, node: onnx.NodeProto, names: list[str], out:
         raise ctx.unsupported(node, f"output shape {ctx.shape(out)} is not the broadcast {tuple(shape)} of the inputs")
 
 
+def _emit_binary(ctx: LowerCtx, node: onnx.NodeProto, fn: BinaryFn) -> None:
+    """The shared tail of the binary ops once their dtypes are checked: numpy broadcasting, one BINARY step."""
+    _check_broadcast(ctx, node, list(node.input[:2]), node.output[0])
+    ctx.emit(Op.BINARY, list(node.input[:2]), [node.output[0]], [fn])
+
+
 def _legacy_broadcast(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     # Opset < 7 'broadcast'/'axis' attributes mean something else than numpy broadcasting.
     a = ctx.attrs(node)
@@ -218,8 +224,7 @@ def lower_arith(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     ctx.check_dtypes(node, [np.float32, *INT_DTYPES])
     if len({ctx.dtype(n) for n in [*node.input, node.output[0]]}) != 1:
         raise ctx.unsupported(node, "inputs and output must share one dtype")
-    _check_broadcast(ctx, node, list(node.input[:2]), node.output[0])
-    ctx.emit(Op.BINARY, list(node.input[:2]), [node.output[0]], [_ARITH[node.op_type]])
+    _emit_binary(ctx, node, _ARITH[node.op_type])
 
 
 @lowers(*_CMP)
@@ -230,16 +235,14 @@ def lower_compare(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     ctx.check_dtypes(node, [np.bool_], [node.output[0]])
     if ctx.dtype(node.input[0]) != ctx.dtype(node.input[1]):
         raise ctx.unsupported(node, "inputs must share one dtype")
-    _check_broadcast(ctx, node, list(node.input[:2]), node.output[0])
-    ctx.emit(Op.BINARY, list(node.input[:2]), [node.output[0]], [_CMP[node.op_type]])
+    _emit_binary(ctx, node, _CMP[node.op_type])
 
 
 @lowers(*_LOGIC)
 def lower_logic(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     _legacy_broadcast(ctx, node)
     ctx.check_dtypes(node, [np.bool_])
-    _check_broadcast(ctx, node, list(node.input[:2]), node.output[0])
-    ctx.emit(Op.BINARY, list(node.input[:2]), [node.output[0]], [_LOGIC[node.op_type]])
+    _emit_binary(ctx, node, _LOGIC[node.op_type])
 
 
 @lowers("PRelu")

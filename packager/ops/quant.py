@@ -383,13 +383,19 @@ def _opt(node: onnx.NodeProto, i: int) -> str:
     return node.input[i] if len(node.input) > i and node.input[i] else ""
 
 
-@lowers("QLinearConv")
-def lower_qlinear_conv(ctx: LowerCtx, node: onnx.NodeProto) -> None:
+def _qlinear_io(ctx: LowerCtx, node: onnx.NodeProto) -> tuple[str, QParams, str, QParams]:
+    """(x, x's QParams, w, y's QParams) of QLinearConv / QLinearMatMul, which share their first eight inputs:
+    x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point."""
     x, w = node.input[0], node.input[3]
     ctx.check_dtypes(node, [np.uint8, np.int8], [x])
-    xdt = ctx.dtype(x)
-    xq = qparams_of(ctx, node, node.input[1], node.input[2], xdt)
+    xq = qparams_of(ctx, node, node.input[1], node.input[2], ctx.dtype(x))
     yq = qparams_of(ctx, node, node.input[6], node.input[7], ctx.dtype(node.output[0]))
+    return x, xq, w, yq
+
+
+@lowers("QLinearConv")
+def lower_qlinear_conv(ctx: LowerCtx, node: onnx.NodeProto) -> None:
+    x, xq, w, yq = _qlinear_io(ctx, node)
     wv, ws, wz = ctx.require_const(node, w, node.input[4], node.input[5])
     bias = ctx.require_const(node, _opt(node, 8))[0] if _opt(node, 8) else None
     conv = onnx.helper.make_node("Conv", [x, w] + ([_opt(node, 8)] if bias is not None else []), node.output,
@@ -421,11 +427,7 @@ def _matmul_w(ctx: LowerCtx, node: onnx.NodeProto, name: str) -> str | np.ndarra
 
 @lowers("QLinearMatMul")
 def lower_qlinear_matmul(ctx: LowerCtx, node: onnx.NodeProto) -> None:
-    a, b = node.input[0], node.input[3]
-    ctx.check_dtypes(node, [np.uint8, np.int8], [a])
-    adt = ctx.dtype(a)
-    aq = qparams_of(ctx, node, node.input[1], node.input[2], adt)
-    yq = qparams_of(ctx, node, node.input[6], node.input[7], ctx.dtype(node.output[0]))
+    a, aq, b, yq = _qlinear_io(ctx, node)
     bs, bz = ctx.require_const(node, node.input[4], node.input[5])
     if np.asarray(bs).dtype != np.float32:
         raise ctx.unsupported(node, f"scale dtype {np.asarray(bs).dtype} (only float32)")
