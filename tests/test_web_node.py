@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -248,36 +249,37 @@ def _copy(bundle: Path, dst: Path) -> Path:
     return dst
 
 
-def test_tampered_plan_is_refused(bundles, tmp_path) -> None:
+def _tampered(bundles, tmp_path: Path, file: str, edit: Callable[[bytes], bytes]) -> tuple[Path, dict]:
+    """A copy of the 'views' bundle (in tmp_path/bad) whose `file` is edit(its bytes), and feeds for it."""
     src = _bundle(bundles, "views")
     feeds = _feeds(src)
     bundle = _copy(src, tmp_path / "bad")
-    plan = bytearray((bundle / "model.plan").read_bytes())
-    plan[len(plan) // 2] ^= 0x01
-    (bundle / "model.plan").write_bytes(bytes(plan))
+    (bundle / file).write_bytes(edit((bundle / file).read_bytes()))
+    return bundle, feeds
+
+
+def _flip(data: bytes, i: int) -> bytes:
+    """data with the low bit of byte i flipped."""
+    b = bytearray(data)
+    b[i] ^= 0x01
+    return bytes(b)
+
+
+def test_tampered_plan_is_refused(bundles, tmp_path) -> None:
+    bundle, feeds = _tampered(bundles, tmp_path, "model.plan", lambda b: _flip(b, len(b) // 2))
     e = _err(_node_run(tmp_path / "r", bundle, feeds))
     assert "model.plan does not match its SHA-256" in e
 
 
 def test_tampered_wasm_is_refused(bundles, tmp_path) -> None:
-    src = _bundle(bundles, "views")
-    feeds = _feeds(src)
-    bundle = _copy(src, tmp_path / "bad")
-    w = bytearray((bundle / "edgepack.wasm").read_bytes())
-    w[-1] ^= 0x01
-    (bundle / "edgepack.wasm").write_bytes(bytes(w))
+    bundle, feeds = _tampered(bundles, tmp_path, "edgepack.wasm", lambda b: _flip(b, -1))
     e = _err(_node_run(tmp_path / "r", bundle, feeds, "simd"))
     assert "edgepack.wasm does not match its SHA-256" in e
 
 
 def test_hostile_plan_refused_by_core_with_status_text(bundles, tmp_path) -> None:
     """A plan whose hash was updated too (or verify off) still meets ep_open's validation."""
-    src = _bundle(bundles, "views")
-    feeds = _feeds(src)
-    bundle = _copy(src, tmp_path / "bad")
-    plan = bytearray((bundle / "model.plan").read_bytes())
-    plan[0:4] = b"XXXX"   # magic
-    (bundle / "model.plan").write_bytes(bytes(plan))
+    bundle, feeds = _tampered(bundles, tmp_path, "model.plan", lambda b: b"XXXX" + b[4:])   # magic
     res = _node_run(tmp_path / "r", bundle, feeds, options={"verify": False})
     e = _err(res)
     assert "edgepack runtime refused opening the plan" in e and res["status"] == 2, e
