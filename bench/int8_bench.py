@@ -17,7 +17,6 @@ import argparse
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +26,7 @@ REPO = BENCH.parent
 sys.path.insert(0, str(REPO))
 
 from bench.qdq_models import DYNAMIC, MODELS, make  # noqa: E402
+from bench.timing import interleaved_ms  # noqa: E402
 
 BUNDLES = REPO / ".cache" / "bundles-int8"
 
@@ -39,27 +39,13 @@ def bundle(model: Path, name: str) -> Path:
 
 
 def feeds_for(b) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(1)
-    return {i["name"]: rng.standard_normal(i["shape"]).astype(np.float32) if i["dtype"] == "float32"
-            else rng.integers(0, 8, i["shape"]).astype(i["dtype"]) for i in b.inputs}
+    from packager.api import random_inputs   # the packager's own verification inputs
+    return random_inputs(b.inputs, seed=1)
 
 
 def interleaved(runners: dict, seconds: float, rounds: int, slice_s: float) -> dict[str, dict]:
-    """Warm each runner up by time, then rounds of slice_s seconds per runner, in turn."""
-    for fn in runners.values():
-        end = time.perf_counter() + seconds
-        while time.perf_counter() < end:
-            fn()
-    times: dict[str, list[float]] = {k: [] for k in runners}
-    for _ in range(rounds):
-        for k, fn in runners.items():
-            end = time.perf_counter() + slice_s
-            while True:
-                t = time.perf_counter()
-                fn()
-                times[k].append((time.perf_counter() - t) * 1e3)
-                if time.perf_counter() >= end:
-                    break
+    """Warm each runner up by time, then rounds of slice_s seconds per runner, in turn; median, p10, count."""
+    times = interleaved_ms(runners, seconds, rounds, slice_s)
     return {k: {"median_ms": float(np.median(v)), "p10_ms": float(np.percentile(v, 10)), "n": len(v)}
             for k, v in times.items()}
 

@@ -31,6 +31,8 @@ BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 sys.path.insert(0, str(REPO))
 
+from bench.timing import interleaved_ms  # noqa: E402
+
 MODELS_DIR = REPO / ".cache" / "models"
 BUNDLES_DIR = REPO / ".cache" / "bundles"
 # shared/ is a sibling of the repo root (of a worktree's main checkout: look further up too)
@@ -113,18 +115,7 @@ def python_native(model: Path, io_dir: Path, seconds: float, rounds: int, slice_
         if not d <= atol + rtol * float(np.max(np.abs(have), initial=0.0)):
             raise SystemExit(f"REFUSING TO BENCHMARK: edgepack and native onnxruntime disagree on '{k}': max abs diff {d:.3g}")
         diff = max(diff, d)
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        sess.run(names, feeds)
-    xs: list[float] = []
-    for _ in range(rounds):
-        end = time.perf_counter() + slice_s
-        while True:
-            t = time.perf_counter()
-            sess.run(names, feeds)
-            xs.append((time.perf_counter() - t) * 1e3)
-            if time.perf_counter() >= end:
-                break
+    xs = interleaved_ms({"native": lambda: sess.run(names, feeds)}, seconds, rounds, slice_s)["native"]
     q = np.percentile(xs, [10, 50, 90])
     return {"n": len(xs), "median_ms": float(q[1]), "p10_ms": float(q[0]), "p90_ms": float(q[2]), "min_ms": min(xs),
             "detail": f"onnxruntime {ort.__version__} (Python), intra_op_num_threads=1, not interleaved",
