@@ -29,7 +29,7 @@ sys.path.insert(0, str(REPO))
 
 from packager import package  # noqa: E402
 from packager.api import random_inputs  # noqa: E402
-from tests.browser_env import ISOLATED, chromium, chromium_missing, serving  # noqa: E402
+from tests.browser_env import ISOLATED, chromium, chromium_missing, evaluate_fresh, serving  # noqa: E402
 
 ORT_DIST = REPO / "bench" / "node_modules" / "onnxruntime-web" / "dist"
 MODELS = ["mobilenetv2", "resnet18", "cifar10net", "minilm_like"]
@@ -160,13 +160,11 @@ def main() -> None:
                 print(f"\n== {key}: edgepack (threads={threads}) vs onnxruntime-web (numThreads={threads}), Chromium headless")
                 print(f"{'model':<13}{'edgepack ms':>13}{'ort-web ms':>12}{'ratio':>8}  (per-round min..max)   max|diff|  edgepack build")
                 for n in names:
-                    page = browser.new_page()
-                    page.goto(url + (ISOLATED if isolated else "") + "/index.html")
-                    res = page.evaluate(LATENCY, {"m": _prefix(isolated, models[n]), "seconds": a.seconds, "rounds": a.rounds,
-                                                  "slice": a.slice, "threads": threads, "variant": a.variant,
-                                                  "pattern": "slices" if threads > 1 else a.pattern, "settle": 200 if threads > 1 else 0,
-                                                  "prefix": ISOLATED if isolated else ""})
-                    page.close()
+                    res = evaluate_fresh(browser, url + (ISOLATED if isolated else "") + "/index.html", LATENCY,
+                                         {"m": _prefix(isolated, models[n]), "seconds": a.seconds, "rounds": a.rounds,
+                                          "slice": a.slice, "threads": threads, "variant": a.variant,
+                                          "pattern": "slices" if threads > 1 else a.pattern, "settle": 200 if threads > 1 else 0,
+                                          "prefix": ISOLATED if isolated else ""})
                     s = dict(_summary(res), max_abs_diff=res["maxAbsDiff"], variant=res["variant"], features=res["features"],
                              notes=res["notes"], ort_threads=res["ortThreads"])
                     report[key][n] = s
@@ -179,10 +177,8 @@ def main() -> None:
             times: dict[str, list[float]] = {"edgepack": [], "onnxruntime-web": []}
             for _ in range(a.load_reps):
                 for which in times:
-                    ctx = browser.new_context()
-                    page = ctx.new_page()
-                    page.goto(url + "/index.html")
-                    times[which].append(page.evaluate(LOADING, {"which": which, "m": m})["ms"])
+                    ctx = browser.new_context()   # nothing cached: the loading cost from scratch
+                    times[which].append(evaluate_fresh(ctx, url + "/index.html", LOADING, {"which": which, "m": m})["ms"])
                     ctx.close()
             med = {k: statistics.median(v) for k, v in times.items()}
             report["loading"] = {"model": a.load_model, **{f"{k}_ms": v for k, v in med.items()},

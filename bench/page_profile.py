@@ -20,7 +20,7 @@ sys.path.insert(0, str(REPO))
 
 from packager.plan.layout import decode  # noqa: E402
 from packager.plan.opcodes import Op  # noqa: E402
-from tests.browser_env import ISOLATED, chromium, serving  # noqa: E402
+from tests.browser_env import ISOLATED, chromium, evaluate_fresh, serving  # noqa: E402
 
 PAGE = """async ({ prefix, files, seconds, rounds }) => {
   const { Session } = await import(prefix + '/edgepack/index.js');
@@ -62,10 +62,8 @@ def main() -> None:
                 files.append(f)
             mounts = {"/": root, "/edgepack": REPO / "web" / "src", "/bench": REPO / "bench", "/b": a.bundle}
             with serving(mounts) as url, chromium() as browser:
-                page = browser.new_page()
-                page.goto(url + ISOLATED + "/index.html")
-                results["chromium"] = page.evaluate(PAGE, {"prefix": ISOLATED, "files": files, "seconds": a.seconds, "rounds": a.rounds})
-                page.close()
+                results["chromium"] = evaluate_fresh(browser, url + ISOLATED + "/index.html", PAGE,
+                                                     {"prefix": ISOLATED, "files": files, "seconds": a.seconds, "rounds": a.rounds})
     if not a.no_node:
         out = subprocess.run(["node", "--experimental-wasm-relaxed-simd", str(REPO / "bench" / "profile_node.mjs"), str(a.bundle),
                               str(a.seconds), str(a.rounds), *map(str, a.wasms)], check=True, capture_output=True, text=True).stdout

@@ -21,7 +21,7 @@ sys.path.insert(0, str(REPO))
 
 from bench.browser_bench import _prefix, _prepare  # noqa: E402
 from bench.page_profile import kinds  # noqa: E402
-from tests.browser_env import ISOLATED, chromium, chromium_missing, serving  # noqa: E402
+from tests.browser_env import ISOLATED, chromium, chromium_missing, evaluate_fresh, serving  # noqa: E402
 
 # Both pages start alike: the runtime imported, the inputs fetched as the runtime takes them.
 SETUP = """  const ep = await import('/iso/edgepack/index.js');
@@ -81,19 +81,15 @@ def main() -> None:
             print(f"{'model':<13}{'1 thread ms':>13}{f'{a.threads} threads ms':>15}{'speed-up':>10}  builds")
             for name in [n for n in a.models.split(",") if n]:
                 m = _prefix(True, _prepare(root, name))   # the bundle and its inputs, as bench.browser_bench has them
-                page = browser.new_page()
-                page.goto(url + ISOLATED + "/index.html")
-                res = page.evaluate(PAGE, {"bundle": m["bundle"], "inputs": m["inputs"], "threads": a.threads,
-                                           "rounds": a.rounds, "runs": a.runs})
-                page.close()
+                res = evaluate_fresh(browser, url + ISOLATED + "/index.html", PAGE,
+                                     {"bundle": m["bundle"], "inputs": m["inputs"], "threads": a.threads,
+                                      "rounds": a.rounds, "runs": a.runs})
                 one, many = (statistics.median(res["times"][str(n)]) for n in (1, a.threads))
                 print(f"{name:<13}{one:>13.2f}{many:>15.2f}{one / many:>10.2f}  {res['builds']['1']} / {res['builds'][str(a.threads)]}")
                 if a.per_node:
-                    page = browser.new_page()
-                    page.goto(url + ISOLATED + "/index.html")
-                    per = page.evaluate(PER_NODE, {"bundle": m["bundle"], "inputs": m["inputs"], "threads": a.threads,
-                                                   "rounds": max(a.rounds, 9)})
-                    page.close()
+                    per = evaluate_fresh(browser, url + ISOLATED + "/index.html", PER_NODE,
+                                         {"bundle": m["bundle"], "inputs": m["inputs"], "threads": a.threads,
+                                          "rounds": max(a.rounds, 9)})
                     one_n, many_n = per["1"], per[str(a.threads)]
                     kind = kinds(root / "bundles" / name)
                     loss = sorted(range(len(one_n)), key=lambda k: one_n[k] / a.threads - many_n[k])[:a.per_node]

@@ -1,6 +1,7 @@
 """What the browser tests, the demo and the browser benchmarks share: a local static HTTP server (right MIME
 types, application/wasm included; COOP/COEP headers under /iso/ so pages there are cross-origin isolated and
-can use SharedArrayBuffer) and headless Debian Chromium driven by Playwright (never `playwright install`)."""
+can use SharedArrayBuffer), headless Debian Chromium driven by Playwright (never `playwright install`), and one
+script evaluated on a fresh page (the benchmarks' passes)."""
 from __future__ import annotations
 
 import functools
@@ -103,3 +104,13 @@ def chromium() -> Iterator[object]:
             yield browser
         finally:
             browser.close()
+
+
+def evaluate_fresh(opener, url: str, script: str, arg: object = None) -> object:
+    """page.evaluate(script, arg) on a new page of `opener` (a Browser or a BrowserContext) at url, then the page
+    closed: each benchmark pass starts without what an earlier one left (sessions, worker pools, caches)."""
+    page = opener.new_page()
+    page.goto(url)
+    res = page.evaluate(script, arg)
+    page.close()
+    return res
