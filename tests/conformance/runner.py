@@ -187,6 +187,26 @@ def run_beside_wasm(case, workdir: Path, other: str, run_other) -> dict[str, tup
     return res
 
 
+def beside_row(case, op: str, r: dict[str, tuple[str, str]], other: str, t0: float) -> dict:
+    """One result of run_beside_wasm as runner_aarch64 and runner_asan keep it: both statuses, both reasons."""
+    return {"case": case.name, "op": op, "float32": is_float32_case(case),
+            "wasm": r["wasm"][0], "wasm_why": r["wasm"][1], other: r[other][0], f"{other}_why": r[other][1],
+            "seconds": round(time.perf_counter() - t0, 3)}
+
+
+def report_beside(results: list[dict], other: str, bad: tuple[str, ...], why_chars: int, json_path: str | None) -> int:
+    """Prints each case where `other` ended in a `bad` status or disagrees with wasm, writes the JSON if asked;
+    the exit status (1 if any case was printed)."""
+    n = 0
+    for r in results:
+        if r[other] in bad or r["wasm"] != r[other]:
+            n += 1
+            print(f"  {r['case']}: wasm {r['wasm']} {r['wasm_why'][:80]} | {other} {r[other]} {r[other + '_why'][:why_chars]}")
+    if json_path:
+        Path(json_path).write_text(json.dumps(results, indent=1))
+    return 1 if n else 0
+
+
 def run_all(ops: set[str] | None = None, variant: str = "simd", float32_only: bool = False,
             progress: bool = False) -> list[dict]:
     results = []

@@ -11,7 +11,6 @@ counts next to each other and lists every case where the two runtimes disagree.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 import time
@@ -19,7 +18,7 @@ from collections import defaultdict
 from pathlib import Path
 
 
-from .runner import CASE_TIMEOUT_S, collect, is_float32_case, refusal, run_beside_wasm
+from .runner import CASE_TIMEOUT_S, beside_row, collect, refusal, report_beside, run_beside_wasm
 
 
 def run_case(case, workdir: Path, cli: Path, qemu: list[str]) -> dict[str, tuple[str, str]]:
@@ -46,11 +45,7 @@ def run_all(ops: set[str] | None, cpu: str, progress: bool = False) -> list[dict
     with tempfile.TemporaryDirectory() as tmp:
         for i, (case, op) in enumerate(cases):
             t = time.perf_counter()
-            r = run_case(case, Path(tmp), cli, qemu)
-            results.append({"case": case.name, "op": op, "float32": is_float32_case(case),
-                            "wasm": r["wasm"][0], "wasm_why": r["wasm"][1],
-                            "aarch64": r["aarch64"][0], "aarch64_why": r["aarch64"][1],
-                            "seconds": round(time.perf_counter() - t, 3)})
+            results.append(beside_row(case, op, run_case(case, Path(tmp), cli, qemu), "aarch64", t))
             if progress and i % 100 == 0:
                 print(f"  {i}/{len(cases)}", file=sys.stderr)
     return results
@@ -84,14 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     ops = set(a.ops.split(",")) if a.ops else None
     results = run_all(ops, a.cpu, progress=True)
     print(table(results))
-    bad = 0
-    for r in results:
-        if r["aarch64"] in ("fail", "crash") or r["wasm"] != r["aarch64"]:
-            bad += 1
-            print(f"  {r['case']}: wasm {r['wasm']} {r['wasm_why'][:80]} | aarch64 {r['aarch64']} {r['aarch64_why'][:120]}")
-    if a.json:
-        Path(a.json).write_text(json.dumps(results, indent=1))
-    return 1 if bad else 0
+    return report_beside(results, "aarch64", ("fail", "crash"), 120, a.json)
 
 
 if __name__ == "__main__":

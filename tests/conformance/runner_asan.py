@@ -10,7 +10,6 @@ first lines are kept). Exit status 1 on any sanitizer report, asan fail/crash, o
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -22,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .runner import CASE_TIMEOUT_S, collect, is_float32_case, run_beside_wasm
+from .runner import CASE_TIMEOUT_S, beside_row, collect, report_beside, run_beside_wasm
 
 REPO = Path(__file__).resolve().parents[2]
 ASAN_CLI = REPO / "edge" / "build" / "asan" / "edgepack-run"
@@ -89,10 +88,7 @@ def _worker(args: tuple[list[str], str]) -> list[dict]:
             if case.name not in wanted:
                 continue
             t = time.perf_counter()
-            r = run_case(case, Path(tmp), Path(cli))
-            out.append({"case": case.name, "op": op, "float32": is_float32_case(case),
-                        "wasm": r["wasm"][0], "wasm_why": r["wasm"][1], "asan": r["asan"][0], "asan_why": r["asan"][1],
-                        "seconds": round(time.perf_counter() - t, 3)})
+            out.append(beside_row(case, op, run_case(case, Path(tmp), Path(cli)), "asan", t))
     return out
 
 
@@ -127,14 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     results = run_all(set(a.ops.split(",")) if a.ops else None, a.jobs)
     print(table(results))
-    bad = 0
-    for r in results:
-        if r["asan"] in ("fail", "crash", "sanitizer") or r["wasm"] != r["asan"]:
-            bad += 1
-            print(f"  {r['case']}: wasm {r['wasm']} {r['wasm_why'][:80]} | asan {r['asan']} {r['asan_why'][:300]}")
-    if a.json:
-        Path(a.json).write_text(json.dumps(results, indent=1))
-    return 1 if bad else 0
+    return report_beside(results, "asan", ("fail", "crash", "sanitizer"), 300, a.json)
 
 
 if __name__ == "__main__":
