@@ -22,6 +22,14 @@ def model_path(name: str) -> Path:
     return p
 
 
+def seeded_feeds(specs: list[dict], seed: int) -> dict[str, np.ndarray]:
+    """Seeded feeds for input specs (a manifest's "inputs"): int64 inputs (token ids) in [0, 8192), the others
+    standard-normal float32. One rule for the tests that run the benchmark models, so their inputs agree."""
+    rng = np.random.default_rng(seed)
+    return {s["name"]: (rng.integers(0, 8192, s["shape"]).astype(np.int64) if s["dtype"] == "int64"
+                        else rng.standard_normal(s["shape"]).astype(np.float32)) for s in specs}
+
+
 def make_model(nodes, inputs, outputs, initializers=(), opset: int = 17) -> onnx.ModelProto:
     g = helper.make_graph(nodes, "test", inputs, outputs, list(initializers))
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])

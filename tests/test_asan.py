@@ -17,7 +17,7 @@ from packager.api import reference_run
 from packager.bundle import Bundle
 
 from .conformance import runner_asan
-from .conftest import model_path
+from .conftest import model_path, seeded_feeds
 from .test_conformance import KNOWN_FAILURES
 
 MODELS = ["cifar10net", "cifar10net_unfused", "mobilenetv2", "resnet18", "minilm_like"]
@@ -47,9 +47,7 @@ def test_conformance_suite_clean_under_asan() -> None:
 def test_benchmark_model_under_asan(name: str, cli: Path, tmp_path: Path) -> None:
     path = package(model_path(name), target="web", out=tmp_path / name, verify=False)
     b = Bundle(path)
-    rng = np.random.default_rng(1)
-    feeds = {s["name"]: (rng.integers(0, 8192, s["shape"]).astype(np.int64) if s["dtype"] == "int64"
-                         else rng.standard_normal(s["shape"]).astype(np.float32)) for s in b.inputs}
+    feeds = seeded_feeds(b.inputs, 1)
     status, why, got = runner_asan.run_asan_cli(cli, path, feeds, b.outputs, timeout=600)
     assert status == "ok", why
     want = reference_run(onnx.load(str(model_path(name))), feeds)   # the source model, before optimization

@@ -21,7 +21,7 @@ from packager.api import reference_run
 from packager.errors import PackagerError
 from packager.targets import edge as E
 
-from .conftest import f32, make_model, model_path
+from .conftest import f32, make_model, model_path, seeded_feeds
 
 pytestmark = pytest.mark.skipif(shutil.which("aarch64-linux-gnu-gcc") is None, reason="gcc-aarch64-linux-gnu missing")
 needs_qemu = pytest.mark.skipif(shutil.which("qemu-aarch64") is None, reason="qemu-user missing")
@@ -351,9 +351,7 @@ def _pi5_model(name: str, tmp: Path) -> Path:
 def test_pi5_model_matches_onnxruntime_under_qemu(name: str, tmp_path: Path) -> None:
     b = _pi5_model(name, tmp_path)
     m = json.loads((b / "manifest.json").read_text())
-    rng = np.random.default_rng(1)
-    feeds = {s["name"]: (rng.integers(0, 8192, s["shape"]).astype(np.int64) if s["dtype"] == "int64"
-                         else rng.standard_normal(s["shape"]).astype(np.float32)) for s in m["inputs"]}
+    feeds = seeded_feeds(m["inputs"], 1)
     got = E.run_cli(b, feeds, m["outputs"], qemu=E.qemu_cmd("pi5"))
     want = reference_run(onnx.load(str(b / "model.onnx")), feeds)
     for k, w in want.items():

@@ -8,9 +8,8 @@ import pytest
 
 from packager import load_bundle, package
 from packager.api import reference_run
-from packager.bundle import Bundle
 
-from .conftest import model_path
+from .conftest import model_path, seeded_feeds
 
 MODELS = ["cifar10net", "cifar10net_unfused", "mobilenetv2", "resnet18", "minilm_like"]
 TOL = 1e-4
@@ -27,17 +26,6 @@ def _bundle(name: str, bundles: dict, tmp_path_factory) -> Path:
     return bundles[name]
 
 
-def _inputs(b: Bundle, seed: int) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    feeds = {}
-    for s in b.inputs:
-        if s["dtype"] == "int64":
-            feeds[s["name"]] = rng.integers(0, 8192, s["shape"]).astype(np.int64)
-        else:
-            feeds[s["name"]] = rng.standard_normal(s["shape"]).astype(np.float32)
-    return feeds
-
-
 @pytest.mark.parametrize("variant", ["simd", "scalar"])
 @pytest.mark.parametrize("name", MODELS)
 def test_model_matches_onnxruntime(name: str, variant: str, bundles, tmp_path_factory) -> None:
@@ -46,7 +34,7 @@ def test_model_matches_onnxruntime(name: str, variant: str, bundles, tmp_path_fa
     import onnx
     ref_model = onnx.load(str(model_path(name)))   # the source model: an optimizer pass that changed the math fails here
     for seed in (1, 2):
-        feeds = _inputs(b, seed)
+        feeds = seeded_feeds(b.inputs, seed)
         got = b.run(feeds)
         want = reference_run(ref_model, feeds)
         for k, w in want.items():

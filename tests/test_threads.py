@@ -19,7 +19,7 @@ from onnx import TensorProto, helper, numpy_helper
 from packager import load_bundle, package
 from packager.api import reference_run
 
-from .conftest import model_path
+from .conftest import model_path, seeded_feeds
 from .test_web_node import RELAXED_FLAG, REPO, RUNTIME, _node_major, _node_run, _outputs
 
 pytestmark = pytest.mark.skipif(_node_major() < 20, reason="needs Node >= 20")
@@ -29,14 +29,7 @@ TOL = 1e-4
 
 
 def _inputs(bundle: Path, seed: int) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    feeds = {}
-    for s in load_bundle(bundle).inputs:
-        if s["dtype"] == "int64":
-            feeds[s["name"]] = rng.integers(0, 8192, s["shape"]).astype(np.int64)
-        else:
-            feeds[s["name"]] = rng.standard_normal(s["shape"]).astype(np.float32)
-    return feeds
+    return seeded_feeds(load_bundle(bundle).inputs, seed)
 
 
 def _check(tmp: Path, bundle: Path, threads: int, seed: int = 1, isa: str = "simd") -> None:

@@ -20,7 +20,7 @@ from onnx import TensorProto, helper, numpy_helper
 from packager import load_bundle, package
 from packager.api import reference_run
 
-from .conftest import model_path
+from .conftest import model_path, seeded_feeds
 
 TOL = 1e-4
 CHROMIUM = "/usr/bin/chromium"
@@ -70,15 +70,9 @@ def _w(*shape, scale=0.3):
 
 
 def _feeds(bundle: Path, seed: int = 0, positive: tuple[str, ...] = ()) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    out = {}
-    for s in load_bundle(bundle).inputs:
-        if s["dtype"] == "int64":
-            out[s["name"]] = rng.integers(0, 8192, s["shape"]).astype(np.int64)
-        else:
-            a = rng.standard_normal(s["shape"]).astype(np.float32)
-            out[s["name"]] = np.abs(a) + 0.1 if s["name"] in positive else a
-    return out
+    """seeded_feeds; the float inputs named in `positive` made > 0 (for ops such as Log and Sqrt)."""
+    feeds = seeded_feeds(load_bundle(bundle).inputs, seed)
+    return {k: np.abs(a) + 0.1 if k in positive and a.dtype == np.float32 else a for k, a in feeds.items()}
 
 
 def _compare(got: dict, want: dict, what: str) -> None:

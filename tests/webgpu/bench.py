@@ -9,11 +9,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-import numpy as np
-
 from packager import load_bundle, package
 
-from ..conftest import model_path
+from ..conftest import model_path, seeded_feeds
 from .browser import WebGPUPage
 
 MODELS = ["cifar10net", "cifar10net_unfused", "mobilenetv2", "resnet18", "minilm_like"]
@@ -27,9 +25,7 @@ def main(names: list[str]) -> None:
         for name in names:
             bundle = package(model_path(name), target="web", out=tmp / name, verify=False)
             info = page.open(bundle)
-            rng = np.random.default_rng(0)
-            feeds = {s["name"]: (rng.integers(0, 8192, s["shape"]).astype(np.int64) if s["dtype"] == "int64"
-                                 else rng.standard_normal(s["shape"]).astype(np.float32)) for s in load_bundle(bundle).inputs}
+            feeds = seeded_feeds(load_bundle(bundle).inputs, 0)
             r = page.bench(feeds, warmup_ms=3000, rounds=5)
             print(f"{name:20} {r['gpu_ms']:10.1f} {r['wasm_ms']:9.1f} {r['gpu_ms'] / r['wasm_ms']:9.2f}  {info['load_ms']:7.0f}  "
                   f"{info['features']['adapter']} (wasm {r['wasm_variant']})", flush=True)
