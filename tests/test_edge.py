@@ -17,7 +17,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from packager import package
-from packager.api import reference_run
+from packager.api import random_inputs, reference_run
 from packager.errors import PackagerError
 from packager.targets import edge as E
 
@@ -244,17 +244,11 @@ def test_android_library_feature_detection_under_qemu(android_bundle, cpu: str, 
     assert f"qgemm={qgemm}" in r.stdout  # the int8 GEMM takes the same runtime decision
 
 
-def _seeded(inputs: list[dict], seed: int) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    return {s["name"]: (rng.standard_normal(s["shape"]).astype(np.float32) if s["dtype"] == "float32"
-                        else rng.integers(0, 8, s["shape"]).astype(s["dtype"])) for s in inputs}
-
-
 @needs_qemu
 def test_android_library_runs_plan_under_qemu(android_bundle) -> None:
     b, _ = android_bundle
     m = json.loads((b / "manifest.json").read_text())
-    feeds = _seeded(m["inputs"], 3)
+    feeds = random_inputs(m["inputs"], seed=3)
     got = E.run_neon(b, "android", feeds)
     want = reference_run(onnx.load(str(b / "model.onnx")), feeds)
     for k, w in want.items():
@@ -267,7 +261,7 @@ def test_java_wrapper_on_host_jvm(android_bundle, tmp_path: Path) -> None:
     b, _ = android_bundle
     lib = _make("build/host/libedgepack.so")
     m = json.loads((b / "manifest.json").read_text())
-    feeds = _seeded(m["inputs"], 4)
+    feeds = random_inputs(m["inputs"], seed=4)
     want = reference_run(onnx.load(str(b / "model.onnx")), feeds)
     exp = tmp_path / "exp"
     exp.mkdir()
@@ -319,7 +313,7 @@ def test_pi5_library_runs_model_under_qemu(tmp_path: Path) -> None:
     """The Pi 5 shared library (not only the CLI), dlopen()ed by the harness on a Cortex-A76 model."""
     b = _pi5_model("cifar10net", tmp_path)
     m = json.loads((b / "manifest.json").read_text())
-    feeds = _seeded(m["inputs"], 5)
+    feeds = random_inputs(m["inputs"], seed=5)
     got = E.run_harness(b / "libedgepack.so", b / "model.plan", [feeds[s["name"]] for s in m["inputs"]], m["outputs"],
                         E.qemu_cmd("pi5"))
     want = reference_run(onnx.load(str(b / "model.onnx")), feeds)
