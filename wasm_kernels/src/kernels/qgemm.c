@@ -197,26 +197,55 @@ static void qgemm_i16(uint32_t M, uint32_t N, uint32_t K, const int8_t *a, const
 }
 
 /* One column (N = 1: a classifier's matrix-vector product) as 4 rows x 1 pair per dot, instead of 4 x 8 tiles
- * with 7 columns of padding. Integer sums: the same results as the tiles. */
+ * with 7 columns of padding. QGEMV_G panels (4 * G rows) per pass: each B pair is loaded and splatted once for G
+ * dots into G independent accumulators, K unrolled by 2. Integer sums: the same results as the tiles. */
+#if defined(EP_VEC_SCALAR_H)
+#define QGEMV_G 1   /* the scalar build (vector ops as loops): one panel per pass, for size */
+#else
+#define QGEMV_G 4
+#endif
+EP_AINLINE void gemv_pass(uint32_t Kp, const int8_t *a, uint64_t ps, const int16_t *b, uint64_t ld2, const int G,
+                          i32x4 *r) {
+  i32x4 s[QGEMV_G];
+  for (int g = 0; g < G; g++) s[g] = i32x4_splat(0);
+  uint32_t p = 0;
+  for (; p + 2 <= Kp; p += 2, a += 4 * MR, b += 2 * ld2) {
+    const i16x8 x = i16x8_load_pair_splat(b), y = i16x8_load_pair_splat(b + ld2);
+    for (int g = 0; g < G; g++)
+      s[g] = i32x4_dot_i16x8_add(i32x4_dot_i16x8_add(s[g], i16x8_load_i8(a + g * ps), x), i16x8_load_i8(a + g * ps + 2 * MR), y);
+  }
+  if (p < Kp) {
+    const i16x8 x = i16x8_load_pair_splat(b);
+    for (int g = 0; g < G; g++) s[g] = i32x4_dot_i16x8_add(s[g], i16x8_load_i8(a + g * ps), x);
+  }
+  for (int g = 0; g < G; g++) r[g] = s[g];
+}
+
 static void qgemv_i16(uint32_t M, uint32_t K, const int8_t *a, const int16_t *b, uint32_t ldb, uint32_t n_off,
                       const ep_qgemm_epi *e) {
-  const uint32_t Kp = (K + 1) / 2;
-  const uint64_t ld2 = 2 * (uint64_t)ldb;
+  const uint32_t Kp = (K + 1) / 2, np = (M + MR - 1) / MR;
+  const uint64_t ld2 = 2 * (uint64_t)ldb, ps = (uint64_t)Kp * 2 * MR;
   const ep_qepi_mode f = ep_qepi_mode_of(e);
-  i32x4 acc[MR][2];
-  for (uint32_t m0 = 0; m0 < M; m0 += MR) {
-    const int8_t *ap = a + (uint64_t)(m0 / MR) * Kp * 2 * MR;
-    i32x4 s0 = i32x4_splat(0), s1 = s0;
-    uint32_t p = 0;
-    for (; p + 2 <= Kp; p += 2) {
-      s0 = i32x4_dot_i16x8_add(s0, i16x8_load_i8(ap + 2 * MR * p), i16x8_load_pair_splat(b + p * ld2));
-      s1 = i32x4_dot_i16x8_add(s1, i16x8_load_i8(ap + 2 * MR * (p + 1)), i16x8_load_pair_splat(b + (p + 1) * ld2));
+  i32x4 acc[MR][2], s[QGEMV_G];
+  for (uint32_t t = 0; t < np;) {
+    const uint32_t G = np - t >= QGEMV_G ? QGEMV_G : 1;
+    if (G == QGEMV_G) gemv_pass(Kp, a + t * ps, ps, b, ld2, QGEMV_G, s);
+    else gemv_pass(Kp, a + t * ps, ps, b, ld2, 1, s);
+    for (uint32_t g = 0; g < G; g++, t++) {
+      const uint32_t m0 = t * MR;
+      if (f.fast && M - m0 >= MR) {   /* ep_qepi_row's fast path on the panel's 4 rows at once: the same bits */
+        const i32x4 v = i32x4_add(s[g], e->bias ? i32x4_load(e->bias + m0) : i32x4_splat(0));
+        const f32x4 x = f32x4_mul(f32x4_from_i32x4(v), f32x4_load(e->mult + m0));
+        uint8_t q[16], *dst = e->y + (uint64_t)m0 * e->rs + n_off;
+        i8x16_store_lo8(q, ep_q8_pack(x, x, f.lo, f.hi, f.zb, f.u8));
+        for (uint32_t i = 0; i < MR; i++) dst[i * e->rs] = q[i];
+        continue;
+      }
+      int32_t r[MR];
+      i32x4_store(r, s[g]);
+      for (uint32_t i = 0; i < MR; i++) acc[i][0] = acc[i][1] = i32x4_splat(r[i]);
+      epi_tile(e, &f, m0, M - m0 < MR ? M - m0 : MR, 0, n_off, 1, acc);
     }
-    if (p < Kp) s0 = i32x4_dot_i16x8_add(s0, i16x8_load_i8(ap + 2 * MR * p), i16x8_load_pair_splat(b + p * ld2));
-    int32_t r[MR];
-    i32x4_store(r, i32x4_add(s0, s1));
-    for (uint32_t i = 0; i < MR; i++) acc[i][0] = acc[i][1] = i32x4_splat(r[i]);
-    epi_tile(e, &f, m0, M - m0 < MR ? M - m0 : MR, 0, n_off, 1, acc);
   }
 }
 
@@ -332,15 +361,18 @@ void ep_qgemm(uint32_t M, uint32_t N, uint32_t K, const int8_t *a, int16_t *b, u
   }
 }
 
-/* Columns [n, ldb) of one pair row: scalar, zero past N. */
+/* Columns [n, ldb) of one pair row (n a multiple of 8): zero, then the columns below N scalar (the matrix-vector
+ * products' one column: a pair row costs 2 stores and 1 column). */
 EP_COLD static void pack_b_tail(int16_t *d, uint32_t n, uint32_t N, uint32_t ldb, const uint8_t *r0, const uint8_t *r1,
                                 int is_u8, int32_t zp, const int32_t *zp_col) {
-  for (; n < ldb; n++) {
-    int32_t z = n < N && zp_col ? zp_col[n] : zp;
+  for (uint32_t q = n; q < ldb; q += 8) { i16x8_store(d + 2 * q, i16x8_splat(0)); i16x8_store(d + 2 * q + 8, i16x8_splat(0)); }
+  EP_COMPACT_LOOP
+  for (; n < N; n++) {
+    int32_t z = zp_col ? zp_col[n] : zp;
     const int32_t lo = is_u8 ? 0 : -128;   /* a plan's zero point outside the 8-bit range is clamped: |B'| <= 255 */
     z = z < lo ? lo : z > lo + 255 ? lo + 255 : z;
-    d[2 * n] = n < N ? (int16_t)((is_u8 ? (int32_t)r0[n] : (int32_t)(int8_t)r0[n]) - z) : 0;
-    d[2 * n + 1] = n < N ? (int16_t)((is_u8 ? (int32_t)r1[n] : (int32_t)(int8_t)r1[n]) - z) : 0;
+    d[2 * n] = (int16_t)((is_u8 ? (int32_t)r0[n] : (int32_t)(int8_t)r0[n]) - z);
+    d[2 * n + 1] = (int16_t)((is_u8 ? (int32_t)r1[n] : (int32_t)(int8_t)r1[n]) - z);
   }
 }
 
