@@ -379,11 +379,83 @@ EP_NOINLINE static void dw_rows3x2(float *dst, const float *r0, uint64_t rs, uin
   dw_rows3(2, dst, r0, rs, o1, o2, wc, bias, OW, lo, hi);
 }
 
+/* ---- Channels as lanes (3x3, dilation 1, stride 1x1 or 2x2, any pads): 4 channels per vector. The 4 channels
+ * are interleaved into one zero-padded plane (pixel (h, w) is the vector at (h * Wp + w) * 4, no column phases),
+ * so every tap of every output pixel is one full vector load: no row tails, no per-row calls. Four output pixels
+ * per step (4 accumulators, one kernel row per loop iteration: 3 weights + 6 (stride 1) or 9 (stride 2) loads),
+ * then a 4x4 transpose stores 4 columns of each channel; a row's last step ends at OW, overlapping the previous
+ * one (outputs are a pure function of the plane). Same sums in the same order as dw_vecs3: bias, then the taps
+ * in row-major order. Needs C >= 4, W >= 4, OW >= 4 and the interleaved plane (Hp * Wp * 4 floats) in one
+ * thread's share of the scratch: a single thread has THREAD_SLOTS = 4 phased planes, which always hold it; with
+ * 2-4 threads each has 1-2 phased planes and the node takes the phased path. Faster at every plane size of
+ * mobilenetv2 (112x112 to 7x7, docs/depthwise.md), so there is no size threshold. */
+EP_AINLINE void dw_t4(f32x4 *a, f32x4 *b, f32x4 *c, f32x4 *d) {   /* 4x4 transpose in place */
+  const f32x4 ac0 = f32x4_zip_lo(*a, *c), ac1 = f32x4_zip_hi(*a, *c), bd0 = f32x4_zip_lo(*b, *d), bd1 = f32x4_zip_hi(*b, *d);
+  *a = f32x4_zip_lo(ac0, bd0); *b = f32x4_zip_hi(ac0, bd0); *c = f32x4_zip_lo(ac1, bd1); *d = f32x4_zip_hi(ac1, bd1);
+}
+
+/* Channels xc, xc + hw, .. (H x W each) into the interior of the interleaved plane; pads stay zero. */
+EP_NOINLINE static void dw_lanes_fill(float *plane, const float *xc, uint64_t hw, const ep_conv_geom *g, uint32_t wp) {
+  const uint32_t W = g->W;
+  for (uint32_t ih = 0; ih < g->H; ih++) {
+    const float *xr = xc + (uint64_t)ih * W;
+    float *dst = plane + ((uint64_t)(ih + g->pt) * wp + g->pl) * 4;
+    EP_COMPACT_LOOP
+    for (uint32_t iw = 0; iw < W; iw += 4) {
+      if (iw > W - 4) iw = W - 4;
+      f32x4 a = f32x4_load(xr + iw), b = f32x4_load(xr + hw + iw), c = f32x4_load(xr + 2 * hw + iw), d = f32x4_load(xr + 3 * hw + iw);
+      dw_t4(&a, &b, &c, &d);
+      f32x4_store(dst + 4 * iw, a); f32x4_store(dst + 4 * iw + 4, b);
+      f32x4_store(dst + 4 * iw + 8, c); f32x4_store(dst + 4 * iw + 12, d);
+    }
+  }
+}
+
+/* All output rows of 4 channels (yc, yc + ohw, ..); wt: the 9 taps' weight vectors (tap-major), sw 1 or 2. */
+EP_AINLINE void dw_lanes_plane(const uint32_t sw, float *yc, uint64_t ohw, const float *plane, uint32_t wp,
+                               const float *wt, f32x4 bias, uint32_t OH, uint32_t OW, f32x4 lo, f32x4 hi) {
+  const uint64_t rs = (uint64_t)wp * 4;
+  for (uint32_t oh = 0; oh < OH; oh++) {
+    float *dst = yc + (uint64_t)oh * OW;
+    for (uint32_t ow = 0; ow < OW; ow += 4) {
+      if (ow > OW - 4) ow = OW - 4;
+      f32x4 a0 = bias, a1 = bias, a2 = bias, a3 = bias;
+      const float *r = plane + (uint64_t)oh * sw * rs + (uint64_t)ow * sw * 4, *wk = wt;
+      EP_COMPACT_LOOP
+      for (uint32_t i = 0; i < 3; i++, r += rs, wk += 12) {
+        const f32x4 w0 = f32x4_load(wk), w1 = f32x4_load(wk + 4), w2 = f32x4_load(wk + 8);
+#define DW_L(k, j) f32x4_load(r + 4 * ((k) * sw + (j)))
+        a0 = f32x4_fma(a0, DW_L(0, 0), w0); a0 = f32x4_fma(a0, DW_L(0, 1), w1); a0 = f32x4_fma(a0, DW_L(0, 2), w2);
+        a1 = f32x4_fma(a1, DW_L(1, 0), w0); a1 = f32x4_fma(a1, DW_L(1, 1), w1); a1 = f32x4_fma(a1, DW_L(1, 2), w2);
+        a2 = f32x4_fma(a2, DW_L(2, 0), w0); a2 = f32x4_fma(a2, DW_L(2, 1), w1); a2 = f32x4_fma(a2, DW_L(2, 2), w2);
+        a3 = f32x4_fma(a3, DW_L(3, 0), w0); a3 = f32x4_fma(a3, DW_L(3, 1), w1); a3 = f32x4_fma(a3, DW_L(3, 2), w2);
+#undef DW_L
+      }
+      a0 = dw_clamp(a0, lo, hi); a1 = dw_clamp(a1, lo, hi); a2 = dw_clamp(a2, lo, hi); a3 = dw_clamp(a3, lo, hi);
+      dw_t4(&a0, &a1, &a2, &a3);
+      f32x4_store(dst + ow, a0); f32x4_store(dst + ohw + ow, a1);
+      f32x4_store(dst + 2 * ohw + ow, a2); f32x4_store(dst + 3 * ohw + ow, a3);
+    }
+  }
+}
+
+EP_NOINLINE static void dw_lanes_s1(float *yc, uint64_t ohw, const float *plane, uint32_t wp, const float *wt,
+                                    f32x4 bias, uint32_t OH, uint32_t OW, f32x4 lo, f32x4 hi) {
+  dw_lanes_plane(1, yc, ohw, plane, wp, wt, bias, OH, OW, lo, hi);
+}
+
+EP_NOINLINE static void dw_lanes_s2(float *yc, uint64_t ohw, const float *plane, uint32_t wp, const float *wt,
+                                    f32x4 bias, uint32_t OH, uint32_t OW, f32x4 lo, f32x4 hi) {
+  dw_lanes_plane(2, yc, ohw, plane, wp, wt, bias, OH, OW, lo, hi);
+}
+
 typedef struct {
   const ep_node *n;
   ep_conv_geom g;
   uint32_t pw, parts;
   uint64_t plane_floats;
+  uint64_t slot_floats;   /* scratch per thread (>= plane_floats) */
+  uint64_t lanes_floats;  /* the interleaved plane of the lanes path; 0 when the node does not take it */
 } dw_job;
 
 /* Channels (of all images) [bc0, bc1) of the output: chunk t. A row's tail may be stored as whole
@@ -401,18 +473,36 @@ static void dw_task(void *ctx, uint32_t t, uint32_t thread) {
   const float *bias = n->n_in > 2 && n->in[2] ? ep_f32(n->in[2]) : 0;
   const float *res = n->n_in > 3 && n->in[3] ? ep_f32(n->in[3]) : 0;
   float *y = ep_f32(n->out[0]);
-  float *plane = (float *)(void *)n->scratch + thread * d->plane_floats;
+  float *plane = (float *)(void *)n->scratch + thread * d->slot_floats;
   const int32_t act = p[10];
   const float p0 = ep_param_f32(n, 11), p1 = ep_param_f32(n, 12), inf = __builtin_inff();
   /* None, relu and clip without a residual are a clamp in the tap loops; anything else is left to dw_post. */
   const int simple = !res && (act == EP_ACT_NONE || act == EP_ACT_RELU || act == EP_ACT_CLIP);
   const f32x4 lo = f32x4_splat(simple && act == EP_ACT_RELU ? 0.0f : simple && act == EP_ACT_CLIP ? p0 : -inf);
   const f32x4 hi = f32x4_splat(simple && act == EP_ACT_CLIP ? p1 : inf);
-  zero_f32(plane, (uint32_t)d->plane_floats);   /* the pads: dw_fill writes only the interior */
+  /* The pads: dw_fill / dw_lanes_fill write only the interior. zeroed: which plane layout is zeroed (0 none,
+   * 1 phased, 2 interleaved): the C % 4 channels left over by the lanes path take the phased one. */
+  uint32_t zeroed = 0;
   /* Kernel column j reads phase (j*dw) % sw at shift (j*dw) / sw of a phased row. */
 #define DW_OFF(j) ((((j) * g.dw) % g.sw) * pw + ((j) * g.dw) / g.sw)
   for (uint64_t bc = bc0; bc < bc1; bc++) {
     const uint32_t c = (uint32_t)(bc % g.C);
+    if (d->lanes_floats && c + 4 <= g.C && bc + 4 <= bc1) {
+      const uint32_t wp = g.W + g.pl + g.pr;
+      if (zeroed != 2) { zero_f32(plane, (uint32_t)d->lanes_floats); zeroed = 2; }
+      float wt[36];
+      for (uint32_t k = 0; k < 9; k++)
+        for (uint32_t l = 0; l < 4; l++) wt[4 * k + l] = w[(uint64_t)(c + l) * 9 + k];
+      const f32x4 bv = bias ? f32x4_load(bias + c) : f32x4_zero();
+      float *yc = y + bc * ohw;
+      dw_lanes_fill(plane, x + bc * hw, hw, &g, wp);
+      (g.sw == 1 ? dw_lanes_s1 : dw_lanes_s2)(yc, ohw, plane, wp, wt, bv, g.OH, g.OW, lo, hi);
+      if (!simple)
+        for (uint32_t l = 0; l < 4; l++) dw_post(yc + l * ohw, res ? res + (bc + l) * ohw : 0, ohw, act, p0, p1);
+      bc += 3;
+      continue;
+    }
+    if (zeroed != 1) { zero_f32(plane, (uint32_t)d->plane_floats); zeroed = 1; }
     const float *wc = w + (uint64_t)c * kk;
     const f32x4 bv = f32x4_splat(bias ? bias[c] : 0.0f);
     float *yc = y + bc * ohw;
@@ -467,6 +557,12 @@ ep_status ep_run_DEPTHWISE_CONV(const ep_node *n) {
   const uint32_t threads = ep_num_threads() < slots ? ep_num_threads() : slots > 1 ? (uint32_t)slots : 1u;
   const uint64_t nbc = (uint64_t)d.g.B * d.g.C;
   d.parts = threads <= 1 ? 1u : (uint32_t)(nbc < 4u * threads ? nbc : 4u * threads);
+  d.slot_floats = n->scratch_bytes / 4u / threads;
+  const ep_conv_geom *g = &d.g;
+  d.lanes_floats = ((uint64_t)g->H + g->pt + g->pb) * ((uint64_t)g->W + g->pl + g->pr) * 4u;
+  if (!(g->kh == 3 && g->kw == 3 && g->dh == 1 && g->dw == 1 && g->sh == g->sw && g->sw <= 2 && g->C >= 4 &&
+        g->W >= 4 && g->OW >= 4 && d.lanes_floats <= d.slot_floats))
+    d.lanes_floats = 0;
   ep_parallel_for(d.parts, threads, dw_task, &d);
   return EP_OK;
 }
