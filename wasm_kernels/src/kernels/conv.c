@@ -389,6 +389,13 @@ EP_NOINLINE static void dw_rows3x2(float *dst, const float *r0, uint64_t rs, uin
  * thread's share of the scratch: a single thread has THREAD_SLOTS = 4 phased planes, which always hold it; with
  * 2-4 threads each has 1-2 phased planes and the node takes the phased path. Faster at every plane size of
  * mobilenetv2 (112x112 to 7x7, docs/depthwise.md), so there is no size threshold. */
+#if defined(EP_VEC_SCALAR_H) || defined(EP_THREADS)
+/* Not in the scalar build (vector ops as loops, for engines without SIMD) nor the threaded ones (with 2+ threads a
+ * thread's scratch never holds the interleaved plane): the phased path only, for size. */
+#define DW_LANES 0
+#else
+#define DW_LANES 1
+#endif
 EP_AINLINE void dw_t4(f32x4 *a, f32x4 *b, f32x4 *c, f32x4 *d) {   /* 4x4 transpose in place */
   const f32x4 ac0 = f32x4_zip_lo(*a, *c), ac1 = f32x4_zip_hi(*a, *c), bd0 = f32x4_zip_lo(*b, *d), bd1 = f32x4_zip_hi(*b, *d);
   *a = f32x4_zip_lo(ac0, bd0); *b = f32x4_zip_hi(ac0, bd0); *c = f32x4_zip_lo(ac1, bd1); *d = f32x4_zip_hi(ac1, bd1);
@@ -487,7 +494,7 @@ static void dw_task(void *ctx, uint32_t t, uint32_t thread) {
 #define DW_OFF(j) ((((j) * g.dw) % g.sw) * pw + ((j) * g.dw) / g.sw)
   for (uint64_t bc = bc0; bc < bc1; bc++) {
     const uint32_t c = (uint32_t)(bc % g.C);
-    if (d->lanes_floats && c + 4 <= g.C && bc + 4 <= bc1) {
+    if (DW_LANES && d->lanes_floats && c + 4 <= g.C && bc + 4 <= bc1) {
       const uint32_t wp = g.W + g.pl + g.pr;
       if (zeroed != 2) { zero_f32(plane, (uint32_t)d->lanes_floats); zeroed = 2; }
       float wt[36];
