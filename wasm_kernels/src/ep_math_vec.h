@@ -21,19 +21,29 @@
 #define EXP_P4 1.6666665459E-1f
 #define EXP_P5 5.0000001201E-1f
 
+/* exp's polynomial part, shared by every f32x4 exp here: the Cody-Waite reduction r = x - n*ln2 (two parts), then
+ * 1 + r + r^2 * P(r), degree 5. Constants from k = ep_erf_k's layout (k[2], k[3]: ln2's parts, k[4..9]: P,
+ * k[10]: 1): the exps below pass constant vectors (v128.const at each use), erf its table (see EP_ERF_NK). */
+EP_AINLINE f32x4 ep_exp_poly(f32x4 x, f32x4 n, const f32x4 *k) {
+  f32x4 r = f32x4_sub(x, f32x4_mul(n, k[2]));
+  r = f32x4_sub(r, f32x4_mul(n, k[3]));
+  f32x4 z = f32x4_mul(r, r);
+  f32x4 p = k[4];
+  p = f32x4_fma(k[5], p, r);
+  p = f32x4_fma(k[6], p, r);
+  p = f32x4_fma(k[7], p, r);
+  p = f32x4_fma(k[8], p, r);
+  p = f32x4_fma(k[9], p, r);
+  return f32x4_add(f32x4_fma(r, p, z), k[10]);
+}
+
 /* exp(xc) given n = round(xc * log2e), as a float and as an integer: Cody-Waite reduction, the degree-5
  * polynomial, then the scale by 2^n in two steps (one 2^n cannot hold the subnormal results' scale). */
 EP_AINLINE f32x4 ep_exp_reduced(f32x4 xc, f32x4 n, i32x4 ni) {
-  f32x4 r = f32x4_sub(xc, f32x4_mul(n, f32x4_splat(LN2_C1)));
-  r = f32x4_sub(r, f32x4_mul(n, f32x4_splat(LN2_C2)));
-  f32x4 z = f32x4_mul(r, r);
-  f32x4 p = f32x4_splat(EXP_P0);
-  p = f32x4_fma(f32x4_splat(EXP_P1), p, r);
-  p = f32x4_fma(f32x4_splat(EXP_P2), p, r);
-  p = f32x4_fma(f32x4_splat(EXP_P3), p, r);
-  p = f32x4_fma(f32x4_splat(EXP_P4), p, r);
-  p = f32x4_fma(f32x4_splat(EXP_P5), p, r);
-  f32x4 y = f32x4_add(f32x4_fma(r, p, z), f32x4_splat(1.0f));
+  const f32x4 k[11] = {f32x4_zero(), f32x4_zero(), f32x4_splat(LN2_C1), f32x4_splat(LN2_C2), f32x4_splat(EXP_P0),
+                       f32x4_splat(EXP_P1), f32x4_splat(EXP_P2), f32x4_splat(EXP_P3), f32x4_splat(EXP_P4),
+                       f32x4_splat(EXP_P5), f32x4_splat(1.0f)};
+  f32x4 y = ep_exp_poly(xc, n, k);
   const i32x4 n1 = i32x4_shr(ni, 1), n2 = i32x4_sub(ni, n1), bias = i32x4_splat(127);
   y = f32x4_mul(y, i32x4_as_f32x4(i32x4_shl(i32x4_add(n1, bias), 23)));
   return f32x4_mul(y, i32x4_as_f32x4(i32x4_shl(i32x4_add(n2, bias), 23)));
@@ -81,16 +91,7 @@ EP_AINLINE f32x4 ep_expf4_body(f32x4 x) {
 EP_AINLINE f32x4 ep_expf4_neg16(f32x4 x, const f32x4 *k) {
   f32x4 t = f32x4_add(f32x4_mul(x, k[0]), k[1]);
   f32x4 n = f32x4_sub(t, k[1]);
-  f32x4 r = f32x4_sub(x, f32x4_mul(n, k[2]));
-  r = f32x4_sub(r, f32x4_mul(n, k[3]));
-  f32x4 z = f32x4_mul(r, r);
-  f32x4 p = k[4];
-  p = f32x4_fma(k[5], p, r);
-  p = f32x4_fma(k[6], p, r);
-  p = f32x4_fma(k[7], p, r);
-  p = f32x4_fma(k[8], p, r);
-  p = f32x4_fma(k[9], p, r);
-  f32x4 y = f32x4_add(f32x4_fma(r, p, z), k[10]);
+  f32x4 y = ep_exp_poly(x, n, k);
   /* t's low 23 bits are 2^22 + n; << 23 keeps (n + 127) mod 512 = n + 127: the exponent field of 2^n */
   return f32x4_mul(y, i32x4_as_f32x4(i32x4_shl(i32x4_add(f32x4_as_i32x4(t), i32x4_splat(127)), 23)));
 }
