@@ -29,24 +29,15 @@
 
 /* Horner's rule on n <= 15 coefficients, highest degree first: p = c[0], then p = p*t + c[i] for i = 1 .. n-1, in
  * that order. One definition for every polynomial of ep_math.c: float, f32x4 (from a table of floats: constant
- * vectors; or of vectors: erf's, see EP_ERF_NK) and double (sin, cos, pow's log and exp). Tests on n, not a loop: always inlined with a constant
- * n they fold at once, and the code is that of the chain written out (a loop unrolls only later, if at all: gcc
- * -O2 keeps it; and GELU's loop would no longer hoist erf's coefficient loads into locals). */
+ * vectors; or of vectors: erf's, see EP_ERF_NK) and double (sin, cos, pow's log and exp). Tests on n, not a
+ * loop: always inlined with a constant n they fold at once, and the code is that of the chain written out (a loop
+ * unrolls only later, if at all: gcc -O2 keeps it; and GELU's loop would no longer hoist erf's coefficient loads
+ * into locals). */
 #define EP_HORNER_STEPS_(n, STEP) \
-  if ((n) > 1) STEP(1); \
-  if ((n) > 2) STEP(2); \
-  if ((n) > 3) STEP(3); \
-  if ((n) > 4) STEP(4); \
-  if ((n) > 5) STEP(5); \
-  if ((n) > 6) STEP(6); \
-  if ((n) > 7) STEP(7); \
-  if ((n) > 8) STEP(8); \
-  if ((n) > 9) STEP(9); \
-  if ((n) > 10) STEP(10); \
-  if ((n) > 11) STEP(11); \
-  if ((n) > 12) STEP(12); \
-  if ((n) > 13) STEP(13); \
-  if ((n) > 14) STEP(14);
+  if ((n) > 1) { STEP(1); } if ((n) > 2) { STEP(2); } if ((n) > 3) { STEP(3); } if ((n) > 4) { STEP(4); } \
+  if ((n) > 5) { STEP(5); } if ((n) > 6) { STEP(6); } if ((n) > 7) { STEP(7); } if ((n) > 8) { STEP(8); } \
+  if ((n) > 9) { STEP(9); } if ((n) > 10) { STEP(10); } if ((n) > 11) { STEP(11); } if ((n) > 12) { STEP(12); } \
+  if ((n) > 13) { STEP(13); } if ((n) > 14) { STEP(14); }
 #define EP_HORNER_F_(i) p = p * t + c[i]
 #define EP_HORNER_4_(i) p = f32x4_fma(f32x4_splat(c[i]), p, t)
 #define EP_HORNER_4V_(i) p = f32x4_fma(k[i], p, t)
