@@ -52,12 +52,7 @@ float ep_expf(float x) {
   float r = x - n * LN2_C1;
   r = r - n * LN2_C2;
   float z = r * r;
-  float p = EXP_P0;
-  p = p * r + EXP_P1;
-  p = p * r + EXP_P2;
-  p = p * r + EXP_P3;
-  p = p * r + EXP_P4;
-  p = p * r + EXP_P5;
+  float p = ep_horner(r, ep_erf_k + EP_K_EXP_P, 6);
   float y = (p * z + r) + 1.0f;
   int32_t ni = (int32_t)n, n1 = ni >> 1, n2 = ni - n1;   /* two normal factors: one rounding */
   y = y * bitsf((uint32_t)(n1 + 127) << 23);
@@ -67,28 +62,15 @@ float ep_expf(float x) {
 
 /* ---- log ------------------------------------------------------------------------------------ */
 #define SQRTHF 0.707106781186547524f
-#define LOG_P0 7.0376836292E-2f
-#define LOG_P1 (-1.1514610310E-1f)
-#define LOG_P2 1.1676998740E-1f
-#define LOG_P3 (-1.2420140846E-1f)
-#define LOG_P4 1.4249322787E-1f
-#define LOG_P5 (-1.6668057665E-1f)
-#define LOG_P6 2.0000714765E-1f
-#define LOG_P7 (-2.4999993993E-1f)
-#define LOG_P8 3.3333331174E-1f
+static const float log_p[9] = {   /* highest degree first (ep_horner) */
+  7.0376836292E-2f, -1.1514610310E-1f, 1.1676998740E-1f, -1.2420140846E-1f, 1.4249322787E-1f,
+  -1.6668057665E-1f, 2.0000714765E-1f, -2.4999993993E-1f, 3.3333331174E-1f,
+};
 
 /* log(1 + t) for t in [sqrt(1/2) - 1, sqrt(2) - 1], plus ef*ln2. */
 static float log_core(float t, float ef) {
   float z = t * t;
-  float p = LOG_P0;
-  p = p * t + LOG_P1;
-  p = p * t + LOG_P2;
-  p = p * t + LOG_P3;
-  p = p * t + LOG_P4;
-  p = p * t + LOG_P5;
-  p = p * t + LOG_P6;
-  p = p * t + LOG_P7;
-  p = p * t + LOG_P8;
+  float p = ep_horner(t, log_p, 9);
   float y = (p * t) * z;
   y = y + ef * LN2_C2;
   y = y - 0.5f * z;
@@ -123,15 +105,7 @@ f32x4 ep_logf4(f32x4 x) {
   f32x4 t = f32x4_sub(f32x4_select(lo, f32x4_add(m, m), m), f32x4_splat(1.0f));
   f32x4 ef = f32x4_add(f32x4_from_i32x4(e), eadj);
   f32x4 z = f32x4_mul(t, t);
-  f32x4 p = f32x4_splat(LOG_P0);
-  p = f32x4_fma(f32x4_splat(LOG_P1), p, t);
-  p = f32x4_fma(f32x4_splat(LOG_P2), p, t);
-  p = f32x4_fma(f32x4_splat(LOG_P3), p, t);
-  p = f32x4_fma(f32x4_splat(LOG_P4), p, t);
-  p = f32x4_fma(f32x4_splat(LOG_P5), p, t);
-  p = f32x4_fma(f32x4_splat(LOG_P6), p, t);
-  p = f32x4_fma(f32x4_splat(LOG_P7), p, t);
-  p = f32x4_fma(f32x4_splat(LOG_P8), p, t);
+  f32x4 p = ep_horner4(t, log_p, 9);
   f32x4 y = f32x4_mul(f32x4_mul(p, t), z);
   y = f32x4_add(y, f32x4_mul(ef, f32x4_splat(LN2_C2)));
   y = f32x4_sub(y, f32x4_mul(f32x4_splat(0.5f), z));
@@ -154,11 +128,9 @@ float ep_log1pf(float x) {
 }
 
 /* ---- tanh ----------------------------------------------------------------------------------- */
-#define TANH_P0 (-5.70498872745E-3f)
-#define TANH_P1 2.06390887954E-2f
-#define TANH_P2 (-5.37397155531E-2f)
-#define TANH_P3 1.33314422036E-1f
-#define TANH_P4 (-3.33332819422E-1f)
+static const float tanh_p[5] = {   /* highest degree first (ep_horner) */
+  -5.70498872745E-3f, 2.06390887954E-2f, -5.37397155531E-2f, 1.33314422036E-1f, -3.33332819422E-1f,
+};
 #define TANH_SMALL 0.625f
 
 float ep_tanhf(float x) {
@@ -166,11 +138,7 @@ float ep_tanhf(float x) {
   if (a < TANH_SMALL) {
     if (x == 0.0f) return x;           /* keeps -0 (the sum below would give +0) */
     float z = x * x;
-    float p = TANH_P0;
-    p = p * z + TANH_P1;
-    p = p * z + TANH_P2;
-    p = p * z + TANH_P3;
-    p = p * z + TANH_P4;
+    float p = ep_horner(z, tanh_p, 5);
     return (p * z) * x + x;
   }
   if (x != x) return x + x;
@@ -181,11 +149,7 @@ float ep_tanhf(float x) {
 f32x4 ep_tanhf4(f32x4 x) {
   f32x4 a = f32x4_abs(x);
   f32x4 z = f32x4_mul(x, x);
-  f32x4 p = f32x4_splat(TANH_P0);
-  p = f32x4_fma(f32x4_splat(TANH_P1), p, z);
-  p = f32x4_fma(f32x4_splat(TANH_P2), p, z);
-  p = f32x4_fma(f32x4_splat(TANH_P3), p, z);
-  p = f32x4_fma(f32x4_splat(TANH_P4), p, z);
+  f32x4 p = ep_horner4(z, tanh_p, 5);
   f32x4 small = f32x4_fma(x, f32x4_mul(p, z), x);
   const f32x4 one = f32x4_splat(1.0f);
   f32x4 l = f32x4_sub(one, f32x4_div(f32x4_splat(2.0f), f32x4_add(ep_expf4(f32x4_add(a, a)), one)));
@@ -203,27 +167,11 @@ float ep_erff(float x) {
   if (x != x) return x + x;
   if (a < 1.0f) {
     float z = x * x;
-    float q = ERF_Q0;
-    q = q * z + ERF_Q1;
-    q = q * z + ERF_Q2;
-    q = q * z + ERF_Q3;
-    q = q * z + ERF_Q4;
-    q = q * z + ERF_Q5;
-    q = q * z + ERF_Q6;
+    float q = ep_horner(z, ep_erf_k + EP_K_ERF_Q, 7);
     return x * q + x;
   }
   if (a > 4.0f) a = 4.0f;
-  float r = ERF_R0;
-  r = r * a + ERF_R1;
-  r = r * a + ERF_R2;
-  r = r * a + ERF_R3;
-  r = r * a + ERF_R4;
-  r = r * a + ERF_R5;
-  r = r * a + ERF_R6;
-  r = r * a + ERF_R7;
-  r = r * a + ERF_R8;
-  r = r * a + ERF_R9;
-  r = r * a + ERF_R10;
+  float r = ep_horner(a, ep_erf_k + EP_K_ERF_R, 11);
   float l = 1.0f - ep_expf(-(a * a)) * r;
   return bitsf(fbits(l) | (fbits(x) & 0x80000000u));
 }
@@ -272,25 +220,21 @@ static double reduce_pio2(float x, int32_t *q) {
   return r;
 }
 
-static double sin_poly(double r) {   /* Taylor to r^13: error < 2e-14 on [-pi/4, pi/4] */
+/* Highest degree first (ep_horner_d); x - c and x + -c are the same operation (compilers emit either). */
+static const double sin_p[6] = {   /* Taylor to r^13: error < 2e-14 on [-pi/4, pi/4] */
+  -1.0 / 6227020800.0, 1.0 / 39916800.0, -1.0 / 362880.0, 1.0 / 5040.0, -1.0 / 120.0, 1.0 / 6.0,
+};
+static const double cos_p[7] = {   /* Taylor to r^14 */
+  -1.0 / 87178291200.0, 1.0 / 479001600.0, -1.0 / 3628800.0, 1.0 / 40320.0, -1.0 / 720.0, 1.0 / 24.0, -0.5,
+};
+static double sin_poly(double r) {
   double z = r * r;
-  double p = -1.0 / 6227020800.0;
-  p = p * z + 1.0 / 39916800.0;
-  p = p * z - 1.0 / 362880.0;
-  p = p * z + 1.0 / 5040.0;
-  p = p * z - 1.0 / 120.0;
-  p = p * z + 1.0 / 6.0;
+  double p = ep_horner_d(z, sin_p, 6);
   return r - r * z * p;
 }
-static double cos_poly(double r) {   /* Taylor to r^14 */
+static double cos_poly(double r) {
   double z = r * r;
-  double p = -1.0 / 87178291200.0;
-  p = p * z + 1.0 / 479001600.0;
-  p = p * z - 1.0 / 3628800.0;
-  p = p * z + 1.0 / 40320.0;
-  p = p * z - 1.0 / 720.0;
-  p = p * z + 1.0 / 24.0;
-  p = p * z - 0.5;
+  double p = ep_horner_d(z, cos_p, 7);
   return 1.0 + z * p;
 }
 
@@ -330,36 +274,21 @@ static double log_d(double x) {        /* x > 0 finite (a float's value, so norm
   double m = bitsd((u & 0x000fffffffffffffull) | 0x3ff0000000000000ull);   /* [1, 2) */
   if (m > 1.4142135623730951) { m *= 0.5; e += 1; }
   double s = (m - 1.0) / (m + 1.0), z = s * s;   /* log m = 2 atanh s, |s| <= 0.1716 */
-  double p = 1.0 / 21;
-  p = p * z + 1.0 / 19;
-  p = p * z + 1.0 / 17;
-  p = p * z + 1.0 / 15;
-  p = p * z + 1.0 / 13;
-  p = p * z + 1.0 / 11;
-  p = p * z + 1.0 / 9;
-  p = p * z + 1.0 / 7;
-  p = p * z + 1.0 / 5;
-  p = p * z + 1.0 / 3;
+  static const double atanh_p[10] = {
+    1.0 / 21, 1.0 / 19, 1.0 / 17, 1.0 / 15, 1.0 / 13, 1.0 / 11, 1.0 / 9, 1.0 / 7, 1.0 / 5, 1.0 / 3,
+  };
+  double p = ep_horner_d(z, atanh_p, 10);
   return (double)e * 0.6931471805599453 + 2.0 * s * (1.0 + z * p);
 }
 
 static double exp_d(double t) {        /* t in [-110, 90] */
   double n = (t * 1.4426950408889634 + 6755399441055744.0) - 6755399441055744.0;
   double r = t - n * 6.93147180369123816490e-01 - n * 1.90821492927058770002e-10;
-  double p = 1.0 / 6227020800.0;
-  p = p * r + 1.0 / 479001600.0;
-  p = p * r + 1.0 / 39916800.0;
-  p = p * r + 1.0 / 3628800.0;
-  p = p * r + 1.0 / 362880.0;
-  p = p * r + 1.0 / 40320.0;
-  p = p * r + 1.0 / 5040.0;
-  p = p * r + 1.0 / 720.0;
-  p = p * r + 1.0 / 120.0;
-  p = p * r + 1.0 / 24.0;
-  p = p * r + 1.0 / 6.0;
-  p = p * r + 0.5;
-  p = p * r + 1.0;
-  p = p * r + 1.0;
+  static const double exp_p[14] = {   /* 1/k!, k = 13 .. 0 */
+    1.0 / 6227020800.0, 1.0 / 479001600.0, 1.0 / 39916800.0, 1.0 / 3628800.0, 1.0 / 362880.0,
+    1.0 / 40320.0, 1.0 / 5040.0, 1.0 / 720.0, 1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0, 1.0,
+  };
+  double p = ep_horner_d(r, exp_p, 14);
   return p * bitsd((uint64_t)((int64_t)n + 1023) << 52);
 }
 

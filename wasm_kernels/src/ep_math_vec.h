@@ -21,19 +21,68 @@
 #define EXP_P4 1.6666665459E-1f
 #define EXP_P5 5.0000001201E-1f
 
+/* Where the polynomials' coefficients start in ep_erf_k (below; the table erf's f32x4 code reads as vectors, the
+ * scalar forms as floats): exp's P (EXP_P0..5), erf's Q and R. */
+#define EP_K_EXP_P 4
+#define EP_K_ERF_Q 12
+#define EP_K_ERF_R 19
+
+/* Horner's rule on n <= 15 coefficients, highest degree first: p = c[0], then p = p*t + c[i] for i = 1 .. n-1, in
+ * that order. One definition for every polynomial of ep_math.c: float, f32x4 (from a table of floats: constant
+ * vectors; or of vectors: erf's, see EP_ERF_NK) and double (sin, cos, pow's log and exp). Tests on n, not a
+ * loop: always inlined with a constant n they fold at once, and the code is that of the chain written out (a loop
+ * unrolls only later, if at all: gcc -O2 keeps it; and GELU's loop would no longer hoist erf's coefficient loads
+ * into locals). */
+#define EP_HORNER_STEPS_(n, STEP) \
+  if ((n) > 1) { STEP(1); } if ((n) > 2) { STEP(2); } if ((n) > 3) { STEP(3); } if ((n) > 4) { STEP(4); } \
+  if ((n) > 5) { STEP(5); } if ((n) > 6) { STEP(6); } if ((n) > 7) { STEP(7); } if ((n) > 8) { STEP(8); } \
+  if ((n) > 9) { STEP(9); } if ((n) > 10) { STEP(10); } if ((n) > 11) { STEP(11); } if ((n) > 12) { STEP(12); } \
+  if ((n) > 13) { STEP(13); } if ((n) > 14) { STEP(14); }
+#define EP_HORNER_F_(i) p = p * t + c[i]
+#define EP_HORNER_4_(i) p = f32x4_fma(f32x4_splat(c[i]), p, t)
+#define EP_HORNER_4V_(i) p = f32x4_fma(k[i], p, t)
+EP_AINLINE double ep_horner_d(double t, const double *c, const uint32_t n) {
+  double p = c[0];
+  EP_HORNER_STEPS_(n, EP_HORNER_F_)
+  return p;
+}
+EP_AINLINE float ep_horner(float t, const float *c, const uint32_t n) {
+  float p = c[0];
+  EP_HORNER_STEPS_(n, EP_HORNER_F_)
+  return p;
+}
+EP_AINLINE f32x4 ep_horner4(f32x4 t, const float *c, const uint32_t n) {
+  f32x4 p = f32x4_splat(c[0]);
+  EP_HORNER_STEPS_(n, EP_HORNER_4_)
+  return p;
+}
+EP_AINLINE f32x4 ep_horner4v(f32x4 t, const f32x4 *k, const uint32_t n) {
+  f32x4 p = k[0];
+  EP_HORNER_STEPS_(n, EP_HORNER_4V_)
+  return p;
+}
+#undef EP_HORNER_F_
+#undef EP_HORNER_4_
+#undef EP_HORNER_4V_
+#undef EP_HORNER_STEPS_
+
+/* exp's polynomial part, shared by every f32x4 exp here: the Cody-Waite reduction r = x - n*ln2 (two parts), then
+ * 1 + r + r^2 * P(r), degree 5. Constants from k = ep_erf_k's layout (k[2], k[3]: ln2's parts, k[4..9]: P,
+ * k[10]: 1): the exps below pass constant vectors (v128.const at each use), erf its table (see EP_ERF_NK). */
+EP_AINLINE f32x4 ep_exp_poly(f32x4 x, f32x4 n, const f32x4 *k) {
+  f32x4 r = f32x4_sub(x, f32x4_mul(n, k[2]));
+  r = f32x4_sub(r, f32x4_mul(n, k[3]));
+  f32x4 z = f32x4_mul(r, r);
+  return f32x4_add(f32x4_fma(r, ep_horner4v(r, k + EP_K_EXP_P, 6), z), k[10]);
+}
+
 /* exp(xc) given n = round(xc * log2e), as a float and as an integer: Cody-Waite reduction, the degree-5
  * polynomial, then the scale by 2^n in two steps (one 2^n cannot hold the subnormal results' scale). */
 EP_AINLINE f32x4 ep_exp_reduced(f32x4 xc, f32x4 n, i32x4 ni) {
-  f32x4 r = f32x4_sub(xc, f32x4_mul(n, f32x4_splat(LN2_C1)));
-  r = f32x4_sub(r, f32x4_mul(n, f32x4_splat(LN2_C2)));
-  f32x4 z = f32x4_mul(r, r);
-  f32x4 p = f32x4_splat(EXP_P0);
-  p = f32x4_fma(f32x4_splat(EXP_P1), p, r);
-  p = f32x4_fma(f32x4_splat(EXP_P2), p, r);
-  p = f32x4_fma(f32x4_splat(EXP_P3), p, r);
-  p = f32x4_fma(f32x4_splat(EXP_P4), p, r);
-  p = f32x4_fma(f32x4_splat(EXP_P5), p, r);
-  f32x4 y = f32x4_add(f32x4_fma(r, p, z), f32x4_splat(1.0f));
+  const f32x4 k[11] = {f32x4_zero(), f32x4_zero(), f32x4_splat(LN2_C1), f32x4_splat(LN2_C2), f32x4_splat(EXP_P0),
+                       f32x4_splat(EXP_P1), f32x4_splat(EXP_P2), f32x4_splat(EXP_P3), f32x4_splat(EXP_P4),
+                       f32x4_splat(EXP_P5), f32x4_splat(1.0f)};
+  f32x4 y = ep_exp_poly(xc, n, k);
   const i32x4 n1 = i32x4_shr(ni, 1), n2 = i32x4_sub(ni, n1), bias = i32x4_splat(127);
   y = f32x4_mul(y, i32x4_as_f32x4(i32x4_shl(i32x4_add(n1, bias), 23)));
   return f32x4_mul(y, i32x4_as_f32x4(i32x4_shl(i32x4_add(n2, bias), 23)));
@@ -81,43 +130,18 @@ EP_AINLINE f32x4 ep_expf4_body(f32x4 x) {
 EP_AINLINE f32x4 ep_expf4_neg16(f32x4 x, const f32x4 *k) {
   f32x4 t = f32x4_add(f32x4_mul(x, k[0]), k[1]);
   f32x4 n = f32x4_sub(t, k[1]);
-  f32x4 r = f32x4_sub(x, f32x4_mul(n, k[2]));
-  r = f32x4_sub(r, f32x4_mul(n, k[3]));
-  f32x4 z = f32x4_mul(r, r);
-  f32x4 p = k[4];
-  p = f32x4_fma(k[5], p, r);
-  p = f32x4_fma(k[6], p, r);
-  p = f32x4_fma(k[7], p, r);
-  p = f32x4_fma(k[8], p, r);
-  p = f32x4_fma(k[9], p, r);
-  f32x4 y = f32x4_add(f32x4_fma(r, p, z), k[10]);
+  f32x4 y = ep_exp_poly(x, n, k);
   /* t's low 23 bits are 2^22 + n; << 23 keeps (n + 127) mod 512 = n + 127: the exponent field of 2^n */
   return f32x4_mul(y, i32x4_as_f32x4(i32x4_shl(i32x4_add(f32x4_as_i32x4(t), i32x4_splat(127)), 23)));
 }
 
 EP_AINLINE f32x4 ep_erff4_k(f32x4 x, const f32x4 *k) {
   f32x4 z = f32x4_mul(x, x);
-  f32x4 q = k[12];
-  q = f32x4_fma(k[13], q, z);
-  q = f32x4_fma(k[14], q, z);
-  q = f32x4_fma(k[15], q, z);
-  q = f32x4_fma(k[16], q, z);
-  q = f32x4_fma(k[17], q, z);
-  q = f32x4_fma(k[18], q, z);
+  f32x4 q = ep_horner4v(z, k + EP_K_ERF_Q, 7);
   f32x4 small = f32x4_fma(x, x, q);
   f32x4 a0 = f32x4_abs(x);
   f32x4 a = f32x4_min(a0, k[11]);
-  f32x4 r = k[19];
-  r = f32x4_fma(k[20], r, a);
-  r = f32x4_fma(k[21], r, a);
-  r = f32x4_fma(k[22], r, a);
-  r = f32x4_fma(k[23], r, a);
-  r = f32x4_fma(k[24], r, a);
-  r = f32x4_fma(k[25], r, a);
-  r = f32x4_fma(k[26], r, a);
-  r = f32x4_fma(k[27], r, a);
-  r = f32x4_fma(k[28], r, a);
-  r = f32x4_fma(k[29], r, a);
+  f32x4 r = ep_horner4v(a, k + EP_K_ERF_R, 11);
   f32x4 l = f32x4_sub(k[10], f32x4_mul(ep_expf4_neg16(f32x4_neg(f32x4_mul(a, a)), k), r));
   /* l >= 0.84 here: x's sign bit onto it (where x is -0 the small branch is taken) */
   l = i32x4_as_f32x4(i32x4_xor(f32x4_as_i32x4(l), i32x4_and(f32x4_as_i32x4(x), i32x4_splat((int32_t)0x80000000u))));

@@ -111,9 +111,7 @@ EP_AINLINE void epi_vec(const ep_gemm_epi *e, uint32_t m, uint32_t n, const uint
   if (nv == 2) f32x4_store(dst + 4, v1);
 }
 
-#if EP_GEMM_ONE_PASS6
-#include "gemm_dot6x8.h"   /* out[r][v] of a 6 x 2 array is out[2r + v]: the same layout */
-#endif
+#include "gemm_dots.h"   /* EP_DOT_X8; dot6x8 (relaxed): out[r][v] of a 6 x 2 array is out[2r + v], the same layout */
 
 /* acc[r][0..nv) = sum_k a[k*MR + r] * b[k*ldb + 0 .. 4*nv) for r < mr. */
 EP_AINLINE void accumulate(const uint32_t mr, const uint32_t nv, uint32_t K, const float *a, const float *b,
@@ -126,25 +124,8 @@ EP_AINLINE void accumulate(const uint32_t mr, const uint32_t nv, uint32_t K, con
      * stay in registers; the 12 of a one-pass 6x8 tile do not, and V8 spills two or three of them on
      * every step (2x slower). B is read twice, from L1. Same sums in the same order as one pass. */
     const float *ap = a, *bp = b;
-    f32x4 c00 = f32x4_zero(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00;
-    for (uint32_t k = 0; k < K; k++, ap += MR, bp += ldb) {
-      const f32x4 b0 = f32x4_load(bp), b1 = f32x4_load(bp + 4);
-      f32x4 av;
-      av = f32x4_load_splat(ap); c00 = f32x4_fma(c00, av, b0); c01 = f32x4_fma(c01, av, b1);
-      av = f32x4_load_splat(ap + 1); c10 = f32x4_fma(c10, av, b0); c11 = f32x4_fma(c11, av, b1);
-      av = f32x4_load_splat(ap + 2); c20 = f32x4_fma(c20, av, b0); c21 = f32x4_fma(c21, av, b1);
-      av = f32x4_load_splat(ap + 3); c30 = f32x4_fma(c30, av, b0); c31 = f32x4_fma(c31, av, b1);
-    }
-    acc[0][0] = c00; acc[0][1] = c01; acc[1][0] = c10; acc[1][1] = c11;
-    acc[2][0] = c20; acc[2][1] = c21; acc[3][0] = c30; acc[3][1] = c31;
-    f32x4 c40 = f32x4_zero(), c41 = c40, c50 = c40, c51 = c40;
-    for (uint32_t k = 0; k < K; k++, a += MR, b += ldb) {
-      const f32x4 b0 = f32x4_load(b), b1 = f32x4_load(b + 4);
-      f32x4 av;
-      av = f32x4_load_splat(a + 4); c40 = f32x4_fma(c40, av, b0); c41 = f32x4_fma(c41, av, b1);
-      av = f32x4_load_splat(a + 5); c50 = f32x4_fma(c50, av, b0); c51 = f32x4_fma(c51, av, b1);
-    }
-    acc[4][0] = c40; acc[4][1] = c41; acc[5][0] = c50; acc[5][1] = c51;
+    EP_DOT_X8(0, 4, K, ap, bp, ldb, &acc[0][0]);
+    EP_DOT_X8(4, 2, K, a, b, ldb, &acc[4][0]);
     return;
   }
 #endif
@@ -256,16 +237,8 @@ EP_NOINLINE static void tile6x16(uint32_t K, const float *a, const float *b, uin
   b += n;
   for (uint32_t h = 0; h < 2; h++) {
     const float *ap = a, *bp = b + 8 * h;
-    f32x4 c00 = f32x4_zero(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00;
-    for (uint32_t k = 0; k < K; k++, ap += MR, bp += ldb) {
-      const f32x4 b0 = f32x4_load(bp), b1 = f32x4_load(bp + 4);
-      f32x4 av;
-      av = f32x4_load_splat(ap); c00 = f32x4_fma(c00, av, b0); c01 = f32x4_fma(c01, av, b1);
-      av = f32x4_load_splat(ap + 1); c10 = f32x4_fma(c10, av, b0); c11 = f32x4_fma(c11, av, b1);
-      av = f32x4_load_splat(ap + 2); c20 = f32x4_fma(c20, av, b0); c21 = f32x4_fma(c21, av, b1);
-      av = f32x4_load_splat(ap + 3); c30 = f32x4_fma(c30, av, b0); c31 = f32x4_fma(c31, av, b1);
-    }
-    const f32x4 acc[4][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}};
+    f32x4 acc[4][2];
+    EP_DOT_X8(0, 4, K, ap, bp, ldb, &acc[0][0]);
     const uint32_t nh = n + 8 * h;
     for (uint32_t r = 0; r < 4; r++)
       simple_row(2, c + (uint64_t)(m0 + r) * ldc + nh, acc[r], bias ? f32x4_load_splat(bias + m0 + r) : f32x4_zero(),

@@ -102,20 +102,11 @@ EP_COLD static void pack_groups(uint32_t M, uint32_t K, const float *a, uint64_t
   }
 }
 
-#include "gemm_dot6x8.h"   /* dot6x8: out[2r + v] of rows 0-5 */
+#include "gemm_dots.h"   /* dot6x8: out[2r + v] of rows 0-5; EP_DOT_X8 */
 
 /* The same for rows 0-3 (the last groups). */
 EP_NOINLINE static void dot4x8(uint32_t K, const float *a, const float *b, uint32_t ldb, f32x4 *out) {
-  f32x4 c00 = f32x4_zero(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00;
-  for (uint32_t k = 0; k < K; k++, a += EP_GEMM_MR, b += ldb) {
-    const f32x4 b0 = f32x4_load(b), b1 = f32x4_load(b + 4);
-    f32x4 av;
-    av = f32x4_load_splat(a); c00 = f32x4_fma(c00, av, b0); c01 = f32x4_fma(c01, av, b1);
-    av = f32x4_load_splat(a + 1); c10 = f32x4_fma(c10, av, b0); c11 = f32x4_fma(c11, av, b1);
-    av = f32x4_load_splat(a + 2); c20 = f32x4_fma(c20, av, b0); c21 = f32x4_fma(c21, av, b1);
-    av = f32x4_load_splat(a + 3); c30 = f32x4_fma(c30, av, b0); c31 = f32x4_fma(c31, av, b1);
-  }
-  out[0] = c00; out[1] = c01; out[2] = c10; out[3] = c11; out[4] = c20; out[5] = c21; out[6] = c30; out[7] = c31;
+  EP_DOT_X8(0, 4, K, a, b, ldb, out);
 }
 
 /* Rows m0 .. m0+mr of a tile (acc: dot6x8's) at column n of y (C's origin, row stride N) through e: the

@@ -80,12 +80,7 @@ EP_COLD static void qwg_fill_rows(int16_t *buf, uint32_t rw, const uint8_t *xc, 
 /* o[k] = (B^T d B)[k] of 8 tiles whose 4 input rows start at b (tile t's columns 2t..2t+3). */
 __attribute__((noinline)) static void qwg_tiles8(const int16_t *b, uint32_t rw, i16x8 o[16]) {
   i16x8 d[4][4];
-  for (uint32_t r = 0; r < 4; r++) {
-    const int16_t *q = b + (uint64_t)r * rw;
-    const i16x8 a0 = i16x8_load(q), a1 = i16x8_load(q + 8), a2 = i16x8_load(q + 2), a3 = i16x8_load(q + 10);
-    d[r][0] = i16x8_even(a0, a1); d[r][1] = i16x8_odd(a0, a1);
-    d[r][2] = i16x8_even(a2, a3); d[r][3] = i16x8_odd(a2, a3);
-  }
+  EP_WINOGRAD_D(i16x8, i16x8_load, i16x8_even, i16x8_odd, 8, b, rw, d);
   EP_WINOGRAD_BT(i16x8, i16x8_sub, i16x8_add, d, o);
 }
 

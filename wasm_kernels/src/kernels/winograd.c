@@ -115,12 +115,7 @@ static void wg2_input_row(float *v, uint64_t vplane, const float *buf, uint32_t 
   for (uint32_t tx = tx0; tx < tx1; tx += 4) {
     const float *b = buf + 2 * tx;
     f32x4 d[4][4];
-    for (uint32_t r = 0; r < 4; r++) {
-      const float *q = b + (uint64_t)r * rw;
-      const f32x4 a0 = f32x4_load(q), a1 = f32x4_load(q + 4), a2 = f32x4_load(q + 2), a3 = f32x4_load(q + 6);
-      d[r][0] = f32x4_even(a0, a1); d[r][1] = f32x4_odd(a0, a1);
-      d[r][2] = f32x4_even(a2, a3); d[r][3] = f32x4_odd(a2, a3);
-    }
+    EP_WINOGRAD_D(f32x4, f32x4_load, f32x4_even, f32x4_odd, 4, b, rw, d);
     f32x4 o[16];
     EP_WINOGRAD_BT(f32x4, f32x4_sub, f32x4_add, d, o);
     float *dst = v + (tx - tx0);
