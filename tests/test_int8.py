@@ -71,8 +71,9 @@ def test_conformance_int8_ops() -> None:
 # ----------------------------------------------------------------------------- small hand-made QDQ models
 
 def _qdq_conv_model(group: int, cin: int, cout: int, k: int, stride: int, dil: int, pad: int, act: str,
-                    x_dtype: int, x_zp: int, hw: int = 11) -> onnx.ModelProto:
-    """x -> Q -> DQ, DQ(w int8 per channel), DQ(b int32) -> Conv -> act -> Q -> DQ -> y."""
+                    x_dtype: int, x_zp: int, hw: int = 11, width: int | None = None) -> onnx.ModelProto:
+    """x [1, cin, hw, width (default hw)] -> Q -> DQ, DQ(w int8 per channel), DQ(b int32) -> Conv -> act -> Q -> DQ
+    -> y."""
     rng = np.random.default_rng(cin * 7 + cout + k)
     w = rng.integers(-127, 128, (cout, cin // group, k, k)).astype(np.int8)
     ws = (rng.random(cout).astype(np.float32) + 0.5) * 0.01
@@ -103,9 +104,10 @@ def _qdq_conv_model(group: int, cin: int, cout: int, k: int, stride: int, dil: i
         last = "a"
     nodes += [helper.make_node("QuantizeLinear", [last, "ys", "yz"], ["yq"]),
               helper.make_node("DequantizeLinear", ["yq", "ys", "yz"], ["y"])]
-    oh = (hw + 2 * pad - dil * (k - 1) - 1) // stride + 1
-    return make_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, cin, hw, hw])],
-                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, cout, oh, oh])], inits, opset=17)
+    wd = hw if width is None else width
+    oh, ow = ((d + 2 * pad - dil * (k - 1) - 1) // stride + 1 for d in (hw, wd))
+    return make_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, cin, hw, wd])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, cout, oh, ow])], inits, opset=17)
 
 
 CONV_CASES = [  # group, cin, cout, k, stride, dil, pad, act, x dtype, zero point

@@ -18,7 +18,7 @@ from packager.plan import layout
 from packager.plan.opcodes import Op
 
 from .conftest import make_model
-from .test_int8 import _ort
+from .test_int8 import _ort, _qdq_conv_model
 
 VARIANTS = ("simd", "scalar", "relaxed")
 
@@ -107,38 +107,9 @@ def test_matmul_integer_matrix_vector_exact(case, w_input: bool, tmp_path: Path)
 
 
 def _qdq_conv(cin: int, cout: int, k: int, w_in: int, act: str, x_dtype: int, x_zp: int) -> onnx.ModelProto:
-    """x -> Q -> DQ, DQ(w int8 per channel), DQ(b int32) -> Conv (k x k, input [1, cin, k, w_in]) -> act -> Q -> DQ."""
-    rng = np.random.default_rng(cin * 7 + cout + k)
-    w = rng.integers(-127, 128, (cout, cin, k, k)).astype(np.int8)
-    ws = (rng.random(cout).astype(np.float32) + 0.5) * 0.01
-    xs, ys = np.float32(0.02), np.float32(0.05)
-    b = rng.integers(-2000, 2000, cout).astype(np.int32)
-    np_x = np.uint8 if x_dtype == TensorProto.UINT8 else np.int8
-    inits = [numpy_helper.from_array(np.array(xs), "xs"), numpy_helper.from_array(np.array(x_zp, np_x), "xz"),
-             numpy_helper.from_array(w, "wq"), numpy_helper.from_array(ws, "ws"),
-             numpy_helper.from_array(np.zeros(cout, np.int8), "wz"), numpy_helper.from_array(b, "bq"),
-             numpy_helper.from_array((xs * ws).astype(np.float32), "bs"), numpy_helper.from_array(np.array(ys), "ys"),
-             numpy_helper.from_array(np.array(x_zp, np_x), "yz")]
-    nodes = [helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"]),
-             helper.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["xd"]),
-             helper.make_node("DequantizeLinear", ["wq", "ws", "wz"], ["wd"], axis=0),
-             helper.make_node("DequantizeLinear", ["bq", "bs"], ["bd"], axis=0),
-             helper.make_node("Conv", ["xd", "wd", "bd"], ["c"], kernel_shape=[k, k])]
-    last = "c"
-    if act == "relu":
-        nodes.append(helper.make_node("Relu", ["c"], ["a"]))
-        last = "a"
-    elif act == "clip":
-        inits += [numpy_helper.from_array(np.array(0.0, np.float32), "lo"), numpy_helper.from_array(np.array(2.0, np.float32), "hi")]
-        nodes.append(helper.make_node("Clip", ["c", "lo", "hi"], ["a"]))
-        last = "a"
-    elif act == "leaky":
-        nodes.append(helper.make_node("LeakyRelu", ["c"], ["a"], alpha=0.1))
-        last = "a"
-    nodes += [helper.make_node("QuantizeLinear", [last, "ys", "yz"], ["yq"]),
-              helper.make_node("DequantizeLinear", ["yq", "ys", "yz"], ["y"])]
-    return make_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, cin, k, w_in])],
-                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, cout, 1, w_in - k + 1])], inits, opset=17)
+    """test_int8's QDQ conv (k x k, stride 1, no pads) on an input [1, cin, k, w_in]: one output row of w_in - k + 1."""
+    return _qdq_conv_model(1, cin, cout, k, 1, 1, 0, act, x_dtype, x_zp, hw=k, width=w_in)
+
 
 
 QDQ_CASES = [  # cin, cout, k, act, x dtype, zero point
