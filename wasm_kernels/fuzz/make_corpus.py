@@ -59,6 +59,12 @@ def extra_models() -> list:
         model([helper.make_node("Conv", ["x", "w"], ["y"], strides=[2, 2], dilations=[1, 1], group=2)],
               [("x", [1, 4, 7, 7])], ["y"], {"w": w(6, 2, 3, 3)}),
         model([helper.make_node("Conv", ["x", "w", "b"], ["y"])], [("x", [2, 8, 3, 3])], ["y"], {"w": w(16, 8, 1, 1), "b": w(16)}),
+        # depthwise 3x3 with 6 channels (4 as lanes + 2 phased), stride 1 with a fused residual + clip, stride 2 with pads
+        model([helper.make_node("Conv", ["x", "w", "b"], ["c"], group=6, pads=[1, 1, 1, 1]), helper.make_node("Add", ["c", "x"], ["a"]),
+               helper.make_node("Clip", ["a", "lo", "hi"], ["y"])], [("x", [1, 6, 9, 7])], ["y"],
+              {"w": w(6, 1, 3, 3), "b": w(6), "lo": np.float32(0.0), "hi": np.float32(6.0)}),
+        model([helper.make_node("Conv", ["x", "w"], ["y"], group=6, strides=[2, 2], pads=[1, 0, 1, 1])], [("x", [2, 6, 9, 8])], ["y"],
+              {"w": w(6, 1, 3, 3)}),
         # 3x3 stride 1 with >= 16 channels: the Winograd kernel, with fused residual + relu
         model([helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]), helper.make_node("Add", ["c", "x"], ["a"]),
                helper.make_node("Relu", ["a"], ["y"])], [("x", [1, 16, 5, 5])], ["y"], {"w": w(16, 16, 3, 3), "b": w(16)}),

@@ -389,9 +389,10 @@ EP_NOINLINE static void dw_rows3x2(float *dst, const float *r0, uint64_t rs, uin
  * thread's share of the scratch: a single thread has THREAD_SLOTS = 4 phased planes, which always hold it; with
  * 2-4 threads each has 1-2 phased planes and the node takes the phased path. Faster at every plane size of
  * mobilenetv2 (112x112 to 7x7, docs/depthwise.md), so there is no size threshold. */
-#if defined(EP_VEC_SCALAR_H) || defined(EP_THREADS)
-/* Not in the scalar build (vector ops as loops, for engines without SIMD) nor the threaded ones (with 2+ threads a
- * thread's scratch never holds the interleaved plane): the phased path only, for size. */
+#if (defined(__wasm__) && !defined(__wasm_simd128__)) || defined(EP_THREADS)
+/* Not in the scalar wasm build (vector ops as loops, for engines without SIMD) nor the threaded ones (with 2+
+ * threads a thread's scratch never holds the interleaved plane): the phased path only, for size. The host builds
+ * (ASan, fuzzing) and the aarch64 ones keep it. */
 #define DW_LANES 0
 #else
 #define DW_LANES 1
