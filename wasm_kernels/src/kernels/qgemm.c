@@ -134,8 +134,7 @@ __attribute__((noinline)) void ep_qepi_row(const ep_qgemm_epi *e, const ep_qepi_
   if (!f->fast) { ep_qgemm_epi_row(e, m, n, n_off, cnt, v0, v1); return; }
   const i32x4 bv = i32x4_splat(e->bias ? e->bias[m] : 0);
   const f32x4 mv = f32x4_splat(e->mult[m]);
-  const i8x16 q = ep_q8_pack(f32x4_mul(f32x4_from_i32x4(i32x4_add(v0, bv)), mv),
-                             f32x4_mul(f32x4_from_i32x4(i32x4_add(v1, bv)), mv), f->lo, f->hi, f->zb, f->u8);
+  const i8x16 q = ep_qepi_fast8(f, v0, v1, bv, mv);
   uint8_t *dst = e->y + (uint64_t)m * e->rs + n_off + n;
   if (cnt == NR) {
     i8x16_store_lo8(dst, q);
@@ -168,9 +167,8 @@ void ep_qgemm_raw16(uint32_t Kp, const int16_t *a, const int16_t *b, uint32_t ld
  * operations in the same order as ep_qepi_row: the same bits. */
 EP_AINLINE void epi_tile_fast(const ep_qepi_mode *f, i32x4 bv, f32x4 mv, uint8_t *dst, uint64_t rs, i32x4 acc[MR][2]) {
   const f32x4 bvf = i32x4_as_f32x4(bv);   /* lane splats are spelled on f32x4 (bit moves only) */
-#define EP_QROW(r) { const i32x4 b_ = f32x4_as_i32x4(f32x4_lane_splat(bvf, r)); const f32x4 m_ = f32x4_lane_splat(mv, r); \
-    i8x16_store_lo8(dst + (r) * rs, ep_q8_pack(f32x4_mul(f32x4_from_i32x4(i32x4_add(acc[r][0], b_)), m_), \
-                                                f32x4_mul(f32x4_from_i32x4(i32x4_add(acc[r][1], b_)), m_), f->lo, f->hi, f->zb, f->u8)); }
+#define EP_QROW(r) i8x16_store_lo8(dst + (r) * rs, ep_qepi_fast8(f, acc[r][0], acc[r][1], \
+    f32x4_as_i32x4(f32x4_lane_splat(bvf, r)), f32x4_lane_splat(mv, r)));
   EP_QROW(0) EP_QROW(1) EP_QROW(2) EP_QROW(3)
 #undef EP_QROW
 }
@@ -234,10 +232,9 @@ static void qgemv_i16(uint32_t M, uint32_t K, const int8_t *a, const int16_t *b,
     for (uint32_t g = 0; g < G; g++, t++) {
       const uint32_t m0 = t * MR;
       if (f.fast && M - m0 >= MR) {   /* ep_qepi_row's fast path on the panel's 4 rows at once: the same bits */
-        const i32x4 v = i32x4_add(s[g], e->bias ? i32x4_load(e->bias + m0) : i32x4_splat(0));
-        const f32x4 x = f32x4_mul(f32x4_from_i32x4(v), f32x4_load(e->mult + m0));
+        const i32x4 bv = e->bias ? i32x4_load(e->bias + m0) : i32x4_splat(0);
         uint8_t q[16], *dst = e->y + (uint64_t)m0 * e->rs + n_off;
-        i8x16_store_lo8(q, ep_q8_pack(x, x, f.lo, f.hi, f.zb, f.u8));
+        i8x16_store_lo8(q, ep_qepi_fast8(&f, s[g], s[g], bv, f32x4_load(e->mult + m0)));
         for (uint32_t i = 0; i < MR; i++) dst[i * e->rs] = q[i];
         continue;
       }

@@ -107,6 +107,14 @@ EP_AINLINE ep_qepi_mode ep_qepi_mode_of(const ep_qgemm_epi *e) {
   return f;
 }
 
+/* The fast case's arithmetic on 8 accumulators (two vectors): (v + bias) * mult, requantized by ep_q8_pack. One
+ * definition for every fast epilogue (ep_qepi_row, the GEMM tiles, QWINOGRAD_CONV's output rows, the GEMV), so
+ * they give the same bits. */
+EP_AINLINE i8x16 ep_qepi_fast8(const ep_qepi_mode *f, i32x4 v0, i32x4 v1, i32x4 bias, f32x4 mult) {
+  return ep_q8_pack(f32x4_mul(f32x4_from_i32x4(i32x4_add(v0, bias)), mult),
+                    f32x4_mul(f32x4_from_i32x4(i32x4_add(v1, bias)), mult), f->lo, f->hi, f->zb, f->u8);
+}
+
 /* ep_qgemm_epi_row with the fast case handled first (QCONV's GEMM, QWINOGRAD_CONV's output transform): out of
  * line, one copy for every caller, as per 8 outputs a call costs little next to the GEMM or transform behind them. */
 void ep_qepi_row(const ep_qgemm_epi *e, const ep_qepi_mode *f, uint32_t m, uint32_t n, uint32_t n_off, uint32_t cnt,

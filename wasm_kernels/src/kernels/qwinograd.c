@@ -133,9 +133,7 @@ __attribute__((noinline)) static void qwg_output_row(const int32_t *m, uint64_t 
     const uint32_t rows = oh + 1 < q->g.OH ? 2 : 1;
     for (uint32_t i = 0; i < rows; i++) {
       if (f->fast && cnt == 8) {   /* inline: a call per 8 outputs was a quarter of the small layers' time */
-        i8x16_store_lo8(e->y + (uint64_t)co * e->rs + (oh + i) * OW + ow,
-                        ep_q8_pack(f32x4_mul(f32x4_from_i32x4(i32x4_add(v[2 * i], bv)), mv),
-                                   f32x4_mul(f32x4_from_i32x4(i32x4_add(v[2 * i + 1], bv)), mv), f->lo, f->hi, f->zb, f->u8));
+        i8x16_store_lo8(e->y + (uint64_t)co * e->rs + (oh + i) * OW + ow, ep_qepi_fast8(f, v[2 * i], v[2 * i + 1], bv, mv));
         continue;
       }
       ep_qepi_row(e, f, co, (oh + i) * OW + ow, 0, cnt, v[2 * i], v[2 * i + 1]);
