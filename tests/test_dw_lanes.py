@@ -2,7 +2,7 @@
 vector) gives the same bits as the phased path it replaces. A plan packaged with THREAD_SLOTS = 1 has one plane
 of scratch, too little for the interleaved plane of 4 channels, so the kernel takes the phased path; the default
 plan (4 slots, run on one thread) takes the lanes path. Both are run on every wasm build and compared bit for bit,
-and against onnxruntime."""
+and against onnxruntime (the scalar wasm build has no lanes path: it runs the phased one both times)."""
 from __future__ import annotations
 
 import numpy as np
@@ -79,31 +79,31 @@ def _run(model, feeds, tmp_path, name, monkeypatch, slots):
     return out, {v: load_bundle(out, v).run(feeds) for v in VARIANTS}
 
 
-@pytest.mark.parametrize("case", CASES, ids=[f"{c[0]}s{c[1]}p{''.join(map(str, c[2]))}" for c in CASES])
-@pytest.mark.parametrize("act,residual", [(None, False), (("Relu", {}), True), (("Clip", {}), False)])
-def test_lanes_same_bits(case, act, residual, tmp_path, monkeypatch) -> None:
-    model, feeds = _model(*case, act, residual)
+def _lanes_vs_phased(model, feeds, tmp_path, monkeypatch):
+    """Runs both packagings on every build; asserts the same bits, and onnxruntime's result within TOL. Returns
+    the lanes bundle."""
     lanes_b, lanes = _run(model, feeds, tmp_path, "lanes", monkeypatch, 4)
     _, phased = _run(model, feeds, tmp_path, "phased", monkeypatch, 1)
-    _one_dw_node(lanes_b)
     want = reference_run(model, feeds)
     for v in VARIANTS:
         for k, w in want.items():
             np.testing.assert_array_equal(lanes[v][k], phased[v][k], err_msg=f"{v}: lanes vs phased")
             np.testing.assert_allclose(lanes[v][k], w, rtol=TOL, atol=TOL, err_msg=f"{v}: vs onnxruntime")
+    return lanes_b
+
+
+@pytest.mark.parametrize("case", CASES, ids=[f"{c[0]}s{c[1]}p{''.join(map(str, c[2]))}" for c in CASES])
+@pytest.mark.parametrize("act,residual", [(None, False), (("Relu", {}), True), (("Clip", {}), False)])
+def test_lanes_same_bits(case, act, residual, tmp_path, monkeypatch) -> None:
+    model, feeds = _model(*case, act, residual)
+    _one_dw_node(_lanes_vs_phased(model, feeds, tmp_path, monkeypatch))
 
 
 @pytest.mark.parametrize("act", ACTS, ids=[a[0] if a else "none" for a in ACTS])
 @pytest.mark.parametrize("residual", [False, True])
 def test_lanes_epilogues(act, residual, tmp_path, monkeypatch) -> None:
     model, feeds = _model((2, 10, 9, 7), 1, (1, 1, 1, 1), act, residual, seed=1)
-    _, lanes = _run(model, feeds, tmp_path, "lanes", monkeypatch, 4)
-    _, phased = _run(model, feeds, tmp_path, "phased", monkeypatch, 1)
-    want = reference_run(model, feeds)
-    for v in VARIANTS:
-        for k, w in want.items():
-            np.testing.assert_array_equal(lanes[v][k], phased[v][k], err_msg=f"{v}: lanes vs phased")
-            np.testing.assert_allclose(lanes[v][k], w, rtol=TOL, atol=TOL, err_msg=f"{v}: vs onnxruntime")
+    _lanes_vs_phased(model, feeds, tmp_path, monkeypatch)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[f"{c[0]}s{c[1]}p{''.join(map(str, c[2]))}" for c in CASES])
