@@ -22,6 +22,12 @@ def model_path(name: str) -> Path:
     return p
 
 
+def plan_ops(bundle: Path) -> list[int]:
+    """The kernel ids of a bundle's plan nodes, in order (compare with packager.plan.opcodes.Op)."""
+    from packager.plan import layout
+    return [n.op for n in layout.decode((bundle / "model.plan").read_bytes()).nodes]
+
+
 def seeded_feeds(specs: list[dict], seed: int) -> dict[str, np.ndarray]:
     """Seeded feeds for input specs (a manifest's "inputs"): int64 inputs (token ids) in [0, 8192), the others
     standard-normal float32. One rule for the tests that run the benchmark models, so their inputs agree."""

@@ -12,8 +12,9 @@ from onnx import TensorProto, helper
 
 from packager import load_bundle, package
 from packager.api import reference_run
-from packager.plan import layout
 from packager.plan.opcodes import Op
+
+from .conftest import plan_ops
 
 VARIANTS = ("simd", "relaxed", "scalar")
 TOL = 1e-4
@@ -67,8 +68,7 @@ def _model(x_shape, stride, pads, act, residual, seed=0):
 
 
 def _one_dw_node(bundle) -> None:
-    plan = layout.decode((bundle / "model.plan").read_bytes())
-    ops = [Op(n.op).name for n in plan.nodes]
+    ops = [Op(o).name for o in plan_ops(bundle)]
     assert ops.count("DEPTHWISE_CONV") == 1 and len(ops) == 1, ops   # residual and activation fused
 
 

@@ -14,10 +14,9 @@ from onnx import TensorProto, helper, numpy_helper
 
 import packager.ops.quant as quant
 from packager import load_bundle, package
-from packager.plan import layout
 from packager.plan.opcodes import Op
 
-from .conftest import make_model
+from .conftest import make_model, plan_ops
 from .param_mutants import check_hostile_params
 from .test_int8 import VARIANTS, _ort, _qdq
 
@@ -105,10 +104,6 @@ def _packaged(m: onnx.ModelProto, out: Path, wino: bool) -> Path:
     return _packaged_for(m, out, wino, "web")
 
 
-def _ops(b: Path) -> list[int]:
-    return [n.op for n in layout.decode((b / "model.plan").read_bytes()).nodes]
-
-
 def _feeds(m: onnx.ModelProto, seed: int) -> dict:
     rng = np.random.default_rng(seed)
     out = {}
@@ -139,8 +134,8 @@ def test_qwinograd_bit_identical_to_qconv(name: str, tmp_path: Path) -> None:
     follow ONNX's DQ -> Conv -> Q (onnxruntime unoptimized) like QCONV does."""
     m = _model(**CASES[name], seed=len(name))
     a, b = _packaged(m, tmp_path / "wino", True), _packaged(m, tmp_path / "qconv", False)
-    assert Op.QWINOGRAD_CONV in _ops(a) and Op.QCONV not in _ops(a)
-    assert Op.QCONV in _ops(b) and Op.QWINOGRAD_CONV not in _ops(b)
+    assert Op.QWINOGRAD_CONV in plan_ops(a) and Op.QCONV not in plan_ops(a)
+    assert Op.QCONV in plan_ops(b) and Op.QWINOGRAD_CONV not in plan_ops(b)
     feeds = _feeds(m, 3)
     want = _ort(m, feeds, optimized=False)["y"]
     for variant in VARIANTS:
@@ -154,7 +149,7 @@ def test_qwinograd_conv_integer_raw_accumulators(tmp_path: Path) -> None:
     """ConvInteger (int32 output, no requantization): the accumulators themselves, equal to onnxruntime's."""
     m = _conv_integer(21, 18, 9, 10, 1)
     a, b = _packaged(m, tmp_path / "wino", True), _packaged(m, tmp_path / "qconv", False)
-    assert Op.QWINOGRAD_CONV in _ops(a)
+    assert Op.QWINOGRAD_CONV in plan_ops(a)
     feeds = _feeds(m, 4)
     want = _ort(m, feeds, optimized=False)["y"]
     for variant in VARIANTS:
@@ -167,9 +162,9 @@ def test_qwinograd_only_where_exact(tmp_path: Path) -> None:
     """Kept as QCONV: fewer than 16 channels (as the float path), weights too big for the output plane (bundle
     size), and a 4x sum that could overflow int32."""
     small = _model(cin=8, cout=16, h=8, w=8, pads=(1, 1, 1, 1), act="relu", x_u8=False, x_zp=0)
-    assert Op.QWINOGRAD_CONV not in _ops(_packaged(small, tmp_path / "s", True))
+    assert Op.QWINOGRAD_CONV not in plan_ops(_packaged(small, tmp_path / "s", True))
     big = _model(cin=64, cout=64, h=3, w=3, pads=(1, 1, 1, 1), act="none", x_u8=False, x_zp=0)   # 4096 > 400 * 9
-    assert Op.QWINOGRAD_CONV not in _ops(_packaged(big, tmp_path / "b", True))
+    assert Op.QWINOGRAD_CONV not in plan_ops(_packaged(big, tmp_path / "b", True))
     g = dict(cin=1000, cout=16, h=30, w=30, oh=30, ow=30, group=1, kh=3, kw=3, sh=1, sw=1, dh=1, dw=1)
     w = np.full((16, 1000, 3, 3), 127, np.int8)
     assert quant.qwinograd_eligible(g, w, np.zeros(16, np.int32))           # 4*9*1000*255*127 < 2^31
@@ -181,7 +176,7 @@ def test_int8_models_use_qwinograd(tmp_path: Path) -> None:
     test_int8.py's test_int8_models_agree_with_onnxruntime)."""
     for name in ("cifar10net", "resnet18"):
         b = package(_qdq(name, "fusion"), out=tmp_path / name, verify=False)
-        assert _ops(b).count(Op.QWINOGRAD_CONV) >= 2, name
+        assert plan_ops(b).count(Op.QWINOGRAD_CONV) >= 2, name
 
 
 def test_qwinograd_refuses_hostile_params(tmp_path: Path) -> None:
@@ -202,7 +197,7 @@ def test_qwinograd_aarch64_bit_identical(tmp_path: Path) -> None:
     got = {}
     for wino in (True, False):
         b = _packaged_for(m, tmp_path / f"pi5_{wino}", wino, "pi5")
-        assert (Op.QWINOGRAD_CONV in _ops(b)) == wino
+        assert (Op.QWINOGRAD_CONV in plan_ops(b)) == wino
         outs = json.loads((b / "manifest.json").read_text())["outputs"]
         got[wino] = E.run_cli(b, feeds, outs, qemu=E.qemu_cmd("pi5"))["y"]
     assert got[True].tobytes() == got[False].tobytes()

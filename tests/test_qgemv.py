@@ -14,17 +14,12 @@ from numpy.lib.stride_tricks import sliding_window_view
 from onnx import TensorProto, helper, numpy_helper
 
 from packager import load_bundle, package
-from packager.plan import layout
 from packager.plan.opcodes import Op
 
-from .conftest import make_model
+from .conftest import make_model, plan_ops
 from .test_int8 import _ort, _qdq_conv_model
 
 VARIANTS = ("simd", "scalar", "relaxed")
-
-
-def _ops(out: Path) -> list:
-    return [n.op for n in layout.decode((out / "model.plan").read_bytes()).nodes]
 
 
 def _conv_integer(cin: int, cout: int, k: int, w_extra: int, wzp: bool, seed: int) -> tuple[onnx.ModelProto, dict]:
@@ -63,7 +58,7 @@ def test_conv_integer_matrix_vector_exact(case, tmp_path: Path) -> None:
     cin, cout, k, extra, wzp = case
     m, inits = _conv_integer(cin, cout, k, extra, wzp, seed=cin * 31 + cout)
     out = package(m, out=tmp_path / "b", verify=False)
-    assert Op.QCONV in _ops(out)
+    assert Op.QCONV in plan_ops(out)
     w = inits["w"].astype(np.int64) - (inits["wz"].astype(np.int64)[:, None, None, None] if wzp else 0)
     for seed in range(2):
         x = np.random.default_rng(seed).integers(0, 256, (1, cin, k, k + extra)).astype(np.uint8)
@@ -97,7 +92,7 @@ def test_matmul_integer_matrix_vector_exact(case, w_input: bool, tmp_path: Path)
         inits.append(numpy_helper.from_array(w, "w"))
     m = make_model(nodes, ins, [helper.make_tensor_value_info("y", TensorProto.INT32, [M, N])], inits)
     out = package(m, out=tmp_path / "b", verify=False)
-    ops = _ops(out)
+    ops = plan_ops(out)
     assert ops == [Op.QMATMUL] if w_input or M > 1 else ops == [Op.QCONV], ops
     x = rng.integers(0, 256, (M, K)).astype(np.uint8)
     feeds = {"x": x, "w": w} if w_input else {"x": x}
@@ -130,7 +125,7 @@ def test_qdq_conv_one_column_same_bytes_as_tiles(case, tmp_path: Path) -> None:
     cin, cout, k, act, dt, zp = case
     one = package(_qdq_conv(cin, cout, k, k, act, dt, zp), out=tmp_path / "one", verify=False)
     wide = package(_qdq_conv(cin, cout, k, k + 15, act, dt, zp), out=tmp_path / "wide", verify=False)
-    assert Op.QCONV in _ops(one) and Op.QCONV in _ops(wide)
+    assert Op.QCONV in plan_ops(one) and Op.QCONV in plan_ops(wide)
     m = _qdq_conv(cin, cout, k, k, act, dt, zp)
     for seed in range(2):
         xw = np.random.default_rng(seed).uniform(-3, 3, (1, cin, k, k + 15)).astype(np.float32)
