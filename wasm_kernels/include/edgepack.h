@@ -74,6 +74,9 @@ int32_t ep_output_id(const ep_ctx *ctx, uint32_t i);
 uint8_t *ep_tensor_data(const ep_ctx *ctx, uint32_t id);
 ep_status ep_tensor_describe(const ep_ctx *ctx, uint32_t id, ep_tensor_info *out);
 const char *ep_vec_name(void);
+/* Tests: re-derive each node's output dims and scratch through the kernels' shape functions and compare
+ * with the plan (node: the first that differs; what: 1 dims, 2 scratch, 3 refused; checked: nodes compared). */
+ep_status ep_shapes_consistent(const ep_ctx *ctx, uint32_t *node, uint32_t *what, uint32_t *checked);
 
 #ifdef __cplusplus
 }

@@ -3,6 +3,7 @@
  * its kernel's check() against the declared shapes before the first run. */
 #include "ep_dispatch.h"
 #include "ep_plan_layout.h"
+#include "ep_shape.h"
 EP_COLD_FILE_BEGIN   /* no benchmark model spends time here: smallest code (also in the one-step emcc build) */
 
 static uint32_t rd32(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
@@ -259,6 +260,35 @@ ep_status ep_tensor_describe(const ep_ctx *c, uint32_t id, ep_tensor_info *out) 
   out->rank = t.rank;
   for (uint32_t i = 0; i < EP_MAX_RANK; i++) out->dims[i] = t.dims[i];
   out->nbytes = (uint32_t)(t.numel * ep_dtype_size(t.dtype));
+  return EP_OK;
+}
+
+/* Tests of the kernels' shape functions against a static plan: node by node, each output's dims are
+ * derived by the kernel's shape() from the plan's input dims and compared with the plan's, and scratch()
+ * with the node's scratch_bytes. *what: 0 ok, 1 dims differ, 2 scratch differs, 3 shape() refused. */
+ep_status ep_shapes_consistent(const ep_ctx *c, uint32_t *node, uint32_t *what, uint32_t *checked) {
+  if (!c || !c->opened || !node || !what || !checked) return EP_E_STATE;
+  *node = 0; *what = 0; *checked = 0;
+  for (uint32_t i = 0; i < c->n_nodes; i++) {
+    node_view v; const ep_kernel *k;
+    ep_status s = decode_node(c, i, &v, &k);
+    if (s) return s;
+    const ep_shape_entry *se = ep_shape_for(v.node.op);
+    if (!se || !se->shape) continue;
+    int32_t want[EP_MAX_IO][EP_MAX_RANK];
+    for (uint32_t o = 0; o < v.node.n_out; o++) {
+      for (uint32_t d = 0; d < EP_MAX_RANK; d++) { want[o][d] = v.node.out[o]->dims[d]; v.node.out[o]->dims[d] = -1; }
+    }
+    *node = i;
+    s = se->shape(&v.node);
+    if (s) { *what = 3; return s; }
+    for (uint32_t o = 0; o < v.node.n_out; o++)
+      for (uint32_t d = 0; d < v.node.out[o]->rank; d++)
+        if (v.node.out[o]->dims[d] != want[o][d]) { *what = 1; return EP_E_SHAPE; }
+    const uint32_t need = se->scratch ? se->scratch(&v.node) : 0;
+    if (need != v.node.scratch_bytes) { *what = 2; return EP_E_ARENA; }
+    ++*checked;
+  }
   return EP_OK;
 }
 EP_COLD_FILE_END
