@@ -83,15 +83,29 @@ class LoweredPlan:
 class LowerCtx:
     """What a lowering function may ask and do."""
 
-    def __init__(self, graph: Graph) -> None:
+    def __init__(self, graph: Graph, dynamic: dict[str, set[int]] | None = None) -> None:
         self.graph = graph
         self.opset = graph.opset
+        # Plan v2 (docs/plan-format.md): tensor name -> axes whose extent is only known at run time. A
+        # lowering of a dynamic plan emits parameter forms that the kernel resolves from the actual shapes
+        # (never words derived from a dim that may change) and chooses kernels without looking at such dims.
+        self.dynamic_axes: dict[str, set[int]] = dynamic or {}
         self.tensors: dict[str, Tensor] = {}
         self.emitted: list[Emitted] = []
         self._current = ""
         self._counter = 0
 
     # -- queries ---------------------------------------------------------------------------------
+    @property
+    def dynamic(self) -> bool:
+        """True when some shapes of this plan are resolved at run time (plan v2)."""
+        return bool(self.dynamic_axes)
+
+    def fixed(self, name: str, axis: int | None = None) -> bool:
+        """Whether `name`'s extent on `axis` (default: every axis) is the same for every run."""
+        axes = self.dynamic_axes.get(name, set())
+        return not axes if axis is None else (axis % max(len(self.shape(name)), 1)) not in axes
+
     def shape(self, name: str) -> tuple[int, ...]:
         if name in self.tensors:
             return self.tensors[name].shape

@@ -43,6 +43,11 @@ class Op(enum.IntEnum):
     # float kernels again (ids 40..)
     WINOGRAD_CONV_F4 = 40
     WINOGRAD_FILTER = 41
+    # plan v2: run-time shapes (ids 42..)
+    SHAPE = 42
+    VIEW = 43
+    RANGE = 44
+    CONSTANT_OF_SHAPE = 45
 
 
 # ONNX TensorProto dtype codes the runtime understands, with their numpy types.

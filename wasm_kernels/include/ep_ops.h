@@ -38,7 +38,11 @@
   X(33, QMAXPOOL)       /* MaxPool on int8/uint8 data (DQ -> MaxPool -> Q with equal scales) */ \
   X(34, QWINOGRAD_CONV) /* 3x3 stride-1 QCONV as exact integer Winograd F(2x2,3x3) */ \
   X(40, WINOGRAD_CONV_F4) /* 3x3 stride-1 conv as Winograd F(4x4,3x3): planes of 16+ tiles */ \
-  X(41, WINOGRAD_FILTER) /* prologue: Winograd U = G g G^T from 3x3 taps, once at bind */
+  X(41, WINOGRAD_FILTER) /* prologue: Winograd U = G g G^T from 3x3 taps, once at bind */ \
+  X(42, SHAPE)          /* plan v2: the dims of its input as int64 (reads no data) */ \
+  X(43, VIEW)           /* plan v2: Reshape/Flatten/Squeeze/Unsqueeze: same bytes, dims resolved at run time */ \
+  X(44, RANGE)          /* plan v2: Range(start, limit, delta), length known at run time */ \
+  X(45, CONSTANT_OF_SHAPE) /* plan v2: ConstantOfShape of a run-time shape */
 
 enum ep_op {
 #define EP_OP_ENUM(n, name) EP_OP_##name = n,
