@@ -25,7 +25,9 @@ typedef enum {
   EP_E_ARENA = 10,       /* arena missing or misaligned */
   EP_E_INDEX = 11,       /* a runtime index (Gather, ...) is out of range */
   EP_E_STATE = 12,       /* call order wrong (run before open/bind) */
-  EP_E_ALIGN = 13        /* plan buffer misaligned */
+  EP_E_ALIGN = 13,       /* plan buffer misaligned */
+  EP_E_LIMIT = 14,       /* an input dimension above the plan's bound, or more memory than the plan allows */
+  EP_E_INPUT = 15        /* input shape missing or inconsistent with the plan (rank, a fixed dimension) */
 } ep_status;
 
 /* Tensor element types use ONNX TensorProto codes. */
@@ -43,6 +45,15 @@ typedef struct {
   uint32_t inputs_at, outputs_at;
   uint32_t n_prologue;   /* nodes [0, n_prologue) carry EP_NODE_PROLOGUE: run once by ep_bind */
   uint32_t opened;
+  /* version 2 (run-time shapes) */
+  uint32_t version;
+  uint32_t life_off, bounds_at, values_bytes, max_arena_bytes;
+  uint8_t *state;         /* host-provided: input dims, resolved dims, offsets, values region */
+  uint32_t state_bytes;
+  uint32_t resolved;      /* the state holds a resolved plan for the current input dims */
+  uint32_t prologue_bytes;/* arena bytes [0, prologue_bytes) hold the prologue's outputs, same for every shape */
+  const uint8_t *prologue_arena; /* the arena the prologue last ran in (v2: rerun only when it moves) */
+  uint32_t bound_bytes;   /* size of the arena given to ep_bind */
 } ep_ctx;
 
 typedef struct {
@@ -74,6 +85,18 @@ int32_t ep_output_id(const ep_ctx *ctx, uint32_t i);
 uint8_t *ep_tensor_data(const ep_ctx *ctx, uint32_t id);
 ep_status ep_tensor_describe(const ep_ctx *ctx, uint32_t id, ep_tensor_info *out);
 const char *ep_vec_name(void);
+
+/* Version 2 plans. ep_state_bytes: 0 for a static (version 1) plan. */
+uint32_t ep_plan_version(const ep_ctx *ctx);
+uint32_t ep_state_bytes(const ep_ctx *ctx);
+ep_status ep_set_state(ep_ctx *ctx, uint8_t *state, uint32_t bytes);
+/* Dims of graph input i for the next run (rank must be the plan's). */
+ep_status ep_set_input_shape(ep_ctx *ctx, uint32_t i, uint32_t rank, const int32_t *dims);
+/* Input i's bound on dim k: most (0 = unbounded) and least extent the plan accepts. */
+ep_status ep_input_bound(const ep_ctx *ctx, uint32_t i, uint32_t k, int32_t *min, int32_t *max);
+/* Resolve every tensor's dims for the inputs' dims, run the shape arithmetic and plan the arena; afterwards
+ * ep_arena_bytes() is what this shape needs (bind a larger arena, or the same one again, before running). */
+ep_status ep_resolve(ep_ctx *ctx);
 /* Tests: re-derive each node's output dims and scratch through the kernels' shape functions and compare
  * with the plan (node: the first that differs; what: 1 dims, 2 scratch, 3 refused; checked: nodes compared). */
 ep_status ep_shapes_consistent(const ep_ctx *ctx, uint32_t *node, uint32_t *what, uint32_t *checked);

@@ -1,82 +1,136 @@
 /* Plan reader and executor. The plan is hostile until ep_open() has checked it: every read goes
- * through rd32() with an explicit bound, every tensor must fit its section, every node must pass
- * its kernel's check() against the declared shapes before the first run. */
-#include "ep_dispatch.h"
-#include "ep_plan_layout.h"
+ * through ep_rd32() with an explicit bound, every tensor must fit its section, every node must pass
+ * its kernel's check() against the declared shapes before the first run (version 2: against the
+ * shapes ep_resolve() derives, see resolve.c). */
+#include "plan_read.h"
 #include "ep_shape.h"
 EP_COLD_FILE_BEGIN   /* no benchmark model spends time here: smallest code (also in the one-step emcc build) */
 
-static uint32_t rd32(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
 static uint32_t rd16(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8; }
 
-/* [off, off+len) inside [0, size)? Overflow-safe. */
-static int in_bounds(uint64_t off, uint64_t len, uint64_t size) { return off <= size && len <= size - off; }
+uint64_t ep_state_layout(const ep_ctx *c, uint8_t *base, ep_state_view *v) {
+  const uint64_t nt = c->n_tensors, nn = c->n_nodes;
+  uint64_t at = 0;
+#define EP_PART(field, type, count) \
+  do { if (base) v->field = (type *)(void *)(base + at); at += ((uint64_t)(count) * sizeof(type) + 63u) & ~(uint64_t)63u; } while (0)
+  EP_PART(in_dims, int32_t, (uint64_t)c->n_inputs * EP_MAX_RANK);
+  EP_PART(t_dims, int32_t, nt * EP_MAX_RANK);
+  EP_PART(t_off, uint32_t, nt);
+  EP_PART(t_bytes, uint32_t, nt);
+  EP_PART(s_off, uint32_t, nn);
+  EP_PART(s_bytes, uint32_t, nn);
+  EP_PART(order, uint32_t, nt + nn);
+  EP_PART(values, uint8_t, c->values_bytes);
+#undef EP_PART
+  return at;
+}
 
-static int32_t int_at(const ep_ctx *c, uint32_t i) { return (int32_t)rd32(c->plan + c->ints_off + 4u * i); }
-
-/* Decode tensor `id` (already range-checked) into t; data left NULL when arena is NULL. */
-static ep_status decode_tensor(const ep_ctx *c, uint32_t id, ep_tensor *t, uint32_t *storage) {
-  const uint8_t *e = c->plan + c->tensors_off + EP_PLAN_TENSOR_BYTES * id;
+/* Version 1, or version 2 before a state is set: the tensor entry as written; data NULL when arena is NULL. */
+static ep_status decode_entry(const ep_ctx *c, uint32_t id, ep_tensor *t, uint32_t *storage) {
+  const uint8_t *e = ep_tensor_entry(c, id);
+  const int v2 = c->version == EP_PLAN_VERSION_DYNAMIC;
   t->dtype = e[EP_T_DTYPE];
   t->rank = e[EP_T_RANK];
   *storage = e[EP_T_STORAGE];
-  uint32_t off = rd32(e + EP_T_OFFSET), nbytes = rd32(e + EP_T_NBYTES);
-  uint32_t esize = ep_dtype_size(t->dtype);
-  if (esize == 0 || t->rank > EP_MAX_RANK || e[EP_T_FLAGS] != 0) return EP_E_TENSOR;
+  const uint32_t flags = e[EP_T_FLAGS];
+  const uint32_t off = ep_rd32(e + EP_T_OFFSET), nbytes = ep_rd32(e + EP_T_NBYTES);
+  const uint32_t esize = ep_dtype_size(t->dtype);
+  if (esize == 0 || t->rank > EP_MAX_RANK || (flags & ~(v2 ? (uint32_t)EP_TENSOR_DYNAMIC : 0u)) != 0) return EP_E_TENSOR;
+  if (ep_rd32(e + EP_T_RESERVED) != 0) return EP_E_TENSOR;
   uint64_t numel = 1;
+  int unresolved = 0;
   for (uint32_t i = 0; i < EP_MAX_RANK; i++) {
-    int32_t d = (int32_t)rd32(e + EP_T_DIMS + 4 * i);
+    const int32_t d = (int32_t)ep_rd32(e + EP_T_DIMS + 4 * i);
     if (i >= t->rank) { if (d != 0) return EP_E_TENSOR; t->dims[i] = 0; continue; }
-    if (d < 0) return EP_E_TENSOR;
+    if (d < 0 && !(d == -1 && (flags & EP_TENSOR_DYNAMIC))) return EP_E_TENSOR;
     t->dims[i] = d;
+    if (d < 0) { unresolved = 1; continue; }
     numel *= (uint64_t)d;
     if (numel > 0xFFFFFFFFull) return EP_E_TENSOR;
   }
-  if (numel * esize != nbytes || off % esize != 0) return EP_E_TENSOR;
-  t->numel = numel;
+  if (unresolved && *storage != EP_STORAGE_ARENA) return EP_E_TENSOR;   /* weights and values have fixed dims */
+  t->numel = unresolved ? 0 : numel;
+  if (off % esize != 0) return EP_E_TENSOR;
   if (*storage == EP_STORAGE_ARENA) {
-    if (!in_bounds(off, nbytes, c->arena_bytes)) return EP_E_BOUNDS;
+    if (v2) {   /* the core places arena tensors: no offset in the plan, and the size only when it is fixed */
+      if (off != 0 || nbytes != (unresolved ? 0u : numel * esize)) return EP_E_TENSOR;
+      t->data = 0;
+      return EP_OK;
+    }
+    if (numel * esize != nbytes) return EP_E_TENSOR;
+    if (!ep_in_bounds(off, nbytes, c->arena_bytes)) return EP_E_BOUNDS;
     t->data = c->arena ? c->arena + off : 0;
+  } else if (numel * esize != nbytes) {
+    return EP_E_TENSOR;
   } else if (*storage == EP_STORAGE_WEIGHTS) {
-    if (!in_bounds(off, nbytes, c->weights_bytes)) return EP_E_BOUNDS;
+    if (!ep_in_bounds(off, nbytes, c->weights_bytes)) return EP_E_BOUNDS;
     t->data = (uint8_t *)(uintptr_t)(c->plan + c->weights_off + off);
+  } else if (*storage == EP_STORAGE_VALUES && v2) {
+    if (!ep_in_bounds(off, nbytes, c->values_bytes)) return EP_E_BOUNDS;
+    t->data = 0;
   } else {
     return EP_E_TENSOR;
   }
   return EP_OK;
 }
 
-typedef struct {
-  ep_node node;
-  ep_tensor tensors[2 * EP_MAX_IO];
-} node_view;
-
-static uint32_t node_flags(const ep_ctx *c, uint32_t idx) {
-  return rd32(c->plan + c->nodes_off + EP_PLAN_NODE_BYTES * idx + EP_N_FLAGS);
+ep_status ep_decode_tensor(const ep_ctx *c, uint32_t id, ep_tensor *t, uint32_t *storage) {
+  ep_status s = decode_entry(c, id, t, storage);
+  if (s || c->version != EP_PLAN_VERSION_DYNAMIC || !c->state) return s;
+  /* version 2 with a state: dims as resolved so far, data where it lives now */
+  ep_state_view sv;
+  ep_state_layout(c, c->state, &sv);
+  const int32_t *d = sv.t_dims + (uint64_t)EP_MAX_RANK * id;
+  uint64_t numel = 1;
+  int unresolved = 0;
+  for (uint32_t i = 0; i < t->rank; i++) {
+    t->dims[i] = d[i];
+    if (d[i] < 0) unresolved = 1; else numel *= (uint64_t)d[i];
+  }
+  t->numel = unresolved || numel > 0xFFFFFFFFull ? 0 : numel;
+  const uint8_t *e = ep_tensor_entry(c, id);
+  if (*storage == EP_STORAGE_VALUES) t->data = sv.values + ep_rd32(e + EP_T_OFFSET);
+  else if (*storage == EP_STORAGE_ARENA) t->data = c->resolved && c->arena ? c->arena + sv.t_off[id] : 0;
+  return EP_OK;
 }
 
-/* Decode node `idx` with all its tensors; validates ids, arity, params and scratch bounds. */
-static ep_status decode_node(const ep_ctx *c, uint32_t idx, node_view *v, const ep_kernel **kout) {
-  const uint8_t *e = c->plan + c->nodes_off + EP_PLAN_NODE_BYTES * idx;
+static uint32_t node_flags(const ep_ctx *c, uint32_t idx) { return ep_rd32(ep_node_entry(c, idx) + EP_N_FLAGS); }
+
+ep_status ep_decode_node(const ep_ctx *c, uint32_t idx, ep_node_view *v, const ep_kernel **kout) {
+  const uint8_t *e = ep_node_entry(c, idx);
+  const int v2 = c->version == EP_PLAN_VERSION_DYNAMIC;
   ep_node *n = &v->node;
   n->op = rd16(e + EP_N_OP);
   n->n_in = e[EP_N_N_IN];
   n->n_out = e[EP_N_N_OUT];
   const ep_kernel *k = ep_kernel_for(n->op);
   if (!k || n->n_in < k->min_in || n->n_in > k->max_in || n->n_out < k->min_out || n->n_out > k->max_out) return EP_E_OP;
-  uint32_t io_at = rd32(e + EP_N_IO_AT), params_at = rd32(e + EP_N_PARAMS_AT), n_params = rd32(e + EP_N_N_PARAMS);
-  if (!in_bounds(io_at, (uint64_t)n->n_in + n->n_out, c->ints_count)) return EP_E_BOUNDS;
-  if (!in_bounds(params_at, n_params, c->ints_count)) return EP_E_BOUNDS;
-  if ((rd32(e + EP_N_FLAGS) & ~(uint32_t)EP_NODE_PROLOGUE) != 0 || rd32(e + EP_N_RESERVED) != 0) return EP_E_OP;
+  const uint32_t io_at = ep_rd32(e + EP_N_IO_AT), params_at = ep_rd32(e + EP_N_PARAMS_AT), n_params = ep_rd32(e + EP_N_N_PARAMS);
+  if (!ep_in_bounds(io_at, (uint64_t)n->n_in + n->n_out, c->ints_count)) return EP_E_BOUNDS;
+  if (!ep_in_bounds(params_at, n_params, c->ints_count)) return EP_E_BOUNDS;
+  const uint32_t known = v2 ? (uint32_t)(EP_NODE_PROLOGUE | EP_NODE_RESOLVE) : (uint32_t)EP_NODE_PROLOGUE;
+  if ((ep_rd32(e + EP_N_FLAGS) & ~known) != 0 || ep_rd32(e + EP_N_RESERVED) != 0) return EP_E_OP;
   n->params = (const int32_t *)(const void *)(c->plan + c->ints_off + 4u * params_at);
   n->n_params = n_params;
-  uint32_t s_off = rd32(e + EP_N_SCRATCH_OFF), s_bytes = rd32(e + EP_N_SCRATCH_BYTES);
-  if (!in_bounds(s_off, s_bytes, c->arena_bytes) || s_off % 16 != 0) return EP_E_BOUNDS;
-  n->scratch = (c->arena && s_bytes) ? c->arena + s_off : 0;
-  n->scratch_bytes = s_bytes;
+  const uint32_t s_off = ep_rd32(e + EP_N_SCRATCH_OFF), s_bytes = ep_rd32(e + EP_N_SCRATCH_BYTES);
+  if (v2) {   /* the core sizes and places scratch from the resolved shapes */
+    if (s_off != 0 || s_bytes != 0) return EP_E_BOUNDS;
+    n->scratch = 0;
+    n->scratch_bytes = 0;
+    if (c->state) {
+      ep_state_view sv;
+      ep_state_layout(c, c->state, &sv);
+      n->scratch_bytes = sv.s_bytes[idx];
+      n->scratch = c->resolved && c->arena && n->scratch_bytes ? c->arena + sv.s_off[idx] : 0;
+    }
+  } else {
+    if (!ep_in_bounds(s_off, s_bytes, c->arena_bytes) || s_off % 16 != 0) return EP_E_BOUNDS;
+    n->scratch = (c->arena && s_bytes) ? c->arena + s_off : 0;
+    n->scratch_bytes = s_bytes;
+  }
   for (uint32_t i = 0; i < n->n_in + n->n_out; i++) {
-    int32_t id = int_at(c, io_at + i);
-    int is_out = i >= n->n_in;
+    const int32_t id = ep_int_at(c, io_at + i);
+    const int is_out = i >= n->n_in;
     if (id < 0) {
       if (is_out) return EP_E_BOUNDS;
       n->in[i] = 0;  /* absent optional input */
@@ -84,10 +138,10 @@ static ep_status decode_node(const ep_ctx *c, uint32_t idx, node_view *v, const 
     }
     if ((uint32_t)id >= c->n_tensors) return EP_E_BOUNDS;
     uint32_t storage;
-    ep_status s = decode_tensor(c, (uint32_t)id, &v->tensors[i], &storage);
+    const ep_status s = ep_decode_tensor(c, (uint32_t)id, &v->tensors[i], &storage);
     if (s) return s;
     if (is_out) {
-      if (storage != EP_STORAGE_ARENA) return EP_E_TENSOR;  /* weights are read-only */
+      if (storage == EP_STORAGE_WEIGHTS) return EP_E_TENSOR;  /* weights are read-only */
       n->out[i - n->n_in] = &v->tensors[i];
     } else {
       n->in[i] = &v->tensors[i];
@@ -101,10 +155,10 @@ static ep_status decode_node(const ep_ctx *c, uint32_t idx, node_view *v, const 
 static void arena_span(const ep_ctx *c, int32_t id, uint64_t *lo, uint64_t *hi) {
   *lo = *hi = 0;
   if (id < 0) return;
-  const uint8_t *e = c->plan + c->tensors_off + EP_PLAN_TENSOR_BYTES * (uint32_t)id;
+  const uint8_t *e = ep_tensor_entry(c, (uint32_t)id);
   if (e[EP_T_STORAGE] != EP_STORAGE_ARENA) return;
-  *lo = rd32(e + EP_T_OFFSET);
-  *hi = *lo + rd32(e + EP_T_NBYTES);
+  *lo = ep_rd32(e + EP_T_OFFSET);
+  *hi = *lo + ep_rd32(e + EP_T_NBYTES);
 }
 
 static int spans_meet(uint64_t alo, uint64_t ahi, uint64_t blo, uint64_t bhi) { return alo < bhi && blo < ahi; }
@@ -113,19 +167,95 @@ static int spans_meet(uint64_t alo, uint64_t ahi, uint64_t blo, uint64_t bhi) { 
  * apart, and a kernel may re-read an input (a Gather index) after validating it, so a plan whose
  * outputs or scratch overlap the node's inputs (or each other) is refused. */
 static ep_status node_disjoint(const ep_ctx *c, uint32_t idx, const ep_node *n) {
-  const uint8_t *e = c->plan + c->nodes_off + EP_PLAN_NODE_BYTES * idx;
-  const uint32_t io_at = rd32(e + EP_N_IO_AT), s_lo = rd32(e + EP_N_SCRATCH_OFF);
-  const uint64_t s_hi = (uint64_t)s_lo + rd32(e + EP_N_SCRATCH_BYTES);
+  const uint8_t *e = ep_node_entry(c, idx);
+  const uint32_t io_at = ep_rd32(e + EP_N_IO_AT), s_lo = ep_rd32(e + EP_N_SCRATCH_OFF);
+  const uint64_t s_hi = (uint64_t)s_lo + ep_rd32(e + EP_N_SCRATCH_BYTES);
   const uint32_t n_io = (uint32_t)n->n_in + n->n_out;
   for (uint32_t w = 0; w <= n->n_out; w++) {   /* each output, then the scratch (w == n_out) */
     uint64_t wlo = s_lo, whi = s_hi;
-    if (w < n->n_out) arena_span(c, int_at(c, io_at + n->n_in + w), &wlo, &whi);
+    if (w < n->n_out) arena_span(c, ep_int_at(c, io_at + n->n_in + w), &wlo, &whi);
     for (uint32_t j = 0; j < n_io; j++) {
       if (j == n->n_in + w) continue;
       uint64_t lo, hi;
-      arena_span(c, int_at(c, io_at + j), &lo, &hi);
+      arena_span(c, ep_int_at(c, io_at + j), &lo, &hi);
       if (spans_meet(wlo, whi, lo, hi)) return EP_E_BOUNDS;
     }
+  }
+  return EP_OK;
+}
+
+/* Version 2: the arena root of tensor id (itself when it owns its bytes), or -1 outside the arena. */
+static int32_t root_of(const ep_ctx *c, int32_t id) { return id < 0 ? -1 : ep_life(c, (uint32_t)id, 0); }
+
+/* Version 2, per node: lifetimes cover the step, outputs have roots of their own (a VIEW's may be its input's),
+ * resolve-time nodes read only what exists while resolving and write the values region. The core's planner
+ * gives tensors whose lifetimes meet disjoint bytes, so these rules keep a node's writes off its reads. */
+static ep_status check_node_v2(const ep_ctx *c, uint32_t idx, const ep_node *n) {
+  const uint8_t *e = ep_node_entry(c, idx);
+  const uint32_t io_at = ep_rd32(e + EP_N_IO_AT), flags = node_flags(c, idx);
+  const int resolve = (flags & EP_NODE_RESOLVE) != 0;
+  if (resolve && (flags & EP_NODE_PROLOGUE)) return EP_E_OP;
+  const ep_shape_entry *se = ep_shape_for(n->op);
+  for (uint32_t j = 0; j < (uint32_t)n->n_in + n->n_out; j++) {
+    const int32_t id = ep_int_at(c, io_at + j);
+    if (id < 0) continue;
+    const uint8_t *t = ep_tensor_entry(c, (uint32_t)id);
+    const uint32_t storage = t[EP_T_STORAGE];
+    const int is_out = j >= n->n_in;
+    if (is_out && (t[EP_T_FLAGS] & EP_TENSOR_DYNAMIC) && !(se && se->shape)) return EP_E_OP;
+    if (resolve) {   /* SHAPE reads only dims, so its input may be anything */
+      if (is_out ? storage != EP_STORAGE_VALUES
+                 : (storage == EP_STORAGE_ARENA && n->op != EP_OP_SHAPE)) return EP_E_OP;
+      continue;
+    }
+    if (is_out && storage == EP_STORAGE_VALUES) return EP_E_OP;
+    if (storage != EP_STORAGE_ARENA) continue;
+    const int32_t r = root_of(c, id);
+    if (ep_life(c, (uint32_t)r, 1) > (int32_t)idx || ep_life(c, (uint32_t)r, 2) < (int32_t)idx) return EP_E_BOUNDS;
+    if (!is_out) continue;
+    for (uint32_t k = 0; k < (uint32_t)n->n_in + n->n_out; k++) {   /* a write never shares bytes with another operand */
+      if (k == j) continue;
+      const int32_t other = root_of(c, ep_int_at(c, io_at + k));
+      if (other == r && !(n->op == EP_OP_VIEW && k == 0)) return EP_E_BOUNDS;
+    }
+  }
+  return EP_OK;
+}
+
+/* Version 2 tables: lifetimes (each arena tensor names a root that owns bytes: itself, or a tensor that is
+ * its own root; roots' lifetimes inside [-1, n_nodes]) and the input bounds in the int pool. */
+static ep_status open_v2_tables(ep_ctx *c) {
+  const uint8_t *p = c->plan;
+  for (uint32_t off = EP_H_RESERVED2; off < EP_PLAN_HEADER_BYTES_V2; off += 4) if (ep_rd32(p + off)) return EP_E_MAGIC;
+  c->life_off = ep_rd32(p + EP_H_LIFE_OFF);
+  c->bounds_at = ep_rd32(p + EP_H_BOUNDS_AT);
+  c->values_bytes = ep_rd32(p + EP_H_VALUES_BYTES);
+  c->max_arena_bytes = ep_rd32(p + EP_H_MAX_ARENA_BYTES);
+  if (c->arena_bytes != 0 || c->values_bytes > (16u << 20)) return EP_E_BOUNDS;
+  if (c->life_off % 4 || !ep_in_bounds(c->life_off, (uint64_t)c->n_tensors * EP_PLAN_LIFE_BYTES, c->plan_bytes)) return EP_E_BOUNDS;
+  uint64_t words = 0;
+  for (uint32_t i = 0; i < c->n_inputs; i++) words += 2u * ep_tensor_entry(c, (uint32_t)ep_int_at(c, i))[EP_T_RANK];
+  if (!ep_in_bounds(c->bounds_at, words, c->ints_count)) return EP_E_BOUNDS;
+  for (uint32_t i = 0, w = c->bounds_at; i < c->n_inputs; i++) {
+    const uint8_t *t = ep_tensor_entry(c, (uint32_t)ep_int_at(c, i));
+    for (uint32_t k = 0; k < t[EP_T_RANK]; k++, w += 2) {
+      const int32_t lo = ep_int_at(c, w), hi = ep_int_at(c, w + 1);
+      if (lo < 0 || hi < 0 || (hi && lo > hi)) return EP_E_BOUNDS;
+    }
+  }
+  for (uint32_t id = 0; id < c->n_tensors; id++) {
+    const int32_t r = ep_life(c, id, 0), first = ep_life(c, id, 1), last = ep_life(c, id, 2);
+    const uint32_t storage = ep_tensor_entry(c, id)[EP_T_STORAGE];
+    if (storage != EP_STORAGE_ARENA) { if (r != -1 || first != 0 || last != 0) return EP_E_BOUNDS; continue; }
+    if (r < 0 || (uint32_t)r >= c->n_tensors || ep_tensor_entry(c, (uint32_t)r)[EP_T_STORAGE] != EP_STORAGE_ARENA ||
+        ep_life(c, (uint32_t)r, 0) != r) return EP_E_BOUNDS;
+    if (r != (int32_t)id) { if (first != 0 || last != 0) return EP_E_BOUNDS; continue; }
+    if (first < -1 || last > (int32_t)c->n_nodes || first > last) return EP_E_BOUNDS;
+  }
+  for (uint32_t i = 0; i < c->n_inputs + c->n_outputs; i++) {   /* inputs live from the start, outputs to the end */
+    const int32_t id = ep_int_at(c, i), r = root_of(c, id);
+    if (i < c->n_inputs ? (r != id || ep_life(c, (uint32_t)r, 1) != -1) : ep_life(c, (uint32_t)r, 2) != (int32_t)c->n_nodes)
+      return EP_E_BOUNDS;
   }
   return EP_OK;
 }
@@ -136,35 +266,40 @@ ep_status ep_open(ep_ctx *c, const uint8_t *plan, uint32_t len) {
   if (!plan || len < EP_PLAN_HEADER_BYTES) return EP_E_TRUNCATED;
   if (((uintptr_t)plan) % EP_PLAN_ALIGN != 0) return EP_E_ALIGN;
   if (plan[0] != 'E' || plan[1] != 'P' || plan[2] != 'L' || plan[3] != 'N') return EP_E_MAGIC;
-  if (rd32(plan + EP_H_VERSION) != EP_PLAN_VERSION) return EP_E_VERSION;
-  if (rd32(plan + EP_H_HEADER_BYTES) != EP_PLAN_HEADER_BYTES || rd32(plan + EP_H_FLAGS) != 0) return EP_E_MAGIC;
-  if (rd32(plan + EP_H_PLAN_BYTES) != len) return EP_E_TRUNCATED;
+  const uint32_t version = ep_rd32(plan + EP_H_VERSION);
+  if (version != EP_PLAN_VERSION && version != EP_PLAN_VERSION_DYNAMIC) return EP_E_VERSION;
+  const int v2 = version == EP_PLAN_VERSION_DYNAMIC;
+  const uint32_t header = v2 ? EP_PLAN_HEADER_BYTES_V2 : EP_PLAN_HEADER_BYTES;
+  if (len < header) return EP_E_TRUNCATED;
+  if (ep_rd32(plan + EP_H_HEADER_BYTES) != header || ep_rd32(plan + EP_H_FLAGS) != 0) return EP_E_MAGIC;
+  if (ep_rd32(plan + EP_H_PLAN_BYTES) != len) return EP_E_TRUNCATED;
+  c->version = version;
   c->plan = plan;
   c->plan_bytes = len;
-  c->n_tensors = rd32(plan + EP_H_N_TENSORS);
-  c->n_nodes = rd32(plan + EP_H_N_NODES);
-  c->n_inputs = rd32(plan + EP_H_N_INPUTS);
-  c->n_outputs = rd32(plan + EP_H_N_OUTPUTS);
-  c->tensors_off = rd32(plan + EP_H_TENSORS_OFF);
-  c->nodes_off = rd32(plan + EP_H_NODES_OFF);
-  c->ints_off = rd32(plan + EP_H_INTS_OFF);
-  c->ints_count = rd32(plan + EP_H_INTS_COUNT);
-  c->weights_off = rd32(plan + EP_H_WEIGHTS_OFF);
-  c->weights_bytes = rd32(plan + EP_H_WEIGHTS_BYTES);
-  c->arena_bytes = rd32(plan + EP_H_ARENA_BYTES);
-  if (!in_bounds(c->tensors_off, (uint64_t)c->n_tensors * EP_PLAN_TENSOR_BYTES, len) ||
-      !in_bounds(c->nodes_off, (uint64_t)c->n_nodes * EP_PLAN_NODE_BYTES, len) ||
-      !in_bounds(c->ints_off, (uint64_t)c->ints_count * 4u, len) ||
-      !in_bounds(c->weights_off, c->weights_bytes, len))
+  c->n_tensors = ep_rd32(plan + EP_H_N_TENSORS);
+  c->n_nodes = ep_rd32(plan + EP_H_N_NODES);
+  c->n_inputs = ep_rd32(plan + EP_H_N_INPUTS);
+  c->n_outputs = ep_rd32(plan + EP_H_N_OUTPUTS);
+  c->tensors_off = ep_rd32(plan + EP_H_TENSORS_OFF);
+  c->nodes_off = ep_rd32(plan + EP_H_NODES_OFF);
+  c->ints_off = ep_rd32(plan + EP_H_INTS_OFF);
+  c->ints_count = ep_rd32(plan + EP_H_INTS_COUNT);
+  c->weights_off = ep_rd32(plan + EP_H_WEIGHTS_OFF);
+  c->weights_bytes = ep_rd32(plan + EP_H_WEIGHTS_BYTES);
+  c->arena_bytes = ep_rd32(plan + EP_H_ARENA_BYTES);
+  if (!ep_in_bounds(c->tensors_off, (uint64_t)c->n_tensors * EP_PLAN_TENSOR_BYTES, len) ||
+      !ep_in_bounds(c->nodes_off, (uint64_t)c->n_nodes * EP_PLAN_NODE_BYTES, len) ||
+      !ep_in_bounds(c->ints_off, (uint64_t)c->ints_count * 4u, len) ||
+      !ep_in_bounds(c->weights_off, c->weights_bytes, len) || c->n_nodes >= 0x7FFFFFFFu)
     return EP_E_BOUNDS;
   if (c->tensors_off % 4 || c->nodes_off % 4 || c->ints_off % 4 || c->weights_off % EP_PLAN_ALIGN) return EP_E_ALIGN;
   if ((uint64_t)c->n_inputs + c->n_outputs > c->ints_count) return EP_E_BOUNDS;
   /* Graph inputs/outputs: valid arena tensors. */
   for (uint32_t i = 0; i < c->n_inputs + c->n_outputs; i++) {
-    int32_t id = int_at(c, i);
+    const int32_t id = ep_int_at(c, i);
     if (id < 0 || (uint32_t)id >= c->n_tensors) return EP_E_BOUNDS;
     ep_tensor t; uint32_t storage;
-    ep_status s = decode_tensor(c, (uint32_t)id, &t, &storage);
+    const ep_status s = decode_entry(c, (uint32_t)id, &t, &storage);
     if (s) return s;
     if (storage != EP_STORAGE_ARENA) return EP_E_TENSOR;
   }
@@ -173,80 +308,117 @@ ep_status ep_open(ep_ctx *c, const uint8_t *plan, uint32_t len) {
   /* Every tensor entry well-formed; every node consistent with its kernel. */
   for (uint32_t i = 0; i < c->n_tensors; i++) {
     ep_tensor t; uint32_t storage;
-    ep_status s = decode_tensor(c, i, &t, &storage);
+    const ep_status s = decode_entry(c, i, &t, &storage);
+    if (s) return s;
+  }
+  if (v2) {
+    const ep_status s = open_v2_tables(c);
     if (s) return s;
   }
   for (uint32_t i = 0; i < c->n_nodes; i++) {
-    node_view v; const ep_kernel *k;
-    ep_status s = decode_node(c, i, &v, &k);
+    ep_node_view v; const ep_kernel *k;
+    ep_status s = ep_decode_node(c, i, &v, &k);
     if (s) return s;
-    s = k->check(&v.node);
-    if (!s) s = node_disjoint(c, i, &v.node);
+    if (v2) s = check_node_v2(c, i, &v.node);   /* shapes are checked per resolve (resolve.c) */
+    else s = k->check(&v.node);
+    if (!s && !v2) s = node_disjoint(c, i, &v.node);
     if (s) return s;
     /* Prologue nodes form a prefix and read only weights: they run once, before any input exists. */
     if (node_flags(c, i) & EP_NODE_PROLOGUE) {
       if (i != c->n_prologue) return EP_E_OP;
-      const uint32_t io_at = rd32(c->plan + c->nodes_off + EP_PLAN_NODE_BYTES * i + EP_N_IO_AT);
+      const uint32_t io_at = ep_rd32(ep_node_entry(c, i) + EP_N_IO_AT);
       for (uint32_t j = 0; j < v.node.n_in; j++) {
-        int32_t id = int_at(c, io_at + j);
+        const int32_t id = ep_int_at(c, io_at + j);
         ep_tensor t; uint32_t storage;
         if (id < 0) continue;
-        if (decode_tensor(c, (uint32_t)id, &t, &storage) || storage != EP_STORAGE_WEIGHTS) return EP_E_OP;
+        if (decode_entry(c, (uint32_t)id, &t, &storage) || storage != EP_STORAGE_WEIGHTS) return EP_E_OP;
+      }
+      if (v2) {   /* its outputs are fixed and live for the whole run: the core pins them at the arena's start */
+        for (uint32_t o = 0; o < v.node.n_out; o++) {
+          const int32_t id = ep_int_at(c, io_at + v.node.n_in + o);
+          if (root_of(c, id) != id || ep_life(c, (uint32_t)id, 1) != -1 || ep_life(c, (uint32_t)id, 2) != (int32_t)c->n_nodes ||
+              (ep_tensor_entry(c, (uint32_t)id)[EP_T_FLAGS] & EP_TENSOR_DYNAMIC)) return EP_E_OP;
+          const uint64_t end = (uint64_t)c->prologue_bytes + ((v.node.out[o]->numel * ep_dtype_size(v.node.out[o]->dtype) + 63u) & ~63ull);
+          if (end > 0xFFFFFFFFull) return EP_E_BOUNDS;
+          c->prologue_bytes = (uint32_t)end;
+        }
       }
       c->n_prologue++;
     }
   }
+  if (v2 && ep_state_layout(c, 0, 0) > 0x7FFFFFFFull) return EP_E_BOUNDS;
   c->opened = 1;
   return EP_OK;
 }
 
-uint32_t ep_arena_bytes(const ep_ctx *c) { return c && c->opened ? c->arena_bytes : 0; }
+uint32_t ep_arena_bytes(const ep_ctx *c) {
+  if (!c || !c->opened) return 0;
+  if (c->version == EP_PLAN_VERSION_DYNAMIC && !c->resolved) return 0;
+  return c->arena_bytes;
+}
 
-ep_status ep_bind(ep_ctx *c, uint8_t *arena, uint32_t bytes) {
-  if (!c || !c->opened) return EP_E_STATE;
-  if ((!arena && c->arena_bytes) || bytes < c->arena_bytes || ((uintptr_t)arena) % EP_PLAN_ALIGN != 0) return EP_E_ARENA;
-  c->arena = arena;
+ep_status ep_run_prologue(ep_ctx *c) {
   for (uint32_t i = 0; i < c->n_prologue; i++) {   /* once per arena: e.g. float16 weights -> float32 */
-    node_view v; const ep_kernel *k;
-    ep_status s = decode_node(c, i, &v, &k);
+    ep_node_view v; const ep_kernel *k;
+    ep_status s = ep_decode_node(c, i, &v, &k);
     if (!s) s = k->run(&v.node);
-    if (s) { c->arena = 0; return s; }
+    if (s) return s;
   }
   return EP_OK;
 }
 
-ep_status ep_run(ep_ctx *c) {
+ep_status ep_bind(ep_ctx *c, uint8_t *arena, uint32_t bytes) {
+  if (!c || !c->opened) return EP_E_STATE;
+  if (c->version == EP_PLAN_VERSION_DYNAMIC && !c->resolved) return EP_E_STATE;
+  if ((!arena && c->arena_bytes) || bytes < c->arena_bytes || ((uintptr_t)arena) % EP_PLAN_ALIGN != 0) return EP_E_ARENA;
+  c->arena = arena;
+  c->bound_bytes = bytes;
+  /* v2 pins the prologue's outputs at the arena's start for every shape: rerun only in a new arena */
+  if (c->version == EP_PLAN_VERSION_DYNAMIC && c->prologue_arena == arena) return EP_OK;
+  const ep_status s = ep_run_prologue(c);
+  if (s) { c->arena = 0; c->prologue_arena = 0; return s; }
+  c->prologue_arena = arena;
+  return EP_OK;
+}
+
+static ep_status runnable(const ep_ctx *c) {
   if (!c || !c->opened || (!c->arena && c->arena_bytes)) return EP_E_STATE;
-  for (uint32_t i = c->n_prologue; i < c->n_nodes; i++) {
-    node_view v; const ep_kernel *k;
-    ep_status s = decode_node(c, i, &v, &k);
-    if (s) return s;
-    s = k->run(&v.node);
-    if (s) return s;
-  }
+  if (c->version == EP_PLAN_VERSION_DYNAMIC &&
+      (!c->resolved || c->prologue_arena != c->arena || c->bound_bytes < c->arena_bytes)) return EP_E_STATE;
   return EP_OK;
 }
 
 ep_status ep_run_node(ep_ctx *c, uint32_t i) {
-  if (!c || !c->opened || (!c->arena && c->arena_bytes)) return EP_E_STATE;
+  const ep_status ok = runnable(c);
+  if (ok) return ok;
   if (i >= c->n_nodes) return EP_E_BOUNDS;
-  if (i < c->n_prologue) return EP_OK;   /* ran in ep_bind */
-  node_view v; const ep_kernel *k;
-  ep_status s = decode_node(c, i, &v, &k);
+  if (i < c->n_prologue || (node_flags(c, i) & EP_NODE_RESOLVE)) return EP_OK;   /* ran in ep_bind / ep_resolve */
+  ep_node_view v; const ep_kernel *k;
+  const ep_status s = ep_decode_node(c, i, &v, &k);
   return s ? s : k->run(&v.node);
+}
+
+ep_status ep_run(ep_ctx *c) {
+  const ep_status ok = runnable(c);
+  if (ok) return ok;
+  for (uint32_t i = c->n_prologue; i < c->n_nodes; i++) {
+    const ep_status s = ep_run_node(c, i);
+    if (s) return s;
+  }
+  return EP_OK;
 }
 
 uint32_t ep_num_nodes(const ep_ctx *c) { return c && c->opened ? c->n_nodes : 0; }
 
 uint32_t ep_num_inputs(const ep_ctx *c) { return c && c->opened ? c->n_inputs : 0; }
 uint32_t ep_num_outputs(const ep_ctx *c) { return c && c->opened ? c->n_outputs : 0; }
-int32_t ep_input_id(const ep_ctx *c, uint32_t i) { return c && c->opened && i < c->n_inputs ? int_at(c, c->inputs_at + i) : -1; }
-int32_t ep_output_id(const ep_ctx *c, uint32_t i) { return c && c->opened && i < c->n_outputs ? int_at(c, c->outputs_at + i) : -1; }
+int32_t ep_input_id(const ep_ctx *c, uint32_t i) { return c && c->opened && i < c->n_inputs ? ep_int_at(c, c->inputs_at + i) : -1; }
+int32_t ep_output_id(const ep_ctx *c, uint32_t i) { return c && c->opened && i < c->n_outputs ? ep_int_at(c, c->outputs_at + i) : -1; }
 
 uint8_t *ep_tensor_data(const ep_ctx *c, uint32_t id) {
   if (!c || !c->opened || !c->arena || id >= c->n_tensors) return 0;
   ep_tensor t; uint32_t storage;
-  if (decode_tensor(c, id, &t, &storage)) return 0;
+  if (ep_decode_tensor(c, id, &t, &storage)) return 0;
   return t.data;
 }
 
@@ -254,7 +426,7 @@ ep_status ep_tensor_describe(const ep_ctx *c, uint32_t id, ep_tensor_info *out) 
   if (!c || !c->opened || !out) return EP_E_STATE;
   if (id >= c->n_tensors) return EP_E_BOUNDS;
   ep_tensor t; uint32_t storage;
-  ep_status s = decode_tensor(c, id, &t, &storage);
+  const ep_status s = ep_decode_tensor(c, id, &t, &storage);
   if (s) return s;
   out->dtype = t.dtype;
   out->rank = t.rank;
@@ -267,11 +439,11 @@ ep_status ep_tensor_describe(const ep_ctx *c, uint32_t id, ep_tensor_info *out) 
  * derived by the kernel's shape() from the plan's input dims and compared with the plan's, and scratch()
  * with the node's scratch_bytes. *what: 0 ok, 1 dims differ, 2 scratch differs, 3 shape() refused. */
 ep_status ep_shapes_consistent(const ep_ctx *c, uint32_t *node, uint32_t *what, uint32_t *checked) {
-  if (!c || !c->opened || !node || !what || !checked) return EP_E_STATE;
+  if (!c || !c->opened || !node || !what || !checked || c->version != EP_PLAN_VERSION) return EP_E_STATE;
   *node = 0; *what = 0; *checked = 0;
   for (uint32_t i = 0; i < c->n_nodes; i++) {
-    node_view v; const ep_kernel *k;
-    ep_status s = decode_node(c, i, &v, &k);
+    ep_node_view v; const ep_kernel *k;
+    ep_status s = ep_decode_node(c, i, &v, &k);
     if (s) return s;
     const ep_shape_entry *se = ep_shape_for(v.node.op);
     if (!se || !se->shape) continue;

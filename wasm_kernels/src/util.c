@@ -58,6 +58,8 @@ const char *ep_status_str(ep_status s) {
     case EP_E_INDEX: return "index out of range";
     case EP_E_STATE: return "call order (open, bind, run)";
     case EP_E_ALIGN: return "plan buffer misaligned";
+    case EP_E_LIMIT: return "input dimension or memory above the plan's bound";
+    case EP_E_INPUT: return "input shape missing or inconsistent with the plan";
   }
   return "unknown status";
 }

@@ -1,8 +1,12 @@
 /* WebAssembly exports: one context per instance. The host (web/src, packager/runtime) places the
- * plan at ep_heap_base(), calls ep_wasm_open, grows memory for the arena, then ep_wasm_bind/run. */
+ * plan at ep_heap_base(), calls ep_wasm_open, grows memory for the arena, then ep_wasm_bind/run.
+ * Version 2 plans (run-time shapes): the host places the state (ep_state_bytes) after the plan, sets it,
+ * writes each input's dims into ep_dims_buffer() and calls ep_set_input_shape, then ep_resolve, and binds
+ * an arena of ep_arena_bytes (the same address again, grown when a larger shape needs more). */
 #include "edgepack.h"
 
 static ep_ctx g_ctx;
+static int32_t g_dims[EP_MAX_RANK];
 extern unsigned char __heap_base;
 
 #define EXPORT(name) __attribute__((export_name(#name)))
@@ -24,3 +28,18 @@ EXPORT(ep_tensor_nbytes) uint32_t ep_wasm_tensor_nbytes(uint32_t id) {
 }
 EXPORT(ep_status_str) uint32_t ep_wasm_status_str(int32_t s) { return (uint32_t)(uintptr_t)ep_status_str((ep_status)s); }
 EXPORT(ep_vec_name) uint32_t ep_wasm_vec_name(void) { return (uint32_t)(uintptr_t)ep_vec_name(); }
+EXPORT(ep_plan_version) uint32_t ep_wasm_plan_version(void) { return ep_plan_version(&g_ctx); }
+EXPORT(ep_state_bytes) uint32_t ep_wasm_state_bytes(void) { return ep_state_bytes(&g_ctx); }
+EXPORT(ep_set_state) int32_t ep_wasm_set_state(uint32_t state, uint32_t len) { return ep_set_state(&g_ctx, (uint8_t *)(uintptr_t)state, len); }
+EXPORT(ep_dims_buffer) uint32_t ep_wasm_dims_buffer(void) { return (uint32_t)(uintptr_t)g_dims; }
+EXPORT(ep_set_input_shape) int32_t ep_wasm_set_input_shape(uint32_t i, uint32_t rank) {
+  return rank > EP_MAX_RANK ? EP_E_INPUT : ep_set_input_shape(&g_ctx, i, rank, g_dims);
+}
+EXPORT(ep_resolve) int32_t ep_wasm_resolve(void) { return ep_resolve(&g_ctx); }
+/* Rank and dims of a tensor as resolved (dims written to ep_dims_buffer()); -1 on a bad id. */
+EXPORT(ep_tensor_dims) int32_t ep_wasm_tensor_dims(uint32_t id) {
+  ep_tensor_info info;
+  if (ep_tensor_describe(&g_ctx, id, &info) != EP_OK) return -1;
+  for (uint32_t k = 0; k < EP_MAX_RANK; k++) g_dims[k] = info.dims[k];
+  return (int32_t)info.rank;
+}
