@@ -4,7 +4,7 @@
     python3 bench/run.py [--models cifar10net,mobilenetv2,resnet18,minilm_like] [--out bench/results/latest.json]
                          [--seconds 3] [--rounds 10] [--slice 0.5] [--variants simd,relaxed] [--threads N]
 
-For each model: builds .cache/models/NAME.onnx if missing (../shared/models/make_models.py), packages it into
+For each model: builds .cache/models/NAME.onnx if missing (python3 -m bench.models), packages it into
 .cache/bundles/NAME, runs bench/node_bench.mjs (all runtimes interleaved in one Node process, outputs checked
 first), and, if onnxruntime-node is not usable there, times native onnxruntime from Python on the same inputs.
 Prints a markdown table and writes JSON. The model name `tiny` is built in (view ops only): it tests the
@@ -35,9 +35,6 @@ from bench.timing import interleaved_ms  # noqa: E402
 
 MODELS_DIR = REPO / ".cache" / "models"
 BUNDLES_DIR = REPO / ".cache" / "bundles"
-# shared/ is a sibling of the repo root (of a worktree's main checkout: look further up too)
-MAKE_MODELS = next((p / "shared" / "models" / "make_models.py" for p in REPO.parents
-                    if (p / "shared" / "models" / "make_models.py").exists()), REPO.parent / "shared" / "models" / "make_models.py")
 DEFAULT_MODELS = "cifar10net,mobilenetv2,resnet18,minilm_like"
 RELAXED_FLAG = "--experimental-wasm-relaxed-simd"
 ORT_MAX_IR = 10
@@ -75,10 +72,8 @@ def model_file(name: str) -> Path:
     if name == "tiny":
         return p if p.exists() else tiny_model(p)
     if not p.exists():
-        if not MAKE_MODELS.exists():
-            raise SystemExit(f"{p} missing and {MAKE_MODELS} not found")
-        print(f"[bench] building {name} with {MAKE_MODELS}", file=sys.stderr)
-        subprocess.run([sys.executable, str(MAKE_MODELS), str(MODELS_DIR), name], check=True, cwd=REPO)
+        print(f"[bench] building {name} with python3 -m bench.models", file=sys.stderr)
+        subprocess.run([sys.executable, "-m", "bench.models", str(MODELS_DIR), name], check=True, cwd=REPO)
     return p
 
 

@@ -38,12 +38,13 @@ if [ ! -x web/node_modules/.bin/tsc ] || [ ! -x web/node_modules/.bin/esbuild ] 
   (cd web && npm install --silent --no-audit --no-fund)  # not `npm ci`: npm 11 leaves optional platform packages out of the lock
 fi
 
-MODELS=(cifar10net cifar10net_unfused mobilenetv2 resnet18 minilm_like)
+# the five benchmark models and the run-time-shape variants (docs/models.md)
+MODELS=(cifar10net cifar10net_unfused mobilenetv2 resnet18 minilm_like resnet18_dyn mobilenetv2_dyn minilm_like_dyn)
 need=()
 for m in "${MODELS[@]}"; do [ -f ".cache/models/$m.onnx" ] || need+=("$m"); done
 if ((${#need[@]})); then
   echo "[setup] building benchmark models: ${need[*]}"
-  python3 ../shared/models/make_models.py .cache/models "${need[@]}" >/dev/null
+  python3 -m bench.models .cache/models "${need[@]}" >/dev/null
 fi
 
 echo "[setup] building the runtime (wasm SIMD, scalar, relaxed; host)"

@@ -10,15 +10,20 @@ from onnx import TensorProto, helper, numpy_helper
 
 REPO = Path(__file__).resolve().parent.parent
 MODELS = REPO / ".cache" / "models"
-SHARED_MODELS = REPO.parent / "shared" / "models" / "make_models.py"
+
+
+def build_models(outdir: Path, *names: str) -> None:
+    """The project's model script (bench/models), in a child process: torch stays out of the test process."""
+    import subprocess
+    import sys
+    subprocess.run([sys.executable, "-m", "bench.models", str(outdir), *names], check=True, capture_output=True,
+                   cwd=REPO)
 
 
 def model_path(name: str) -> Path:
     p = MODELS / f"{name}.onnx"
     if not p.exists():
-        import subprocess
-        import sys
-        subprocess.run([sys.executable, str(SHARED_MODELS), str(MODELS), name], check=True, capture_output=True)
+        build_models(MODELS, name)
     return p
 
 
