@@ -184,7 +184,9 @@ def _shapes_by_running(model: onnx.ModelProto, shapes: dict, dtypes: dict, missi
 
 
 def analyze(model: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...]] | None = None,
-            constants: dict[str, np.ndarray] | None = None, strict: bool = False) -> Graph:
+            constants: dict[str, np.ndarray] | None = None, strict: bool = False,
+            keep: frozenset[str] = frozenset()) -> Graph:
+    """keep: values not to fold although computable here (they vary with the input shapes: packager/dynamic.py)."""
     model = copy.deepcopy(model)
     notices: list[str] = []
     opset = default_opset(model)
@@ -216,6 +218,9 @@ def analyze(model: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...]] | N
             remaining.append(node)
             continue
         vals = None
+        if keep and any(o in keep for o in node.output):
+            remaining.append(node)
+            continue
         if node.op_type == "Constant":
             vals = [_eval_node(node, [], opset)[0]]
         elif node.op_type in SHAPE_OPS and node.input[0] in shapes:

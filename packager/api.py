@@ -73,9 +73,12 @@ def package(model: str | os.PathLike | onnx.ModelProto, target: str = "web", out
             quantize: str = "auto", calibration: str | os.PathLike | dict | None = None,
             calibration_method: str = "minmax", qdq_placement: str = "fusion-aware",
             labels: str | os.PathLike | np.ndarray | None = None, images: "ImageOptions | None" = None,
-            calibrate_fraction: float = 0.8) -> Path:
+            calibrate_fraction: float = 0.8, dynamic: bool | None = None) -> Path:
     """Package an ONNX model for `target`; returns the bundle directory. See `package --help`.
-    quantize: none | fp16 | int8 | int8-dynamic | auto; calibration: DATA (docs/quantization.md)."""
+    quantize: none | fp16 | int8 | int8-dynamic | auto; calibration: DATA (docs/quantization.md).
+    input_shapes: per input, a dim is an int (fixed) or a (min, max) pair (resolved at run time within bounds;
+    max 0 = unbounded). dynamic: True resolves symbolic dims at run time (a version-2 plan); None does so when
+    bounds are given; False fixes them (to 1 where not given)."""
     if target not in TARGETS:
         raise PackagerError(f"unknown target '{target}' (available: {', '.join(TARGETS)})")
     name = Path(model).stem if not isinstance(model, onnx.ModelProto) else (model.graph.name or "model")
@@ -83,32 +86,44 @@ def package(model: str | os.PathLike | onnx.ModelProto, target: str = "web", out
         raise PackagerError(f"unknown profile '{profile}' (available: {', '.join(PROFILES)})")
     strict = profile == "strict"
     m = load_model(model, frozenset(allow_domains))
-    graph = analyze(m, input_shapes, constants, strict=strict)
-    for n in graph.notices:
-        log(f"notice: {n}")
-    if strict:
-        check_strict_ops(graph.nodes, graph.opset)
-        explicit_attributes(graph.model, graph.shapes, graph.opset)
-    reference, optimization = graph.model, None   # verification compares with the graph before optimization
-    if optimize:
-        from .optimizer import optimize as run_optimizer, summary
-        optimization = run_optimizer(graph, len(m.graph.node), keep_metadata)
-        graph, reference = optimization.graph, optimization.reference
-        for line in summary(optimization.report, optimization.stripped):
-            log(f"optimize: {line}")
-    # -- precision (packager/quantize): resolve --quantize, calibrate, rewrite the graph; before lowering --
-    float_model = reference   # the accuracy report compares with the float32 model before any rewrite
-    quant = quantize_step(graph, target, quantize, calibration, labels, images, calibration_method, qdq_placement,
-                          calibrate_fraction, strict, log)
-    graph, shipped = quant.graph, quant.shipped_model()
-    if quant.mode != "none":   # a changed precision: verify the bundle against the graph it ships
-        reference = shipped
-    lowered = lower(graph, weights_fp16=quant.weights_fp16)
+    syms = None
+    if dynamic is not False and target == "web" and not strict:
+        from .dynamic import find_symbols
+        syms = find_symbols(m, input_shapes, constants)
+        bounded = any(b for bs in syms.bounds.values() for b in bs)
+        if not syms.any or not (dynamic or bounded):
+            syms = None
+    elif dynamic:
+        raise PackagerError("shapes resolved at run time: web bundles only so far (give --input-shape for "
+                            f"--target {target}; --profile strict needs fixed shapes)")
+    if input_shapes and syms is None and any(not isinstance(d, (int, np.integer)) for s in input_shapes.values() for d in s):
+        raise PackagerError("--input-shape bounds [min..max] make a bundle with run-time shapes: web target only")
+    if syms is not None and quantize not in ("auto", "none"):
+        raise PackagerError(f"--quantize {quantize} needs fixed shapes so far: give them with --input-shape")
+    stages = _Stages(m, constants, strict, optimize, keep_metadata, log)
+    if syms is not None:
+        graph, reference, optimization, lowered, io_dims = _lower_dynamic(stages, syms)
+        quant = quantize_step(graph, target, "none", None, None, None, calibration_method, qdq_placement,
+                              calibrate_fraction, strict, log)
+        float_model = shipped = graph.model
+        reference = stages.source_model()
+    else:
+        graph, reference, optimization = stages.front(input_shapes)
+        # -- precision (packager/quantize): resolve --quantize, calibrate, rewrite the graph; before lowering --
+        float_model = reference   # the accuracy report compares with the float32 model before any rewrite
+        quant = quantize_step(graph, target, quantize, calibration, labels, images, calibration_method, qdq_placement,
+                              calibrate_fraction, strict, log)
+        graph, shipped = quant.graph, quant.shipped_model()
+        if quant.mode != "none":   # a changed precision: verify the bundle against the graph it ships
+            reference = shipped
+        lowered = lower(graph, weights_fp16=quant.weights_fp16)
+        io_dims = None
     plan_bytes = layout.encode(lowered.plan)
     runtime = ensure_wasm()
 
     def io(names: list[str], plan_ids: list[int]) -> list[dict]:
-        return [{"name": n, "dtype": dtype_name(lowered.plan.tensors[t].dtype), "shape": list(lowered.plan.tensors[t].dims),
+        return [{"name": n, "dtype": dtype_name(lowered.plan.tensors[t].dtype),
+                 "shape": io_dims[n] if io_dims else list(lowered.plan.tensors[t].dims),
                  "tensor": t} for n, t in zip(names, plan_ids)]
 
     manifest = {
@@ -119,7 +134,7 @@ def package(model: str | os.PathLike | onnx.ModelProto, target: str = "web", out
                    "nodes": len(m.graph.node)},
         "inputs": io(graph.inputs, lowered.plan.inputs),
         "outputs": io(graph.outputs, lowered.plan.outputs),
-        "plan": {"version": layout.VERSION, "nodes": len(lowered.plan.nodes), "tensors": len(lowered.plan.tensors),
+        "plan": {"version": lowered.plan.version, "nodes": len(lowered.plan.nodes), "tensors": len(lowered.plan.tensors),
                  "arena_bytes": lowered.plan.arena_bytes, "intermediates_bytes": lowered.intermediates_bytes,
                  "weights_bytes": len(lowered.plan.weights), "folded_nodes": graph.folded},
         "runtime": {v: f for v, f in WASM_VARIANTS.items()},
@@ -129,6 +144,8 @@ def package(model: str | os.PathLike | onnx.ModelProto, target: str = "web", out
     }
     if optimization is not None:
         manifest.update(optimizations=optimization.report, stripped=optimization.stripped)
+    if syms is not None:   # docs/plan-format.md, "Version 2"
+        manifest["dims"] = {s: {"min": syms.lo(s), "max": syms.hi(s), "example": syms.example[s]} for s in syms.names()}
     if strict:
         manifest["profile"]["execution_order"] = [
             {"kernel": Op(n.op).name, "onnx_node": src} for n, src in zip(lowered.plan.nodes, lowered.node_sources)]
@@ -147,7 +164,7 @@ def package(model: str | os.PathLike | onnx.ModelProto, target: str = "web", out
     files.update(npm_files(manifest, files, signed=sign is not None))
     path = write_bundle(Path(out), manifest, files)
     if verify or strict:
-        _verify(path, reference, log, strict)
+        _verify(path, reference, log, strict, example=syms.example if syms is not None else None)
     _accuracy(path, target, float_model, quant, log)
     if sign is not None:   # last: the signature covers the final manifest
         from .signing import sign_bundle
@@ -166,12 +183,16 @@ def _accuracy(path: Path, target: str, float_model: onnx.ModelProto, quant: "Qua
     log(report.summary_line(rep))
 
 
-def _verify(path: Path, model: onnx.ModelProto, log: Callable[[str], None], strict: bool = False) -> None:
+def _verify(path: Path, model: onnx.ModelProto, log: Callable[[str], None], strict: bool = False,
+            example: dict[str, int] | None = None) -> None:
     """Run the bundle (SIMD build) and onnxruntime on the same seeded inputs; record the difference.
-    Strict: also run it again and require identical bits, and record the exact memory bound."""
+    Strict: also run it again and require identical bits, and record the exact memory bound.
+    example: extents of the run-time dims to verify at (a version-2 plan)."""
     import json
     b = load_bundle(path)
-    feeds = random_inputs(b.inputs)
+    specs = b.inputs if example is None else [dict(s, shape=[example[d] if isinstance(d, str) else d for d in s["shape"]])
+                                              for s in b.inputs]
+    feeds = random_inputs(specs)
     got = b.run(feeds)
     profile_facts = {}
     if strict:
@@ -189,8 +210,74 @@ def _verify(path: Path, model: onnx.ModelProto, log: Callable[[str], None], stri
     except Exception as e:  # onnxruntime itself cannot run this model
         result = {"reference": "unavailable", "reason": str(e).splitlines()[0][:200]}
     manifest = json.loads((path / "manifest.json").read_text())
+    if example is not None:
+        result["input_shapes"] = {k: list(v.shape) for k, v in feeds.items()}
     manifest["verification"] = result
     manifest["profile"].update(profile_facts)
     (path / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
     if "max_abs_diff" in result:
         log(f"verified against onnxruntime: max abs diff {result['max_abs_diff']:.3g}")
+
+
+class _Stages:
+    """The front of the pipeline for one set of input shapes: analyze (bind, fold, infer) then optimize."""
+
+    def __init__(self, m: onnx.ModelProto, constants, strict: bool, optimize: bool, keep_metadata: bool,
+                 log: Callable[[str], None]) -> None:
+        self.m, self.constants, self.strict, self.optimize, self.keep_metadata, self.log = \
+            m, constants, strict, optimize, keep_metadata, log
+
+    def front(self, input_shapes, keep: frozenset[str] = frozenset(), quiet: bool = False):
+        """(graph, reference model, optimization or None)."""
+        graph = analyze(self.m, input_shapes, self.constants, strict=self.strict, keep=keep)
+        if not quiet:
+            for n in graph.notices:
+                self.log(f"notice: {n}")
+        if self.strict:
+            check_strict_ops(graph.nodes, graph.opset)
+            explicit_attributes(graph.model, graph.shapes, graph.opset)
+        reference, optimization = graph.model, None   # verification compares with the graph before optimization
+        if self.optimize:
+            from .optimizer import optimize as run_optimizer, summary
+            optimization = run_optimizer(graph, len(self.m.graph.node), self.keep_metadata)
+            graph, reference = optimization.graph, optimization.reference
+            if not quiet:
+                for line in summary(optimization.report, optimization.stripped):
+                    self.log(f"optimize: {line}")
+        return graph, reference, optimization
+
+    def source_model(self) -> onnx.ModelProto:
+        """The loaded model with --const inputs as initializers: onnxruntime runs it at any input shape."""
+        from onnx import numpy_helper
+        m = onnx.ModelProto()
+        m.CopyFrom(self.m)
+        for name, value in (self.constants or {}).items():
+            m.graph.initializer.append(numpy_helper.from_array(np.asarray(value), name))
+        keep = [vi for vi in m.graph.input if vi.name not in (self.constants or {})]
+        del m.graph.input[:]
+        m.graph.input.extend(keep)
+        return m
+
+
+def _lower_dynamic(stages: _Stages, syms):
+    """A version-2 plan (packager/dynamic.py): probe at two shapes, keep what varies as shape arithmetic,
+    lower at both, check they agree, assemble. Returns (graph, reference, optimization, lowered, io dims)."""
+    from .dynamic import compare_lowerings, varying_axes, varying_values
+    from .lower import lower_ctx
+    from .plan.dynamic import assemble_dynamic
+    shapes_a, shapes_b = syms.shapes(syms.probe_a), syms.shapes(syms.probe_b)
+    keep = varying_values(analyze(stages.m, shapes_a, stages.constants).consts,
+                          analyze(stages.m, shapes_b, stages.constants).consts)
+    graph_a, reference, optimization = stages.front(shapes_a, keep)
+    graph_b, _, _ = stages.front(shapes_b, keep, quiet=True)
+    axes = varying_axes(graph_a.shapes, graph_b.shapes)
+    ctx_a, ins, outs = lower_ctx(graph_a, dynamic_axes=axes)
+    ctx_b, _, _ = lower_ctx(graph_b, dynamic_axes=axes)
+    varying = compare_lowerings(ctx_a, ctx_b)
+    bounds = {n: [b if b else (1, 0) for b in bs] for n, bs in syms.bounds.items()}
+    lowered = assemble_dynamic(ctx_a, ins, outs, varying, bounds)
+    io_dims = {n: [s or d for s, d in zip(syms.dims[n], syms.fixed[n])] for n in graph_a.inputs}
+    for n, t in zip(graph_a.outputs, outs):
+        sa, sb = ctx_a.tensors[t].shape, ctx_b.tensors[t].shape
+        io_dims[n] = [x if x == y else syms.symbol_for(x, y) for x, y in zip(sa, sb)]
+    return graph_a, reference, optimization, lowered, io_dims

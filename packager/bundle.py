@@ -131,23 +131,39 @@ class Bundle:
         if missing:
             raise InputError(f"missing input(s) {', '.join(map(repr, missing))}")
         out = {}
+        seen: dict[str, tuple[int, str]] = {}   # symbol -> (extent, the input that set it)
+        dims = self.manifest.get("dims", {})
         for spec in self.inputs:
             a = np.asarray(feeds[spec["name"]])
             want = np.dtype(spec["dtype"])
             if a.dtype != want:
                 raise InputError(f"input '{spec['name']}': dtype {a.dtype}, expected {want}")
-            if tuple(a.shape) != tuple(spec["shape"]):
-                raise InputError(f"input '{spec['name']}': shape {list(a.shape)}, expected {spec['shape']}")
+            shape = spec["shape"]
+            if a.ndim != len(shape) or any(isinstance(d, int) and d != x for d, x in zip(shape, a.shape)):
+                raise InputError(f"input '{spec['name']}': shape {list(a.shape)}, expected {shape}")
+            for k, (d, x) in enumerate(zip(shape, a.shape)):
+                if isinstance(d, int):
+                    continue
+                b = dims.get(d, {})
+                if x < b.get("min", 0) or (b.get("max") and x > b["max"]):
+                    raise InputError(f"input '{spec['name']}': dimension {k} ('{d}') is {x}, outside this bundle's "
+                                     f"bounds [{b.get('min', 0)}..{b.get('max') or ''}]")
+                if d in seen and seen[d][0] != x:
+                    raise InputError(f"input '{spec['name']}': dimension {k} ('{d}') is {x}, but input "
+                                     f"'{seen[d][1]}' gives '{d}' = {seen[d][0]}")
+                seen[d] = (x, spec["name"])
             out[spec["name"]] = a
         return out
 
     def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         feeds = self.check_feeds(feeds)
         s = self.session()
+        s.set_shapes([tuple(feeds[spec["name"]].shape) for spec in self.inputs])
         for spec in self.inputs:
             s.write(spec["tensor"], feeds[spec["name"]])
         s.run()
-        return {o["name"]: s.read(o["tensor"], np.dtype(o["dtype"]), tuple(o["shape"])) for o in self.outputs}
+        return {o["name"]: s.read(o["tensor"], np.dtype(o["dtype"]), None if s.dynamic else tuple(o["shape"]))
+                for o in self.outputs}
 
 
 def load_bundle(path: Path | str, variant: str = "simd", public_key=None) -> Bundle:

@@ -227,8 +227,15 @@ def _load_ops() -> None:
 
 
 def lower(graph: Graph, fuse: bool = True, weights_fp16: bool = False) -> LoweredPlan:
+    """A static (version 1) plan."""
+    return _assemble(*lower_ctx(graph, fuse, weights_fp16))
+
+
+def lower_ctx(graph: Graph, fuse: bool = True, weights_fp16: bool = False,
+              dynamic_axes: dict[str, set[int]] | None = None) -> tuple[LowerCtx, list[str], list[str]]:
+    """Lower every node: the context with its tensors and emitted kernels, the plan's inputs and outputs."""
     _load_ops()
-    ctx = LowerCtx(graph)
+    ctx = LowerCtx(graph, dynamic_axes)
     for name in graph.inputs:
         ctx._ensure(name)
     # Nodes analyze computed but kept in the model (DequantizeLinear of weights) produce constants only.
@@ -277,7 +284,7 @@ def lower(graph: Graph, fuse: bool = True, weights_fp16: bool = False) -> Lowere
     if weights_fp16:   # float32 weights stored as float16, widened once by prologue CASTs (packager/quantize/fp16.py)
         from .quantize.fp16 import store_weights_fp16
         store_weights_fp16(ctx)
-    return _assemble(ctx, graph.inputs, out_names)
+    return ctx, graph.inputs, out_names
 
 
 def _root(ctx: LowerCtx, name: str) -> str:

@@ -1,4 +1,4 @@
-"""Byte layout of plan version 1: writer and reader. Mirrors wasm_kernels/include/ep_plan_layout.h;
+"""Byte layout of plan versions 1 (static shapes) and 2 (shapes resolved at run time): writer and reader. Mirrors wasm_kernels/include/ep_plan_layout.h;
 docs/plan-format.md is the prose description of the same bytes."""
 from __future__ import annotations
 
@@ -12,17 +12,24 @@ from .opcodes import MAX_RANK
 
 MAGIC = b"EPLN"
 VERSION = 1
+VERSION_DYNAMIC = 2
 HEADER_BYTES = 64
+HEADER_BYTES_V2 = 96
+LIFE_BYTES = 12
 TENSOR_BYTES = 48
 NODE_BYTES = 32
 ALIGN = 64
-ARENA, WEIGHTS = 0, 1
+ARENA, WEIGHTS, VALUES = 0, 1, 2           # VALUES (v2): computed while resolving shapes
+TENSOR_DYNAMIC = 1                         # tensor flag (v2): dims of -1 are resolved at run time
 
 _HEADER = struct.Struct("<4s15I")          # magic + 15 u32
 _TENSOR = struct.Struct("<BBBBII8iI")      # dtype storage rank flags offset nbytes dims[8] reserved
 _NODE = struct.Struct("<HBBIIIIII4x")      # op n_in n_out io_at params_at n_params scratch_off scratch_bytes flags reserved
 NODE_PROLOGUE = 1                          # node flag: runs once when the arena is bound (e.g. float16 weight -> float32)
+NODE_RESOLVE = 2                           # node flag (v2): shape arithmetic, runs while resolving shapes
+_HEADER_V2 = struct.Struct("<4I16x")       # life_off bounds_at values_bytes max_arena_bytes reserved
 assert _HEADER.size == HEADER_BYTES and _TENSOR.size == TENSOR_BYTES and _NODE.size == NODE_BYTES
+assert HEADER_BYTES + _HEADER_V2.size == HEADER_BYTES_V2
 
 
 @dataclass
@@ -31,7 +38,18 @@ class TensorEntry:
     storage: int
     offset: int
     nbytes: int
-    dims: tuple[int, ...]
+    dims: tuple[int, ...]       # v2: -1 for a dim resolved at run time
+    flags: int = 0              # TENSOR_DYNAMIC
+
+
+@dataclass
+class Dynamic:
+    """What a version-2 plan adds: per tensor (root, first, last) lifetimes, per input dim (min, max) bounds
+    (max 0 = unbounded), the values region's size and the most arena the plan may take (0 = unbounded)."""
+    life: list[tuple[int, int, int]]
+    bounds: list[list[tuple[int, int]]]
+    values_bytes: int = 0
+    max_arena_bytes: int = 0
 
 
 @dataclass
@@ -54,6 +72,11 @@ class Plan:
     weights: bytes
     arena_bytes: int
     extra: dict = field(default_factory=dict)
+    dynamic: Dynamic | None = None           # set: a version-2 plan
+
+    @property
+    def version(self) -> int:
+        return VERSION if self.dynamic is None else VERSION_DYNAMIC
 
 
 def _align(n: int, a: int = ALIGN) -> int:
@@ -61,8 +84,15 @@ def _align(n: int, a: int = ALIGN) -> int:
 
 
 def encode(plan: Plan) -> bytes:
-    """Serialize a plan. Sections: header, tensor table, node table, int pool, weights (64-aligned)."""
+    """Serialize a plan. Sections: header, tensor table, node table, int pool, [v2: lifetimes], weights (64-aligned)."""
+    dyn = plan.dynamic
     ints: list[int] = list(plan.inputs) + list(plan.outputs)
+    bounds_at = 0
+    if dyn is not None:
+        bounds_at = len(ints)
+        for per_input in dyn.bounds:
+            for lo, hi in per_input:
+                ints += [lo, hi]
     node_blobs = []
     for n in plan.nodes:
         io_at = len(ints)
@@ -71,18 +101,24 @@ def encode(plan: Plan) -> bytes:
         ints += list(n.params)
         node_blobs.append(_NODE.pack(n.op, len(n.inputs), len(n.outputs), io_at, params_at, len(n.params),
                                      n.scratch_offset, n.scratch_bytes, n.flags))
-    tensors_off = HEADER_BYTES
+    header = HEADER_BYTES if dyn is None else HEADER_BYTES_V2
+    tensors_off = header
     nodes_off = tensors_off + TENSOR_BYTES * len(plan.tensors)
     ints_off = nodes_off + NODE_BYTES * len(plan.nodes)
-    weights_off = _align(ints_off + 4 * len(ints))
+    life_off = ints_off + 4 * len(ints)
+    end = life_off + (LIFE_BYTES * len(plan.tensors) if dyn is not None else 0)
+    weights_off = _align(end)
     total = weights_off + len(plan.weights)
     out = bytearray(total)
-    _HEADER.pack_into(out, 0, MAGIC, VERSION, HEADER_BYTES, total, len(plan.tensors), len(plan.nodes),
+    _HEADER.pack_into(out, 0, MAGIC, plan.version, header, total, len(plan.tensors), len(plan.nodes),
                       len(plan.inputs), len(plan.outputs), tensors_off, nodes_off, ints_off, len(ints),
-                      weights_off, len(plan.weights), plan.arena_bytes, 0)
+                      weights_off, len(plan.weights), plan.arena_bytes if dyn is None else 0, 0)
+    if dyn is not None:
+        _HEADER_V2.pack_into(out, HEADER_BYTES, life_off, bounds_at, dyn.values_bytes, dyn.max_arena_bytes)
+        out[life_off:end] = np.asarray(dyn.life, dtype="<i4").reshape(-1).tobytes() if dyn.life else b""
     for i, t in enumerate(plan.tensors):
         dims = list(t.dims) + [0] * (MAX_RANK - len(t.dims))
-        _TENSOR.pack_into(out, tensors_off + i * TENSOR_BYTES, t.dtype, t.storage, len(t.dims), 0, t.offset,
+        _TENSOR.pack_into(out, tensors_off + i * TENSOR_BYTES, t.dtype, t.storage, len(t.dims), t.flags, t.offset,
                           t.nbytes, *dims, 0)
     for i, b in enumerate(node_blobs):
         out[nodes_off + i * NODE_BYTES: nodes_off + (i + 1) * NODE_BYTES] = b
@@ -99,8 +135,8 @@ def decode(data: bytes) -> Plan:
      _flags) = _HEADER.unpack_from(data, 0)
     if magic != MAGIC:
         raise BundleError("not an edgepack plan (bad magic)")
-    if version != VERSION:
-        raise BundleError(f"plan version {version} not supported (this packager reads {VERSION})")
+    if version not in (VERSION, VERSION_DYNAMIC):
+        raise BundleError(f"plan version {version} not supported (this packager reads {VERSION} and {VERSION_DYNAMIC})")
     if total != len(data) or any(off + size > len(data) for off, size in
                                  [(t_off, n_t * TENSOR_BYTES), (n_off, n_n * NODE_BYTES), (i_off, 4 * i_cnt),
                                   (w_off, w_bytes)]):
@@ -108,14 +144,29 @@ def decode(data: bytes) -> Plan:
     ints = np.frombuffer(data, dtype="<i4", count=i_cnt, offset=i_off).tolist()
     tensors = []
     for i in range(n_t):
-        dt, st, rank, _fl, off, nb, *rest = _TENSOR.unpack_from(data, t_off + i * TENSOR_BYTES)
-        tensors.append(TensorEntry(dt, st, off, nb, tuple(rest[:rank])))
+        dt, st, rank, fl, off, nb, *rest = _TENSOR.unpack_from(data, t_off + i * TENSOR_BYTES)
+        tensors.append(TensorEntry(dt, st, off, nb, tuple(rest[:rank]), fl))
     nodes = []
     for i in range(n_n):
         op, ni, no, io_at, p_at, n_p, s_off, s_b, fl = _NODE.unpack_from(data, n_off + i * NODE_BYTES)
         nodes.append(NodeEntry(op, ints[io_at:io_at + ni], ints[io_at + ni:io_at + ni + no], ints[p_at:p_at + n_p],
                                s_off, s_b, fl))
-    return Plan(tensors, nodes, ints[:n_in], ints[n_in:n_in + n_out], bytes(data[w_off:w_off + w_bytes]), arena)
+    dyn = None
+    if version == VERSION_DYNAMIC:
+        if len(data) < HEADER_BYTES_V2:
+            raise BundleError("plan truncated: shorter than its header")
+        life_off, bounds_at, values_bytes, max_arena = _HEADER_V2.unpack_from(data, HEADER_BYTES)
+        if life_off + LIFE_BYTES * n_t > len(data):
+            raise BundleError("plan truncated or section out of bounds")
+        life = np.frombuffer(data, dtype="<i4", count=3 * n_t, offset=life_off).reshape(-1, 3).tolist()
+        bounds, at = [], bounds_at
+        for t in ints[:n_in]:
+            rank = len(tensors[t].dims) if 0 <= t < n_t else 0
+            bounds.append([(ints[at + 2 * k], ints[at + 2 * k + 1]) for k in range(rank)])
+            at += 2 * rank
+        dyn = Dynamic([tuple(x) for x in life], bounds, values_bytes, max_arena)
+    return Plan(tensors, nodes, ints[:n_in], ints[n_in:n_in + n_out], bytes(data[w_off:w_off + w_bytes]), arena,
+                dynamic=dyn)
 
 
 def f32_bits(x: float) -> int:

@@ -51,12 +51,46 @@ class WasmPlan:
         self._reserve(plan_ptr + len(plan))
         self.mem.write(self.store, plan, plan_ptr)
         self._check(self.ex["ep_open"](self.store, plan_ptr, len(plan)), "opening the plan")
-        arena_bytes = self.ex["ep_arena_bytes"](self.store)
-        arena_ptr = _align(plan_ptr + len(plan))
-        self._reserve(arena_ptr + arena_bytes)
-        self._check(self.ex["ep_bind"](self.store, arena_ptr, arena_bytes), "binding the arena")
-        self.memory_bound = arena_ptr + arena_bytes   # highest linear-memory byte the runtime touches
         self.vec = self._cstr(self.ex["ep_vec_name"](self.store))
+        self.dynamic = "ep_plan_version" in self.ex and self.ex["ep_plan_version"](self.store) == 2
+        self._shapes: list[tuple[int, ...]] | None = None
+        end = plan_ptr + len(plan)
+        if self.dynamic:   # version 2: the core's state after the plan, then the arena (planned per shape)
+            state_ptr = _align(end)
+            state_bytes = self.ex["ep_state_bytes"](self.store)
+            self._reserve(state_ptr + state_bytes)
+            self._check(self.ex["ep_set_state"](self.store, state_ptr, state_bytes), "setting the plan state")
+            end = state_ptr + state_bytes
+        self.arena_ptr = _align(end)
+        self.memory_bound = self.arena_ptr
+        if not self.dynamic:
+            self._bind()
+
+    def _bind(self) -> None:
+        arena_bytes = self.ex["ep_arena_bytes"](self.store)
+        self._reserve(self.arena_ptr + arena_bytes)
+        self._check(self.ex["ep_bind"](self.store, self.arena_ptr, arena_bytes), "binding the arena")
+        self.memory_bound = max(self.memory_bound, self.arena_ptr + arena_bytes)   # highest linear-memory byte touched
+
+    def set_shapes(self, shapes: list[tuple[int, ...]]) -> None:
+        """Version 2: the graph inputs' dims for the next runs (resolved, and the arena re-planned, on a change)."""
+        if not self.dynamic or shapes == self._shapes:
+            return
+        self._shapes = None
+        buf = self.ex["ep_dims_buffer"](self.store)
+        for i, dims in enumerate(shapes):
+            self.mem.write(self.store, np.asarray(dims, dtype="<i4").tobytes(), buf)
+            self._check(self.ex["ep_set_input_shape"](self.store, i, len(dims)), f"input {i}'s shape {list(dims)}")
+        self._check(self.ex["ep_resolve"](self.store), f"resolving shapes for inputs {[list(d) for d in shapes]}")
+        self._bind()
+        self._shapes = list(shapes)
+
+    def dims(self, tensor_id: int) -> tuple[int, ...]:
+        rank = self.ex["ep_tensor_dims"](self.store, tensor_id)
+        if rank < 0:
+            raise RuntimeFailure(f"tensor {tensor_id}: no such tensor")
+        raw = self.mem.read(self.store, self.ex["ep_dims_buffer"](self.store), self.ex["ep_dims_buffer"](self.store) + 4 * rank)
+        return tuple(int(d) for d in np.frombuffer(bytes(raw), dtype="<i4"))
 
     def _reserve(self, end: int) -> None:
         have = self.mem.data_len(self.store)
@@ -80,7 +114,10 @@ class WasmPlan:
             raise RuntimeFailure(f"tensor {tensor_id}: expected {n} bytes, got {len(data)}")
         self.mem.write(self.store, data, ptr)
 
-    def read(self, tensor_id: int, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
+    def read(self, tensor_id: int, dtype: np.dtype, shape: tuple[int, ...] | None = None) -> np.ndarray:
+        """A tensor's bytes as an array; shape None: its dims as resolved (version 2)."""
+        if shape is None:
+            shape = self.dims(tensor_id)
         ptr = self.ex["ep_tensor_data"](self.store, tensor_id)
         n = self.ex["ep_tensor_nbytes"](self.store, tensor_id)
         raw = self.mem.read(self.store, ptr, ptr + n)

@@ -1,0 +1,144 @@
+"""Assembling a version-2 plan (docs/plan-format.md, "Version 2"): dims resolved at run time.
+
+The lowering ran as for a static plan (at a probe shape); what differs here: dims that vary are written as -1,
+the core places arena tensors itself from the lifetimes written in the plan, and shape arithmetic (the nodes
+whose outputs feed a kernel's shape input: VIEW's target shape, EXPAND's shape, RANGE's bounds, ...) is
+flagged to run while resolving, with its tensors in the values region."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..errors import PackagerError
+from . import layout
+from .opcodes import Op
+
+if TYPE_CHECKING:
+    from ..lower import LowerCtx, LoweredPlan
+
+# Inputs whose values a kernel's shape function reads: (op, input indices).
+SHAPE_INPUTS: dict[Op, tuple[int, ...]] = {
+    Op.VIEW: (1,), Op.EXPAND: (1,), Op.RANGE: (0, 1, 2), Op.CONSTANT_OF_SHAPE: (0,),
+}
+VALUES_ALIGN = 8
+
+
+def _root(ctx: "LowerCtx", name: str) -> str:
+    while ctx.tensors[name].alias:
+        name = ctx.tensors[name].alias
+    return name
+
+
+def resolve_steps(ctx: "LowerCtx") -> set[int]:
+    """The emitted steps that must run while resolving: producers of shape inputs, transitively (SHAPE reads
+    only its input's dims, so the chain stops there), and views of what they produce."""
+    producer = {o: s for s, e in enumerate(ctx.emitted) for o in e.outputs}
+    marked: set[int] = set()
+    todo = [e.inputs[k] for e in ctx.emitted for k in SHAPE_INPUTS.get(Op(e.op), ()) if k < len(e.inputs) and e.inputs[k]]
+    while True:
+        while todo:
+            name = todo.pop()
+            while name not in producer and ctx.tensors[name].alias:
+                name = ctx.tensors[name].alias
+            if ctx.tensors[name].data is not None:   # a weight: known already
+                continue
+            step = producer.get(name)
+            if step is None:
+                raise PackagerError(f"'{name}' sets a shape at run time but is computed from the input data, not "
+                                    f"from its shape: give this model fixed shapes (--input-shape)")
+            if step in marked:
+                continue
+            marked.add(step)
+            e = ctx.emitted[step]
+            if e.op != Op.SHAPE:
+                todo += [i for i in e.inputs if i]
+        # a view of a value is a value: its node runs while resolving too
+        values = {o for s in marked for o in ctx.emitted[s].outputs}
+        more = [s for s, e in enumerate(ctx.emitted) if s not in marked and e.op == Op.VIEW
+                and e.inputs[0] and _root(ctx, e.inputs[0]) in values]
+        if not more:
+            return marked
+        todo = [ctx.emitted[s].outputs[0] for s in more]
+
+
+def assemble_dynamic(ctx: "LowerCtx", inputs: list[str], outputs: list[str], varying: dict[str, tuple[bool, ...]],
+                     bounds: dict[str, list[tuple[int, int]]]) -> "LoweredPlan":
+    """A version-2 plan from a lowering context. varying: tensor name -> per-dim flag (True = resolved at run time);
+    bounds: graph input -> per-dim (min, max), max 0 = unbounded."""
+    from ..lower import LoweredPlan
+    names = list(ctx.tensors)
+    ids = {n: i for i, n in enumerate(names)}
+    n_steps = len(ctx.emitted)
+    resolve = resolve_steps(ctx)
+    produced = {o for s in resolve for o in ctx.emitted[s].outputs}
+    for v in produced:
+        if any(varying.get(v, ())):
+            raise PackagerError(f"shape arithmetic '{v}' has a run-time length: not supported yet")
+        ctx.tensors[v].alias = None   # the values region holds its own copy
+    values = {n for n in names if ctx.tensors[n].data is None and _root(ctx, n) in produced}   # with their views
+    first: dict[str, int] = {}
+    last: dict[str, int] = {}
+
+    def touch(name: str, step: int) -> None:
+        r = _root(ctx, name)
+        first[r] = min(first.get(r, step), step)
+        last[r] = max(last.get(r, step), step)
+
+    for name in inputs:
+        touch(name, -1)
+    for step, e in enumerate(ctx.emitted):
+        if step in resolve:
+            continue
+        for n in [*e.inputs, *e.outputs]:
+            if n and ctx.tensors[n].data is None and n not in values:
+                touch(n, step)
+        if e.flags & layout.NODE_PROLOGUE:
+            for n in e.outputs:
+                touch(n, -1)
+                touch(n, n_steps)
+    for name in outputs:
+        touch(name, n_steps)
+    weights = bytearray()
+    w_off: dict[str, int] = {}
+    v_off: dict[str, int] = {}
+    values_bytes = 0
+    for n in names:
+        t = ctx.tensors[n]
+        if t.data is not None:
+            w_off[n] = len(weights)
+            weights += t.data
+            weights += b"\0" * (-len(weights) % layout.ALIGN)
+        elif n in produced:
+            v_off[n] = values_bytes
+            values_bytes += -(-t.nbytes // VALUES_ALIGN) * VALUES_ALIGN
+    for n in values - produced:
+        v_off[n] = v_off[_root(ctx, n)]
+    tensors, life = [], []
+    for n in names:
+        t = ctx.tensors[n]
+        var = varying.get(n, (False,) * len(t.shape))
+        dims = tuple(-1 if v else d for d, v in zip(t.shape, var))
+        flags = layout.TENSOR_DYNAMIC if any(var) else 0
+        if t.data is not None:
+            tensors.append(layout.TensorEntry(t.dtype, layout.WEIGHTS, w_off[n], t.nbytes, t.shape))
+            life.append((-1, 0, 0))
+        elif n in values:
+            tensors.append(layout.TensorEntry(t.dtype, layout.VALUES, v_off[n], t.nbytes, t.shape))
+            life.append((-1, 0, 0))
+        else:
+            tensors.append(layout.TensorEntry(t.dtype, layout.ARENA, 0, 0 if flags else t.nbytes, dims, flags))
+            r = _root(ctx, n)
+            life.append((ids[r], first.get(r, -1), last.get(r, -1)) if r == n else (ids[r], 0, 0))
+    nodes = [layout.NodeEntry(int(e.op), [ids[i] if i else -1 for i in e.inputs], [ids[o] for o in e.outputs],
+                              e.params, 0, 0, e.flags | (layout.NODE_RESOLVE if s in resolve else 0))
+             for s, e in enumerate(ctx.emitted)]
+    plan_bounds = []
+    for name in inputs:
+        var = varying.get(name, ())
+        given = bounds.get(name, [])
+        plan_bounds.append([(given[k] if k < len(given) and given[k] else (1, 0)) if v else (0, 0)
+                            for k, v in enumerate(var or [False] * len(ctx.tensors[name].shape))])
+    dyn = layout.Dynamic(life, plan_bounds, values_bytes)
+    plan = layout.Plan(tensors, nodes, [ids[i] for i in inputs], [ids[o] for o in outputs], bytes(weights), 0,
+                       dynamic=dyn)
+    intermediates = sum(ctx.tensors[r].nbytes for r in first if ctx.tensors[r].data is None)
+    return LoweredPlan(plan, names, [e.onnx_node for e in ctx.emitted], intermediates)
