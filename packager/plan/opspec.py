@@ -36,8 +36,8 @@ class Op(enum.IntEnum):
     DEPTHWISE_CONV = 24  # depthwise convolution (group == Cin == Cout), fused epilogue
     WINOGRAD_CONV = 25  # 3x3 stride-1 conv as Winograd F(2x2,3x3)
     QUANTIZE_LINEAR = 26  # int8 family (ids 26..39): float32 -> u8/i8
-    DEQUANTIZE_LINEAR = 27  # u8/i8/i32 -> float32
-    DYNAMIC_QUANTIZE_LINEAR = 28  # float32 -> u8 with a scale and zero point computed at run time
+    DEQUANTIZE_LINEAR = 27  # int8 family: u8/i8/i32 -> float32
+    DYNAMIC_QUANTIZE_LINEAR = 28  # int8 family: float32 -> u8 with a scale and zero point computed at run time
     QCONV = 29  # integer conv through the int8 GEMM, requantizing epilogue
     QDEPTHWISE_CONV = 30  # integer depthwise conv, requantizing epilogue
     QMATMUL = 31  # numpy matmul of integers, requantizing epilogue
