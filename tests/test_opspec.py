@@ -154,3 +154,15 @@ def test_python_function_codes_are_the_generated_ones() -> None:
     assert fuse_epilogue.ACT_GELU_TANH == opspec.UnaryFn.GELU_TANH
     text = _packager_text()
     assert not re.search(r"^\s*ACT_\w+\s*(,\s*ACT_\w+\s*)*=\s*\d", text, re.M), "ACT_* constants defined outside opspec.py"
+
+
+def test_lowering_refuses_a_node_outside_its_spec() -> None:
+    """LowerCtx.emit checks arity and word counts against the spec (packager/lower.py, _check_spec)."""
+    from packager.errors import PackagerError
+    from packager.lower import _check_spec
+    _check_spec(Op.GLOBAL_POOL, ["x"], ["y"], [1])
+    _check_spec(Op.MATMUL, ["a", "b", None, "r"], ["y"], [0, 0, 0, 0, 1])
+    for args in ((Op.GLOBAL_POOL, ["x"], ["y"], [1, 0]), (Op.GLOBAL_POOL, ["x", "z"], ["y"], [1]),
+                 (Op.MATMUL, ["a", "b"], ["y"], [0, 0, 0])):
+        with pytest.raises(PackagerError, match="spec"):
+            _check_spec(*args)
