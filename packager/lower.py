@@ -18,7 +18,7 @@ from .passes.fuse_epilogue import Fused, fuse_epilogues
 from .plan import layout
 from .plan.memory import Block, plan_memory
 from .plan.opcodes import CODES, DTYPES, MAX_IO, MAX_RANK, Op
-from .plan.opspec import ARITY, N_PARAMS
+from .plan.opspec import ARITY, N_PARAMS, NO_KERNEL
 
 LowerFn = Callable[["LowerCtx", onnx.NodeProto], None]
 # A fused lowering gets the head node (its output renamed to the group's), the activation
@@ -62,8 +62,10 @@ class Tensor:
 
 
 def _check_spec(op: Op, inputs: Sequence[str | None], outputs: Sequence[str], words: Sequence[int]) -> None:
-    """A node outside its op's arity or word counts (wasm_kernels/spec/ops.json) is a lowering bug that every
-    runtime would refuse: report it where it is made."""
+    """A node of an op without a kernel, or outside its op's arity or word counts (wasm_kernels/spec/ops.json), is a
+    lowering bug that every runtime would refuse: report it where it is made."""
+    if op in NO_KERNEL:
+        raise PackagerError(f"{op.name}: no runtime has this kernel yet (\"kernel\": false in wasm_kernels/spec/ops.json)")
     lo_in, hi_in, lo_out, hi_out = ARITY[op]
     counts = N_PARAMS[op]
     if not (lo_in <= len(inputs) <= hi_in and lo_out <= len(outputs) <= hi_out) or (

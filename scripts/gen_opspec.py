@@ -265,7 +265,6 @@ def gen_opspec_py(s: Spec) -> str:
     unary = "\n".join(f"    {f.name} = {f.code}" + (f"  # {_fn_note(f)}" if _fn_note(f) else "") for f in s.unary)
     binary = "\n".join(f"    {f.name} = {f.code}" + (f"  # {f.meaning}" if f.meaning else "") for f in s.binary)
     acts = "\n".join(f"ACT_{f.name} = {f.code}" for f in s.unary if f.fusable)
-    nparams = ", ".join(str(len(f.params)) for f in s.unary)
     return f'''"""{GENERATED}.
 
 Kernel ids, arity and function codes of the plan (docs/plan-format.md, docs/adding-an-op.md)."""
@@ -281,7 +280,7 @@ class Op(enum.IntEnum):
 {ops}
 
 
-# Ids reserved in the format whose kernel does not exist yet: no runtime accepts them.
+# Ids reserved in the format whose kernel does not exist yet: no runtime accepts them, the packager emits none.
 NO_KERNEL: frozenset[Op] = frozenset({{{no_kernel}}})
 
 # (min_in, max_in, min_out, max_out) per op; optional inputs may be absent (-1) past min_in.
@@ -308,9 +307,6 @@ class BinaryFn(enum.IntEnum):
 # Epilogue activation codes (CONV, DEPTHWISE_CONV, GEMM, MATMUL, WINOGRAD_CONV*, the int8 kernels).
 {acts}
 ACT_COUNT = {s.act_count}
-
-# Float parameter words after each UNARY function code, indexed by code.
-UNARY_NPARAMS: tuple[int, ...] = ({nparams},)
 '''
 
 

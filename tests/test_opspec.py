@@ -157,12 +157,12 @@ def test_python_function_codes_are_the_generated_ones() -> None:
 
 
 def test_lowering_refuses_a_node_outside_its_spec() -> None:
-    """LowerCtx.emit checks arity and word counts against the spec (packager/lower.py, _check_spec)."""
+    """LowerCtx.emit checks kernel, arity and word counts against the spec (packager/lower.py, _check_spec)."""
     from packager.errors import PackagerError
     from packager.lower import _check_spec
     _check_spec(Op.GLOBAL_POOL, ["x"], ["y"], [1])
     _check_spec(Op.MATMUL, ["a", "b", None, "r"], ["y"], [0, 0, 0, 0, 1])
     for args in ((Op.GLOBAL_POOL, ["x"], ["y"], [1, 0]), (Op.GLOBAL_POOL, ["x", "z"], ["y"], [1]),
-                 (Op.MATMUL, ["a", "b"], ["y"], [0, 0, 0])):
+                 (Op.MATMUL, ["a", "b"], ["y"], [0, 0, 0]), (Op[RESERVED_OPS[0]], ["x"], ["y"], [])):
         with pytest.raises(PackagerError, match="spec"):
             _check_spec(*args)

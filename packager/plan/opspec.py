@@ -52,7 +52,7 @@ class Op(enum.IntEnum):
     CONSTANT_OF_SHAPE = 45  # plan v2: ConstantOfShape of a run-time shape
 
 
-# Ids reserved in the format whose kernel does not exist yet: no runtime accepts them.
+# Ids reserved in the format whose kernel does not exist yet: no runtime accepts them, the packager emits none.
 NO_KERNEL: frozenset[Op] = frozenset({Op.SHAPE, Op.VIEW, Op.RANGE, Op.CONSTANT_OF_SHAPE})
 
 # (min_in, max_in, min_out, max_out) per op; optional inputs may be absent (-1) past min_in.
@@ -212,6 +212,3 @@ ACT_TANH = 7
 ACT_GELU = 8
 ACT_GELU_TANH = 9
 ACT_COUNT = 10
-
-# Float parameter words after each UNARY function code, indexed by code.
-UNARY_NPARAMS: tuple[int, ...] = (0, 0, 1, 2, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 1, 0, 0, 0, 1, 0, 0, 1, 0,)
