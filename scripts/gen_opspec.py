@@ -103,6 +103,8 @@ def _params(raw: list, groups: dict, where: str) -> tuple[Param, ...]:
             if p["use"] not in groups:
                 raise SpecError(f"{where}: unknown param group {p['use']!r}")
             values = p.get("values")
+            if values is not None and len(values) != len(groups[p["use"]]):
+                raise SpecError(f"{where}: {len(values)} values for the {len(groups[p['use']])} words of {p['use']!r}")
             for i, g in enumerate(groups[p["use"]]):
                 extra = f"; must be {values[i]}" if values else (f" ({p['note']})" if "note" in p else "")
                 out.append(Param(g["name"], g["type"], g["meaning"] + extra))
@@ -130,6 +132,9 @@ def load(path: Path = SPEC) -> Spec:
             raise SpecError(f"{where}: the summary becomes a C comment")
         params = _params(o["params"], groups, where)
         n_params = tuple(o["n_params"]) if "n_params" in o else None
+        if n_params is not None and (any(q.type == "list" for q in params) or max(n_params) != len(params)):
+            # Alternative counts are prefixes of the word list: the longest form names every word.
+            raise SpecError(f"{where}: n_params {list(n_params)} for {len(params)} fixed words")
         ops.append(OpSpec(o["id"], o["name"], bool(o["kernel"]), o["summary"],
                           _arity(o["inputs"], max_io, where + " inputs"), _arity(o["outputs"], max_io, where + " outputs"),
                           params, n_params))
@@ -445,7 +450,8 @@ def gen_doc(s: Spec, text: str) -> str:
 
     out = SECTION.sub(fill, text)
     # Every op that runs is documented; a reserved id may wait for its kernel to get a section.
-    missing = [k for k in blocks if k not in found and not any(k == f"op:{o.name}" and not o.kernel for o in s.ops)]
+    optional = {f"op:{o.name}" for o in s.ops if not o.kernel}
+    missing = [k for k in blocks if k not in found and k not in optional]
     if missing:
         raise SpecError(f"docs/plan-format.md lacks the generated sections {missing}: add "
                         f"'<!-- generated:KEY (...) -->' / '<!-- end generated:KEY -->' pairs")

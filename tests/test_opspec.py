@@ -63,6 +63,7 @@ def test_check_fails_on_an_edited_generated_file(tmp_path: Path, monkeypatch: py
     (lambda s: s["ops"][0]["params"].append({"use": "nope"}), "unknown param group"),
     (lambda s: s["unary_fns"][12].update(fusable=True), "fusable unary functions come first"),
     (lambda s: s["binary_fns"].pop(3), "0, 1, 2"),
+    (lambda s: s["ops"][7].update(n_params=[0, 4, 6]), "n_params [0, 4, 6] for 5 fixed words"),
 ])
 def test_inconsistent_spec_is_refused(tmp_path: Path, edit, error: str) -> None:
     gen = _gen()
@@ -166,3 +167,13 @@ def test_lowering_refuses_a_node_outside_its_spec() -> None:
                  (Op.MATMUL, ["a", "b"], ["y"], [0, 0, 0]), (Op[RESERVED_OPS[0]], ["x"], ["y"], [])):
         with pytest.raises(PackagerError, match="spec"):
             _check_spec(*args)
+
+
+def test_docs_need_a_section_per_kernel_op() -> None:
+    gen = _gen()
+    spec = gen.load()
+    text = (REPO / "docs" / "plan-format.md").read_text()
+    gone = re.sub(r"<!-- generated:op:GLOBAL_POOL .*?<!-- end generated:op:GLOBAL_POOL -->\n", "", text, flags=re.S)
+    assert gone != text
+    with pytest.raises(gen.SpecError, match="op:GLOBAL_POOL"):
+        gen.gen_doc(spec, gone)
