@@ -8,6 +8,7 @@ import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -308,6 +309,9 @@ class Bundle:
         return out
 
     def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        if not isinstance(feeds, Mapping):   # run([x]) or run(None): say what is expected, not a traceback
+            raise InputError(f"run() takes a dict of input name -> array (inputs: "
+                             f"{', '.join(repr(i['name']) for i in self.inputs)}), got {type(feeds).__name__}")
         feeds = self.check_feeds(feeds)
         s = self.session()
         for spec in self.inputs:
