@@ -66,3 +66,120 @@ def test_deeply_nested_manifest(bundle: Path) -> None:
         load_bundle(bundle)
     r = cli("inspect", str(bundle))
     assert r.returncode == 1 and "error:" in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+# ---------------------------------------------------------------- hostile models (packager/model_load.py)
+
+def _ext(name: str, location: str, dims: list[int], offset: int = 0, length: int | None = None) -> onnx.TensorProto:
+    t = onnx.TensorProto(name=name, data_type=onnx.TensorProto.FLOAT, dims=dims)
+    t.data_location = onnx.TensorProto.EXTERNAL
+    for k, v in {"location": location, "offset": str(offset), **({"length": str(length)} if length is not None else {})}.items():
+        e = t.external_data.add()
+        e.key, e.value = k, v
+    return t
+
+
+def _load_in_subprocess(model: Path, timeout: float = 60) -> subprocess.CompletedProcess:
+    code = ("import sys\nfrom packager.model_load import load_model\nfrom packager.errors import PackagerError\n"
+            "try:\n    load_model(sys.argv[1])\nexcept PackagerError as e:\n    print('error:', e)\n")
+    return subprocess.run([sys.executable, "-c", code, str(model)], capture_output=True, text=True, timeout=timeout,
+                          cwd=Path(__file__).resolve().parent.parent)
+
+
+def test_external_data_fifo_does_not_block(tmp_path: Path) -> None:
+    from onnx import helper
+    from .conftest import f32, make_model
+    os.mkfifo(tmp_path / "w.bin")   # open() on a FIFO waits for a writer: forever
+    m = make_model([helper.make_node("Add", ["x", "w"], ["y"])], [f32("x", [4])], [f32("y", [4])],
+                   [_ext("w", "w.bin", [4], length=16)])
+    (tmp_path / "model.onnx").write_bytes(m.SerializeToString())
+    r = _load_in_subprocess(tmp_path / "model.onnx", timeout=60)   # the old loader hangs: TimeoutExpired
+    assert "error:" in r.stdout and "not a regular file" in r.stdout, (r.stdout, r.stderr)
+    os.remove(tmp_path / "model.onnx")
+    os.mkfifo(tmp_path / "model.onnx")   # the model file itself
+    r = _load_in_subprocess(tmp_path / "model.onnx", timeout=60)
+    assert "error:" in r.stdout and "not a regular file" in r.stdout, (r.stdout, r.stderr)
+
+
+def test_external_data_read_once_per_file(tmp_path: Path) -> None:
+    # 64 initializers each naming all of one 16 MiB file would materialize 1 GiB from 16 MiB of input
+    from onnx import helper
+    from packager.model_load import load_model
+    from packager.errors import ModelLoadError
+    from .conftest import f32, make_model
+    n = 4 << 20
+    with open(tmp_path / "w.bin", "wb") as f:
+        f.truncate(n * 4)
+    inits = [_ext(f"w{k}", "w.bin", [n]) for k in range(64)]
+    nodes = [helper.make_node("Add", ["x", f"w{k}"], [f"y{k}"]) for k in range(64)]
+    m = make_model(nodes, [f32("x", [n])], [f32(f"y{k}", [n]) for k in range(64)], inits)
+    (tmp_path / "model.onnx").write_bytes(m.SerializeToString())
+    with pytest.raises(ModelLoadError, match=r"more than their files hold \(16777216 bytes"):
+        load_model(tmp_path / "model.onnx")
+    # disjoint slices of one file are fine
+    half = [_ext("a", "w.bin", [n // 2], 0, n * 2), _ext("b", "w.bin", [n // 2], n * 2, n * 2)]
+    m = make_model([helper.make_node("Add", ["a", "b"], ["y"])], [], [f32("y", [n // 2])], half)
+    (tmp_path / "model.onnx").write_bytes(m.SerializeToString())
+    assert len(load_model(tmp_path / "model.onnx").graph.initializer) == 2
+
+
+def _sparse(values: onnx.TensorProto) -> onnx.SparseTensorProto:
+    from onnx import helper, numpy_helper
+    return helper.make_sparse_tensor(values, numpy_helper.from_array(np.array([2], np.int64), "i"), [4])
+
+
+def test_sparse_constant_is_a_clean_error(tmp_path: Path) -> None:
+    from onnx import helper, numpy_helper
+    from .conftest import f32, make_model
+    sp = _sparse(numpy_helper.from_array(np.array([1.0], np.float32), "v"))
+    m = make_model([helper.make_node("Constant", [], ["c"], sparse_value=sp), helper.make_node("Add", ["x", "c"], ["y"])],
+                   [f32("x", [4])], [f32("y", [4])])
+    with pytest.raises(PackagerError, match="sparse tensors are not supported"):
+        package(m, out=tmp_path / "b", verify=False)
+    assert not (tmp_path / "b").exists()
+
+
+def test_sparse_external_values_never_read_from_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from onnx import helper
+    from .conftest import f32, make_model
+    (tmp_path / "model").mkdir()
+    (tmp_path / "cwd").mkdir()
+    (tmp_path / "cwd" / "secret.bin").write_bytes(np.float32(42).tobytes())   # onnx's own loader read this
+    sp = _sparse(_ext("v", "secret.bin", [1], length=4))
+    for graph_sparse in (False, True):
+        if graph_sparse:
+            m = make_model([helper.make_node("Add", ["x", "v"], ["y"])], [f32("x", [4])], [f32("y", [4])])
+            m.graph.sparse_initializer.append(sp)
+        else:
+            m = make_model([helper.make_node("Constant", [], ["c"], sparse_value=sp),
+                            helper.make_node("Add", ["x", "c"], ["y"])], [f32("x", [4])], [f32("y", [4])])
+        (tmp_path / "model" / "m.onnx").write_bytes(m.SerializeToString())
+        monkeypatch.chdir(tmp_path / "cwd")
+        with pytest.raises(PackagerError, match="external data file 'secret.bin' not found"):
+            package(tmp_path / "model" / "m.onnx", out=tmp_path / "b", verify=False)
+        with pytest.raises(PackagerError, match="references external data"):   # a ModelProto: no folder to read
+            package(m, out=tmp_path / "b", verify=False)
+        (tmp_path / "model" / "secret.bin").write_bytes(np.float32(1).tobytes())   # read safely, then refused
+        with pytest.raises(PackagerError, match="sparse tensors are not supported"):
+            package(tmp_path / "model" / "m.onnx", out=tmp_path / "b", verify=False)
+        os.remove(tmp_path / "model" / "secret.bin")
+
+
+@pytest.mark.parametrize("extra", [16, -4])
+def test_raw_data_not_matching_dims(tmp_path: Path, extra: int) -> None:
+    from onnx import helper, numpy_helper
+    from .conftest import f32, make_model
+    t = numpy_helper.from_array(np.ones(4, np.float32), "c")
+    t.raw_data = t.raw_data + b"\0" * extra if extra > 0 else t.raw_data[:extra]
+    m = make_model([helper.make_node("Add", ["x", "c"], ["y"])], [f32("x", [4])], [f32("y", [4])], [t])
+    with pytest.raises(PackagerError, match=r"raw_data holds \d+ bytes; its dims \[4\] and type FLOAT need 16"):
+        package(m, out=tmp_path / "b", verify=False)
+    # the same inside a Constant node's value
+    m = make_model([helper.make_node("Constant", [], ["c"], value=t), helper.make_node("Add", ["x", "c"], ["y"])],
+                   [f32("x", [4])], [f32("y", [4])])
+    with pytest.raises(PackagerError, match="raw_data holds"):
+        package(m, out=tmp_path / "b", verify=False)
+    t2 = onnx.TensorProto(name="d", data_type=onnx.TensorProto.FLOAT, dims=[4], float_data=[1.0, 2.0, 3.0])
+    m = make_model([helper.make_node("Add", ["x", "d"], ["y"])], [f32("x", [4])], [f32("y", [4])], [t2])
+    with pytest.raises(PackagerError, match="float_data holds 3 values"):
+        package(m, out=tmp_path / "b", verify=False)
