@@ -183,3 +183,56 @@ def test_raw_data_not_matching_dims(tmp_path: Path, extra: int) -> None:
     m = make_model([helper.make_node("Add", ["x", "d"], ["y"])], [f32("x", [4])], [f32("y", [4])], [t2])
     with pytest.raises(PackagerError, match="float_data holds 3 values"):
         package(m, out=tmp_path / "b", verify=False)
+
+
+# ---------------------------------------------------------------- constant folding (packager/analyze.py)
+
+@pytest.fixture
+def evaluated(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Op types the folder hands to onnx's reference evaluator (which would then allocate the output)."""
+    import onnx.reference
+    seen: list[str] = []
+
+    def spy(model, *a, **k):   # never really evaluates: on a regression, fail instead of allocating 16 GiB
+        seen.append(model.graph.node[0].op_type)
+        raise MemoryError(f"{model.graph.node[0].op_type} evaluated")
+    monkeypatch.setattr(onnx.reference, "ReferenceEvaluator", spy)
+    return seen
+
+
+@pytest.mark.parametrize("op,inputs", [
+    ("ConstantOfShape", [np.array([2 ** 31], np.int64)]),
+    ("Expand", [np.ones((1, 1), np.float32), np.array([65536, 65536], np.int64)]),
+    ("Tile", [np.ones((1, 4), np.float32), np.array([1 << 20, 1 << 10], np.int64)]),
+    ("Range", [np.array(0, np.float32), np.array(1e12, np.float32), np.array(1, np.float32)]),
+    ("Pad", [np.ones((2, 2), np.float32), np.array([0, 0, 1 << 20, 1 << 20], np.int64)]),
+])
+def test_fold_size_checked_before_evaluating(op: str, inputs: list, evaluated: list[str]) -> None:
+    from onnx import helper
+    from packager.analyze import _eval_node
+    node = helper.make_node(op, [f"i{k}" for k in range(len(inputs))], ["o"], name="big")
+    with pytest.raises(PackagerError, match="exceed the folding limit"):
+        _eval_node(node, inputs, 18)
+    assert evaluated == []
+
+
+def test_small_folds_still_evaluated() -> None:
+    from onnx import helper
+    from packager.analyze import _eval_node
+    node = helper.make_node("ConstantOfShape", ["s"], ["o"])
+    assert _eval_node(node, [np.array([4], np.int64)], 18)[0].shape == (4,)
+    node = helper.make_node("Expand", ["c", "s"], ["o"])
+    assert _eval_node(node, [np.ones((1, 1), np.float32), np.array([3, 5], np.int64)], 18)[0].shape == (3, 5)
+
+
+def test_analyze_leaves_huge_expand_unfolded(evaluated: list[str]) -> None:
+    from onnx import helper, numpy_helper
+    from packager.analyze import analyze
+    from .conftest import f32, make_model
+    c = numpy_helper.from_array(np.ones((1, 1), np.float32), "c")
+    sh = numpy_helper.from_array(np.array([65536, 65536], np.int64), "sh")
+    m = make_model([helper.make_node("Expand", ["c", "sh"], ["e"]), helper.make_node("Add", ["x", "e"], ["y"])],
+                   [f32("x", [1])], [f32("y", [65536, 65536])], [c, sh])
+    g = analyze(m)
+    assert "Expand" not in evaluated
+    assert [n.op_type for n in g.nodes] == ["Expand", "Add"] and "e" not in g.consts
