@@ -236,3 +236,17 @@ def test_analyze_leaves_huge_expand_unfolded(evaluated: list[str]) -> None:
     g = analyze(m)
     assert "Expand" not in evaluated
     assert [n.op_type for n in g.nodes] == ["Expand", "Add"] and "e" not in g.consts
+
+
+def test_edge_python_runtime_deeply_nested_manifest(tmp_path: Path) -> None:
+    import importlib.util
+    path = Path(__file__).resolve().parent.parent / "edge" / "python" / "edgepack_runtime.py"
+    spec = importlib.util.spec_from_file_location("edgepack_runtime_under_test", path)
+    rt = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(rt)
+    (tmp_path / "manifest.json").write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(rt.EdgepackError, match="nested too deeply"):
+        rt.Session(tmp_path)
+    (tmp_path / "manifest.json").write_text("[1, 2]")
+    with pytest.raises(rt.EdgepackError, match="not an edgepack bundle"):
+        rt.Session(tmp_path)
