@@ -95,7 +95,44 @@ def bind_inputs(model: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...]]
 
 
 def _eval_node(node: onnx.NodeProto, inputs: list[np.ndarray | None], opset: int) -> list[np.ndarray]:
+    import math
     from onnx.reference import ReferenceEvaluator
+    # Ops whose output size comes from input *values*: a few bytes can ask for gigabytes (ConstantOfShape
+    # of [2^31], Expand of a 1x1 to [65536, 65536]). Size the output first; the caller leaves it unfolded.
+    ints = lambda k: [abs(int(v)) for v in inputs[k].reshape(-1)]  # noqa: E731 - |dim|: a bound, not a check
+    x = inputs[0] if inputs else None
+    elems = None
+    if node.op_type == "ConstantOfShape" and x is not None:
+        elems, item = math.prod(ints(0)), 8
+    elif node.op_type == "Expand" and len(inputs) > 1 and x is not None and inputs[1] is not None:
+        want, have = ints(1), list(x.shape)
+        rank = max(len(want), len(have))
+        want, have = [1] * (rank - len(want)) + want, [1] * (rank - len(have)) + have
+        elems, item = math.prod(max(a, b) for a, b in zip(want, have)), x.itemsize
+    elif node.op_type == "Tile" and len(inputs) > 1 and x is not None and inputs[1] is not None:
+        elems, item = x.size * math.prod(ints(1)), x.itemsize
+    elif node.op_type == "Range" and len(inputs) == 3 and all(v is not None and v.size == 1 for v in inputs):
+        start, limit, delta = (float(v.reshape(-1)[0]) for v in inputs)
+        if delta and math.isfinite(start) and math.isfinite(limit):
+            elems, item = max(math.ceil((limit - start) / delta), 0), x.itemsize
+    elif node.op_type == "Pad" and len(inputs) > 1 and x is not None and inputs[1] is not None:
+        pads, item = ints(1), x.itemsize
+        elems = (math.prod(d + pads[i] + pads[i + x.ndim] for i, d in enumerate(x.shape)) if len(pads) == 2 * x.ndim
+                 else math.prod(d + sum(pads) for d in x.shape))   # with `axes`: a bound
+    elif node.op_type == "OneHot" and len(inputs) > 1 and x is not None and inputs[1] is not None:
+        elems, item = x.size * math.prod(ints(1)), 8
+    elif node.op_type in ("Resize", "Upsample") and x is not None:
+        sizes = inputs[3] if len(inputs) > 3 else None
+        scales = inputs[2] if node.op_type == "Resize" and len(inputs) > 2 else (inputs[1] if len(inputs) > 1 else None)
+        if sizes is not None and sizes.size:
+            elems = math.prod(ints(3))
+        elif scales is not None and scales.size == x.ndim:
+            sc = [abs(float(v)) for v in scales.reshape(-1)]
+            elems = math.prod(math.floor(d * f) if math.isfinite(f) else 2 ** 62 for d, f in zip(x.shape, sc))
+        item = x.itemsize
+    if elems is not None and elems * item > FOLD_LIMIT_BYTES:
+        raise PackagerError(f"{node.op_type} '{node.name}': {elems * item} bytes exceed the folding limit "
+                            f"({FOLD_LIMIT_BYTES}): not evaluated at package time")
     names = [f"i{k}" if x is not None else "" for k, x in enumerate(inputs)]
     n = helper.make_node(node.op_type, names, [f"o{k}" for k in range(len(node.output))], domain=node.domain)
     n.attribute.extend(node.attribute)
@@ -226,6 +263,17 @@ def analyze(model: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...]] | N
         elif node.op_type in SHAPE_OPS and node.input[0] in shapes:
             vals = [_eval_node(node, [np.zeros(shapes[node.input[0]], dtype=np.float32)], opset)[0]]
         elif node.input and all((not i) or i in consts for i in node.input) and node.op_type not in ("RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli"):
+            out_bytes = 0   # outputs whose shapes inference knows: too large to fold is never evaluated
+            for o in node.output:
+                if o in shapes:
+                    try:
+                        item = helper.tensor_dtype_to_np_dtype(dtypes[o]).itemsize
+                    except (KeyError, TypeError, ValueError):
+                        item = 1
+                    out_bytes += int(np.prod(shapes[o], dtype=object)) * item
+            if out_bytes > FOLD_LIMIT_BYTES:
+                remaining.append(node)
+                continue
             try:
                 ins = [consts[i] if i else None for i in node.input]
                 vals = _dequantize(node, ins) if node.op_type == "DequantizeLinear" else None
