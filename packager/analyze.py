@@ -164,7 +164,33 @@ def _dequantize(node: onnx.NodeProto, inputs: list[np.ndarray | None]) -> list[n
     return [((x.astype(np.float32) - zf) * s.reshape(shape if s.size != 1 else [1] * x.ndim)).astype(np.float32)]
 
 
+# ConstantOfShape / Expand of a constant shape: onnx's shape inference (data propagation) can materialize them.
+_SHAPED_BY_INPUT = {"ConstantOfShape": 0, "Expand": 1}
+_MAX_BYTES = 1 << 32   # no wasm32 bundle holds more
+
+
+def _refuse_huge_constant_shapes(model: onnx.ModelProto) -> None:
+    """A constant shape input naming more elements than any bundle can hold is refused before inference sees it."""
+    consts = {i.name: i for i in model.graph.initializer}
+    consts.update({n.output[0]: n.attribute[0].t for n in model.graph.node
+                   if n.op_type == "Constant" and n.attribute and n.attribute[0].name == "value"})
+    for n in model.graph.node:
+        k = _SHAPED_BY_INPUT.get(n.op_type)
+        if k is None or len(n.input) <= k or n.input[k] not in consts:
+            continue
+        dims = numpy_helper.to_array(consts[n.input[k]]).astype(np.float64).reshape(-1)
+        value = next((a.t for a in n.attribute if a.name == "value"), None)
+        src = consts.get(n.input[0]) if k == 1 else value
+        itemsize = helper.tensor_dtype_to_np_dtype(src.data_type).itemsize if src is not None else 4
+        nbytes = float(np.prod(np.maximum(dims, 1))) * itemsize
+        if dims.size and nbytes >= _MAX_BYTES:
+            raise UnsupportedError(n.op_type, n.name or n.output[0], default_opset(model),
+                                   f"its output shape {[int(d) for d in dims]} takes {nbytes / 2**30:.1f} GiB: more "
+                                   f"than a bundle can hold (4 GiB)")
+
+
 def _infer(model: onnx.ModelProto) -> onnx.ModelProto:
+    _refuse_huge_constant_shapes(model)
     try:
         return shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
     except Exception as e:  # inference errors mean an inconsistent model

@@ -222,6 +222,8 @@ class LowerCtx:
         if name in self.tensors:
             return
         shape = self.shape(name)
+        check_wasm32(int(np.prod(shape, dtype=np.float64)) * DTYPES.get(self.graph.dtypes.get(name, 1), np.dtype("f4")).itemsize,
+                     f"tensor '{name}' {list(shape)}")
         if len(shape) > MAX_RANK:
             raise PackagerError(f"tensor '{name}' has rank {len(shape)} > {MAX_RANK}")
         code = self.graph.dtypes.get(name, 0)
@@ -303,6 +305,16 @@ def lower_ctx(graph: Graph, fuse: bool = True, weights_fp16: bool = False,
     return ctx, graph.inputs, out_names
 
 
+WASM32_BYTES = 0xFFFFFFC0   # what one 32-bit linear memory can address, with room to align
+
+
+def check_wasm32(nbytes: int, what: str) -> None:
+    """Refuse, with the figure, anything a wasm32 memory cannot hold (4 GiB): the plan's sizes are u32."""
+    if nbytes > WASM32_BYTES:
+        raise PackagerError(f"{what} needs {nbytes / 2**30:.1f} GiB: more than a wasm32 memory holds (4 GiB); "
+                            f"give smaller input shapes (--input-shape)")
+
+
 def _root(ctx: LowerCtx, name: str) -> str:
     while ctx.tensors[name].alias:
         name = ctx.tensors[name].alias
@@ -364,6 +376,7 @@ def _assemble(ctx: LowerCtx, inputs: list[str], outputs: list[str]) -> LoweredPl
                               e.params, offsets.get(scratch_key.get(s, -1), 0), e.scratch_bytes, e.flags)
              for s, e in enumerate(ctx.emitted)]
     arena = (arena + layout.ALIGN - 1) // layout.ALIGN * layout.ALIGN
+    check_wasm32(arena, "the arena (all intermediate tensors at once)")
     plan = layout.Plan(tensors, nodes, [ids[i] for i in inputs], [ids[o] for o in outputs], bytes(weights), arena)
     intermediates = sum(ctx.tensors[r].nbytes for r in first if ctx.tensors[r].data is None) + \
         sum(e.scratch_bytes for e in ctx.emitted)

@@ -230,9 +230,9 @@ def test_analyze_leaves_huge_expand_unfolded(evaluated: list[str]) -> None:
     from packager.analyze import analyze
     from .conftest import f32, make_model
     c = numpy_helper.from_array(np.ones((1, 1), np.float32), "c")
-    sh = numpy_helper.from_array(np.array([65536, 65536], np.int64), "sh")
+    sh = numpy_helper.from_array(np.array([16384, 8192], np.int64), "sh")   # 512 MiB: over the fold limit
     m = make_model([helper.make_node("Expand", ["c", "sh"], ["e"]), helper.make_node("Add", ["x", "e"], ["y"])],
-                   [f32("x", [1])], [f32("y", [65536, 65536])], [c, sh])
+                   [f32("x", [1])], [f32("y", [16384, 8192])], [c, sh])
     g = analyze(m)
     assert "Expand" not in evaluated
     assert [n.op_type for n in g.nodes] == ["Expand", "Add"] and "e" not in g.consts
@@ -250,3 +250,33 @@ def test_edge_python_runtime_deeply_nested_manifest(tmp_path: Path) -> None:
     (tmp_path / "manifest.json").write_text("[1, 2]")
     with pytest.raises(rt.EdgepackError, match="not an edgepack bundle"):
         rt.Session(tmp_path)
+
+
+@pytest.mark.parametrize("op,shape,dtype", [("ConstantOfShape", [2**31], None), ("Expand", [65536, 65536], np.float32)])
+def test_huge_constant_shapes_refused_before_inference(tmp_path: Path, op: str, shape: list, dtype) -> None:
+    """A 174-byte model naming 8 or 16 GiB: refused with the figure, before onnx's shape inference could
+    materialize it (it used to grow until the machine killed it)."""
+    from onnx import TensorProto, helper, numpy_helper
+    inits = [numpy_helper.from_array(np.array(shape, np.int64), "s")]
+    ins = ["s"]
+    if dtype is not None:
+        inits.append(numpy_helper.from_array(np.ones((1, 1), dtype), "c"))
+        ins = ["c", "s"]
+    g = helper.make_graph([helper.make_node(op, ins, ["y"], name="n0")], "t", [],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["a"] * len(shape))], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    with pytest.raises(PackagerError, match="GiB: more than a bundle can hold"):
+        package(m, out=tmp_path / "b", verify=False)
+
+
+def test_tensor_over_wasm32_memory_is_a_clean_error(tmp_path: Path) -> None:
+    """An input of 2^31 floats (8 GiB) is refused at package time with the figure, not a struct.error."""
+    from onnx import TensorProto, helper
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "t",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2**16, 2**15])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2**16, 2**15])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    with pytest.raises(PackagerError, match="more than a wasm32 memory holds"):
+        package(m, out=tmp_path / "b", verify=False)
