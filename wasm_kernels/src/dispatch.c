@@ -25,7 +25,7 @@ static const ep_kernel kernels[EP_OP_COUNT] = {
   K(TRANSPOSE, 1, 1, 1, 1),
   K(COPY, 1, 1, 1, 1),
   K(PAD, 1, 2, 1, 1),
-  K(EXPAND, 1, 1, 1, 1),
+  K(EXPAND, 1, 2, 1, 1),          /* X, target shape? (int64, read by its shape function) */
   K(RESIZE, 1, 1, 1, 1),
   K(DEPTHWISE_CONV, 2, 4, 1, 1),
   K(WINOGRAD_CONV, 2, 4, 1, 1),   /* X, transformed W, bias?, residual? */
@@ -40,6 +40,10 @@ static const ep_kernel kernels[EP_OP_COUNT] = {
   K(QWINOGRAD_CONV, 2, 4, 1, 1),   /* X, U (int16 pairs), bias?, mult? */
   K(WINOGRAD_CONV_F4, 2, 4, 1, 1), /* X, transformed W (36 matrices), bias?, residual? */
   K(WINOGRAD_FILTER, 1, 1, 1, 1),  /* 3x3 taps -> U */
+  K(SHAPE, 1, 1, 1, 1),            /* plan v2 (dims.c): any tensor -> its dims */
+  K(VIEW, 1, 2, 1, 1),             /* data, shape? (Reshape) */
+  K(RANGE, 3, 3, 1, 1),            /* start, limit, delta */
+  K(CONSTANT_OF_SHAPE, 1, 1, 1, 1),
 };
 #undef K
 

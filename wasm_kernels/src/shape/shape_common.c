@@ -43,4 +43,21 @@ int64_t ep_value_at(const ep_tensor *t, uint64_t k) {
   if (t->dtype == EP_I32) return ((const int32_t *)(const void *)t->data)[k];
   return 0;
 }
+
+ep_status ep_shape_first(ep_node *n) {
+  if (!n->in[0]) return EP_E_SHAPE;
+  return ep_shape_like(n->out[0], n->in[0]);
+}
+
+ep_status ep_shape_agrees(const ep_node *n, ep_shape_fn f) {
+  ep_node m = *n;
+  ep_tensor o[EP_MAX_IO];
+  for (uint32_t k = 0; k < n->n_out; k++) { o[k] = *n->out[k]; m.out[k] = &o[k]; }
+  const ep_status s = f(&m);
+  if (s) return s;
+  for (uint32_t k = 0; k < n->n_out; k++)
+    for (uint32_t d = 0; d < o[k].rank; d++)
+      if (o[k].dims[d] != n->out[k]->dims[d]) return EP_E_SHAPE;
+  return EP_OK;
+}
 EP_COLD_FILE_END
