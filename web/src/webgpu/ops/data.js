@@ -24,10 +24,10 @@ const COPY_WGSL = /* wgsl */ `${MAIN}
   A[u32(wi)] = r0(u32(ri));
 }`;
 
-/** Words per element of every tensor of the node, or 0 when some is not 4 or 8 bytes wide.
- * @param {PlanNode} node @param {BuildContext} ctx */
-function wordsPerElement(node, ctx) {
-  const sizes = new Set([...node.inputs, ...node.outputs].filter((id) => id >= 0).map((id) => DTYPE_SIZE[/** @type {keyof DTYPE_SIZE} */ (ctx.t(id).dtype)]));
+/** Words per element of every tensor of the node (default) or of `ids`, or 0 when some is not 4 or 8 bytes wide.
+ * @param {PlanNode} node @param {BuildContext} ctx @param {number[]} [ids] */
+function wordsPerElement(node, ctx, ids = [...node.inputs, ...node.outputs]) {
+  const sizes = new Set(ids.filter((id) => id >= 0).map((id) => DTYPE_SIZE[/** @type {keyof DTYPE_SIZE} */ (ctx.t(id).dtype)]));
   const [s] = sizes;
   return sizes.size === 1 && (s === 4 || s === 8) ? s / 4 : 0;
 }
@@ -189,7 +189,7 @@ export function split(node, ctx) {
 
 /** @param {PlanNode} node @param {BuildContext} ctx @returns {Dispatch[] | string} */
 export function expand(node, ctx) {
-  const w = wordsPerElement(node, ctx);
+  const w = wordsPerElement(node, ctx, [node.inputs[0], node.outputs[0]]);   // input 1 (the int64 shape) is not read
   if (!w) return 'element size';
   const x = ctx.t(node.inputs[0]), y = ctx.t(node.outputs[0]);
   if (x.rank > y.rank) ctx.fail('input rank exceeds the output rank');
