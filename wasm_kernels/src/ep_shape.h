@@ -36,6 +36,9 @@ int64_t ep_value_at(const ep_tensor *t, uint64_t k);
 EP_OP_LIST(EP_DECLARE_SHAPE)
 #undef EP_DECLARE_SHAPE
 
+/* t = the dims held as values by s (int64 1-D, known, each 0..INT32_MAX, at most EP_MAX_RANK; EP_E_SHAPE otherwise):
+ * EXPAND's and CONSTANT_OF_SHAPE's shape input (src/shape/shape_common.c). */
+ep_status ep_shape_of_values(const ep_tensor *s, ep_tensor *t);
 /* Output 0 has input 0's dims (UNARY, CAST, SOFTMAX, QUANTIZE_LINEAR, ...; src/shape/shape_common.c). */
 ep_status ep_shape_first(ep_node *n);
 /* For check() of a parameter form that determines the output dims: EP_OK when n's outputs have exactly the

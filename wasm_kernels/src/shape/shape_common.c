@@ -44,6 +44,18 @@ int64_t ep_value_at(const ep_tensor *t, uint64_t k) {
   return 0;
 }
 
+ep_status ep_shape_of_values(const ep_tensor *s, ep_tensor *t) {
+  if (!s || !s->data || s->dtype != EP_I64 || s->rank != 1 || s->numel > EP_MAX_RANK) return EP_E_SHAPE;
+  int32_t d[EP_MAX_RANK];
+  for (uint32_t k = 0; k < s->numel; k++) {
+    const int64_t v = ep_value_at(s, k);
+    if (v < 0 || v > INT32_MAX) return EP_E_SHAPE;
+    d[k] = (int32_t)v;
+  }
+  t->rank = (uint32_t)s->numel;
+  return ep_shape_set(t, t->rank, d);
+}
+
 ep_status ep_shape_first(ep_node *n) {
   if (!n->in[0]) return EP_E_SHAPE;
   return ep_shape_like(n->out[0], n->in[0]);

@@ -127,17 +127,10 @@ ep_status ep_shape_PAD(ep_node *n) {
 
 /* With the target shape input (int64 values): ONNX Expand's bidirectional broadcast of x and the shape. */
 ep_status ep_shape_EXPAND(ep_node *n) {
-  const ep_tensor *x = n->in[0], *s = n->n_in > 1 ? n->in[1] : 0;
-  if (!x || !s || !s->data || s->rank != 1 || s->dtype != EP_I64) return EP_E_SHAPE;
-  const uint32_t r = n->out[0]->rank;
-  if (r != (x->rank > s->numel ? x->rank : s->numel)) return EP_E_SHAPE;
-  int32_t d[EP_MAX_RANK];
-  for (uint32_t i = 0; i < r; i++) {
-    const int64_t a = i + x->rank >= r ? x->dims[i + x->rank - r] : 1;
-    const int64_t b = i + s->numel >= r ? ep_value_at(s, i + s->numel - r) : 1;
-    if (b < 0 || b > INT32_MAX || (a != b && a != 1 && b != 1)) return EP_E_SHAPE;
-    d[i] = (int32_t)(a == 1 ? b : a);
-  }
-  return ep_shape_set(n->out[0], r, d);
+  ep_tensor t;
+  const ep_tensor *ins[2] = {n->in[0], &t};
+  ep_status s = n->n_in > 1 ? ep_shape_of_values(n->in[1], &t) : EP_E_SHAPE;
+  if (s || !ins[0]) return EP_E_SHAPE;
+  return n->out[0]->rank == (ins[0]->rank > t.rank ? ins[0]->rank : t.rank) ? ep_shape_broadcast(n->out[0], ins, 2) : EP_E_SHAPE;
 }
 EP_COLD_FILE_END

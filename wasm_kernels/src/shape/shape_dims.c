@@ -124,15 +124,8 @@ ep_status ep_shape_RANGE(ep_node *n) {
 
 /* [value_lo, value_hi]: Y's dims are input 0's int64 values. */
 ep_status ep_shape_CONSTANT_OF_SHAPE(ep_node *n) {
-  const ep_tensor *s = n->in[0];
-  ep_tensor *y = n->out[0];
-  if (!s || !s->data || s->dtype != EP_I64 || s->rank != 1 || s->numel != y->rank) return EP_E_SHAPE;
-  int32_t d[EP_MAX_RANK];
-  for (uint32_t k = 0; k < y->rank; k++) {
-    const int64_t v = ep_value_at(s, k);
-    if (v < 0 || v > INT32_MAX) return EP_E_SHAPE;
-    d[k] = (int32_t)v;
-  }
-  return ep_shape_set(y, y->rank, d);
+  ep_tensor t;
+  const ep_status s = ep_shape_of_values(n->in[0], &t);
+  return s ? s : ep_shape_set(n->out[0], t.rank, t.dims);
 }
 EP_COLD_FILE_END

@@ -18,9 +18,9 @@ ep_status ep_shape_QMAXPOOL(ep_node *n) {
   const ep_tensor *x = n->in[0];
   const int32_t *p = n->params;
   if (!x || x->rank != 4 || n->n_params != 11 || (p[10] & ~1)) return EP_E_SHAPE;
+  for (int w = 0; w < 10; w++) if (p[w] < (w < 6) || p[w] > 65535) return EP_E_PARAM;
   int32_t d[4] = {x->dims[0], x->dims[1], 0, 0};
   for (int i = 0; i < 2; i++) {
-    for (int w = i; w < 10; w += 2) if (p[w] < (w < 6 ? 1 : 0) || p[w] > 65535) return EP_E_PARAM;
     const int64_t s = p[2 + i], lead = x->dims[2 + i] + (int64_t)p[6 + i];
     const int64_t span = lead + p[8 + i] - ((int64_t)(p[i] - 1) * p[4 + i] + 1);
     if (span < 0) return EP_E_SHAPE;
