@@ -316,10 +316,14 @@ def emit_qmaxpool(ctx: LowerCtx, node: onnx.NodeProto, x: str, out: str) -> None
     pads = [int(v) for v in a.get("pads", [0, 0, 0, 0])]
     ap = a.get("auto_pad", b"NOTSET")
     ap = ap.decode() if isinstance(ap, bytes) else str(ap)
-    outs, pb, _ = pool_geometry(ctx, node, list(xs[2:]), kernel, strides, dil, pads, ap, int(a.get("ceil_mode", 0)))
+    ceil_mode = int(a.get("ceil_mode", 0))
+    if ap.startswith("SAME") and not all(ctx.fixed(x, k) for k in (2, 3)):
+        raise ctx.unsupported(node, "int8 MaxPool: auto_pad SAME_* on spatial dims known only at run time")
+    outs, pb, pe = pool_geometry(ctx, node, list(xs[2:]), kernel, strides, dil, pads, ap, ceil_mode)
     if tuple(ys) != (xs[0], xs[1], *outs):
         raise ctx.unsupported(node, f"output shape {ys} differs from the computed {(xs[0], xs[1], *outs)}")
-    ctx.emit(Op.QMAXPOOL, [x], [out], [*kernel, *strides, *dil, pb[0], pb[1]])
+    # The 11-word form: end pads and ceil_mode, from which the kernel's shape function derives OH, OW.
+    ctx.emit(Op.QMAXPOOL, [x], [out], [*kernel, *strides, *dil, pb[0], pb[1], pe[0], pe[1], ceil_mode])
 
 
 # ------------------------------------------------------------------------------------ standalone ops
