@@ -63,7 +63,7 @@ def test_check_fails_on_an_edited_generated_file(tmp_path: Path, monkeypatch: py
     (lambda s: s["ops"][0]["params"].append({"use": "nope"}), "unknown param group"),
     (lambda s: s["unary_fns"][12].update(fusable=True), "fusable unary functions come first"),
     (lambda s: s["binary_fns"].pop(3), "0, 1, 2"),
-    (lambda s: s["ops"][7].update(n_params=[0, 4, 6]), "n_params [0, 4, 6] for 5 fixed words"),
+    (lambda s: s["ops"][7].update(n_params=[0, 4, 7]), "n_params [0, 4, 7] for 6 fixed words"),
 ])
 def test_inconsistent_spec_is_refused(tmp_path: Path, edit, error: str) -> None:
     gen = _gen()

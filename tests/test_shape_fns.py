@@ -30,6 +30,14 @@ SHAPE_OPS = [Op.UNARY, Op.BINARY, Op.WHERE, Op.CAST, Op.CONCAT, Op.SPLIT, Op.SLI
 V2_OPS = [Op.SHAPE, Op.VIEW, Op.RANGE, Op.CONSTANT_OF_SHAPE]
 
 
+# Kernels that must have a shape function (and, where they use scratch, a scratch function); each must appear in a
+# checked plan node of the conformance cases or the models below.
+CONV_LINALG_POOL = [Op.CONV, Op.DEPTHWISE_CONV, Op.WINOGRAD_CONV, Op.WINOGRAD_CONV_F4, Op.WINOGRAD_FILTER,
+                    Op.CONV_TRANSPOSE, Op.GEMM, Op.MATMUL, Op.POOL, Op.QCONV, Op.QDEPTHWISE_CONV, Op.QMATMUL,
+                    Op.QWINOGRAD_CONV]
+MUST_HAVE_SHAPE = [*CONV_LINALG_POOL]
+
+
 class ShapeChecker:
     def __init__(self) -> None:
         self.lib = ctypes.CDLL(str(ensure_host_lib("host")))
@@ -83,6 +91,10 @@ def _conformance_plans():
             yield case.name, (out / "model.plan").read_bytes()
 
 
+def test_listed_ops_have_shape_functions(checker: ShapeChecker) -> None:
+    assert [op.name for op in MUST_HAVE_SHAPE if not checker.has_shape_fn(op)] == []
+
+
 @pytest.fixture(scope="module")
 def conformance(checker: ShapeChecker) -> tuple[list[str], Counter]:
     """(disagreements, kernel -> nodes in plans whose every node agreed) over the conformance plans."""
@@ -102,6 +114,15 @@ def test_shape_functions_agree_on_conformance_plans(conformance: tuple[list[str]
     bad, per_op = conformance
     assert not bad, "\n".join(bad[:40])
     assert sum(per_op.values()) > 500
+    # the conformance cases' share of CONV_LINALG_POOL (the models below bring the rest; CONV too: every
+    # conformance Conv has one channel, which is lowered to DEPTHWISE_CONV)
+    want = [Op.CONV_TRANSPOSE, Op.GEMM, Op.MATMUL, Op.POOL, Op.QCONV, Op.QMATMUL]
+    assert [op.name for op in want if not per_op[op]] == []
+
+
+# (name, quantization): the float benchmark models, and int8 ones (bench/qdq_models.py) for the integer kernels
+MODELS = [("cifar10net", None), ("mobilenetv2", None), ("resnet18", None), ("minilm_like", None),
+          ("cifar10net", "fusion"), ("mobilenetv2", "fusion"), ("minilm_like", "dynamic")]
 
 
 def _int8_plans(tmp: Path) -> list[bytes]:
@@ -144,11 +165,63 @@ def test_every_listed_kernel_has_a_checked_shape_function(checker: ShapeChecker,
     assert not unseen, f"never checked on a plan: {unseen}"
 
 
-@pytest.mark.parametrize("name", ["cifar10net", "mobilenetv2", "resnet18", "minilm_like"])
-def test_shape_functions_agree_on_models(checker: ShapeChecker, name: str, tmp_path: Path) -> None:
+def _package_model(name: str, quant: str | None, out: Path) -> bytes:
     from packager import package
     kw = {"input_shapes": {"input_ids": (1, 128)}} if name == "minilm_like" else {}
-    out = package(str(model_path(name)), target="web", out=tmp_path / "b", verify=False, **kw)
-    plan = (out / "model.plan").read_bytes()
+    path = model_path(name)
+    if quant:
+        from bench.qdq_models import make
+        path = make(name, quant)
+    return (package(str(path), target="web", out=out, verify=False, **kw) / "model.plan").read_bytes()
+
+
+@pytest.fixture(scope="module")
+def model_plans(tmp_path_factory) -> dict[tuple[str, str | None], bytes]:
+    tmp = tmp_path_factory.mktemp("models")
+    return {m: _package_model(*m, tmp / f"{m[0]}_{m[1]}") for m in MODELS}
+
+
+@pytest.mark.parametrize("model", MODELS, ids=[f"{n}-{q}" if q else n for n, q in MODELS])
+def test_shape_functions_agree_on_models(checker: ShapeChecker, model_plans, model) -> None:
+    plan = model_plans[model]
     s, node, what, checked = checker.check(plan)
     assert s == 0, _describe(layout.decode(plan), node, what)
+
+
+def test_models_use_every_listed_kernel(model_plans) -> None:
+    ops = {n.op for plan in model_plans.values() for n in layout.decode(plan).nodes}
+    want = set(CONV_LINALG_POOL) - {Op.CONV_TRANSPOSE}   # (ConvTranspose: the conformance cases)
+    assert [op.name for op in want if op not in ops] == []
+
+
+# ------------------------------------------------------------------------------- dynamic (plan v2) lowering
+# A dynamic plan leaves the block sizes derived from the shapes to the core (CONV's, WINOGRAD's, QCONV's, QWINOGRAD's
+# nt and QMATMUL's nb written as 0) and picks kernels by channels and windows only. Lowered with every dim marked as
+# known only at run time (at the static shapes of the model), its scratch sizes, computed by the packager from its
+# own block sizes, must equal what the C scratch functions derive: the same rule in C and in Python.
+
+@pytest.fixture()
+def all_dynamic(monkeypatch) -> None:
+    from packager.lower import LowerCtx
+    monkeypatch.setattr(LowerCtx, "dynamic", property(lambda self: True))
+    monkeypatch.setattr(LowerCtx, "fixed", lambda self, name, axis=None: False)
+
+
+DERIVED = {Op.CONV: 12, Op.WINOGRAD_CONV: 11, Op.WINOGRAD_CONV_F4: 11, Op.QCONV: 11, Op.QWINOGRAD_CONV: 10, Op.QMATMUL: 5}
+
+
+@pytest.mark.parametrize("model", [("cifar10net", None), ("mobilenetv2", None), ("resnet18", None),
+                                   ("cifar10net", "fusion"), ("minilm_like", "dynamic")], ids=lambda m: "-".join(filter(None, m)))
+def test_dynamic_lowering_derives_block_sizes_in_c(checker: ShapeChecker, all_dynamic, model, tmp_path: Path) -> None:
+    plan = _package_model(*model, tmp_path / "b")
+    s, node, what, checked = checker.check(plan)
+    dec = layout.decode(plan)
+    assert s == 0, _describe(dec, node, what)
+    words = [(Op(n.op), n.params[DERIVED[n.op]]) for n in dec.nodes if n.op in DERIVED and n.params[DERIVED[n.op]] == 0]
+    assert words, "no block size left to the core"
+
+
+def test_dynamic_lowering_runs_like_onnxruntime(all_dynamic, tmp_path: Path) -> None:
+    """cifar10net lowered as a dynamic plan (derived block sizes, F(4x4) by channel pairs) runs as onnxruntime does."""
+    from packager import package
+    package(str(model_path("cifar10net")), target="web", out=tmp_path / "b", verify=True)
