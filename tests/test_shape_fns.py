@@ -26,8 +26,10 @@ CTX_BYTES = 4096   # >= sizeof(ep_ctx)
 SHAPE_OPS = [Op.UNARY, Op.BINARY, Op.WHERE, Op.CAST, Op.CONCAT, Op.SPLIT, Op.SLICE, Op.GATHER, Op.TRANSPOSE,
              Op.COPY, Op.PAD, Op.EXPAND, Op.SOFTMAX, Op.LAYERNORM, Op.REDUCE, Op.BATCHNORM, Op.GLOBAL_POOL,
              Op.QUANTIZE_LINEAR, Op.DEQUANTIZE_LINEAR, Op.DYNAMIC_QUANTIZE_LINEAR, Op.QADD, Op.QMAXPOOL]
-# Plan v2 kernels, absent from static plans: their shape functions are tested in C (tests/test_dims_kernels.py).
+# Plan v2 kernels, absent from packaged plans: the fuzzer's hand-built seeds hold them (wasm_kernels/fuzz/
+# make_corpus.py, v2_kernel_plans), and tests/test_dims_kernels.py tests them in C.
 V2_OPS = [Op.SHAPE, Op.VIEW, Op.RANGE, Op.CONSTANT_OF_SHAPE]
+V2_SEEDS = Path(__file__).resolve().parents[1] / "wasm_kernels" / "fuzz" / "corpus"
 
 
 # Kernels that must have a shape function (and, where they use scratch, a scratch function); each must appear in a
@@ -154,14 +156,14 @@ def _int8_plans(tmp: Path) -> list[bytes]:
 def test_every_listed_kernel_has_a_checked_shape_function(checker: ShapeChecker, conformance, tmp_path: Path) -> None:
     """Each kernel of SHAPE_OPS has a registered shape function that agreed with the packager on some plan."""
     seen = Counter(conformance[1])
-    for plan in _int8_plans(tmp_path):
+    for plan in _int8_plans(tmp_path) + [p.read_bytes() for p in sorted(V2_SEEDS.glob("v2_*.plan"))]:
         s, node, what, _ = checker.check(plan)
         dec = layout.decode(plan)
         assert s == 0, _describe(dec, node, what)
         seen.update(Op(n.op) for n in dec.nodes)
     missing = [op.name for op in SHAPE_OPS + V2_OPS if not checker.has_shape_fn(op)]
     assert not missing, f"no shape function registered for {missing}"
-    unseen = [op.name for op in SHAPE_OPS if not seen[op]]
+    unseen = [op.name for op in SHAPE_OPS + V2_OPS if not seen[op]]
     assert not unseen, f"never checked on a plan: {unseen}"
 
 

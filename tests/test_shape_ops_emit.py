@@ -100,3 +100,34 @@ def test_emit_constant_of_shape(value, dtype: int, want: list[int]) -> None:
     attrs = {"value": value} if value is not None else {}
     node = helper.make_node("ConstantOfShape", ["s"], ["y"], **attrs)
     assert _emit(shape_ops.emit_constant_of_shape, ctx, node) == (Op.CONSTANT_OF_SHAPE, ["s"], want)
+
+
+# -- lowerings of a dynamic plan: no word or alias derived from an extent known only at run time ----------------
+
+def test_slice_of_a_dynamic_axis_keeps_its_onnx_words() -> None:
+    from packager.ops.data import lower_slice
+    node = helper.make_node("Slice", ["x", "s", "e", "a"], ["y"])
+    consts = {"s": np.array([0]), "e": np.array([4]), "a": np.array([0])}
+    shapes = {"x": (4, 3), "y": (4, 3), "s": (1,), "e": (1,), "a": (1,)}
+    ctx = _ctx(13, shapes, {"s": I64, "e": I64, "a": I64}, consts)   # axis 0 of x is dynamic: 0:4 may cut it
+    assert _emit(lower_slice, ctx, node) == (Op.SLICE, ["x"], [0, 0, 4, 2**31 - 1, 1, 1])
+    static = LowerCtx(ctx.graph)
+    static._current = "n"
+    static._node = node
+    lower_slice(static, node)
+    assert not static.emitted and static.tensors["y"].alias == "x"   # static: the whole tensor is the input's bytes
+
+
+def test_split_without_sizes_is_equal_parts() -> None:
+    from packager.ops.data import lower_split
+    ctx = _ctx(13, {"x": (6, 2), "a": (2, 2), "b": (2, 2), "c": (2, 2)})
+    assert _emit(lower_split, ctx, helper.make_node("Split", ["x"], ["a", "b", "c"]))[2] == [0, -1]
+    ctx = _ctx(13, {"x": (6, 2), "sz": (3,), "a": (1, 2), "b": (2, 2), "c": (3, 2)}, {"sz": I64}, {"sz": np.array([1, 2, 3])})
+    assert _emit(lower_split, ctx, helper.make_node("Split", ["x", "sz"], ["a", "b", "c"]))[2] == [0, 1, 2, 3]
+
+
+def test_tile_of_a_dynamic_input_is_refused() -> None:
+    from packager.ops.data import lower_tile
+    ctx = _ctx(13, {"x": (2, 3), "r": (2,), "y": (4, 3)}, {"r": I64}, {"r": np.array([2, 1])})
+    with pytest.raises(Exception, match="run time"):
+        _emit(lower_tile, ctx, helper.make_node("Tile", ["x", "r"], ["y"]))

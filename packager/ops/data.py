@@ -55,7 +55,7 @@ def transpose_to(ctx: LowerCtx, src: str, perm: Sequence[int], dst: str | None =
     """`src` transposed by perm (into dst, else a new temporary); an alias when only size-1 dims move."""
     shape = ctx.shape(src)
     out_shape = [shape[p] for p in perm]
-    moved = [p for p in perm if shape[p] != 1]
+    moved = [p for p in perm if shape[p] != 1 or not ctx.fixed(src, p)]   # a run-time extent may not stay 1
     if moved == sorted(moved):
         if dst is None:
             return view(ctx, src, out_shape)
@@ -308,6 +308,8 @@ def lower_depth_space(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     shape = ctx.shape(x)
     if len(shape) != 4 or b <= 0:
         raise ctx.unsupported(node, "only 4-D inputs with a positive blocksize")
+    if not ctx.fixed(x):   # the 6-D views below are written with this run's dims
+        raise ctx.unsupported(node, "an input whose shape is known only at run time")
     n, c, h, w = shape
     if node.op_type == "DepthToSpace":
         if c % (b * b):

@@ -34,19 +34,15 @@ static uint64_t prod(const int32_t *d, uint32_t a, uint32_t b) {
 /* Reshape's target from the int64 values of s: 0 copies x's dim (unless allowzero), one -1 is inferred. */
 static ep_status reshape_dims(const ep_tensor *x, const ep_tensor *s, int32_t allowzero, uint32_t r, int32_t *d) {
   if (!s || !s->data || s->dtype != EP_I64 || s->rank != 1 || s->numel != r || (allowzero & ~1)) return EP_E_SHAPE;
-  uint64_t known = 1;
   int32_t infer = -1;
   for (uint32_t i = 0; i < r; i++) {
     int64_t v = ep_value_at(s, i);
-    if (v == 0 && !allowzero) {
-      if (i >= x->rank) return EP_E_SHAPE;
-      v = x->dims[i];
-    }
-    if (v == -1 && infer < 0) { infer = (int32_t)i; d[i] = 1; continue; }
+    if (v == 0 && !allowzero) v = i < x->rank ? x->dims[i] : -2;
+    if (v == -1 && infer < 0) { infer = (int32_t)i; v = 1; }
     if (v < 0 || v > INT32_MAX) return EP_E_SHAPE;
     d[i] = (int32_t)v;
-    known = v == 0 ? 0 : known >= BIG ? BIG : known * (uint64_t)v;
   }
+  const uint64_t known = prod(d, 0, r);
   if (infer >= 0) {
     if (known == 0 || x->numel % known || x->numel / known > INT32_MAX) return EP_E_SHAPE;
     d[infer] = (int32_t)(x->numel / known);
@@ -59,34 +55,32 @@ static ep_status reshape_dims(const ep_tensor *x, const ep_tensor *s, int32_t al
 ep_status ep_shape_VIEW(ep_node *n) {
   const ep_tensor *x = n->in[0];
   ep_tensor *y = n->out[0];
-  if (!x || n->n_params < 3 || n->params[2] < 0 || n->params[2] > EP_MAX_RANK || n->n_params != 3u + (uint32_t)n->params[2])
-    return EP_E_SHAPE;
-  const int32_t mode = n->params[0], a = n->params[1], na = n->params[2], *axes = n->params + 3;
-  const uint32_t xr = x->rank, ro = mode == 3 ? xr + (uint32_t)na : xr;
+  const int32_t *p = n->params;
+  if (!x || n->n_params < 3 || (uint32_t)p[2] > EP_MAX_RANK || n->n_params != 3u + (uint32_t)p[2]) return EP_E_SHAPE;
+  const uint32_t mode = (uint32_t)p[0], xr = x->rank, na = (uint32_t)p[2], ro = mode == 3 ? xr + na : xr;
   int32_t d[EP_MAX_RANK];
   uint32_t r = 0, marked = 0;
   if (mode == 0) {
     r = y->rank;
-    if (n->n_in < 2) return EP_E_SHAPE;
-    ep_status s = reshape_dims(x, n->in[1], a, r, d);
+    const ep_status s = reshape_dims(x, n->n_in > 1 ? n->in[1] : 0, p[1], r, d);
     if (s) return s;
   } else if (mode == 1) {
-    const int64_t ax = a < 0 ? (int64_t)a + xr : a;
-    if (ax < 0 || ax > xr) return EP_E_SHAPE;
-    const uint64_t outer = prod(x->dims, 0, (uint32_t)ax), inner = prod(x->dims, (uint32_t)ax, xr);
+    const uint32_t ax = (uint32_t)(p[1] < 0 ? p[1] + (int32_t)xr : p[1]);
+    if (ax > xr) return EP_E_SHAPE;   /* also a negative axis below -rank */
+    const uint64_t outer = prod(x->dims, 0, ax), inner = prod(x->dims, ax, xr);
     if (outer > INT32_MAX || inner > INT32_MAX) return EP_E_SHAPE;
     d[0] = (int32_t)outer; d[1] = (int32_t)inner; r = 2;
-  } else if (mode == 2 || mode == 3) {
+  } else if (mode <= 3) {
     if (ro > EP_MAX_RANK) return EP_E_SHAPE;
-    for (int32_t i = 0; i < na; i++) {
-      const int64_t ax = axes[i] < 0 ? (int64_t)axes[i] + ro : axes[i];
-      if (ax < 0 || ax >= ro || (marked >> ax) & 1u) return EP_E_SHAPE;
-      if (mode == 2 && x->dims[ax] != 1) return EP_E_SHAPE;
+    for (uint32_t i = 0; i < na; i++) {
+      const uint32_t ax = (uint32_t)(p[3 + i] < 0 ? p[3 + i] + (int32_t)ro : p[3 + i]);
+      if (ax >= ro || (marked >> ax) & 1u || (mode == 2 && x->dims[ax] != 1)) return EP_E_SHAPE;
       marked |= 1u << ax;
     }
     for (uint32_t k = 0, j = 0; k < ro; k++) {
-      if (mode == 3) { d[r++] = (marked >> k) & 1u ? 1 : x->dims[j++]; continue; }
-      if (na ? !((marked >> k) & 1u) : x->dims[k] != 1) d[r++] = x->dims[k];
+      const uint32_t m = (marked >> k) & 1u;
+      if (mode == 3) d[r++] = m ? 1 : x->dims[j++];
+      else if (na ? !m : x->dims[k] != 1) d[r++] = x->dims[k];
     }
   } else {
     return EP_E_SHAPE;

@@ -65,7 +65,8 @@ export function transpose(node, ctx) {
   return [stridedCopy(ctx, x.id, y.id, w, y.dims, perm.map((v) => xs[v]), strides(y.dims), 0, 0)];
 }
 
-/** SLICE's ONNX form on an axis of extent d: [first, length] (the C core's ep_slice_axis). */
+/** SLICE's ONNX form on an axis of extent d: [first, length] (the C core's ep_slice_axis).
+ * @param {number} d @param {number} s @param {number} e @param {number} st @returns {[number, number]} */
 function sliceAxis(d, s, e, st) {
   if (s < 0) s += d;
   if (e < 0) e += d;
