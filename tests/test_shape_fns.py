@@ -3,7 +3,9 @@
 Every conformance case and benchmark model the packager accepts is packaged as a static (v1) plan, whose dims
 and scratch sizes the packager computed and onnxruntime's shapes confirm. The C core then re-derives every
 node's output dims and scratch bytes through the kernel's shape functions (`ep_shapes_consistent`, host
-build) and must agree exactly: the run-time shape resolution of plan v2 uses these same functions."""
+build) and must agree exactly: the run-time shape resolution of plan v2 uses these same functions. The same models
+lowered as dynamic plans (every dim marked as known only at run time) check the block sizes such a plan leaves to
+the kernels (nt, nb = 0) against the packager's."""
 from __future__ import annotations
 
 import ctypes
@@ -118,7 +120,7 @@ def test_shape_functions_agree_on_conformance_plans(conformance: tuple[list[str]
     assert sum(per_op.values()) > 500
     # the conformance cases' share of CONV_LINALG_POOL (the models below bring the rest; CONV too: every
     # conformance Conv has one channel, which is lowered to DEPTHWISE_CONV)
-    want = [Op.CONV_TRANSPOSE, Op.GEMM, Op.MATMUL, Op.POOL, Op.QCONV, Op.QMATMUL]
+    want = [Op.DEPTHWISE_CONV, Op.CONV_TRANSPOSE, Op.GEMM, Op.MATMUL, Op.POOL, Op.QCONV, Op.QMATMUL]
     assert [op.name for op in want if not per_op[op]] == []
 
 
@@ -230,7 +232,22 @@ def test_dynamic_lowering_derives_block_sizes_in_c(checker: ShapeChecker, all_dy
     assert words, "no block size left to the core"
 
 
-def test_dynamic_lowering_runs_like_onnxruntime(all_dynamic, tmp_path: Path) -> None:
-    """cifar10net lowered as a dynamic plan (derived block sizes, F(4x4) by channel pairs) runs as onnxruntime does."""
+@pytest.mark.parametrize("name", ["cifar10net", "resnet18"])
+def test_dynamic_lowering_runs_like_onnxruntime(all_dynamic, name: str, tmp_path: Path) -> None:
+    """The models lowered as dynamic plans (derived block sizes, F(4x4) by channel pairs) run as onnxruntime does."""
+    import json
     from packager import package
-    package(str(model_path("cifar10net")), target="web", out=tmp_path / "b", verify=True)
+    out = package(str(model_path(name)), target="web", out=tmp_path / "b", verify=True)
+    assert json.loads((out / "manifest.json").read_text())["verification"]["max_abs_diff"] < 1e-4
+
+
+def test_shape_functions_survive_hostile_nodes() -> None:
+    """Random ranks, dims, dtypes, absent inputs and parameter words through the shape and scratch functions of
+    CONV_LINALG_POOL (wasm_kernels/tests/shape_hostile.c, ASan + UBSan): the core calls them before any check()."""
+    import subprocess
+    from packager.toolchain import BUILD, KERNELS
+    subprocess.run(["make", "-s", "-C", str(KERNELS), "build/asan/shape_hostile"], check=True, capture_output=True)
+    r = subprocess.run([str(BUILD / "asan" / "shape_hostile"), "300000"], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    calls, accepted = map(int, r.stdout.split())
+    assert calls == 300000 and accepted > 1000   # (some random nodes are valid: their dims were computed)

@@ -87,7 +87,8 @@ def conv_geometry(ctx: LowerCtx, node: onnx.NodeProto) -> dict:
         begin, end = [], []
         for i in range(nsp):
             if strides[i] > 1 and not ctx.fixed(node.input[0], 2 + i):   # the pads would depend on a run-time dim
-                raise ctx.unsupported(node, f"auto_pad={auto_pad} with stride {strides[i]} along a dim known only at run time")
+                raise ctx.unsupported(node, f"auto_pad={auto_pad} with stride {strides[i]} along a dim known only "
+                                            "at run time")
             out = -(-insp[i] // strides[i])
             total = max(0, (out - 1) * strides[i] + (ksz[i] - 1) * dil[i] + 1 - insp[i])
             small = total // 2
@@ -181,10 +182,10 @@ def winograd_filters(w: np.ndarray) -> np.ndarray:
 
 
 def winograd_tiles(g: dict, m: int) -> tuple[int, int]:
-    """(tiles per block, scratch bytes): mirror of winograd.c's wg_tiles and ep_scratch_WINOGRAD_CONV(_F4). Every block streams all
-    nk = (m+2)^2 U_k (nk Cin Cout floats) once, so deep layers (big U) on small planes take the whole plane in one
-    block (up to WINOGRAD_SINGLE_BLOCK_FLOATS); otherwise blocks fit the budget, balanced in size: with
-    small U, re-reading it costs less than V and M planes that outgrow the cache."""
+    """(tiles per block, scratch bytes): mirror of winograd.c's wg_tiles and ep_scratch_WINOGRAD_CONV(_F4). Every
+    block streams all nk = (m+2)^2 U_k (nk Cin Cout floats) once, so deep layers (big U) on small planes take the
+    whole plane in one block (up to WINOGRAD_SINGLE_BLOCK_FLOATS); otherwise blocks fit the budget, balanced in size:
+    with small U, re-reading it costs less than V and M planes that outgrow the cache."""
     a = m + 2
     nk = a * a
     th, tw = -(-g["oh"] // m), -(-g["ow"] // m)

@@ -29,7 +29,8 @@ def pool_geometry(ctx: LowerCtx, node: onnx.NodeProto, in_sp: list[int], kernel:
         ext = (kernel[i] - 1) * dil[i] + 1
         if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
             if strides[i] > 1 and not ctx.fixed(node.input[0], 2 + i):   # the pads would depend on a run-time dim
-                raise ctx.unsupported(node, f"auto_pad={auto_pad} with stride {strides[i]} along a dim known only at run time")
+                raise ctx.unsupported(node, f"auto_pad={auto_pad} with stride {strides[i]} along a dim known only "
+                                            "at run time")
             if ceil_mode:
                 raise ctx.unsupported(node, "ceil_mode=1 together with auto_pad SAME_* is not supported")
             o = -(-in_sp[i] // strides[i])

@@ -203,8 +203,9 @@ def qwinograd_filters(wi: np.ndarray, wz: np.ndarray) -> np.ndarray:
 
 
 def qwinograd_tiles(g: dict) -> tuple[int, int]:
-    """(tiles per block, scratch bytes): mirror of qwinograd.c (qwg_geometry, ep_scratch_QWINOGRAD_CONV). The 16 V_k planes of a block (int16 pairs, 64
-    bytes per channel and tile) are re-read for every 4-channel panel: they get PANEL_BYTES, balanced blocks."""
+    """(tiles per block, scratch bytes): mirror of qwinograd.c (qwg_geometry, ep_scratch_QWINOGRAD_CONV). The 16 V_k
+    planes of a block (int16 pairs, 64 bytes per channel and tile) are re-read for every 4-channel panel: they get
+    PANEL_BYTES, balanced blocks."""
     th, tw = -(-g["oh"] // 2), -(-g["ow"] // 2)
     tiles, kp = th * tw, -(-g["cin"] // 2)
     nt = max(NR, PANEL_BYTES // (16 * kp * 4) // NR * NR)
