@@ -228,9 +228,10 @@ class _Stages:
         self.m, self.constants, self.strict, self.optimize, self.keep_metadata, self.log = \
             m, constants, strict, optimize, keep_metadata, log
 
-    def front(self, input_shapes, keep: frozenset[str] = frozenset(), quiet: bool = False):
-        """(graph, reference model, optimization or None)."""
-        graph = analyze(self.m, input_shapes, self.constants, strict=self.strict, keep=keep)
+    def front(self, input_shapes, keep: frozenset[str] | None = None, quiet: bool = False):
+        """(graph, reference model, optimization or None). keep: a probe of run-time shapes (packager/dynamic.py)."""
+        graph = analyze(self.m, input_shapes, self.constants, strict=self.strict, keep=keep or frozenset(),
+                        dynamic=keep is not None)
         if not quiet:
             for n in graph.notices:
                 self.log(f"notice: {n}")
