@@ -147,6 +147,9 @@ def package(model: str | os.PathLike | onnx.ModelProto, target: str = "web", out
         manifest.update(optimizations=optimization.report, stripped=optimization.stripped)
     if syms is not None:   # docs/plan-format.md, "Version 2"
         manifest["dims"] = {s: {"min": syms.lo(s), "max": syms.hi(s), "example": syms.example[s]} for s in syms.names()}
+        # resolving can fail at a node (an input shape the model does not allow): runtimes name its ONNX node
+        manifest["plan"]["node_sources"] = [f"{Op(n.op).name} ({src})" for n, src in
+                                            zip(lowered.plan.nodes, lowered.node_sources)]
         if lowered.plan.dynamic.max_arena_bytes:
             manifest["plan"].update(max_arena_bytes=lowered.plan.dynamic.max_arena_bytes,
                                     max_memory_bytes=lowered.report["max_memory_bytes"])

@@ -54,6 +54,7 @@ typedef struct {
   uint32_t prologue_bytes;/* arena bytes [0, prologue_bytes) hold the prologue's outputs, same for every shape */
   const uint8_t *prologue_arena; /* the arena the prologue last ran in (v2: rerun only when it moves) */
   uint32_t bound_bytes;   /* size of the arena given to ep_bind */
+  uint32_t failed_node;   /* the node ep_resolve or ep_run stopped at, for error messages */
 } ep_ctx;
 
 typedef struct {
@@ -97,6 +98,8 @@ ep_status ep_input_bound(const ep_ctx *ctx, uint32_t i, uint32_t k, int32_t *min
 /* Resolve every tensor's dims for the inputs' dims, run the shape arithmetic and plan the arena; afterwards
  * ep_arena_bytes() is what this shape needs (bind a larger arena, or the same one again, before running). */
 ep_status ep_resolve(ep_ctx *ctx);
+/* The node the last ep_resolve or ep_run failed at (its index in plan order). */
+uint32_t ep_failed_node(const ep_ctx *ctx);
 /* Tests: re-derive each node's output dims and scratch through the kernels' shape functions and compare
  * with the plan (node: the first that differs; what: 1 dims, 2 scratch, 3 refused; checked: nodes compared). */
 ep_status ep_shapes_consistent(const ep_ctx *ctx, uint32_t *node, uint32_t *what, uint32_t *checked);

@@ -407,7 +407,7 @@ ep_status ep_run(ep_ctx *c) {
   if (ok) return ok;
   for (uint32_t i = c->n_prologue; i < c->n_nodes; i++) {
     const ep_status s = ep_run_node(c, i);
-    if (s) return s;
+    if (s) { c->failed_node = i; return s; }
   }
   return EP_OK;
 }
