@@ -74,14 +74,19 @@ def _ts_key(name: str) -> str:
     return name if re.fullmatch(r"[A-Za-z_$][A-Za-z0-9_$]*", name) else json.dumps(name)
 
 
+def _ts_dim(d: int | str | None) -> str:
+    """A fixed dim as its literal type; a run-time one (a symbol's name, or null) as number."""
+    return str(int(d)) if isinstance(d, int) else "number"
+
+
 def _index_d_ts(manifest: dict) -> str:
     def tensor(s: dict, out: bool) -> str:
-        dims = ", ".join(str(int(d)) for d in s["shape"])
+        dims = ", ".join(_ts_dim(d) for d in s["shape"])
         extra = f"; dtype: {_js(s['dtype'])}" if out else ""
         return f"  {_ts_key(s['name'])}: {{ data: {TS_ARRAYS[s['dtype']]}; dims: {'' if out else 'readonly '}[{dims}]{extra} }};"
 
     def spec(s: dict) -> str:
-        return f"{{ name: {_js(s['name'])}; dtype: {_js(s['dtype'])}; shape: [{', '.join(str(int(d)) for d in s['shape'])}] }}"
+        return f"{{ name: {_js(s['name'])}; dtype: {_js(s['dtype'])}; shape: [{', '.join(_js(d) if isinstance(d, str) else _ts_dim(d) for d in s['shape'])}] }}"
 
     ins = "\n".join(tensor(s, False) for s in manifest["inputs"])
     outs = "\n".join(tensor(s, True) for s in manifest["outputs"])
