@@ -209,6 +209,10 @@ public final class Session implements AutoCloseable {
         if (syms != null && k < syms.length && inputs[i].shape[k] < 0) dimNames[i][k] = syms[k];
       }
     }
+    if (state != null) {   // after reading the plan's dims (symbolic ones are -1 there)
+      int s = nSetState(ctx, state);
+      if (s != 0) throw new EdgepackException("setting the plan state", s);
+    }
   }
 
   /**
@@ -258,9 +262,7 @@ public final class Session implements AutoCloseable {
     if (nPlanVersion(ctx) == 2) {   // shapes resolved at run time: the state now, the arena per shape
       long sb = nStateBytes(ctx);
       if (sb < 0 || sb > Integer.MAX_VALUE - ALIGN) throw new IllegalStateException("plan state of " + sb + " bytes is too large");
-      state = allocateAligned((int) sb, ALIGN);
-      s = nSetState(ctx, state);
-      if (s != 0) throw new EdgepackException("setting the plan state", s);
+      state = allocateAligned((int) sb, ALIGN);   // handed to the core by the constructor, once the plan's dims are read
     } else {
       arena = bindArena(ctx, null);
     }
@@ -461,12 +463,20 @@ public final class Session implements AutoCloseable {
     return b.toString();
   }
 
-  /** A direct, little-endian buffer of the right size for input i. */
+  private void requireShapes() {
+    if (ctx == null) throw new IllegalStateException("session closed");
+    if (state != null && shapes == null)
+      throw new IllegalStateException("this plan's input shapes are given per run: call setInputShapes first, or run(Tensor...)");
+  }
+
+  /** A direct, little-endian buffer of the right size for input i (version 2: at the shapes set last). */
   public ByteBuffer newInputBuffer(int i) {
+    requireShapes();
     return allocateAligned(inputs[i].byteSize, ALIGN);
   }
 
   public ByteBuffer newOutputBuffer(int i) {
+    requireShapes();
     return allocateAligned(outputs[i].byteSize, ALIGN);
   }
 
@@ -476,9 +486,7 @@ public final class Session implements AutoCloseable {
    * Positions are left unchanged.
    */
   public void run(ByteBuffer[] ins, ByteBuffer[] outs) {
-    if (ctx == null) throw new IllegalStateException("session closed");
-    if (state != null && shapes == null)
-      throw new IllegalStateException("this plan's input shapes are given per run: call setInputShapes first, or run(Tensor...)");
+    requireShapes();
     if (ins.length != inputs.length) throw new IllegalArgumentException("expected " + inputs.length + " inputs, got " + ins.length);
     if (outs.length != outputs.length) throw new IllegalArgumentException("expected " + outputs.length + " outputs, got " + outs.length);
     ByteBuffer[] is = new ByteBuffer[ins.length], os = new ByteBuffer[outs.length];
