@@ -261,3 +261,56 @@ def test_minilm_like_dyn_pi5_at_two_shapes(tmp_path: Path) -> None:
         want = reference_run(ref, feeds)
         for name, w in want.items():
             np.testing.assert_allclose(got[name], w, rtol=1e-3, atol=1e-3)
+
+
+# ------------------------------------------------------------------ hostile manifests (ASan + UBSan build)
+
+@pytest.mark.parametrize("edit, msg", [
+    (lambda m: m["dims"]["batch"].update(max=0), "dims['batch'].max invalid"),
+    (lambda m: m["dims"]["batch"].update(min=-1), "dims['batch'].min missing"),
+    (lambda m: m["dims"]["batch"].update(max="4"), "dims['batch'].max invalid"),
+    (lambda m: m["dims"]["batch"].update(max=True), "dims['batch'].max must be an integer or null"),
+    (lambda m: m["dims"]["batch"].update(example=99), "dims['batch'].example invalid"),
+    (lambda m: m["dims"].update(batch=[1, 4]), "dims['batch'] is not an object"),
+    (lambda m: m.update(dims=[]), "'dims' is not an object"),
+    (lambda m: m["dims"].update({f"s{i}": {"min": 1, "max": None} for i in range(70)}), "more than 64 symbolic dims"),
+    (lambda m: m["dims"].update({"x" * 300: {"min": 1, "max": None}}), "empty or too long"),
+    (lambda m: m["inputs"][0].update(shape=["batch", None, 8]), "shape invalid"),
+    (lambda m: m["inputs"][0].update(shape=["batch", "seq"]), "disagrees with the plan"),
+    (lambda m: m["outputs"][0].update(shape=["batch", "seq", "seq"]), "disagrees with the plan"),
+])
+def test_cli_refuses_bad_dims_sections_under_asan(pi5_dyn: Path, tmp_path: Path, edit, msg: str) -> None:
+    cli = _make("build/asan/edgepack-run")
+    b = tmp_path / "b"
+    shutil.copytree(pi5_dyn, b)
+    m = json.loads((b / "manifest.json").read_text())
+    edit(m)
+    (b / "manifest.json").write_text(json.dumps(m))
+    r = _run_cli(cli, b, tmp_path, _feeds((2, 7, 8), 0), False)
+    assert "Sanitizer" not in r.stderr and "runtime error" not in r.stderr, r.stderr[-2000:]
+    assert r.returncode == 3 and msg in r.stderr, r.stderr
+
+
+def test_cli_survives_mutated_v2_manifests_under_asan(pi5_dyn: Path, tmp_path: Path) -> None:
+    cli = _make("build/asan/edgepack-run")
+    rng = np.random.default_rng(1)
+    b = tmp_path / "b"
+    shutil.copytree(pi5_dyn, b)
+    manifest = (pi5_dyn / "manifest.json").read_bytes()
+    np.save(tmp_path / "x.npy", _feeds((2, 7, 8), 0)["x"])
+    codes = set()
+    for _ in range(150):
+        d = bytearray(manifest)
+        for _ in range(int(rng.integers(1, 4))):
+            pos = int(rng.integers(0, len(d)))
+            if rng.integers(0, 2):
+                d[pos] = int(rng.choice(list(b'{}[]",:0123456789 -nul')))
+            else:
+                del d[pos:pos + int(rng.integers(1, 8))]
+        (b / "manifest.json").write_bytes(bytes(d))
+        r = subprocess.run([str(cli), str(b), "--input", f"x={tmp_path / 'x.npy'}", "--output", f"y={tmp_path / 'y.npy'}"],
+                           capture_output=True, text=True, errors="replace", timeout=60)
+        assert "Sanitizer" not in r.stderr and "runtime error" not in r.stderr, r.stderr[-2000:]
+        assert r.returncode in (0, 2, 3), (r.returncode, r.stderr[-500:])
+        codes.add(r.returncode)
+    assert 3 in codes

@@ -352,6 +352,7 @@ static void check_input(io_spec *s, const char *file, const ep_npy *npy, ep_dims
         die(2, "input '%s' (%s): shape %s, expected %s (dimension %u is fixed to %d)", s->name, file, got_s, want_s, d, (int)s->dims[d]);
       continue;
     }
+    if (npy->dims[d] > 0x7fffffff) die(2, "input '%s' (%s): dimension %u is %lld, more than the runtime takes (2^31 - 1)", s->name, file, d, (long long)npy->dims[d]);
     if (ep_dims_bind(dims, (uint32_t)s->sym[d], s->name, d, npy->dims[d], err, sizeof err))
       die(2, "%s (%s: shape %s)", err, file, got_s);
     s->dims[d] = (int32_t)npy->dims[d];   /* bounded by ep_dims_bind: at most 2^31 - 1 */
@@ -438,6 +439,7 @@ static void summarize(const io_spec *s, const uint8_t *data) {
 /* Deterministic pseudo-random fill for --bench without inputs: floats in [-1, 1), ints 0. */
 static void fill_random(const io_spec *s, uint8_t *p) {
   uint64_t x = 0x9e3779b97f4a7c15ull;
+  if (!s->nbytes) return;
   if (s->dtype != EP_F32) { memset(p, 0, s->nbytes); return; }
   for (uint32_t i = 0; i < s->nbytes / 4; i++) {
     x ^= x << 13; x ^= x >> 7; x ^= x << 17;
@@ -597,7 +599,7 @@ int main(int argc, char **argv) {
     if (!given[k]) { fill_random(&ins[k], t); continue; }
     if (npys[k].nbytes != ins[k].nbytes)
       die(2, "input '%s': %llu bytes, expected %u", ins[k].name, (unsigned long long)npys[k].nbytes, ins[k].nbytes);
-    memcpy(t, npy_files[k] + npys[k].data_off, ins[k].nbytes);
+    if (ins[k].nbytes) memcpy(t, npy_files[k] + npys[k].data_off, ins[k].nbytes);
     free(npy_files[k]);
     npy_files[k] = NULL;
   }
