@@ -299,7 +299,7 @@ def test_cli_survives_mutated_v2_manifests_under_asan(pi5_dyn: Path, tmp_path: P
     manifest = (pi5_dyn / "manifest.json").read_bytes()
     np.save(tmp_path / "x.npy", _feeds((2, 7, 8), 0)["x"])
     codes = set()
-    for _ in range(150):
+    for _ in range(80):
         d = bytearray(manifest)
         for _ in range(int(rng.integers(1, 4))):
             pos = int(rng.integers(0, len(d)))
