@@ -12,6 +12,10 @@
  * bounded JSON tokenizer (ep_json.c), and are cross-checked with the plan's own tensor table.
  * `--output FILE.npy` saves the first output; `--output NAME=FILE.npy` any output by name (an
  * argument containing '=' is always NAME=FILE). Without --output, outputs are summarized on stdout.
+ * Plan version 2 (shapes resolved at run time): each input's dims come from its .npy file, checked against
+ * the manifest (fixed dims equal; symbolic dims, given as names, within manifest["dims"] bounds and one extent
+ * per symbol: ep_dims.c), then given to the core (ep_set_input_shape, ep_resolve); the arena is sized for that
+ * shape, and outputs are written at their resolved dims. --bench without inputs runs at the example shape.
  * Exit codes: 0 ok, 2 usage or input error, 3 bundle integrity or plan rejected, 4 runtime error. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -69,7 +73,8 @@ static void usage(void) {
           "--public-key HEX|FILE: refuse the bundle unless manifest.sig is that Ed25519 key's signature of\n"
           "  manifest.json and every file matches its SHA-256 (no unlisted files). FILE: 64 hex chars or 32 raw bytes.\n"
           "Inputs: .npy v1.0, C order, little-endian float32/int64 (bool, int8, uint8, int32, float16), shape and dtype as the manifest says.\n"
-          "--bench: random inputs unless given; warm-up by time, then latency percentiles (1 thread).\n",
+          "  Symbolic dims (--info lists them): any extent within their bounds, the same for one symbol in every input.\n"
+          "--bench: random inputs unless given (symbolic dims at their example extent); warm-up by time, then latency percentiles (1 thread).\n",
           g_prog, g_prog, g_prog);
   exit(2);
 }

@@ -106,6 +106,16 @@ public class DynamicSessionTest {
         check(e.getMessage().contains(f[3]), "message '" + e.getMessage() + "' lacks '" + f[3] + "'");
         System.out.println("refused: " + e.getMessage());
       }
+      int[][] bad = new int[shapes.length][];
+      for (int i = 0; i < bad.length; i++) bad[i] = dims(cases.get(0).resolve("in" + i + ".shape"));
+      int last = bad[in].length - 1;
+      bad[in][last] += 1;   // the test model's last dim is fixed
+      try {
+        s.setInputShapes(bad);
+        throw new AssertionError("a wrong fixed dim was accepted");
+      } catch (IllegalArgumentException e) {
+        check(e.getMessage().contains("dimension " + last + " is " + bad[in][last] + ", expected "), e.getMessage());
+      }
       runCase(s, cases.get(0));   // still usable afterwards
     }
     System.out.println("input 0 bounds " + java.util.Arrays.toString(s.inputMin(0)) + ".." + java.util.Arrays.toString(s.inputMax(0)));

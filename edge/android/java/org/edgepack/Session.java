@@ -180,7 +180,7 @@ public final class Session implements AutoCloseable {
   private TensorInfo[] inputs, outputs;
   private final String[][] ioNames;
   private final String[][] dimNames;   // per input, per dim: the symbol from io.txt (null: fixed or not given)
-  private final int[][] minDims, maxDims;
+  private final int[][] minDims, maxDims, planDims;   // planDims: the plan's dims, -1 where symbolic
   private int[][] shapes;              // version 2: the dims set last (null: none yet)
 
   private Session(ByteBuffer ctx, ByteBuffer plan, ByteBuffer arena, ByteBuffer state, String[][] io) {
@@ -194,12 +194,14 @@ public final class Session implements AutoCloseable {
     this.dimNames = new String[inputs.length][];
     this.minDims = new int[inputs.length][];
     this.maxDims = new int[inputs.length][];
+    this.planDims = new int[inputs.length][];
     int[] b = new int[2];
     for (int i = 0; i < inputs.length; i++) {
       int rank = inputs[i].shape.length;
       dimNames[i] = new String[rank];
       minDims[i] = new int[rank];
       maxDims[i] = new int[rank];
+      planDims[i] = inputs[i].shape.clone();
       String[] syms = i + 2 < io.length ? io[i + 2] : null;
       for (int k = 0; k < rank; k++) {
         int s = nInputBound(ctx, i, k, b);
@@ -373,6 +375,9 @@ public final class Session implements AutoCloseable {
       if (d == null || d.length != minDims[i].length)
         throw new IllegalArgumentException("input '" + name + "': rank " + (d == null ? 0 : d.length) + ", expected " + minDims[i].length);
       for (int k = 0; k < d.length; k++) {
+        if (planDims[i][k] >= 0 && d[k] != planDims[i][k])
+          throw new IllegalArgumentException("input '" + name + "': dimension " + k + " is " + d[k] + ", expected "
+              + planDims[i][k] + " (fixed; shape " + Arrays.toString(d) + ")");
         int lo = minDims[i][k], hi = maxDims[i][k];
         String range = "[" + lo + ".." + (hi > 0 ? String.valueOf(hi) : "") + "]";
         if (d[k] < lo)
