@@ -199,9 +199,14 @@ def test_python_module_at_two_shapes(pi5_dyn: Path) -> None:
     assert s.bench(warmup=0.02, seconds=0.05)["runs"] >= 10
 
 
-def test_android_io_txt_names_dims(android_dyn: Path) -> None:
+def test_android_io_txt_and_consistency(android_dyn: Path) -> None:
     io = (android_dyn / "assets/edgepack/io.txt").read_text()
-    assert "input\tx\tbatch,seq,8" in io
+    assert "input\tx\tbatch,seq,8" in io and "output\ty\n" in io
+    m = json.loads((android_dyn / "manifest.json").read_text())
+    assert m["plan"]["version"] == 2 and m["consistency"]["input_shapes"]["x"][2] == 8
+    if shutil.which("qemu-aarch64"):   # the Android library through the dlopen harness at the example shape
+        assert m["consistency"]["onnxruntime_vs_neon"]["max_abs_diff"] < TOL
+        assert "harness" in m["consistency"]["neon_runner"]
 
 
 @needs_qemu
