@@ -393,8 +393,12 @@ static void print_info(const char *bundle, const ep_ctx *ctx, const io_spec *ins
                        uint32_t n_out, const ep_dims *dims) {
   char sh[256];
   if (ep_plan_version(ctx) == 2)
-    printf("bundle %s: %u kernel nodes, plan version 2 (shapes resolved at run time: arena and state sized per shape, "
-           "state %u bytes), vector layer %s\n", bundle, ctx->n_nodes, ep_state_bytes(ctx), ep_vec_name());
+  {
+    char most[64] = "unbounded";   /* a bounded plan keeps every allowed shape within max_arena_bytes */
+    if (ctx->max_arena_bytes) snprintf(most, sizeof most, "at most %u bytes", ctx->max_arena_bytes);
+    printf("bundle %s: %u kernel nodes, plan version 2 (shapes resolved at run time: arena sized per shape, %s; "
+           "state %u bytes), vector layer %s\n", bundle, ctx->n_nodes, most, ep_state_bytes(ctx), ep_vec_name());
+  }
   else
     printf("bundle %s: %u kernel nodes, arena %u bytes, vector layer %s\n", bundle, ctx->n_nodes, ep_arena_bytes(ctx), ep_vec_name());
   for (uint32_t i = 0; i < n_in; i++) { fmt_spec(sh, sizeof sh, &ins[i], dims); printf("input  %s: %s%s\n", ins[i].name, ep_dtype_str(ins[i].dtype), sh); }
