@@ -88,17 +88,18 @@ def package(model: str | os.PathLike | onnx.ModelProto, target: str = "web", out
     out = check_output(out)   # before any work: never replace a file or a folder that is not a bundle
     m = load_model(model, frozenset(allow_domains))
     syms = None
-    if dynamic is not False and target == "web" and not strict:
+    if dynamic is not False and target in ("web", "pi5", "android") and not strict:
         from .dynamic import find_symbols
         syms = find_symbols(m, input_shapes, constants)
         bounded = any(b for bs in syms.bounds.values() for b in bs)
         if not syms.any or not (dynamic or bounded):
             syms = None
     elif dynamic:
-        raise PackagerError("shapes resolved at run time: web bundles only so far (give --input-shape for "
+        raise PackagerError("shapes resolved at run time: web, pi5 and android bundles (give --input-shape for "
                             f"--target {target}; --profile strict needs fixed shapes)")
     if input_shapes and syms is None and any(not isinstance(d, (int, np.integer)) for s in input_shapes.values() for d in s):
-        raise PackagerError("--input-shape bounds [min..max] make a bundle with run-time shapes: web target only")
+        raise PackagerError("--input-shape bounds [min..max] make a bundle with run-time shapes: web, pi5 and android "
+                            "targets only (not --profile strict)")
     if syms is not None and quantize not in ("auto", "none"):
         raise PackagerError(f"--quantize {quantize} needs fixed shapes so far: give them with --input-shape")
     stages = _Stages(m, constants, strict, optimize, keep_metadata, log)
