@@ -22,14 +22,30 @@ from .errors import PackagerError
 VERBS = ("run", "inspect", "bench", "keygen")
 
 
-def _shape_arg(s: str) -> tuple[str, tuple[int, ...]]:
+def _dim_arg(d: str) -> int | tuple[int, int]:
+    """'224' a fixed extent; '[1..512]' bounds; '[1..]' or '?' a run-time extent with no upper bound."""
+    if d == "?":
+        return (1, 0)
+    if d.startswith("[") and d.endswith("]") and ".." in d:
+        lo, _, hi = d[1:-1].partition("..")
+        lo_i, hi_i = int(lo or 1), int(hi) if hi else 0
+        if lo_i < 0 or (hi_i and hi_i < lo_i):
+            raise ValueError(d)
+        return (lo_i, hi_i)
+    v = int(d)
+    if v <= 0:
+        raise ValueError(d)
+    return v
+
+
+def _shape_arg(s: str) -> tuple[str, tuple]:
     name, _, dims = s.rpartition("=")
     try:
-        shape = tuple(int(d) for d in dims.lower().split("x")) if dims else ()
+        shape = tuple(_dim_arg(d) for d in dims.lower().split("x")) if dims else ()
     except ValueError:
         shape = ()
-    if not name or not shape or any(d <= 0 for d in shape):
-        raise argparse.ArgumentTypeError(f"expected NAME=1x3x224x224, got '{s}'")
+    if not name or not shape:
+        raise argparse.ArgumentTypeError(f"expected NAME=1x3x224x224 (a dim may be bounds [1..512] or ?), got '{s}'")
     return name, shape
 
 
@@ -55,7 +71,11 @@ def cmd_package(argv: list[str]) -> int:
     ap.add_argument("--target", default="web", choices=TARGETS)
     ap.add_argument("-o", "--out", help="bundle directory (default: MODEL name + '.bundle')")
     ap.add_argument("--input-shape", action="append", type=_shape_arg, default=[], metavar="NAME=1x3x224x224",
-                    help="static shape for an input with symbolic dimensions (default: each symbolic dim = 1)")
+                    help="shape of an input: each dim fixed (224), bounded ([1..512]: resolved at run time, the manifest "
+                         "states the most memory) or free (?); default: the model's symbolic dims are fixed to 1 "
+                         "unless --dynamic")
+    ap.add_argument("--dynamic", action="store_true",
+                    help="keep the model's symbolic dims: one bundle runs every shape they allow (plan version 2)")
     ap.add_argument("--const", action="append", type=_file_arg, default=[], metavar="NAME=FILE.npy",
                     help="bind a graph input to a fixed value (it becomes a constant of the bundle)")
     ap.add_argument("--allow-domain", action="append", default=[], metavar="DOMAIN",
@@ -74,7 +94,7 @@ def cmd_package(argv: list[str]) -> int:
     a = ap.parse_args(argv)
     out = a.out or str(Path(a.model).with_suffix("")) + ".bundle"
     t0 = time.perf_counter()
-    path = package(a.model, target=a.target, out=out, input_shapes=dict(a.input_shape),
+    path = package(a.model, target=a.target, out=out, input_shapes=dict(a.input_shape), dynamic=a.dynamic or None,
                    constants={n: _load_npy(p) for n, p in a.const}, verify=not a.no_verify, allow_domains=tuple(a.allow_domain), sign=a.sign,
                    profile=a.profile, optimize=not a.no_optimize, keep_metadata=a.keep_metadata,
                    log=lambda s: print(s, file=sys.stderr), **_quant_kwargs(a))

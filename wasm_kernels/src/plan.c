@@ -14,12 +14,15 @@ uint64_t ep_state_layout(const ep_ctx *c, uint8_t *base, ep_state_view *v) {
 #define EP_PART(field, type, count) \
   do { if (base) v->field = (type *)(void *)(base + at); at += ((uint64_t)(count) * sizeof(type) + 63u) & ~(uint64_t)63u; } while (0)
   EP_PART(in_dims, int32_t, (uint64_t)c->n_inputs * EP_MAX_RANK);
+  EP_PART(in_save, int32_t, (uint64_t)c->n_inputs * EP_MAX_RANK);
   EP_PART(t_dims, int32_t, nt * EP_MAX_RANK);
   EP_PART(t_off, uint32_t, nt);
   EP_PART(t_bytes, uint32_t, nt);
   EP_PART(s_off, uint32_t, nn);
   EP_PART(s_bytes, uint32_t, nn);
   EP_PART(order, uint32_t, nt + nn);
+  EP_PART(max_off, uint32_t, nt + nn);
+  EP_PART(max_bytes, uint32_t, nt + nn);
   EP_PART(values, uint8_t, c->values_bytes);
 #undef EP_PART
   return at;

@@ -25,12 +25,15 @@ static inline int32_t ep_life(const ep_ctx *c, uint32_t id, uint32_t field) {
 /* The v2 state buffer (ep_set_state): where each part lives. */
 typedef struct {
   int32_t *in_dims;     /* n_inputs x EP_MAX_RANK: dims set by ep_set_input_shape (-1 = not set) */
+  int32_t *in_save;     /* n_inputs x EP_MAX_RANK: in_dims kept while a bounded plan lays out its bounds */
   int32_t *t_dims;      /* n_tensors x EP_MAX_RANK: resolved dims */
   uint32_t *t_off;      /* n_tensors: arena offset */
   uint32_t *t_bytes;    /* n_tensors: byte size */
   uint32_t *s_off;      /* n_nodes: scratch offset */
   uint32_t *s_bytes;    /* n_nodes: scratch bytes */
   uint32_t *order;      /* n_tensors + n_nodes: the memory planner's work list */
+  uint32_t *max_off;    /* n_tensors + n_nodes: bounded plans, each block's offset at the bounds (tensors, then scratch) */
+  uint32_t *max_bytes;  /* n_tensors + n_nodes: and its size there */
   uint8_t *values;      /* values_bytes: tensors computed while resolving (storage EP_STORAGE_VALUES) */
 } ep_state_view;
 /* Total bytes of the state; fills *v from base when base is not NULL. */

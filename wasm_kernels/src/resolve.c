@@ -126,9 +126,17 @@ static ep_status size_tensors(const ep_ctx *c, const ep_state_view *sv) {
   for (uint32_t id = 0; id < c->n_tensors; id++) {
     const uint8_t *e = ep_tensor_entry(c, id);
     uint64_t bytes = ep_dtype_size(e[EP_T_DTYPE]);
-    for (uint32_t k = 0; k < e[EP_T_RANK]; k++) bytes *= (uint64_t)sv->t_dims[id * EP_MAX_RANK + k];
-    if (bytes > 0xFFFFFFC0ull) return EP_E_LIMIT;   /* leaves room to align: a wasm32 arena cannot hold more */
-    sv->t_bytes[id] = (uint32_t)bytes;
+    for (uint32_t k = 0; k < e[EP_T_RANK]; k++) {
+      const int32_t d = sv->t_dims[id * EP_MAX_RANK + k];
+      if (d < 0) { bytes = 0; break; }   /* never produced: no node reads it (resolve_shapes refused that) */
+      bytes *= (uint64_t)d;
+      if (bytes > 0xFFFFFFC0ull) return EP_E_LIMIT;
+    }
+    sv->t_bytes[id] = (uint32_t)bytes;   /* under 4 GiB with room to align: what a wasm32 arena can hold */
+  }
+  for (uint32_t i = 0; i < c->n_outputs; i++) {   /* every graph output was produced */
+    const uint32_t id = (uint32_t)ep_int_at(c, c->outputs_at + i);
+    for (uint32_t k = 0; k < ep_tensor_entry(c, id)[EP_T_RANK]; k++) if (sv->t_dims[id * EP_MAX_RANK + k] < 0) return EP_E_SHAPE;
   }
   for (uint32_t id = 0; id < c->n_tensors; id++) {
     if (ep_tensor_entry(c, id)[EP_T_STORAGE] != EP_STORAGE_ARENA) continue;
@@ -214,8 +222,46 @@ static ep_status plan_arena(ep_ctx *c, const ep_state_view *sv) {
     sv->t_off[id] = sv->t_off[r] == unplaced ? 0 : sv->t_off[r];   /* a zero-byte root is never placed */
   }
   end = round64(end);
-  if (end > 0xFFFFFFC0ull || (c->max_arena_bytes && end > c->max_arena_bytes)) return EP_E_LIMIT;
+  if (end > 0xFFFFFFC0ull) return EP_E_LIMIT;
   c->arena_bytes = (uint32_t)end;
+  return EP_OK;
+}
+
+/* Bounded plans promise at most max_arena_bytes: the arena of the layout at the inputs' bounds. The greedy
+ * layout of a smaller shape is nearly always smaller, but not always: then that shape takes the bounds' layout,
+ * where every block fits as long as it is no larger than at the bounds. */
+static ep_status resolve_and_plan(ep_ctx *c, const ep_state_view *sv) {
+  ep_status s = resolve_shapes(c, sv);
+  if (!s) s = size_tensors(c, sv);
+  if (!s) s = plan_arena(c, sv);
+  return s;
+}
+
+static ep_status bounded_layout(ep_ctx *c, const ep_state_view *sv) {
+  const uint32_t nt = c->n_tensors;
+  for (uint32_t j = 0; j < c->n_inputs * EP_MAX_RANK; j++) sv->in_save[j] = sv->in_dims[j];
+  for (uint32_t i = 0; i < c->n_inputs; i++)
+    for (uint32_t k = 0; k < input_entry(c, i)[EP_T_RANK]; k++) {
+      int32_t lo, hi;
+      if (ep_input_bound(c, i, k, &lo, &hi) == EP_OK && hi > 0) sv->in_dims[i * EP_MAX_RANK + k] = hi;
+    }
+  ep_status s = resolve_and_plan(c, sv);
+  if (!s && c->arena_bytes > c->max_arena_bytes) s = EP_E_LIMIT;
+  for (uint32_t b = 0; b < nt + c->n_nodes; b++) {
+    sv->max_off[b] = b < nt ? sv->t_off[b] : sv->s_off[b - nt];
+    sv->max_bytes[b] = b < nt ? sv->t_bytes[b] : sv->s_bytes[b - nt];
+  }
+  for (uint32_t j = 0; j < c->n_inputs * EP_MAX_RANK; j++) sv->in_dims[j] = sv->in_save[j];
+  if (!s) s = resolve_shapes(c, sv);
+  if (!s) s = size_tensors(c, sv);
+  if (s) return s;
+  for (uint32_t b = 0; b < nt + c->n_nodes; b++) {
+    uint32_t *off = b < nt ? &sv->t_off[b] : &sv->s_off[b - nt];
+    const uint32_t bytes = b < nt ? sv->t_bytes[b] : sv->s_bytes[b - nt];
+    if (bytes > sv->max_bytes[b]) return EP_E_LIMIT;
+    *off = sv->max_off[b];
+  }
+  c->arena_bytes = c->max_arena_bytes;
   return EP_OK;
 }
 
@@ -227,9 +273,8 @@ ep_status ep_resolve(ep_ctx *c) {
   ep_state_view sv;
   ep_state_layout(c, c->state, &sv);
   c->arena_bytes = 0;
-  ep_status s = resolve_shapes(c, &sv);
-  if (!s) s = size_tensors(c, &sv);
-  if (!s) s = plan_arena(c, &sv);
+  ep_status s = resolve_and_plan(c, &sv);
+  if (!s && c->max_arena_bytes && c->arena_bytes > c->max_arena_bytes) s = bounded_layout(c, &sv);
   if (s) { c->arena_bytes = 0; return s; }
   c->resolved = 1;
   return EP_OK;
