@@ -213,9 +213,9 @@ export class Session {
         !this.inputs.every((s) => s.shape.every((d) => Number.isInteger(d) || (this.dynamic && typeof d === 'string'))))
       throw new EdgepackError('manifest.json inputs/outputs do not match model.plan (plan version or symbolic dims)');
     // The plan, not only the manifest, names the graph's inputs/outputs: both must agree (a version-2 plan's
-    // sizes are known once resolved: there, rank and fixed dims).
+    // sizes are known once resolved: there, the rank).
     const agree = (/** @type {TensorSpec[]} */ specs, /** @type {number} */ n, /** @type {(i: number) => number} */ id) => specs.length === n && specs.every((s, i) => id(i) === s.tensor &&
-      (this.dynamic ? this._planDimsAgree(s)
+      (this.dynamic ? this._planRankAgrees(s)
         : (ex.ep_tensor_nbytes(s.tensor) >>> 0) === /** @type {number[]} */ (s.shape).reduce((a, d) => a * d, 1) * ARRAYS[s.dtype].BYTES_PER_ELEMENT));
     if (!agree(this.inputs, ex.ep_num_inputs(), ex.ep_input_id) || !agree(this.outputs, ex.ep_num_outputs(), ex.ep_output_id))
       throw new EdgepackError('manifest.json inputs/outputs do not match model.plan');
@@ -257,19 +257,17 @@ export class Session {
     this._check(this.ex.ep_bind(this.arenaPtr, bytes), 'binding the arena');
   }
 
-  /** Resolved dims of tensor `id` (what the core reports; the plan's dims, -1 for unresolved, before a resolve).
-   * @param {number} id @returns {number[]} */
+  /** Resolved dims of tensor `id` (version 2: this shape's, once resolved). @param {number} id @returns {number[]} */
   _dims(id) {
     const rank = this.ex.ep_tensor_dims(id);
     if (rank < 0) throw new EdgepackError(`tensor ${id}: no such tensor in the plan`);
     return Array.from(new Int32Array(this.memory.buffer, this.ex.ep_dims_buffer() >>> 0, rank));
   }
 
-  /** Version 2, at load: an input/output's rank and fixed dims in the manifest are the plan's.
-   * @param {TensorSpec} s */
-  _planDimsAgree(s) {
-    const dims = this._dims(s.tensor);
-    return dims.length === s.shape.length && s.shape.every((d, k) => typeof d !== 'number' || dims[k] < 0 || dims[k] === d);
+  /** Version 2, at load: an input/output's rank in the manifest is the plan's (its dims are known once resolved;
+   * the core refuses input dims its plan does not allow, status 15). @param {TensorSpec} s */
+  _planRankAgrees(s) {
+    return this.ex.ep_tensor_dims(s.tensor) === s.shape.length;
   }
 
   /** Version 2: resolves the plan for these input dims and binds an arena of the size they need, unless the dims
