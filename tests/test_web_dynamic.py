@@ -69,6 +69,9 @@ for (const [r, run] of job.runs.entries()) {
   Object.assign(one, { resolves, memory: s.memory.buffer.byteLength });
   res.runs.push(one);
 }
+if (job.reserve) {   // what a shape needing that much memory meets when it grows (without feeding gigabytes)
+  try { s._reserve(job.reserve, 'inputs (probe)'); res.reserved = s.memory.buffer.byteLength; } catch (e) { res.reserveError = `${e.name}: ${e.message}`; }
+}
 s.destroy();
 console.log(JSON.stringify(res));
 """
@@ -86,7 +89,7 @@ BUILDS = {
 
 
 def _node_runs(tmp: Path, bundle: Path, runs: list[dict[str, np.ndarray]], build: str = "simd",
-               options: dict | None = None, dims: list[dict] | None = None) -> dict:
+               options: dict | None = None, dims: list[dict] | None = None, reserve: int = 0) -> dict:
     """Runs each feed set in turn on one session; dims[i] overrides run i's dims (to send inconsistent ones)."""
     variant, opts, flags = BUILDS[build]
     tmp.mkdir(parents=True, exist_ok=True)
@@ -100,7 +103,7 @@ def _node_runs(tmp: Path, bundle: Path, runs: list[dict[str, np.ndarray]], build
             jr[name] = {"file": str(f), "ctor": CTORS[a.dtype.name], "dims": ((dims or [{}] * len(runs))[r]).get(name, list(a.shape))}
         job_runs.append(jr)
     job = {"runtime": RUNTIME.as_uri(), "bundle": str(bundle), "options": dict(opts, variant=variant, **(options or {})),
-           "runs": job_runs, "out_dir": str(tmp)}
+           "runs": job_runs, "out_dir": str(tmp), "reserve": reserve}
     (tmp / "job.json").write_text(json.dumps(job))
     r = subprocess.run(["node", *flags, str(tmp / "driver.mjs"), str(tmp / "job.json")], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
@@ -278,6 +281,14 @@ def test_element_count_must_match_the_dims(work, tmp_path) -> None:
     feeds = {"x": np.ones((2, 7, 8), np.float32), "x2": np.ones((2, 1, 8), np.float32)}
     res = _node_runs(tmp_path, bundle, [feeds], dims=[{"x": [2, 6, 8]}])
     assert res["runs"][0]["error"] == "input 'x': 112 elements for shape [2,6,8], expected 96"
+
+
+def test_threads_shared_memory_maximum_is_a_clear_error(work, tmp_path) -> None:
+    """The threaded build's shared memory stops at 2 GiB: a shape needing more is an EdgepackError naming the need."""
+    bundle = _bundle(work, "elementwise")
+    feeds = {"x": np.ones((1, 3, 8), np.float32), "x2": np.ones((1, 1, 8), np.float32)}
+    res = _node_runs(tmp_path, bundle, [feeds], "threads", reserve=2**31 + 2**20)
+    assert res["reserveError"] == "EdgepackError: inputs (probe) needs 2049 MiB of WebAssembly memory, above this build's 2048 MiB maximum", res
 
 
 def test_webgpu_backend_in_node_fails_as_for_static_bundles(work, tmp_path) -> None:

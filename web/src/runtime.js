@@ -173,12 +173,15 @@ const modules = new Map();
  * backend, run() goes to the GPU and this instance stays as its fallback. */
 export class Session {
   /** @param {WebAssembly.Instance} instance @param {Uint8Array} plan @param {any} manifest @param {string} variant
-   * @param {WebAssembly.Memory} [memory] the instance's memory when it imports it (the threaded build) */
-  constructor(instance, plan, manifest, variant, memory) {
+   * @param {WebAssembly.Memory} [memory] the instance's memory when it imports it (the threaded build)
+   * @param {number} [maxBytes] what that memory can grow to */
+  constructor(instance, plan, manifest, variant, memory, maxBytes = 2 ** 32) {
     const ex = /** @type {any} */ (instance.exports);
     this.ex = ex;
     /** @type {WebAssembly.Memory} */
     this.memory = memory || ex.memory;
+    /** What the memory can grow to (wasm32: 4 GiB; the threaded build's shared memory: its declared maximum). */
+    this.maxBytes = maxBytes;
     this.manifest = manifest;
     this.variant = variant;
     /** @type {TensorSpec[]} */
@@ -240,6 +243,9 @@ export class Session {
   _reserve(end, what = 'the plan') {
     const have = this.memory.buffer.byteLength;
     if (end <= have) return;
+    if (end > this.maxBytes)   // the threaded build's shared memory has a fixed maximum (threads.js)
+      throw new EdgepackError(`${what} needs ${Math.ceil(end / 2 ** 20)} MiB of WebAssembly memory, above this build's ` +
+        `${this.maxBytes / 2 ** 20} MiB maximum`);
     try {
       this.memory.grow(Math.ceil((end - have) / PAGE));
     } catch (e) {   // RangeError: above the memory's maximum (2 GiB for the threaded build) or the engine's
@@ -549,7 +555,7 @@ export async function load(source, options = {}) {
       }
       if (t) {
         try {
-          session = new Session(t.instance, plan, manifest, v, t.memory);
+          session = new Session(t.instance, plan, manifest, v, t.memory, t.maxBytes);
         } catch (e) { t.terminate(); throw e; }
         session.features.threads = t.threads;
         // the wasm file, like bundle.py's WASM_VARIANTS; features.simd/relaxed say its ISA
