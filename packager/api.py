@@ -146,6 +146,9 @@ def package(model: str | os.PathLike | onnx.ModelProto, target: str = "web", out
         manifest.update(optimizations=optimization.report, stripped=optimization.stripped)
     if syms is not None:   # docs/plan-format.md, "Version 2"
         manifest["dims"] = {s: {"min": syms.lo(s), "max": syms.hi(s), "example": syms.example[s]} for s in syms.names()}
+        if lowered.plan.dynamic.max_arena_bytes:
+            manifest["plan"].update(max_arena_bytes=lowered.plan.dynamic.max_arena_bytes,
+                                    max_memory_bytes=lowered.report["max_memory_bytes"])
     if strict:
         manifest["profile"]["execution_order"] = [
             {"kernel": Op(n.op).name, "onnx_node": src} for n, src in zip(lowered.plan.nodes, lowered.node_sources)]
@@ -262,7 +265,7 @@ class _Stages:
 def _lower_dynamic(stages: _Stages, syms):
     """A version-2 plan (packager/dynamic.py): probe at two shapes, keep what varies as shape arithmetic,
     lower at both, check they agree, assemble. Returns (graph, reference, optimization, lowered, io dims)."""
-    from .dynamic import compare_lowerings, varying_axes, varying_values
+    from .dynamic import bounded_memory, compare_lowerings, varying_axes, varying_values
     from .lower import lower_ctx
     from .plan.dynamic import assemble_dynamic
     shapes_a, shapes_b = syms.shapes(syms.probe_a), syms.shapes(syms.probe_b)
@@ -276,6 +279,10 @@ def _lower_dynamic(stages: _Stages, syms):
     varying = compare_lowerings(ctx_a, ctx_b)
     bounds = {n: [b if b else (1, 0) for b in bs] for n, bs in syms.bounds.items()}
     lowered = assemble_dynamic(ctx_a, ins, outs, varying, bounds)
+    bound = bounded_memory(lowered.plan, syms, ensure_wasm()["edgepack.wasm"])
+    if bound is not None:   # the plan promises this arena at most; the manifest states it with the rest of memory
+        lowered.plan.dynamic.max_arena_bytes = bound[0]
+        lowered.report["max_memory_bytes"] = bound[1]
     io_dims = {n: [s or d for s, d in zip(syms.dims[n], syms.fixed[n])] for n in graph_a.inputs}
     for n, t in zip(graph_a.outputs, outs):
         sa, sb = ctx_a.tensors[t].shape, ctx_b.tensors[t].shape

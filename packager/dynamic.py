@@ -171,3 +171,17 @@ def compare_lowerings(ctx_a, ctx_b) -> dict[str, tuple[bool, ...]]:
             raise PackagerError(f"weights '{n}' depend on the input shape: give fixed shapes with --input-shape")
         out[n] = tuple(x != y for x, y in zip(ta.shape, tb.shape))
     return out
+
+
+def bounded_memory(plan, syms: Symbols, wasm: "str | object") -> tuple[int, int] | None:
+    """When every run-time dim is bounded: (arena bytes, linear-memory bytes) at the bounds, as the core lays them
+    out (the most a run can take: packager/plan/layout.py writes the first into the plan). None otherwise."""
+    from .plan import layout
+    from .runtime.wasm import WasmPlan
+    if any(syms.hi(s) is None for s in syms.names()):
+        return None
+    top = {s: syms.hi(s) for s in syms.names()}
+    session = WasmPlan(wasm, layout.encode(plan))
+    session.set_shapes([syms.shapes(top)[n] for n in syms.dims])
+    arena = session.memory_bound - session.arena_ptr
+    return arena, session.memory_bound
