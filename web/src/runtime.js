@@ -343,8 +343,9 @@ export class Session {
       } else {
         this._checkDims(s, Array.from(dims, Number), seen);
       }
-      const n = Array.from(dims, Number).reduce((a, d) => a * d, 1);
-      if (/** @type {any} */ (data).length !== n) throw new EdgepackError(`input '${s.name}': ${/** @type {any} */ (data).length} elements for shape [${Array.from(dims)}], expected ${n}`);
+      const shape = this.dynamic ? Array.from(dims, Number) : /** @type {number[]} */ (s.shape);
+      const n = shape.reduce((a, d) => a * d, 1);
+      if (/** @type {any} */ (data).length !== n) throw new EdgepackError(`input '${s.name}': ${/** @type {any} */ (data).length} elements for shape [${shape}], expected ${n}`);
     }
   }
 
@@ -361,10 +362,11 @@ export class Session {
       const x = dims[k];
       if (!Number.isInteger(x) || x < 0 || x > MAX_DIM) throw new EdgepackError(`input '${s.name}': dimension ${k} ('${d}') is ${x}, not a valid extent`);
       const b = Object.hasOwn(bounds, d) ? bounds[d] : { min: 0, max: null };
-      const min = b.min ?? 0, max = b.max ?? null;
-      if (x < min || (max !== null && max > 0 && x > max))
+      const min = b.min ?? 0, max = b.max || null;   // max null (or 0, as the packager's bounds write it): unbounded
+      const above = max !== null && x > max;
+      if (x < min || above)
         throw new EdgepackError(`input '${s.name}': dimension ${k} ('${d}') is ${x}, outside this bundle's bounds [${min}..${max ?? ''}]` +
-          (max !== null && x > max ? ` (at most ${max}: package it with a larger bound)` : ''));
+          (above ? ` (at most ${max}: package it with a larger bound)` : ''));
       const had = seen.get(d);
       if (had && had[0] !== x)
         throw new EdgepackError(`input '${s.name}': dimension ${k} ('${d}') is ${x}, but input '${had[1]}' gives '${d}' = ${had[0]}`);
