@@ -18,7 +18,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from packager import package
+from packager import load_bundle, package
 from packager.api import reference_run
 from packager.errors import PackagerError, RuntimeFailure
 
@@ -221,12 +221,17 @@ def test_shapes_match_onnxruntime(name, build, work, tmp_path) -> None:
     assert res["dynamic"] is True and res["variant"] == build, res
     if build.startswith("threads"):
         assert res["features"]["threads"] == 2
+    # the same .wasm under wasmtime (packager/bundle.py): bit-identical (the threaded builds split work, not sums)
+    py = load_bundle(bundle, build) if build in ("simd", "scalar") else None
     for r, (feeds, run) in enumerate(zip(runs, res["runs"])):
         got = _outputs(run)
         want = reference_run(model, feeds)
         assert set(got) == set(want)
+        same = py.run(feeds) if py else {}
         for k in want:
             _close(got[k], want[k], f"{name} {build} run {r} {[list(a.shape) for a in feeds.values()]}: {k}")
+            if py:
+                np.testing.assert_array_equal(got[k], same[k], err_msg=f"{name} {build} run {r}: {k} vs wasmtime")
     # a shape seen last time resolves nothing; a new one resolves once
     distinct = [i for i, s in enumerate(shapes) if i == 0 or s != shapes[i - 1]]
     assert [run["resolves"] for run in res["runs"]] == [sum(1 for d in distinct if d <= i) for i in range(len(shapes))]
