@@ -27,7 +27,7 @@ _Static_assert(EP_MAX_IO == 16, "ops.json max_io differs from EP_MAX_IO");
   K(TRANSPOSE, 1, 1, 1, 1)                        /* X -> Y */ \
   K(COPY, 1, 1, 1, 1)                             /* X -> Y */ \
   K(PAD, 1, 2, 1, 1)                              /* X, absent? -> Y */ \
-  K(EXPAND, 1, 1, 1, 1)                           /* X -> Y */ \
+  K(EXPAND, 1, 2, 1, 1)                           /* X, shape? -> Y */ \
   K(RESIZE, 1, 1, 1, 1)                           /* X -> Y */ \
   K(DEPTHWISE_CONV, 2, 4, 1, 1)                   /* X, W, bias?, residual? -> Y */ \
   K(WINOGRAD_CONV, 2, 4, 1, 1)                    /* X, U, bias?, residual? -> Y */ \
@@ -41,5 +41,9 @@ _Static_assert(EP_MAX_IO == 16, "ops.json max_io differs from EP_MAX_IO");
   K(QMAXPOOL, 1, 1, 1, 1)                         /* X -> Y */ \
   K(QWINOGRAD_CONV, 2, 4, 1, 1)                   /* X, U, bias?, mult? -> Y */ \
   K(WINOGRAD_CONV_F4, 2, 4, 1, 1)                 /* X, U, bias?, residual? -> Y */ \
-  K(WINOGRAD_FILTER, 1, 1, 1, 1)                  /* T -> U */
+  K(WINOGRAD_FILTER, 1, 1, 1, 1)                  /* T -> U */ \
+  K(SHAPE, 1, 1, 1, 1)                            /* X -> shape */ \
+  K(VIEW, 1, 2, 1, 1)                             /* X, shape? -> Y */ \
+  K(RANGE, 3, 3, 1, 1)                            /* start, limit, delta -> Y */ \
+  K(CONSTANT_OF_SHAPE, 1, 1, 1, 1)                /* shape -> Y */
 #endif
