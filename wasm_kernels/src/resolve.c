@@ -7,6 +7,8 @@
 #include "ep_shape.h"
 EP_COLD_FILE_BEGIN
 
+uint32_t ep_failed_node(const ep_ctx *c) { return c ? c->failed_node : 0; }
+
 uint32_t ep_plan_version(const ep_ctx *c) { return c && c->opened ? c->version : 0; }
 
 uint32_t ep_state_bytes(const ep_ctx *c) {
@@ -72,6 +74,7 @@ ep_status ep_set_input_shape(ep_ctx *c, uint32_t i, uint32_t rank, const int32_t
 
 /* Node by node: output dims from the shape functions, scratch sizes, check(), and the resolve-time nodes run. */
 static ep_status resolve_shapes(ep_ctx *c, const ep_state_view *sv) {
+  c->failed_node = c->n_nodes;
   for (uint32_t id = 0; id < c->n_tensors; id++) {
     const uint8_t *e = ep_tensor_entry(c, id);
     for (uint32_t k = 0; k < EP_MAX_RANK; k++) sv->t_dims[id * EP_MAX_RANK + k] = k < e[EP_T_RANK] ? plan_dim(e, k) : 0;
@@ -87,6 +90,7 @@ static ep_status resolve_shapes(ep_ctx *c, const ep_state_view *sv) {
   for (uint32_t i = 0; i < c->n_nodes; i++) {
     ep_node_view v; const ep_kernel *k;
     sv->s_bytes[i] = 0;
+    c->failed_node = i;
     ep_status s = ep_decode_node(c, i, &v, &k);
     if (s) return s;
     ep_node *n = &v.node;
