@@ -168,7 +168,7 @@ MODELS = {
     "elementwise": (_elementwise, ELEMENTWISE_SHAPES, ALL),
     "softmax_transpose": (_softmax_transpose, [{"x": s + (8,)} for s in SEQ_SHAPES + [(3, 5)]], ("simd", "scalar", "threads-relaxed")),
     "matmul": (_matmul, [{"x": s + (16,)} for s in SEQ_SHAPES + [(1, 7)]], ALL),
-    "minilm_like_dyn": (_zoo("minilm_like_dyn"), [{"input_ids": s} for s in SEQ_SHAPES], ("simd", "relaxed", "threads")),
+    "minilm_like_dyn": (_zoo("minilm_like_dyn"), [{"input_ids": s} for s in SEQ_SHAPES], ("simd", "relaxed", "scalar", "threads")),
     "resnet18_dyn": (_zoo("resnet18_dyn"), [{"input": s} for s in IMAGE_SHAPES], ("simd", "threads-relaxed")),
     "mobilenetv2_dyn": (_zoo("mobilenetv2_dyn"), [{"input": s} for s in IMAGE_SHAPES], ("threads",)),
 }
@@ -218,16 +218,10 @@ def _close(got: np.ndarray, want: np.ndarray, what: str) -> None:
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(want).max(initial=0))), err_msg=what)
 
 
-# On main 2026-11-26: package(dynamic=True) of these fails its own verification (ep_resolve status 8): a view whose
-# dims vary (MatMul's [batch*seq, 16] flattening, Flatten before the classifier's Gemm) is an alias tensor with no
-# node giving its dims in the version-2 plan. Reported; the cases pass (XPASS) once the packager emits VIEW nodes.
-ALIAS_BUG = pytest.mark.xfail(reason="v2 plan: alias with run-time dims has no VIEW node (ep_resolve status 8)", strict=False)
-XFAIL = {"matmul", "resnet18_dyn", "mobilenetv2_dyn"}
-CASES = [pytest.param(m, b, id=f"{m}-{b}", marks=[ALIAS_BUG] if m in XFAIL else [])
-         for m, (_, _, builds) in MODELS.items() for b in builds]
+CASES = [(m, b) for m, (_, _, builds) in MODELS.items() for b in builds]
 
 
-@pytest.mark.parametrize("name,build", CASES)
+@pytest.mark.parametrize("name,build", CASES, ids=[f"{m}-{b}" for m, b in CASES])
 def test_shapes_match_onnxruntime(name, build, work, tmp_path) -> None:
     bundle = _bundle(work, name)
     make, shapes, _ = MODELS[name]
