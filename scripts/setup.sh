@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PKGS=(emscripten clang-19 lld-19 libclang-rt-19-dev wabt nodejs npm)  # libclang-rt: libFuzzer + sanitizers
+APT_PKGS=(emscripten clang-19 lld-19 libclang-rt-19-dev wabt binaryen nodejs npm)  # libclang-rt: libFuzzer + sanitizers
 # edge targets (pi5, android): aarch64 cross compiler + its libc (static CLI), qemu-user for tests, JDK, zip
 APT_PKGS+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user zip)
 # browser tests and benchmarks (WebGPU on SwiftShader too): Playwright (pip) drives Debian's Chromium;
@@ -36,6 +36,11 @@ fi
 if [ ! -x web/node_modules/.bin/tsc ] || [ ! -x web/node_modules/.bin/esbuild ] || [ ! -x web/node_modules/.bin/vite ]; then
   echo "[setup] npm: web dev deps (typescript, esbuild, vite)"
   (cd web && npm install --silent --no-audit --no-fund)  # not `npm ci`: npm 11 leaves optional platform packages out of the lock
+fi
+
+if [ ! -x wasm_kernels/node_modules/.bin/wasm-opt ]; then
+  echo "[setup] npm: binaryen for the relaxed-SIMD wasm builds (wasm_kernels/package.json)"
+  (cd wasm_kernels && npm install --silent --no-audit --no-fund)
 fi
 
 # the five benchmark models and the run-time-shape variants (docs/models.md)

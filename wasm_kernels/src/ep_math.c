@@ -197,7 +197,7 @@ static const uint32_t two_over_pi[11] = {
 };
 
 /* |x| >= pi/4, finite: returns r in [-pi/4, pi/4] and the quadrant q with x = q*pi/2 + r. */
-static double reduce_pio2(float x, int32_t *q) {
+EP_COLD static double reduce_pio2(float x, int32_t *q) {
   uint32_t u = fbits(x);
   int32_t e = (int32_t)((u >> 23) & 0xff) - 150;          /* x = m * 2^e, m 24-bit */
   uint64_t m = (u & 0x007fffffu) | 0x00800000u;
@@ -238,7 +238,7 @@ static double cos_poly(double r) {
   return 1.0 + z * p;
 }
 
-float ep_sinf(float x) {
+EP_COLD float ep_sinf(float x) {
   uint32_t a = fbits(x) & 0x7fffffffu;
   if (a >= 0x7f800000u) return x - x;                 /* inf, nan -> nan */
   if (a < 0x39800000u) return x;                       /* |x| < 2^-12: sin x rounds to x; keeps -0 */
@@ -253,7 +253,7 @@ float ep_sinf(float x) {
   }
 }
 
-float ep_cosf(float x) {
+EP_COLD float ep_cosf(float x) {
   uint32_t a = fbits(x) & 0x7fffffffu;
   if (a >= 0x7f800000u) return x - x;
   if (a < 0x3f490fdbu) return (float)cos_poly((double)x);
@@ -299,7 +299,7 @@ static int int_kind(float y) {
   return ((int32_t)y & 1) ? 1 : 2;
 }
 
-float ep_powf(float x, float y) {
+EP_COLD float ep_powf(float x, float y) {
   float ay = ep_fabsf(y), ax = ep_fabsf(x);
   if (y == 0.0f || x == 1.0f) return 1.0f;
   if (x != x || y != y) return x + y;

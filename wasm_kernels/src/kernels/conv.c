@@ -22,7 +22,7 @@
 
 #define MAXDIM 65535
 
-ep_status ep_conv_geom_of(const ep_node *n, const int32_t *p, ep_conv_geom *g) {
+EP_COLD ep_status ep_conv_geom_of(const ep_node *n, const int32_t *p, ep_conv_geom *g) {
   const ep_tensor *x = n->in[0], *y = n->out[0];
   EP_CHECK(x && y && n->in[1], EP_E_OP);
   EP_CHECK((x->rank == 3 || x->rank == 4) && y->rank == x->rank, EP_E_SHAPE);
@@ -45,7 +45,7 @@ ep_status ep_conv_geom_of(const ep_node *n, const int32_t *p, ep_conv_geom *g) {
 }
 
 /* The window checks plus float32 tensors. */
-static ep_status check_geom(const ep_node *n, const int32_t *p, ep_conv_geom *g) {
+EP_COLD static ep_status check_geom(const ep_node *n, const int32_t *p, ep_conv_geom *g) {
   EP_CHECK(n->in[0] && n->out[0] && n->in[1], EP_E_OP);
   EP_CHECK(n->in[0]->dtype == EP_F32 && n->out[0]->dtype == EP_F32 && n->in[1]->dtype == EP_F32, EP_E_DTYPE);
   return ep_conv_geom_of(n, p, g);
@@ -94,7 +94,7 @@ EP_COLD uint32_t ep_scratch_CONV(const ep_node *n) {
   return ep_scratch_u32(kg * conv_nt(&g, kg, n->params[12]) * 4u);
 }
 
-ep_status ep_check_CONV(const ep_node *n) {
+EP_COLD ep_status ep_check_CONV(const ep_node *n) {
   ep_conv_geom g;
   uint64_t kg;
   ep_status s = conv_dims(n, &g, &kg);
@@ -286,7 +286,7 @@ EP_COLD uint32_t ep_scratch_DEPTHWISE_CONV(const ep_node *n) {
   return ep_scratch_u32(((uint64_t)g.H + g.pt + g.pb) * g.sw * dw_phase_width(&g) * 4u * EP_THREAD_SLOTS);
 }
 
-ep_status ep_check_DEPTHWISE_CONV(const ep_node *n) {
+EP_COLD ep_status ep_check_DEPTHWISE_CONV(const ep_node *n) {
   EP_CHECK(n->n_params == DW_NPARAMS, EP_E_PARAM);
   const int32_t *p = n->params;
   ep_conv_geom g;

@@ -135,7 +135,7 @@ void ep_apply_activation(float *x, uint32_t count, int32_t fn, const int32_t *fn
   if (fn > EP_ACT_NONE && fn < EP_ACT_COUNT) unary_f32(x, x, count, fn, fn_params);
 }
 
-ep_status ep_check_UNARY(const ep_node *n) {
+EP_COLD ep_status ep_check_UNARY(const ep_node *n) {
   EP_CHECK(n->in[0] && n->n_params >= 1, EP_E_PARAM);
   int32_t fn = n->params[0], np = ep_unary_nparams(fn);
   EP_CHECK(np >= 0 && n->n_params == 1u + (uint32_t)np, EP_E_PARAM);
@@ -365,7 +365,7 @@ static void row_cmp_bool(const void *ctx, uint8_t *o, const uint8_t *const *in, 
 }
 EP_COLD_FILE_END
 
-ep_status ep_check_BINARY(const ep_node *n) {
+EP_COLD ep_status ep_check_BINARY(const ep_node *n) {
   EP_CHECK(n->n_params == 1, EP_E_PARAM);
   int32_t fn = n->params[0];
   EP_CHECK(fn >= 0 && fn < EP_BIN_COUNT, EP_E_PARAM);
@@ -419,7 +419,7 @@ static void row_where(const void *ctx, uint8_t *o, const uint8_t *const *in, con
   }
 }
 
-ep_status ep_check_WHERE(const ep_node *n) {
+EP_COLD ep_status ep_check_WHERE(const ep_node *n) {
   EP_CHECK(n->n_params == 0, EP_E_PARAM);
   const ep_tensor *c = n->in[0], *x = n->in[1], *y = n->in[2], *z = n->out[0];
   EP_CHECK(c && x && y, EP_E_SHAPE);
@@ -478,7 +478,7 @@ static int64_t load_int(const uint8_t *p, uint32_t dt, uint32_t i) {
   }
 }
 
-ep_status ep_check_CAST(const ep_node *n) {
+EP_COLD ep_status ep_check_CAST(const ep_node *n) {
   EP_CHECK(n->n_params == 0, EP_E_PARAM);
   const ep_tensor *x = n->in[0], *y = n->out[0];
   EP_CHECK(x, EP_E_SHAPE);

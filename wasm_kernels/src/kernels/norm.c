@@ -18,7 +18,7 @@ static inline float neg_inf(void) { union { uint32_t u; float f; } v; v.u = 0xff
 
 /* ---- BATCHNORM ---- */
 
-ep_status ep_check_BATCHNORM(const ep_node *n) {
+EP_COLD ep_status ep_check_BATCHNORM(const ep_node *n) {
   const ep_tensor *x = n->in[0], *y = n->out[0];
   EP_CHECK(n->n_in == 3 || n->n_in == 5, EP_E_OP);
   EP_CHECK(n->n_params == (n->n_in == 3 ? 0u : 1u), EP_E_PARAM);
@@ -81,7 +81,7 @@ static ep_status ln_sizes(const ep_node *n, uint64_t *rows, uint64_t *D) {
   return EP_OK;
 }
 
-ep_status ep_check_LAYERNORM(const ep_node *n) {
+EP_COLD ep_status ep_check_LAYERNORM(const ep_node *n) {
   uint64_t rows, D;
   ep_status s = ln_sizes(n, &rows, &D);
   if (s) return s;
@@ -170,7 +170,7 @@ static ep_status sm_sizes(const ep_node *n, uint64_t *outer, uint64_t *L, uint64
   return EP_OK;
 }
 
-ep_status ep_check_SOFTMAX(const ep_node *n) {
+EP_COLD ep_status ep_check_SOFTMAX(const ep_node *n) {
   uint64_t o, l, in;
   ep_status s = sm_sizes(n, &o, &l, &in);
   if (s) return s;

@@ -31,7 +31,7 @@ static inline int64_t fdiv(int64_t a, int64_t b) { int64_t q = a / b; return (a 
 static inline int64_t cdiv(int64_t a, int64_t b) { return -fdiv(-a, b); }
 
 /* Decode POOL params into 3 dims (missing leading spatial dims are 1-sized, kernel 1). */
-static ep_status pool_decode(const ep_node *n, pdim pd[3]) {
+EP_COLD static ep_status pool_decode(const ep_node *n, pdim pd[3]) {
   EP_CHECK(n->n_params >= 4, EP_E_PARAM);
   const int32_t *p = n->params;
   int32_t nsp = p[1];
@@ -54,7 +54,7 @@ static ep_status pool_decode(const ep_node *n, pdim pd[3]) {
   return EP_OK;
 }
 
-ep_status ep_check_POOL(const ep_node *n) {
+EP_COLD ep_status ep_check_POOL(const ep_node *n) {
   pdim pd[3];
   ep_status s = pool_decode(n, pd);
   if (s) return s;
@@ -252,7 +252,7 @@ ep_status ep_run_POOL(const ep_node *n) {
 
 /* ---- GLOBAL_POOL ---- */
 
-ep_status ep_check_GLOBAL_POOL(const ep_node *n) {
+EP_COLD ep_status ep_check_GLOBAL_POOL(const ep_node *n) {
   const ep_tensor *x = n->in[0], *y = n->out[0];
   EP_CHECK(x && n->n_params == 1 && (n->params[0] == POOL_MAX || n->params[0] == POOL_AVG), EP_E_PARAM);
   EP_CHECK(x->dtype == EP_F32 && y->dtype == EP_F32, EP_E_DTYPE);
