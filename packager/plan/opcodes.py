@@ -48,6 +48,10 @@ class Op(enum.IntEnum):
     VIEW = 43
     RANGE = 44
     CONSTANT_OF_SHAPE = 45
+    # plan v2 control flow: bodies are node ranges after the main sequence (docs/plan-format.md, "Sub-plans")
+    IF = 46
+    LOOP = 47
+    SCAN = 48
 
 
 # ONNX TensorProto dtype codes the runtime understands, with their numpy types.

@@ -40,6 +40,9 @@ static const ep_kernel kernels[EP_OP_COUNT] = {
   K(QWINOGRAD_CONV, 2, 4, 1, 1),   /* X, U (int16 pairs), bias?, mult? */
   K(WINOGRAD_CONV_F4, 2, 4, 1, 1), /* X, transformed W (36 matrices), bias?, residual? */
   K(WINOGRAD_FILTER, 1, 1, 1, 1),  /* 3x3 taps -> U */
+  K(IF, 1, 1, 1, EP_MAX_IO),       /* cond -> outputs; the executor runs them (control.c) */
+  K(LOOP, 2, EP_MAX_IO, 1, EP_MAX_IO), /* M?, cond?, carried -> carried, scan outputs */
+  K(SCAN, 1, EP_MAX_IO, 1, EP_MAX_IO), /* states, scan inputs -> states, scan outputs */
 };
 #undef K
 
