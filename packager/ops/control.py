@@ -14,6 +14,7 @@ from ..passes import subgraphs as sg
 from ..plan.opcodes import CODES, DTYPES, Op
 
 BOOL, INT64 = onnx.TensorProto.BOOL, onnx.TensorProto.INT64
+MAX_DEPTH = 7   # bodies inside bodies: the core's EP_MAX_DEPTH - 1 (src/control.h)
 
 
 def _value_types(g: onnx.GraphProto) -> dict[str, tuple[int, tuple | None]]:
@@ -55,6 +56,7 @@ def _analyze_body(ctx: LowerCtx, node: onnx.NodeProto, body: onnx.GraphProto,
     types = _value_types(m.graph)
     for init in body.initializer:   # subgraph initializers become weights
         g.consts[init.name] = numpy_helper.to_array(init)
+        g.shapes[init.name], g.dtypes[init.name] = tuple(init.dims), init.data_type
     left = []
     for n in body.node:
         ins = [g.consts.get(i) if i else None for i in n.input]
@@ -89,7 +91,11 @@ def _lower_body(ctx: LowerCtx, node: onnx.NodeProto, body: onnx.GraphProto, node
     """The body's kernel nodes and the names of its outputs. fresh_outputs: an output whose bytes are a body
     input's is copied first (the node copies outputs back into inputs one by one: Loop and Scan)."""
     saved, saved_current, saved_node = ctx.emitted, ctx._current, getattr(ctx, "_node", None)
+    depth = getattr(ctx, "body_depth", 0) + 1
+    if depth > MAX_DEPTH:
+        raise ctx.unsupported(node, f"bodies nested {depth} deep: the runtime runs {MAX_DEPTH} at most")
     ctx.emitted = []
+    ctx.body_depth = depth
     try:
         for vi in body.input:
             ctx._ensure(vi.name)
@@ -112,7 +118,7 @@ def _lower_body(ctx: LowerCtx, node: onnx.NodeProto, body: onnx.GraphProto, node
             outs.append(name)
         return ctx.emitted, outs
     finally:
-        ctx.emitted, ctx._current, ctx._node = saved, saved_current, saved_node
+        ctx.emitted, ctx._current, ctx._node, ctx.body_depth = saved, saved_current, saved_node, depth - 1
 
 
 def _root(ctx: LowerCtx, name: str) -> str:

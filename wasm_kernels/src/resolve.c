@@ -28,6 +28,11 @@ ep_status ep_set_state(ep_ctx *c, uint8_t *state, uint32_t bytes) {
   c->prologue_arena = 0;
   ep_state_view sv;
   ep_state_layout(c, state, &sv);
+  for (uint32_t id = 0; id < c->n_tensors; id++) {   /* described before a resolve: the plan's dims */
+    const uint8_t *e = ep_tensor_entry(c, id);
+    for (uint32_t k = 0; k < EP_MAX_RANK; k++) sv.t_dims[id * EP_MAX_RANK + k] = k < e[EP_T_RANK] ? plan_dim(e, k) : 0;
+    sv.t_run[id] = 0;
+  }
   for (uint32_t i = 0; i < c->n_inputs; i++) {   /* fixed dims are known; the others wait for the host */
     const uint8_t *e = input_entry(c, i);
     for (uint32_t k = 0; k < EP_MAX_RANK; k++) sv.in_dims[i * EP_MAX_RANK + k] = k < e[EP_T_RANK] ? plan_dim(e, k) : 0;

@@ -19,6 +19,28 @@ static int run_one(const char *path) {
   fclose(f);
   ep_ctx ctx;
   ep_status s = ep_open(&ctx, plan, (uint32_t)len);
+  uint8_t *state = NULL;
+  if (s == EP_OK && ep_plan_version(&ctx) == 2) {   /* version 2: a state, each run-time dim at its least extent (or 1) */
+    const uint32_t sb = ep_state_bytes(&ctx), ni = ep_num_inputs(&ctx);
+    int32_t (*dims)[EP_MAX_RANK] = calloc(ni ? ni : 1, sizeof *dims);
+    uint32_t *ranks = calloc(ni ? ni : 1, sizeof *ranks);
+    for (uint32_t i = 0; s == EP_OK && i < ni; i++) {   /* the plan's dims: described before a state is set */
+      ep_tensor_info info;
+      s = ep_tensor_describe(&ctx, (uint32_t)ep_input_id(&ctx, i), &info);
+      ranks[i] = info.rank;
+      for (uint32_t k = 0; s == EP_OK && k < info.rank; k++) {
+        int32_t lo = 0, hi = 0;
+        ep_input_bound(&ctx, i, k, &lo, &hi);
+        dims[i][k] = info.dims[k] >= 0 ? info.dims[k] : (lo > 0 ? lo : 1);
+      }
+    }
+    state = aligned_alloc(64, sb ? ((size_t)sb + 63) / 64 * 64 : 64);
+    if (s == EP_OK) s = ep_set_state(&ctx, state, sb);
+    for (uint32_t i = 0; s == EP_OK && i < ni; i++) s = ep_set_input_shape(&ctx, i, ranks[i], dims[i]);
+    free(dims);
+    free(ranks);
+    if (s == EP_OK) s = ep_resolve(&ctx);
+  }
   if (s == EP_OK) {
     uint32_t n = ep_arena_bytes(&ctx);
     uint8_t *arena = aligned_alloc(64, n ? ((size_t)n + 63) / 64 * 64 : 64);
@@ -32,6 +54,7 @@ static int run_one(const char *path) {
     if (s == EP_OK) s = ep_run(&ctx);
     free(arena);
   }
+  free(state);
   printf("%d %s\n", (int)s, ep_status_str(s));
   free(plan);
   return 0;
