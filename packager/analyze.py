@@ -98,7 +98,44 @@ def bind_inputs(model: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...]]
 def _eval_node(node: onnx.NodeProto, inputs: list[np.ndarray | None], opset: int,
                outer: dict[str, np.ndarray] | None = None) -> list[np.ndarray]:
     """outer: the values a node's subgraphs read from the enclosing graph (graph inputs of the evaluated model)."""
+    import math
     from onnx.reference import ReferenceEvaluator
+    # Ops whose output size comes from input *values*: a few bytes can ask for gigabytes (ConstantOfShape
+    # of [2^31], Expand of a 1x1 to [65536, 65536]). Size the output first; the caller leaves it unfolded.
+    ints = lambda k: [abs(int(v)) for v in inputs[k].reshape(-1)]  # noqa: E731 - |dim|: a bound, not a check
+    x = inputs[0] if inputs else None
+    elems = None
+    if node.op_type == "ConstantOfShape" and x is not None:
+        elems, item = math.prod(ints(0)), 8
+    elif node.op_type == "Expand" and len(inputs) > 1 and x is not None and inputs[1] is not None:
+        want, have = ints(1), list(x.shape)
+        rank = max(len(want), len(have))
+        want, have = [1] * (rank - len(want)) + want, [1] * (rank - len(have)) + have
+        elems, item = math.prod(max(a, b) for a, b in zip(want, have)), x.itemsize
+    elif node.op_type == "Tile" and len(inputs) > 1 and x is not None and inputs[1] is not None:
+        elems, item = x.size * math.prod(ints(1)), x.itemsize
+    elif node.op_type == "Range" and len(inputs) == 3 and all(v is not None and v.size == 1 for v in inputs):
+        start, limit, delta = (float(v.reshape(-1)[0]) for v in inputs)
+        if delta and math.isfinite(start) and math.isfinite(limit):
+            elems, item = max(math.ceil((limit - start) / delta), 0), x.itemsize
+    elif node.op_type == "Pad" and len(inputs) > 1 and x is not None and inputs[1] is not None:
+        pads, item = ints(1), x.itemsize
+        elems = (math.prod(d + pads[i] + pads[i + x.ndim] for i, d in enumerate(x.shape)) if len(pads) == 2 * x.ndim
+                 else math.prod(d + sum(pads) for d in x.shape))   # with `axes`: a bound
+    elif node.op_type == "OneHot" and len(inputs) > 1 and x is not None and inputs[1] is not None:
+        elems, item = x.size * math.prod(ints(1)), 8
+    elif node.op_type in ("Resize", "Upsample") and x is not None:
+        sizes = inputs[3] if len(inputs) > 3 else None
+        scales = inputs[2] if node.op_type == "Resize" and len(inputs) > 2 else (inputs[1] if len(inputs) > 1 else None)
+        if sizes is not None and sizes.size:
+            elems = math.prod(ints(3))
+        elif scales is not None and scales.size == x.ndim:
+            sc = [abs(float(v)) for v in scales.reshape(-1)]
+            elems = math.prod(math.floor(d * f) if math.isfinite(f) else 2 ** 62 for d, f in zip(x.shape, sc))
+        item = x.itemsize
+    if elems is not None and elems * item > FOLD_LIMIT_BYTES:
+        raise PackagerError(f"{node.op_type} '{node.name}': {elems * item} bytes exceed the folding limit "
+                            f"({FOLD_LIMIT_BYTES}): not evaluated at package time")
     names = [f"i{k}" if x is not None else "" for k, x in enumerate(inputs)]
     n = helper.make_node(node.op_type, names, [f"o{k}" for k in range(len(node.output))], domain=node.domain)
     n.attribute.extend(node.attribute)
@@ -131,7 +168,33 @@ def _dequantize(node: onnx.NodeProto, inputs: list[np.ndarray | None]) -> list[n
     return [((x.astype(np.float32) - zf) * s.reshape(shape if s.size != 1 else [1] * x.ndim)).astype(np.float32)]
 
 
+# ConstantOfShape / Expand of a constant shape: onnx's shape inference (data propagation) can materialize them.
+_SHAPED_BY_INPUT = {"ConstantOfShape": 0, "Expand": 1}
+_MAX_BYTES = 1 << 32   # no wasm32 bundle holds more
+
+
+def _refuse_huge_constant_shapes(model: onnx.ModelProto) -> None:
+    """A constant shape input naming more elements than any bundle can hold is refused before inference sees it."""
+    consts = {i.name: i for i in model.graph.initializer}
+    consts.update({n.output[0]: n.attribute[0].t for n in model.graph.node
+                   if n.op_type == "Constant" and n.attribute and n.attribute[0].name == "value"})
+    for n in model.graph.node:
+        k = _SHAPED_BY_INPUT.get(n.op_type)
+        if k is None or len(n.input) <= k or n.input[k] not in consts:
+            continue
+        dims = numpy_helper.to_array(consts[n.input[k]]).astype(np.float64).reshape(-1)
+        value = next((a.t for a in n.attribute if a.name == "value"), None)
+        src = consts.get(n.input[0]) if k == 1 else value
+        itemsize = helper.tensor_dtype_to_np_dtype(src.data_type).itemsize if src is not None else 4
+        nbytes = float(np.prod(np.maximum(dims, 1))) * itemsize
+        if dims.size and nbytes >= _MAX_BYTES:
+            raise UnsupportedError(n.op_type, n.name or n.output[0], default_opset(model),
+                                   f"its output shape {[int(d) for d in dims]} takes {nbytes / 2**30:.1f} GiB: more "
+                                   f"than a bundle can hold (4 GiB)")
+
+
 def _infer(model: onnx.ModelProto) -> onnx.ModelProto:
+    _refuse_huge_constant_shapes(model)
     try:
         return shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
     except Exception as e:  # inference errors mean an inconsistent model
@@ -268,6 +331,17 @@ def analyze(model: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...]] | N
         elif node.op_type in SHAPE_OPS and node.input[0] in shapes:
             vals = [_eval_node(node, [np.zeros(shapes[node.input[0]], dtype=np.float32)], opset)[0]]
         elif node.input and all((not i) or i in consts for i in node.input) and node.op_type not in ("RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli"):
+            out_bytes = 0   # outputs whose shapes inference knows: too large to fold is never evaluated
+            for o in node.output:
+                if o in shapes:
+                    try:
+                        item = helper.tensor_dtype_to_np_dtype(dtypes[o]).itemsize
+                    except (KeyError, TypeError, ValueError):
+                        item = 1
+                    out_bytes += int(np.prod(shapes[o], dtype=object)) * item
+            if out_bytes > FOLD_LIMIT_BYTES:
+                remaining.append(node)
+                continue
             try:
                 ins = [consts[i] if i else None for i in node.input]
                 vals = _dequantize(node, ins) if node.op_type == "DequantizeLinear" else None

@@ -11,7 +11,7 @@ import onnx
 
 from . import __version__
 from .analyze import analyze
-from .bundle import FORMAT, FORMAT_VERSION, WASM_VARIANTS, load_bundle, write_bundle, dtype_name
+from .bundle import FORMAT, FORMAT_VERSION, WASM_VARIANTS, check_output, load_bundle, stage_bundle, dtype_name
 from .errors import PackagerError
 from .lower import lower
 from .model_load import load_model
@@ -85,6 +85,7 @@ def package(model: str | os.PathLike | onnx.ModelProto, target: str = "web", out
     if profile not in PROFILES:
         raise PackagerError(f"unknown profile '{profile}' (available: {', '.join(PROFILES)})")
     strict = profile == "strict"
+    out = check_output(out)   # before any work: never replace a file or a folder that is not a bundle
     m = load_model(model, frozenset(allow_domains))
     syms = None
     if dynamic is not False and target == "web" and not strict:
@@ -156,26 +157,23 @@ def package(model: str | os.PathLike | onnx.ModelProto, target: str = "web", out
         manifest["profile"]["execution_order"] = [
             {"kernel": Op(n.op).name, "onnx_node": src} for n, src in zip(lowered.plan.nodes, lowered.node_sources)]
     if target != "web":  # edge targets: aarch64 runtime files + consistency report (packager/targets/edge.py)
-        from .targets.edge import write_edge_bundle
-        path = write_edge_bundle(target, Path(out), manifest, shipped, plan_bytes,
-                                 verify=verify or strict, log=log, reference=reference)
-        _accuracy(path, target, float_model, quant, log)
-        if sign is not None:
+        from .targets.edge import stage_edge_bundle
+        staged = stage_edge_bundle(target, out, manifest, shipped, plan_bytes,
+                                   verify=verify or strict, log=log, reference=reference)
+    else:
+        files: dict = {"model.onnx": shipped.SerializeToString(), "model.plan": plan_bytes}
+        files.update({f: runtime[f] for f in WASM_VARIANTS.values()})
+        from .targets.web_npm import npm_files   # the bundle is an npm package too (package.json, index.js, .d.ts)
+        files.update(npm_files(manifest, files, signed=sign is not None))
+        staged = stage_bundle(out, manifest, files)
+    with staged:   # verify, report and sign in the staging folder; an earlier bundle stays until commit
+        if target == "web" and (verify or strict):
+            _verify(staged.path, reference, log, strict, example=syms.example if syms is not None else None)
+        _accuracy(staged.path, target, float_model, quant, log)
+        if sign is not None:   # last: the signature covers the final manifest
             from .signing import sign_bundle
-            sign_bundle(path, Path(sign))
-        return path
-    files: dict = {"model.onnx": shipped.SerializeToString(), "model.plan": plan_bytes}
-    files.update({f: runtime[f] for f in WASM_VARIANTS.values()})
-    from .targets.web_npm import npm_files   # the bundle is an npm package too (package.json, index.js, .d.ts)
-    files.update(npm_files(manifest, files, signed=sign is not None))
-    path = write_bundle(Path(out), manifest, files)
-    if verify or strict:
-        _verify(path, reference, log, strict, example=syms.example if syms is not None else None)
-    _accuracy(path, target, float_model, quant, log)
-    if sign is not None:   # last: the signature covers the final manifest
-        from .signing import sign_bundle
-        sign_bundle(path, Path(sign))
-    return path
+            sign_bundle(staged.path, Path(sign))
+        return staged.commit()
 
 
 def _accuracy(path: Path, target: str, float_model: onnx.ModelProto, quant: "QuantResult",

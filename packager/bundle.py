@@ -1,9 +1,14 @@
 """Bundles on disk: writing one (manifest, model, plan, runtime files) and loading one to run it."""
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import json
+import os
 import shutil
+import sys
+import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -21,34 +26,199 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def write_bundle(out: Path, manifest: dict, files: dict[str, bytes | Path], executables: tuple[str, ...] = ()) -> Path:
-    """Write files (names may hold sub-directories) and a manifest holding their SHA-256. Writes into a
-    temp dir first: a failed packaging never leaves a half bundle behind or destroys an earlier one."""
-    out = Path(out)
-    tmp = out.with_name(out.name + ".partial")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir(parents=True)
-    entries = {}
-    for name, src in files.items():
-        dst = tmp / name
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(src, Path):
-            shutil.copyfile(src, dst)
-        else:
-            dst.write_bytes(src)
-        if name in executables:
-            dst.chmod(0o755)
-        entries[name] = {"bytes": dst.stat().st_size, "sha256": sha256(dst)}
-    manifest = dict(manifest, files=entries)
-    (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
-    if out.exists():
-        if not (out / "manifest.json").exists() and any(out.iterdir()):
-            shutil.rmtree(tmp)
-            raise BundleError(f"{out} exists and is not an edgepack bundle: refusing to overwrite it")
-        shutil.rmtree(out)
-    tmp.rename(out)
+def _load_manifest(mpath: Path) -> object:
+    """manifest.json parsed; a clean BundleError for bytes that are not JSON or nest too deeply to parse."""
+    try:
+        return json.loads(mpath.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise BundleError(f"{mpath}: not valid JSON ({e})") from None
+    except RecursionError:   # json recurses per nesting level: a hostile manifest nests 100,000 deep
+        raise BundleError(f"{mpath}: JSON nested too deeply to be an edgepack manifest") from None
+
+
+def _owned_files(out: Path) -> set[str] | None:
+    """The names an existing bundle at `out` owns (its manifest's files + manifest.json + signature);
+    None when `out` is not an edgepack bundle."""
+    from .signing import SIG_FILE
+    mpath = out / "manifest.json"
+    if not mpath.is_file() or mpath.is_symlink():
+        return None
+    try:
+        m = _load_manifest(mpath)
+    except (BundleError, OSError):
+        return None
+    if not isinstance(m, dict) or m.get("format") != FORMAT:
+        return None
+    files = m.get("files")
+    return {str(k) for k in files} | {"manifest.json", SIG_FILE} if isinstance(files, dict) else {"manifest.json", SIG_FILE}
+
+
+def check_output(out: Path | str) -> Path:
+    """Refuse, before any work, an output path packaging must not replace: a file, a folder holding
+    something other than an edgepack bundle, a path under a file. Returns the absolute path."""
+    out = Path(os.path.abspath(out))
+    if out.parent == out:
+        raise BundleError(f"{out}: cannot write a bundle to a filesystem root")
+    for parent in out.parents:   # `-o somefile/out`
+        if parent.exists() and not parent.is_dir():
+            raise BundleError(f"output {out}: {parent} is a file, not a folder")
+        if parent.is_dir():
+            break
+    if out.is_symlink() and out.is_dir():
+        out = Path(os.path.realpath(out))   # replace the folder the link points to, not the link
+    if out.exists() or out.is_symlink():
+        if not out.is_dir():
+            raise BundleError(f"output {out} exists and is not a folder: refusing to overwrite it "
+                              f"(choose a folder with -o)")
+        if _owned_files(out) is None and any(out.iterdir()):
+            raise BundleError(f"output {out} exists and is not an edgepack bundle: refusing to overwrite it "
+                              f"(choose an empty or new folder with -o)")
     return out
+
+
+def _rename_exchange(a: Path, b: Path) -> bool:
+    """Atomically swap two paths (Linux renameat2 RENAME_EXCHANGE); False where unsupported."""
+    if sys.platform != "linux":
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        fn = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    rc = fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange)
+    return rc == 0
+
+
+class StagedBundle:
+    """A complete bundle built in a private temp folder beside its destination. Verification, reports
+    and signing run here; commit() swaps it into place. Leaving the `with` block without commit()
+    (an error, a failed verification) removes the temp folder and leaves the destination untouched."""
+
+    def __init__(self, out: Path) -> None:
+        self.out = check_output(out)
+        missing = [p for p in (self.out.parent, *self.out.parent.parents) if not p.exists()]
+        self._created_root = missing[-1] if missing else None   # parents we create, removed again on failure
+        try:
+            self.out.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise BundleError(f"output {self.out}: cannot create its folder ({e.strerror})") from None
+        # Unique, ours alone (mode 0700): never a fixed name a user's own folder could have.
+        self.path = Path(tempfile.mkdtemp(prefix=f".{self.out.name}.edgepack-", dir=self.out.parent))
+        self.committed = False
+
+    def __enter__(self) -> "StagedBundle":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if not self.committed:
+            self.discard()
+
+    def discard(self) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)
+        if self._created_root is not None:   # drop the empty parent folders we made
+            d = self.out.parent
+            while True:
+                try:
+                    d.rmdir()
+                except OSError:
+                    break
+                if d == self._created_root:
+                    break
+                d = d.parent
+
+    def _keep_user_files(self, owned: set[str]) -> None:
+        """Hard-link (or copy) every entry of the old bundle folder its manifest does not list into the
+        new one, so the swap keeps them (an `npm pack` tarball, the user's notes)."""
+        for root, dirs, names in os.walk(self.out):
+            rel_root = Path(root).relative_to(self.out)
+            for name in dirs + names:
+                rel = rel_root / name
+                src = Path(root) / name
+                if src.is_dir() and not src.is_symlink():
+                    if not (self.path / rel).exists():
+                        (self.path / rel).mkdir(parents=True)
+                    continue
+                if str(rel) in owned:
+                    continue
+                dst = self.path / rel
+                if dst.exists() or dst.is_symlink():
+                    raise BundleError(f"{self.out}: your file {rel} has the name of a file the new bundle writes; "
+                                      f"move it and package again (nothing was changed)")
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                try:
+                    os.link(src, dst, follow_symlinks=False)
+                except OSError:
+                    shutil.copy2(src, dst, follow_symlinks=False)
+
+    def commit(self) -> Path:
+        """Swap the staged bundle into place. An earlier bundle there loses only the files its manifest lists."""
+        out = self.out
+        try:
+            mode = out.stat().st_mode & 0o7777 if out.is_dir() else 0o777 & ~_umask()
+            if out.exists():
+                owned = _owned_files(out)
+                if owned is None and any(out.iterdir()):   # appeared while we worked
+                    raise BundleError(f"output {out} exists and is not an edgepack bundle: refusing to overwrite it")
+                self._keep_user_files(owned or set())
+                if _rename_exchange(self.path, out):   # atomic: readers see the old or the new bundle
+                    shutil.rmtree(self.path, ignore_errors=True)
+                else:
+                    old = Path(tempfile.mkdtemp(prefix=f".{out.name}.edgepack-old-", dir=out.parent))
+                    os.replace(out, old)   # an empty folder may be replaced by rename
+                    try:
+                        os.replace(self.path, out)
+                    except OSError:
+                        os.replace(old, out)
+                        raise
+                    shutil.rmtree(old, ignore_errors=True)
+            else:
+                os.replace(self.path, out)
+            os.chmod(out, mode)   # mkdtemp made it 0700: keep the old folder's mode, else the usual one
+        except OSError as e:
+            raise BundleError(f"output {out}: could not move the new bundle into place ({e.strerror or e})") from None
+        finally:
+            if not self.committed:
+                shutil.rmtree(self.path, ignore_errors=True)
+        self.committed = True
+        return out
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def stage_bundle(out: Path, manifest: dict, files: dict[str, bytes | Path],
+                 executables: tuple[str, ...] = ()) -> StagedBundle:
+    """Write files (names may hold sub-directories) and a manifest holding their SHA-256 into a private
+    temp folder beside `out`; the caller verifies there, then commit()s (use it as a context manager)."""
+    staged = StagedBundle(out)
+    try:
+        entries = {}
+        for name, src in files.items():
+            dst = staged.path / name
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            if isinstance(src, Path):
+                shutil.copyfile(src, dst)
+            else:
+                dst.write_bytes(src)
+            dst.chmod(0o755 if name in executables else 0o644)
+            entries[name] = {"bytes": dst.stat().st_size, "sha256": sha256(dst)}
+        manifest = dict(manifest, files=entries)
+        (staged.path / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    except BaseException:
+        staged.discard()
+        raise
+    return staged
+
+
+def write_bundle(out: Path, manifest: dict, files: dict[str, bytes | Path], executables: tuple[str, ...] = ()) -> Path:
+    """stage_bundle + commit: the bundle appears at `out` whole or not at all; an earlier bundle there
+    loses only the files its manifest lists."""
+    with stage_bundle(out, manifest, files, executables) as staged:
+        return staged.commit()
 
 
 class Bundle:
@@ -62,11 +232,8 @@ class Bundle:
         if public_key is not None:   # before parsing anything: the signature covers the manifest's bytes
             from .signing import verify_signature
             verify_signature(self.path, public_key)
-        try:
-            self.manifest = json.loads(mpath.read_text())
-        except json.JSONDecodeError as e:
-            raise BundleError(f"{mpath}: not valid JSON ({e})") from None
-        if self.manifest.get("format") != FORMAT:
+        self.manifest = _load_manifest(mpath)
+        if not isinstance(self.manifest, dict) or self.manifest.get("format") != FORMAT:
             raise BundleError(f"{mpath}: not an edgepack bundle manifest")
         if self.manifest.get("target") != "web":
             raise BundleError(f"{self.path}: bundle was packaged for target '{self.manifest.get('target')}'; this runner "
@@ -156,6 +323,9 @@ class Bundle:
         return out
 
     def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        if not isinstance(feeds, Mapping):   # run([x]) or run(None): say what is expected, not a traceback
+            raise InputError(f"run() takes a dict of input name -> array (inputs: "
+                             f"{', '.join(repr(i['name']) for i in self.inputs)}), got {type(feeds).__name__}")
         feeds = self.check_feeds(feeds)
         s = self.session()
         s.set_shapes([tuple(feeds[spec["name"]].shape) for spec in self.inputs])

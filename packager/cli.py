@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections import Counter
@@ -66,7 +67,8 @@ def _load_npy(path: str) -> np.ndarray:
 def cmd_package(argv: list[str]) -> int:
     from .api import TARGETS, package
     ap = argparse.ArgumentParser(prog="package", description="Package an ONNX model into a bundle for a target.",
-                                 epilog="other verbs: package run|inspect|bench BUNDLE (see package VERB --help)")
+                                 epilog="other verbs: package run|inspect|bench BUNDLE, package keygen --out KEY "
+                                        "(see package VERB --help)")
     ap.add_argument("model", help="the .onnx file")
     ap.add_argument("--target", default="web", choices=TARGETS)
     ap.add_argument("-o", "--out", help="bundle directory (default: MODEL name + '.bundle')")
@@ -310,18 +312,17 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     verb = argv[0] if argv and argv[0] in VERBS else None
     try:
-        if verb == "run":
-            return cmd_run(argv[1:])
-        if verb == "inspect":
-            return cmd_inspect(argv[1:])
-        if verb == "bench":
-            return cmd_bench(argv[1:])
-        if verb == "keygen":
-            return cmd_keygen(argv[1:])
-        return cmd_package(argv)
+        commands = {"run": cmd_run, "inspect": cmd_inspect, "bench": cmd_bench, "keygen": cmd_keygen}
+        try:
+            return commands[verb](argv[1:]) if verb else cmd_package(argv)
+        finally:
+            sys.stdout.flush()   # here (also after --help), where a closed pipe is caught, not at exit
     except PackagerError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
+    except BrokenPipeError:   # `package inspect B | head`: the reader left; stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())   # so the exit-time flush cannot fail
+        return 141   # 128 + SIGPIPE, as a command killed by the signal
 
 
 if __name__ == "__main__":

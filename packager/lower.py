@@ -18,6 +18,7 @@ from .passes.fuse_epilogue import Fused, fuse_epilogues
 from .plan import layout
 from .plan.memory import Block, plan_memory
 from .plan.opcodes import CODES, DTYPES, MAX_IO, MAX_RANK, Op
+from .plan.opspec import ARITY, N_PARAMS, NO_KERNEL
 
 LowerFn = Callable[["LowerCtx", onnx.NodeProto], None]
 # A fused lowering gets the head node (its output renamed to the group's), the activation
@@ -58,6 +59,19 @@ class Tensor:
     @property
     def nbytes(self) -> int:
         return int(np.prod(self.shape, dtype=np.int64)) * DTYPES[self.dtype].itemsize
+
+
+def _check_spec(op: Op, inputs: Sequence[str | None], outputs: Sequence[str], words: Sequence[int]) -> None:
+    """A node of an op without a kernel, or outside its op's arity or word counts (wasm_kernels/spec/ops.json), is a
+    lowering bug that every runtime would refuse: report it where it is made."""
+    if op in NO_KERNEL:
+        raise PackagerError(f"{op.name}: no runtime has this kernel yet (\"kernel\": false in wasm_kernels/spec/ops.json)")
+    lo_in, hi_in, lo_out, hi_out = ARITY[op]
+    counts = N_PARAMS[op]
+    if not (lo_in <= len(inputs) <= hi_in and lo_out <= len(outputs) <= hi_out) or (
+            counts is not None and len(words) not in counts):
+        raise PackagerError(f"{op.name}: {len(inputs)} inputs, {len(outputs)} outputs and {len(words)} parameter words "
+                            f"are not what wasm_kernels/spec/ops.json allows")
 
 
 @dataclass
@@ -180,6 +194,7 @@ class LowerCtx:
                 if not -2**31 <= v < 2**31:
                     raise PackagerError(f"{op.name}: parameter {v} does not fit in 32 bits")
                 words.append(v)
+        _check_spec(op, inputs, outputs, words)
         self.emitted.append(Emitted(op, list(inputs), list(outputs), words, int(scratch_bytes), self._current))
 
     def prologue(self, op: Op, inputs: Sequence[str], outputs: Sequence[str], params: Sequence[int] = ()) -> None:
@@ -187,6 +202,7 @@ class LowerCtx:
         live for the whole run. It joins the prologue prefix of the node list."""
         for n in [*inputs, *outputs]:
             self._ensure(n)
+        _check_spec(op, inputs, outputs, params)
         at = next((i for i, e in enumerate(self.emitted) if not e.flags & layout.NODE_PROLOGUE), len(self.emitted))
         self.emitted.insert(at, Emitted(op, list(inputs), list(outputs), [int(p) for p in params], 0, self._current,
                                         flags=layout.NODE_PROLOGUE))
@@ -209,6 +225,8 @@ class LowerCtx:
         if name in self.tensors:
             return
         shape = self.shape(name)
+        check_wasm32(int(np.prod(shape, dtype=np.float64)) * DTYPES.get(self.graph.dtypes.get(name, 1), np.dtype("f4")).itemsize,
+                     f"tensor '{name}' {list(shape)}")
         if len(shape) > MAX_RANK:
             raise PackagerError(f"tensor '{name}' has rank {len(shape)} > {MAX_RANK}")
         code = self.graph.dtypes.get(name, 0)
@@ -294,6 +312,16 @@ def lower_ctx(graph: Graph, fuse: bool = True, weights_fp16: bool = False,
     return ctx, graph.inputs, out_names
 
 
+WASM32_BYTES = 0xFFFFFFC0   # what one 32-bit linear memory can address, with room to align
+
+
+def check_wasm32(nbytes: int, what: str) -> None:
+    """Refuse, with the figure, anything a wasm32 memory cannot hold (4 GiB): the plan's sizes are u32."""
+    if nbytes > WASM32_BYTES:
+        raise PackagerError(f"{what} needs {nbytes / 2**30:.1f} GiB: more than a wasm32 memory holds (4 GiB); "
+                            f"give smaller input shapes (--input-shape)")
+
+
 def _root(ctx: LowerCtx, name: str) -> str:
     while ctx.tensors[name].alias:
         name = ctx.tensors[name].alias
@@ -355,6 +383,7 @@ def _assemble(ctx: LowerCtx, inputs: list[str], outputs: list[str]) -> LoweredPl
                               e.params, offsets.get(scratch_key.get(s, -1), 0), e.scratch_bytes, e.flags)
              for s, e in enumerate(ctx.emitted)]
     arena = (arena + layout.ALIGN - 1) // layout.ALIGN * layout.ALIGN
+    check_wasm32(arena, "the arena (all intermediate tensors at once)")
     plan = layout.Plan(tensors, nodes, [ids[i] for i in inputs], [ids[o] for o in outputs], bytes(weights), arena)
     intermediates = sum(ctx.tensors[r].nbytes for r in first if ctx.tensors[r].data is None) + \
         sum(e.scratch_bytes for e in ctx.emitted)

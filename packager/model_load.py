@@ -4,9 +4,12 @@ The model file and every external-data file it names are read by us, never by on
 defences of the ONNX project's external-data security model: a location must be a relative path inside
 the model's folder (no '..', not absolute), no path component may be a symbolic link (each is opened with
 O_NOFOLLOW relative to its parent's descriptor, so there is no check-then-open race), the data file must
-be a regular file with a single hard link, only the keys location/offset/length/checksum are accepted,
-offset and length must be non-negative decimal integers, and offset+length must lie inside the file, so
-a crafted length can never allocate more than the file holds. Graphs must be acyclic with every input
+be a regular file with a single hard link (checked before open, which is non-blocking: a FIFO cannot
+stall us), only the keys location/offset/length/checksum are accepted, offset and length must be
+non-negative decimal integers, and offset+length must lie inside the file, so a crafted length can never
+allocate more than the file holds; all tensors together read at most their files' sizes, each file counted
+once. Sparse tensors' external data goes through the same reader (then sparse tensors are refused), and
+every tensor must hold exactly the bytes its dims and type need. Graphs must be acyclic with every input
 defined; ops from custom domains are refused unless the user allows the domain (no code is ever loaded
 from a model)."""
 from __future__ import annotations
@@ -66,8 +69,12 @@ def _open_beneath(base: Path, parts: list[str], location: str, tensor: str) -> i
             if stat.S_ISLNK(st.st_mode):
                 raise ModelLoadError(f"tensor '{tensor}': external data location '{location}': path component "
                                      f"'{part}' is a symbolic link (refused)")
+            if last and not stat.S_ISREG(st.st_mode):   # before open(): opening a FIFO waits for a writer
+                raise ModelLoadError(f"tensor '{tensor}': external data '{location}' is not a regular file")
             try:
-                nfd = os.open(part, (os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC) if last else flags_dir, dir_fd=fd)
+                # O_NONBLOCK: should a FIFO replace the file after the stat, open() still returns at once
+                nfd = os.open(part, (os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK) if last else flags_dir,
+                              dir_fd=fd)
             except OSError as e:
                 raise ModelLoadError(f"tensor '{tensor}': cannot open external data '{location}': {e.strerror}") from None
             os.close(fd)
@@ -84,9 +91,67 @@ def _open_beneath(base: Path, parts: list[str], location: str, tensor: str) -> i
         raise
 
 
+def _graphs_and_nodes(model: onnx.ModelProto) -> tuple[list[onnx.GraphProto], list[onnx.NodeProto]]:
+    """Every graph (the main one, If/Loop/Scan bodies, also inside functions) and every node, iteratively."""
+    graphs: list[onnx.GraphProto] = []
+    nodes: list[onnx.NodeProto] = []
+    stack = [f.node for f in model.functions]
+    graph_stack = [model.graph]
+    while stack or graph_stack:
+        while graph_stack:
+            g = graph_stack.pop()
+            graphs.append(g)
+            stack.append(g.node)
+        if stack:
+            for n in stack.pop():
+                nodes.append(n)
+                for a in n.attribute:
+                    if a.HasField("g"):
+                        graph_stack.append(a.g)
+                    graph_stack.extend(a.graphs)
+    return graphs, nodes
+
+
+def _sparse_tensors(model: onnx.ModelProto):
+    """(where, SparseTensorProto) for every sparse tensor: sparse initializers and sparse attributes."""
+    graphs, nodes = _graphs_and_nodes(model)
+    for g in graphs:
+        for sp in g.sparse_initializer:
+            yield f"sparse initializer '{sp.values.name}'", sp
+    for n in nodes:
+        for a in n.attribute:
+            where = f"{n.op_type} node '{n.name or (n.output[0] if n.output else '?')}' attribute '{a.name}'"
+            if a.HasField("sparse_tensor"):
+                yield where, a.sparse_tensor
+            for sp in a.sparse_tensors:
+                yield where, sp
+
+
+def _dense_tensors(model: onnx.ModelProto):
+    graphs, nodes = _graphs_and_nodes(model)
+    for g in graphs:
+        yield from g.initializer
+    for n in nodes:
+        for a in n.attribute:
+            if a.HasField("t"):
+                yield a.t
+            yield from a.tensors
+
+
+def _all_tensors(model: onnx.ModelProto):
+    """Every TensorProto, sparse tensors' values and indices included (onnx's own helper skips those, and
+    onnx would then read their external data itself, relative to the working directory)."""
+    yield from _dense_tensors(model)
+    for _, sp in _sparse_tensors(model):
+        yield sp.values
+        yield sp.indices
+
+
 def _load_external(model: onnx.ModelProto, base: Path) -> None:
-    tensors = list(onnx.external_data_helper._get_all_tensors(model))
-    for t in tensors:
+    """Read every external tensor through _open_beneath. The bytes read in all are bounded by the data
+    files' sizes, each file counted once: 64 tensors naming one 16 MiB file cannot make 1 GiB."""
+    budget, used, seen = 0, 0, set()
+    for t in _all_tensors(model):
         if t.data_location != onnx.TensorProto.EXTERNAL:
             if t.external_data:
                 raise ModelLoadError(f"tensor '{t.name}': has external_data entries but is not marked external")
@@ -114,6 +179,15 @@ def _load_external(model: onnx.ModelProto, base: Path) -> None:
             if length > size - offset:
                 raise ModelLoadError(f"tensor '{t.name}': external data offset {offset} + length {length} is past "
                                      f"the end of '{location}' ({size} bytes)")
+            st = os.fstat(fd)
+            if (st.st_dev, st.st_ino) not in seen:
+                seen.add((st.st_dev, st.st_ino))
+                budget += size
+            if used + length > budget:
+                raise ModelLoadError(f"tensor '{t.name}': external data tensors read {used + length} bytes in all, "
+                                     f"more than their files hold ({budget} bytes, each file counted once): "
+                                     f"tensors overlap in '{location}' (refused: it multiplies memory)")
+            used += length
             data = os.pread(fd, length, offset)
         finally:
             os.close(fd)
@@ -122,6 +196,71 @@ def _load_external(model: onnx.ModelProto, base: Path) -> None:
         t.raw_data = data
         del t.external_data[:]
         t.data_location = onnx.TensorProto.DEFAULT
+
+
+_PACKED_BITS = {onnx.TensorProto.INT4: 4, onnx.TensorProto.UINT4: 4, onnx.TensorProto.FLOAT4E2M1: 4,
+                onnx.TensorProto.INT2: 2, onnx.TensorProto.UINT2: 2}
+_T = onnx.TensorProto
+_TYPED_FIELD = {_T.FLOAT: ("float_data", 1), _T.COMPLEX64: ("float_data", 2), _T.DOUBLE: ("double_data", 1),
+                _T.COMPLEX128: ("double_data", 2), _T.INT64: ("int64_data", 1), _T.UINT32: ("uint64_data", 1),
+                _T.UINT64: ("uint64_data", 1), **{d: ("int32_data", 1) for d in (
+                    _T.INT32, _T.INT16, _T.INT8, _T.UINT16, _T.UINT8, _T.BOOL, _T.FLOAT16, _T.BFLOAT16)}}
+
+
+def check_tensor_data(model: onnx.ModelProto) -> None:
+    """Each dense tensor holds exactly the data its dims and type call for (numpy would fail on it later,
+    deep in the packager, or read a wrong value); sparse tensors are refused, clearly."""
+    for where, _ in _sparse_tensors(model):
+        raise ModelLoadError(f"{where}: sparse tensors are not supported (store the tensor dense)")
+    for t in _dense_tensors(model):
+        if any(d < 0 for d in t.dims):
+            raise ModelLoadError(f"tensor '{t.name}': negative dimension in {list(t.dims)}")
+        n = 1
+        for d in t.dims:
+            n *= d
+        if t.HasField("raw_data"):
+            if t.data_type in _PACKED_BITS:
+                want = (n * _PACKED_BITS[t.data_type] + 7) // 8
+            else:
+                try:
+                    want = n * onnx.helper.tensor_dtype_to_np_dtype(t.data_type).itemsize
+                except (KeyError, ValueError, TypeError):
+                    continue   # a type edgepack does not read: refused later, by name
+            if len(t.raw_data) != want:
+                raise ModelLoadError(f"tensor '{t.name}': raw_data holds {len(t.raw_data)} bytes; its dims "
+                                     f"{list(t.dims)} and type {onnx.TensorProto.DataType.Name(t.data_type)} "
+                                     f"need {want}")
+        elif t.data_type in _TYPED_FIELD:
+            fld, per = _TYPED_FIELD[t.data_type]
+            have = len(getattr(t, fld))
+            if have != n * per:
+                raise ModelLoadError(f"tensor '{t.name}': {fld} holds {have} values; its dims {list(t.dims)} "
+                                     f"need {n * per}")
+
+
+def _read_model_file(p: Path) -> bytes:
+    """The model's bytes: a regular file only, opened without blocking (a FIFO would wait for a writer)."""
+    try:
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as e:
+        raise ModelLoadError(f"{p}: cannot open ({e.strerror})") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ModelLoadError(f"{p}: not a regular file")
+        if st.st_size > MAX_MODEL_BYTES:
+            raise ModelLoadError(f"{p}: {st.st_size} bytes exceeds protobuf's 2 GiB limit (store weights as "
+                                 f"external data)")
+        chunks, left = [], st.st_size
+        while left > 0:   # never more than the size fstat gave: a growing file cannot make us read on
+            b = os.read(fd, min(left, 1 << 24))
+            if not b:
+                break
+            chunks.append(b)
+            left -= len(b)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def check_graph(model: onnx.ModelProto, allow_domains: frozenset[str] = frozenset()) -> None:
@@ -183,21 +322,20 @@ def load_model(model: str | os.PathLike | onnx.ModelProto, allow_domains: frozen
     """Read, validate and return a model with all external data loaded (see the module doc for the checks)."""
     if isinstance(model, onnx.ModelProto):
         m = model
-        if any(t.data_location == onnx.TensorProto.EXTERNAL for t in onnx.external_data_helper._get_all_tensors(m)):
+        if any(t.data_location == onnx.TensorProto.EXTERNAL for t in _all_tensors(m)):
             raise ModelLoadError("this ModelProto references external data: pass the model's path instead, so its "
                                  "files can be found and checked")
     else:
         p = Path(model)
-        if not p.is_file():
+        if not p.exists():
             raise ModelLoadError(f"{p}: no such file")
-        size = p.stat().st_size
-        if size > MAX_MODEL_BYTES:
-            raise ModelLoadError(f"{p}: {size} bytes exceeds protobuf's 2 GiB limit (store weights as external data)")
+        data = _read_model_file(p)
         try:
-            m = onnx.load_model_from_string(p.read_bytes())
+            m = onnx.load_model_from_string(data)
         except Exception as e:
             raise ModelLoadError(f"{p}: not a readable ONNX model ({type(e).__name__}: {str(e)[:200]})") from None
         _load_external(m, p.resolve().parent)
+    check_tensor_data(m)   # before onnx (checker, inliner) reads any tensor
     if len(m.functions):
         m = inline_functions(m)
     check_graph(m, allow_domains)

@@ -42,7 +42,9 @@ class Session:
             self.manifest = json.loads((self.path / "manifest.json").read_text())
         except (OSError, ValueError) as e:
             raise EdgepackError(f"{self.path}: cannot read manifest.json ({e})") from None
-        if self.manifest.get("format") != "edgepack-bundle":
+        except RecursionError:   # json recurses per nesting level: a hostile manifest nests 100,000 deep
+            raise EdgepackError(f"{self.path}: manifest.json is nested too deeply") from None
+        if not isinstance(self.manifest, dict) or self.manifest.get("format") != "edgepack-bundle":
             raise EdgepackError(f"{self.path}: not an edgepack bundle")
         if self.manifest.get("target") not in ("pi5", "web"):
             raise EdgepackError(f"{self.path}: bundle was packaged for target '{self.manifest.get('target')}'; this "

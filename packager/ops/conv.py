@@ -12,6 +12,8 @@ import onnx
 
 from ..lower import LowerCtx, lowers
 from ..plan.opcodes import Op
+# Epilogue activation codes (generated from wasm_kernels/spec/ops.json); quant.py and linalg.py take them from here.
+from ..plan.opspec import ACT_CLIP, ACT_COUNT, ACT_LEAKY_RELU, ACT_NONE, ACT_RELU  # noqa: F401
 
 # Must match wasm_kernels/src/kernels/gemm.h.
 MR = 6                       # EP_GEMM_MR: rows per packed weight panel
@@ -30,9 +32,6 @@ WINOGRAD_BIG_WEIGHTS_FLOATS = 256 * 1024    # ...of a layer whose 16 U_k are 1 M
 # stays valid for any thread count (docs/plan-format.md, "Threads").
 THREAD_SLOTS = 4
 
-# Epilogue activation codes (activation.h EP_ACT_*): 0 none .. 9 gelu_tanh, see fuse_epilogue.py.
-ACT_NONE, ACT_RELU, ACT_LEAKY_RELU, ACT_CLIP = 0, 1, 2, 3
-ACT_COUNT = 10
 Activation = tuple[int, Sequence[float]]
 
 

@@ -1,78 +1,19 @@
 """Elementwise ops -> UNARY, BINARY, WHERE, CAST kernels (wasm_kernels/src/kernels/elementwise.c).
 
 UNARY params: [UnaryFn, float params...]; BINARY params: [BinaryFn]; WHERE and CAST: none.
-The function codes mirror enum ep_unary_fn (src/kernels/activation.h) and ep_binary_fn (elementwise.c).
+The function codes UnaryFn, BinaryFn are generated from wasm_kernels/spec/ops.json (packager/plan/opspec.py).
 Broadcasting is done by the kernels from the tensor shapes; every attribute default and opset
 difference is resolved here so the kernels get explicit values."""
 from __future__ import annotations
-
-import enum
 
 import numpy as np
 import onnx
 
 from ..lower import LowerCtx, lowers
 from ..plan.opcodes import Op
+from ..plan.opspec import BinaryFn, UnaryFn
 
 FLT_MAX = float(np.finfo(np.float32).max)
-
-
-class UnaryFn(enum.IntEnum):
-    NONE = 0
-    RELU = 1
-    LEAKY_RELU = 2
-    CLIP = 3
-    SIGMOID = 4
-    HARDSIGMOID = 5
-    HARDSWISH = 6
-    TANH = 7
-    GELU = 8
-    GELU_TANH = 9
-    ERF = 10
-    EXP = 11
-    LOG = 12
-    SQRT = 13
-    RECIPROCAL = 14
-    NEG = 15
-    ABS = 16
-    FLOOR = 17
-    CEIL = 18
-    ROUND = 19
-    SIGN = 20
-    ELU = 21
-    SELU = 22
-    CELU = 23
-    SOFTPLUS = 24
-    SOFTSIGN = 25
-    MISH = 26
-    THRESHOLDED_RELU = 27
-    SIN = 28
-    COS = 29
-    POW = 30
-    NOT = 31
-
-
-# Activations conv/gemm may fuse as epilogues (codes below this), see ep_apply_activation.
-FUSABLE_ACTIVATIONS = 10
-
-
-class BinaryFn(enum.IntEnum):
-    ADD = 0
-    SUB = 1
-    MUL = 2
-    DIV = 3
-    MIN = 4
-    MAX = 5
-    POW = 6
-    PRELU = 7
-    EQUAL = 8
-    LESS = 9
-    GREATER = 10
-    LESS_EQUAL = 11
-    GREATER_EQUAL = 12
-    AND = 13
-    OR = 14
-    XOR = 15
 
 
 _SIMPLE_UNARY = {

@@ -15,9 +15,10 @@ import numpy as np
 import onnx
 from onnx import helper
 
-# Activation codes shared with wasm_kernels/src/kernels/activation.h
-(ACT_NONE, ACT_RELU, ACT_LEAKY_RELU, ACT_CLIP, ACT_SIGMOID, ACT_HARDSIGMOID, ACT_HARDSWISH, ACT_TANH, ACT_GELU,
- ACT_GELU_TANH) = range(10)
+# Activation codes, generated from wasm_kernels/spec/ops.json (UNARY's fusable codes).
+from ..plan.opspec import (ACT_CLIP, ACT_GELU, ACT_GELU_TANH, ACT_HARDSIGMOID, ACT_HARDSWISH, ACT_LEAKY_RELU, ACT_NONE,
+                           ACT_RELU, ACT_SIGMOID, ACT_TANH)
+
 HEADS = ("Conv", "Gemm", "MatMul")
 # What the conv/gemm epilogues apply (gemm.h): relu/leaky_relu/clip in registers, the others through
 # ep_apply_activation (the UNARY kernel's own code, so fused and unfused give the same bits).

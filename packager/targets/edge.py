@@ -29,7 +29,7 @@ import numpy as np
 import onnx
 
 from ..api import compare
-from ..bundle import write_bundle
+from ..bundle import StagedBundle, stage_bundle
 from ..errors import PackagerError
 from ..toolchain import KERNELS, REPO
 
@@ -163,6 +163,15 @@ def write_edge_bundle(target: str, out: Path, manifest: dict, model: onnx.ModelP
                       reference: onnx.ModelProto | None = None) -> Path:
     """Write a pi5 or android bundle (manifest already holds name, I/O, plan stats). `reference`: the model
     onnxruntime runs for the comparison (default: `model`; api.package passes the unoptimized graph)."""
+    with stage_edge_bundle(target, out, manifest, model, plan_bytes, verify, log, reference) as staged:
+        return staged.commit()
+
+
+def stage_edge_bundle(target: str, out: Path, manifest: dict, model: onnx.ModelProto, plan_bytes: bytes,
+                      verify: bool = True, log: Callable[[str], None] = lambda s: None,
+                      reference: onnx.ModelProto | None = None) -> StagedBundle:
+    """write_edge_bundle up to the swap: the bundle in its staging folder, consistency run there (a failure
+    leaves `out` untouched); the caller commit()s."""
     if target not in EDGE_TARGETS:
         raise PackagerError(f"unknown edge target '{target}'")
     rt = ensure_edge(target)
@@ -200,10 +209,14 @@ def write_edge_bundle(target: str, out: Path, manifest: dict, model: onnx.ModelP
             runtime["ort_mobile"] = {"unavailable": ort}
             log(f"notice: {ort}")
     manifest = dict(manifest, runtime=runtime)
-    path = write_bundle(out, manifest, files, executables)
+    staged = stage_bundle(out, manifest, files, executables)
     if verify:
-        consistency(path, target, reference if reference is not None else model, log)
-    return path
+        try:
+            consistency(staged.path, target, reference if reference is not None else model, log)
+        except BaseException:   # a failed run: drop the staging folder, `out` stays as it was
+            staged.discard()
+            raise
+    return staged
 
 
 # ---------------------------------------------------------------- running the aarch64 builds

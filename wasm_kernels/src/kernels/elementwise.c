@@ -2,7 +2,7 @@
  *
  * UNARY   in: X; out: Y (same shape). params[0] = ep_unary_fn (kernels/activation.h), then that
  *         function's float parameter words. float32, except NOT (bool -> bool).
- * BINARY  in: A, B; out: C. params[0] = ep_binary_fn below. Full numpy broadcasting: A and B
+ * BINARY  in: A, B; out: C. params[0] = ep_binary_fn (kernels/ep_fns.h). Full numpy broadcasting: A and B
  *         broadcast to exactly C's shape (checked). dtypes: arithmetic and Min/Max on f32, i64, i32,
  *         i8, u8 (integers wrap; Div truncates toward zero, x/0 gives 0, INT_MIN/-1 wraps); Pow and
  *         PRelu f32; comparisons on those or bool -> bool; And/Or/Xor bool.
@@ -22,24 +22,11 @@
 #include "ep_math_vec.h"
 #include "kernels/activation.h"
 
-enum ep_binary_fn {
-  EP_BIN_ADD = 0, EP_BIN_SUB = 1, EP_BIN_MUL = 2, EP_BIN_DIV = 3, EP_BIN_MIN = 4, EP_BIN_MAX = 5,
-  EP_BIN_POW = 6, EP_BIN_PRELU = 7,
-  EP_BIN_EQUAL = 8, EP_BIN_LESS = 9, EP_BIN_GREATER = 10, EP_BIN_LESS_EQUAL = 11, EP_BIN_GREATER_EQUAL = 12,
-  EP_BIN_AND = 13, EP_BIN_OR = 14, EP_BIN_XOR = 15,
-  EP_BIN_COUNT = 16
-};
+/* enum ep_binary_fn: kernels/ep_fns.h (generated from wasm_kernels/spec/ops.json, through activation.h). */
 
 /* ================================ unary ======================================================== */
 
-static const int8_t unary_nparams[EP_UN_COUNT] = {
-  [EP_ACT_NONE] = 0, [EP_ACT_RELU] = 0, [EP_ACT_LEAKY_RELU] = 1, [EP_ACT_CLIP] = 2, [EP_ACT_SIGMOID] = 0,
-  [EP_ACT_HARDSIGMOID] = 2, [EP_ACT_HARDSWISH] = 0, [EP_ACT_TANH] = 0, [EP_ACT_GELU] = 0, [EP_ACT_GELU_TANH] = 0,
-  [EP_UN_ERF] = 0, [EP_UN_EXP] = 0, [EP_UN_LOG] = 0, [EP_UN_SQRT] = 0, [EP_UN_RECIPROCAL] = 0, [EP_UN_NEG] = 0,
-  [EP_UN_ABS] = 0, [EP_UN_FLOOR] = 0, [EP_UN_CEIL] = 0, [EP_UN_ROUND] = 0, [EP_UN_SIGN] = 0, [EP_UN_ELU] = 1,
-  [EP_UN_SELU] = 2, [EP_UN_CELU] = 1, [EP_UN_SOFTPLUS] = 0, [EP_UN_SOFTSIGN] = 0, [EP_UN_MISH] = 0,
-  [EP_UN_THRESHOLDED_RELU] = 1, [EP_UN_SIN] = 0, [EP_UN_COS] = 0, [EP_UN_POW] = 1, [EP_UN_NOT] = 0,
-};
+static const int8_t unary_nparams[EP_UN_COUNT] = EP_UNARY_NPARAMS_INIT;
 
 int32_t ep_unary_nparams(int32_t fn) { return fn >= 0 && fn < EP_UN_COUNT ? unary_nparams[fn] : -1; }
 int32_t ep_activation_nparams(int32_t fn) { return fn >= 0 && fn < EP_ACT_COUNT ? unary_nparams[fn] : -1; }

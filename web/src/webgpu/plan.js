@@ -3,17 +3,14 @@
 // (it opens the same plan); the op builders re-check what their index math relies on.
 
 import { EdgepackError } from '../runtime.js';
+import { MAX_IO, OP } from './opcodes.js';
 
-/** Kernel ids (wasm_kernels/include/ep_ops.h). */
-export const OP = Object.freeze({
-  UNARY: 1, BINARY: 2, WHERE: 3, CAST: 4, CONV: 5, CONV_TRANSPOSE: 6, GEMM: 7, MATMUL: 8, POOL: 9,
-  GLOBAL_POOL: 10, BATCHNORM: 11, SOFTMAX: 12, LAYERNORM: 13, REDUCE: 14, CONCAT: 15, SPLIT: 16, SLICE: 17,
-  GATHER: 18, TRANSPOSE: 19, COPY: 20, PAD: 21, EXPAND: 22, RESIZE: 23, DEPTHWISE_CONV: 24, WINOGRAD_CONV: 25,
-  WINOGRAD_CONV_F4: 40, WINOGRAD_FILTER: 41,
-});
+/** Kernel ids, generated from wasm_kernels/spec/ops.json (opcodes.js). */
+export { OP };
+
 const NAMES = Object.freeze(Object.fromEntries(Object.entries(OP).map(([k, v]) => [v, k])));
-/** A kernel's name; ids this backend has no shader for (e.g. the int8 family) read 'kernel N': the wasm
- * core, which knows every id it runs, validates them when it opens the plan. @param {number} op */
+/** A kernel's name; an id outside the spec reads 'kernel N' (the wasm core, which knows every id it runs,
+ * validates them when it opens the plan). @param {number} op */
 export const opName = (op) => NAMES[op] ?? `kernel ${op}`;
 
 /** Element size per ONNX dtype code the plan may carry. */
@@ -22,7 +19,7 @@ export const F32 = 1, I32 = 6, I64 = 7, F16 = 10;
 export const ARENA = 0, WEIGHTS = 1;
 
 const MAGIC = 0x4e4c5045;   // "EPLN" little-endian
-const HEADER = 64, TENSOR = 48, NODE = 32, MAX_RANK = 8, MAX_IO = 16;
+const HEADER = 64, TENSOR = 48, NODE = 32, MAX_RANK = 8;
 const PROLOGUE = 1;   // node flag: runs once when the arena is bound
 
 /**

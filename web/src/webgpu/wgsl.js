@@ -6,6 +6,8 @@
 // at load time; binding 2 the node's parameter words; binding 3 run-time error flags (Gather indices).
 // Buffers are arrays of u32 words so one binding carries float32, int32 and int64 tensors alike.
 
+import { ACT_COUNT, UNARY } from './opcodes.js';
+
 export const WG = 64;   // workgroup size of every shader
 
 const PRELUDE = /* wgsl */ `
@@ -97,51 +99,48 @@ fn pow_(x: f32, y: f32) -> f32 {
  * null when the function has no shader (NOT is bool). @param {number} fn @returns {string|null} */
 export function unaryExpr(fn) {
   switch (fn) {
-    case 0: return 'v';
-    case 1: return 'max(v, 0.0)';
-    case 2: return 'select(v * a, v, v >= 0.0)';
-    case 3: return 'min(max(v, a), b)';
-    case 4: return '1.0 / (1.0 + exp(-v))';
-    case 5: return 'clamp(a * v + b, 0.0, 1.0)';
-    case 6: return 'v * clamp(v / 6.0 + 0.5, 0.0, 1.0)';
-    case 7: return 'tanh_(v)';
-    case 8: return '0.5 * v * (1.0 + erf_(v * 0.70710678118654752))';
-    case 9: return '0.5 * v * (1.0 + tanh_(0.7978845608028654 * (v + 0.044715 * v * v * v)))';
-    case 10: return 'erf_(v)';
-    case 11: return 'exp(v)';
-    case 12: return 'log(v)';
-    case 13: return 'sqrt(v)';
-    case 14: return '1.0 / v';
-    case 15: return '-v';
-    case 16: return 'abs(v)';
-    case 17: return 'floor(v)';
-    case 18: return 'ceil(v)';
-    case 19: return 'round(v)';
-    case 20: return 'sign(v)';
-    case 21: return 'select(a * (exp(v) - 1.0), v, v > 0.0)';
-    case 22: return 'b * select(a * (exp(v) - 1.0), v, v > 0.0)';
-    case 23: return 'max(v, 0.0) + min(0.0, a * (exp(v / a) - 1.0))';
-    case 24: return 'softplus_(v)';
-    case 25: return 'v / (1.0 + abs(v))';
-    case 26: return 'v * tanh_(softplus_(v))';
-    case 27: return 'select(0.0, v, v > a)';
-    case 28: return 'sin(v)';
-    case 29: return 'cos(v)';
-    case 30: return 'pow_(v, a)';
+    case UNARY.NONE: return 'v';
+    case UNARY.RELU: return 'max(v, 0.0)';
+    case UNARY.LEAKY_RELU: return 'select(v * a, v, v >= 0.0)';
+    case UNARY.CLIP: return 'min(max(v, a), b)';
+    case UNARY.SIGMOID: return '1.0 / (1.0 + exp(-v))';
+    case UNARY.HARDSIGMOID: return 'clamp(a * v + b, 0.0, 1.0)';
+    case UNARY.HARDSWISH: return 'v * clamp(v / 6.0 + 0.5, 0.0, 1.0)';
+    case UNARY.TANH: return 'tanh_(v)';
+    case UNARY.GELU: return '0.5 * v * (1.0 + erf_(v * 0.70710678118654752))';
+    case UNARY.GELU_TANH: return '0.5 * v * (1.0 + tanh_(0.7978845608028654 * (v + 0.044715 * v * v * v)))';
+    case UNARY.ERF: return 'erf_(v)';
+    case UNARY.EXP: return 'exp(v)';
+    case UNARY.LOG: return 'log(v)';
+    case UNARY.SQRT: return 'sqrt(v)';
+    case UNARY.RECIPROCAL: return '1.0 / v';
+    case UNARY.NEG: return '-v';
+    case UNARY.ABS: return 'abs(v)';
+    case UNARY.FLOOR: return 'floor(v)';
+    case UNARY.CEIL: return 'ceil(v)';
+    case UNARY.ROUND: return 'round(v)';
+    case UNARY.SIGN: return 'sign(v)';
+    case UNARY.ELU: return 'select(a * (exp(v) - 1.0), v, v > 0.0)';
+    case UNARY.SELU: return 'b * select(a * (exp(v) - 1.0), v, v > 0.0)';
+    case UNARY.CELU: return 'max(v, 0.0) + min(0.0, a * (exp(v / a) - 1.0))';
+    case UNARY.SOFTPLUS: return 'softplus_(v)';
+    case UNARY.SOFTSIGN: return 'v / (1.0 + abs(v))';
+    case UNARY.MISH: return 'v * tanh_(softplus_(v))';
+    case UNARY.THRESHOLDED_RELU: return 'select(0.0, v, v > a)';
+    case UNARY.SIN: return 'sin(v)';
+    case UNARY.COS: return 'cos(v)';
+    case UNARY.POW: return 'pow_(v, a)';
     default: return null;
   }
 }
 
-/** Parameter words each UNARY function takes after its code. */
-export const UNARY_NPARAMS = Object.freeze({ 2: 1, 3: 2, 5: 2, 21: 1, 22: 2, 23: 1, 27: 1, 30: 1 });
-
-/** The fused epilogue of CONV/DEPTHWISE/WINOGRAD/GEMM: \`fn act(v, a, b)\` for activation code 0..9,
- * the UNARY functions of the same codes (with their helpers for 4..9).
+/** The fused epilogue of CONV/DEPTHWISE/WINOGRAD/GEMM: \`fn act(v, a, b)\` for activation code 0..ACT_COUNT-1,
+ * the UNARY functions of the same codes (with their helpers past CLIP).
  * @param {number} code @returns {string} */
 export function actFn(code) {
-  const e = code >= 0 && code <= 9 ? unaryExpr(code) : null;
+  const e = code >= 0 && code < ACT_COUNT ? unaryExpr(code) : null;
   if (e === null) throw new Error(`activation code ${code}`);
-  return `${code >= 4 ? MATH : ''}fn act(v: f32, a: f32, b: f32) -> f32 { return ${e}; }\n`;
+  return `${code > UNARY.CLIP ? MATH : ''}fn act(v: f32, a: f32, b: f32) -> f32 { return ${e}; }\n`;
 }
 
 /** Workgroup counts for \`threads\` invocations (2-D beyond 65535 workgroups). @param {number} threads */

@@ -2,6 +2,7 @@
 // WGSL stores whole 32-bit words, so a thread computes 4 consecutive elements and stores their word; the
 // spare bytes of a tensor's last word are padding of its 64-byte aligned arena block.
 
+import { BINARY } from '../opcodes.js';
 import { F32, I32, I64, strides } from '../plan.js';
 import { MAIN, floatLoader, wordLoader } from '../wgsl.js';
 
@@ -26,11 +27,11 @@ function reader(name, src, dtype, baseAt) {
 
 const LT64 = 'fn lt64(a: vec2<u32>, b: vec2<u32>) -> bool { return bitcast<i32>(a.y) < bitcast<i32>(b.y) || (a.y == b.y && a.x < b.x); }\n';
 
-/** BINARY fn 8..15 on (a, b) of one dtype, as a WGSL bool expression. @param {number} fn @param {number} dtype */
+/** BINARY fn EQUAL..XOR on (a, b) of one dtype, as a WGSL bool expression. @param {number} fn @param {number} dtype */
 function predicate(fn, dtype) {
-  if (fn >= 13) return dtype === BOOL ? ['(a != 0u) && (b != 0u)', '(a != 0u) || (b != 0u)', '(a != 0u) != (b != 0u)'][fn - 13] : null;
-  if (dtype === I64) return ['all(a == b)', 'lt64(a, b)', 'lt64(b, a)', '!lt64(b, a)', '!lt64(a, b)'][fn - 8];
-  return ['a == b', 'a < b', 'a > b', 'a <= b', 'a >= b'][fn - 8];
+  if (fn >= BINARY.AND) return dtype === BOOL ? ['(a != 0u) && (b != 0u)', '(a != 0u) || (b != 0u)', '(a != 0u) != (b != 0u)'][fn - BINARY.AND] : null;
+  if (dtype === I64) return ['all(a == b)', 'lt64(a, b)', 'lt64(b, a)', '!lt64(b, a)', '!lt64(a, b)'][fn - BINARY.EQUAL];
+  return ['a == b', 'a < b', 'a > b', 'a <= b', 'a >= b'][fn - BINARY.EQUAL];
 }
 
 /** The shader skeleton: \`one(i)\` gives element i's 0/1; P[0] = words, P[4] = elements, P[3] = output base. */

@@ -2,7 +2,8 @@
 // (bool conditions and sources are read as bytes): one thread per output element.
 
 import { DTYPE_SIZE, F32, I32, I64, numel, strides } from '../plan.js';
-import { MAIN, MATH, UNARY_NPARAMS, floatLoader, unaryExpr, wordLoader } from '../wgsl.js';
+import { BINARY, UNARY, UNARY_NPARAMS } from '../opcodes.js';
+import { MAIN, MATH, floatLoader, unaryExpr, wordLoader } from '../wgsl.js';
 import { compare, toBool } from './bytes.js';
 
 /** @typedef {import('../plan.js').PlanNode} PlanNode
@@ -13,7 +14,7 @@ import { compare, toBool } from './bytes.js';
 export function unary(node, ctx) {
   const [X] = node.inputs, y = ctx.t(node.outputs[0]);
   const fn = node.params[0];
-  if (fn === 31) return toBool(node, ctx);   // NOT
+  if (fn === UNARY.NOT) return toBool(node, ctx);
   const expr = unaryExpr(fn);
   if (expr === null) return `function ${fn}`;
   if (!ctx.isFloat(X) || y.dtype !== F32) return 'non-float32 tensors';
@@ -26,6 +27,7 @@ export function unary(node, ctx) {
   return [{ code, params: p, threads: y.numel }];
 }
 
+/** WGSL of the float32 BINARY functions, indexed by code (ADD .. PRELU). */
 const BINARY_EXPR = [
   'a + b', 'a - b', 'a * b', 'a / b',
   'select(min(a, b), a + b, a != a || b != b)', 'select(max(a, b), a + b, a != a || b != b)',
@@ -36,7 +38,7 @@ const BINARY_EXPR = [
 export function binary(node, ctx) {
   const [Ai, Bi] = node.inputs, y = ctx.t(node.outputs[0]);
   const fn = node.params[0];
-  if (fn >= 8 && fn <= 15) return compare(node, ctx);
+  if (fn >= BINARY.EQUAL && fn <= BINARY.XOR) return compare(node, ctx);
   if (!(fn >= 0 && fn < BINARY_EXPR.length)) return `function ${fn}`;
   if (!ctx.isFloat(Ai) || !ctx.isFloat(Bi) || y.dtype !== F32) return 'non-float32 tensors';
   const r = y.dims.length;

@@ -1,0 +1,166 @@
+"""Plan version 2: one bundle, every input shape the model allows (issue 17).
+
+Bundles are built by `package(..., dynamic=True)` (or with bounds) and run by the bundle's own wasm under
+wasmtime at several shapes, compared with onnxruntime on the original model at the same shapes."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from packager import load_bundle, package
+from packager.errors import InputError
+from packager.plan import layout
+from packager.plan.opcodes import Op
+
+VARIANTS = ["simd", "scalar", "relaxed"]
+
+
+def _reference(model: onnx.ModelProto):
+    s = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return lambda feeds: dict(zip([o.name for o in s.get_outputs()], s.run(None, feeds)))
+
+
+def _elementwise_model() -> onnx.ModelProto:
+    """x[batch, seq, 8] -> Relu -> + b -> Softmax(-1) -> Transpose -> y[8, seq, batch]."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "seq", 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [8, "seq", "batch"])
+    b = numpy_helper.from_array(np.linspace(-1, 1, 8, dtype=np.float32), "b")
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Add", ["r", "b"], ["a"]),
+             helper.make_node("Softmax", ["a"], ["s"], axis=-1), helper.make_node("Transpose", ["s"], ["y"], perm=[2, 1, 0])]
+    m = helper.make_model(helper.make_graph(nodes, "elementwise", [x], [y], [b]),
+                          opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    return m
+
+
+def _reshape_model() -> onnx.ModelProto:
+    """Shape arithmetic as exporters write it: x[batch, seq, 12] -> Reshape to [batch, seq, 3, 4] through
+    Shape -> Gather -> Unsqueeze -> Concat, then MatMul-free math and a Reshape back with -1."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "seq", 12])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", "seq", 12])
+    i0 = numpy_helper.from_array(np.array(0, np.int64), "i0")
+    i1 = numpy_helper.from_array(np.array(1, np.int64), "i1")
+    ax = numpy_helper.from_array(np.array([0], np.int64), "ax")
+    heads = numpy_helper.from_array(np.array([3, 4], np.int64), "heads")
+    back = numpy_helper.from_array(np.array([0, 0, -1], np.int64), "back")
+    nodes = [helper.make_node("Shape", ["x"], ["sh"]),
+             helper.make_node("Gather", ["sh", "i0"], ["b"], axis=0), helper.make_node("Gather", ["sh", "i1"], ["s"], axis=0),
+             helper.make_node("Unsqueeze", ["b", "ax"], ["bu"]), helper.make_node("Unsqueeze", ["s", "ax"], ["su"]),
+             helper.make_node("Concat", ["bu", "su", "heads"], ["target"], axis=0),
+             helper.make_node("Reshape", ["x", "target"], ["h"]),
+             helper.make_node("Softmax", ["h"], ["p"], axis=-1),
+             helper.make_node("Reshape", ["p", "back"], ["y"])]
+    m = helper.make_model(helper.make_graph(nodes, "reshape", [x], [y], [i0, i1, ax, heads, back]),
+                          opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    return m
+
+
+@pytest.fixture(scope="module")
+def elementwise_bundle(tmp_path_factory) -> Path:
+    return package(_elementwise_model(), target="web", out=tmp_path_factory.mktemp("dyn") / "b", dynamic=True)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_one_bundle_runs_every_shape(elementwise_bundle: Path, variant: str) -> None:
+    b = load_bundle(elementwise_bundle, variant)
+    assert b.manifest["plan"]["version"] == 2
+    assert b.manifest["inputs"][0]["shape"] == ["batch", "seq", 8]
+    assert b.manifest["outputs"][0]["shape"] == [8, "seq", "batch"]
+    ref = _reference(_elementwise_model())
+    rng = np.random.default_rng(0)
+    grew = []
+    for shape in [(1, 1, 8), (2, 7, 8), (4, 300, 8), (1, 7, 8), (2, 7, 8)]:
+        x = rng.standard_normal(shape).astype(np.float32)
+        got = b.run({"x": x})["y"]
+        want = ref({"x": x})["y"]
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+        grew.append(b.session().memory_bound)
+    assert grew[2] > grew[1] >= grew[0]   # memory follows the shape
+
+
+def test_shape_arithmetic_runs_in_the_core(tmp_path: Path) -> None:
+    """Shape -> Gather -> Unsqueeze -> Concat -> Reshape stays in the plan (it varies with the input), runs while
+    resolving (its nodes flagged RESOLVE, its tensors in the values region), and the Reshape is a VIEW."""
+    m = _reshape_model()
+    out = package(m, target="web", out=tmp_path / "b", dynamic=True)
+    plan = layout.decode((out / "model.plan").read_bytes())
+    names = [Op(n.op).name for n in plan.nodes]
+    assert "SHAPE" in names and "VIEW" in names, names
+    assert any(n.flags & layout.NODE_RESOLVE for n in plan.nodes)
+    assert plan.dynamic.values_bytes > 0
+    b = load_bundle(out)
+    ref = _reference(m)
+    rng = np.random.default_rng(1)
+    for shape in [(1, 5, 12), (3, 64, 12), (2, 1, 12)]:
+        x = rng.standard_normal(shape).astype(np.float32)
+        np.testing.assert_allclose(b.run({"x": x})["y"], ref({"x": x})["y"], rtol=1e-5, atol=1e-6)
+
+
+def test_bounds_are_enforced_and_memory_is_stated(tmp_path: Path) -> None:
+    out = package(_elementwise_model(), target="web", out=tmp_path / "b",
+                  input_shapes={"x": ((1, 4), (1, 512), 8)})
+    b = load_bundle(out)
+    assert b.manifest["dims"]["batch"] == {"min": 1, "max": 4, "example": 1}
+    most = b.manifest["plan"]["max_memory_bytes"]
+    assert b.manifest["plan"]["max_arena_bytes"] > 0
+    for shape in [(4, 512, 8), (1, 1, 8), (3, 200, 8), (4, 511, 8)]:
+        b.run({"x": np.ones(shape, np.float32)})
+        assert b.session().memory_bound <= most
+    with pytest.raises(InputError, match=r"dimension 1 \('seq'\) is 513, outside this bundle's bounds \[1..512\]"):
+        b.run({"x": np.ones((1, 513, 8), np.float32)})
+    with pytest.raises(InputError, match=r"dimension 0 \('batch'\) is 5"):
+        b.run({"x": np.ones((5, 2, 8), np.float32)})
+    with pytest.raises(InputError, match="shape"):
+        b.run({"x": np.ones((1, 2, 9), np.float32)})   # a fixed dim
+
+
+def test_core_refuses_dims_above_the_plan_bound(tmp_path: Path) -> None:
+    """The core checks the bounds itself (a host that skips the manifest's check still cannot go past them)."""
+    from packager.errors import RuntimeFailure
+    from packager.runtime.wasm import WasmPlan
+    from packager.bundle import WASM_VARIANTS
+    out = package(_elementwise_model(), target="web", out=tmp_path / "b", input_shapes={"x": ((1, 4), (1, 16), 8)})
+    s = WasmPlan(out / WASM_VARIANTS["simd"], (out / "model.plan").read_bytes())
+    s.set_shapes([(4, 16, 8)])
+    with pytest.raises(RuntimeFailure, match="above the plan's bound"):
+        s.set_shapes([(4, 17, 8)])
+    with pytest.raises(RuntimeFailure, match="inconsistent with the plan"):
+        s.set_shapes([(4, 16, 7)])
+
+
+def test_a_fixed_input_shape_still_gives_a_static_plan(tmp_path: Path) -> None:
+    out = package(_elementwise_model(), target="web", out=tmp_path / "b", input_shapes={"x": (2, 5, 8)})
+    assert layout.decode((out / "model.plan").read_bytes()).dynamic is None
+    assert load_bundle(out).manifest["inputs"][0]["shape"] == [2, 5, 8]
+
+
+def test_hostile_v2_plans_never_read_out_of_bounds(elementwise_bundle: Path, tmp_path: Path) -> None:
+    """Byte mutations of a version-2 plan (header, tensor flags, lifetimes, bounds) run under ASan + UBSan."""
+    import subprocess
+    from packager.toolchain import KERNELS
+    r = subprocess.run(["make", "-s", "-C", str(KERNELS), "build/asan/run_plan"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    plan = (elementwise_bundle / "model.plan").read_bytes()
+    dec = layout.decode(plan)
+    rng = np.random.default_rng(7)
+    life_off = int.from_bytes(plan[64:68], "little")
+    hot = list(range(0, 96)) + list(range(life_off, life_off + 12 * len(dec.tensors)))
+    paths = []
+    for k in range(150):
+        b = bytearray(plan)
+        for _ in range(int(rng.integers(1, 4))):
+            at = int(rng.choice(hot)) if k % 2 else int(rng.integers(0, len(b)))
+            b[at] = int(rng.integers(0, 256))
+        p = tmp_path / f"m{k}.plan"
+        p.write_bytes(bytes(b))
+        paths.append(str(p))
+    r = subprocess.run([str(KERNELS / "build/asan/run_plan"), *paths], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert len(r.stdout.splitlines()) == len(paths)

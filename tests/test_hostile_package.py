@@ -1,0 +1,282 @@
+"""Hostile or careless use of the packager and its CLI: a closed pipe, wrong run() arguments, a manifest
+nested to blow the stack, hostile external data, constants folded to gigabytes. Each gives an `error:`
+line (a PackagerError), never a traceback, a hang or unbounded memory."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+from packager.api import package
+from packager.bundle import load_bundle
+from packager.errors import PackagerError
+
+
+def cli(*args: str, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "packager.cli", *args], capture_output=True, text=True, **kw)
+
+
+@pytest.fixture
+def bundle(tmp_path: Path, reshape_model: onnx.ModelProto) -> Path:
+    return package(reshape_model, out=tmp_path / "b", verify=False)
+
+
+def test_inspect_into_closed_pipe_is_quiet(bundle: Path) -> None:
+    # `package inspect B | head -1`: the reader leaves early; no BrokenPipeError traceback
+    p = subprocess.run(f"{sys.executable} -m packager.cli inspect {bundle} | head -1", shell=True,
+                       capture_output=True, text=True, cwd=Path(__file__).resolve().parent.parent)
+    assert p.stdout.startswith("bundle"), p.stdout
+    assert "Traceback" not in p.stderr and "BrokenPipe" not in p.stderr, p.stderr
+    # a reader that takes nothing at all, for --json too and for --help
+    for args in (f"inspect {bundle}", f"inspect {bundle} --json", "--help"):
+        r, w = os.pipe()
+        os.close(r)
+        proc = subprocess.run([sys.executable, "-m", "packager.cli", *args.split()], stdout=w, stderr=subprocess.PIPE,
+                              text=True, cwd=Path(__file__).resolve().parent.parent)
+        os.close(w)
+        assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr, (args, proc.stderr)
+
+
+def test_help_lists_every_verb() -> None:
+    from packager.cli import VERBS
+    r = cli("--help")
+    assert r.returncode == 0
+    verbs = r.stdout[r.stdout.index("other verbs"):]   # the list of verbs, not a mention elsewhere
+    for verb in VERBS:
+        assert f"package {verb}" in verbs or f"|{verb}" in verbs, verb
+
+
+@pytest.mark.parametrize("feeds", [None, "x", 3])
+def test_run_with_wrong_feeds_type(bundle: Path, feeds) -> None:
+    b = load_bundle(bundle)
+    with pytest.raises(PackagerError, match="dict of input name"):
+        b.run(feeds)
+    with pytest.raises(PackagerError, match="dict of input name"):
+        b.run([np.zeros((2, 3), np.float32)])
+
+
+def test_deeply_nested_manifest(bundle: Path) -> None:
+    (bundle / "manifest.json").write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(PackagerError, match="nested too deeply"):
+        load_bundle(bundle)
+    r = cli("inspect", str(bundle))
+    assert r.returncode == 1 and "error:" in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+# ---------------------------------------------------------------- hostile models (packager/model_load.py)
+
+def _ext(name: str, location: str, dims: list[int], offset: int = 0, length: int | None = None) -> onnx.TensorProto:
+    t = onnx.TensorProto(name=name, data_type=onnx.TensorProto.FLOAT, dims=dims)
+    t.data_location = onnx.TensorProto.EXTERNAL
+    for k, v in {"location": location, "offset": str(offset), **({"length": str(length)} if length is not None else {})}.items():
+        e = t.external_data.add()
+        e.key, e.value = k, v
+    return t
+
+
+def _load_in_subprocess(model: Path, timeout: float = 60) -> subprocess.CompletedProcess:
+    code = ("import sys\nfrom packager.model_load import load_model\nfrom packager.errors import PackagerError\n"
+            "try:\n    load_model(sys.argv[1])\nexcept PackagerError as e:\n    print('error:', e)\n")
+    return subprocess.run([sys.executable, "-c", code, str(model)], capture_output=True, text=True, timeout=timeout,
+                          cwd=Path(__file__).resolve().parent.parent)
+
+
+def test_external_data_fifo_does_not_block(tmp_path: Path) -> None:
+    from onnx import helper
+    from .conftest import f32, make_model
+    os.mkfifo(tmp_path / "w.bin")   # open() on a FIFO waits for a writer: forever
+    m = make_model([helper.make_node("Add", ["x", "w"], ["y"])], [f32("x", [4])], [f32("y", [4])],
+                   [_ext("w", "w.bin", [4], length=16)])
+    (tmp_path / "model.onnx").write_bytes(m.SerializeToString())
+    r = _load_in_subprocess(tmp_path / "model.onnx", timeout=60)   # the old loader hangs: TimeoutExpired
+    assert "error:" in r.stdout and "not a regular file" in r.stdout, (r.stdout, r.stderr)
+    os.remove(tmp_path / "model.onnx")
+    os.mkfifo(tmp_path / "model.onnx")   # the model file itself
+    r = _load_in_subprocess(tmp_path / "model.onnx", timeout=60)
+    assert "error:" in r.stdout and "not a regular file" in r.stdout, (r.stdout, r.stderr)
+
+
+def test_external_data_read_once_per_file(tmp_path: Path) -> None:
+    # 64 initializers each naming all of one 16 MiB file would materialize 1 GiB from 16 MiB of input
+    from onnx import helper
+    from packager.model_load import load_model
+    from packager.errors import ModelLoadError
+    from .conftest import f32, make_model
+    n = 4 << 20
+    with open(tmp_path / "w.bin", "wb") as f:
+        f.truncate(n * 4)
+    inits = [_ext(f"w{k}", "w.bin", [n]) for k in range(64)]
+    nodes = [helper.make_node("Add", ["x", f"w{k}"], [f"y{k}"]) for k in range(64)]
+    m = make_model(nodes, [f32("x", [n])], [f32(f"y{k}", [n]) for k in range(64)], inits)
+    (tmp_path / "model.onnx").write_bytes(m.SerializeToString())
+    with pytest.raises(ModelLoadError, match=r"more than their files hold \(16777216 bytes"):
+        load_model(tmp_path / "model.onnx")
+    # disjoint slices of one file are fine
+    half = [_ext("a", "w.bin", [n // 2], 0, n * 2), _ext("b", "w.bin", [n // 2], n * 2, n * 2)]
+    m = make_model([helper.make_node("Add", ["a", "b"], ["y"])], [], [f32("y", [n // 2])], half)
+    (tmp_path / "model.onnx").write_bytes(m.SerializeToString())
+    assert len(load_model(tmp_path / "model.onnx").graph.initializer) == 2
+
+
+def _sparse(values: onnx.TensorProto) -> onnx.SparseTensorProto:
+    from onnx import helper, numpy_helper
+    return helper.make_sparse_tensor(values, numpy_helper.from_array(np.array([2], np.int64), "i"), [4])
+
+
+def test_sparse_constant_is_a_clean_error(tmp_path: Path) -> None:
+    from onnx import helper, numpy_helper
+    from .conftest import f32, make_model
+    sp = _sparse(numpy_helper.from_array(np.array([1.0], np.float32), "v"))
+    m = make_model([helper.make_node("Constant", [], ["c"], sparse_value=sp), helper.make_node("Add", ["x", "c"], ["y"])],
+                   [f32("x", [4])], [f32("y", [4])])
+    with pytest.raises(PackagerError, match="sparse tensors are not supported"):
+        package(m, out=tmp_path / "b", verify=False)
+    assert not (tmp_path / "b").exists()
+
+
+def test_sparse_external_values_never_read_from_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from onnx import helper
+    from .conftest import f32, make_model
+    (tmp_path / "model").mkdir()
+    (tmp_path / "cwd").mkdir()
+    (tmp_path / "cwd" / "secret.bin").write_bytes(np.float32(42).tobytes())   # onnx's own loader read this
+    sp = _sparse(_ext("v", "secret.bin", [1], length=4))
+    for graph_sparse in (False, True):
+        if graph_sparse:
+            m = make_model([helper.make_node("Add", ["x", "v"], ["y"])], [f32("x", [4])], [f32("y", [4])])
+            m.graph.sparse_initializer.append(sp)
+        else:
+            m = make_model([helper.make_node("Constant", [], ["c"], sparse_value=sp),
+                            helper.make_node("Add", ["x", "c"], ["y"])], [f32("x", [4])], [f32("y", [4])])
+        (tmp_path / "model" / "m.onnx").write_bytes(m.SerializeToString())
+        monkeypatch.chdir(tmp_path / "cwd")
+        with pytest.raises(PackagerError, match="external data file 'secret.bin' not found"):
+            package(tmp_path / "model" / "m.onnx", out=tmp_path / "b", verify=False)
+        with pytest.raises(PackagerError, match="references external data"):   # a ModelProto: no folder to read
+            package(m, out=tmp_path / "b", verify=False)
+        (tmp_path / "model" / "secret.bin").write_bytes(np.float32(1).tobytes())   # read safely, then refused
+        with pytest.raises(PackagerError, match="sparse tensors are not supported"):
+            package(tmp_path / "model" / "m.onnx", out=tmp_path / "b", verify=False)
+        os.remove(tmp_path / "model" / "secret.bin")
+
+
+@pytest.mark.parametrize("extra", [16, -4])
+def test_raw_data_not_matching_dims(tmp_path: Path, extra: int) -> None:
+    from onnx import helper, numpy_helper
+    from .conftest import f32, make_model
+    t = numpy_helper.from_array(np.ones(4, np.float32), "c")
+    t.raw_data = t.raw_data + b"\0" * extra if extra > 0 else t.raw_data[:extra]
+    m = make_model([helper.make_node("Add", ["x", "c"], ["y"])], [f32("x", [4])], [f32("y", [4])], [t])
+    with pytest.raises(PackagerError, match=r"raw_data holds \d+ bytes; its dims \[4\] and type FLOAT need 16"):
+        package(m, out=tmp_path / "b", verify=False)
+    # the same inside a Constant node's value
+    m = make_model([helper.make_node("Constant", [], ["c"], value=t), helper.make_node("Add", ["x", "c"], ["y"])],
+                   [f32("x", [4])], [f32("y", [4])])
+    with pytest.raises(PackagerError, match="raw_data holds"):
+        package(m, out=tmp_path / "b", verify=False)
+    t2 = onnx.TensorProto(name="d", data_type=onnx.TensorProto.FLOAT, dims=[4], float_data=[1.0, 2.0, 3.0])
+    m = make_model([helper.make_node("Add", ["x", "d"], ["y"])], [f32("x", [4])], [f32("y", [4])], [t2])
+    with pytest.raises(PackagerError, match="float_data holds 3 values"):
+        package(m, out=tmp_path / "b", verify=False)
+
+
+# ---------------------------------------------------------------- constant folding (packager/analyze.py)
+
+@pytest.fixture
+def evaluated(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Op types the folder hands to onnx's reference evaluator (which would then allocate the output)."""
+    import onnx.reference
+    seen: list[str] = []
+
+    def spy(model, *a, **k):   # never really evaluates: on a regression, fail instead of allocating 16 GiB
+        seen.append(model.graph.node[0].op_type)
+        raise MemoryError(f"{model.graph.node[0].op_type} evaluated")
+    monkeypatch.setattr(onnx.reference, "ReferenceEvaluator", spy)
+    return seen
+
+
+@pytest.mark.parametrize("op,inputs", [
+    ("ConstantOfShape", [np.array([2 ** 31], np.int64)]),
+    ("Expand", [np.ones((1, 1), np.float32), np.array([65536, 65536], np.int64)]),
+    ("Tile", [np.ones((1, 4), np.float32), np.array([1 << 20, 1 << 10], np.int64)]),
+    ("Range", [np.array(0, np.float32), np.array(1e12, np.float32), np.array(1, np.float32)]),
+    ("Pad", [np.ones((2, 2), np.float32), np.array([0, 0, 1 << 20, 1 << 20], np.int64)]),
+])
+def test_fold_size_checked_before_evaluating(op: str, inputs: list, evaluated: list[str]) -> None:
+    from onnx import helper
+    from packager.analyze import _eval_node
+    node = helper.make_node(op, [f"i{k}" for k in range(len(inputs))], ["o"], name="big")
+    with pytest.raises(PackagerError, match="exceed the folding limit"):
+        _eval_node(node, inputs, 18)
+    assert evaluated == []
+
+
+def test_small_folds_still_evaluated() -> None:
+    from onnx import helper
+    from packager.analyze import _eval_node
+    node = helper.make_node("ConstantOfShape", ["s"], ["o"])
+    assert _eval_node(node, [np.array([4], np.int64)], 18)[0].shape == (4,)
+    node = helper.make_node("Expand", ["c", "s"], ["o"])
+    assert _eval_node(node, [np.ones((1, 1), np.float32), np.array([3, 5], np.int64)], 18)[0].shape == (3, 5)
+
+
+def test_analyze_leaves_huge_expand_unfolded(evaluated: list[str]) -> None:
+    from onnx import helper, numpy_helper
+    from packager.analyze import analyze
+    from .conftest import f32, make_model
+    c = numpy_helper.from_array(np.ones((1, 1), np.float32), "c")
+    sh = numpy_helper.from_array(np.array([16384, 8192], np.int64), "sh")   # 512 MiB: over the fold limit
+    m = make_model([helper.make_node("Expand", ["c", "sh"], ["e"]), helper.make_node("Add", ["x", "e"], ["y"])],
+                   [f32("x", [1])], [f32("y", [16384, 8192])], [c, sh])
+    g = analyze(m)
+    assert "Expand" not in evaluated
+    assert [n.op_type for n in g.nodes] == ["Expand", "Add"] and "e" not in g.consts
+
+
+def test_edge_python_runtime_deeply_nested_manifest(tmp_path: Path) -> None:
+    import importlib.util
+    path = Path(__file__).resolve().parent.parent / "edge" / "python" / "edgepack_runtime.py"
+    spec = importlib.util.spec_from_file_location("edgepack_runtime_under_test", path)
+    rt = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(rt)
+    (tmp_path / "manifest.json").write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(rt.EdgepackError, match="nested too deeply"):
+        rt.Session(tmp_path)
+    (tmp_path / "manifest.json").write_text("[1, 2]")
+    with pytest.raises(rt.EdgepackError, match="not an edgepack bundle"):
+        rt.Session(tmp_path)
+
+
+@pytest.mark.parametrize("op,shape,dtype", [("ConstantOfShape", [2**31], None), ("Expand", [65536, 65536], np.float32)])
+def test_huge_constant_shapes_refused_before_inference(tmp_path: Path, op: str, shape: list, dtype) -> None:
+    """A 174-byte model naming 8 or 16 GiB: refused with the figure, before onnx's shape inference could
+    materialize it (it used to grow until the machine killed it)."""
+    from onnx import TensorProto, helper, numpy_helper
+    inits = [numpy_helper.from_array(np.array(shape, np.int64), "s")]
+    ins = ["s"]
+    if dtype is not None:
+        inits.append(numpy_helper.from_array(np.ones((1, 1), dtype), "c"))
+        ins = ["c", "s"]
+    g = helper.make_graph([helper.make_node(op, ins, ["y"], name="n0")], "t", [],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["a"] * len(shape))], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    with pytest.raises(PackagerError, match="GiB: more than a bundle can hold"):
+        package(m, out=tmp_path / "b", verify=False)
+
+
+def test_tensor_over_wasm32_memory_is_a_clean_error(tmp_path: Path) -> None:
+    """An input of 2^31 floats (8 GiB) is refused at package time with the figure, not a struct.error."""
+    from onnx import TensorProto, helper
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "t",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2**16, 2**15])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2**16, 2**15])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    with pytest.raises(PackagerError, match="more than a wasm32 memory holds"):
+        package(m, out=tmp_path / "b", verify=False)
