@@ -28,9 +28,10 @@ F, I64, B = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
 VARIANTS = ("simd", "scalar")
 # Every case of onnx.backend.test.case.node with If, Loop or Scan whose body ops edgepack supports (the others:
 # test_if_seq, test_if_opt, test_loop13_seq, test_loop16_seq_none and the sequence_map ones use sequences or
-# optionals; the affine_grid and linear_attention ones are listed in docs/plan-format.md, "Sub-plans").
+# optionals, the bfloat16 range one bfloat16; the affine_grid and linear_attention ones: docs/plan-format.md, "Sub-plans").
 CASES = ["test_if", "test_loop11", "test_scan_sum", "test_scan9_sum", "test_scan9_scalar", "test_scan9_multi_state",
-         "test_range_float_type_positive_delta_expanded", "test_range_int32_type_negative_delta_expanded"]
+         "test_range_float_type_positive_delta_expanded", "test_range_float16_type_positive_delta_expanded",
+         "test_range_int32_type_negative_delta_expanded"]
 
 
 @pytest.fixture(scope="module")
@@ -184,6 +185,20 @@ def test_inline_branch_renames_and_binds_outputs() -> None:
     assert sg.outer_refs(node.attribute[0].g) == {"x"}
 
 
+def test_unroll_loop_computes_what_the_loop_does() -> None:
+    """Loop-11's node case unrolled 3 times: onnx's reference evaluator gives the same outputs as for the Loop."""
+    from onnx.reference import ReferenceEvaluator
+    case = next(c for c, _ in collect({"Loop"}) if c.name == "test_loop11")
+    loop = case.model.graph.node[0]
+    assert sg.can_unroll(loop, 3, True) and not sg.can_unroll(loop, 3, False) and not sg.can_unroll(loop, 10**6, True)
+    g = case.model.graph
+    flat = helper.make_graph(sg.unroll_loop(loop, 3, "u/", 11), "flat", list(g.input), list(g.output))
+    feeds = {"trip_count": np.array(3, np.int64), "cond": np.array(True), "y": np.array([-2], np.float32)}
+    want = ReferenceEvaluator(case.model).run(None, feeds)
+    got = ReferenceEvaluator(helper.make_model(flat, opset_imports=case.model.opset_import)).run(None, feeds)
+    assert all(np.array_equal(a, b) for a, b in zip(got, want))
+
+
 def _nested_if_model(depth: int) -> onnx.ModelProto:
     """depth Ifs, each inside the then branch of the one above, on one run-time condition: y = x + depth, or x."""
     inner = None
@@ -289,6 +304,11 @@ def test_bad_body_words_are_refused(cf_plans) -> None:
         bad = _copy(plan)
         _ctrl(bad).params.append(0)
         assert not _opens(bad), f"{name}: one word too many"
+        for j in range(len(node.inputs)):   # an absent input where the node needs one (Loop's M and cond may be)
+            bad = _copy(plan)
+            _ctrl(bad).inputs[j] = -1
+            if not (node.op == Op.LOOP and j < 2):
+                assert not _opens(bad), f"{name}: input {j} absent"
 
 
 def _mutants(plan: bytes, n: int, seed: int) -> list[bytes]:

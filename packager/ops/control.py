@@ -37,7 +37,10 @@ def _analyze_body(ctx: LowerCtx, node: onnx.NodeProto, body: onnx.GraphProto,
     body nodes left to run."""
     from ..analyze import _eval_node
     g = ctx.graph
-    label = node.name or node.output[0]
+    for vi in body.output:
+        if vi.type.WhichOneof("value") not in (None, "tensor_type"):
+            raise ctx.unsupported(node, f"its body returns '{vi.name}', a {vi.type.WhichOneof('value')[:-5]}: "
+                                        "only tensors are supported")
     refs = sorted(sg.outer_refs(body))
     inputs = [helper.make_tensor_value_info(vi.name, t, s) for vi, (t, s) in zip(body.input, in_types)]
     known = [r for r in refs if r in g.consts]
@@ -60,8 +63,9 @@ def _analyze_body(ctx: LowerCtx, node: onnx.NodeProto, body: onnx.GraphProto,
     left = []
     for n in body.node:
         ins = [g.consts.get(i) if i else None for i in n.input]
-        if n.op_type == "Constant" or (n.input and all(x is not None or not i for x, i in zip(ins, n.input))
-                                       and not sg.subgraphs(n)):
+        tensor_op = not n.op_type.startswith(("Sequence", "Optional", "SplitToSequence", "ConcatFromSequence"))
+        if tensor_op and (n.op_type == "Constant" or (n.input and all(x is not None or not i for x, i in zip(ins, n.input))
+                                                      and not sg.subgraphs(n))):
             try:
                 vals = _eval_node(n, ins, ctx.opset)
                 for o, v in zip(n.output, vals):
@@ -82,7 +86,6 @@ def _analyze_body(ctx: LowerCtx, node: onnx.NodeProto, body: onnx.GraphProto,
         g.shapes[v], g.dtypes[v] = s, t
     for (t, s), vi in zip(in_types, body.input):
         g.shapes[vi.name], g.dtypes[vi.name] = tuple(s), t
-    del label
     return left
 
 

@@ -7,7 +7,7 @@ EP_COLD_FILE_BEGIN
 
 static int32_t root_of(const ep_ctx *c, int32_t id) { return ep_life(c, (uint32_t)id, 0); }
 
-/* An arena tensor whose bytes live at `step` (any tensor when arena_only is 0 and it is not in the arena). */
+/* Tensor id exists and, in the arena, lives at `step`; a body input the node writes (writes) is an arena root. */
 static ep_status live_at(const ep_ctx *c, int32_t id, int32_t step, int writes) {
   if (id < 0 || (uint32_t)id >= c->n_tensors) return EP_E_BOUNDS;
   if (ep_tensor_entry(c, (uint32_t)id)[EP_T_STORAGE] != EP_STORAGE_ARENA) return writes ? EP_E_TENSOR : EP_OK;
@@ -84,7 +84,7 @@ static ep_status resolve_if(ep_ctx *c, const ep_state_view *sv, uint32_t idx, ep
   for (uint32_t b = 0; b < 2; b++)   /* both branches, so that either can run */
     if ((s = ep_resolve_range(c, sv, k->begin[b], k->end[b], step, depth + 1))) return s;
   const ep_tensor *cond = n->in[0];
-  if (cond->dtype != EP_BOOL || cond->numel != 1) return EP_E_DTYPE;
+  if (!cond || cond->dtype != EP_BOOL || cond->numel != 1) return EP_E_DTYPE;
   const int known = cond->data != 0;   /* a weight, or a value computed while resolving */
   const int pick_else = known && !cond->data[0];
   for (uint32_t o = 0; o < n->n_out; o++) {
