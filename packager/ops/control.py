@@ -94,6 +94,9 @@ def _lower_body(ctx: LowerCtx, node: onnx.NodeProto, body: onnx.GraphProto, node
     """The body's kernel nodes and the names of its outputs. fresh_outputs: an output whose bytes are a body
     input's is copied first (the node copies outputs back into inputs one by one: Loop and Scan)."""
     saved, saved_current, saved_node = ctx.emitted, ctx._current, getattr(ctx, "_node", None)
+    if ctx.dynamic:
+        raise ctx.unsupported(node, "bodies with run-time input dims are not supported yet: give fixed shapes "
+                                    "(--input-shape)")
     depth = getattr(ctx, "body_depth", 0) + 1
     if depth > MAX_DEPTH:
         raise ctx.unsupported(node, f"bodies nested {depth} deep: the runtime runs {MAX_DEPTH} at most")
