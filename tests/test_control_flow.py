@@ -90,6 +90,14 @@ def test_if_branches_of_different_shapes_both_run(tmp_path: Path) -> None:
             assert y.shape == want.shape and np.allclose(y, want), (variant, cond)
 
 
+def test_if_of_different_shapes_read_by_a_node_is_refused(tmp_path: Path) -> None:
+    m = _if_model()
+    m.graph.node[0].output[0] = "y0"
+    m.graph.node.append(helper.make_node("Relu", ["y0"], ["y"]))
+    with pytest.raises(PackagerError, match=r"branches give 'y0' shapes \[2, 3\] and \[1, 3\].*only a graph output"):
+        package(m, out=tmp_path / "r", verify=False)
+
+
 def _loop_model(stop_above: float | None = None) -> onnx.ModelProto:
     """y <- y * 1.5 + c (c an outer-scope initializer) while i < M and cond; with stop_above, cond_out is
     sum(y) < stop_above (the body decides when to stop)."""

@@ -172,6 +172,9 @@ def lower_if(ctx: LowerCtx, node: onnx.NodeProto) -> None:
         _out(ctx, name, t0, tuple(max(x, y) for x, y in zip(s0, s1)))
         if s0 != s1:
             ctx.run_dims[name] = tuple(x != y for x, y in zip(s0, s1))
+            ctx.run_dims_why = {**getattr(ctx, "run_dims_why", {}),
+                                name: f"If '{node.name or node.output[0]}': its branches give '{name}' shapes "
+                                      f"{list(s0)} and {list(s1)}"}
     _emit(ctx, Op.IF, [node.input[0]], list(node.output), bodies, [], [], outs[0] + outs[1])
 
 

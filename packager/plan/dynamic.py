@@ -84,6 +84,17 @@ def place_bodies(main: list) -> tuple[list, list[int], dict[int, list[tuple[int,
     return order, steps, ranges
 
 
+def _check_run_dims(ctx: "LowerCtx", order: list, outputs: list[str]) -> None:
+    """An If output whose dims its branch sets when it runs may only be a graph output: nothing may read it."""
+    for name, why in getattr(ctx, "run_dims_why", {}).items():
+        read = any(name in e.inputs or (e.ctrl and name in e.ctrl["body_out"]) for e in order) or \
+            any(t.alias == name for t in ctx.tensors.values())
+        if read or name not in outputs:
+            raise PackagerError(f"{why}, and its condition is only known at run time: only a graph output may take "
+                                f"its shape from the branch that runs (bind the condition with --const, or make the "
+                                f"branches agree)")
+
+
 def _ctrl_params(e, ranges: list[tuple[int, int]], ids: dict[str, int]) -> list[int]:
     c = e.ctrl
     words = [w for r in ranges for w in r]
@@ -106,6 +117,7 @@ def assemble_dynamic(ctx: "LowerCtx", inputs: list[str], outputs: list[str], var
     n_steps = len(ctx.emitted)
     order, steps, ranges = place_bodies(ctx.emitted)
     n_total = len(order)   # lifetimes' "after the last node"
+    _check_run_dims(ctx, order, outputs)
     resolve = resolve_steps(ctx)
     produced = {o for s in resolve for o in ctx.emitted[s].outputs}
     for v in produced:
