@@ -154,6 +154,38 @@ def test_huge_trip_count_stops_with_a_limit_error(tmp_path: Path) -> None:
     assert np.allclose(y, _loop_ref(2, True, np.zeros(3, np.float32), None))
 
 
+def test_scan_axes_and_directions(tmp_path: Path) -> None:
+    """Scan-9 over axis 1 of x[2, 4, 3], reversed, two scan outputs on axes 1 and 0 (the second reversed), a
+    running sum state and an outer-scope scale (onnx's reference evaluator has no reverse Scan: numpy)."""
+    body = helper.make_graph(
+        [helper.make_node("Add", ["s_in", "xs"], ["s_out"]), helper.make_node("Mul", ["s_out", "scale"], ["y1"]),
+         helper.make_node("Neg", ["xs"], ["y2"])], "body",
+        [helper.make_tensor_value_info("s_in", F, [2, 3]), helper.make_tensor_value_info("xs", F, [2, 3])],
+        [helper.make_tensor_value_info("s_out", F, [2, 3]), helper.make_tensor_value_info("y1", F, [2, 3]),
+         helper.make_tensor_value_info("y2", F, [2, 3])])
+    m = _model([helper.make_node("Scan", ["s0", "x"], ["s", "ys1", "ys2"], body=body, num_scan_inputs=1,
+                                 scan_input_axes=[1], scan_input_directions=[1], scan_output_axes=[1, 0],
+                                 scan_output_directions=[0, 1])],
+               [helper.make_tensor_value_info("s0", F, [2, 3]), helper.make_tensor_value_info("x", F, [2, 4, 3])],
+               [helper.make_tensor_value_info("s", F, [2, 3]), helper.make_tensor_value_info("ys1", F, [2, 4, 3]),
+                helper.make_tensor_value_info("ys2", F, [4, 2, 3])],
+               [numpy_helper.from_array(np.array(0.5, np.float32), "scale")])
+    out = package(m, out=tmp_path / "scan", verify=False)
+    rng = np.random.default_rng(1)
+    feeds = {"s0": rng.standard_normal((2, 3)).astype(np.float32), "x": rng.standard_normal((2, 4, 3)).astype(np.float32)}
+    st, ys1, ys2 = feeds["s0"].copy(), np.zeros((2, 4, 3), np.float32), np.zeros((4, 2, 3), np.float32)
+    for t in range(4):
+        xs = feeds["x"][:, 3 - t, :]
+        st = st + xs
+        ys1[:, t, :] = st * np.float32(0.5)
+        ys2[3 - t] = -xs
+    want = {"s": st, "ys1": ys1, "ys2": ys2}
+    for variant in VARIANTS:
+        got = load_bundle(out, variant).run(feeds)
+        for k, w in want.items():
+            assert got[k].shape == w.shape and np.allclose(got[k], w, rtol=1e-5, atol=1e-6), (variant, k)
+
+
 def _const_if_model() -> onnx.ModelProto:
     then = helper.make_graph([helper.make_node("Relu", ["x"], ["t"])], "then", [],
                              [helper.make_tensor_value_info("t", F, [4])])
