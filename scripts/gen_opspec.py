@@ -261,6 +261,7 @@ def _fixed_count(o: OpSpec) -> int | None:
 def gen_opspec_py(s: Spec) -> str:
     ops = "\n".join(f"    {o.name} = {o.id}  # {o.summary}" for o in s.ops)
     no_kernel = ", ".join(f"Op.{o.name}" for o in s.ops if not o.kernel)
+    no_kernel = f"{{{no_kernel}}}" if no_kernel else ""   # frozenset() when every id has its kernel
     arity = "\n".join(f"    Op.{o.name}: ({o.inputs.min}, {_py_max(o.inputs)}, {o.outputs.min}, {_py_max(o.outputs)}),"
                       for o in s.ops)
     counts = []
@@ -286,7 +287,7 @@ class Op(enum.IntEnum):
 
 
 # Ids reserved in the format whose kernel does not exist yet: no runtime accepts them, the packager emits none.
-NO_KERNEL: frozenset[Op] = frozenset({{{no_kernel}}})
+NO_KERNEL: frozenset[Op] = frozenset({no_kernel})
 
 # (min_in, max_in, min_out, max_out) per op; optional inputs may be absent (-1) past min_in.
 ARITY: dict[Op, tuple[int, int, int, int]] = {{

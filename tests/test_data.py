@@ -331,8 +331,13 @@ def test_hostile_slice(tmp_path):
     c = {"s": np.array([1, 5], np.int64), "e": np.array([3, 0], np.int64), "a": np.array([0, 1], np.int64),
          "p": np.array([1, -2], np.int64)}
     m = model("Slice", {"x": x}, c, ["x", "s", "e", "a", "p"], ["y"])
-    _corrupt(tmp_path, m, Op.SLICE, [_set(0, 3), _set(1, 6), _set(1, -1), _set(3, -3), _set(3, 0), _set(3, 2**31 - 1),
-                                     _set(2, 3), _params([1, 5, 1]), _params([])])
+    assert layout.decode(_plan_of(m, tmp_path)).nodes[0].params == [1, 5, 3, 0, 1, -2]   # the ONNX (3r) form
+    # 3r words that resolve to other extents than the plan's output, step 0, word counts of neither form; then
+    # the normalized (2r) form reaching outside the input
+    _corrupt(tmp_path, m, Op.SLICE, [_set(0, 3), _set(2, 4), _set(2, 2**31 - 1), _set(3, -3), _set(3, 2**31 - 1),
+                                     _set(4, 0), _set(4, 2**31 - 1), _set(5, -1), _set(5, -2**31),
+                                     _params([1, 5, 1]), _params([]), _params([1, 5, 3, 0, 1, -2, 0]),
+                                     _params([3, 5, 1, -2]), _params([1, 6, 1, -2]), _params([1, 5, 1, -3])])
 
 
 def test_hostile_transpose_concat_split_gather(tmp_path):

@@ -200,7 +200,8 @@ def _opens(plan: layout.Plan) -> None:
 @pytest.mark.parametrize("m,op,mutations", [
     (model("MaxPool", (1, 2, 8, 8), kernel_shape=[2, 2], strides=[2, 2]), Op.POOL,
      [lambda p: p.__setitem__(1, 3), lambda p: p.__setitem__(4, 0), lambda p: p.__setitem__(7, -1),
-      lambda p: p.__setitem__(0, 7), lambda p: p.__setitem__(4, 1 << 30), lambda p: p.pop()]),
+      lambda p: p.__setitem__(0, 7), lambda p: p.__setitem__(4, 1 << 30), lambda p: p.__setitem__(-1, 2),
+      lambda p: (p.pop(), p.pop())]),   # (one word less is the form from before ceil_mode)
     (model("GlobalAveragePool", (1, 2, 3, 3)), Op.GLOBAL_POOL, [lambda p: p.__setitem__(0, 5), lambda p: p.append(0)]),
     (model("Softmax", (2, 3, 4), opset=13), Op.SOFTMAX,
      [lambda p: p.__setitem__(2, 4), lambda p: p.__setitem__(1, 2 ** 31 - 1), lambda p: p.__setitem__(1, 3)]),

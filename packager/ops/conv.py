@@ -29,7 +29,8 @@ WINOGRAD_BIG_WEIGHTS_FLOATS = 256 * 1024    # ...of a layer whose 16 U_k are 1 M
 
 # Kernels that need a private scratch buffer per thread (DEPTHWISE_CONV's padded plane, WINOGRAD_CONV's
 # 4-row buffer) get this many; a threaded runtime uses at most that many threads on such a node, so a plan
-# stays valid for any thread count (docs/plan-format.md, "Threads").
+# stays valid for any thread count (docs/plan-format.md, "Threads"). The kernels' scratch functions give the same
+# (EP_THREAD_SLOTS, wasm_kernels/src/shape/conv_linalg.h); tests lower it to size plans for one thread.
 THREAD_SLOTS = 4
 
 Activation = tuple[int, Sequence[float]]
@@ -85,6 +86,9 @@ def conv_geometry(ctx: LowerCtx, node: onnx.NodeProto) -> dict:
     elif auto_pad in ("SAME_UPPER", "SAME_LOWER"):
         begin, end = [], []
         for i in range(nsp):
+            if strides[i] > 1 and not ctx.fixed(node.input[0], 2 + i):   # the pads would depend on a run-time dim
+                raise ctx.unsupported(node, f"auto_pad={auto_pad} with stride {strides[i]} along a dim known only "
+                                            "at run time")
             out = -(-insp[i] // strides[i])
             total = max(0, (out - 1) * strides[i] + (ksz[i] - 1) * dil[i] + 1 - insp[i])
             small = total // 2
@@ -108,13 +112,19 @@ def conv_geometry(ctx: LowerCtx, node: onnx.NodeProto) -> dict:
     have = (xs[0], cout, *(outsp if nsp == 2 else outsp[1:]))
     if want != have:
         raise ctx.unsupported(node, f"output shape {want} differs from the computed {have}")
+    # plane_fixed: H and W (so OH, OW) are the same for every run; kernel choices may depend on them only then
+    plane_fixed = not ctx.dynamic or all(ctx.fixed(node.input[0], a) for a in range(2, len(xs)))
     return dict(group=group, cin=cin, cout=cout, kh=ksz[0], kw=ksz[1], sh=strides[0], sw=strides[1],
                 dh=dil[0], dw=dil[1], pt=begin[0], pl=begin[1], pb=end[0], pr=end[1],
-                h=insp[0], w=insp[1], oh=outsp[0], ow=outsp[1])
+                h=insp[0], w=insp[1], oh=outsp[0], ow=outsp[1], nsp=nsp, plane_fixed=plane_fixed)
 
+
+# The scratch sizes and block widths below are defined by the kernels' C scratch functions (wasm_kernels/src/kernels,
+# ep_scratch_*; a dynamic plan's core computes them there): these copies size static plans, and
+# tests/test_shape_fns.py checks that both agree on every conformance case and benchmark model.
 
 def dw_scratch_bytes(g: dict) -> int:
-    """Mirror of conv.c dw_phase_width: the padded, column-phased input plane of one channel, per thread slot."""
+    """Mirror of conv.c ep_scratch_DEPTHWISE_CONV: the padded, column-phased input plane of one channel, per thread slot."""
     wp = g["w"] + g["pl"] + g["pr"]
     pw = max(-(-wp // g["sw"]), _round_up(g["ow"], 4) + (g["kw"] - 1) * g["dw"] // g["sw"])
     pw = _round_up(pw, 4)
@@ -135,17 +145,28 @@ WINOGRAD_G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0,
 WINOGRAD_F4 = True          # False: every Winograd conv is F(2x2) (tests compare the two)
 WINOGRAD_F4_MIN_TILES = 16  # 4x4 output tiles of the plane (14x14 and up)
 WINOGRAD_F4_MIN_CHANNEL_PAIRS = 128 * 128
+# When the plane varies from run to run (a dynamic plan), the choice is by channels alone: F(4x4) (and the int8 path's
+# Winograd, quant.py) up to 256x256 channel pairs. Deeper layers sit on small planes in CNNs (resnet18's 512 channels
+# at 7x7), where U's bytes outweigh the saved multiplies: F(4x4)'s U, made at bind, is arena memory (2.8x F(2x2)'s).
+WINOGRAD_DYNAMIC_MAX_CHANNEL_PAIRS = 256 * 256
 
 
 def winograd_eligible(g: dict) -> bool:
+    """3x3, stride 1, dilation 1, group 1, 2-D (H > 1: a plane that is no row; when H varies, by rank alone), enough
+    channels."""
+    plane = g["h"] > 1 if g.get("plane_fixed", True) else g["nsp"] == 2
     return (g["group"] == 1 and g["kh"] == g["kw"] == 3 and g["sh"] == g["sw"] == 1 and g["dh"] == g["dw"] == 1
-            and g["h"] > 1 and min(g["cin"], g["cout"]) >= WINOGRAD_MIN_CHANNELS)
+            and plane and min(g["cin"], g["cout"]) >= WINOGRAD_MIN_CHANNELS)
 
 
 def winograd_tile(g: dict) -> int:
-    """The output tile side m of an eligible conv: 4 where F(4x4, 3x3) pays, else 2."""
-    tiles = -(-g["oh"] // 4) * -(-g["ow"] // 4)
-    f4 = tiles >= WINOGRAD_F4_MIN_TILES and g["cin"] * g["cout"] >= WINOGRAD_F4_MIN_CHANNEL_PAIRS
+    """The output tile side m of an eligible conv: 4 where F(4x4, 3x3) pays, else 2. When the plane varies from run
+    to run, by the channel pairs alone."""
+    pairs = g["cin"] * g["cout"]
+    if g.get("plane_fixed", True):
+        f4 = -(-g["oh"] // 4) * -(-g["ow"] // 4) >= WINOGRAD_F4_MIN_TILES and pairs >= WINOGRAD_F4_MIN_CHANNEL_PAIRS
+    else:
+        f4 = WINOGRAD_F4_MIN_CHANNEL_PAIRS <= pairs <= WINOGRAD_DYNAMIC_MAX_CHANNEL_PAIRS
     return 4 if WINOGRAD_F4 and f4 else 2
 
 
@@ -161,10 +182,10 @@ def winograd_filters(w: np.ndarray) -> np.ndarray:
 
 
 def winograd_tiles(g: dict, m: int) -> tuple[int, int]:
-    """(tiles per block, scratch bytes): mirror of winograd.c's scratch layout. Every block streams all
-    nk = (m+2)^2 U_k (nk Cin Cout floats) once, so deep layers (big U) on small planes take the whole plane in one
-    block (up to WINOGRAD_SINGLE_BLOCK_FLOATS); otherwise blocks fit the budget, balanced in size: with
-    small U, re-reading it costs less than V and M planes that outgrow the cache."""
+    """(tiles per block, scratch bytes): mirror of winograd.c's wg_tiles and ep_scratch_WINOGRAD_CONV(_F4). Every
+    block streams all nk = (m+2)^2 U_k (nk Cin Cout floats) once, so deep layers (big U) on small planes take the
+    whole plane in one block (up to WINOGRAD_SINGLE_BLOCK_FLOATS); otherwise blocks fit the budget, balanced in size:
+    with small U, re-reading it costs less than V and M planes that outgrow the cache."""
     a = m + 2
     nk = a * a
     th, tw = -(-g["oh"] // m), -(-g["ow"] // m)
@@ -201,6 +222,7 @@ def emit_conv(ctx: LowerCtx, node: onnx.NodeProto, activation: Activation = (ACT
     if winograd_eligible(g):
         m = winograd_tile(g)
         nt, scratch = winograd_tiles(g, m)
+        nt = 0 if ctx.dynamic else nt   # a dynamic plan's blocks are sized by the core (winograd.c wg_tiles)
         if m == 4:
             taps = winograd_taps(w)
             u = ctx.temp((36, taps.shape[1]), np.float32, "wino")
@@ -208,7 +230,7 @@ def emit_conv(ctx: LowerCtx, node: onnx.NodeProto, activation: Activation = (ACT
         else:
             u = ctx.weight(winograd_filters(w), "wino")
         ctx.emit(Op.WINOGRAD_CONV_F4 if m == 4 else Op.WINOGRAD_CONV, [node.input[0], u, bias, residual], [out],
-                 [MR, *window, nt, *act], scratch_bytes=scratch)
+                 [MR, *window, nt, *act, g["cout"]], scratch_bytes=scratch)
         return
     G = g["group"]
     mg, kg = g["cout"] // G, g["cin"] // G * g["kh"] * g["kw"]
@@ -222,10 +244,11 @@ def emit_conv(ctx: LowerCtx, node: onnx.NodeProto, activation: Activation = (ACT
     else:
         n = g["oh"] * g["ow"]
         # at least 64 columns even for very deep K, so the weights are streamed few times
-        nt = min(max(8 * NR, PANEL_FLOATS // max(kg, 1) // NR * NR), _round_up(n, NR))
+        nt = min(max(8 * NR, PANEL_FLOATS // max(kg, 1) // NR * NR), _round_up(n, NR))   # conv.c conv_nt
         scratch = kg * nt * 4
+        nt = 0 if ctx.dynamic else nt   # a dynamic plan's panel width is derived by the core (conv_nt)
     ctx.emit(Op.CONV, [node.input[0], ctx.weight(packed, "wpk"), bias, residual], [out],
-             [G, MR, *window, nt, *act], scratch_bytes=scratch)
+             [G, MR, *window, nt, *act, g["cout"]], scratch_bytes=scratch)
 
 
 @lowers("Conv")

@@ -1,5 +1,6 @@
 """ConvTranspose -> CONV_TRANSPOSE. output_shape / auto_pad / output_padding are resolved here into
-pad_begin per spatial dim (the ONNX spec rule); the kernel reads output sizes from Y's shape.
+pad_begin and end_adjust (output_padding - pad_end) per spatial dim (the ONNX spec rule); the kernel reads output
+sizes from Y's shape, the core's shape function computes them from those words (ep_shape_CONV_TRANSPOSE).
 W keeps its ONNX layout [Cin, Cout/group, k...], which the scatter kernel reads directly."""
 from __future__ import annotations
 
@@ -47,6 +48,8 @@ def lower_conv_transpose(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     full = [strides[i] * (xs[2 + i] - 1) + opad[i] + (kernel[i] - 1) * dil[i] + 1 for i in range(nsp)]
     if "output_shape" in a or auto_pad in ("SAME_UPPER", "SAME_LOWER"):
         if "output_shape" in a:
+            if not all(ctx.fixed(x, 2 + i) for i in range(nsp)):
+                raise ctx.unsupported(node, "output_shape with an input size known only at run time")
             os_ = [int(v) for v in a["output_shape"]]
             os_ = os_[-nsp:] if len(os_) >= nsp else os_
             if len(os_) != nsp:
@@ -79,7 +82,13 @@ def lower_conv_transpose(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     params: list[int] = [nsp, group]
     for i in range(nsp):
         params += [strides[i], dil[i], begin[i]]
+    # end_adjust: out - (stride (in - 1) + dilation (k - 1) + 1 - pad_begin), which no input size changes (SAME:
+    # stride - dilation (k - 1) - 1 + pad_begin; explicit pads: output_padding - pad_end)
+    adjust = [out[i] - (strides[i] * (xs[2 + i] - 1) + dil[i] * (kernel[i] - 1) + 1 - begin[i]) for i in range(nsp)]
+    if any(abs(v) > LIMIT for v in adjust):
+        raise ctx.unsupported(node, "output_padding / pads beyond 2^24")
+    params += adjust
     sx = strides[-1]
-    # phase-split accumulator for one output channel when the innermost stride is > 1
+    # phase-split accumulator for one output channel when the innermost stride is > 1 (ep_scratch_CONV_TRANSPOSE)
     scratch = 4 * sx * int(np.prod(out[:-1], dtype=np.int64)) * (-(-out[-1] // sx)) if sx > 1 else 0
     ctx.emit(Op.CONV_TRANSPOSE, [x, w, b] if b else [x, w], [y], params, scratch_bytes=scratch)

@@ -9,6 +9,7 @@ from typing import Sequence
 import numpy as np
 import onnx
 
+from ..errors import PackagerError
 from ..lower import LowerCtx, Tensor, lowers
 from ..plan.opcodes import MAX_IO, MAX_RANK, Op
 
@@ -54,7 +55,7 @@ def transpose_to(ctx: LowerCtx, src: str, perm: Sequence[int], dst: str | None =
     """`src` transposed by perm (into dst, else a new temporary); an alias when only size-1 dims move."""
     shape = ctx.shape(src)
     out_shape = [shape[p] for p in perm]
-    moved = [p for p in perm if shape[p] != 1]
+    moved = [p for p in perm if shape[p] != 1 or not ctx.fixed(src, p)]   # a run-time extent may not stay 1
     if moved == sorted(moved):
         if dst is None:
             return view(ctx, src, out_shape)
@@ -83,11 +84,16 @@ def emit_concat(ctx: LowerCtx, inputs: list[str], out: str, axis: int) -> None:
     emit_concat(ctx, parts, out, axis)
 
 
-def emit_split(ctx: LowerCtx, src: str, outs: list[str], axis: int) -> None:
-    """SPLIT into any number of outputs: first into groups of MAX_IO, then each group."""
+def emit_split(ctx: LowerCtx, src: str, outs: list[str], axis: int, equal: bool = False) -> None:
+    """SPLIT into any number of outputs: first into groups of MAX_IO, then each group. The words carry the
+    extents (docs/plan-format.md, SPLIT): `equal` (ONNX's parts of ceil(d / n)) as [axis, -1], so that the
+    kernel cuts a run-time extent as ONNX would; else the sizes themselves."""
     if len(outs) <= MAX_IO:
-        ctx.emit(Op.SPLIT, [src], outs, [axis])
+        sizes = [-1] if equal else [ctx.shape(o)[axis] for o in outs]
+        ctx.emit(Op.SPLIT, [src], outs, [axis, *sizes])
         return
+    if equal and ctx.dynamic and not ctx.fixed(src, axis):
+        raise PackagerError(f"a split of a run-time extent into more than {MAX_IO} equal parts")
     shape = list(ctx.shape(src))
     groups, parts = [], []
     for i in range(0, len(outs), MAX_IO):
@@ -121,7 +127,7 @@ def lower_concat(ctx: LowerCtx, node: onnx.NodeProto) -> None:
         if ctx.dtype(i) != ctx.dtype(node.output[0]):
             raise ctx.unsupported(node, "inputs of different dtypes")
     # Empty inputs contribute nothing.
-    ins = [i for i in ins if ctx.shape(i)[axis] != 0] or ins[:1]
+    ins = [i for i in ins if ctx.shape(i)[axis] != 0 or not ctx.fixed(i, axis)] or ins[:1]
     if len(ins) == 1 and ctx.shape(ins[0]) == out_shape:
         ctx.alias(node.output[0], ins[0])
         return
@@ -137,6 +143,7 @@ def lower_split(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     axis = _axis(ctx, node, a.get("axis", 0), len(shape))
     n = len(node.output)
     dim = shape[axis]
+    equal = False   # ONNX's own rule for the extents (num_outputs, or no sizes at all): the kernel may apply it
     if len(node.input) > 1 and node.input[1]:
         sizes = _const_ints(ctx, node, node.input[1])
     elif "split" in a:
@@ -147,10 +154,12 @@ def lower_split(ctx: LowerCtx, node: onnx.NodeProto) -> None:
             raise ctx.unsupported(node, f"num_outputs={k} but {n} outputs")
         chunk = -(-dim // k)
         sizes = [chunk] * (k - 1) + [dim - chunk * (k - 1)]
+        equal = True
     else:
         if dim % n:
             raise ctx.unsupported(node, f"dimension {dim} does not split evenly into {n} outputs")
         sizes = [dim // n] * n
+        equal = True
     if len(sizes) != n or sum(sizes) != dim or any(s < 0 for s in sizes):
         raise ctx.unsupported(node, f"split sizes {sizes} do not partition dimension {dim} into {n} outputs")
     outs = []
@@ -160,7 +169,7 @@ def lower_split(ctx: LowerCtx, node: onnx.NodeProto) -> None:
         if o:
             _expect_shape(ctx, node, o, oshape)
         outs.append(_out_or_temp(ctx, o, oshape, x))
-    emit_split(ctx, x, outs, axis)
+    emit_split(ctx, x, outs, axis, equal)
 
 
 # -- Slice -----------------------------------------------------------------------------------------
@@ -195,6 +204,25 @@ def slice_params(shape: Sequence[int], starts: Sequence[int], ends: Sequence[int
     return start, step, length
 
 
+INT32_MIN, INT32_MAX = -2**31, 2**31 - 1
+
+
+def slice_words(rank: int, starts: Sequence[int], ends: Sequence[int], axes: Sequence[int],
+                steps: Sequence[int]) -> list[int]:
+    """SLICE's ONNX form [start_0.., end_0.., step_0..]: the kernel resolves negative indices and clamping
+    against the dims it runs with. Unsliced axes are 0:INT32_MAX:1; values are clamped to int32 (extents are
+    below 2^31, so the clamped value resolves the same)."""
+    words = [0] * rank + [INT32_MAX] * rank + [1] * rank
+    for s, e, ax, st in zip(starts, ends, axes, steps):
+        words[ax], words[rank + ax], words[2 * rank + ax] = (min(max(int(v), INT32_MIN), INT32_MAX) for v in (s, e, st))
+    return words
+
+
+def _whole_for_any_extent(s: int, e: int, st: int) -> bool:
+    """start:end:step takes a whole axis, whatever its extent."""
+    return st == 1 and (s == 0 or s <= INT32_MIN) and e >= INT32_MAX
+
+
 @lowers("Slice")
 def lower_slice(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     x, y = node.input[0], node.output[0]
@@ -222,10 +250,12 @@ def lower_slice(ctx: LowerCtx, node: onnx.NodeProto) -> None:
         raise ctx.unsupported(node, "step 0")
     start, step, length = slice_params(shape, starts, ends, axes, steps)
     _expect_shape(ctx, node, y, length)
-    if all(st == 0 and sp == 1 for st, sp in zip(start, step)) and tuple(length) == tuple(shape):
+    whole = all(st == 0 and sp == 1 for st, sp in zip(start, step)) and tuple(length) == tuple(shape)
+    if whole and all(ctx.fixed(x, ax) or _whole_for_any_extent(s, e, sp)
+                     for s, e, ax, sp in zip(starts, ends, axes, steps)):
         ctx.alias(y, x)   # the whole tensor
         return
-    ctx.emit(Op.SLICE, [x], [y], start + step)
+    ctx.emit(Op.SLICE, [x], [y], slice_words(r, starts, ends, axes, steps))
 
 
 # -- Gather ----------------------------------------------------------------------------------------
@@ -278,6 +308,8 @@ def lower_depth_space(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     shape = ctx.shape(x)
     if len(shape) != 4 or b <= 0:
         raise ctx.unsupported(node, "only 4-D inputs with a positive blocksize")
+    if not ctx.fixed(x):   # the 6-D views below are written with this run's dims
+        raise ctx.unsupported(node, "an input whose shape is known only at run time")
     n, c, h, w = shape
     if node.op_type == "DepthToSpace":
         if c % (b * b):
@@ -351,7 +383,7 @@ def lower_pad(ctx: LowerCtx, node: onnx.NodeProto) -> None:
         ctx.alias(y, x)
         return
     lo, hi = _value_words(ctx.dtype(x), value)
-    ctx.emit(Op.PAD, [x], [y], [PAD_MODES[mode], lo, hi, *begin])
+    ctx.emit(Op.PAD, [x], [y], [PAD_MODES[mode], lo, hi, *begin, *end])   # end pads: y's dims follow from x's
 
 
 # -- Expand / Tile ---------------------------------------------------------------------------------
@@ -371,10 +403,10 @@ def lower_expand(ctx: LowerCtx, node: onnx.NodeProto) -> None:
             raise ctx.unsupported(node, f"shape {shape} does not broadcast with input shape {xs}")
         out.append(q if p == 1 else p)
     _expect_shape(ctx, node, y, out)
-    if math.prod(out) == math.prod(xs):
+    if math.prod(out) == math.prod(xs) and ctx.fixed(x):
         ctx.alias(y, x)    # only the rank or size-1 dims change
         return
-    ctx.emit(Op.EXPAND, [x], [y], [])
+    ctx.emit(Op.EXPAND, [x, node.input[1]], [y], [])   # the shape input: the kernel's shape function reads it
 
 
 @lowers("Tile")
@@ -385,6 +417,8 @@ def lower_tile(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     xs = list(ctx.shape(x))
     if len(reps) != len(xs) or any(v < 0 for v in reps):
         raise ctx.unsupported(node, f"repeats {reps} for rank {len(xs)}")
+    if not ctx.fixed(x):
+        raise ctx.unsupported(node, "Tile of an input whose shape is known only at run time")
     _expect_shape(ctx, node, y, [d * v for d, v in zip(xs, reps)])
     if math.prod(reps) == 1 or math.prod(xs) == 0:
         if math.prod(xs) == math.prod(ctx.shape(y)):
@@ -406,5 +440,5 @@ def lower_tile(ctx: LowerCtx, node: onnx.NodeProto) -> None:
         raise ctx.unsupported(node, f"needs a rank-{len(vout)} broadcast (more than {MAX_RANK})")
     src = view(ctx, x, vin)
     t = ctx.temp(vout, ctx.dtype(x), "tile")
-    ctx.emit(Op.EXPAND, [src], [t], [])
+    ctx.emit(Op.EXPAND, [src, ctx.weight(np.array(vout, np.int64), "tile_shape")], [t], [])
     ctx.alias(y, t)

@@ -15,6 +15,9 @@ from .conv import ACT_NONE, MR, Activation, act_params
 BIAS_NONE, BIAS_ROW, BIAS_COL, BIAS_FULL, BIAS_SCALAR = 0, 1, 2, 3, 4
 
 
+# The scratch sizes below are defined by matmul.c's ep_scratch_GEMM / ep_scratch_MATMUL (a dynamic plan's core
+# computes them there): these copies size static plans; tests/test_shape_fns.py checks that both agree.
+
 def packed_a_bytes(m: int, k: int) -> int:
     return -(-m // MR) * MR * k * 4
 
@@ -67,9 +70,10 @@ def emit_gemm(ctx: LowerCtx, node: onnx.NodeProto, activation: Activation = (ACT
         raise ctx.unsupported(node, f"output shape {ctx.shape(node.output[0])} is not ({m}, {n})")
     b_name = node.input[1]
     bc = ctx.const(b_name)
-    if bc is not None and m == 1 and not tb:   # a GEMV reads B's rows [N, K] contiguously (matmul.c)
+    m_one = m == 1 and ctx.fixed(node.input[0], 1 if ta else 0)   # (an M that varies: B as [K, N], for any M)
+    if bc is not None and m_one and not tb:   # a GEMV reads B's rows [N, K] contiguously (matmul.c)
         b_name, tb = ctx.weight(np.ascontiguousarray(np.asarray(bc, np.float32).T), "bT"), 1
-    elif bc is not None and m > 1 and tb:   # constant B: store it as [K, N] once instead of transposing per run
+    elif bc is not None and not m_one and tb:   # constant B: store it as [K, N] once instead of transposing per run
         b_name, tb = ctx.weight(np.ascontiguousarray(np.asarray(bc, np.float32).T), "bT"), 0
     c = node.input[2] if len(node.input) > 2 and node.input[2] else None
     mode = BIAS_NONE
@@ -88,6 +92,7 @@ def emit_gemm(ctx: LowerCtx, node: onnx.NodeProto, activation: Activation = (ACT
             mode = None
         if mode is None:
             raise ctx.unsupported(node, f"C of shape {sc} does not broadcast to ({m}, {n})")
+    # matmul.c ep_scratch_GEMM
     scratch = 0 if m == 1 and tb else (packed_a_bytes(m, k) + k * n * 4 if tb else a_and_b_bytes(m, k, n))
     ctx.emit(Op.GEMM, [node.input[0], b_name, c, residual], [out],
              [ta, tb, alpha, beta, mode, *act_params(activation)], scratch_bytes=scratch)
@@ -141,7 +146,9 @@ def emit_matmul(ctx: LowerCtx, node: onnx.NodeProto, bias: str | None = None,
         va, vy = (*ba_p, m, k) if r else (m, k), (*batch, m, n)
         vb = (*bb_p, k, n) if r else (k, n)
     ctx._ensure(node.output[0])
-    bc = ctx.const(b_name) if PACK_CONST_B and len(sb) >= 2 and not bb and m >= 16 else None
+    # B in panels pays from 16 rows of A on; when A's rows vary from run to run, for any constant B
+    rows_fixed = all(ctx.fixed(a_name, i) for i in range(len(sa) - 1))
+    bc = ctx.const(b_name) if PACK_CONST_B and len(sb) >= 2 and not bb and (m >= 16 or not rows_fixed) else None
     if bc is not None:   # constant B stored in 16-column panels: the kernel multiplies it with no copy per run
         ins = [view(ctx, a_name, va, "a"), ctx.weight(panels_b(np.asarray(bc, np.float32).reshape(k, n)), "bpanels")]
     else:
@@ -156,13 +163,13 @@ def emit_matmul(ctx: LowerCtx, node: onnx.NodeProto, bias: str | None = None,
                 view(ctx, residual, vy, "r") if residual is not None else None]
         params = [BIAS_COL if bias is not None else BIAS_NONE, *act_params(activation)]
     if bc is not None:
-        params = (params or [BIAS_NONE, *act_params((ACT_NONE, ()))]) + [B_PANELS]
+        params = (params or [BIAS_NONE, *act_params((ACT_NONE, ()))]) + [B_PANELS, n]   # n: the panels round it up
         ctx.emit(Op.MATMUL, ins, [view(ctx, node.output[0], vy, "y")], params, scratch_bytes=packed_rows_bytes(m, k))
         return
     ctx.emit(Op.MATMUL, ins, [view(ctx, node.output[0], vy, "y")], params, scratch_bytes=a_and_b_bytes(m, k, n))
 
 
-B_PANELS = 1   # MATMUL's 5th param: B is stored as [ceil(N/16), K, 16] panels (docs/plan-format.md)
+B_PANELS = 1   # MATMUL's 5th param: B is stored as [ceil(N/16), K, 16] panels, then N (docs/plan-format.md)
 PACK_CONST_B = True   # False: plans as before B_PANELS (row-major constant B, packed per run; tests of old plans)
 PANEL = 16
 

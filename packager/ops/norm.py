@@ -55,6 +55,8 @@ def lower_layernorm(ctx: LowerCtx, node: onnx.NodeProto) -> None:
         raise ctx.unsupported(node, "only stash_type=1 (float32 statistics) is supported")
     ctx.check_dtypes(node, [np.float32])
     norm_shape = tuple(xs[axis:])
+    if not all(ctx.fixed(x, k) for k in range(axis, r)):   # scale and bias are stored for these extents
+        raise ctx.unsupported(node, "normalized dims known only at run time")
     D = int(np.prod(norm_shape, dtype=np.int64))
     rows = int(np.prod(xs[:axis], dtype=np.int64))
     ins: list[str | None] = [x]

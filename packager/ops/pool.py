@@ -1,7 +1,8 @@
 """Pooling: MaxPool, AveragePool, LpPool -> POOL; GlobalAveragePool, GlobalMaxPool -> GLOBAL_POOL.
 
-All ONNX attribute defaults, auto_pad and ceil_mode are resolved here into explicit per-dim
-(kernel, stride, dilation, pad_begin, pad_end); the kernel takes output sizes from the output shape."""
+All ONNX attribute defaults and auto_pad are resolved here into explicit per-dim (kernel, stride, dilation,
+pad_begin, pad_end), then ceil_mode as a last word: the kernel takes output sizes from the output shape, the core's
+shape function (wasm_kernels/src/shape/shape_conv.c, ep_shape_POOL) computes them from those words."""
 from __future__ import annotations
 
 import numpy as np
@@ -27,6 +28,9 @@ def pool_geometry(ctx: LowerCtx, node: onnx.NodeProto, in_sp: list[int], kernel:
     for i in range(nsp):
         ext = (kernel[i] - 1) * dil[i] + 1
         if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+            if strides[i] > 1 and not ctx.fixed(node.input[0], 2 + i):   # the pads would depend on a run-time dim
+                raise ctx.unsupported(node, f"auto_pad={auto_pad} with stride {strides[i]} along a dim known only "
+                                            "at run time")
             if ceil_mode:
                 raise ctx.unsupported(node, "ceil_mode=1 together with auto_pad SAME_* is not supported")
             o = -(-in_sp[i] // strides[i])
@@ -93,7 +97,9 @@ def lower_pool(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     params: list[int] = [kind, nsp, cip, p]
     for i in range(nsp):
         params += [kernel[i], strides[i], dil[i], pb[i], pe[i]]
-    ctx.emit(Op.POOL, [x], [y], params, scratch_bytes=4 * (xs[-1] + 8) * conv.THREAD_SLOTS)   # a row per thread
+    params.append(ceil_mode)   # (0 with SAME_*: the resolved pads give its size)
+    # a row per thread (pool.c ep_scratch_POOL)
+    ctx.emit(Op.POOL, [x], [y], params, scratch_bytes=4 * (xs[-1] + 8) * conv.THREAD_SLOTS)
 
 
 @lowers("GlobalAveragePool", "GlobalMaxPool")

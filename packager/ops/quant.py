@@ -16,7 +16,8 @@ import onnx
 
 from ..lower import LowerCtx, Tensor, lowers
 from ..plan.opcodes import CODES, Op
-from .conv import ACT_CLIP, ACT_LEAKY_RELU, ACT_NONE, ACT_RELU, Activation, conv_geometry, winograd_eligible
+from .conv import (ACT_CLIP, ACT_LEAKY_RELU, ACT_NONE, ACT_RELU, WINOGRAD_DYNAMIC_MAX_CHANNEL_PAIRS, Activation, conv_geometry,
+                   winograd_eligible)
 
 MR, NR = 4, 8                     # EP_QGEMM_MR / EP_QGEMM_NR (qgemm.h)
 PANEL_BYTES = 256 * 1024          # int16-pair B block budget (cache resident)
@@ -144,7 +145,8 @@ def emit_qconv(ctx: LowerCtx, node: onnx.NodeProto, x: str, xq: QParams, w: np.n
     if wino:
         ins[1] = ctx.weight(qwinograd_filters(wi, wz), "qwino")
         nt, scratch = qwinograd_tiles(g)
-        ctx.emit(Op.QWINOGRAD_CONV, ins, [out.name], window + [nt, *zps, *act], scratch_bytes=scratch)
+        nt = 0 if ctx.dynamic else nt   # a dynamic plan's blocks are sized by the core (qwinograd.c)
+        ctx.emit(Op.QWINOGRAD_CONV, ins, [out.name], window + [nt, *zps, *act, cout], scratch_bytes=scratch)
         return
     if g["group"] == g["cin"] == cout and g["kh"] * g["kw"] <= DW_MAX_TAPS:
         wp = g["w"] + g["pl"] + g["pr"]
@@ -159,9 +161,10 @@ def emit_qconv(ctx: LowerCtx, node: onnx.NodeProto, x: str, xq: QParams, w: np.n
     ins[1] = ctx.weight(np.concatenate([pack_qpanels(w3[i]) for i in range(G)]), "qwpk")
     kp = -(-kg // 2)
     n = g["oh"] * g["ow"]
-    nt = min(_round_up(n, NR), max(NR, PANEL_BYTES // (kp * 4) // NR * NR))
+    nt = min(_round_up(n, NR), max(NR, PANEL_BYTES // (kp * 4) // NR * NR))   # qconv.c qconv_nt
     scratch = kp * nt * 4 + nt * 4 + (nt * 4 if len(ins) > 4 and ins[4] else 0)   # panel, 2 tap rows, column sums
-    ctx.emit(Op.QCONV, ins, [out.name], [G, *window, nt, *zps, *act], scratch_bytes=scratch)
+    nt = 0 if ctx.dynamic else nt   # a dynamic plan's block width is derived by the core (qconv_nt)
+    ctx.emit(Op.QCONV, ins, [out.name], [G, *window, nt, *zps, *act, cout], scratch_bytes=scratch)
 
 
 # Exact integer Winograd F(2x2, 3x3) for QCONV's 3x3 stride-1 case (qwinograd.c): U = (2G) g (2G)^T in integers.
@@ -180,7 +183,10 @@ def qwinograd_eligible(g: dict, wi: np.ndarray, wz: np.ndarray) -> bool:
     exactly only if it did not wrap."""
     if not winograd_eligible(g) or g["cin"] * 9 > 65536:
         return False
-    if g["cin"] * g["cout"] > QWINOGRAD_MAX_CHANNEL_PAIRS_PER_PIXEL * g["oh"] * g["ow"]:
+    plane = g["oh"] * g["ow"] if g.get("plane_fixed", True) else None   # (None: it varies from run to run)
+    if plane is not None and g["cin"] * g["cout"] > QWINOGRAD_MAX_CHANNEL_PAIRS_PER_PIXEL * plane:
+        return False
+    if plane is None and g["cin"] * g["cout"] > WINOGRAD_DYNAMIC_MAX_CHANNEL_PAIRS:
         return False
     wmax = int(np.abs(wi.astype(np.int64) - wz.reshape(-1, 1, 1, 1)).max(initial=0))
     return 4 * 9 * g["cin"] * 255 * wmax < 2**31
@@ -197,8 +203,9 @@ def qwinograd_filters(wi: np.ndarray, wz: np.ndarray) -> np.ndarray:
 
 
 def qwinograd_tiles(g: dict) -> tuple[int, int]:
-    """(tiles per block, scratch bytes): mirror of qwinograd.c. The 16 V_k planes of a block (int16 pairs, 64
-    bytes per channel and tile) are re-read for every 4-channel panel: they get PANEL_BYTES, balanced blocks."""
+    """(tiles per block, scratch bytes): mirror of qwinograd.c (qwg_geometry, ep_scratch_QWINOGRAD_CONV). The 16 V_k
+    planes of a block (int16 pairs, 64 bytes per channel and tile) are re-read for every 4-channel panel: they get
+    PANEL_BYTES, balanced blocks."""
     th, tw = -(-g["oh"] // 2), -(-g["ow"] // 2)
     tiles, kp = th * tw, -(-g["cin"] // 2)
     nt = max(NR, PANEL_BYTES // (16 * kp * 4) // NR * NR)
@@ -248,7 +255,8 @@ def emit_qmatmul(ctx: LowerCtx, node: onnx.NodeProto, x: str, xq: QParams, w: st
     acc_scale = np.float64(xq.scale) * ws
     b = bias_i32(bias, acc_scale)
     mult = None if out.raw_i32 else (acc_scale / (out.q.scale if out.q else 1.0)).astype(np.float32)
-    if isinstance(w, np.ndarray) and int(np.prod(xs[:-1], dtype=np.int64)) == 1 and x_zp_tensor is None:
+    one_row = int(np.prod(xs[:-1], dtype=np.int64)) == 1 and all(ctx.fixed(x, a) for a in range(len(xs) - 1))
+    if isinstance(w, np.ndarray) and one_row and x_zp_tensor is None:
         # One row (a batch-1 classifier head): X [1, K] is an NCHW [1, K, 1, 1] tensor, so this is a 1x1
         # QCONV with W^T packed at package time, instead of packing all of W at every run.
         wi, wz = weights_i8(np.ascontiguousarray(w.T), wzp)
@@ -261,7 +269,7 @@ def emit_qmatmul(ctx: LowerCtx, node: onnx.NodeProto, x: str, xq: QParams, w: st
             ins.pop()
         kp = -(-K // 2)
         ctx.emit(Op.QCONV, ins, [y4], [1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, NR, xq.zp, out.q.zp if out.q else 0,
-                                       *epilogue_act(activation, out)],
+                                       *epilogue_act(activation, out), N],
                  scratch_bytes=kp * NR * 4 + NR * 4 + (NR * 4 if len(ins) > 4 else 0))
         ctx.tensors[out.name] = Tensor(out.name, code, tuple(ys), alias=y4)
         return
@@ -288,9 +296,10 @@ def emit_qmatmul(ctx: LowerCtx, node: onnx.NodeProto, x: str, xq: QParams, w: st
     while ins and ins[-1] is None:
         ins.pop()
     kp = -(-K // 2)
-    nb = min(_round_up(N, NR), max(NR, PANEL_BYTES // (kp * 4) // NR * NR))
+    nb = min(_round_up(N, NR), max(NR, PANEL_BYTES // (kp * 4) // NR * NR))   # qmatmul.c qmm_nb
     a_bytes = _round_up(_round_up(ctx.shape(xv)[-2], MR) * kp * 2, 16)
-    scratch = a_bytes + kp * nb * 4 + nb * 4
+    scratch = a_bytes + kp * nb * 4 + nb * 4   # qmatmul.c ep_scratch_QMATMUL
+    nb = 0 if ctx.dynamic else nb   # a dynamic plan's block width is derived by the core (qmm_nb)
     ctx.emit(Op.QMATMUL, ins, [y], [xq.zp, out.q.zp if out.q else 0, *epilogue_act(activation, out), nb],
              scratch_bytes=scratch)
     if y != out.name:
@@ -316,10 +325,14 @@ def emit_qmaxpool(ctx: LowerCtx, node: onnx.NodeProto, x: str, out: str) -> None
     pads = [int(v) for v in a.get("pads", [0, 0, 0, 0])]
     ap = a.get("auto_pad", b"NOTSET")
     ap = ap.decode() if isinstance(ap, bytes) else str(ap)
-    outs, pb, _ = pool_geometry(ctx, node, list(xs[2:]), kernel, strides, dil, pads, ap, int(a.get("ceil_mode", 0)))
+    ceil_mode = int(a.get("ceil_mode", 0))
+    if ap.startswith("SAME") and not all(ctx.fixed(x, k) for k in (2, 3)):
+        raise ctx.unsupported(node, "int8 MaxPool: auto_pad SAME_* on spatial dims known only at run time")
+    outs, pb, pe = pool_geometry(ctx, node, list(xs[2:]), kernel, strides, dil, pads, ap, ceil_mode)
     if tuple(ys) != (xs[0], xs[1], *outs):
         raise ctx.unsupported(node, f"output shape {ys} differs from the computed {(xs[0], xs[1], *outs)}")
-    ctx.emit(Op.QMAXPOOL, [x], [out], [*kernel, *strides, *dil, pb[0], pb[1]])
+    # The 11-word form: end pads and ceil_mode, from which the kernel's shape function derives OH, OW.
+    ctx.emit(Op.QMAXPOOL, [x], [out], [*kernel, *strides, *dil, pb[0], pb[1], pe[0], pe[1], ceil_mode])
 
 
 # ------------------------------------------------------------------------------------ standalone ops

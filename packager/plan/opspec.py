@@ -26,12 +26,12 @@ class Op(enum.IntEnum):
     REDUCE = 14  # ReduceSum/Mean/Max/Min/Prod/L1/L2/SumSquare/LogSum/LogSumExp
     CONCAT = 15  # concatenation along an axis
     SPLIT = 16  # split along an axis
-    SLICE = 17  # strided slice, normalized by the packager
+    SLICE = 17  # strided slice: normalized (2r words) or ONNX start/end/step (3r words)
     GATHER = 18  # Gather / GatherElements
     TRANSPOSE = 19  # permutation of dims
     COPY = 20  # byte copy: Reshape/Flatten/Squeeze/Unsqueeze/Identity when not aliased
     PAD = 21  # constant / reflect / edge / wrap padding
-    EXPAND = 22  # numpy broadcast to the output shape
+    EXPAND = 22  # numpy broadcast to the output shape (ONNX Expand)
     RESIZE = 23  # table-driven separable resampling
     DEPTHWISE_CONV = 24  # depthwise convolution (group == Cin == Cout), fused epilogue
     WINOGRAD_CONV = 25  # 3x3 stride-1 conv as Winograd F(2x2,3x3)
@@ -56,7 +56,7 @@ class Op(enum.IntEnum):
 
 
 # Ids reserved in the format whose kernel does not exist yet: no runtime accepts them, the packager emits none.
-NO_KERNEL: frozenset[Op] = frozenset({Op.SHAPE, Op.VIEW, Op.RANGE, Op.CONSTANT_OF_SHAPE})
+NO_KERNEL: frozenset[Op] = frozenset()
 
 # (min_in, max_in, min_out, max_out) per op; optional inputs may be absent (-1) past min_in.
 ARITY: dict[Op, tuple[int, int, int, int]] = {
@@ -81,7 +81,7 @@ ARITY: dict[Op, tuple[int, int, int, int]] = {
     Op.TRANSPOSE: (1, 1, 1, 1),
     Op.COPY: (1, 1, 1, 1),
     Op.PAD: (1, 2, 1, 1),
-    Op.EXPAND: (1, 1, 1, 1),
+    Op.EXPAND: (1, 2, 1, 1),
     Op.RESIZE: (1, 1, 1, 1),
     Op.DEPTHWISE_CONV: (2, 4, 1, 1),
     Op.WINOGRAD_CONV: (2, 4, 1, 1),
@@ -111,10 +111,10 @@ N_PARAMS: dict[Op, tuple[int, ...] | None] = {
     Op.BINARY: (1,),
     Op.WHERE: (0,),
     Op.CAST: (0,),
-    Op.CONV: (16,),
+    Op.CONV: (16, 17),
     Op.CONV_TRANSPOSE: None,
     Op.GEMM: (8,),
-    Op.MATMUL: (0, 4, 5),
+    Op.MATMUL: (0, 4, 5, 6),
     Op.POOL: None,
     Op.GLOBAL_POOL: (1,),
     Op.BATCHNORM: (0, 1),
@@ -122,7 +122,7 @@ N_PARAMS: dict[Op, tuple[int, ...] | None] = {
     Op.LAYERNORM: (2,),
     Op.REDUCE: (2,),
     Op.CONCAT: (1,),
-    Op.SPLIT: (1,),
+    Op.SPLIT: None,
     Op.SLICE: None,
     Op.GATHER: (2,),
     Op.TRANSPOSE: None,
@@ -131,22 +131,22 @@ N_PARAMS: dict[Op, tuple[int, ...] | None] = {
     Op.EXPAND: (0,),
     Op.RESIZE: None,
     Op.DEPTHWISE_CONV: (13,),
-    Op.WINOGRAD_CONV: (15,),
+    Op.WINOGRAD_CONV: (15, 16),
     Op.QUANTIZE_LINEAR: (1,),
     Op.DEQUANTIZE_LINEAR: (1,),
     Op.DYNAMIC_QUANTIZE_LINEAR: (0,),
-    Op.QCONV: (17,),
+    Op.QCONV: (17, 18),
     Op.QDEPTHWISE_CONV: (15,),
     Op.QMATMUL: (6,),
     Op.QADD: (9,),
-    Op.QMAXPOOL: (8,),
-    Op.QWINOGRAD_CONV: (16,),
-    Op.WINOGRAD_CONV_F4: (15,),
+    Op.QMAXPOOL: (8, 11),
+    Op.QWINOGRAD_CONV: (16, 17),
+    Op.WINOGRAD_CONV_F4: (15, 16),
     Op.WINOGRAD_FILTER: (1,),
-    Op.SHAPE: (0,),
-    Op.VIEW: (0,),
+    Op.SHAPE: (2,),
+    Op.VIEW: None,
     Op.RANGE: (0,),
-    Op.CONSTANT_OF_SHAPE: (0,),
+    Op.CONSTANT_OF_SHAPE: (2,),
     Op.IF: None,
     Op.LOOP: None,
     Op.SCAN: None,

@@ -127,6 +127,47 @@ def qdq_models() -> list:
     return [helper.make_model(x, opset_imports=[helper.make_opsetid("", 17)]) for x in (g, wg)]
 
 
+def v2_kernel_plans() -> dict[str, bytes]:
+    """Hand-built static plans for the plan v2 kernels (SHAPE, VIEW, RANGE, CONSTANT_OF_SHAPE) and EXPAND with its
+    shape input, which no packaged model holds yet: their shape inputs are weights, so check() validates the
+    output dims against the values as in a resolved plan."""
+    from packager.plan import layout
+    from packager.plan.opcodes import Op
+    A, W = layout.ARENA, layout.WEIGHTS
+    F32, I64 = 1, 7
+    weights = bytearray()
+
+    def weight(a: np.ndarray) -> tuple[int, int]:
+        at = len(weights)
+        weights.extend(a.tobytes() + b"\0" * (-a.nbytes % 64))
+        return at, a.nbytes
+
+    def t(dtype: int, storage: int, offset: int, dims: tuple, size: int = 4) -> layout.TensorEntry:
+        return layout.TensorEntry(dtype, storage, offset, int(np.prod(dims, dtype=np.int64)) * size, dims)
+
+    # x [2,3,4] -> SHAPE, Flatten(axis 2), Unsqueeze(1) -> Squeeze(all 1s), Reshape to (4, -1) by a weight
+    shp = weight(np.array([4, -1], np.int64))
+    tensors = [t(F32, A, 0, (2, 3, 4)), t(I64, A, 128, (3,), 8), t(F32, A, 256, (6, 4)), t(F32, A, 384, (2, 1, 3, 4)),
+               t(F32, A, 512, (2, 3, 4)), layout.TensorEntry(I64, W, shp[0], shp[1], (2,)), t(F32, A, 640, (4, 6))]
+    nodes = [layout.NodeEntry(Op.SHAPE, [0], [1], [0, 2**31 - 1]), layout.NodeEntry(Op.VIEW, [0], [2], [1, 2, 0]),
+             layout.NodeEntry(Op.VIEW, [0], [3], [3, 0, 1, 1]), layout.NodeEntry(Op.VIEW, [3], [4], [2, 0, 0]),
+             layout.NodeEntry(Op.VIEW, [0, 5], [6], [0, 0, 0])]
+    views = layout.encode(layout.Plan(tensors, nodes, [0], [1, 2, 4, 6], bytes(weights), 768))
+    # RANGE int64 (2, 11, 3) and float32 (1, 2, 0.25); CONSTANT_OF_SHAPE [2, 3] of 1.5; EXPAND x [3,1] to [2, 3, 4]
+    weights.clear()
+    r = [weight(np.array(v, dt)) for v, dt in ((2, np.int64), (11, np.int64), (3, np.int64),
+                                                (1, np.float32), (2, np.float32), (0.25, np.float32))]
+    cs, es = weight(np.array([2, 3], np.int64)), weight(np.array([2, 3, 4], np.int64))
+    tensors = [t(F32, A, 0, (3, 1))] + [layout.TensorEntry(I64 if i < 3 else F32, W, o, n, ()) for i, (o, n) in enumerate(r)]
+    tensors += [layout.TensorEntry(I64, W, cs[0], cs[1], (2,)), layout.TensorEntry(I64, W, es[0], es[1], (3,)),
+                t(I64, A, 64, (3,), 8), t(F32, A, 128, (4,)), t(F32, A, 192, (2, 3)), t(F32, A, 256, (2, 3, 4))]
+    nodes = [layout.NodeEntry(Op.RANGE, [1, 2, 3], [9], []), layout.NodeEntry(Op.RANGE, [4, 5, 6], [10], []),
+             layout.NodeEntry(Op.CONSTANT_OF_SHAPE, [7], [11], [layout.f32_bits(1.5), 0]),
+             layout.NodeEntry(Op.EXPAND, [0, 8], [12], [])]
+    ranges = layout.encode(layout.Plan(tensors, nodes, [0], [9, 10, 11, 12], bytes(weights), 384))
+    return {"v2_shape_view.plan": views, "v2_range_fill_expand.plan": ranges}
+
+
 class _Case:
     """A hand-made model with the shape of an ONNX backend test case."""
     def __init__(self, name: str, m) -> None:
@@ -187,6 +228,11 @@ def main(argv: list[str] | None = None) -> int:
         fp16 = (package(extra_models()[5], "web", Path(tmp) / "fp16", quantize="fp16", verify=False) / "model.plan").read_bytes()
         seeds[f"fp16_prologue-{hashlib.sha1(fp16).hexdigest()[:16]}.plan"] = fp16
         total += len(fp16)
+        for name, plan in v2_kernel_plans().items():   # kernels no packaged model holds yet
+            seeds[name] = plan
+            total += len(plan)
+            for k, _ in plan_nodes(plan):
+                per_kernel[k] += 1
     from packager.plan.opspec import NO_KERNEL
     missing = [op.name for op in Op if op.value not in per_kernel and op not in NO_KERNEL]
     a.out.mkdir(parents=True, exist_ok=True)

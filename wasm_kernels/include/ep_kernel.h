@@ -81,4 +81,6 @@ int ep_same_shape(const ep_tensor *a, const ep_tensor *b);
 /* Freestanding helpers (no libc). */
 void *ep_memcpy(void *dst, const void *src, uint32_t n);
 void *ep_memset(void *dst, int c, uint32_t n);
+/* count elements of es (1, 2, 4, 8) bytes, each the low es bytes of lo | hi << 32 (kernels/data.c). */
+void ep_fill_value(uint8_t *d, uint64_t count, uint32_t es, uint32_t lo, uint32_t hi);
 #endif

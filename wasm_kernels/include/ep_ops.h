@@ -20,12 +20,12 @@
   X(14, REDUCE)                  /* ReduceSum/Mean/Max/Min/Prod/L1/L2/SumSquare/LogSum/LogSumExp */ \
   X(15, CONCAT)                  /* concatenation along an axis */ \
   X(16, SPLIT)                   /* split along an axis */ \
-  X(17, SLICE)                   /* strided slice, normalized by the packager */ \
+  X(17, SLICE)                   /* strided slice: normalized (2r words) or ONNX start/end/step (3r words) */ \
   X(18, GATHER)                  /* Gather / GatherElements */ \
   X(19, TRANSPOSE)               /* permutation of dims */ \
   X(20, COPY)                    /* byte copy: Reshape/Flatten/Squeeze/Unsqueeze/Identity when not aliased */ \
   X(21, PAD)                     /* constant / reflect / edge / wrap padding */ \
-  X(22, EXPAND)                  /* numpy broadcast to the output shape */ \
+  X(22, EXPAND)                  /* numpy broadcast to the output shape (ONNX Expand) */ \
   X(23, RESIZE)                  /* table-driven separable resampling */ \
   X(24, DEPTHWISE_CONV)          /* depthwise convolution (group == Cin == Cout), fused epilogue */ \
   X(25, WINOGRAD_CONV)           /* 3x3 stride-1 conv as Winograd F(2x2,3x3) */ \

@@ -29,4 +29,24 @@ ep_status ep_shape_like(ep_tensor *out, const ep_tensor *t);
 ep_status ep_shape_broadcast(ep_tensor *out, const ep_tensor *const *ins, uint32_t n);
 /* Element k of an integer (int32 or int64) value input, as int64; 0 when out of range (check before). */
 int64_t ep_value_at(const ep_tensor *t, uint64_t k);
+
+/* Each kernel's shape and scratch functions by name, ep_shape_<OP> / ep_scratch_<OP> (defined in
+ * src/shape/shape_<family>.c next to the family's other ones; the table lists those that exist). */
+#define EP_DECLARE_SHAPE(id, name) ep_status ep_shape_##name(ep_node *node); uint32_t ep_scratch_##name(const ep_node *node);
+EP_OP_LIST(EP_DECLARE_SHAPE)
+#undef EP_DECLARE_SHAPE
+
+/* t = the dims held as values by s (int64 1-D, known, each 0..INT32_MAX, at most EP_MAX_RANK; EP_E_SHAPE otherwise):
+ * EXPAND's and CONSTANT_OF_SHAPE's shape input (src/shape/shape_common.c). */
+ep_status ep_shape_of_values(const ep_tensor *s, ep_tensor *t);
+/* Output 0 has input 0's dims (UNARY, CAST, SOFTMAX, QUANTIZE_LINEAR, ...; src/shape/shape_common.c). */
+ep_status ep_shape_first(ep_node *n);
+/* For check() of a parameter form that determines the output dims: EP_OK when n's outputs have exactly the
+ * dims f derives from its inputs (f runs on copies: n is not modified), else f's error or EP_E_SHAPE. */
+ep_status ep_shape_agrees(const ep_node *n, ep_shape_fn f);
+/* SLICE's ONNX form on one axis of extent d (src/shape/shape_data.c): first index and length of
+ * start:end:step after negative indices and clamping, as onnxruntime resolves them (step != 0). */
+void ep_slice_axis(int64_t d, int64_t start, int64_t end, int64_t step, int64_t *first, int64_t *len);
+/* SHAPE's [start, end) normalized against a rank (src/shape/shape_dims.c): first dim and count. */
+void ep_shape_span(uint32_t rank, const int32_t *params, uint32_t *first, uint32_t *count);
 #endif

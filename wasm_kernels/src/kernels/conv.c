@@ -3,9 +3,10 @@
  * CONV: inputs X [B,Cin,H,W] (or [B,Cin,W]), Wp packed weights, bias? [Cout], residual? (Y's shape).
  *   Per group g: GEMM with M = Cout/G, N = OH*OW, K = Cin/G*KH*KW. Wp holds, for each group, the
  *   [M x K] weight matrix (ONNX [Cout, Cin/G, KH, KW] order) packed in EP_GEMM_MR-row panels (gemm.h).
- *   params (16 words): group, mr, kh, kw, sh, sw, dh, dw, pad_top, pad_left, pad_bottom, pad_right,
- *   nt, act, act_p0 (f32), act_p1 (f32).
- *   nt = 0: direct mode (1x1, stride 1, no pads): B is X itself ([Cin/G x H*W]).
+ *   params (16 or 17 words): group, mr, kh, kw, sh, sw, dh, dw, pad_top, pad_left, pad_bottom, pad_right,
+ *   nt, act, act_p0 (f32), act_p1 (f32)[, Cout].
+ *   nt = 0: direct mode with a 1x1, stride 1, unpadded window (B is X itself, [Cin/G x H*W]); with any other
+ *   window, nt is derived from the shapes (conv_nt: the packager's rule).
  *   nt > 0: im2col panels of nt output columns (multiple of 8) in scratch: needs Kg * nt * 4 bytes.
  * DEPTHWISE_CONV: inputs X [B,C,H,W] (or [B,C,W]), weights [C,1,KH,KW], bias? [C], residual?.
  *   params (13 words): kh, kw, sh, sw, dh, dw, pad_top, pad_left, pad_bottom, pad_right, act, p0, p1.
@@ -17,6 +18,7 @@
 #include "ep_vec.h"
 #include "ep_parallel.h"
 #include "conv_geom.h"
+#include "shape/conv_linalg.h"
 
 #define MAXDIM 65535
 
@@ -58,26 +60,55 @@ static ep_status check_epilogue(const ep_node *n, const int32_t *act, uint64_t b
 
 /* ---------------------------------------------------------------------------------------------- CONV */
 
-#define CONV_NPARAMS 16
+#define CONV_NPARAMS 16   /* + 1: word 16 = Cout (the form a run-time shape needs: the packed weights round it up) */
+
+/* Columns of the im2col panel: word 12, or for 0 with a window that is not direct (1x1, stride 1, no pads), the
+ * packager's rule: CONV_PANEL_FLOATS of panel (at least 64 columns), at most the plane rounded up to 8. 0 = direct. */
+#define CONV_PANEL_FLOATS (64u * 1024u)
+static uint32_t conv_nt(const ep_conv_geom *g, uint64_t kg, int32_t word) {
+  if (word != 0 || (g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && !(g->pt | g->pl | g->pb | g->pr)))
+    return (uint32_t)word;
+  uint64_t nt = CONV_PANEL_FLOATS / (kg ? kg : 1) / EP_GEMM_NR * EP_GEMM_NR;
+  const uint64_t n8 = ((uint64_t)g->OH * g->OW + EP_GEMM_NR - 1) / EP_GEMM_NR * EP_GEMM_NR;
+  if (nt < 8 * EP_GEMM_NR) nt = 8 * EP_GEMM_NR;
+  return (uint32_t)(nt < n8 ? nt : n8);
+}
+
+/* The geometry, group and K of a CONV node (any form): 0 or the error. */
+EP_COLD static ep_status conv_dims(const ep_node *n, ep_conv_geom *g, uint64_t *kg) {
+  EP_CHECK(n->n_params == CONV_NPARAMS || n->n_params == CONV_NPARAMS + 1, EP_E_PARAM);
+  const int32_t *p = n->params;
+  const ep_status s = check_geom(n, p + 2, g);
+  if (s) return s;
+  EP_CHECK(p[0] >= 1 && g->C % (uint32_t)p[0] == 0 && g->Cout % (uint32_t)p[0] == 0, EP_E_PARAM);
+  EP_CHECK(n->n_params == CONV_NPARAMS || p[16] == (int32_t)g->Cout, EP_E_PARAM);
+  *kg = (uint64_t)(g->C / (uint32_t)p[0]) * g->kh * g->kw;
+  EP_CHECK(*kg <= 0x7FFFFFFFull, EP_E_SHAPE);
+  return EP_OK;
+}
+
+EP_COLD uint32_t ep_scratch_CONV(const ep_node *n) {
+  ep_conv_geom g;
+  uint64_t kg;
+  if (conv_dims(n, &g, &kg) || n->params[12] < 0) return 0;
+  return ep_scratch_u32(kg * conv_nt(&g, kg, n->params[12]) * 4u);
+}
 
 ep_status ep_check_CONV(const ep_node *n) {
-  EP_CHECK(n->n_params == CONV_NPARAMS, EP_E_PARAM);
-  const int32_t *p = n->params;
   ep_conv_geom g;
-  ep_status s = check_geom(n, p + 2, &g);
+  uint64_t kg;
+  ep_status s = conv_dims(n, &g, &kg);
   if (s) return s;
-  const int32_t groups = p[0];
+  const int32_t *p = n->params, groups = p[0];
   EP_CHECK(p[1] == EP_GEMM_MR, EP_E_PARAM);
-  EP_CHECK(groups >= 1 && g.C % (uint32_t)groups == 0 && g.Cout % (uint32_t)groups == 0, EP_E_PARAM);
-  const uint64_t mg = g.Cout / (uint32_t)groups, kg = (uint64_t)(g.C / (uint32_t)groups) * g.kh * g.kw;
-  EP_CHECK(kg <= 0x7FFFFFFFull, EP_E_SHAPE);
+  const uint64_t mg = g.Cout / (uint32_t)groups;
   EP_CHECK(n->in[1]->numel == (uint64_t)groups * ep_gemm_packed_a_floats(mg, kg), EP_E_SHAPE);
-  const int32_t nt = p[12];
+  EP_CHECK(p[12] >= 0 && p[12] % EP_GEMM_NR == 0, EP_E_PARAM);
+  const uint32_t nt = conv_nt(&g, kg, p[12]);
   if (nt == 0) {
     EP_CHECK(g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.pt == 0 && g.pl == 0 && g.pb == 0 && g.pr == 0,
              EP_E_PARAM);
   } else {
-    EP_CHECK(nt > 0 && nt % EP_GEMM_NR == 0, EP_E_PARAM);
     EP_CHECK(kg * (uint64_t)nt * 4u <= n->scratch_bytes, EP_E_PARAM);
   }
   return check_epilogue(n, p + 13, g.Cout);
@@ -200,8 +231,8 @@ ep_status ep_run_CONV(const ep_node *n) {
   const int32_t *p = n->params;
   ep_conv_geom g;
   check_geom(n, p + 2, &g);
-  const uint32_t G = (uint32_t)p[0], nt = (uint32_t)p[12];
-  const uint32_t cg = g.C / G, mg = g.Cout / G, kg = cg * g.kh * g.kw;
+  const uint32_t G = (uint32_t)p[0];
+  const uint32_t cg = g.C / G, mg = g.Cout / G, kg = cg * g.kh * g.kw, nt = conv_nt(&g, kg, p[12]);
   const uint64_t hw = (uint64_t)g.H * g.W, ohw = (uint64_t)g.OH * g.OW;
   const uint64_t wstride = ep_gemm_packed_a_floats(mg, kg);
   const float *x = ep_f32(n->in[0]), *w = ep_f32(n->in[1]);
@@ -246,6 +277,13 @@ static uint64_t dw_phase_width(const ep_conv_geom *g) {
   const uint64_t need = ((uint64_t)g->OW + 3) / 4 * 4 + (uint64_t)(g->kw - 1) * g->dw / g->sw;
   if (need > pw) pw = need;
   return (pw + 3) / 4 * 4;
+}
+
+/* One padded, column-phased plane per thread slot: the packager's (and the check's) plane, EP_THREAD_SLOTS times. */
+EP_COLD uint32_t ep_scratch_DEPTHWISE_CONV(const ep_node *n) {
+  ep_conv_geom g;
+  if (n->n_params != DW_NPARAMS || check_geom(n, n->params, &g)) return 0;
+  return ep_scratch_u32(((uint64_t)g.H + g.pt + g.pb) * g.sw * dw_phase_width(&g) * 4u * EP_THREAD_SLOTS);
 }
 
 ep_status ep_check_DEPTHWISE_CONV(const ep_node *n) {

@@ -2,7 +2,8 @@
  *   in: X [N, Cin, i1..ik], W [Cin, Cout/group, k1..kk] (ONNX layout, used as is), B? [Cout]
  *   out: Y [N, Cout, o1..ok]; output sizes come from Y's shape (output_padding / output_shape resolved
  *   by the packager), so Y[o] = B + sum over i, kernel taps with o = i*stride - pad_begin + tap*dilation.
- *   params: [nsp, group, then per spatial dim: stride, dilation, pad_begin]
+ *   params: [nsp, group, then per spatial dim: stride, dilation, pad_begin] and optionally per spatial dim
+ *   end_adjust: o = stride (i - 1) + dilation (k - 1) + 1 - pad_begin + end_adjust (ep_shape_CONV_TRANSPOSE).
  *   scratch: when the innermost stride s > 1, 4 * s * (o1*..*o(k-1)) * ceil(ok / s) bytes.
  *   Method: scatter, one output channel at a time. For every (tap, block of 4 input channels) the input
  *   rows are scaled and added into the output positions they reach; the valid input range per tap is
@@ -11,6 +12,7 @@
  *   then interleaved into Y. */
 #include "ep_kernel.h"
 #include "ep_vec.h"
+#include "shape/conv_linalg.h"
 EP_COLD_FILE_BEGIN   /* no benchmark model spends time here: smallest code (also in the one-step emcc build) */
 
 #define CT_LIMIT (1 << 24)
@@ -23,7 +25,9 @@ static inline int64_t cdiv(int64_t a, int64_t b) { return -fdiv(-a, b); }
 static ep_status ct_decode(const ep_node *n, ctdim cd[3]) {
   EP_CHECK(n->n_params >= 2, EP_E_PARAM);
   const int32_t nsp = n->params[0];
-  EP_CHECK(nsp >= 1 && nsp <= 3 && n->n_params == 2u + 3u * (uint32_t)nsp, EP_E_PARAM);
+  /* + nsp words: end_adjust per spatial dim (the output size rule of ep_shape_CONV_TRANSPOSE) */
+  EP_CHECK(nsp >= 1 && nsp <= 3 && (n->n_params == 2u + 3u * (uint32_t)nsp || n->n_params == 2u + 4u * (uint32_t)nsp),
+           EP_E_PARAM);
   const ep_tensor *x = n->in[0], *w = n->in[1], *y = n->out[0];
   EP_CHECK(x && w, EP_E_SHAPE);
   EP_CHECK(x->rank == 2u + (uint32_t)nsp && w->rank == x->rank && y->rank == x->rank, EP_E_SHAPE);
@@ -35,12 +39,18 @@ static ep_status ct_decode(const ep_node *n, ctdim cd[3]) {
     EP_CHECK(q[0] >= 1 && q[0] <= CT_LIMIT && q[1] >= 1 && q[1] <= CT_LIMIT && q[2] >= -CT_LIMIT && q[2] <= CT_LIMIT, EP_E_PARAM);
     c->s = q[0]; c->d = q[1]; c->p = q[2];
     c->in = x->dims[2 + j]; c->out = y->dims[2 + j]; c->k = w->dims[2 + j];
+    if (n->n_params == 2u + 4u * (uint32_t)nsp)   /* end_adjust agrees with Y */
+      EP_CHECK(c->out == c->s * (c->in - 1) + c->d * (c->k - 1) + 1 - c->p + n->params[2 + 3 * nsp + j], EP_E_SHAPE);
   }
   return EP_OK;
 }
 
 /* Phase-row length along the innermost dim: ceil(out / stride). */
 static inline int64_t ct_q(const ctdim *c) { return (c->out + c->s - 1) / c->s; }
+/* Scratch: the phase-split accumulator of one output channel when the innermost stride is > 1. */
+static uint64_t ct_scratch(const ctdim cd[3]) {
+  return cd[2].s > 1 ? 4u * (uint64_t)cd[2].s * (uint64_t)(cd[0].out * cd[1].out) * (uint64_t)ct_q(&cd[2]) : 0;
+}
 
 ep_status ep_check_CONV_TRANSPOSE(const ep_node *n) {
   ctdim cd[3];
@@ -53,9 +63,13 @@ ep_status ep_check_CONV_TRANSPOSE(const ep_node *n) {
   EP_CHECK(w->dims[0] == x->dims[1] && y->dims[0] == x->dims[0], EP_E_SHAPE);
   EP_CHECK((uint64_t)y->dims[1] == (uint64_t)g * (uint64_t)w->dims[1], EP_E_SHAPE);
   EP_CHECK(!b || b->numel == (uint64_t)y->dims[1], EP_E_SHAPE);
-  if (cd[2].s > 1)   /* phase-split accumulator for one output channel */
-    EP_CHECK((uint64_t)n->scratch_bytes >= 4u * (uint64_t)cd[2].s * (uint64_t)(cd[0].out * cd[1].out) * (uint64_t)ct_q(&cd[2]), EP_E_PARAM);
+  EP_CHECK(ct_scratch(cd) <= n->scratch_bytes, EP_E_PARAM);
   return EP_OK;
+}
+
+uint32_t ep_scratch_CONV_TRANSPOSE(const ep_node *n) {
+  ctdim cd[3];
+  return ct_decode(n, cd) ? 0 : ep_scratch_u32(ct_scratch(cd));
 }
 
 /* Valid input indices [lo, hi) along a dim for kernel tap t. */

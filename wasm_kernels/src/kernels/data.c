@@ -3,17 +3,20 @@
  *
  * Parameter words (docs/plan-format.md, "### CONCAT" and following):
  *   CONCAT    [axis]                       inputs 1..16 -> 1 output, 0 <= axis < rank
- *   SPLIT     [axis]                       1 input -> outputs 1..16
+ *   SPLIT     [axis] | [axis, size_0..size_{n-1}] | [axis, -1] (equal parts)   1 input -> outputs 1..16
  *   SLICE     [start_0..start_{r-1}, step_0..step_{r-1}]   normalized: out[i] = in[start + i*step] per dim
+ *             | [start_0.., end_0.., step_0..]  ONNX semantics, resolved against the input's dims
  *   GATHER    [axis, mode]                 mode 0 Gather, 1 GatherElements; indices int32 or int64
  *   TRANSPOSE [perm_0..perm_{r-1}]         out dim i = in dim perm[i]
  *   COPY      []                           byte copy, equal nbytes
- *   PAD       [mode, value_lo, value_hi, begin_0..begin_{r-1}]   mode 0 constant, 1 reflect, 2 edge, 3 wrap
- *   EXPAND    []                           numpy broadcast of the input to the output shape
+ *   PAD       [mode, value_lo, value_hi, begin_0..begin_{r-1}(, end_0..end_{r-1})]   mode 0 constant, 1 reflect,
+ *             2 edge, 3 wrap
+ *   EXPAND    []                           numpy broadcast of the input to the output shape; optional input 1:
+ *                                          the target shape (int64), which the shape function reads
  *
  * SLICE, TRANSPOSE and EXPAND share one strided-copy engine (sc_*) whose iteration space is computed from
  * the tensor shapes plus the validated parameters; sc_bounds() re-checks every reachable source offset. */
-#include "ep_kernel.h"
+#include "ep_shape.h"
 #include "ep_vec.h"
 
 #define SC_LIMIT (1ll << 33)  /* any |offset term| beyond this means an inconsistent plan */
@@ -177,7 +180,7 @@ ep_status ep_run_COPY(const ep_node *n) {
 
 /* `whole` is the concatenation of parts[0..np) along axis: same dtype and rank, equal other dims. */
 static ep_status check_parts(const ep_tensor *whole, const ep_tensor *const *parts, uint32_t np, const ep_node *n) {
-  EP_CHECK(n->n_params == 1, EP_E_PARAM);
+  EP_CHECK(n->n_params >= 1, EP_E_PARAM);
   const int32_t axis = n->params[0];
   EP_CHECK(axis >= 0 && (uint32_t)axis < whole->rank, EP_E_PARAM);
   EP_CHECK(esize_ok(ep_dtype_size(whole->dtype)), EP_E_DTYPE);
@@ -204,6 +207,7 @@ static void outer_inner(const ep_tensor *t, int32_t axis, uint64_t *outer, uint6
 }
 
 ep_status ep_check_CONCAT(const ep_node *n) {
+  EP_CHECK(n->n_params == 1, EP_E_PARAM);
   return check_parts(n->out[0], n->in, n->n_in, n);
 }
 
@@ -224,7 +228,8 @@ ep_status ep_run_CONCAT(const ep_node *n) {
 
 ep_status ep_check_SPLIT(const ep_node *n) {
   EP_CHECK(n->in[0], EP_E_OP);
-  return check_parts(n->in[0], (const ep_tensor *const *)n->out, n->n_out, n);
+  const ep_status s = check_parts(n->in[0], (const ep_tensor *const *)n->out, n->n_out, n);
+  return s || n->n_params == 1 ? s : ep_shape_agrees(n, ep_shape_SPLIT);   /* the sizes' forms: as they say */
 }
 
 ep_status ep_run_SPLIT(const ep_node *n) {
@@ -249,14 +254,19 @@ static ep_status slice_plan(const ep_node *n, sc_plan *p) {
   EP_CHECK(x, EP_E_OP);
   EP_CHECK(x->dtype == y->dtype && esize_ok(ep_dtype_size(x->dtype)), EP_E_DTYPE);
   EP_CHECK(x->rank == y->rank, EP_E_SHAPE);
-  const uint32_t r = x->rank;
-  EP_CHECK(n->n_params == 2 * r, EP_E_PARAM);
+  const uint32_t r = x->rank, onnx = n->n_params == 3 * r;
+  EP_CHECK(n->n_params == 2 * r || onnx, EP_E_PARAM);
   int64_t ist[EP_MAX_RANK], st[EP_MAX_RANK], base = 0;
   strides_of(x, ist);
   int empty = 0;
   for (uint32_t k = 0; k < r; k++) {
-    const int64_t start = n->params[k], step = n->params[r + k], od = y->dims[k], id = x->dims[k];
+    const int64_t step = n->params[(onnx ? 2 : 1) * r + k], od = y->dims[k], id = x->dims[k];
+    int64_t start = n->params[k], len;
     EP_CHECK(step != 0, EP_E_PARAM);
+    if (onnx) {   /* [start, end, step] as ONNX gives them: resolved against this run's dims */
+      ep_slice_axis(id, start, n->params[r + k], step, &start, &len);
+      EP_CHECK(len == od, EP_E_SHAPE);
+    }
     st[k] = 0;
     if (od == 0) { empty = 1; continue; }
     const int64_t last = start + (od - 1) * step;   /* |step| < 2^31, od < 2^31: no overflow */
@@ -336,7 +346,15 @@ static ep_status expand_plan(const ep_node *n, sc_plan *p) {
   return EP_OK;
 }
 
-ep_status ep_check_EXPAND(const ep_node *n) { sc_plan p; return expand_plan(n, &p); }
+ep_status ep_check_EXPAND(const ep_node *n) {
+  const ep_tensor *s = n->n_in > 1 ? n->in[1] : 0;
+  if (s) {   /* the target shape: its values, where known, must give the output's dims */
+    EP_CHECK(s->dtype == EP_I64 && s->rank == 1 && s->numel <= n->out[0]->rank, EP_E_SHAPE);
+    if (s->data) EP_CHECK(ep_shape_agrees(n, ep_shape_EXPAND) == EP_OK, EP_E_SHAPE);
+  }
+  sc_plan p;
+  return expand_plan(n, &p);
+}
 
 ep_status ep_run_EXPAND(const ep_node *n) {
   sc_plan p;
@@ -454,15 +472,15 @@ ep_status ep_check_PAD(const ep_node *n) {
   EP_CHECK(n->n_in == 1 || n->in[1] == 0, EP_E_OP);   /* the optional second slot is unused: values are params */
   EP_CHECK(x->dtype == y->dtype && esize_ok(ep_dtype_size(x->dtype)), EP_E_DTYPE);
   EP_CHECK(x->rank == y->rank, EP_E_SHAPE);
-  EP_CHECK(n->n_params == 3 + x->rank, EP_E_PARAM);
+  EP_CHECK(n->n_params == 3 + x->rank || n->n_params == 3 + 2 * x->rank, EP_E_PARAM);
   const int32_t mode = n->params[0];
   EP_CHECK(mode >= PAD_CONSTANT && mode <= PAD_WRAP, EP_E_PARAM);
   for (uint32_t k = 0; k < x->rank; k++)
     if (mode != PAD_CONSTANT && y->dims[k] > 0) EP_CHECK(x->dims[k] > 0, EP_E_SHAPE);  /* nothing to repeat */
-  return EP_OK;
+  return n->n_params == 3 + x->rank ? EP_OK : ep_shape_agrees(n, ep_shape_PAD);   /* end pads: as they say */
 }
 
-static void fill_value(uint8_t *d, uint64_t count, uint32_t es, uint32_t lo, uint32_t hi) {
+void ep_fill_value(uint8_t *d, uint64_t count, uint32_t es, uint32_t lo, uint32_t hi) {
   switch (es) {
     case 1: for (uint64_t i = 0; i < count; i++) d[i] = (uint8_t)lo; break;
     case 2: for (uint64_t i = 0; i < count; i++) ((uint16_t *)(void *)d)[i] = (uint16_t)lo; break;
@@ -501,17 +519,17 @@ ep_status ep_run_PAD(const ep_node *n) {
       src += i * xst[k];
     }
     if (outside) {
-      fill_value(d, (uint64_t)ol, es, lo, hi);
+      ep_fill_value(d, (uint64_t)ol, es, lo, hi);
     } else {
       const uint8_t *s = x->data + (uint64_t)src * es;
       for (int64_t c = 0; c < c0; c++) {
         const int64_t i = pad_map(c, bl, nl, mode);
-        if (i < 0) fill_value(d + (uint64_t)c * es, 1, es, lo, hi); else ecopy1(d + (uint64_t)c * es, s + (uint64_t)i * es, es);
+        if (i < 0) ep_fill_value(d + (uint64_t)c * es, 1, es, lo, hi); else ecopy1(d + (uint64_t)c * es, s + (uint64_t)i * es, es);
       }
       if (c1 > c0) dcopy(d + (uint64_t)c0 * es, s + (uint64_t)(c0 - bl) * es, (uint64_t)(c1 - c0) * es);
       for (int64_t c = c1; c < ol; c++) {
         const int64_t i = pad_map(c, bl, nl, mode);
-        if (i < 0) fill_value(d + (uint64_t)c * es, 1, es, lo, hi); else ecopy1(d + (uint64_t)c * es, s + (uint64_t)i * es, es);
+        if (i < 0) ep_fill_value(d + (uint64_t)c * es, 1, es, lo, hi); else ecopy1(d + (uint64_t)c * es, s + (uint64_t)i * es, es);
       }
     }
     d += (uint64_t)ol * es;

@@ -21,6 +21,7 @@
 #include "gemm.h"
 #include "ep_vec.h"
 #include "ep_parallel.h"
+#include "shape/conv_linalg.h"
 
 
 #if defined(__wasm_relaxed_simd__) && !defined(EP_FORCE_SCALAR)
@@ -340,6 +341,20 @@ EP_COLD ep_status ep_run_GEMM(const ep_node *n) {   /* size: its hot loops are i
   return EP_OK;
 }
 
+/* The packager's scratch (packager/ops/linalg.py): A packed, and B's panels from M >= 16 on, with A then in
+ * 4-row groups (the SIMD128 build's layout, the largest). */
+static uint64_t a_and_b_floats(uint64_t M, uint64_t K, uint64_t N) {
+  const uint64_t b = M >= 16 ? packed_b_floats(K, N) : 0;
+  return (b ? (M + 3) / 4 * EP_GEMM_MR * K : ep_gemm_packed_a_floats(M, K)) + b;
+}
+
+EP_COLD uint32_t ep_scratch_GEMM(const ep_node *n) {
+  mnk d;
+  if (n->n_params != GEMM_NPARAMS || gemm_dims(n, &d)) return 0;
+  if (n->params[1]) return d.M == 1 ? 0 : ep_scratch_u32((ep_gemm_packed_a_floats(d.M, d.K) + (uint64_t)d.K * d.N) * 4u);
+  return ep_scratch_u32(a_and_b_floats(d.M, d.K, d.N) * 4u);
+}
+
 /* -------------------------------------------------------------------------------------------- MATMUL */
 
 /* Dims of t right-aligned to rank r (leading 1s). */
@@ -351,10 +366,19 @@ static int32_t dim_at(const ep_tensor *t, uint32_t r, uint32_t i) {
 #define MATMUL_NPARAMS 4
 /* The epilogue's 4 words + B's layout: 1 = a constant B stored by the packager as PW-column panels, tensor
  * [ceil(N / PW), K, PW] (pack_b's layout, columns past N zero), shared by every batch of A: no copy per run. */
-#define MATMUL_NPARAMS_PANELS 5
+#define MATMUL_NPARAMS_PANELS 5   /* + 1: word 5 = N (the form a run-time shape needs: the panels round it up) */
+
+EP_COLD uint32_t ep_scratch_MATMUL(const ep_node *n) {
+  const ep_tensor *a = n->in[0], *b = n->in[1];
+  if (!a || !b || a->rank < 2 || b->rank < 2) return 0;
+  const uint64_t M = (uint64_t)a->dims[a->rank - 2], K = (uint64_t)a->dims[a->rank - 1];
+  if (n->n_params >= MATMUL_NPARAMS_PANELS) return ep_scratch_u32((M + 3) / 4 * EP_GEMM_MR * K * 4u);
+  return ep_scratch_u32(a_and_b_floats(M, K, (uint64_t)b->dims[b->rank - 1]) * 4u);
+}
 
 EP_COLD ep_status ep_check_MATMUL(const ep_node *n) {
-  EP_CHECK(n->n_params == 0 || n->n_params == MATMUL_NPARAMS || n->n_params == MATMUL_NPARAMS_PANELS, EP_E_PARAM);
+  EP_CHECK(n->n_params == 0 || n->n_params == MATMUL_NPARAMS || n->n_params == MATMUL_NPARAMS_PANELS ||
+           n->n_params == MATMUL_NPARAMS_PANELS + 1, EP_E_PARAM);
   const ep_tensor *a = n->in[0], *b = n->in[1], *y = n->out[0];
   const ep_tensor *c = n->n_in > 2 ? n->in[2] : 0, *res = n->n_in > 3 ? n->in[3] : 0;
   EP_CHECK(a && b && y, EP_E_OP);
@@ -366,10 +390,11 @@ EP_COLD ep_status ep_check_MATMUL(const ep_node *n) {
     if (res) EP_CHECK(res->dtype == EP_F32 && ep_same_shape(res, y), EP_E_SHAPE);
   }
   EP_CHECK(a->dtype == EP_F32 && b->dtype == EP_F32 && y->dtype == EP_F32, EP_E_DTYPE);
-  if (n->n_params == MATMUL_NPARAMS_PANELS) {
+  if (n->n_params >= MATMUL_NPARAMS_PANELS) {
     EP_CHECK(n->params[4] == 1, EP_E_PARAM);
     EP_CHECK(a->rank >= 2 && y->rank == a->rank && b->rank == 3, EP_E_SHAPE);
     const int32_t M = a->dims[a->rank - 2], K = a->dims[a->rank - 1], N = y->dims[y->rank - 1];
+    EP_CHECK(n->n_params == MATMUL_NPARAMS_PANELS || n->params[5] == N, EP_E_PARAM);
     EP_CHECK(y->dims[y->rank - 2] == M && N >= 1, EP_E_SHAPE);
     for (uint32_t i = 0; i + 2 < a->rank; i++) EP_CHECK(y->dims[i] == a->dims[i], EP_E_SHAPE);
     EP_CHECK(b->dims[0] == (N + (int32_t)PW - 1) / (int32_t)PW && b->dims[1] == K && b->dims[2] == (int32_t)PW, EP_E_SHAPE);
@@ -405,7 +430,7 @@ ep_status ep_run_MATMUL(const ep_node *n) {
   ep_gemm_epi e = {1.0f, 1.0f, c ? ep_f32(c) : 0, c ? EP_BIAS_COL : EP_BIAS_NONE, N, 0, N,
                    fused ? p[1] : EP_ACT_NONE, fused ? ep_param_f32(n, 2) : 0.0f, fused ? ep_param_f32(n, 3) : 0.0f};
   /* B stored in panels (MATMUL_NPARAMS_PANELS): used in place, shared by every batch (check: A's batches are Y's). */
-  const int given = n->n_params == MATMUL_NPARAMS_PANELS;
+  const int given = n->n_params >= MATMUL_NPARAMS_PANELS;
   uint32_t rows = EP_GEMM_MR;
   const float *bp = given ? b : panels_room(n, M, N, K, &rows);
   if (given && packed_rows_floats(M, K) * 4u <= n->scratch_bytes) rows = PR;

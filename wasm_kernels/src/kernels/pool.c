@@ -2,6 +2,7 @@
  *
  * POOL   in: X [N, C, s1..sk]   out: Y [N, C, o1..ok]     k = nsp in 1..3
  *   params: [kind, nsp, count_include_pad, p,  then per spatial dim: kernel, stride, dilation, pad_begin, pad_end]
+ *   and optionally ceil_mode (0/1): the output size rule of ep_shape_POOL (src/shape/shape_conv.c).
  *   kind 0 max, 1 average, 2 Lp (integer p in 1..64). Output sizes come from Y's shape; the window of output o along a
  *   dim starts at o*stride - pad_begin and takes `kernel` taps `dilation` apart. Taps outside the input are
  *   skipped; the average divides by the taps inside the input (count_include_pad = 0) or inside
@@ -17,6 +18,7 @@
 #include "ep_vec.h"
 #include "ep_math.h"
 #include "ep_parallel.h"
+#include "shape/conv_linalg.h"
 
 enum { POOL_MAX = 0, POOL_AVG = 1, POOL_LP = 2 };
 #define POOL_LIMIT (1 << 24)   /* bound on kernel, stride, dilation, pads: keeps index math far from overflow */
@@ -33,7 +35,10 @@ static ep_status pool_decode(const ep_node *n, pdim pd[3]) {
   EP_CHECK(n->n_params >= 4, EP_E_PARAM);
   const int32_t *p = n->params;
   int32_t nsp = p[1];
-  EP_CHECK(nsp >= 1 && nsp <= 3 && n->n_params == 4u + 5u * (uint32_t)nsp, EP_E_PARAM);
+  EP_CHECK(nsp >= 1 && nsp <= 3, EP_E_PARAM);
+  /* + 1 word: ceil_mode (0/1), which only the output size depends on (ep_shape_POOL) */
+  EP_CHECK(n->n_params == 4u + 5u * (uint32_t)nsp || (n->n_params == 5u + 5u * (uint32_t)nsp &&
+           (p[n->n_params - 1] == 0 || p[n->n_params - 1] == 1)), EP_E_PARAM);
   const ep_tensor *x = n->in[0], *y = n->out[0];
   EP_CHECK(x && x->rank == 2u + (uint32_t)nsp && y->rank == x->rank, EP_E_SHAPE);
   for (int i = 0; i < 3; i++) {
@@ -61,6 +66,12 @@ ep_status ep_check_POOL(const ep_node *n) {
   EP_CHECK(kind != POOL_LP || (p >= 1 && p <= 64), EP_E_PARAM);
   EP_CHECK((uint64_t)n->scratch_bytes >= 4u * ((uint64_t)pd[2].in + 8u), EP_E_PARAM);
   return EP_OK;
+}
+
+/* A row per thread slot (the packager's size). */
+EP_COLD uint32_t ep_scratch_POOL(const ep_node *n) {
+  const ep_tensor *x = n->in[0];
+  return x && x->rank ? ep_scratch_u32(4u * ((uint64_t)x->dims[x->rank - 1] + 8u) * EP_THREAD_SLOTS) : 0;
 }
 
 /* Taps of output o along one dim: valid (inside the input) taps are [k0, k1); cpad counts taps inside

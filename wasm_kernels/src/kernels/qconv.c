@@ -5,8 +5,8 @@
  *   [Cout/G x Cin/G*KH*KW], uint8 weights stored minus 128), bias? int32 [Cout], mult? f32 [Cout],
  *   wzp? int32 [Cout] (weight zero points minus the storage shift; absent = all 0).
  *   Output Y: u8/i8 (requantized), f32 (dequantized) or i32 (raw accumulators, no mult).
- *   params (17): group, kh, kw, sh, sw, dh, dw, pad_top, pad_left, pad_bottom, pad_right,
- *   nt, x_zp, y_zp, act, p0 (f32), p1 (f32).
+ *   params (17 or 18): group, kh, kw, sh, sw, dh, dw, pad_top, pad_left, pad_bottom, pad_right,
+ *   nt (0: derived from the shapes, qconv_nt), x_zp, y_zp, act, p0 (f32), p1 (f32)[, Cout].
  *   Per group and block of nt output columns: im2col of (X - x_zp) into int16 pairs in scratch, then
  *   ep_qgemm. Scratch >= Kp * nt * 4 + nt * 4 bytes (+ nt * 4 for column sums when wzp is present).
  * QDEPTHWISE_CONV: group == Cin == Cout. Inputs X, W int8 [C, KH*KW] (same storage rule), bias?, mult?,
@@ -17,6 +17,7 @@
  *   per run; each channel then writes only the input's interior (so the pads stay zero). */
 #include "qconv.h"
 #include "gemm.h"
+#include "shape/conv_linalg.h"
 
 
 EP_COLD static int zp_ok(uint32_t dtype, int32_t zp) {
@@ -54,23 +55,56 @@ EP_COLD void ep_qconv_fill_epi(const ep_node *n, const int32_t *zact, ep_qgemm_e
 
 /* ---------------------------------------------------------------------------------------------- QCONV */
 
-#define QCONV_NPARAMS 17
+#define QCONV_NPARAMS 17   /* + 1: word 17 = Cout (the form a run-time shape needs: the packed weights round it up) */
+#define QCONV_PANEL_BYTES (256u * 1024u)   /* the int16-pair block's budget (packager/ops/quant.py PANEL_BYTES) */
 
-EP_COLD ep_status ep_check_QCONV(const ep_node *n) {
-  EP_CHECK(n->n_params == QCONV_NPARAMS, EP_E_PARAM);
+/* Output columns per block: word 11, or for 0 the packager's rule: the block in QCONV_PANEL_BYTES (at least 8
+ * columns), at most the plane rounded up to 8. */
+static uint32_t qconv_nt(const ep_conv_geom *g, uint64_t kp, int32_t word) {
+  if (word) return (uint32_t)word;
+  uint64_t nt = QCONV_PANEL_BYTES / ((kp ? kp : 1) * 4u) / EP_QGEMM_NR * EP_QGEMM_NR;
+  const uint64_t n8 = ((uint64_t)g->OH * g->OW + EP_QGEMM_NR - 1) / EP_QGEMM_NR * EP_QGEMM_NR;
+  if (nt < EP_QGEMM_NR) nt = EP_QGEMM_NR;
+  return (uint32_t)(nt < n8 ? nt : n8);
+}
+
+/* Geometry, K and the block width of a QCONV node (either form): 0 or the error. */
+EP_COLD static ep_status qconv_dims(const ep_node *n, ep_conv_geom *g, uint64_t *kg, uint32_t *nt) {
+  EP_CHECK(n->n_params == QCONV_NPARAMS || n->n_params == QCONV_NPARAMS + 1, EP_E_PARAM);
   const int32_t *p = n->params;
-  ep_conv_geom g;
-  ep_status s = ep_qconv_check_common(n, p + 1, &g, p + 12, EP_I8);
+  ep_status s = ep_qconv_check_common(n, p + 1, g, p + 12, EP_I8);
   if (s) return s;
   const int32_t groups = p[0];
-  EP_CHECK(groups >= 1 && g.C % (uint32_t)groups == 0 && g.Cout % (uint32_t)groups == 0, EP_E_PARAM);
-  const uint64_t mg = g.Cout / (uint32_t)groups, kg = (uint64_t)(g.C / (uint32_t)groups) * g.kh * g.kw;
-  EP_CHECK(kg <= 65536, EP_E_SHAPE);   /* int32 accumulation bound (qgemm.h) */
-  EP_CHECK(n->in[1]->numel == (uint64_t)groups * ep_qgemm_packed_a_bytes(mg, kg), EP_E_SHAPE);
-  const int32_t nt = p[11];
-  EP_CHECK(nt > 0 && nt % EP_QGEMM_NR == 0 && nt <= (1 << 24), EP_E_PARAM);
-  const uint64_t need = (kg + 1) / 2 * (uint64_t)nt * 4u + (uint64_t)nt * 4u + (n->n_in > 4 && n->in[4] ? (uint64_t)nt * 4u : 0);
-  EP_CHECK(need <= n->scratch_bytes, EP_E_PARAM);
+  EP_CHECK(groups >= 1 && g->C % (uint32_t)groups == 0 && g->Cout % (uint32_t)groups == 0, EP_E_PARAM);
+  EP_CHECK(n->n_params == QCONV_NPARAMS || p[17] == (int32_t)g->Cout, EP_E_PARAM);
+  *kg = (uint64_t)(g->C / (uint32_t)groups) * g->kh * g->kw;
+  EP_CHECK(*kg <= 65536, EP_E_SHAPE);   /* int32 accumulation bound (qgemm.h) */
+  EP_CHECK(p[11] >= 0 && p[11] % EP_QGEMM_NR == 0 && p[11] <= (1 << 24), EP_E_PARAM);
+  *nt = qconv_nt(g, (*kg + 1) / 2, p[11]);
+  return EP_OK;
+}
+
+/* The block of X - x_zp as int16 k-pairs, two tap rows, and column sums when there are weight zero points. */
+static uint64_t qconv_scratch(const ep_node *n, uint64_t kg, uint32_t nt) {
+  return (kg + 1) / 2 * (uint64_t)nt * 4u + (uint64_t)nt * 4u + (n->n_in > 4 && n->in[4] ? (uint64_t)nt * 4u : 0);
+}
+
+EP_COLD uint32_t ep_scratch_QCONV(const ep_node *n) {
+  ep_conv_geom g;
+  uint64_t kg;
+  uint32_t nt;
+  return qconv_dims(n, &g, &kg, &nt) ? 0 : ep_scratch_u32(qconv_scratch(n, kg, nt));
+}
+
+EP_COLD ep_status ep_check_QCONV(const ep_node *n) {
+  ep_conv_geom g;
+  uint64_t kg;
+  uint32_t nt;
+  ep_status s = qconv_dims(n, &g, &kg, &nt);
+  if (s) return s;
+  const uint32_t groups = (uint32_t)n->params[0];
+  EP_CHECK(n->in[1]->numel == (uint64_t)groups * ep_qgemm_packed_a_bytes(g.Cout / groups, kg), EP_E_SHAPE);
+  EP_CHECK(qconv_scratch(n, kg, nt) <= n->scratch_bytes, EP_E_PARAM);
   return EP_OK;
 }
 
@@ -120,8 +154,8 @@ ep_status ep_run_QCONV(const ep_node *n) {
   const int32_t *p = n->params;
   ep_conv_geom g;
   (void)ep_conv_geom_of(n, p + 1, &g);
-  const uint32_t G = (uint32_t)p[0], nt = (uint32_t)p[11];
-  const uint32_t cg = g.C / G, mg = g.Cout / G, kg = cg * g.kh * g.kw, Kp = (kg + 1) / 2;
+  const uint32_t G = (uint32_t)p[0];
+  const uint32_t cg = g.C / G, mg = g.Cout / G, kg = cg * g.kh * g.kw, Kp = (kg + 1) / 2, nt = qconv_nt(&g, Kp, p[11]);
   const uint64_t hw = (uint64_t)g.H * g.W, ohw = (uint64_t)g.OH * g.OW;
   const uint64_t wstride = ep_qgemm_packed_a_bytes(mg, kg);
   const int u8 = n->in[0]->dtype == EP_U8;
@@ -184,6 +218,12 @@ EP_COLD static uint64_t qdw_phase_width(const ep_conv_geom *g) {
   const uint64_t need = ((uint64_t)g->OW + 7) / 8 * 8 + (uint64_t)(g->kw - 1) * g->dw / g->sw;
   if (need > pw) pw = need;
   return (pw + 7) / 8 * 8;
+}
+
+EP_COLD uint32_t ep_scratch_QDEPTHWISE_CONV(const ep_node *n) {
+  ep_conv_geom g;
+  if (n->n_params != QDW_NPARAMS || ep_conv_geom_of(n, n->params, &g)) return 0;
+  return ep_scratch_u32(((uint64_t)g.H + g.pt + g.pb) * g.sw * qdw_phase_width(&g) * 2u);
 }
 
 EP_COLD ep_status ep_check_QDEPTHWISE_CONV(const ep_node *n) {

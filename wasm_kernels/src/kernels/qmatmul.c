@@ -5,12 +5,13 @@
  * X's zero point as a runtime tensor, DynamicQuantizeLinear's output; overrides param x_zp).
  * Output Y [..., M, N]: u8/i8 (requantized), f32, or i32 (raw, no mult).
  * Y's batch dims equal X's; W's batch dims are all 1 or equal Y's.
- * params (6): x_zp, y_zp, act, p0 (f32), p1 (f32), nb.
+ * params (6): x_zp, y_zp, act, p0 (f32), p1 (f32), nb (0: derived from K and N, qmm_nb).
  * X is packed as the broadcast side (qgemm.h A panels, uint8 minus 128, its zero point corrected
  * through column sums), W as the vector side in blocks of nb columns (multiple of 8), zero point
  * subtracted while packing. Scratch >= round16(A panel bytes) + Kp * nb * 4 + nb * 4 bytes. */
 #include "qgemm.h"
 #include "gemm.h"
+#include "shape/conv_linalg.h"
 
 /* Whole file optimized for size (wasm size budget): the time is in ep_qgemm (qgemm.c). */
 EP_COLD_FILE_BEGIN
@@ -20,6 +21,21 @@ EP_COLD_FILE_BEGIN
 typedef struct { uint64_t batch, M, K, N, wbatch; } qmm_geom;
 
 static uint64_t round16(uint64_t x) { return (x + 15) / 16 * 16; }
+
+/* W columns per packed block: word 5, or for 0 the packager's rule: the int16-pair block in 256 KB (at least 8
+ * columns), at most N rounded up to 8 (packager/ops/quant.py). */
+static uint32_t qmm_nb(const qmm_geom *g, int32_t word) {
+  if (word) return (uint32_t)word;
+  const uint64_t kp = (g->K + 1) / 2, n8 = (g->N + EP_QGEMM_NR - 1) / EP_QGEMM_NR * EP_QGEMM_NR;
+  uint64_t nb = 256u * 1024u / ((kp ? kp : 1) * 4u) / EP_QGEMM_NR * EP_QGEMM_NR;
+  if (nb < EP_QGEMM_NR) nb = EP_QGEMM_NR;
+  return (uint32_t)(nb < n8 ? nb : n8);
+}
+
+/* X packed as A panels, a block of W - zp as int16 k-pairs, its column sums. */
+static uint64_t qmm_scratch(const qmm_geom *g, uint32_t nb) {
+  return round16(ep_qgemm_packed_a_bytes(g->M, g->K)) + (g->K + 1) / 2 * (uint64_t)nb * 4u + (uint64_t)nb * 4u;
+}
 
 static ep_status qmm_geom_of(const ep_node *n, qmm_geom *g) {
   const ep_tensor *x = n->in[0], *w = n->in[1], *y = n->out[0];
@@ -61,11 +77,15 @@ ep_status ep_check_QMATMUL(const ep_node *n) {
   if (n->n_in > 5 && n->in[5]) EP_CHECK(n->in[5]->dtype == xd && n->in[5]->numel == 1, EP_E_SHAPE);
   s = ep_qgemm_check_epi(p[2], yd, mult != 0);
   if (s) return s;
-  const int32_t nb = p[5];
-  EP_CHECK(nb > 0 && nb % EP_QGEMM_NR == 0 && nb <= (1 << 24), EP_E_PARAM);
-  const uint64_t need = round16(ep_qgemm_packed_a_bytes(g.M, g.K)) + (g.K + 1) / 2 * (uint64_t)nb * 4u + (uint64_t)nb * 4u;
-  EP_CHECK(need <= n->scratch_bytes, EP_E_PARAM);
+  EP_CHECK(p[5] >= 0 && p[5] % EP_QGEMM_NR == 0 && p[5] <= (1 << 24), EP_E_PARAM);
+  EP_CHECK(qmm_scratch(&g, qmm_nb(&g, p[5])) <= n->scratch_bytes, EP_E_PARAM);
   return EP_OK;
+}
+
+uint32_t ep_scratch_QMATMUL(const ep_node *n) {
+  qmm_geom g;
+  if (n->n_params != QMM_NPARAMS || n->params[5] < 0 || qmm_geom_of(n, &g)) return 0;
+  return ep_scratch_u32(qmm_scratch(&g, qmm_nb(&g, n->params[5])));
 }
 
 ep_status ep_run_QMATMUL(const ep_node *n) {
@@ -78,7 +98,7 @@ ep_status ep_run_QMATMUL(const ep_node *n) {
   const ep_tensor *bias = n->n_in > 2 ? n->in[2] : 0, *mult = n->n_in > 3 ? n->in[3] : 0;
   const ep_tensor *wzp = n->n_in > 4 ? n->in[4] : 0;
   const int32_t *zcol = wzp ? (const int32_t *)(const void *)wzp->data : 0;
-  const uint32_t nb = (uint32_t)p[5], M = (uint32_t)g.M, K = (uint32_t)g.K, N = (uint32_t)g.N;
+  const uint32_t nb = qmm_nb(&g, p[5]), M = (uint32_t)g.M, K = (uint32_t)g.K, N = (uint32_t)g.N;
   const int xu8 = x->dtype == EP_U8, wu8 = w->dtype == EP_U8;
   const ep_tensor *xz = n->n_in > 5 ? n->in[5] : 0;
   const int32_t xzp = xz ? (xu8 ? (int32_t)xz->data[0] : (int32_t)(int8_t)xz->data[0]) : p[0];

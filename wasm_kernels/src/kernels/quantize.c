@@ -11,10 +11,11 @@
  * QADD: A, B u8/i8, Y u8/i8, all of Y's shape. params: [za, zb, zy, sa, sb, sy (f32), act, p0, p1]:
  *   y = saturate(round(act(sa*(a - za) + sb*(b - zb)) / sy) + zy), activation params in Y's units.
  * QMAXPOOL: X u8/i8 [N,C,H,W] -> Y (same dtype) [N,C,OH,OW]. params: [kh, kw, sh, sw, dh, dw, pt, pl]
- *   (kh..dw 1..65535, pads 0..65535). Output (oh, ow) is the max of the taps (oh*sh - pt + i*dh,
+ *   (kh..dw 1..65535, pads 0..65535), or those and [pb, pr, ceil_mode], which determine OH, OW (shape/shape_quantize.c). Output (oh, ow) is the max of the taps (oh*sh - pt + i*dh,
  *   ow*sw - pl + j*dw) inside X; a window entirely in the padding gives the dtype's minimum. */
 #include "qgemm.h"
 #include "gemm.h"
+#include "ep_shape.h"
 
 /* Whole file optimized for size (wasm size budget): the time is in ep_qgemm (qgemm.c). */
 EP_COLD_FILE_BEGIN
@@ -258,11 +259,11 @@ ep_status ep_run_QADD(const ep_node *n) {
 ep_status ep_check_QMAXPOOL(const ep_node *n) {
   const ep_tensor *x = n->in[0], *y = n->out[0];
   EP_CHECK(x && y, EP_E_OP);
-  EP_CHECK(n->n_params == 8, EP_E_PARAM);
+  EP_CHECK(n->n_params == 8 || n->n_params == 11, EP_E_PARAM);
   for (int i = 0; i < 8; i++) EP_CHECK(n->params[i] >= (i < 6 ? 1 : 0) && n->params[i] <= 65535, EP_E_PARAM);
   EP_CHECK((x->dtype == EP_U8 || x->dtype == EP_I8) && y->dtype == x->dtype, EP_E_DTYPE);
   EP_CHECK(x->rank == 4 && y->rank == 4 && x->dims[0] == y->dims[0] && x->dims[1] == y->dims[1], EP_E_SHAPE);
-  return EP_OK;
+  return n->n_params == 8 ? EP_OK : ep_shape_agrees(n, ep_shape_QMAXPOOL);   /* end pads, ceil_mode: as they say */
 }
 
 /* The generic window walk, one output at a time: for strides the vector path does not take. */

@@ -6,8 +6,8 @@
  * minus their zero point (packager/ops/quant.py): 4x the usual transform, in integers. For each of the 16
  * positions k = 4i + j, the [Cout x Cin] matrix U_k as qgemm.h A panels of int16 (4 rows, Kp = ceil(Cin/2)
  * pairs): numel = 16 * ceil(Cout/4) * 4 * Kp words.
- * params (16): kh, kw, sh, sw, dh, dw (must be 3,3,1,1,1,1), pad_top, pad_left, pad_bottom, pad_right, nt,
- *   x_zp, y_zp, act, p0 (f32), p1 (f32).
+ * params (16 or 17): kh, kw, sh, sw, dh, dw (must be 3,3,1,1,1,1), pad_top, pad_left, pad_bottom, pad_right,
+ *   nt (0: derived from the shapes, qwg_geometry), x_zp, y_zp, act, p0 (f32), p1 (f32)[, Cout].
  * Per block of nt 2x2 output tiles (row-major over TH = ceil(OH/2) x TW = ceil(OW/2)): V_k = B^T d B with
  * d = X - x_zp (|V| <= 1020, int16) into 16 planes of qgemm.h B pairs [Kp][ldb][2] (ldb = round8(nt)); then per
  * panel of 4 output channels the 16 products M_k = U_k V_k (int16 x int16 -> int32, i32x4.dot_i16x8) and
@@ -20,8 +20,10 @@
  * 4 zero-padded input rows, RW = round8(2 * TW + 16)). Single-threaded, as QCONV. */
 #include "qconv.h"
 #include "winograd_bt.h"
+#include "shape/conv_linalg.h"
 
-#define QWG_NPARAMS 16
+#define QWG_NPARAMS 16   /* + 1: word 16 = Cout (the form a run-time shape needs: U rounds it up) */
+#define QWG_PANEL_BYTES (256u * 1024u)   /* V planes' budget for nt = 0 (packager/ops/quant.py PANEL_BYTES) */
 
 typedef struct {
   ep_conv_geom g;
@@ -36,12 +38,22 @@ EP_COLD static ep_status qwg_geometry(const ep_node *n, qwg_geom *q) {
   EP_CHECK(n->in[0]->rank == 4, EP_E_SHAPE);
   EP_CHECK(g->kh == 3 && g->kw == 3 && g->sh == 1 && g->sw == 1 && g->dh == 1 && g->dw == 1, EP_E_PARAM);
   EP_CHECK((uint64_t)g->C * 9 <= 65536 && g->C >= 1 && g->Cout >= 1, EP_E_SHAPE);   /* QCONV's K bound */
-  EP_CHECK(p[10] >= 1 && p[10] <= (1 << 20), EP_E_PARAM);
+  EP_CHECK(p[10] >= 0 && p[10] <= (1 << 20), EP_E_PARAM);
   EP_CHECK((uint64_t)g->OH * g->OW <= 0x7FFFFFFFull, EP_E_SHAPE);
-  q->nt = (uint32_t)p[10];
-  q->ldb = ep_qgemm_round_nr(q->nt);
+  EP_CHECK(n->n_params == QWG_NPARAMS || p[16] == (int32_t)g->Cout, EP_E_PARAM);
   q->Kp = (g->C + 1) / 2;
   q->TH = (g->OH + 1) / 2; q->TW = (g->OW + 1) / 2;
+  q->nt = (uint32_t)p[10];
+  if (!q->nt) {   /* the packager's rule: the 16 V planes of a block (64 bytes per channel pair and tile) in
+                   * QWG_PANEL_BYTES, at least 8 tiles, blocks balanced in size */
+    const uint32_t tiles = q->TH * q->TW;
+    uint32_t nt = QWG_PANEL_BYTES / (16u * q->Kp * 4u) / EP_QGEMM_NR * EP_QGEMM_NR;
+    if (nt < EP_QGEMM_NR) nt = EP_QGEMM_NR;
+    const uint32_t blocks = (tiles + nt - 1) / nt;
+    q->nt = ep_qgemm_round_nr((tiles + blocks - 1) / blocks);
+    if (q->nt > tiles) q->nt = tiles;
+  }
+  q->ldb = ep_qgemm_round_nr(q->nt);
   q->rw = (2 * q->TW + 16 + 7) / 8 * 8;
   return EP_OK;
 }
@@ -53,8 +65,15 @@ EP_COLD static uint64_t qwg_scratch(const qwg_geom *q, uint64_t *m_off, uint64_t
   return *rows_off + 8ull * q->rw * 2u;
 }
 
+EP_COLD uint32_t ep_scratch_QWINOGRAD_CONV(const ep_node *n) {
+  qwg_geom q;
+  uint64_t m_off, rows_off;
+  if ((n->n_params != QWG_NPARAMS && n->n_params != QWG_NPARAMS + 1) || qwg_geometry(n, &q)) return 0;
+  return ep_scratch_u32(qwg_scratch(&q, &m_off, &rows_off));
+}
+
 EP_COLD ep_status ep_check_QWINOGRAD_CONV(const ep_node *n) {
-  EP_CHECK(n->n_params == QWG_NPARAMS, EP_E_PARAM);
+  EP_CHECK(n->n_params == QWG_NPARAMS || n->n_params == QWG_NPARAMS + 1, EP_E_PARAM);
   qwg_geom q;
   const ep_status s = qwg_geometry(n, &q);
   if (s) return s;

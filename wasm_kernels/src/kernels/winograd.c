@@ -8,8 +8,8 @@
  * WINOGRAD_FILTER prologue (end of this file) for F(4x4): for each of the nk
  * positions k = a*i + j of the transformed tile, the [Cout x Cin] matrix U_k packed in
  * EP_GEMM_MR-row panels (gemm.h); numel = nk * ep_gemm_packed_a_floats(Cout, Cin).
- * params (15 words): mr, kh, kw, sh, sw, dh, dw (must be 6,3,3,1,1,1,1), pad_top, pad_left, pad_bottom,
- *   pad_right, nt, act, act_p0 (f32), act_p1 (f32).
+ * params (15 or 16 words): mr, kh, kw, sh, sw, dh, dw (must be 6,3,3,1,1,1,1), pad_top, pad_left, pad_bottom,
+ *   pad_right, nt (0: the packager's rule, wg_tiles, from the shapes), act, act_p0 (f32), act_p1 (f32)[, Cout].
  * Output tiles are m x m (TH = ceil(OH/m) x TW = ceil(OW/m), row-major); they are processed in blocks
  * of nt tiles: input transform V_k = B^T d B into nk planes [Cin x ldv] (ldv = round_up(nt, 8)),
  * nk GEMMs M_k = U_k V_k via the shared micro-kernel into [Cout x ldv] planes, then the output
@@ -21,14 +21,37 @@
 #include "ep_vec.h"
 #include "winograd_bt.h"
 #include "ep_parallel.h"
+#include "shape/conv_linalg.h"
 
-#define WG_NPARAMS 15
+#define WG_NPARAMS 15   /* + 1: word 15 = Cout (the form a run-time shape needs: U rounds it up) */
 #define MAXDIM 65535
+/* The packager's block sizes (packager/ops/conv.py), for nt = 0: every block streams all nk U_k once, so deep
+ * layers (big U) on small planes take the whole plane in one block (up to WG_SINGLE_BLOCK_FLOATS of scratch);
+ * otherwise blocks of WG_SCRATCH_FLOATS (at least WG_MIN_TILES tiles), balanced in size. */
+#define WG_SCRATCH_FLOATS (128u * 1024u)
+#define WG_SINGLE_BLOCK_FLOATS (512u * 1024u)
+#define WG_BIG_U_FLOATS (256u * 1024u)
+#define WG_MIN_TILES 16u
 
 typedef struct {
   uint32_t B, C, H, W, Cout, OH, OW, pt, pl, pb, pr, nt, TH, TW, ldv, rw;
   uint32_t m, a, nk;   /* output tile side, input tile side, transformed positions */
 } wg_geom;
+
+static uint64_t wg_round8(uint64_t x) { return (x + EP_GEMM_NR - 1) / EP_GEMM_NR * EP_GEMM_NR; }
+
+/* Tiles per block for word 11 = 0 (the rule above). */
+EP_COLD static uint32_t wg_tiles(const wg_geom *g) {
+  const uint64_t tiles = (uint64_t)g->TH * g->TW, per_tile = (uint64_t)g->nk * ((uint64_t)g->C + g->Cout);
+  const uint64_t rows = (uint64_t)g->a * g->rw;
+  if ((uint64_t)g->nk * g->C * g->Cout >= WG_BIG_U_FLOATS && per_tile * wg_round8(tiles) + rows <= WG_SINGLE_BLOCK_FLOATS)
+    return (uint32_t)tiles;
+  uint64_t nt = rows < WG_SCRATCH_FLOATS ? (WG_SCRATCH_FLOATS - rows) / per_tile / EP_GEMM_NR * EP_GEMM_NR : 0;
+  if (nt < WG_MIN_TILES) nt = WG_MIN_TILES;
+  const uint64_t blocks = (tiles + nt - 1) / nt;
+  nt = wg_round8((tiles + blocks - 1) / blocks);
+  return (uint32_t)(nt < tiles ? nt : tiles);
+}
 
 EP_COLD static ep_status wg_geometry(const ep_node *n, uint32_t m, wg_geom *g) {
   const int32_t *p = n->params;
@@ -38,9 +61,8 @@ EP_COLD static ep_status wg_geometry(const ep_node *n, uint32_t m, wg_geom *g) {
   EP_CHECK(x->rank == 4 && y->rank == 4, EP_E_SHAPE);
   EP_CHECK(p[0] == EP_GEMM_MR && p[1] == 3 && p[2] == 3 && p[3] == 1 && p[4] == 1 && p[5] == 1 && p[6] == 1, EP_E_PARAM);
   for (int i = 7; i < 11; i++) EP_CHECK(p[i] >= 0 && p[i] <= MAXDIM, EP_E_PARAM);
-  EP_CHECK(p[11] >= 1 && p[11] <= (1 << 20), EP_E_PARAM);
+  EP_CHECK(p[11] >= 0 && p[11] <= (1 << 20), EP_E_PARAM);
   g->pt = (uint32_t)p[7]; g->pl = (uint32_t)p[8]; g->pb = (uint32_t)p[9]; g->pr = (uint32_t)p[10];
-  g->nt = (uint32_t)p[11];
   g->B = (uint32_t)x->dims[0]; g->C = (uint32_t)x->dims[1]; g->H = (uint32_t)x->dims[2]; g->W = (uint32_t)x->dims[3];
   g->Cout = (uint32_t)y->dims[1]; g->OH = (uint32_t)y->dims[2]; g->OW = (uint32_t)y->dims[3];
   EP_CHECK((uint32_t)y->dims[0] == g->B && g->C >= 1 && g->Cout >= 1, EP_E_SHAPE);
@@ -48,11 +70,13 @@ EP_COLD static ep_status wg_geometry(const ep_node *n, uint32_t m, wg_geom *g) {
   const uint64_t hp = (uint64_t)g->H + g->pt + g->pb, wp = (uint64_t)g->W + g->pl + g->pr;
   EP_CHECK(hp >= 3 && wp >= 3 && g->OH == hp - 2 && g->OW == wp - 2, EP_E_SHAPE);
   EP_CHECK((uint64_t)g->OH * g->OW <= 0x7FFFFFFFull, EP_E_SHAPE);
+  EP_CHECK(n->n_params == WG_NPARAMS || p[15] == (int32_t)g->Cout, EP_E_PARAM);
   g->m = m; g->a = m + 2; g->nk = g->a * g->a;
   g->TH = (g->OH + m - 1) / m; g->TW = (g->OW + m - 1) / m;
-  g->ldv = (g->nt + EP_GEMM_NR - 1) / EP_GEMM_NR * EP_GEMM_NR;
   /* the vector input transforms read 4 tiles at a time: up to 4m columns past the last tile's start */
   g->rw = (m * g->TW + 4 * m + 3) / 4 * 4;
+  g->nt = p[11] ? (uint32_t)p[11] : wg_tiles(g);
+  g->ldv = (g->nt + EP_GEMM_NR - 1) / EP_GEMM_NR * EP_GEMM_NR;
   return EP_OK;
 }
 
@@ -60,8 +84,17 @@ static uint64_t wg_scratch_floats(const wg_geom *g) {
   return (uint64_t)g->nk * ((uint64_t)g->C + g->Cout) * g->ldv + (uint64_t)g->a * g->rw;
 }
 
+/* The blocks' V and M planes and EP_THREAD_SLOTS row buffers (the packager's size). */
+EP_COLD static uint32_t wg_scratch(const ep_node *n, uint32_t m) {
+  wg_geom g;
+  if ((n->n_params != WG_NPARAMS && n->n_params != WG_NPARAMS + 1) || wg_geometry(n, m, &g)) return 0;
+  return ep_scratch_u32((wg_scratch_floats(&g) + (EP_THREAD_SLOTS - 1u) * g.a * g.rw) * 4u);
+}
+EP_COLD uint32_t ep_scratch_WINOGRAD_CONV(const ep_node *n) { return wg_scratch(n, 2); }
+EP_COLD uint32_t ep_scratch_WINOGRAD_CONV_F4(const ep_node *n) { return wg_scratch(n, 4); }
+
 EP_COLD static ep_status wg_check(const ep_node *n, uint32_t m) {
-  EP_CHECK(n->n_params == WG_NPARAMS, EP_E_PARAM);
+  EP_CHECK(n->n_params == WG_NPARAMS || n->n_params == WG_NPARAMS + 1, EP_E_PARAM);
   wg_geom g;
   const ep_status s = wg_geometry(n, m, &g);
   if (s) return s;

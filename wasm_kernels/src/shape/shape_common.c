@@ -43,4 +43,33 @@ int64_t ep_value_at(const ep_tensor *t, uint64_t k) {
   if (t->dtype == EP_I32) return ((const int32_t *)(const void *)t->data)[k];
   return 0;
 }
+
+ep_status ep_shape_of_values(const ep_tensor *s, ep_tensor *t) {
+  if (!s || !s->data || s->dtype != EP_I64 || s->rank != 1 || s->numel > EP_MAX_RANK) return EP_E_SHAPE;
+  int32_t d[EP_MAX_RANK];
+  for (uint32_t k = 0; k < s->numel; k++) {
+    const int64_t v = ep_value_at(s, k);
+    if (v < 0 || v > INT32_MAX) return EP_E_SHAPE;
+    d[k] = (int32_t)v;
+  }
+  t->rank = (uint32_t)s->numel;
+  return ep_shape_set(t, t->rank, d);
+}
+
+ep_status ep_shape_first(ep_node *n) {
+  if (!n->in[0]) return EP_E_SHAPE;
+  return ep_shape_like(n->out[0], n->in[0]);
+}
+
+ep_status ep_shape_agrees(const ep_node *n, ep_shape_fn f) {
+  ep_node m = *n;
+  ep_tensor o[EP_MAX_IO];
+  for (uint32_t k = 0; k < n->n_out; k++) { o[k] = *n->out[k]; m.out[k] = &o[k]; }
+  const ep_status s = f(&m);
+  if (s) return s;
+  for (uint32_t k = 0; k < n->n_out; k++)
+    for (uint32_t d = 0; d < o[k].rank; d++)
+      if (o[k].dims[d] != n->out[k]->dims[d]) return EP_E_SHAPE;
+  return EP_OK;
+}
 EP_COLD_FILE_END

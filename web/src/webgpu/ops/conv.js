@@ -227,7 +227,7 @@ export function conv(node, ctx) {
   const { x, w, y, s } = o;
   const pr = node.params;
   if (node.op === OP.WINOGRAD_CONV || node.op === OP.WINOGRAD_CONV_F4) {
-    if (pr.length !== 15) return 'params';
+    if (pr.length !== 15 && pr.length !== 16) return 'params';   // (16: word 15 = Cout)
     const [MR, kh, kw, sh, sw, dh, dw, pt, pl, pb, pR, , act, a0, a1] = pr;
     if (kh !== 3 || kw !== 3 || sh !== 1 || sw !== 1 || dh !== 1 || dw !== 1) return 'winograd geometry';
     if (!(act >= 0 && act < ACT_COUNT) || x.dims.length !== 4 || !(MR >= 1)) return 'params';
@@ -236,7 +236,7 @@ export function conv(node, ctx) {
     if (s.OH !== s.H + pt + pb - 2 || s.OW !== s.W + pl + pR - 2 || s.OH < 1 || s.OW < 1) ctx.fail('output size does not match the pads');
     return winogradDispatches(node, ctx, s, [pt, pl], [act, a0, a1], MR, nk);
   }
-  if (pr.length !== 16) return 'params';
+  if (pr.length !== 16 && pr.length !== 17) return 'params';   // (17: word 16 = Cout)
   const [G, MR, kh, kw, sh, sw, dh, dw, pt, pl, pb, pR, , act, a0, a1] = pr;
   if (!(act >= 0 && act < ACT_COUNT)) return `activation ${act}`;
   if (!(G >= 1 && MR >= 1 && s.Cin % G === 0 && s.Cout % G === 0)) return 'group';

@@ -24,10 +24,10 @@ const COPY_WGSL = /* wgsl */ `${MAIN}
   A[u32(wi)] = r0(u32(ri));
 }`;
 
-/** Words per element of every tensor of the node, or 0 when some is not 4 or 8 bytes wide.
- * @param {PlanNode} node @param {BuildContext} ctx */
-function wordsPerElement(node, ctx) {
-  const sizes = new Set([...node.inputs, ...node.outputs].filter((id) => id >= 0).map((id) => DTYPE_SIZE[/** @type {keyof DTYPE_SIZE} */ (ctx.t(id).dtype)]));
+/** Words per element of every tensor of the node (default) or of `ids`, or 0 when some is not 4 or 8 bytes wide.
+ * @param {PlanNode} node @param {BuildContext} ctx @param {number[]} [ids] */
+function wordsPerElement(node, ctx, ids = [...node.inputs, ...node.outputs]) {
+  const sizes = new Set(ids.filter((id) => id >= 0).map((id) => DTYPE_SIZE[/** @type {keyof DTYPE_SIZE} */ (ctx.t(id).dtype)]));
   const [s] = sizes;
   return sizes.size === 1 && (s === 4 || s === 8) ? s / 4 : 0;
 }
@@ -65,12 +65,36 @@ export function transpose(node, ctx) {
   return [stridedCopy(ctx, x.id, y.id, w, y.dims, perm.map((v) => xs[v]), strides(y.dims), 0, 0)];
 }
 
+/** SLICE's ONNX form on an axis of extent d: [first, length] (the C core's ep_slice_axis).
+ * @param {number} d @param {number} s @param {number} e @param {number} st @returns {[number, number]} */
+function sliceAxis(d, s, e, st) {
+  if (s < 0) s += d;
+  if (e < 0) e += d;
+  let n;
+  if (st > 0) {
+    s = Math.min(Math.max(s, 0), d); e = Math.min(Math.max(e, 0), d);
+    n = e > s ? Math.ceil((e - s) / st) : 0;
+  } else {
+    s = Math.min(Math.max(s, 0), d - 1); e = Math.min(Math.max(e, -1), d - 1);
+    n = s > e ? Math.ceil((s - e) / -st) : 0;
+  }
+  return [n ? s : 0, n];
+}
+
 /** @param {PlanNode} node @param {BuildContext} ctx @returns {Dispatch[] | string} */
 export function slice(node, ctx) {
   const w = wordsPerElement(node, ctx);
   if (!w) return 'element size';
-  const x = ctx.t(node.inputs[0]), y = ctx.t(node.outputs[0]), r = x.rank, pr = node.params;
-  if (pr.length !== 2 * r || y.rank !== r) ctx.fail('params');
+  const x = ctx.t(node.inputs[0]), y = ctx.t(node.outputs[0]), r = x.rank, onnx = node.params.length === 3 * r;
+  if ((node.params.length !== 2 * r && !onnx) || y.rank !== r) ctx.fail('params');
+  // [start.., step..]: the normalized form; [start.., end.., step..]: ONNX's, resolved here.
+  const pr = onnx ? [...node.params.slice(0, r), ...node.params.slice(2 * r)] : Array.from(node.params);
+  for (let i = 0; onnx && i < r; i++) {
+    if (pr[r + i] === 0) ctx.fail('step 0');
+    const [first, len] = sliceAxis(x.dims[i], node.params[i], node.params[r + i], pr[r + i]);
+    if (len !== y.dims[i]) ctx.fail(`dim ${i}: slice length`);
+    pr[i] = first;
+  }
   const xs = strides(x.dims);
   let rb = 0;
   for (let i = 0; i < r; i++) {
@@ -148,8 +172,9 @@ export function gather(node, ctx) {
 export function split(node, ctx) {
   const w = wordsPerElement(node, ctx);
   if (!w) return 'element size';
-  const x = ctx.t(node.inputs[0]), [axis] = node.params, xs = strides(x.dims);
-  if (node.params.length !== 1 || !(axis >= 0 && axis < x.rank)) ctx.fail('axis');
+  const x = ctx.t(node.inputs[0]), [axis] = node.params, xs = strides(x.dims), np = node.params.length;
+  // [axis], [axis, sizes...] or [axis, -1]: the output dims say the same (the C core checks they agree)
+  if (!(np === 1 || np === 2 || np === 1 + node.outputs.length) || !(axis >= 0 && axis < x.rank)) ctx.fail('axis');
   let at = 0;
   /** @type {Dispatch[]} */
   const out = [];
@@ -165,7 +190,7 @@ export function split(node, ctx) {
 
 /** @param {PlanNode} node @param {BuildContext} ctx @returns {Dispatch[] | string} */
 export function expand(node, ctx) {
-  const w = wordsPerElement(node, ctx);
+  const w = wordsPerElement(node, ctx, [node.inputs[0], node.outputs[0]]);   // input 1 (the int64 shape) is not read
   if (!w) return 'element size';
   const x = ctx.t(node.inputs[0]), y = ctx.t(node.outputs[0]);
   if (x.rank > y.rank) ctx.fail('input rank exceeds the output rank');
@@ -205,7 +230,7 @@ export function pad(node, ctx) {
   const w = DTYPE_SIZE[/** @type {keyof DTYPE_SIZE} */ (x.dtype)] / 4;
   if ((w !== 1 && w !== 2) || y.dtype !== x.dtype) return 'element size';
   const [mode, lo, hi] = node.params, r = x.rank;
-  if (node.params.length !== 3 + r || y.rank !== r || !(mode >= 0 && mode <= 3) || r > 8) ctx.fail('params');
+  if ((node.params.length !== 3 + r && node.params.length !== 3 + 2 * r) || y.rank !== r || !(mode >= 0 && mode <= 3) || r > 8) ctx.fail('params');
   if (mode !== 0 && y.dims.some((d, i) => d > 0 && x.dims[i] === 0)) ctx.fail('empty input dim');
   const p = [y.numel, 0, ctx.src(x.id).base, ctx.src(y.id).base, w, r, lo >>> 0, hi >>> 0, ...new Array(32).fill(0)];
   const xs = strides(x.dims);

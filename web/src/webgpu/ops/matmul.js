@@ -136,10 +136,10 @@ export function matmul(node, ctx) {
   if (!ctx.isFloat(A) || !ctx.isFloat(B) || y.dtype !== F32) return 'non-float32 tensors';
   if ((C !== undefined && C >= 0 && !ctx.isFloat(C)) || (R !== undefined && R >= 0 && !ctx.isFloat(R))) return 'non-float32 tensors';
   // params: none, or the fused epilogue [bias mode (0, or 2: C has N elements), act, p0, p1], or that and B's
-  // layout 1: a constant B stored as 16-column panels [ceil(N/16), K, 16] (docs/plan-format.md)
+  // layout 1: a constant B stored as 16-column panels [ceil(N/16), K, 16] (docs/plan-format.md), then N (Y's last dim)
   const pr = node.params;
-  if (pr.length !== 0 && pr.length !== 4 && pr.length !== 5) return 'params';
-  const panels = pr.length === 5;
+  if (pr.length !== 0 && pr.length !== 4 && pr.length !== 5 && pr.length !== 6) return 'params';
+  const panels = pr.length >= 5;
   if (panels && pr[4] !== 1) return `B layout ${pr[4]}`;
   const [mode, act, p0, p1] = pr.length ? pr : [0, 0, 0, 0];
   if (!(act >= 0 && act < ACT_COUNT)) return `activation ${act}`;
@@ -149,7 +149,7 @@ export function matmul(node, ctx) {
   if (a.length < 2 || b.length < 2 || yd.length < 2) return 'rank';
   const M = a[a.length - 2], K = a[a.length - 1], N = panels ? yd[yd.length - 1] : b[b.length - 1];
   if (panels ? b.length !== 3 || b[0] !== Math.ceil(N / 16) || b[1] !== K || b[2] !== 16 : b[b.length - 2] !== K) ctx.fail('operand shapes do not agree');
-  if (yd[yd.length - 2] !== M || yd[yd.length - 1] !== N) ctx.fail('operand shapes do not agree');
+  if (yd[yd.length - 2] !== M || yd[yd.length - 1] !== N || (pr.length === 6 && pr[5] !== N)) ctx.fail('operand shapes do not agree');
   // batch dims broadcast numpy-style: each operand's (right-aligned) dim is 1 (stride 0) or Y's
   const yb = yd.slice(0, -2);
   if (yb.length > 6) return 'rank';

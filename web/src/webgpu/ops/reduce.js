@@ -171,7 +171,8 @@ export function pool(node, ctx) {
   const pr = node.params, [kind, nsp, cip, lp] = pr;
   const x = ctx.t(X).dims;
   if (nsp !== 1 && nsp !== 2) return `${nsp} spatial dims`;
-  if (pr.length !== 4 + 5 * nsp || x.length !== 2 + nsp || y.dims.length !== 2 + nsp || !(kind >= 0 && kind <= 2)) ctx.fail('params');
+  // (+ 1 word: ceil_mode, which only the output size depends on: taken from Y here)
+  if ((pr.length !== 4 + 5 * nsp && pr.length !== 5 + 5 * nsp) || x.length !== 2 + nsp || y.dims.length !== 2 + nsp || !(kind >= 0 && kind <= 2)) ctx.fail('params');
   // [kernel, stride, dilation, pad_begin, pad_end] per spatial dim; 1-D pools get a unit H dim.
   const dimsH = nsp === 2 ? pr.slice(4, 9) : [1, 1, 1, 0, 0], dimsW = pr.slice(4 + 5 * (nsp - 1), 9 + 5 * (nsp - 1));
   const [H, W] = nsp === 2 ? [x[2], x[3]] : [1, x[2]], [OH, OW] = nsp === 2 ? [y.dims[2], y.dims[3]] : [1, y.dims[2]];

@@ -103,7 +103,8 @@ export function convTranspose(node, ctx) {
   if (![X, Wt, B].every((id) => id < 0 || ctx.isFloat(id)) || y.dtype !== F32) return 'non-float32 tensors';
   const x = ctx.t(X).dims, w = ctx.t(Wt).dims, pr = node.params, [nsp, G] = pr;
   if (nsp !== 1 && nsp !== 2) return `${nsp} spatial dims`;
-  if (pr.length !== 2 + 3 * nsp || x.length !== 2 + nsp || w.length !== 2 + nsp || y.rank !== 2 + nsp) ctx.fail('params');
+  // (+ nsp words: end_adjust, which only the output size depends on: taken from Y here)
+  if ((pr.length !== 2 + 3 * nsp && pr.length !== 2 + 4 * nsp) || x.length !== 2 + nsp || w.length !== 2 + nsp || y.rank !== 2 + nsp) ctx.fail('params');
   const Cin = x[1], Cout = y.dims[1];
   if (!(G >= 1) || Cin % G || Cout % G || w[0] !== Cin || w[1] !== Cout / G || y.dims[0] !== x[0]) ctx.fail('shapes');
   if (B >= 0 && ctx.t(B).numel !== Cout) ctx.fail('bias');
