@@ -55,7 +55,7 @@ typedef struct {
   const uint8_t *prologue_arena; /* the arena the prologue last ran in (v2: rerun only when it moves) */
   uint32_t bound_bytes;   /* size of the arena given to ep_bind */
   uint32_t n_main;        /* nodes [0, n_main) run in order; If/Loop/Scan bodies live in [n_main, n_nodes) */
-  uint32_t iterations_left; /* Loop/Scan iterations the running top-level control node may still take */
+  uint32_t iterations_left; /* body steps the running top-level control node may still take (src/control.h) */
 } ep_ctx;
 
 typedef struct {

@@ -144,7 +144,7 @@ static ep_status resolve_loop(ep_ctx *c, const ep_state_view *sv, uint32_t idx, 
   int known; int64_t trips;
   loop_limits(n, &known, &trips);
   if (!known) return EP_E_SHAPE;   /* scan outputs as long as a trip count only known at run time */
-  if (trips > (int64_t)EP_MAX_ITERATIONS) return EP_E_LIMIT;
+  if (trips > (int64_t)EP_MAX_BODY_STEPS) return EP_E_LIMIT;
   for (uint32_t j = 0; j < k->n_scan_out; j++) {
     if ((s = body_value(c, sv, k->body_out[1 + k->n_state + j], &t))) return s;
     if (t.rank + 1 > EP_MAX_RANK) return EP_E_SHAPE;
@@ -175,7 +175,7 @@ static ep_status resolve_scan(ep_ctx *c, const ep_state_view *sv, uint32_t idx, 
     for (uint32_t d = 0, q = 0; d < x->rank; d++) if (d != axis) dims[q++] = x->dims[d];
     if ((s = take_dims(c, sv, k->body_in[N + j], x->rank - 1, dims, x->dtype))) return s;
   }
-  if ((uint32_t)len > EP_MAX_ITERATIONS) return EP_E_LIMIT;
+  if ((uint32_t)len > EP_MAX_BODY_STEPS) return EP_E_LIMIT;
   if ((s = ep_resolve_range(c, sv, k->begin[0], k->end[0], step, depth + 1))) return s;
   ep_tensor t, u;
   for (uint32_t j = 0; j < N; j++) {
@@ -237,9 +237,11 @@ static ep_status strided(const ep_tensor *x, uint32_t axis, uint32_t at, const e
   return EP_OK;
 }
 
-static ep_status tick(ep_ctx *c) {
-  if (c->iterations_left == 0) return EP_E_LIMIT;   /* a hostile trip count stops here, never hangs */
-  c->iterations_left--;
+/* One iteration of a body of `nodes` nodes: a hostile trip count (or a long body run many times) stops here. */
+static ep_status tick(ep_ctx *c, const ep_ctrl *k) {
+  const uint32_t cost = 1u + (k->end[0] - k->begin[0]);
+  if (c->iterations_left < cost) return EP_E_LIMIT;
+  c->iterations_left -= cost;
   return EP_OK;
 }
 
@@ -273,7 +275,7 @@ static ep_status run_loop(ep_ctx *c, const ep_node *n, const ep_ctrl *k, uint32_
     if ((s = get(c, k->body_in[2 + j], &t)) || (s = copy(&t, n->in[2 + j]))) return s;
   int64_t i = 0;
   for (; cond && (trips < 0 || i < trips); i++) {
-    if ((s = tick(c))) return s;
+    if ((s = tick(c, k))) return s;
     if (k->body_in[0] >= 0) { if ((s = get(c, k->body_in[0], &t))) return s; *(int64_t *)(void *)t.data = i; }
     if (k->body_in[1] >= 0) { if ((s = get(c, k->body_in[1], &t))) return s; t.data[0] = cond; }
     if ((s = ep_run_range(c, k->begin[0], k->end[0], depth + 1))) return s;
@@ -302,7 +304,7 @@ static ep_status run_scan(ep_ctx *c, const ep_node *n, const ep_ctrl *k, uint32_
   for (uint32_t j = 0; j < N; j++)
     if ((s = get(c, k->body_in[j], &t)) || (s = copy(&t, n->in[j]))) return s;
   for (uint32_t i = 0; i < len; i++) {
-    if ((s = tick(c))) return s;
+    if ((s = tick(c, k))) return s;
     for (uint32_t j = 0; j < M; j++) {
       const ep_tensor *x = n->in[N + j];
       const uint32_t at = k->axes[M + K + j] ? len - 1 - i : i;
@@ -327,7 +329,7 @@ ep_status ep_ctrl_run(ep_ctx *c, uint32_t idx, const ep_node *n, uint32_t depth)
   const ep_status s = ep_ctrl_decode(n, &k);
   if (s) return s;
   if (depth >= EP_MAX_DEPTH) return EP_E_OP;
-  if (depth == 0) c->iterations_left = EP_MAX_ITERATIONS;
+  if (depth == 0) c->iterations_left = EP_MAX_BODY_STEPS;
   if (n->op == EP_OP_IF) return run_if(c, n, &k, idx, depth);
   if (n->op == EP_OP_LOOP) return run_loop(c, n, &k, depth);
   return run_scan(c, n, &k, depth);

@@ -7,7 +7,7 @@
 #include "plan_read.h"
 
 #define EP_MAX_DEPTH 8                 /* bodies nested in bodies, at most */
-#define EP_MAX_ITERATIONS (1u << 20)   /* Loop and Scan iterations per top-level control node and run */
+#define EP_MAX_BODY_STEPS (1u << 18)   /* per top-level control node and run: each Loop/Scan iteration costs 1 + its body's nodes */
 
 static inline int ep_is_control(uint32_t op) { return op == EP_OP_IF || op == EP_OP_LOOP || op == EP_OP_SCAN; }
 
