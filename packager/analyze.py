@@ -35,6 +35,10 @@ class Graph:
     # Folded DequantizeLinear nodes by output name: a QDQ model's weights, biases and their scales stay
     # reachable (in consts) for the integer lowerings (packager/ops/qdq_fusion.py).
     dq_sources: dict[str, onnx.NodeProto] = field(default_factory=dict)
+    # Plan version 2 (packager/dynamic.py): values left unfolded because they vary with the input shapes, and
+    # whether the shapes bound here are only a probe (passes must not bake them into the graph).
+    keep: frozenset[str] = frozenset()
+    dynamic: bool = False
 
 
 def default_opset(model: onnx.ModelProto) -> int:
@@ -277,8 +281,9 @@ def _control_known(node: onnx.NodeProto, consts: dict[str, np.ndarray], opset: i
 
 def analyze(model: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...]] | None = None,
             constants: dict[str, np.ndarray] | None = None, strict: bool = False,
-            keep: frozenset[str] = frozenset()) -> Graph:
-    """keep: values not to fold although computable here (they vary with the input shapes: packager/dynamic.py)."""
+            keep: frozenset[str] = frozenset(), dynamic: bool = False) -> Graph:
+    """keep: values not to fold although computable here (they vary with the input shapes: packager/dynamic.py);
+    dynamic: input_shapes are a probe of a plan whose shapes are resolved at run time."""
     model = copy.deepcopy(model)
     notices: list[str] = []
     opset = default_opset(model)
@@ -391,4 +396,5 @@ def analyze(model: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...]] | N
         missing = []   # the lowering derives If/Loop/Scan outputs from their bodies (packager/ops/control.py)
     if missing:
         _shapes_by_running(model, shapes, dtypes, missing)
-    return Graph(model, opset, remaining, inputs, outputs, shapes, dtypes, consts, notices, folded, dq_sources)
+    return Graph(model, opset, remaining, inputs, outputs, shapes, dtypes, consts, notices, folded, dq_sources,
+                 keep, dynamic)

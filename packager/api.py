@@ -88,17 +88,18 @@ def package(model: str | os.PathLike | onnx.ModelProto, target: str = "web", out
     out = check_output(out)   # before any work: never replace a file or a folder that is not a bundle
     m = load_model(model, frozenset(allow_domains))
     syms = None
-    if dynamic is not False and target == "web" and not strict:
+    if dynamic is not False and target in ("web", "pi5", "android") and not strict:
         from .dynamic import find_symbols
         syms = find_symbols(m, input_shapes, constants)
         bounded = any(b for bs in syms.bounds.values() for b in bs)
         if not syms.any or not (dynamic or bounded):
             syms = None
     elif dynamic:
-        raise PackagerError("shapes resolved at run time: web bundles only so far (give --input-shape for "
+        raise PackagerError("shapes resolved at run time: web, pi5 and android bundles (give --input-shape for "
                             f"--target {target}; --profile strict needs fixed shapes)")
     if input_shapes and syms is None and any(not isinstance(d, (int, np.integer)) for s in input_shapes.values() for d in s):
-        raise PackagerError("--input-shape bounds [min..max] make a bundle with run-time shapes: web target only")
+        raise PackagerError("--input-shape bounds [min..max] make a bundle with run-time shapes: web, pi5 and android "
+                            "targets only (not --profile strict)")
     if syms is not None and quantize not in ("auto", "none"):
         raise PackagerError(f"--quantize {quantize} needs fixed shapes so far: give them with --input-shape")
     stages = _Stages(m, constants, strict, optimize, keep_metadata, log)
@@ -153,6 +154,9 @@ def package(model: str | os.PathLike | onnx.ModelProto, target: str = "web", out
         manifest.update(optimizations=optimization.report, stripped=optimization.stripped)
     if syms is not None:   # docs/plan-format.md, "Version 2"
         manifest["dims"] = {s: {"min": syms.lo(s), "max": syms.hi(s), "example": syms.example[s]} for s in syms.names()}
+        # resolving can fail at a node (an input shape the model does not allow): runtimes name its ONNX node
+        manifest["plan"]["node_sources"] = [f"{Op(n.op).name} ({src})" for n, src in
+                                            zip(lowered.plan.nodes, lowered.node_sources)]
         if lowered.plan.dynamic.max_arena_bytes:
             manifest["plan"].update(max_arena_bytes=lowered.plan.dynamic.max_arena_bytes,
                                     max_memory_bytes=lowered.report["max_memory_bytes"])
@@ -234,9 +238,10 @@ class _Stages:
         self.m, self.constants, self.strict, self.optimize, self.keep_metadata, self.log = \
             m, constants, strict, optimize, keep_metadata, log
 
-    def front(self, input_shapes, keep: frozenset[str] = frozenset(), quiet: bool = False):
-        """(graph, reference model, optimization or None)."""
-        graph = analyze(self.m, input_shapes, self.constants, strict=self.strict, keep=keep)
+    def front(self, input_shapes, keep: frozenset[str] | None = None, quiet: bool = False):
+        """(graph, reference model, optimization or None). keep: a probe of run-time shapes (packager/dynamic.py)."""
+        graph = analyze(self.m, input_shapes, self.constants, strict=self.strict, keep=keep or frozenset(),
+                        dynamic=keep is not None)
         if not quiet:
             for n in graph.notices:
                 self.log(f"notice: {n}")

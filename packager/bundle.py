@@ -286,6 +286,9 @@ class Bundle:
             if not wasm.is_file():
                 raise BundleError(f"{self.path}: runtime file {wasm.name} missing")
             self._session = WasmPlan(wasm, (self.path / "model.plan").read_bytes())
+            sources = self.manifest.get("plan", {}).get("node_sources")
+            if isinstance(sources, list):
+                self._session.node_names = [str(x) for x in sources]
         return self._session
 
     def check_feeds(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -79,7 +79,7 @@ def optimize(graph: Graph, source_nodes: int, keep_metadata: bool = False) -> Op
     skipped: dict[int, str] = {}
     while True:   # a pass that raises is skipped and the passes rerun from the start without it
         try:
-            records, g2 = _run_passes(model, skipped, bound)
+            records, g2 = _run_passes(model, skipped, bound, graph)
             break
         except _PassError as e:
             skipped[e.index] = e.why
@@ -94,7 +94,8 @@ def optimize(graph: Graph, source_nodes: int, keep_metadata: bool = False) -> Op
         fused = onnx.ModelProto()
         fused.CopyFrom(ship)
         if fuse_graph(fused, g2.shapes, g2.consts, g2.opset):
-            lowered, ship = analyze(onnx.inliner.inline_local_functions(fused), bound), fused
+            lowered, ship = analyze(onnx.inliner.inline_local_functions(fused), bound, keep=graph.keep,
+                                    dynamic=graph.dynamic), fused
         report.append(_record("fuse_epilogue", FUSE_SOURCE, before, _ops(ship.graph.node)))
     except Exception as e:  # noqa: BLE001 - an optimization, never a reason to refuse a model
         report.append({"pass": "fuse_epilogue", "source": FUSE_SOURCE, "skipped": _why(e)})
@@ -116,13 +117,18 @@ def _why(e: Exception) -> str:
     return f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
 
 
-def _run_passes(model: onnx.ModelProto, skipped: dict[int, str], bound: dict) -> tuple[list[dict], Graph]:
+# Passes that write the bound input shapes into the graph: not for a plan whose shapes are resolved at run time.
+STATIC_ONLY = {"collapse_reshapes"}
+
+
+def _run_passes(model: onnx.ModelProto, skipped: dict[int, str], bound: dict, graph: Graph) -> tuple[list[dict], Graph]:
     """PASSES (but `skipped`) on an IR copy of `model`, then analysis of the result."""
     m = ir.serde.deserialize_model(model)
     records = []
     for i, (name, source, fn) in enumerate(PASSES):
-        if i in skipped:
-            records.append({"pass": name, "source": source, "skipped": skipped[i]})
+        if i in skipped or (graph.dynamic and name in STATIC_ONLY):
+            records.append({"pass": name, "source": source,
+                            "skipped": skipped.get(i, "shapes are resolved at run time")})
             continue
         before = _ops(m.graph)
         try:
@@ -133,7 +139,7 @@ def _run_passes(model: onnx.ModelProto, skipped: dict[int, str], bound: dict) ->
     proto = ir.serde.serialize_model(m)
     before = _ops(proto.graph.node)
     try:
-        g2 = analyze(proto, bound)
+        g2 = analyze(proto, bound, keep=graph.keep, dynamic=graph.dynamic)
     except Exception as e:  # noqa: BLE001 - blame the last pass that changed the graph
         changed = [i for i, r in enumerate(records) if r.get("changed") and "skipped" not in r]
         if not changed:

@@ -164,3 +164,38 @@ def test_hostile_v2_plans_never_read_out_of_bounds(elementwise_bundle: Path, tmp
     r = subprocess.run([str(KERNELS / "build/asan/run_plan"), *paths], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     assert len(r.stdout.splitlines()) == len(paths)
+
+
+# issue 17's models: one bundle, packaged without --input-shape, at every shape below (SIMD runs them all; the
+# scalar and relaxed builds a subset, to keep CI's time)
+MODEL_SHAPES = {
+    "minilm_like_dyn": [(1, 7), (2, 128), (1, 512), (4, 1), (3, 128)],
+    "resnet18_dyn": [(1, 3, 224, 224), (1, 3, 160, 320), (2, 3, 320, 480)],
+    "mobilenetv2_dyn": [(1, 3, 224, 224), (1, 3, 160, 320), (2, 3, 320, 480)],
+}
+
+
+@pytest.fixture(scope="module")
+def model_bundles(tmp_path_factory) -> dict[str, Path]:
+    from .conftest import model_path
+    d = tmp_path_factory.mktemp("models")
+    return {m: package(str(model_path(m)), target="web", out=d / m, dynamic=True) for m in MODEL_SHAPES}
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("name", list(MODEL_SHAPES))
+def test_models_run_every_shape_from_one_bundle(model_bundles: dict[str, Path], name: str, variant: str) -> None:
+    from .conftest import model_path
+    b = load_bundle(model_bundles[name], variant)
+    ref = _reference(onnx.load(str(model_path(name))))
+    iname = b.inputs[0]["name"]
+    rng = np.random.default_rng(3)
+    shapes = MODEL_SHAPES[name] if variant == "simd" else MODEL_SHAPES[name][:2]
+    for shape in shapes:
+        x = (rng.integers(0, 8192, shape).astype(np.int64) if name.startswith("minilm")
+             else rng.standard_normal(shape).astype(np.float32))
+        got = b.run({iname: x})
+        want = ref({iname: x})
+        for k, w in want.items():
+            assert got[k].shape == w.shape
+            np.testing.assert_allclose(got[k], w, rtol=1e-4, atol=1e-4 * float(np.abs(w).max()))

@@ -12,6 +12,10 @@
  * bounded JSON tokenizer (ep_json.c), and are cross-checked with the plan's own tensor table.
  * `--output FILE.npy` saves the first output; `--output NAME=FILE.npy` any output by name (an
  * argument containing '=' is always NAME=FILE). Without --output, outputs are summarized on stdout.
+ * Plan version 2 (shapes resolved at run time): each input's dims come from its .npy file, checked against
+ * the manifest (fixed dims equal; symbolic dims, given as names, within manifest["dims"] bounds and one extent
+ * per symbol: ep_dims.c), then given to the core (ep_set_input_shape, ep_resolve); the arena is sized for that
+ * shape, and outputs are written at their resolved dims. --bench without inputs runs at the example shape.
  * Exit codes: 0 ok, 2 usage or input error, 3 bundle integrity or plan rejected, 4 runtime error. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -24,6 +28,7 @@
 #include <dirent.h>
 
 #include "edgepack.h"
+#include "ep_dims.h"
 #include "ep_ed25519.h"
 #include "ep_json.h"
 #include "ep_npy.h"
@@ -36,10 +41,14 @@
 #define MAX_FILES 1024
 #define MAX_DEPTH 8
 
+#define DIM_FIXED (-1)   /* io_spec.sym: a fixed dim */
+#define DIM_VARIES (-2)  /* an output dim that varies with the inputs but follows no single symbol */
+
 typedef struct {
   char name[MAX_NAME];
   uint32_t dtype, rank, tensor;
-  int32_t dims[EP_MAX_RANK];
+  int32_t dims[EP_MAX_RANK];   /* version 2: this run's resolved dims (-1 until resolved) */
+  int16_t sym[EP_MAX_RANK];    /* index in the manifest's dims, or DIM_FIXED / DIM_VARIES */
   uint32_t nbytes;
 } io_spec;
 
@@ -64,7 +73,8 @@ static void usage(void) {
           "--public-key HEX|FILE: refuse the bundle unless manifest.sig is that Ed25519 key's signature of\n"
           "  manifest.json and every file matches its SHA-256 (no unlisted files). FILE: 64 hex chars or 32 raw bytes.\n"
           "Inputs: .npy v1.0, C order, little-endian float32/int64 (bool, int8, uint8, int32, float16), shape and dtype as the manifest says.\n"
-          "--bench: random inputs unless given; warm-up by time, then latency percentiles (1 thread).\n",
+          "  Symbolic dims (--info lists them): any extent within their bounds, the same for one symbol in every input.\n"
+          "--bench: random inputs unless given (symbolic dims at their example extent); warm-up by time, then latency percentiles (1 thread).\n",
           g_prog, g_prog, g_prog);
   exit(2);
 }
@@ -97,6 +107,17 @@ static void fmt_shape(char *out, size_t cap, uint32_t rank, const int64_t *d64, 
   if (k < cap) snprintf(out + k, cap - k, "]");
 }
 
+/* A spec's shape as the manifest gives it: [batch, 16]. */
+static void fmt_spec(char *out, size_t cap, const io_spec *s, const ep_dims *dims) {
+  size_t k = (size_t)snprintf(out, cap, "[");
+  for (uint32_t i = 0; i < s->rank && k < cap; i++) {
+    if (s->sym[i] >= 0) k += (size_t)snprintf(out + k, cap - k, "%s%s", i ? ", " : "", dims->s[s->sym[i]].name);
+    else if (s->sym[i] == DIM_VARIES) k += (size_t)snprintf(out + k, cap - k, "%s?", i ? ", " : "");
+    else k += (size_t)snprintf(out + k, cap - k, "%s%d", i ? ", " : "", (int)s->dims[i]);
+  }
+  if (k < cap) snprintf(out + k, cap - k, "]");
+}
+
 static uint32_t dtype_code(const char *s) {
   if (!strcmp(s, "float32")) return EP_F32;
   if (!strcmp(s, "int64")) return EP_I64;
@@ -109,7 +130,8 @@ static uint32_t dtype_code(const char *s) {
 }
 
 /* manifest["inputs"] or ["outputs"] into specs, cross-checked with the opened plan. */
-static uint32_t read_io(const ep_json *j, const char *key, io_spec *specs, const ep_ctx *ctx, int is_in) {
+static uint32_t read_io(const ep_json *j, const char *key, io_spec *specs, const ep_ctx *ctx, int is_in, const ep_dims *dims) {
+  const int v2 = ep_plan_version(ctx) == 2;
   int arr = ep_json_get(j, 0, key);
   if (arr < 0 || j->t[arr].type != EP_J_ARR) die(3, "manifest.json: '%s' missing or not a list", key);
   uint32_t n = j->t[arr].size;
@@ -131,17 +153,31 @@ static uint32_t read_io(const ep_json *j, const char *key, io_spec *specs, const
     if (sh < 0 || j->t[sh].type != EP_J_ARR || j->t[sh].size > EP_MAX_RANK) die(3, "manifest.json: %s[%u].shape invalid", key, i);
     s->rank = j->t[sh].size;
     for (uint32_t d = 0; d < s->rank; d++) {
-      if (ep_json_int(j, ep_json_at(j, sh, d), 0, 0x7fffffff, &v)) die(3, "manifest.json: %s[%u].shape invalid", key, i);
-      s->dims[d] = (int32_t)v;
+      const int dt_tok = ep_json_at(j, sh, d);
+      char sym[EP_DIMS_NAME];
+      s->sym[d] = DIM_FIXED;
+      if (v2 && ep_json_str(j, dt_tok, sym, sizeof sym) > 0) {   /* a symbolic dim: its name */
+        const int k = ep_dims_find(dims, sym);
+        if (k < 0 && is_in) die(3, "manifest.json: %s '%s' dimension %u is '%s', which 'dims' does not list", key, s->name, d, sym);
+        s->sym[d] = (int16_t)(k < 0 ? DIM_VARIES : k);
+        s->dims[d] = -1;
+      } else if (v2 && !is_in && dt_tok >= 0 && j->t[dt_tok].type == EP_J_LIT) {   /* null: varies */
+        s->sym[d] = DIM_VARIES;
+        s->dims[d] = -1;
+      } else {
+        if (ep_json_int(j, dt_tok, 0, 0x7fffffff, &v)) die(3, "manifest.json: %s[%u].shape invalid", key, i);
+        s->dims[d] = (int32_t)v;
+      }
     }
     int32_t id = is_in ? ep_input_id(ctx, i) : ep_output_id(ctx, i);
     ep_tensor_info info;
     if (id < 0 || (uint32_t)id != s->tensor || ep_tensor_describe(ctx, (uint32_t)id, &info) != EP_OK)
       die(3, "manifest.json: %s '%s' is not the plan's %s #%u", key, s->name, key, i);
     int same = info.dtype == s->dtype && info.rank == s->rank;
-    for (uint32_t d = 0; same && d < s->rank; d++) same = info.dims[d] == s->dims[d];
+    for (uint32_t d = 0; same && d < s->rank; d++)   /* version 2: a symbolic dim is negative in the plan */
+      same = s->sym[d] == DIM_FIXED ? info.dims[d] == s->dims[d] : info.dims[d] < 0;
     if (!same) die(3, "manifest.json: %s '%s' disagrees with the plan's tensor (dtype/shape)", key, s->name);
-    s->nbytes = info.nbytes;
+    s->nbytes = info.nbytes;   /* version 2 with symbolic dims: set once resolved */
     for (uint32_t k = 0; k < i; k++)
       if (!strcmp(specs[k].name, s->name)) die(3, "manifest.json: duplicate %s name '%s'", key, s->name);
   }
@@ -280,6 +316,100 @@ static double pct(const double *v, size_t n, double p) {
   return i + 1 < n ? v[i] * (1 - f) + v[i + 1] * f : v[n - 1];
 }
 
+/* Bind an arena of at least ep_arena_bytes() bytes, 64-byte aligned and zeroed. When the need grows (version 2:
+ * a larger shape) a new block replaces the old one (realloc keeps no alignment, and nothing in it needs keeping);
+ * otherwise the same block is bound again, which the core takes at once (its prologue re-runs only when the
+ * arena moves). */
+static void bind_arena(ep_ctx *ctx, uint8_t **arena, uint32_t *cap) {
+  const uint32_t need = ep_arena_bytes(ctx);
+  if (!*arena || need > *cap) {
+    free(*arena);
+    void *p = NULL;
+    const size_t bytes = need ? (size_t)need : 64u;
+    if (posix_memalign(&p, 64, bytes) != 0) die(4, "out of memory (arena %u bytes)", need);
+    *arena = memset(p, 0, bytes);
+    *cap = need;
+  }
+  const ep_status st = ep_bind(ctx, *arena, *cap);
+  if (st != EP_OK) die(4, "bind failed: %s (status %d)", ep_status_str(st), (int)st);
+}
+
+/* A tensor's dims and size as the core has them now (version 2: resolved for this run's shapes). */
+static void refresh(const ep_ctx *ctx, io_spec *s) {
+  ep_tensor_info info;
+  if (ep_tensor_describe(ctx, s->tensor, &info) != EP_OK || info.rank != s->rank) die(4, "tensor '%s': no description", s->name);
+  for (uint32_t d = 0; d < s->rank; d++) s->dims[d] = info.dims[d];
+  s->nbytes = info.nbytes;
+}
+
+/* An input's .npy against the manifest: dtype, rank, fixed dims equal, symbolic dims within their bounds and
+ * one extent per symbol (ep_dims). Sets the spec's dims for this run. */
+static void check_input(io_spec *s, const char *file, const ep_npy *npy, ep_dims *dims) {
+  char got_s[256], want_s[256], err[512];
+  fmt_shape(got_s, sizeof got_s, npy->rank, npy->dims, NULL);
+  fmt_spec(want_s, sizeof want_s, s, dims);
+  if (npy->dtype != s->dtype)
+    die(2, "input '%s' (%s): dtype %s, expected %s", s->name, file, ep_dtype_str(npy->dtype), ep_dtype_str(s->dtype));
+  if (npy->rank != s->rank) die(2, "input '%s' (%s): shape %s, expected %s", s->name, file, got_s, want_s);
+  for (uint32_t d = 0; d < s->rank; d++) {
+    if (s->sym[d] < 0) {
+      if (npy->dims[d] != s->dims[d])
+        die(2, "input '%s' (%s): shape %s, expected %s (dimension %u is fixed to %d)", s->name, file, got_s, want_s, d, (int)s->dims[d]);
+      continue;
+    }
+    if (npy->dims[d] > 0x7fffffff) die(2, "input '%s' (%s): dimension %u is %lld, more than the runtime takes (2^31 - 1)", s->name, file, d, (long long)npy->dims[d]);
+    if (ep_dims_bind(dims, (uint32_t)s->sym[d], s->name, d, npy->dims[d], err, sizeof err))
+      die(2, "%s (%s: shape %s)", err, file, got_s);
+    s->dims[d] = (int32_t)npy->dims[d];   /* bounded by ep_dims_bind: at most 2^31 - 1 */
+  }
+}
+
+/* Version 2: the inputs' dims to the core, then resolve (every tensor's dims, the arena plan). The core checks
+ * the plan's own bounds too: a refusal names the input and dimension. */
+static void set_shapes(ep_ctx *ctx, const io_spec *ins, uint32_t n_in) {
+  for (uint32_t i = 0; i < n_in; i++) {
+    const ep_status st = ep_set_input_shape(ctx, i, ins[i].rank, ins[i].dims);
+    if (st == EP_OK) continue;
+    char sh[256];
+    fmt_shape(sh, sizeof sh, ins[i].rank, NULL, ins[i].dims);
+    for (uint32_t k = 0; k < ins[i].rank; k++) {
+      int32_t lo = 0, hi = 0;
+      if (ep_input_bound(ctx, i, k, &lo, &hi) != EP_OK) continue;
+      if (ins[i].dims[k] < lo || (hi > 0 && ins[i].dims[k] > hi)) {
+        char b[32] = "";
+        if (hi > 0) snprintf(b, sizeof b, "%d", (int)hi);
+        die(2, "input '%s': dimension %u is %d, outside the plan's bounds [%d..%s] (shape %s)", ins[i].name, k,
+            (int)ins[i].dims[k], (int)lo, hi > 0 ? b : "", sh);
+      }
+    }
+    die(2, "input '%s': shape %s refused by the plan: %s (status %d)", ins[i].name, sh, ep_status_str(st), (int)st);
+  }
+  const ep_status st = ep_resolve(ctx);
+  if (st == EP_E_LIMIT) die(2, "these input shapes need more memory than the plan allows: %s", ep_status_str(st));
+  if (st != EP_OK) die(4, "resolving the input shapes failed: %s (status %d)", ep_status_str(st), (int)st);
+}
+
+static void print_info(const char *bundle, const ep_ctx *ctx, const io_spec *ins, uint32_t n_in, const io_spec *outs,
+                       uint32_t n_out, const ep_dims *dims) {
+  char sh[256];
+  if (ep_plan_version(ctx) == 2)
+  {
+    char most[64] = "unbounded";   /* a bounded plan keeps every allowed shape within max_arena_bytes */
+    if (ctx->max_arena_bytes) snprintf(most, sizeof most, "at most %u bytes", ctx->max_arena_bytes);
+    printf("bundle %s: %u kernel nodes, plan version 2 (shapes resolved at run time: arena sized per shape, %s; "
+           "state %u bytes), vector layer %s\n", bundle, ctx->n_nodes, most, ep_state_bytes(ctx), ep_vec_name());
+  }
+  else
+    printf("bundle %s: %u kernel nodes, arena %u bytes, vector layer %s\n", bundle, ctx->n_nodes, ep_arena_bytes(ctx), ep_vec_name());
+  for (uint32_t i = 0; i < n_in; i++) { fmt_spec(sh, sizeof sh, &ins[i], dims); printf("input  %s: %s%s\n", ins[i].name, ep_dtype_str(ins[i].dtype), sh); }
+  for (uint32_t i = 0; i < n_out; i++) { fmt_spec(sh, sizeof sh, &outs[i], dims); printf("output %s: %s%s\n", outs[i].name, ep_dtype_str(outs[i].dtype), sh); }
+  for (uint32_t i = 0; i < dims->n; i++) {
+    const ep_sym *s = &dims->s[i];
+    if (s->max) printf("dim    %s: %lld..%lld (example %lld)\n", s->name, (long long)s->min, (long long)s->max, (long long)s->example);
+    else printf("dim    %s: %lld.. (no upper bound; example %lld)\n", s->name, (long long)s->min, (long long)s->example);
+  }
+}
+
 static void run_or_die(ep_ctx *ctx) {
   ep_status s = ep_run(ctx);
   if (s != EP_OK) die(4, "run failed: %s (status %d)", ep_status_str(s), (int)s);
@@ -318,6 +448,7 @@ static void summarize(const io_spec *s, const uint8_t *data) {
 /* Deterministic pseudo-random fill for --bench without inputs: floats in [-1, 1), ints 0. */
 static void fill_random(const io_spec *s, uint8_t *p) {
   uint64_t x = 0x9e3779b97f4a7c15ull;
+  if (!s->nbytes) return;
   if (s->dtype != EP_F32) { memset(p, 0, s->nbytes); return; }
   for (uint32_t i = 0; i < s->nbytes / 4; i++) {
     x ^= x << 13; x ^= x >> 7; x ^= x << 17;
@@ -404,31 +535,41 @@ int main(int argc, char **argv) {
   if (strcmp(got_hash, want_hash) != 0)
     die(3, "model.plan does not match its SHA-256 in manifest.json (tampered or corrupt): refusing to run it");
 
-  /* 2. Open (validates everything), bind an arena. */
+  /* 2. Open (validates everything). Version 1: bind the arena now. Version 2: hand the core its state now;
+   *    the arena is sized once the input shapes are known. */
   ep_ctx ctx;
   ep_status st = ep_open(&ctx, plan, (uint32_t)plen);
   if (st != EP_OK) die(3, "the runtime rejected model.plan: %s (status %d)", ep_status_str(st), (int)st);
-  uint32_t arena_bytes = ep_arena_bytes(&ctx);
-  void *arena = NULL;
-  if (posix_memalign(&arena, 64, arena_bytes ? arena_bytes : 64) != 0) die(4, "out of memory (arena %u bytes)", arena_bytes);
-  memset(arena, 0, arena_bytes);
-  st = ep_bind(&ctx, arena, arena_bytes);
-  if (st != EP_OK) die(4, "bind failed: %s", ep_status_str(st));
-
+  const int v2 = ep_plan_version(&ctx) == 2;
+  static ep_dims dims;
+  char err[512];
+  if (ep_dims_read(&j, &dims, err, sizeof err)) die(3, "%s", err);
   static io_spec ins[MAX_IO], outs[MAX_IO];
-  uint32_t n_in = read_io(&j, "inputs", ins, &ctx, 1);
-  uint32_t n_out = read_io(&j, "outputs", outs, &ctx, 0);
+  uint32_t n_in = read_io(&j, "inputs", ins, &ctx, 1, &dims);
+  uint32_t n_out = read_io(&j, "outputs", outs, &ctx, 0, &dims);
+  uint8_t *arena = NULL, *state = NULL;
+  uint32_t arena_cap = 0;
+  if (v2) {
+    const uint32_t sb = ep_state_bytes(&ctx);
+    void *p = NULL;
+    if (posix_memalign(&p, 64, sb ? sb : 64) != 0) die(4, "out of memory (plan state %u bytes)", sb);
+    state = memset(p, 0, sb ? sb : 64);
+    st = ep_set_state(&ctx, state, sb);
+    if (st != EP_OK) die(4, "setting the plan state failed: %s", ep_status_str(st));
+  } else {
+    bind_arena(&ctx, &arena, &arena_cap);
+  }
   if (info_only) {
-    char sh[256];
-    printf("bundle %s: %u kernel nodes, arena %u bytes, vector layer %s\n", bundle, ctx.n_nodes, arena_bytes, ep_vec_name());
-    for (uint32_t i = 0; i < n_in; i++) { fmt_shape(sh, sizeof sh, ins[i].rank, NULL, ins[i].dims); printf("input  %s: %s%s\n", ins[i].name, ep_dtype_str(ins[i].dtype), sh); }
-    for (uint32_t i = 0; i < n_out; i++) { fmt_shape(sh, sizeof sh, outs[i].rank, NULL, outs[i].dims); printf("output %s: %s%s\n", outs[i].name, ep_dtype_str(outs[i].dtype), sh); }
-    free(arena); free(plan); free(toks); free(mtext);
+    print_info(bundle, &ctx, ins, n_in, outs, n_out, &dims);
+    free(arena); free(state); free(plan); free(toks); free(mtext);
     return 0;
   }
 
-  /* 3. Inputs: every name known, none twice, dtype and shape exactly as the manifest says. */
+  /* 3. Inputs: every name known, none twice, dtype and shape as the manifest says (version 2: symbolic dims
+   *    within their bounds, one extent per symbol). */
   int given[MAX_IO] = {0};
+  uint8_t *npy_files[MAX_IO] = {0};
+  ep_npy npys[MAX_IO];
   for (int a = 0; a < n_in_args; a++) {
     const char *eq = strchr(in_args[a], '=');
     if (!eq || eq == in_args[a] || !eq[1]) die(2, "--input expects NAME=FILE.npy, got '%s'", in_args[a]);
@@ -444,26 +585,32 @@ int main(int argc, char **argv) {
     if (given[k]) die(2, "input '%s' given twice", ins[k].name);
     given[k] = 1;
     size_t flen;
-    uint8_t *f = read_file(eq + 1, (size_t)1 << 40, &flen, 2);
-    ep_npy npy;
-    char err[256];
-    if (ep_npy_parse(f, flen, &npy, err, sizeof err)) die(2, "input '%s' (%s): %s", ins[k].name, eq + 1, err);
-    char got_s[256], want_s[256];
-    fmt_shape(got_s, sizeof got_s, npy.rank, npy.dims, NULL);
-    fmt_shape(want_s, sizeof want_s, ins[k].rank, NULL, ins[k].dims);
-    if (npy.dtype != ins[k].dtype)
-      die(2, "input '%s' (%s): dtype %s, expected %s", ins[k].name, eq + 1, ep_dtype_str(npy.dtype), ep_dtype_str(ins[k].dtype));
-    int same = npy.rank == ins[k].rank;
-    for (uint32_t d = 0; same && d < npy.rank; d++) same = npy.dims[d] == ins[k].dims[d];
-    if (!same) die(2, "input '%s' (%s): shape %s, expected %s", ins[k].name, eq + 1, got_s, want_s);
-    if (npy.nbytes != ins[k].nbytes) die(2, "input '%s': %llu bytes, expected %u", ins[k].name, (unsigned long long)npy.nbytes, ins[k].nbytes);
-    memcpy(ep_tensor_data(&ctx, ins[k].tensor), f + npy.data_off, ins[k].nbytes);
-    free(f);
+    npy_files[k] = read_file(eq + 1, (size_t)1 << 40, &flen, 2);
+    ep_npy *npy = &npys[k];
+    if (ep_npy_parse(npy_files[k], flen, npy, err, sizeof err)) die(2, "input '%s' (%s): %s", ins[k].name, eq + 1, err);
+    check_input(&ins[k], eq + 1, npy, &dims);
   }
   for (uint32_t k = 0; k < n_in; k++) {
     if (given[k]) continue;
     if (!bench) die(2, "missing input '%s' (give --input %s=FILE.npy)", ins[k].name, ins[k].name);
-    fill_random(&ins[k], ep_tensor_data(&ctx, ins[k].tensor));
+    for (uint32_t d = 0; d < ins[k].rank; d++)   /* --bench: a symbol another input gave, else its example */
+      if (ins[k].sym[d] >= 0) ins[k].dims[d] = (int32_t)ep_dims_extent(&dims, (uint32_t)ins[k].sym[d]);
+  }
+  if (v2) {
+    set_shapes(&ctx, ins, n_in);
+    bind_arena(&ctx, &arena, &arena_cap);
+    for (uint32_t k = 0; k < n_in; k++) refresh(&ctx, &ins[k]);
+    for (uint32_t k = 0; k < n_out; k++) refresh(&ctx, &outs[k]);
+  }
+  for (uint32_t k = 0; k < n_in; k++) {
+    uint8_t *t = ep_tensor_data(&ctx, ins[k].tensor);
+    if (!t && ins[k].nbytes) die(4, "input '%s' has no place in the arena", ins[k].name);
+    if (!given[k]) { fill_random(&ins[k], t); continue; }
+    if (npys[k].nbytes != ins[k].nbytes)
+      die(2, "input '%s': %llu bytes, expected %u", ins[k].name, (unsigned long long)npys[k].nbytes, ins[k].nbytes);
+    if (ins[k].nbytes) memcpy(t, npy_files[k] + npys[k].data_off, ins[k].nbytes);
+    free(npy_files[k]);
+    npy_files[k] = NULL;
   }
 
   /* 4. Outputs to save: resolved before running so a typo fails fast. */
@@ -533,6 +680,7 @@ int main(int argc, char **argv) {
     else if (!bench && n_out_args == 0) summarize(&outs[k], data);
   }
   free(arena);
+  free(state);
   free(plan);
   free(toks);
   free(mtext);

@@ -7,6 +7,11 @@
 
 The library (libedgepack.so next to this file, or `lib=`) allocates nothing: the plan, the arena
 and the runtime context are numpy buffers this module owns, 64-byte aligned. One Session per thread.
+
+A bundle whose inputs have symbolic dims (plan version 2, manifest "dims") runs at any shape within
+its bounds: run() checks the arrays against the manifest (fixed dims equal, each symbol within its
+bounds and one extent per symbol), gives the core their dims, resolves (nothing to do when the dims
+did not change), grows the arena when the shape needs more, and returns outputs at their resolved shapes.
 """
 from __future__ import annotations
 
@@ -21,6 +26,11 @@ import numpy as np
 __all__ = ["Session", "EdgepackError"]
 
 _CTX_BYTES = 1024   # >= sizeof(ep_ctx) (about 80 bytes today); the C API never exposes its layout
+class _Info(ctypes.Structure):   # ep_tensor_info
+    _fields_ = [("dtype", ctypes.c_uint32), ("rank", ctypes.c_uint32), ("dims", ctypes.c_int32 * 8),
+                ("nbytes", ctypes.c_uint32)]
+
+
 _DTYPES = {"float32": np.float32, "int64": np.int64, "bool": np.bool_, "int32": np.int32, "uint8": np.uint8,
            "int8": np.int8, "float16": np.float16}
 
@@ -63,16 +73,29 @@ class Session:
                                 ("ep_num_inputs", u32, [vp]), ("ep_num_outputs", u32, [vp]),
                                 ("ep_input_id", i32, [vp, u32]), ("ep_output_id", i32, [vp, u32]),
                                 ("ep_tensor_data", vp, [vp, u32]), ("ep_status_str", ctypes.c_char_p, [ctypes.c_int]),
-                                ("ep_vec_name", ctypes.c_char_p, [])]:
+                                ("ep_vec_name", ctypes.c_char_p, []),
+                                ("ep_tensor_describe", ctypes.c_int, [vp, u32, ctypes.POINTER(_Info)]),
+                                ("ep_plan_version", u32, [vp]), ("ep_state_bytes", u32, [vp]),
+                                ("ep_set_state", ctypes.c_int, [vp, vp, u32]),
+                                ("ep_set_input_shape", ctypes.c_int, [vp, u32, u32, ctypes.POINTER(i32)]),
+                                ("ep_input_bound", ctypes.c_int, [vp, u32, u32, ctypes.POINTER(i32), ctypes.POINTER(i32)]),
+                                ("ep_resolve", ctypes.c_int, [vp])]:
             f = getattr(L, name)
             f.restype, f.argtypes = res, args
         self._ctx = _aligned(_CTX_BYTES)
         self._plan = _aligned(len(plan))
         self._plan[:] = np.frombuffer(plan, dtype=np.uint8)
         self._check(L.ep_open(self._ctx.ctypes.data, self._plan.ctypes.data, len(plan)), "the runtime rejected the plan")
-        n = L.ep_arena_bytes(self._ctx.ctypes.data)
-        self._arena = _aligned(max(n, 1))
-        self._check(L.ep_bind(self._ctx.ctypes.data, self._arena.ctypes.data, n), "binding the arena")
+        self.dynamic = L.ep_plan_version(self._ctx.ctypes.data) == 2
+        self.dims: dict[str, dict] = self.manifest.get("dims", {}) if self.dynamic else {}
+        self._shapes: list[tuple[int, ...]] | None = None
+        self._arena = _aligned(64)
+        if self.dynamic:   # the core's state once; the arena is sized per shape (_set_shapes)
+            n = L.ep_state_bytes(self._ctx.ctypes.data)
+            self._state = _aligned(max(n, 1))
+            self._check(L.ep_set_state(self._ctx.ctypes.data, self._state.ctypes.data, n), "setting the plan state")
+        else:
+            self._bind()
         self.inputs: list[dict] = self.manifest["inputs"]
         self.outputs: list[dict] = self.manifest["outputs"]
         c = self._ctx.ctypes.data
@@ -80,6 +103,41 @@ class Session:
            [L.ep_output_id(c, i) for i in range(L.ep_num_outputs(c))] != [s["tensor"] for s in self.outputs]:
             raise EdgepackError("manifest.json inputs/outputs disagree with the plan")
         self.vector_layer = L.ep_vec_name().decode()
+
+    def _bind(self) -> None:
+        """Bind an arena of ep_arena_bytes(): a larger one when this shape needs more, else the same one again
+        (the core then re-runs nothing)."""
+        n = self.lib.ep_arena_bytes(self._ctx.ctypes.data)
+        if n > self._arena.size:
+            self._arena = _aligned(n)
+        self._check(self.lib.ep_bind(self._ctx.ctypes.data, self._arena.ctypes.data, self._arena.size), "binding the arena")
+
+    def _set_shapes(self, shapes: list[tuple[int, ...]]) -> None:
+        """Version 2: the inputs' dims to the core, resolve, arena; nothing when they did not change."""
+        if not self.dynamic or shapes == self._shapes:
+            return
+        self._shapes = None
+        c = self._ctx.ctypes.data
+        for i, (spec, shape) in enumerate(zip(self.inputs, shapes)):
+            dims = (ctypes.c_int32 * max(len(shape), 1))(*shape)
+            st = self.lib.ep_set_input_shape(c, i, len(shape), dims)
+            if st != 0:
+                lo, hi = ctypes.c_int32(), ctypes.c_int32()
+                for k, x in enumerate(shape):
+                    if self.lib.ep_input_bound(c, i, k, ctypes.byref(lo), ctypes.byref(hi)) == 0 and \
+                            (x < lo.value or (hi.value > 0 and x > hi.value)):
+                        raise EdgepackError(f"input '{spec['name']}': dimension {k} is {x}, outside the plan's bounds "
+                                            f"[{lo.value}..{hi.value or ''}]")
+                self._check(st, f"input '{spec['name']}' shape {list(shape)}")
+        self._check(self.lib.ep_resolve(c), f"resolving input shapes {[list(x) for x in shapes]}")
+        self._bind()
+        self._shapes = list(shapes)
+
+    def describe(self, tensor: int) -> tuple[int, tuple[int, ...], int]:
+        """(dtype code, dims, nbytes) of a tensor as the core has it now (version 2: resolved for the last shapes)."""
+        info = _Info()
+        self._check(self.lib.ep_tensor_describe(self._ctx.ctypes.data, tensor, ctypes.byref(info)), f"describing tensor {tensor}")
+        return info.dtype, tuple(info.dims[:info.rank]), info.nbytes
 
     def _check(self, status: int, what: str) -> None:
         if status != 0:
@@ -89,19 +147,27 @@ class Session:
         """The tensor's bytes in the arena, as a numpy array (no copy)."""
         ptr = self.lib.ep_tensor_data(self._ctx.ctypes.data, spec["tensor"])
         dt = np.dtype(_DTYPES[spec["dtype"]])
-        n = int(np.prod(spec["shape"], dtype=np.int64)) * dt.itemsize
+        _, shape, n = self.describe(spec["tensor"])
+        if n != int(np.prod(shape, dtype=np.int64)) * dt.itemsize:
+            raise EdgepackError(f"tensor {spec['name']}: {n} bytes for dims {list(shape)}")
+        if not n:
+            return np.zeros(shape, dtype=dt)
         if not ptr:
             raise EdgepackError(f"tensor {spec['name']} has no data")
         off = ptr - self._arena.ctypes.data
         if off < 0 or off + n > self._arena.size:
             raise EdgepackError(f"tensor {spec['name']} lies outside the arena")
-        return self._arena[off:off + n].view(dt).reshape(spec["shape"])
+        return self._arena[off:off + n].view(dt).reshape(shape)
 
-    def write_inputs(self, feeds: dict[str, np.ndarray]) -> None:
+    def check_feeds(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        """The arrays in manifest order, checked: names, dtypes, fixed dims equal, symbolic dims within the
+        manifest's bounds and one extent per symbol (errors name the input, the dimension and the bound)."""
         names = [s["name"] for s in self.inputs]
         unknown = [k for k in feeds if k not in names]
         if unknown:
             raise EdgepackError(f"unknown input(s) {unknown}; this model takes {names}")
+        seen: dict[str, tuple[int, str]] = {}   # symbol -> (extent, the input that gave it)
+        out = []
         for s in self.inputs:
             if s["name"] not in feeds:
                 raise EdgepackError(f"missing input '{s['name']}'")
@@ -109,8 +175,29 @@ class Session:
             want = np.dtype(_DTYPES[s["dtype"]])
             if a.dtype != want:
                 raise EdgepackError(f"input '{s['name']}': dtype {a.dtype}, expected {want}")
-            if list(a.shape) != list(s["shape"]):
-                raise EdgepackError(f"input '{s['name']}': shape {list(a.shape)}, expected {s['shape']}")
+            shape = s["shape"]
+            if a.ndim != len(shape) or any(isinstance(d, int) and d != x for d, x in zip(shape, a.shape)):
+                raise EdgepackError(f"input '{s['name']}': shape {list(a.shape)}, expected {shape}")
+            for k, (d, x) in enumerate(zip(shape, a.shape)):
+                if isinstance(d, int):
+                    continue
+                b = self.dims.get(d, {})
+                lo, hi = b.get("min", 0), b.get("max")
+                if x < lo or (hi and x > hi):
+                    raise EdgepackError(f"input '{s['name']}': dimension {k} ('{d}') is {x}, "
+                                        f"{'below' if x < lo else 'above'} its bound {lo if x < lo else hi} "
+                                        f"(this bundle accepts '{d}' in [{lo}..{hi or ''}])")
+                if d in seen and seen[d][0] != x:
+                    raise EdgepackError(f"input '{s['name']}': dimension {k} ('{d}') is {x}, but input "
+                                        f"'{seen[d][1]}' gives '{d}' = {seen[d][0]}")
+                seen[d] = (x, s["name"])
+            out.append(a)
+        return out
+
+    def write_inputs(self, feeds: dict[str, np.ndarray]) -> None:
+        arrays = self.check_feeds(feeds)
+        self._set_shapes([a.shape for a in arrays])
+        for s, a in zip(self.inputs, arrays):
             self._view(s)[...] = a
 
     def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -120,10 +207,12 @@ class Session:
 
     def bench(self, feeds: dict[str, np.ndarray] | None = None, warmup: float = 3.0, seconds: float = 10.0) -> dict:
         """Latency (ms) after a warm-up by time; random float inputs unless given."""
-        if feeds is None:
+        if feeds is None:   # symbolic dims at their example extents
             rng = np.random.default_rng(0)
-            feeds = {s["name"]: (rng.standard_normal(s["shape"]).astype(np.float32) if s["dtype"] == "float32"
-                                 else np.zeros(s["shape"], dtype=_DTYPES[s["dtype"]])) for s in self.inputs}
+            shapes = {s["name"]: [self.dims.get(d, {}).get("example", 1) if isinstance(d, str) else d for d in s["shape"]]
+                      for s in self.inputs}
+            feeds = {s["name"]: (rng.standard_normal(shapes[s["name"]]).astype(np.float32) if s["dtype"] == "float32"
+                                 else np.zeros(shapes[s["name"]], dtype=_DTYPES[s["dtype"]])) for s in self.inputs}
         run, c = self.lib.ep_run, self._ctx.ctypes.data
         end = time.perf_counter() + warmup
         while time.perf_counter() < end:

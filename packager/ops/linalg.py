@@ -139,7 +139,8 @@ def emit_matmul(ctx: LowerCtx, node: onnx.NodeProto, bias: str | None = None,
     want = (*batch, *((m,) if len(sa) > 1 else ()), *((n,) if len(sb) > 1 else ()))
     if out_shape != tuple(want):
         raise ctx.unsupported(node, f"output shape {out_shape} differs from the computed {tuple(want)}")
-    if not bb and ba:   # B shared by every batch: fold A's batch dims into M (A is contiguous)
+    fold = not ctx.dynamic or (ctx.fixed(a_name) and ctx.fixed(node.output[0]))   # a view needs fixed dims
+    if not bb and ba and fold:   # B shared by every batch: fold A's batch dims into M (A is contiguous)
         m = int(np.prod(ba, dtype=np.int64)) * m
         va, vy = (m, k), (m, n)
     else:

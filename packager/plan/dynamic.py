@@ -107,11 +107,34 @@ def _ctrl_params(e, ranges: list[tuple[int, int]], ids: dict[str, int]) -> list[
     return words + list(c["axes"])
 
 
+def resolve_views(ctx: "LowerCtx", varying: dict[str, tuple[bool, ...]]) -> None:
+    """A lowering's view (a tensor on another's bytes, no kernel) of run-time dims gets a VIEW node that gives it its
+    source's dims, right after the source is written; a view that changes the dims cannot be resolved so."""
+    producer = {o: s for s, e in enumerate(ctx.emitted) for o in e.outputs}
+    n_prologue = sum(1 for e in ctx.emitted if e.flags & layout.NODE_PROLOGUE)
+    pending = []
+    for name, t in ctx.tensors.items():
+        if t.alias is None or name in producer or not any(varying.get(name, ())):
+            continue
+        src = ctx.tensors[t.alias]
+        if src.shape != t.shape or varying.get(t.alias) != varying.get(name):
+            raise PackagerError(f"'{name}' views '{t.alias}' with other dims, which vary at run time: this lowering "
+                                f"needs fixed shapes (--input-shape)")
+        pending.append((max(producer.get(t.alias, -1) + 1, n_prologue), t.alias, name))
+    from ..lower import Emitted
+    for at, src, name in sorted(pending, reverse=True):   # from the end, so earlier positions stay valid
+        ctx.emitted.insert(at, Emitted(Op.VIEW, [src], [name], [VIEW_SAME_DIMS, 0, 0], 0, f"view of {src}"))
+
+
+VIEW_SAME_DIMS = 3   # VIEW mode 3 (Unsqueeze) with no axis: the output has the input's dims
+
+
 def assemble_dynamic(ctx: "LowerCtx", inputs: list[str], outputs: list[str], varying: dict[str, tuple[bool, ...]],
                      bounds: dict[str, list[tuple[int, int]]]) -> "LoweredPlan":
     """A version-2 plan from a lowering context. varying: tensor name -> per-dim flag (True = resolved at run time);
     bounds: graph input -> per-dim (min, max), max 0 = unbounded."""
     from ..lower import LoweredPlan
+    resolve_views(ctx, varying)
     names = list(ctx.tensors)
     ids = {n: i for i, n in enumerate(names)}
     n_steps = len(ctx.emitted)

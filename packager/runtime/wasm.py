@@ -54,6 +54,7 @@ class WasmPlan:
         self.vec = self._cstr(self.ex["ep_vec_name"](self.store))
         self.dynamic = "ep_plan_version" in self.ex and self.ex["ep_plan_version"](self.store) == 2
         self._shapes: list[tuple[int, ...]] | None = None
+        self.node_names: list[str] = []   # plan node -> "KERNEL (ONNX node)", for error messages
         end = plan_ptr + len(plan)
         if self.dynamic:   # version 2: the core's state after the plan, then the arena (planned per shape)
             state_ptr = _align(end)
@@ -81,7 +82,11 @@ class WasmPlan:
         for i, dims in enumerate(shapes):
             self.mem.write(self.store, np.asarray(dims, dtype="<i4").tobytes(), buf)
             self._check(self.ex["ep_set_input_shape"](self.store, i, len(dims)), f"input {i}'s shape {list(dims)}")
-        self._check(self.ex["ep_resolve"](self.store), f"resolving shapes for inputs {[list(d) for d in shapes]}")
+        status = self.ex["ep_resolve"](self.store)
+        if status:
+            node = self.ex["ep_failed_node"](self.store)
+            self._check(status, f"shapes {[list(d) for d in shapes]} (at plan node {node}"
+                                f"{': ' + self.node_names[node] if node < len(self.node_names) else ''})")
         self._bind()
         self._shapes = list(shapes)
 

@@ -98,6 +98,38 @@ Outputs: {outputs}
 }
 
 
+def _dynamic_readme(target: str, manifest: dict) -> str:
+    """README section of a version-2 bundle (shapes resolved at run time)."""
+    dims = "\n".join(f"- `{k}`: {v['min']}..{v['max'] if v.get('max') else ' (no upper bound)'}, verified at {v.get('example')}"
+                     for k, v in manifest["dims"].items())
+    if target == "pi5":
+        how = """`edgepack-run` takes each input's shape from its .npy file; a dim outside its bounds, a fixed dim that
+differs, or one symbol given two extents is refused with the input, the dimension and the bound named.
+`Session.run` (Python) takes numpy arrays of any allowed shape; outputs come back at their resolved shapes.
+
+From C (plan version 2, `ep_plan_version() == 2`): allocate `ep_state_bytes()` bytes (64-byte aligned, kept
+alive) and call `ep_set_state()` once; per run `ep_set_input_shape()` for each input, `ep_resolve()`, bind an
+arena of `ep_arena_bytes()` bytes with `ep_bind()` (grow it when a shape needs more; binding the same arena
+again costs nothing), write the inputs at `ep_tensor_data()`, `ep_run()`, read the outputs' resolved dims and
+sizes with `ep_tensor_describe()`. The sequence is in edgepack.h."""
+    else:
+        how = """    Session.Tensor[] y = s.run(Session.Tensor.ofFloats(x, 1, 16));   // data + dims; outputs with their dims
+
+or `s.setInputShapes(new int[][] {{1, 16}})` then `newInputBuffer`/`run(ByteBuffer...)` at that shape
+(`inputInfo(i).shape` and `outputInfo(i).shape` are then the resolved dims, `inputMin/inputMax` the bounds).
+A dim outside its bounds throws IllegalArgumentException naming the input, the dimension and the bound.
+The arena (a direct ByteBuffer) grows when a larger shape needs it."""
+    return f"""
+## Input shapes resolved at run time (plan version 2)
+
+Symbolic dims and their bounds:
+
+{dims}
+
+{how}
+"""
+
+
 def _run(cmd: list[str], what: str, timeout: float = 600, **kw) -> subprocess.CompletedProcess:
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kw)
@@ -132,10 +164,14 @@ def qemu_available() -> bool:
 
 def io_txt(manifest: dict) -> str:
     """Graph I/O names for the Java wrapper (no JSON parser on plain Java): kind TAB url-encoded name."""
-    lines = ["# edgepack io.txt: kind<TAB>name (URL-encoded), in the plan's order"]
+    lines = ["# edgepack io.txt: kind<TAB>name (URL-encoded), in the plan's order"
+             + ("; inputs: <TAB>dims, comma-separated, a number or a (URL-encoded) symbol" if "dims" in manifest else "")]
     for kind in ("input", "output"):
         for s in manifest[kind + "s"]:
-            lines.append(f"{kind}\t{urllib.parse.quote(s['name'], safe='')}")
+            line = f"{kind}\t{urllib.parse.quote(s['name'], safe='')}"
+            if kind == "input" and "dims" in manifest:   # version 2: the symbols name dims in Session's errors
+                line += "\t" + ",".join(urllib.parse.quote(str(d), safe="") for d in s["shape"])
+            lines.append(line)
     return "\n".join(lines) + "\n"
 
 
@@ -177,11 +213,14 @@ def stage_edge_bundle(target: str, out: Path, manifest: dict, model: onnx.ModelP
     rt = ensure_edge(target)
     header = KERNELS / "include" / "edgepack.h"
     edge_header = EDGE / "neon" / "ep_edge.h"
-    fmt_io = lambda specs: ", ".join(f"{s['name']} {s['dtype']}{s['shape']}" for s in specs)  # noqa: E731
+    fmt_io = lambda specs: ", ".join(  # noqa: E731
+        f"{s['name']} {s['dtype']}[{', '.join('?' if d is None else str(d) for d in s['shape'])}]" for s in specs)
     readme = _README[target].format(
         name=manifest["name"], inputs=fmt_io(manifest["inputs"]), outputs=fmt_io(manifest["outputs"]),
         in_args=" ".join(f"--input {s['name']}=x{i}.npy" for i, s in enumerate(manifest["inputs"])),
         feeds=", ".join(f"'{s['name']}': x{i}" for i, s in enumerate(manifest["inputs"])))
+    if "dims" in manifest:
+        readme += _dynamic_readme(target, manifest)
     files: dict[str, bytes | Path] = {"model.onnx": model.SerializeToString()}
     executables: tuple[str, ...] = ()
     if target == "pi5":
@@ -246,22 +285,28 @@ def run_cli(bundle: Path, feeds: dict[str, np.ndarray], outputs: list[dict], cli
 
 def run_harness(lib: Path, plan: Path, feeds: list[np.ndarray], outputs: list[dict], qemu: list[str],
                 timeout: float = 600) -> dict[str, np.ndarray]:
-    """Run a plan through a shared library dlopen()ed by the aarch64 harness (raw tensors in plan order)."""
+    """Run a plan through a shared library dlopen()ed by the aarch64 harness (raw tensors in plan order; each
+    input's dims follow its file name, FILE@2x16, for a version-2 plan; the harness prints the outputs' dims)."""
     harness = ensure_harness()
     with tempfile.TemporaryDirectory() as tmp:
         ins = []
         for i, v in enumerate(feeds):
             p = Path(tmp) / f"in{i}.bin"
             p.write_bytes(np.ascontiguousarray(v).tobytes())
-            ins.append(str(p))
+            ins.append(f"{p}@{'x'.join(str(d) for d in np.shape(v))}")
         outs = [str(Path(tmp) / f"out{i}.bin") for i in range(len(outputs))]
         r = subprocess.run([*qemu, str(harness), str(lib), str(plan), *ins, *outs], capture_output=True, text=True,
                            timeout=timeout)
         if r.returncode != 0:
             from ..errors import RuntimeFailure
             raise RuntimeFailure(f"harness failed (exit {r.returncode}): {r.stdout.strip()[-500:]} {r.stderr.strip()[-500:]}")
-        return {o["name"]: np.frombuffer(Path(p).read_bytes(), dtype=np.dtype(o["dtype"])).reshape(o["shape"])
-                for o, p in zip(outputs, outs)}
+        dims = {}
+        for line in r.stdout.splitlines():   # "output 0 dims 2x8" (a rank-0 output: "dims -")
+            f = line.split()
+            if len(f) == 4 and f[0] == "output" and f[2] == "dims":
+                dims[int(f[1])] = () if f[3] == "-" else tuple(int(d) for d in f[3].split("x"))
+        return {o["name"]: np.frombuffer(Path(p).read_bytes(), dtype=np.dtype(o["dtype"])).reshape(dims.get(i, o["shape"]))
+                for i, (o, p) in enumerate(zip(outputs, outs))}
 
 
 def run_neon(path: Path, target: str, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -273,6 +318,13 @@ def run_neon(path: Path, target: str, feeds: dict[str, np.ndarray]) -> dict[str,
                        [feeds[s["name"]] for s in m["inputs"]], m["outputs"], qemu_cmd(target))
 
 
+def example_specs(manifest: dict) -> list[dict]:
+    """The manifest's inputs with each symbolic dim at its example extent (version 2), as random_inputs wants."""
+    dims = manifest.get("dims", {})
+    return [dict(s, shape=[dims[d].get("example", 1) if isinstance(d, str) else d for d in s["shape"]])
+            for s in manifest["inputs"]]
+
+
 def consistency(path: Path, target: str, model: onnx.ModelProto, log: Callable[[str], None]) -> dict:
     """Same seeded inputs through onnxruntime, the wasm SIMD build and this bundle's aarch64 build;
     pairwise max differences into manifest['consistency'] (and 'verification': NEON vs onnxruntime)."""
@@ -281,7 +333,7 @@ def consistency(path: Path, target: str, model: onnx.ModelProto, log: Callable[[
     from ..toolchain import ensure_wasm
     mpath = path / "manifest.json"
     m = json.loads(mpath.read_text())
-    feeds = random_inputs(m["inputs"])
+    feeds = random_inputs(example_specs(m))
     plan = (path / m["runtime"]["plan"]).read_bytes()
     results: dict[str, dict[str, np.ndarray]] = {}
     notes: dict[str, str] = {}
@@ -290,10 +342,12 @@ def consistency(path: Path, target: str, model: onnx.ModelProto, log: Callable[[
     except Exception as e:  # noqa: BLE001 - onnxruntime itself cannot run this model
         notes["onnxruntime"] = f"not run: {str(e).splitlines()[0][:200]}"
     wasm = WasmPlan(ensure_wasm()["edgepack.wasm"], plan)
+    wasm.set_shapes([tuple(feeds[s["name"]].shape) for s in m["inputs"]])   # version 2; nothing for version 1
     for s in m["inputs"]:
         wasm.write(s["tensor"], feeds[s["name"]])
     wasm.run()
-    results["wasm"] = {o["name"]: wasm.read(o["tensor"], np.dtype(o["dtype"]), tuple(o["shape"])) for o in m["outputs"]}
+    results["wasm"] = {o["name"]: wasm.read(o["tensor"], np.dtype(o["dtype"]), None if wasm.dynamic else tuple(o["shape"]))
+                       for o in m["outputs"]}
     if qemu_available():
         results["neon"] = run_neon(path, target, feeds)
         runner = " ".join(qemu_cmd(target)) + (" edgepack-run" if target == "pi5" else " harness (dlopen)")
@@ -301,6 +355,8 @@ def consistency(path: Path, target: str, model: onnx.ModelProto, log: Callable[[
         notes["neon"] = "not run: qemu-aarch64 is not installed (apt install qemu-user); run edgepack-run on the device"
         runner = None
     c: dict = {"inputs": "seeded random (seed 0)", "reference": "onnxruntime CPU"}
+    if "dims" in m:   # version 2: checked at the example shape
+        c["input_shapes"] = {k: list(v.shape) for k, v in feeds.items()}
     names = list(results)
     for i, a in enumerate(names):
         for b in names[i + 1:]:
@@ -313,9 +369,11 @@ def consistency(path: Path, target: str, model: onnx.ModelProto, log: Callable[[
         build = "neon" if "neon" in results else "wasm"
         m["verification"] = dict(c[f"onnxruntime_vs_{build}"], reference="onnxruntime CPU", build=build,
                                  inputs="seeded random (seed 0)")
+        if "input_shapes" in c:
+            m["verification"]["input_shapes"] = c["input_shapes"]
     mpath.write_text(json.dumps(m, indent=2) + "\n")
     for k, v in c.items():
-        if isinstance(v, dict):
+        if isinstance(v, dict) and "max_abs_diff" in v:
             log(f"consistency {k}: max abs diff {v['max_abs_diff']:.3g}")
         elif k in ("neon", "onnxruntime"):
             log(f"consistency: {k} {v}")

@@ -2,7 +2,22 @@
  * The core allocates nothing. The host gives it the plan bytes (which must stay unchanged and
  * alive while the context is used) and one arena of ep_arena_bytes() bytes, 64-byte aligned.
  * All functions return an ep_status; ep_status_str() names it. The plan is untrusted input:
- * ep_open() validates every offset, length, id, shape and kernel parameter before anything runs. */
+ * ep_open() validates every offset, length, id, shape and kernel parameter before anything runs.
+ *
+ * Call sequence, version 1 (fixed shapes):
+ *   ep_open(ctx, plan, n);  arena = 64-aligned ep_arena_bytes(ctx) bytes;  ep_bind(ctx, arena, bytes);
+ *   per run: write inputs at ep_tensor_data(ctx, ep_input_id(ctx, i)); ep_run(ctx); read outputs likewise.
+ * Version 2 (ep_plan_version(ctx) == 2: input dims given per run, within the plan's bounds):
+ *   ep_open(); state = 64-aligned ep_state_bytes(ctx) bytes, kept alive; ep_set_state(ctx, state, bytes);
+ *   per run: ep_set_input_shape(ctx, i, rank, dims) for every input (ep_input_bound() gives each dim's
+ *     [min, max], max 0 = unbounded; EP_E_LIMIT above a bound, EP_E_INPUT for a wrong rank or fixed dim);
+ *     ep_resolve(ctx) (returns at once when no dim changed; EP_E_LIMIT: more memory than the plan allows);
+ *     ep_arena_bytes(ctx) is what this shape needs: ep_bind() an arena at least that large (64-aligned;
+ *     binding the same address again costs nothing, a moved arena re-runs the plan's prologue);
+ *     write inputs at ep_tensor_data(), ep_run(), read outputs there, their dims and byte sizes from
+ *     ep_tensor_describe() (resolved for this run).
+ * edgepack-run (edge/cli), edge/python/edgepack_runtime.py, org.edgepack.Session and packager/runtime/wasm.py
+ * are hosts that do exactly this. */
 #ifndef EDGEPACK_H
 #define EDGEPACK_H
 #include <stddef.h>
@@ -56,6 +71,7 @@ typedef struct {
   uint32_t bound_bytes;   /* size of the arena given to ep_bind */
   uint32_t n_main;        /* nodes [0, n_main) run in order; If/Loop/Scan bodies live in [n_main, n_nodes) */
   uint32_t iterations_left; /* body steps the running top-level control node may still take (src/control.h) */
+  uint32_t failed_node;   /* the node ep_resolve or ep_run stopped at, for error messages */
 } ep_ctx;
 
 typedef struct {
@@ -99,6 +115,8 @@ ep_status ep_input_bound(const ep_ctx *ctx, uint32_t i, uint32_t k, int32_t *min
 /* Resolve every tensor's dims for the inputs' dims, run the shape arithmetic and plan the arena; afterwards
  * ep_arena_bytes() is what this shape needs (bind a larger arena, or the same one again, before running). */
 ep_status ep_resolve(ep_ctx *ctx);
+/* The node the last ep_resolve or ep_run failed at (its index in plan order). */
+uint32_t ep_failed_node(const ep_ctx *ctx);
 /* Tests: re-derive each node's output dims and scratch through the kernels' shape functions and compare
  * with the plan (node: the first that differs; what: 1 dims, 2 scratch, 3 refused; checked: nodes compared). */
 ep_status ep_shapes_consistent(const ep_ctx *ctx, uint32_t *node, uint32_t *what, uint32_t *checked);

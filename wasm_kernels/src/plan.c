@@ -233,16 +233,6 @@ static ep_status check_node_v2(const ep_ctx *c, uint32_t idx, int32_t step, cons
 /* Version 2 tables: lifetimes (each arena tensor names a root that owns bytes: itself, or a tensor that is
  * its own root; roots' lifetimes inside [-1, n_nodes]) and the input bounds in the int pool. */
 static ep_status open_v2_tables(ep_ctx *c) {
-  const uint8_t *p = c->plan;
-  for (uint32_t off = EP_H_RESERVED2; off < EP_PLAN_HEADER_BYTES_V2; off += 4) if (ep_rd32(p + off)) return EP_E_MAGIC;
-  c->life_off = ep_rd32(p + EP_H_LIFE_OFF);
-  c->bounds_at = ep_rd32(p + EP_H_BOUNDS_AT);
-  c->values_bytes = ep_rd32(p + EP_H_VALUES_BYTES);
-  c->max_arena_bytes = ep_rd32(p + EP_H_MAX_ARENA_BYTES);
-  const uint32_t n_main = ep_rd32(p + EP_H_N_MAIN);   /* 0: no bodies */
-  if (n_main > c->n_nodes) return EP_E_BOUNDS;
-  c->n_main = n_main ? n_main : c->n_nodes;
-  if (c->arena_bytes != 0 || c->values_bytes > (16u << 20)) return EP_E_BOUNDS;
   if (c->life_off % 4 || !ep_in_bounds(c->life_off, (uint64_t)c->n_tensors * EP_PLAN_LIFE_BYTES, c->plan_bytes)) return EP_E_BOUNDS;
   uint64_t words = 0;
   for (uint32_t i = 0; i < c->n_inputs; i++) words += 2u * ep_tensor_entry(c, (uint32_t)ep_int_at(c, i))[EP_T_RANK];
@@ -330,6 +320,17 @@ ep_status ep_open(ep_ctx *c, const uint8_t *plan, uint32_t len) {
     return EP_E_BOUNDS;
   if (c->tensors_off % 4 || c->nodes_off % 4 || c->ints_off % 4 || c->weights_off % EP_PLAN_ALIGN) return EP_E_ALIGN;
   if ((uint64_t)c->n_inputs + c->n_outputs > c->ints_count) return EP_E_BOUNDS;
+  if (v2) {   /* the version-2 header words, before any tensor entry is read */
+    for (uint32_t off = EP_H_RESERVED2; off < EP_PLAN_HEADER_BYTES_V2; off += 4) if (ep_rd32(plan + off)) return EP_E_MAGIC;
+    c->life_off = ep_rd32(plan + EP_H_LIFE_OFF);
+    c->bounds_at = ep_rd32(plan + EP_H_BOUNDS_AT);
+    c->values_bytes = ep_rd32(plan + EP_H_VALUES_BYTES);
+    c->max_arena_bytes = ep_rd32(plan + EP_H_MAX_ARENA_BYTES);
+    if (c->arena_bytes != 0 || c->values_bytes > (16u << 20)) return EP_E_BOUNDS;
+    const uint32_t n_main = ep_rd32(plan + EP_H_N_MAIN);   /* 0: no bodies */
+    if (n_main > c->n_nodes) return EP_E_BOUNDS;
+    c->n_main = n_main ? n_main : c->n_nodes;
+  }
   /* Graph inputs/outputs: valid arena tensors. */
   for (uint32_t i = 0; i < c->n_inputs + c->n_outputs; i++) {
     const int32_t id = ep_int_at(c, i);
@@ -439,7 +440,10 @@ static ep_status run_one(ep_ctx *c, uint32_t i, uint32_t depth) {
 ep_status ep_run_range(ep_ctx *c, uint32_t begin, uint32_t end, uint32_t depth) {
   for (uint32_t i = begin; i < end; i++) {
     const ep_status s = run_one(c, i, depth);
-    if (s) return s;   /* a failing body stops the run with its status */
+    if (s) {   /* a failing body stops the run with its status; the innermost failing node is named */
+      if (c->failed_node >= c->n_nodes) c->failed_node = i;
+      return s;
+    }
   }
   return EP_OK;
 }
@@ -454,7 +458,9 @@ ep_status ep_run_node(ep_ctx *c, uint32_t i) {
 
 ep_status ep_run(ep_ctx *c) {
   const ep_status ok = runnable(c);
-  return ok ? ok : ep_run_range(c, c->n_prologue, c->n_main, 0);
+  if (ok) return ok;
+  c->failed_node = c->n_nodes;
+  return ep_run_range(c, c->n_prologue, c->n_main, 0);
 }
 
 uint32_t ep_num_nodes(const ep_ctx *c) { return c && c->opened ? c->n_nodes : 0; }

@@ -8,6 +8,8 @@
 #include "control.h"
 EP_COLD_FILE_BEGIN
 
+uint32_t ep_failed_node(const ep_ctx *c) { return c ? c->failed_node : 0; }
+
 uint32_t ep_plan_version(const ep_ctx *c) { return c && c->opened ? c->version : 0; }
 
 uint32_t ep_state_bytes(const ep_ctx *c) {
@@ -82,6 +84,7 @@ static ep_status resolve_node(ep_ctx *c, const ep_state_view *sv, uint32_t i, in
   ep_node_view v; const ep_kernel *k;
   sv->s_bytes[i] = 0;
   sv->s_step[i] = step;
+  c->failed_node = i;
   ep_status s = ep_decode_node(c, i, &v, &k);
   if (s) return s;
   ep_node *n = &v.node;
@@ -132,6 +135,7 @@ ep_status ep_resolve_range(ep_ctx *c, const ep_state_view *sv, uint32_t begin, u
 
 /* Every tensor's dims from the inputs' dims, node by node (bodies inside their control nodes). */
 static ep_status resolve_shapes(ep_ctx *c, const ep_state_view *sv) {
+  c->failed_node = c->n_nodes;
   for (uint32_t id = 0; id < c->n_tensors; id++) {
     const uint8_t *e = ep_tensor_entry(c, id);
     for (uint32_t k = 0; k < EP_MAX_RANK; k++) sv->t_dims[id * EP_MAX_RANK + k] = k < e[EP_T_RANK] ? plan_dim(e, k) : 0;

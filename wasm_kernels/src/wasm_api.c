@@ -36,6 +36,7 @@ EXPORT(ep_set_input_shape) int32_t ep_wasm_set_input_shape(uint32_t i, uint32_t 
   return rank > EP_MAX_RANK ? EP_E_INPUT : ep_set_input_shape(&g_ctx, i, rank, g_dims);
 }
 EXPORT(ep_resolve) int32_t ep_wasm_resolve(void) { return ep_resolve(&g_ctx); }
+EXPORT(ep_failed_node) uint32_t ep_wasm_failed_node(void) { return ep_failed_node(&g_ctx); }
 /* Rank and dims of a tensor as resolved (dims written to ep_dims_buffer()); -1 on a bad id. */
 EXPORT(ep_tensor_dims) int32_t ep_wasm_tensor_dims(uint32_t id) {
   ep_tensor_info info;

@@ -55,6 +55,55 @@ JNIEXPORT jint FN(nBind)(JNIEnv *env, jclass cls, jobject ctxb, jobject arenab) 
   return (jint)ep_bind(c, a, cap > 0xffffffffll ? 0xffffffffu : (uint32_t)cap);
 }
 
+/* Version 2 (shapes resolved at run time): the plan's version, its state (a direct buffer Java keeps alive),
+ * an input's dims for the next run, a dim's bounds, resolve. The arena is bound again with nBind afterwards. */
+JNIEXPORT jint FN(nPlanVersion)(JNIEnv *env, jclass cls, jobject ctxb) {
+  ep_ctx *c = ctx_of(env, ctxb);
+  return c ? (jint)ep_plan_version(c) : 0;
+}
+
+JNIEXPORT jlong FN(nStateBytes)(JNIEnv *env, jclass cls, jobject ctxb) {
+  ep_ctx *c = ctx_of(env, ctxb);
+  return c ? (jlong)ep_state_bytes(c) : -1;
+}
+
+JNIEXPORT jint FN(nSetState)(JNIEnv *env, jclass cls, jobject ctxb, jobject stateb) {
+  ep_ctx *c = ctx_of(env, ctxb);
+  jlong cap = 0;
+  uint8_t *p = buf(env, stateb, &cap);
+  if (!c || !p || cap > 0xffffffffll) return EP_JNI_E_BUFFER;
+  return (jint)ep_set_state(c, p, (uint32_t)cap);
+}
+
+JNIEXPORT jint FN(nSetInputShape)(JNIEnv *env, jclass cls, jobject ctxb, jint i, jintArray dims) {
+  ep_ctx *c = ctx_of(env, ctxb);
+  if (!c || !dims || i < 0) return EP_JNI_E_BUFFER;
+  const jsize rank = (*env)->GetArrayLength(env, dims);
+  if (rank < 0 || rank > EP_MAX_RANK) return EP_E_INPUT;
+  jint d[EP_MAX_RANK];
+  int32_t d32[EP_MAX_RANK];
+  (*env)->GetIntArrayRegion(env, dims, 0, rank, d);
+  for (jsize k = 0; k < rank; k++) d32[k] = (int32_t)d[k];
+  return (jint)ep_set_input_shape(c, (uint32_t)i, (uint32_t)rank, d32);
+}
+
+/* out[0] = least, out[1] = most extent (0: unbounded) of input i's dim k */
+JNIEXPORT jint FN(nInputBound)(JNIEnv *env, jclass cls, jobject ctxb, jint i, jint k, jintArray out) {
+  ep_ctx *c = ctx_of(env, ctxb);
+  if (!c || !out || i < 0 || k < 0 || (*env)->GetArrayLength(env, out) < 2) return EP_JNI_E_BUFFER;
+  int32_t lo = 0, hi = 0;
+  ep_status s = ep_input_bound(c, (uint32_t)i, (uint32_t)k, &lo, &hi);
+  if (s) return (jint)s;
+  jint v[2] = {(jint)lo, (jint)hi};
+  (*env)->SetIntArrayRegion(env, out, 0, 2, v);
+  return 0;
+}
+
+JNIEXPORT jint FN(nResolve)(JNIEnv *env, jclass cls, jobject ctxb) {
+  ep_ctx *c = ctx_of(env, ctxb);
+  return c ? (jint)ep_resolve(c) : EP_JNI_E_BUFFER;
+}
+
 JNIEXPORT jint FN(nNumIO)(JNIEnv *env, jclass cls, jobject ctxb, jboolean inputs) {
   ep_ctx *c = ctx_of(env, ctxb);
   if (!c) return 0;

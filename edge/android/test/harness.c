@@ -1,9 +1,12 @@
 /* Loads an edgepack shared library with dlopen (as an app's System.loadLibrary would) and runs a
  * plan through its C API: the test that the Android libedgepack.so works, under qemu-aarch64.
  *
- *   harness LIB.so PLAN [IN.bin]... [OUT.bin]...    raw little-endian tensor bytes, manifest order
+ *   harness LIB.so PLAN [IN.bin[@DxDx..]]... [OUT.bin]...    raw little-endian tensor bytes, manifest order
  *   harness LIB.so --selftest                       CPU features + int8 dot dispatch check
- * Prints "vec=<layer> features=0x<mask> gemm=<kernel> qgemm=<int8 kernel>" first. Exit 0 on success. */
+ * Prints "vec=<layer> features=0x<mask> gemm=<kernel> qgemm=<int8 kernel>" first. Exit 0 on success.
+ * A version-2 plan (shapes resolved at run time) takes each input's dims after '@' (2x16; '@' alone: rank 0)
+ * and goes through ep_set_state / ep_set_input_shape / ep_resolve / ep_bind; every run prints
+ * "output I dims AxB" ('-' for rank 0). */
 #define _POSIX_C_SOURCE 200809L
 #include <dlfcn.h>
 #include <stdio.h>
@@ -62,17 +65,40 @@ int main(int argc, char **argv) {
   SYM(uint8_t *(*)(const ep_ctx *, uint32_t), ep_tensor_data)
   SYM(ep_status (*)(const ep_ctx *, uint32_t, ep_tensor_info *), ep_tensor_describe)
   SYM(const char *(*)(ep_status), ep_status_str)
+  SYM(uint32_t (*)(const ep_ctx *), ep_plan_version)
+  SYM(uint32_t (*)(const ep_ctx *), ep_state_bytes)
+  SYM(ep_status (*)(ep_ctx *, uint8_t *, uint32_t), ep_set_state)
+  SYM(ep_status (*)(ep_ctx *, uint32_t, uint32_t, const int32_t *), ep_set_input_shape)
+  SYM(ep_status (*)(ep_ctx *), ep_resolve)
   size_t plen;
   uint8_t *plan = slurp(argv[2], &plen);
   ep_ctx ctx;
   ep_status s = p_ep_open(&ctx, plan, (uint32_t)plen);
   if (s) { printf("open: %s\n", p_ep_status_str(s)); return 3; }
+  uint32_t ni = p_ep_num_inputs(&ctx), no = p_ep_num_outputs(&ctx);
+  if ((uint32_t)argc != 3 + ni + no) { fprintf(stderr, "plan has %u inputs, %u outputs\n", ni, no); return 2; }
+  if (p_ep_plan_version(&ctx) == 2) {   /* the state once, then this run's input dims */
+    void *state = NULL;
+    uint32_t sb = p_ep_state_bytes(&ctx);
+    if (posix_memalign(&state, 64, sb ? sb : 64)) return 2;
+    if ((s = p_ep_set_state(&ctx, state, sb))) { printf("state: %s\n", p_ep_status_str(s)); return 3; }
+    for (uint32_t i = 0; i < ni; i++) {
+      char *at = strchr(argv[3 + i], '@');
+      int32_t dims[EP_MAX_RANK];
+      uint32_t rank = 0;
+      if (!at) { fprintf(stderr, "input %u: a version-2 plan needs its dims (FILE@2x16)\n", i); return 2; }
+      *at = 0;
+      for (char *q = at + 1; *q && rank < EP_MAX_RANK; rank++) { dims[rank] = (int32_t)strtol(q, &q, 10); if (*q == 'x') q++; }
+      if ((s = p_ep_set_input_shape(&ctx, i, rank, dims))) { printf("input %u shape: %s\n", i, p_ep_status_str(s)); return 3; }
+    }
+    if ((s = p_ep_resolve(&ctx))) { printf("resolve: %s\n", p_ep_status_str(s)); return 3; }
+  } else {
+    for (uint32_t i = 0; i < ni; i++) { char *at = strchr(argv[3 + i], '@'); if (at) *at = 0; }
+  }
   void *arena = NULL;
   uint32_t ab = p_ep_arena_bytes(&ctx);
   if (posix_memalign(&arena, 64, ab ? ab : 64)) return 2;
   if ((s = p_ep_bind(&ctx, arena, ab))) { printf("bind: %s\n", p_ep_status_str(s)); return 3; }
-  uint32_t ni = p_ep_num_inputs(&ctx), no = p_ep_num_outputs(&ctx);
-  if ((uint32_t)argc != 3 + ni + no) { fprintf(stderr, "plan has %u inputs, %u outputs\n", ni, no); return 2; }
   for (uint32_t i = 0; i < ni; i++) {
     ep_tensor_info info;
     int32_t id = p_ep_input_id(&ctx, i);
@@ -88,6 +114,9 @@ int main(int argc, char **argv) {
     ep_tensor_info info;
     int32_t id = p_ep_output_id(&ctx, i);
     p_ep_tensor_describe(&ctx, (uint32_t)id, &info);
+    printf("output %u dims ", i);
+    for (uint32_t k = 0; k < info.rank; k++) printf("%s%d", k ? "x" : "", (int)info.dims[k]);
+    printf("%s\n", info.rank ? "" : "-");
     FILE *f = fopen(argv[3 + ni + i], "wb");
     if (!f || fwrite(p_ep_tensor_data(&ctx, (uint32_t)id), 1, info.nbytes, f) != info.nbytes) return 2;
     fclose(f);

@@ -24,6 +24,15 @@ import java.util.List;
  *   ByteBuffer x = s.newInputBuffer(0);   x.asFloatBuffer().put(pixels);
  *   ByteBuffer[] y = s.run(x);            float[] logits = ...; y[0].asFloatBuffer().get(logits);
  * </pre>
+ *
+ * <p>A plan whose inputs have symbolic dims (plan version 2, {@link #hasDynamicShapes()}) runs at any
+ * shape within its bounds ({@link #inputMin}, {@link #inputMax}): give data and dims together,
+ * <pre>
+ *   Session.Tensor[] y = s.run(Session.Tensor.ofFloats(ids, 1, 7));   // y[0].shape: resolved dims
+ * </pre>
+ * or call {@link #setInputShapes} first, after which {@link #inputInfo}/{@link #outputInfo} give this
+ * shape's dims and sizes and {@link #run(ByteBuffer...)} works as for a fixed-shape plan. Changing the
+ * shape re-plans the arena (a larger direct buffer when it needs more); the same shape again costs nothing.
  */
 public final class Session implements AutoCloseable {
   static {
@@ -57,6 +66,104 @@ public final class Session implements AutoCloseable {
     }
   }
 
+  /**
+   * A tensor's bytes (direct, little-endian, C order) with its element type and dims: what
+   * {@link #run(Tensor...)} takes and returns.
+   */
+  public static final class Tensor {
+    public final int dtype;
+    public final int[] shape;
+    public final ByteBuffer data;
+
+    /** {@code data}: exactly the tensor's bytes remaining; a heap buffer is copied into a direct one. */
+    public Tensor(int dtype, int[] shape, ByteBuffer data) {
+      long n = elementSize(dtype);
+      for (int d : shape) {
+        if (d < 0) throw new IllegalArgumentException("negative dimension in " + Arrays.toString(shape));
+        n *= d;
+      }
+      if (data.remaining() != n)
+        throw new IllegalArgumentException("tensor " + Arrays.toString(shape) + " of dtype " + dtype + " needs " + n
+            + " bytes, got " + data.remaining());
+      ByteBuffer b = data.slice();
+      if (!b.isDirect()) {
+        ByteBuffer d = allocateAligned(b.remaining(), ALIGN);
+        d.put(b);
+        d.clear();
+        b = d;
+      }
+      this.dtype = dtype;
+      this.shape = shape.clone();
+      this.data = b.order(ByteOrder.LITTLE_ENDIAN);
+    }
+
+    public static Tensor ofFloats(float[] v, int... shape) {
+      ByteBuffer b = allocateAligned(4 * v.length, ALIGN);
+      b.asFloatBuffer().put(v);
+      return new Tensor(FLOAT, shape, b);
+    }
+
+    public static Tensor ofLongs(long[] v, int... shape) {
+      ByteBuffer b = allocateAligned(8 * v.length, ALIGN);
+      b.asLongBuffer().put(v);
+      return new Tensor(INT64, shape, b);
+    }
+
+    public static Tensor ofInts(int[] v, int... shape) {
+      ByteBuffer b = allocateAligned(4 * v.length, ALIGN);
+      b.asIntBuffer().put(v);
+      return new Tensor(INT32, shape, b);
+    }
+
+    /** One-byte element types (UINT8, INT8, BOOL). */
+    public static Tensor ofBytes(int dtype, byte[] v, int... shape) {
+      ByteBuffer b = allocateAligned(v.length, ALIGN);
+      b.put(v);
+      b.clear();
+      return new Tensor(dtype, shape, b);
+    }
+
+    public int numElements() {
+      int n = 1;
+      for (int d : shape) n *= d;
+      return n;
+    }
+
+    public float[] toFloats() {
+      float[] r = new float[numElements()];
+      data.duplicate().order(ByteOrder.LITTLE_ENDIAN).asFloatBuffer().get(r);
+      return r;
+    }
+
+    public long[] toLongs() {
+      long[] r = new long[numElements()];
+      data.duplicate().order(ByteOrder.LITTLE_ENDIAN).asLongBuffer().get(r);
+      return r;
+    }
+
+    public int[] toInts() {
+      int[] r = new int[numElements()];
+      data.duplicate().order(ByteOrder.LITTLE_ENDIAN).asIntBuffer().get(r);
+      return r;
+    }
+
+    @Override
+    public String toString() {
+      return "Tensor(dtype " + dtype + " " + Arrays.toString(shape) + ")";
+    }
+  }
+
+  /** Bytes per element of an element type, or an IllegalArgumentException. */
+  public static int elementSize(int dtype) {
+    switch (dtype) {
+      case UINT8: case INT8: case BOOL: return 1;
+      case FLOAT16: return 2;
+      case FLOAT: case INT32: return 4;
+      case INT64: return 8;
+      default: throw new IllegalArgumentException("unknown dtype " + dtype);
+    }
+  }
+
   /** The runtime refused the plan or a run; {@link #status} is the ep_status code. */
   public static final class EdgepackException extends RuntimeException {
     private static final long serialVersionUID = 1L;
@@ -69,15 +176,45 @@ public final class Session implements AutoCloseable {
   }
 
   private static final int ALIGN = 64;
-  private ByteBuffer ctx, plan, arena;
-  private final TensorInfo[] inputs, outputs;
+  private ByteBuffer ctx, plan, arena, state;
+  private TensorInfo[] inputs, outputs;
+  private final String[][] ioNames;
+  private final String[][] dimNames;   // per input, per dim: the symbol from io.txt (null: fixed or not given)
+  private final int[][] minDims, maxDims, planDims;   // planDims: the plan's dims, -1 where symbolic
+  private int[][] shapes;              // version 2: the dims set last (null: none yet)
 
-  private Session(ByteBuffer ctx, ByteBuffer plan, ByteBuffer arena, TensorInfo[] inputs, TensorInfo[] outputs) {
+  private Session(ByteBuffer ctx, ByteBuffer plan, ByteBuffer arena, ByteBuffer state, String[][] io) {
     this.ctx = ctx;
     this.plan = plan;
     this.arena = arena;
-    this.inputs = inputs;
-    this.outputs = outputs;
+    this.state = state;
+    this.ioNames = new String[][] {io[0], io[1]};
+    this.inputs = infos(ctx, true, io[0]);
+    this.outputs = infos(ctx, false, io[1]);
+    this.dimNames = new String[inputs.length][];
+    this.minDims = new int[inputs.length][];
+    this.maxDims = new int[inputs.length][];
+    this.planDims = new int[inputs.length][];
+    int[] b = new int[2];
+    for (int i = 0; i < inputs.length; i++) {
+      int rank = inputs[i].shape.length;
+      dimNames[i] = new String[rank];
+      minDims[i] = new int[rank];
+      maxDims[i] = new int[rank];
+      planDims[i] = inputs[i].shape.clone();
+      String[] syms = i + 2 < io.length ? io[i + 2] : null;
+      for (int k = 0; k < rank; k++) {
+        int s = nInputBound(ctx, i, k, b);
+        if (s != 0) throw new EdgepackException("reading the bounds of input " + i, s);
+        minDims[i][k] = b[0];
+        maxDims[i][k] = b[1];
+        if (syms != null && k < syms.length && inputs[i].shape[k] < 0) dimNames[i][k] = syms[k];
+      }
+    }
+    if (state != null) {   // after reading the plan's dims (symbolic ones are -1 there)
+      int s = nSetState(ctx, state);
+      if (s != 0) throw new EdgepackException("setting the plan state", s);
+    }
   }
 
   /**
@@ -123,33 +260,65 @@ public final class Session implements AutoCloseable {
     ByteBuffer ctx = allocateAligned(nCtxBytes(), ALIGN);
     int s = nOpen(ctx, p);
     if (s != 0) throw new EdgepackException("the runtime rejected the plan", s);
-    long need = nArenaBytes(ctx);
-    if (need > Integer.MAX_VALUE - ALIGN) throw new IllegalStateException("arena of " + need + " bytes is too large");
-    ByteBuffer arena = allocateAligned((int) need, ALIGN);
-    s = nBind(ctx, arena);
-    if (s != 0) throw new EdgepackException("binding the arena", s);
-    String[][] names = parseIo(ioTxt);
-    return new Session(ctx, p, arena, infos(ctx, true, names[0]), infos(ctx, false, names[1]));
+    ByteBuffer arena = null, state = null;
+    if (nPlanVersion(ctx) == 2) {   // shapes resolved at run time: the state now, the arena per shape
+      long sb = nStateBytes(ctx);
+      if (sb < 0 || sb > Integer.MAX_VALUE - ALIGN) throw new IllegalStateException("plan state of " + sb + " bytes is too large");
+      state = allocateAligned((int) sb, ALIGN);   // handed to the core by the constructor, once the plan's dims are read
+    } else {
+      arena = bindArena(ctx, null);
+    }
+    return new Session(ctx, p, arena, state, parseIo(ioTxt));
   }
 
-  /** io.txt: one line per tensor, "input|output TAB url-encoded-name", in manifest order. */
+  /** Binds an arena of the size the runtime asks for: {@code have} again when large enough, else a new one. */
+  private static ByteBuffer bindArena(ByteBuffer ctx, ByteBuffer have) {
+    long need = nArenaBytes(ctx);
+    if (need < 0 || need > Integer.MAX_VALUE - ALIGN) throw new IllegalStateException("arena of " + need + " bytes is too large");
+    ByteBuffer arena = have != null && have.capacity() >= need ? have : allocateAligned((int) need, ALIGN);
+    int s = nBind(ctx, arena);
+    if (s != 0) throw new EdgepackException("binding the arena", s);
+    return arena;
+  }
+
+  /**
+   * io.txt: one line per tensor, "input|output TAB url-encoded-name [TAB dims]", in manifest order; dims
+   * (version 2) are comma-separated, each a number or a url-encoded symbol name. Returns {input names,
+   * output names, input 0's dims, input 1's dims, ...} (a dims entry is null when not given).
+   */
   private static String[][] parseIo(String ioTxt) {
     List<String> in = new ArrayList<String>(), out = new ArrayList<String>();
+    List<String[]> dims = new ArrayList<String[]>();
     if (ioTxt != null) {
       for (String line : ioTxt.split("\n")) {
         String[] f = line.trim().split("\t");
         if (f.length < 2 || f[0].startsWith("#")) continue;
-        String name;
-        try {
-          name = URLDecoder.decode(f[1], "UTF-8");
-        } catch (UnsupportedEncodingException e) {
-          throw new IllegalStateException(e);
+        if (f[0].equals("input")) {
+          in.add(decode(f[1]));
+          String[] d = null;
+          if (f.length >= 3 && !f[2].isEmpty()) {
+            d = f[2].split(",", -1);
+            for (int k = 0; k < d.length; k++) d[k] = decode(d[k]);
+          }
+          dims.add(d);
+        } else if (f[0].equals("output")) {
+          out.add(decode(f[1]));
         }
-        if (f[0].equals("input")) in.add(name);
-        else if (f[0].equals("output")) out.add(name);
       }
     }
-    return new String[][] {in.toArray(new String[0]), out.toArray(new String[0])};
+    String[][] r = new String[2 + dims.size()][];
+    r[0] = in.toArray(new String[0]);
+    r[1] = out.toArray(new String[0]);
+    for (int i = 0; i < dims.size(); i++) r[2 + i] = dims.get(i);
+    return r;
+  }
+
+  private static String decode(String s) {
+    try {
+      return URLDecoder.decode(s, "UTF-8");
+    } catch (UnsupportedEncodingException e) {
+      throw new IllegalStateException(e);
+    }
   }
 
   private static TensorInfo[] infos(ByteBuffer ctx, boolean input, String[] names) {
@@ -162,8 +331,107 @@ public final class Session implements AutoCloseable {
       int s = nDescribe(ctx, input, i, d);
       if (s != 0) throw new EdgepackException("describing a tensor", s);
       int[] shape = Arrays.copyOfRange(d, 4, 4 + d[2]);
-      r[i] = new TensorInfo(names.length != 0 ? names[i] : (input ? "input" : "output") + i, d[1], shape, d[3], d[0]);
+      boolean known = true;   // version 2 before setInputShapes: symbolic dims are -1, byteSize -1
+      for (int x : shape) known &= x >= 0;
+      r[i] = new TensorInfo(names.length != 0 ? names[i] : (input ? "input" : "output") + i, d[1], shape,
+          known ? d[3] : -1, d[0]);
     }
+    return r;
+  }
+
+  /** True for a plan whose input dims are given per run (plan version 2). */
+  public boolean hasDynamicShapes() {
+    return state != null;
+  }
+
+  /** Least extent of each dim of input i. */
+  public int[] inputMin(int i) {
+    return minDims[i].clone();
+  }
+
+  /** Most extent of each dim of input i; 0 = unbounded. */
+  public int[] inputMax(int i) {
+    return maxDims[i].clone();
+  }
+
+  private String dimLabel(int i, int k) {
+    return "dimension " + k + (dimNames[i][k] != null ? " ('" + dimNames[i][k] + "')" : "");
+  }
+
+  /**
+   * The inputs' dims for the next runs (plan order). Checked here: rank, fixed dims, each dim within its
+   * bounds, one extent per symbol (IllegalArgumentException naming the input, the dimension and the bound).
+   * Version 2: the runtime resolves every tensor's dims and re-plans the arena (a larger one when needed);
+   * afterwards inputInfo/outputInfo give this shape's dims and byte sizes. The same dims again cost nothing.
+   * A fixed-shape plan accepts exactly its own dims.
+   */
+  public void setInputShapes(int[]... dims) {
+    if (ctx == null) throw new IllegalStateException("session closed");
+    if (dims.length != inputs.length) throw new IllegalArgumentException("expected " + inputs.length + " input shapes, got " + dims.length);
+    java.util.Map<String, int[]> seen = new java.util.HashMap<String, int[]>();   // symbol -> {extent, input}
+    for (int i = 0; i < dims.length; i++) {
+      int[] d = dims[i];
+      String name = inputs[i].name;
+      if (d == null || d.length != minDims[i].length)
+        throw new IllegalArgumentException("input '" + name + "': rank " + (d == null ? 0 : d.length) + ", expected " + minDims[i].length);
+      for (int k = 0; k < d.length; k++) {
+        if (planDims[i][k] >= 0 && d[k] != planDims[i][k])
+          throw new IllegalArgumentException("input '" + name + "': dimension " + k + " is " + d[k] + ", expected "
+              + planDims[i][k] + " (fixed; shape " + Arrays.toString(d) + ")");
+        int lo = minDims[i][k], hi = maxDims[i][k];
+        String range = "[" + lo + ".." + (hi > 0 ? String.valueOf(hi) : "") + "]";
+        if (d[k] < lo)
+          throw new IllegalArgumentException("input '" + name + "': " + dimLabel(i, k) + " is " + d[k] + ", below its bound " + lo
+              + " (this plan accepts " + range + ")");
+        if (hi > 0 && d[k] > hi)
+          throw new IllegalArgumentException("input '" + name + "': " + dimLabel(i, k) + " is " + d[k] + ", above its bound " + hi
+              + " (this plan accepts " + range + ")");
+        String sym = dimNames[i][k];
+        if (sym != null) {
+          int[] prev = seen.get(sym);
+          if (prev != null && prev[0] != d[k])
+            throw new IllegalArgumentException("input '" + name + "': " + dimLabel(i, k) + " is " + d[k] + ", but input '"
+                + inputs[prev[1]].name + "' gives '" + sym + "' = " + prev[0]);
+          seen.put(sym, new int[] {d[k], i});
+        }
+      }
+    }
+    if (state == null) return;   // fixed shapes: the bounds above are the dims themselves
+    if (shapes != null && Arrays.deepEquals(shapes, dims)) return;
+    shapes = null;
+    for (int i = 0; i < dims.length; i++) {
+      int s = nSetInputShape(ctx, i, dims[i]);
+      if (s != 0) throw new EdgepackException("input '" + inputs[i].name + "' shape " + Arrays.toString(dims[i]), s);
+    }
+    int s = nResolve(ctx);
+    if (s != 0) throw new EdgepackException("resolving input shapes " + Arrays.deepToString(dims), s);
+    arena = bindArena(ctx, arena);
+    inputs = infos(ctx, true, ioNames[0]);
+    outputs = infos(ctx, false, ioNames[1]);
+    int[][] copy = new int[dims.length][];
+    for (int i = 0; i < dims.length; i++) copy[i] = dims[i].clone();
+    shapes = copy;
+  }
+
+  /**
+   * Run once on tensors (data + dims, plan order): sets the input shapes (version 2; a fixed-shape plan
+   * checks them), runs, returns each output with its dims.
+   */
+  public Tensor[] run(Tensor... ins) {
+    if (ins.length != inputs.length) throw new IllegalArgumentException("expected " + inputs.length + " inputs, got " + ins.length);
+    int[][] dims = new int[ins.length][];
+    ByteBuffer[] bufs = new ByteBuffer[ins.length];
+    for (int i = 0; i < ins.length; i++) {
+      if (ins[i] == null) throw new IllegalArgumentException("input '" + inputs[i].name + "' is null");
+      if (ins[i].dtype != inputs[i].dtype)
+        throw new IllegalArgumentException("input '" + inputs[i].name + "': dtype " + ins[i].dtype + ", expected " + inputs[i].dtype);
+      dims[i] = ins[i].shape;
+      bufs[i] = ins[i].data;
+    }
+    setInputShapes(dims);
+    ByteBuffer[] outs = run(bufs);
+    Tensor[] r = new Tensor[outs.length];
+    for (int i = 0; i < outs.length; i++) r[i] = new Tensor(outputs[i].dtype, outputs[i].shape, outs[i]);
     return r;
   }
 
@@ -200,12 +468,20 @@ public final class Session implements AutoCloseable {
     return b.toString();
   }
 
-  /** A direct, little-endian buffer of the right size for input i. */
+  private void requireShapes() {
+    if (ctx == null) throw new IllegalStateException("session closed");
+    if (state != null && shapes == null)
+      throw new IllegalStateException("this plan's input shapes are given per run: call setInputShapes first, or run(Tensor...)");
+  }
+
+  /** A direct, little-endian buffer of the right size for input i (version 2: at the shapes set last). */
   public ByteBuffer newInputBuffer(int i) {
+    requireShapes();
     return allocateAligned(inputs[i].byteSize, ALIGN);
   }
 
   public ByteBuffer newOutputBuffer(int i) {
+    requireShapes();
     return allocateAligned(outputs[i].byteSize, ALIGN);
   }
 
@@ -215,7 +491,7 @@ public final class Session implements AutoCloseable {
    * Positions are left unchanged.
    */
   public void run(ByteBuffer[] ins, ByteBuffer[] outs) {
-    if (ctx == null) throw new IllegalStateException("session closed");
+    requireShapes();
     if (ins.length != inputs.length) throw new IllegalArgumentException("expected " + inputs.length + " inputs, got " + ins.length);
     if (outs.length != outputs.length) throw new IllegalArgumentException("expected " + outputs.length + " outputs, got " + outs.length);
     ByteBuffer[] is = new ByteBuffer[ins.length], os = new ByteBuffer[outs.length];
@@ -260,6 +536,7 @@ public final class Session implements AutoCloseable {
     ctx = null;
     plan = null;
     arena = null;
+    state = null;
   }
 
   static byte[] readAll(InputStream in) throws IOException {
@@ -280,6 +557,12 @@ public final class Session implements AutoCloseable {
   private static native int nDescribe(ByteBuffer ctx, boolean input, int index, int[] out);
   private static native int nRun(ByteBuffer ctx, ByteBuffer[] ins, ByteBuffer[] outs);
   private static native String nStatusStr(int status);
+  private static native int nPlanVersion(ByteBuffer ctx);
+  private static native long nStateBytes(ByteBuffer ctx);
+  private static native int nSetState(ByteBuffer ctx, ByteBuffer state);
+  private static native int nSetInputShape(ByteBuffer ctx, int index, int[] dims);
+  private static native int nInputBound(ByteBuffer ctx, int index, int dim, int[] out);
+  private static native int nResolve(ByteBuffer ctx);
   private static native String nVecName();
   private static native int nCpuFeatures();
 }
