@@ -121,8 +121,8 @@ def package(model: str | os.PathLike | onnx.ModelProto, target: str = "web", out
         lowered = lower(graph, weights_fp16=quant.weights_fp16)
         io_dims = None
         if lowered.plan.version != layout.VERSION and target != "web":   # If/Loop/Scan: a version-2 plan
-            raise PackagerError(f"If/Loop/Scan run in version-2 plans, which the {target} runtime does not run yet: "
-                                "package for --target web")
+            raise PackagerError(f"If/Loop/Scan: web bundles only so far (their version-2 plans are not verified on the "
+                                f"{target} runtime yet): package for --target web")
     plan_bytes = layout.encode(lowered.plan)
     runtime = ensure_wasm()
 
