@@ -175,7 +175,7 @@ def package(model: str | os.PathLike | onnx.ModelProto, target: str = "web", out
         staged = stage_bundle(out, manifest, files)
     with staged:   # verify, report and sign in the staging folder; an earlier bundle stays until commit
         if target == "web" and (verify or strict):
-            _verify(staged.path, reference, log, strict, example=syms.example if syms is not None else None)
+            _verify(staged.path, reference, log, strict)
         _accuracy(staged.path, target, float_model, quant, log)
         if sign is not None:   # last: the signature covers the final manifest
             from .signing import sign_bundle
@@ -194,16 +194,13 @@ def _accuracy(path: Path, target: str, float_model: onnx.ModelProto, quant: "Qua
     log(report.summary_line(rep))
 
 
-def _verify(path: Path, model: onnx.ModelProto, log: Callable[[str], None], strict: bool = False,
-            example: dict[str, int] | None = None) -> None:
+def _verify(path: Path, model: onnx.ModelProto, log: Callable[[str], None], strict: bool = False) -> None:
     """Run the bundle (SIMD build) and onnxruntime on the same seeded inputs; record the difference.
-    Strict: also run it again and require identical bits, and record the exact memory bound.
-    example: extents of the run-time dims to verify at (a version-2 plan)."""
+    Strict: also run it again and require identical bits, and record the exact memory bound. A version-2
+    bundle runs at its example shape (manifest "dims")."""
     import json
     b = load_bundle(path)
-    specs = b.inputs if example is None else [dict(s, shape=[example[d] if isinstance(d, str) else d for d in s["shape"]])
-                                              for s in b.inputs]
-    feeds = random_inputs(specs)
+    feeds = random_inputs(b.example_inputs())
     got = b.run(feeds)
     profile_facts = {}
     if strict:
@@ -221,7 +218,7 @@ def _verify(path: Path, model: onnx.ModelProto, log: Callable[[str], None], stri
     except Exception as e:  # onnxruntime itself cannot run this model
         result = {"reference": "unavailable", "reason": str(e).splitlines()[0][:200]}
     manifest = json.loads((path / "manifest.json").read_text())
-    if example is not None:
+    if b.manifest.get("dims"):
         result["input_shapes"] = {k: list(v.shape) for k, v in feeds.items()}
     manifest["verification"] = result
     manifest["profile"].update(profile_facts)

@@ -279,6 +279,12 @@ class Bundle:
     def outputs(self) -> list[dict]:
         return self.manifest["outputs"]
 
+    def example_inputs(self) -> list[dict]:
+        """The input specs with every run-time dim at its example extent (a version-2 bundle's "dims")."""
+        dims = self.manifest.get("dims", {})
+        return [dict(s, shape=[d if isinstance(d, int) else int(dims.get(d, {}).get("example", 1)) for d in s["shape"]])
+                for s in self.inputs]
+
     def session(self):
         if self._session is None:
             from .runtime.wasm import WasmPlan

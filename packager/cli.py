@@ -102,7 +102,10 @@ def cmd_package(argv: list[str]) -> int:
                    log=lambda s: print(s, file=sys.stderr), **_quant_kwargs(a))
     m = json.loads((path / "manifest.json").read_text())
     p = m["plan"]
-    print(f"{path}: {p['nodes']} kernels, arena {p['arena_bytes'] / 1024:.1f} KiB, weights "
+    arena = (f"arena {p['arena_bytes'] / 1024:.1f} KiB" if p.get("version", 1) == 1 else
+             f"arena per input shape (at most {p['max_arena_bytes'] / 1024:.1f} KiB)" if p.get("max_arena_bytes")
+             else "arena per input shape")
+    print(f"{path}: {p['nodes']} kernels, {arena}, weights "
           f"{p['weights_bytes'] / 1024:.1f} KiB ({m.get('precision', {}).get('mode', 'none')}), "
           f"packaged in {time.perf_counter() - t0:.1f}s")
     return 0
@@ -217,8 +220,15 @@ def cmd_inspect(argv: list[str]) -> int:
     print(f"plan     {info['nodes']} kernel nodes, {info['tensors']} tensors")
     print("kernels  " + ", ".join(f"{k} x{v}" for k, v in info["kernels"].items()))
     saved = 1 - info["arena_bytes"] / info["intermediates_bytes"] if info["intermediates_bytes"] else 0
-    print(f"arena    {kib(info['arena_bytes'])} (all intermediates: {kib(info['intermediates_bytes'])}, "
-          f"{saved:.0%} saved by lifetime reuse)")
+    if plan.dynamic is not None:   # version 2: planned by the core for each input shape
+        most = plan.dynamic.max_arena_bytes
+        print(f"arena    planned per input shape{f', at most {kib(most)}' if most else ''} "
+              f"(all intermediates at the example shape: {kib(info['intermediates_bytes'])})")
+        for sym, d in b.manifest.get("dims", {}).items():
+            print(f"dim      {sym}: {d.get('min')}..{d.get('max') or ''} (example {d.get('example')})")
+    else:
+        print(f"arena    {kib(info['arena_bytes'])} (all intermediates: {kib(info['intermediates_bytes'])}, "
+              f"{saved:.0%} saved by lifetime reuse)")
     print(f"weights  {kib(info['weights_bytes'])}")
     for f, n in info["files"].items():
         print(f"file     {f:<24} {kib(n)}")
@@ -251,8 +261,9 @@ def cmd_bench(argv: list[str]) -> int:
     ap.add_argument("--profile", action="store_true", help="also print the time per kernel node (slowest first)")
     a = ap.parse_args(argv)
     b = load_bundle(a.bundle, a.variant)
-    feeds = b.check_feeds(random_inputs(b.inputs))
+    feeds = b.check_feeds(random_inputs(b.example_inputs()))
     s = b.session()
+    s.set_shapes([tuple(feeds[spec["name"]].shape) for spec in b.inputs])
 
     def write_inputs() -> None:   # every run: the arena may reuse an input's bytes once it is consumed
         for spec in b.inputs:

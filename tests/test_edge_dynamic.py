@@ -47,14 +47,7 @@ def _model() -> onnx.ModelProto:
 
 
 def _package(model, target: str, out: Path, **kw) -> Path:
-    """Package; skip (naming the reason) while the kernels' shape functions these plans need have not landed
-    (the core refuses the plan's nodes) or the packager cannot yet make the model's plan dynamic."""
-    try:
-        return package(model, target=target, out=out, **kw)
-    except (PackagerError, RuntimeFailure) as e:
-        if any(s in str(e) for s in ("unknown kernel or wrong input/output count", "depend on the input shape")):
-            pytest.skip(f"no version-2 plan for this model yet: {str(e)[:240]}")
-        raise
+    return package(model, target=target, out=out, **kw)
 
 
 @pytest.fixture(scope="module")

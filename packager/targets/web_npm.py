@@ -60,6 +60,8 @@ export const files = Object.freeze({{
 export const name = {_js(manifest['name'])};
 export const inputs = Object.freeze({json.dumps([spec(s) for s in manifest['inputs']])});
 export const outputs = Object.freeze({json.dumps([spec(s) for s in manifest['outputs']])});
+/** Bounds of the symbolic dims (version-2 bundles: shapes resolved at run time; max null = unbounded). */
+export const dims = Object.freeze({json.dumps(manifest.get('dims', {}))});
 
 /** Opens a session on this model. @param {{import('./{RUNTIME_DIR}/index.js').LoadOptions}} [options] */
 export function load(options = {{}}) {{
@@ -74,9 +76,15 @@ def _ts_key(name: str) -> str:
     return name if re.fullmatch(r"[A-Za-z_$][A-Za-z0-9_$]*", name) else json.dumps(name)
 
 
-def _ts_dim(d: int | str | None) -> str:
-    """A fixed dim as its literal type; a run-time one (a symbol's name, or null) as number."""
+def _ts_dim(d) -> str:
+    """A dim's type in dims: a fixed one as its literal; a symbolic one (a string, or null for an output dim that
+    varies otherwise) as number, since a version-2 bundle resolves it at run time."""
     return str(int(d)) if isinstance(d, int) else "number"
+
+
+def _ts_shape_entry(d) -> str:
+    """A dim as the manifest writes it (inputs/outputs constants): number literal, symbol name, or null."""
+    return str(int(d)) if isinstance(d, int) else "null" if d is None else _js(str(d))
 
 
 def _index_d_ts(manifest: dict) -> str:
@@ -86,7 +94,7 @@ def _index_d_ts(manifest: dict) -> str:
         return f"  {_ts_key(s['name'])}: {{ data: {TS_ARRAYS[s['dtype']]}; dims: {'' if out else 'readonly '}[{dims}]{extra} }};"
 
     def spec(s: dict) -> str:
-        return f"{{ name: {_js(s['name'])}; dtype: {_js(s['dtype'])}; shape: [{', '.join(_js(d) if isinstance(d, str) else _ts_dim(d) for d in s['shape'])}] }}"
+        return f"{{ name: {_js(s['name'])}; dtype: {_js(s['dtype'])}; shape: [{', '.join(_ts_shape_entry(d) for d in s['shape'])}] }}"
 
     ins = "\n".join(tensor(s, False) for s in manifest["inputs"])
     outs = "\n".join(tensor(s, True) for s in manifest["outputs"])
@@ -96,7 +104,8 @@ import type {{ LoadOptions, Session }} from './{RUNTIME_DIR}/index.js';
 export {{ EdgepackError, detectVariant }} from './{RUNTIME_DIR}/index.js';
 export type {{ LoadOptions, Features, Backend }} from './{RUNTIME_DIR}/index.js';
 
-/** What run() takes: every input by name, with its TypedArray and exact shape. */
+/** What run() takes: every input by name, with its TypedArray and shape (a dim typed number is resolved at run
+ * time, within the bundle's bounds: see dims). */
 export interface Inputs {{
 {ins}
 }}
@@ -116,6 +125,8 @@ export declare const files: Readonly<Record<string, URL>>;
 export declare const name: {_js(manifest['name'])};
 export declare const inputs: readonly [{', '.join(spec(s) for s in manifest['inputs'])}];
 export declare const outputs: readonly [{', '.join(spec(s) for s in manifest['outputs'])}];
+/** Bounds of the symbolic dims (max null = unbounded); empty when every shape is fixed. */
+export declare const dims: Readonly<Record<string, {{ min: number; max: number | null; example: number }}>>;
 
 /** Opens a session on this model (options: backend, threads, variant, verify, publicKey). */
 export declare function load(options?: LoadOptions): Promise<ModelSession>;

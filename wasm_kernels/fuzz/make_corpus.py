@@ -190,6 +190,20 @@ def package_case(case, out: Path) -> bytes | None:
     return (out / "model.plan").read_bytes()
 
 
+def dynamic_plans(tmp: Path) -> dict[str, bytes]:
+    """Version-2 plans (shapes resolved at run time), packaged: free and bounded dims, shape arithmetic run while
+    resolving (SHAPE -> GATHER -> CONCAT -> VIEW), views of run-time dims."""
+    from packager.api import package
+    from tests.test_dynamic_shapes import _elementwise_model, _reshape_model
+    out = {}
+    for name, model, kw in [("v2_elementwise", _elementwise_model(), {"dynamic": True}),
+                            ("v2_bounded", _elementwise_model(), {"input_shapes": {"x": ((1, 4), (1, 64), 8)}}),
+                            ("v2_reshape", _reshape_model(), {"dynamic": True})]:
+        plan = (package(model, "web", tmp / name, verify=False, **kw) / "model.plan").read_bytes()
+        out[f"{name}-{hashlib.sha1(plan).hexdigest()[:16]}.plan"] = plan
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", type=Path, default=ROOT / "wasm_kernels" / "fuzz" / "corpus")
@@ -228,6 +242,9 @@ def main(argv: list[str] | None = None) -> int:
         fp16 = (package(extra_models()[5], "web", Path(tmp) / "fp16", quantize="fp16", verify=False) / "model.plan").read_bytes()
         seeds[f"fp16_prologue-{hashlib.sha1(fp16).hexdigest()[:16]}.plan"] = fp16
         total += len(fp16)
+        for name, plan in dynamic_plans(Path(tmp)).items():   # version-2 plans: symbols, lifetimes, values region
+            seeds[name] = plan
+            total += len(plan)
         for name, plan in v2_kernel_plans().items():   # kernels no packaged model holds yet
             seeds[name] = plan
             total += len(plan)

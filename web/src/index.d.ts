@@ -18,11 +18,25 @@ export interface DataTypeMap {
 }
 export type TensorData = DataTypeMap[DType];
 
+/** A dim of a manifest shape: a number (fixed); in a version-2 bundle (shapes resolved at run time) a symbol
+ * name such as 'batch' (any extent within the bundle's bounds, the same for every input naming it), or, for an
+ * output, null (an extent that varies otherwise; the run's output dims give it). */
+export type Dim = number | string | null;
+
+/** Bounds of a symbolic dim (manifest.json "dims"). */
+export interface DimBound {
+  min: number;
+  /** null: unbounded */
+  max: number | null;
+  /** the extent the bundle was verified at */
+  example?: number;
+}
+
 /** An input or output as described in manifest.json. */
 export interface TensorSpec {
   name: string;
   dtype: DType;
-  shape: number[];
+  shape: Dim[];
   /** tensor id in the plan */
   tensor: number;
 }
@@ -33,7 +47,7 @@ export interface Tensor {
   dims: readonly number[];
 }
 
-/** An output tensor: a fresh copy, valid after later runs. */
+/** An output tensor: a fresh copy, valid after later runs; dims are this run's (resolved, for a version-2 bundle). */
 export interface OutputTensor extends Tensor {
   dtype: DType;
 }
@@ -100,7 +114,13 @@ export class Session {
   readonly vec: string;
   readonly inputs: TensorSpec[];
   readonly outputs: TensorSpec[];
-  /** Throws EdgepackError on unknown/missing names, wrong TypedArray kind, dims or length. */
+  /** the plan resolves shapes at run time (version 2): inputs may take any extent of a symbolic dim within
+   * `dims`; a run at new dims resolves and re-plans memory (growing it when needed), a repeated shape costs nothing */
+  readonly dynamic: boolean;
+  /** bounds of the symbolic dims by name (empty for a bundle of fixed shapes) */
+  readonly dims: Readonly<Record<string, DimBound>>;
+  /** Throws EdgepackError on unknown/missing names, wrong TypedArray kind, dims or length; for a version-2 bundle,
+   * on a dim outside its bounds or a symbol given two extents (naming the input, dimension and bound). */
   checkFeeds(feeds: Record<string, Tensor>): void;
   /** Runs the model on the session's backend. */
   run(feeds: Record<string, Tensor>): Promise<Record<string, OutputTensor>>;

@@ -3,13 +3,19 @@
 // Mirror of packager/runtime/wasm.py + packager/bundle.py. No dependencies; Node >= 20 and browsers.
 
 /** @typedef {'auto'|'simd'|'scalar'|'relaxed'} Variant */
-/** @typedef {{name: string, dtype: string, shape: number[], tensor: number}} TensorSpec */
+/** A dim of a manifest shape: a number (fixed), a symbol name (resolved at run time: version-2 plans), or null
+ * (an output dim that varies otherwise).
+ * @typedef {number|string|null} Dim */
+/** @typedef {{name: string, dtype: string, shape: Dim[], tensor: number}} TensorSpec */
+/** @typedef {{min: number, max: number|null, example?: number}} DimBound */
 /** @typedef {{data: ArrayBufferView, dims: readonly number[]}} Tensor */
 
 export const VARIANTS = Object.freeze({ simd: 'edgepack.wasm', scalar: 'edgepack-scalar.wasm', relaxed: 'edgepack-relaxed.wasm' });
 const FORMAT = 'edgepack-bundle';
 const FORMAT_VERSION = 1;
 const PAGE = 65536;
+const PLAN_DYNAMIC = 2;   // plan version whose shapes are resolved at run time
+const MAX_DIM = 0x7fffffff;   // the core's dims are int32
 
 /** dtype name (manifest) -> TypedArray constructor that carries it.
  * @type {Record<string, Float32ArrayConstructor | BigInt64ArrayConstructor | Int32ArrayConstructor | Int8ArrayConstructor | Uint8ArrayConstructor | Uint16ArrayConstructor>} */
@@ -167,12 +173,15 @@ const modules = new Map();
  * backend, run() goes to the GPU and this instance stays as its fallback. */
 export class Session {
   /** @param {WebAssembly.Instance} instance @param {Uint8Array} plan @param {any} manifest @param {string} variant
-   * @param {WebAssembly.Memory} [memory] the instance's memory when it imports it (the threaded build) */
-  constructor(instance, plan, manifest, variant, memory) {
+   * @param {WebAssembly.Memory} [memory] the instance's memory when it imports it (the threaded build)
+   * @param {number} [maxBytes] what that memory can grow to */
+  constructor(instance, plan, manifest, variant, memory, maxBytes = 2 ** 32) {
     const ex = /** @type {any} */ (instance.exports);
     this.ex = ex;
     /** @type {WebAssembly.Memory} */
     this.memory = memory || ex.memory;
+    /** What the memory can grow to (wasm32: 4 GiB; the threaded build's shared memory: its declared maximum). */
+    this.maxBytes = maxBytes;
     this.manifest = manifest;
     this.variant = variant;
     /** @type {TensorSpec[]} */
@@ -184,14 +193,33 @@ export class Session {
     this._reserve(planPtr + plan.length);
     new Uint8Array(this.memory.buffer, planPtr, plan.length).set(plan);
     this._check(ex.ep_open(planPtr, plan.length), 'opening the plan');
-    const arenaBytes = ex.ep_arena_bytes() >>> 0;
-    const arenaPtr = align(planPtr + plan.length);
-    this._reserve(arenaPtr + arenaBytes);
-    this._check(ex.ep_bind(arenaPtr, arenaBytes), 'binding the arena');
+    /** Version 2: shapes resolved per run (the arena re-planned when the input dims change).
+     * A core built before plan version 2 has no ep_plan_version and reads version 1 only. */
+    this.dynamic = typeof ex.ep_plan_version === 'function' && (ex.ep_plan_version() >>> 0) === PLAN_DYNAMIC;
+    /** Bounds of the symbolic dims by name (manifest "dims"; empty for a version-1 plan). @type {Readonly<Record<string, DimBound>>} */
+    this.dims = Object.freeze({ ...(this.dynamic ? manifest.dims : null) });
+    let end = planPtr + plan.length;
+    if (this.dynamic) {   // the core's per-shape state after the plan; the arena after it, bound once resolved
+      const statePtr = align(end);
+      const stateBytes = ex.ep_state_bytes() >>> 0;
+      this._reserve(statePtr + stateBytes);
+      this._check(ex.ep_set_state(statePtr, stateBytes), 'setting the plan state');
+      end = statePtr + stateBytes;
+    }
+    this.arenaPtr = align(end);
+    /** The input dims the arena is resolved and bound for, flattened (null: none yet, or the last resolve failed).
+     * @type {number[] | null} */
+    this._shapes = null;
+    if (!this.dynamic) this._bind();
     this.vec = this._cstr(ex.ep_vec_name() >>> 0);
-    // The plan, not only the manifest, names the graph's inputs/outputs: both must agree.
+    if (this.dynamic !== (manifest.plan?.version === PLAN_DYNAMIC) ||
+        !this.inputs.every((s) => s.shape.every((d) => Number.isInteger(d) || (this.dynamic && typeof d === 'string'))))
+      throw new EdgepackError('manifest.json inputs/outputs do not match model.plan (plan version or symbolic dims)');
+    // The plan, not only the manifest, names the graph's inputs/outputs: both must agree (a version-2 plan's
+    // sizes are known once resolved: there, the rank).
     const agree = (/** @type {TensorSpec[]} */ specs, /** @type {number} */ n, /** @type {(i: number) => number} */ id) => specs.length === n && specs.every((s, i) => id(i) === s.tensor &&
-      (ex.ep_tensor_nbytes(s.tensor) >>> 0) === s.shape.reduce((a, d) => a * d, 1) * ARRAYS[s.dtype].BYTES_PER_ELEMENT);
+      (this.dynamic ? this._planRankAgrees(s)
+        : (ex.ep_tensor_nbytes(s.tensor) >>> 0) === /** @type {number[]} */ (s.shape).reduce((a, d) => a * d, 1) * ARRAYS[s.dtype].BYTES_PER_ELEMENT));
     if (!agree(this.inputs, ex.ep_num_inputs(), ex.ep_input_id) || !agree(this.outputs, ex.ep_num_outputs(), ex.ep_output_id))
       throw new EdgepackError('manifest.json inputs/outputs do not match model.plan');
     /** @type {'wasm'|'webgpu'} */
@@ -210,10 +238,61 @@ export class Session {
     this._threads = null;
   }
 
-  /** @param {number} end */
-  _reserve(end) {
+  /** Grows the memory to hold `end` bytes (a shared memory grows for every worker at once).
+   * @param {number} end @param {string} [what] */
+  _reserve(end, what = 'the plan') {
     const have = this.memory.buffer.byteLength;
-    if (end > have) this.memory.grow(Math.ceil((end - have) / PAGE));
+    if (end <= have) return;
+    if (end > this.maxBytes)   // the threaded build's shared memory has a fixed maximum (threads.js)
+      throw new EdgepackError(`${what} needs ${Math.ceil(end / 2 ** 20)} MiB of WebAssembly memory, above this build's ` +
+        `${this.maxBytes / 2 ** 20} MiB maximum`);
+    try {
+      this.memory.grow(Math.ceil((end - have) / PAGE));
+    } catch (e) {   // RangeError: above the memory's maximum (2 GiB for the threaded build) or the engine's
+      throw new EdgepackError(`${what} needs ${Math.ceil(end / 2 ** 20)} MiB of WebAssembly memory, more than this engine ` +
+        `allows here (${/** @type {Error} */ (e).message})`);
+    }
+  }
+
+  /** Binds the arena (ep_arena_bytes: this shape's needs for a version-2 plan) at the fixed address after the plan
+   * (and state), growing the memory first. The same address every time: the core re-runs no prologue.
+   * @param {string} [what] */
+  _bind(what) {
+    const bytes = this.ex.ep_arena_bytes() >>> 0;
+    this._reserve(this.arenaPtr + bytes, what);
+    this._check(this.ex.ep_bind(this.arenaPtr, bytes), 'binding the arena');
+  }
+
+  /** Resolved dims of tensor `id` (version 2: this shape's, once resolved). @param {number} id @returns {number[]} */
+  _dims(id) {
+    const rank = this.ex.ep_tensor_dims(id);
+    if (rank < 0) throw new EdgepackError(`tensor ${id}: no such tensor in the plan`);
+    return Array.from(new Int32Array(this.memory.buffer, this.ex.ep_dims_buffer() >>> 0, rank));
+  }
+
+  /** Version 2, at load: an input/output's rank in the manifest is the plan's (its dims are known once resolved;
+   * the core refuses input dims its plan does not allow, status 15). @param {TensorSpec} s */
+  _planRankAgrees(s) {
+    return this.ex.ep_tensor_dims(s.tensor) === s.shape.length;
+  }
+
+  /** Version 2: resolves the plan for these input dims and binds an arena of the size they need, unless the dims
+   * are the last ones (then nothing runs: a repeated shape costs one comparison). @param {number[][]} shapes */
+  _setShapes(shapes) {
+    const flat = shapes.flat();
+    const last = this._shapes;
+    if (last && last.length === flat.length && last.every((d, i) => d === flat[i])) return;
+    this._shapes = null;   // until resolved and bound: a failure leaves no stale shape behind
+    const ex = this.ex;
+    const what = shapes.map((d, i) => `'${this.inputs[i].name}' [${d}]`).join(', ');
+    shapes.forEach((d, i) => {
+      // a fresh view each time: growing the memory detaches the old buffer
+      new Int32Array(this.memory.buffer, ex.ep_dims_buffer() >>> 0, d.length).set(d);
+      this._check(ex.ep_set_input_shape(i, d.length), `input '${this.inputs[i].name}' of shape [${d}]`);
+    });
+    this._check(ex.ep_resolve(), `resolving shapes for inputs ${what}`);
+    this._bind(`inputs ${what}`);
+    this._shapes = flat;
   }
 
   /** @param {number} ptr */
@@ -248,6 +327,8 @@ export class Session {
     if (unknown.length) throw new EdgepackError(`unknown input(s) ${unknown.map((k) => `'${k}'`).join(', ')}; this model takes ${names.map((k) => `'${k}'`).join(', ')}`);
     const missing = names.filter((k) => !(k in feeds));
     if (missing.length) throw new EdgepackError(`missing input(s) ${missing.map((k) => `'${k}'`).join(', ')}`);
+    /** @type {Map<string, [number, string]>} */
+    const seen = new Map();
     for (const s of this.inputs) {
       const t = feeds[s.name];
       const want = ARRAYS[s.dtype].name;
@@ -256,17 +337,48 @@ export class Session {
       if (got !== want) throw new EdgepackError(`input '${s.name}': data is ${got}, expected ${want} (dtype ${s.dtype})`);
       const dims = t.dims;
       if (!Array.isArray(dims) && !ArrayBuffer.isView(dims)) throw new EdgepackError(`input '${s.name}': dims missing, expected [${s.shape}]`);
-      if (dims.length !== s.shape.length || s.shape.some((d, i) => Number(dims[i]) !== d))
-        throw new EdgepackError(`input '${s.name}': shape [${Array.from(dims)}], expected [${s.shape}]`);
-      const n = s.shape.reduce((a, d) => a * d, 1);
-      if (/** @type {any} */ (data).length !== n) throw new EdgepackError(`input '${s.name}': ${/** @type {any} */ (data).length} elements for shape [${s.shape}], expected ${n}`);
+      if (!this.dynamic) {
+        if (dims.length !== s.shape.length || s.shape.some((d, i) => Number(dims[i]) !== d))
+          throw new EdgepackError(`input '${s.name}': shape [${Array.from(dims)}], expected [${s.shape}]`);
+      } else {
+        this._checkDims(s, Array.from(dims, Number), seen);
+      }
+      const shape = this.dynamic ? Array.from(dims, Number) : /** @type {number[]} */ (s.shape);
+      const n = shape.reduce((a, d) => a * d, 1);
+      if (/** @type {any} */ (data).length !== n) throw new EdgepackError(`input '${s.name}': ${/** @type {any} */ (data).length} elements for shape [${shape}], expected ${n}`);
     }
+  }
+
+  /** Version 2: fixed dims as in the manifest, symbolic ones within the bundle's bounds (manifest "dims") and one
+   * extent per symbol across inputs (like packager/bundle.py check_feeds).
+   * @param {TensorSpec} s @param {number[]} dims @param {Map<string, [number, string]>} seen symbol -> (extent, input) */
+  _checkDims(s, dims, seen) {
+    const shown = s.shape.map((d) => (typeof d === 'string' ? `'${d}'` : d)).join(',');
+    if (dims.length !== s.shape.length || s.shape.some((d, k) => typeof d === 'number' && dims[k] !== d))
+      throw new EdgepackError(`input '${s.name}': shape [${dims}], expected [${shown}]`);
+    const bounds = this.dims;
+    s.shape.forEach((d, k) => {
+      if (typeof d !== 'string') return;
+      const x = dims[k];
+      if (!Number.isInteger(x) || x < 0 || x > MAX_DIM) throw new EdgepackError(`input '${s.name}': dimension ${k} ('${d}') is ${x}, not a valid extent`);
+      const b = Object.hasOwn(bounds, d) ? bounds[d] : { min: 0, max: null };
+      const min = b.min ?? 0, max = b.max || null;   // max null (or 0, as the packager's bounds write it): unbounded
+      const above = max !== null && x > max;
+      if (x < min || above)
+        throw new EdgepackError(`input '${s.name}': dimension ${k} ('${d}') is ${x}, outside this bundle's bounds [${min}..${max ?? ''}]` +
+          (above ? ` (at most ${max}: package it with a larger bound)` : ''));
+      const had = seen.get(d);
+      if (had && had[0] !== x)
+        throw new EdgepackError(`input '${s.name}': dimension ${k} ('${d}') is ${x}, but input '${had[1]}' gives '${d}' = ${had[0]}`);
+      seen.set(d, [x, s.name]);
+    });
   }
 
   /** Runs the plan synchronously on the wasm core (whatever the backend). @param {Record<string, Tensor>} feeds
    * @returns {Record<string, {data: any, dims: number[], dtype: string}>} */
   runSync(feeds) {
     this.checkFeeds(feeds);
+    if (this.dynamic) this._setShapes(this.inputs.map((s) => Array.from(feeds[s.name].dims, Number)));
     for (const s of this.inputs) {
       const [ptr, n] = this._span(s.tensor);
       const d = feeds[s.name].data;
@@ -279,7 +391,8 @@ export class Session {
     for (const s of this.outputs) {
       const [ptr, n] = this._span(s.tensor);
       // A copy into a plain ArrayBuffer (Uint8Array.slice): valid after later runs, never shared memory.
-      out[s.name] = { data: new ARRAYS[s.dtype](new Uint8Array(this.memory.buffer, ptr, n).slice().buffer), dims: s.shape.slice(), dtype: s.dtype };
+      const dims = this.dynamic ? this._dims(s.tensor) : /** @type {number[]} */ (s.shape.slice());
+      out[s.name] = { data: new ARRAYS[s.dtype](new Uint8Array(this.memory.buffer, ptr, n).slice().buffer), dims, dtype: s.dtype };
     }
     return out;
   }
@@ -444,7 +557,7 @@ export async function load(source, options = {}) {
       }
       if (t) {
         try {
-          session = new Session(t.instance, plan, manifest, v, t.memory);
+          session = new Session(t.instance, plan, manifest, v, t.memory, t.maxBytes);
         } catch (e) { t.terminate(); throw e; }
         session.features.threads = t.threads;
         // the wasm file, like bundle.py's WASM_VARIANTS; features.simd/relaxed say its ISA
@@ -459,14 +572,23 @@ export async function load(source, options = {}) {
     session = new Session(await WebAssembly.instantiate(mod, {}), plan, manifest, v);
   }
 
-  // WebGPU: on request (failing clearly), or for 'auto' where a hardware adapter exists.
-  if (backend === 'webgpu' || (backend === 'auto' && await hardwareWebGPU())) {
+  // WebGPU: on request (failing clearly), or for 'auto' where a hardware adapter exists. A version-2 plan (shapes
+  // resolved at run time) runs on wasm: the WebGPU backend lays out a fixed arena (docs/webgpu.md).
+  const dynamicNote = 'webgpu: not used, this bundle resolves its shapes at run time (plan version 2), which the WebGPU backend does not run yet: running on wasm';
+  if (backend === 'auto' && session.dynamic) {
+    if (/** @type {any} */ (globalThis.navigator)?.gpu) notes.push(dynamicNote);
+  } else if (backend === 'webgpu' || (backend === 'auto' && await hardwareWebGPU())) {
     const part = await optionalPart('webgpu');
     const why = !part ? 'this build of the runtime has no WebGPU backend (webgpu/index.js)'
       : !(await part.webgpuAvailable()) ? 'WebGPU is not available here (no navigator.gpu or no adapter)' : null;
     if (why && backend === 'webgpu') { session.destroy(); throw new EdgepackError(`backend 'webgpu': ${why}`); }
     if (why) notes.push(`webgpu: not used, ${why}`);
-    else {
+    else if (session.dynamic) {
+      // Like onnxruntime-web, where what the WebGPU provider cannot run goes to the wasm one: the session runs,
+      // on wasm; asked for explicitly, it warns (session.backend and session.notes say it too).
+      notes.push(dynamicNote);
+      console.warn(`edgepack: backend 'webgpu': ${dynamicNote.slice('webgpu: not used, '.length)}`);
+    } else {
       try {
         const gpu = await part.createWebGPUBackend({ plan, manifest, wasm: session });
         session._gpu = gpu;

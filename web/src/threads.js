@@ -8,6 +8,8 @@
 const INITIAL_PAGES = 64;
 const MAX_PAGES = 32768;
 export const MAX_THREADS = 16;   // EP_MAX_THREADS in wasm_kernels/src/ep_parallel.h
+/** The shared memory's maximum: a version-2 plan's shape needing more is refused (runtime.js). */
+export const MAX_MEMORY_BYTES = MAX_PAGES * 65536;
 
 const isNode = typeof process !== 'undefined' && !!process.versions?.node;
 
@@ -69,7 +71,7 @@ async function spawnWorker() {
  * run on it; kernels split their work across the workers while the caller runs the plan.
  * @param {WebAssembly.Module} wasmModule compiled edgepack-threads.wasm
  * @param {{threads?: number}} [options] threads: 1..16 (default: the machine's cores)
- * @returns {Promise<{instance: WebAssembly.Instance, memory: WebAssembly.Memory, threads: number, terminate: () => Promise<void>}>}
+ * @returns {Promise<{instance: WebAssembly.Instance, memory: WebAssembly.Memory, maxBytes: number, threads: number, terminate: () => Promise<void>}>}
  */
 export async function instantiateThreaded(wasmModule, options = {}) {
   if (!threadsSupported()) {
@@ -110,7 +112,7 @@ export async function instantiateThreaded(wasmModule, options = {}) {
   const atExit = () => ex.ep_threads_stop();
   if (isNode) process.once('exit', atExit);
   return {
-    instance, memory, threads,
+    instance, memory, threads, maxBytes: MAX_MEMORY_BYTES,
     async terminate() {
       if (stopped) return;
       stopped = true;

@@ -42,7 +42,9 @@ export function parsePlan(bytes) {
   const dv = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const u32 = (/** @type {number} */ o) => dv.getUint32(o, true);
   if (u32(0) !== MAGIC) throw bad('not an edgepack plan (bad magic)');
-  if (u32(4) !== 1) throw bad(`version ${u32(4)} not supported (this backend reads 1)`);
+  if (u32(4) !== 1) {
+    throw bad(`version ${u32(4)} not supported (this backend reads 1${u32(4) === 2 ? ': shapes resolved at run time run on the wasm backend' : ''})`);
+  }
   if (u32(8) !== HEADER) throw bad(`header_bytes ${u32(8)}, expected 64`);
   if (u32(12) !== bytes.length) throw bad(`plan_bytes ${u32(12)} but the buffer holds ${bytes.length}`);
   const [nT, nN, nIn, nOut, tOff, nOff, iOff, iCnt, wOff, wBytes, arenaBytes] =
