@@ -11,7 +11,8 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper, shape_inference
 
-from .errors import PackagerError, UnsupportedError
+from .errors import NeedsConstantError, PackagerError, UnsupportedError
+from .passes import subgraphs as sg
 
 MIN_OPSET, MAX_OPSET = 7, onnx.defs.onnx_opset_version()
 # Ops evaluated at package time when all their inputs are known; anything else with known inputs is too.
@@ -98,7 +99,9 @@ def bind_inputs(model: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...]]
                                 f"(inputs: {', '.join(vi.name for vi in model.graph.input if vi.name not in inits)})")
 
 
-def _eval_node(node: onnx.NodeProto, inputs: list[np.ndarray | None], opset: int) -> list[np.ndarray]:
+def _eval_node(node: onnx.NodeProto, inputs: list[np.ndarray | None], opset: int,
+               outer: dict[str, np.ndarray] | None = None) -> list[np.ndarray]:
+    """outer: the values a node's subgraphs read from the enclosing graph (graph inputs of the evaluated model)."""
     import math
     from onnx.reference import ReferenceEvaluator
     # Ops whose output size comes from input *values*: a few bytes can ask for gigabytes (ConstantOfShape
@@ -140,12 +143,13 @@ def _eval_node(node: onnx.NodeProto, inputs: list[np.ndarray | None], opset: int
     names = [f"i{k}" if x is not None else "" for k, x in enumerate(inputs)]
     n = helper.make_node(node.op_type, names, [f"o{k}" for k in range(len(node.output))], domain=node.domain)
     n.attribute.extend(node.attribute)
+    named = list(zip(names, inputs)) + list((outer or {}).items())
     g = helper.make_graph([n], "fold",
                           [helper.make_tensor_value_info(nm, helper.np_dtype_to_tensor_dtype(x.dtype), x.shape)
-                           for nm, x in zip(names, inputs) if x is not None],
+                           for nm, x in named if x is not None],
                           [helper.make_tensor_value_info(o, onnx.TensorProto.UNDEFINED, None) for o in n.output])
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
-    feeds = {nm: x for nm, x in zip(names, inputs) if x is not None}
+    feeds = {nm: x for nm, x in named if x is not None}
     return [np.asarray(r) for r in ReferenceEvaluator(m).run(None, feeds)]
 
 
@@ -250,6 +254,31 @@ def _shapes_by_running(model: onnx.ModelProto, shapes: dict, dtypes: dict, missi
         dtypes[name] = helper.np_dtype_to_tensor_dtype(np.asarray(val).dtype)
 
 
+def _scalar(consts: dict[str, np.ndarray], name: str):
+    v = consts.get(name) if name else None
+    return None if v is None or v.size != 1 else v.reshape(-1)[0]
+
+
+def _control_known(node: onnx.NodeProto, consts: dict[str, np.ndarray], opset: int, notices: list[str],
+                   at: int) -> list[onnx.NodeProto] | None:
+    """The nodes replacing an If whose condition is a constant, or a Loop with a small constant trip count whose
+    condition stays true (packager/passes/subgraphs.py); None for any other node."""
+    label = node.name or node.output[0]
+    if node.op_type == "If" and node.domain in ("", "ai.onnx"):
+        cond = _scalar(consts, node.input[0])
+        if cond is None:
+            return None
+        notices.append(f"If '{label}': condition known at package time ({bool(cond)}), branch inlined")
+        return sg.inline_branch(node, bool(cond), f"{label}/{'then' if cond else 'else'}{at}/")
+    if node.op_type == "Loop" and node.domain in ("", "ai.onnx"):
+        trips = _scalar(consts, node.input[0]) if node.input[0] else None
+        cond = _scalar(consts, node.input[1]) if len(node.input) > 1 and node.input[1] else True
+        if trips is None or cond is None or not sg.can_unroll(node, int(trips), bool(cond)):
+            return None
+        return sg.unroll_loop(node, int(trips), f"{label}/iter", opset)
+    return None
+
+
 def analyze(model: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...]] | None = None,
             constants: dict[str, np.ndarray] | None = None, strict: bool = False,
             keep: frozenset[str] = frozenset(), dynamic: bool = False) -> Graph:
@@ -281,12 +310,25 @@ def analyze(model: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...]] | N
     model = _infer(model)
     shapes, dtypes = _collect_types(model)
     remaining: list[onnx.NodeProto] = []
-    for node in model.graph.node:
+    queue = list(model.graph.node)
+    at = 0
+    while at < len(queue):
+        node = queue[at]
+        at += 1
         if node.domain not in ("", "ai.onnx"):
             remaining.append(node)
             continue
         vals = None
         if keep and any(o in keep for o in node.output):
+            remaining.append(node)
+            continue
+        inlined = _control_known(node, consts, opset, notices, at)
+        if inlined is not None:   # an If or Loop decided at package time: its nodes fold on in the queue
+            queue[at:at] = inlined
+            folded += 1
+            continue
+        outer = sg.node_outer_refs(node)
+        if outer and not all(r in consts for r in outer):
             remaining.append(node)
             continue
         if node.op_type == "Constant":
@@ -308,7 +350,7 @@ def analyze(model: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...]] | N
             try:
                 ins = [consts[i] if i else None for i in node.input]
                 vals = _dequantize(node, ins) if node.op_type == "DequantizeLinear" else None
-                vals = vals if vals is not None else _eval_node(node, ins, opset)
+                vals = vals if vals is not None else _eval_node(node, ins, opset, {r: consts[r] for r in outer})
             except Exception:
                 vals = None  # leave it to the runtime (or to a clear unsupported error)
         if vals is not None and sum(v.nbytes for v in vals) <= FOLD_LIMIT_BYTES:
@@ -327,7 +369,8 @@ def analyze(model: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...]] | N
         remaining.append(node)
 
     # Rebuild: folded values become initializers; re-infer so shapes downstream of folds settle.
-    used = {i for n in remaining for i in n.input} | set(outputs)
+    # values read inside If/Loop/Scan bodies count as used: their initializers must stay
+    used = {i for n in remaining for i in n.input} | set(outputs) | {r for n in remaining for r in sg.node_outer_refs(n)}
     del model.graph.node[:]
     model.graph.node.extend(remaining)
     del model.graph.initializer[:]
@@ -340,6 +383,17 @@ def analyze(model: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...]] | N
     shapes.update(shapes2)
     dtypes.update(dtypes2)
     missing = [o for n in remaining for o in n.output if o and o not in shapes]
+    control = {o: n for n in remaining if n.op_type in sg.CONTROL_OPS for o in n.output}
+    for o in missing:
+        n = control.get(o)
+        if n is not None and n.op_type == "Loop" and len(n.output) > len(n.input) - 2 and not (
+                n.input[0] in consts and (len(n.input) < 2 or not n.input[1] or n.input[1] in consts)):
+            # scan outputs as long as the loop runs: the trip count must be known before the run
+            need = sg.inputs_behind(remaining, inputs, [n.input[0], n.input[1] if len(n.input) > 1 else None])
+            if need:
+                raise NeedsConstantError("Loop", n.name or n.output[0], opset, need)
+    if all(o in control for o in missing):
+        missing = []   # the lowering derives If/Loop/Scan outputs from their bodies (packager/ops/control.py)
     if missing:
         _shapes_by_running(model, shapes, dtypes, missing)
     return Graph(model, opset, remaining, inputs, outputs, shapes, dtypes, consts, notices, folded, dq_sources,

@@ -120,13 +120,19 @@ def package(model: str | os.PathLike | onnx.ModelProto, target: str = "web", out
             reference = shipped
         lowered = lower(graph, weights_fp16=quant.weights_fp16)
         io_dims = None
+        if lowered.plan.version != layout.VERSION and target != "web":   # If/Loop/Scan: a version-2 plan
+            raise PackagerError(f"If/Loop/Scan: web bundles only so far (their version-2 plans are not verified on the "
+                                f"{target} runtime yet): package for --target web")
     plan_bytes = layout.encode(lowered.plan)
     runtime = ensure_wasm()
 
+    def dims(n: str, t: int) -> list:
+        # a dim of -1 in a plan of fixed inputs: an If output whose branch sets it when it runs
+        return io_dims[n] if io_dims else [d if d >= 0 else f"{n}_dim{k}" for k, d in enumerate(lowered.plan.tensors[t].dims)]
+
     def io(names: list[str], plan_ids: list[int]) -> list[dict]:
-        return [{"name": n, "dtype": dtype_name(lowered.plan.tensors[t].dtype),
-                 "shape": io_dims[n] if io_dims else list(lowered.plan.tensors[t].dims),
-                 "tensor": t} for n, t in zip(names, plan_ids)]
+        return [{"name": n, "dtype": dtype_name(lowered.plan.tensors[t].dtype), "shape": dims(n, t), "tensor": t}
+                for n, t in zip(names, plan_ids)]
 
     manifest = {
         "format": FORMAT, "format_version": FORMAT_VERSION, "target": target,

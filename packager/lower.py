@@ -83,6 +83,7 @@ class Emitted:
     scratch_bytes: int
     onnx_node: str
     flags: int = 0          # layout.NODE_PROLOGUE: runs once at bind; its outputs live for the whole run
+    ctrl: dict | None = None  # IF / LOOP / SCAN (packager/ops/control.py): bodies and the names tying them to the node
 
 
 @dataclass
@@ -106,6 +107,8 @@ class LowerCtx:
         self.dynamic_axes: dict[str, set[int]] = dynamic or {}
         self.tensors: dict[str, Tensor] = {}
         self.emitted: list[Emitted] = []
+        # If outputs whose dims differ per branch: per-dim flags (the core sets them when the branch has run)
+        self.run_dims: dict[str, tuple[bool, ...]] = {}
         self._current = ""
         self._counter = 0
 
@@ -245,8 +248,12 @@ def _load_ops() -> None:
 
 
 def lower(graph: Graph, fuse: bool = True, weights_fp16: bool = False) -> LoweredPlan:
-    """A static (version 1) plan."""
-    return _assemble(*lower_ctx(graph, fuse, weights_fp16))
+    """A static (version 1) plan; with If/Loop/Scan nodes a version-2 plan of fixed dims (the core runs bodies)."""
+    ctx, ins, outs = lower_ctx(graph, fuse, weights_fp16)
+    if any(e.ctrl for e in ctx.emitted):
+        from .plan.dynamic import assemble_dynamic
+        return assemble_dynamic(ctx, ins, outs, dict(ctx.run_dims), {})
+    return _assemble(ctx, ins, outs)
 
 
 def lower_ctx(graph: Graph, fuse: bool = True, weights_fp16: bool = False,

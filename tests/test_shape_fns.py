@@ -104,8 +104,10 @@ def conformance(checker: ShapeChecker) -> tuple[list[str], Counter]:
     """(disagreements, kernel -> nodes in plans whose every node agreed) over the conformance plans."""
     bad, per_op = [], Counter()
     for name, plan in _conformance_plans():
-        s, node, what, checked = checker.check(plan)
         dec = layout.decode(plan)
+        if dec.version != layout.VERSION:   # If/Loop/Scan plans: version 2, the core resolves them itself
+            continue
+        s, node, what, checked = checker.check(plan)
         if s != 0:
             bad.append(f"{name}: {_describe(dec, node, what)}")
             continue

@@ -60,6 +60,53 @@ def resolve_steps(ctx: "LowerCtx") -> set[int]:
         todo = [ctx.emitted[s].outputs[0] for s in more]
 
 
+def place_bodies(main: list) -> tuple[list, list[int], dict[int, list[tuple[int, int]]]]:
+    """Every node in plan order with If/Loop/Scan bodies after the main sequence, in the order the core checks them
+    (docs/plan-format.md, "Sub-plans"): at each control node, in plan order, all its bodies, then the bodies inside
+    them, depth first. Returns (nodes, the main step each node lives at, control node's position -> its ranges)."""
+    order, steps, ranges = list(main), list(range(len(main))), {}
+
+    def place(at: int, step: int) -> None:
+        rs = []
+        for body in order[at].ctrl["bodies"]:
+            rs.append((len(order), len(order) + len(body)))
+            order.extend(body)
+            steps.extend([step] * len(body))
+        ranges[at] = rs
+        for b, e in rs:
+            for j in range(b, e):
+                if order[j].ctrl:
+                    place(j, step)
+
+    for s, e in enumerate(main):
+        if e.ctrl:
+            place(s, s)
+    return order, steps, ranges
+
+
+def _check_run_dims(ctx: "LowerCtx", order: list, outputs: list[str]) -> None:
+    """An If output whose dims its branch sets when it runs may only be a graph output: nothing may read it."""
+    for name, why in getattr(ctx, "run_dims_why", {}).items():
+        read = any(name in e.inputs or (e.ctrl and name in e.ctrl["body_out"]) for e in order) or \
+            any(t.alias == name for t in ctx.tensors.values())
+        if read or name not in outputs:
+            raise PackagerError(f"{why}, and its condition is only known at run time: only a graph output may take "
+                                f"its shape from the branch that runs (bind the condition with --const, or make the "
+                                f"branches agree)")
+
+
+def _ctrl_params(e, ranges: list[tuple[int, int]], ids: dict[str, int]) -> list[int]:
+    c = e.ctrl
+    words = [w for r in ranges for w in r]
+    if e.op == Op.LOOP:
+        words += c["head"]
+    elif e.op == Op.SCAN:
+        words += c["head"]
+    words += [ids[n] if n else -1 for n in c["body_in"]]
+    words += [ids[n] for n in c["body_out"]]
+    return words + list(c["axes"])
+
+
 def resolve_views(ctx: "LowerCtx", varying: dict[str, tuple[bool, ...]]) -> None:
     """A lowering's view (a tensor on another's bytes, no kernel) of run-time dims gets a VIEW node that gives it its
     source's dims, right after the source is written; a view that changes the dims cannot be resolved so."""
@@ -91,6 +138,9 @@ def assemble_dynamic(ctx: "LowerCtx", inputs: list[str], outputs: list[str], var
     names = list(ctx.tensors)
     ids = {n: i for i, n in enumerate(names)}
     n_steps = len(ctx.emitted)
+    order, steps, ranges = place_bodies(ctx.emitted)
+    n_total = len(order)   # lifetimes' "after the last node"
+    _check_run_dims(ctx, order, outputs)
     resolve = resolve_steps(ctx)
     produced = {o for s in resolve for o in ctx.emitted[s].outputs}
     for v in produced:
@@ -108,18 +158,20 @@ def assemble_dynamic(ctx: "LowerCtx", inputs: list[str], outputs: list[str], var
 
     for name in inputs:
         touch(name, -1)
-    for step, e in enumerate(ctx.emitted):
-        if step in resolve:
+    for at, e in enumerate(order):
+        step = steps[at]
+        if at < n_steps and step in resolve:
             continue
-        for n in [*e.inputs, *e.outputs]:
+        body_io = [*e.ctrl["body_in"], *e.ctrl["body_out"]] if e.ctrl else []
+        for n in [*e.inputs, *e.outputs, *body_io]:   # a body's tensors live at its main control node's step
             if n and ctx.tensors[n].data is None and n not in values:
                 touch(n, step)
         if e.flags & layout.NODE_PROLOGUE:
             for n in e.outputs:
                 touch(n, -1)
-                touch(n, n_steps)
+                touch(n, n_total)
     for name in outputs:
-        touch(name, n_steps)
+        touch(name, n_total)
     weights = bytearray()
     w_off: dict[str, int] = {}
     v_off: dict[str, int] = {}
@@ -152,16 +204,17 @@ def assemble_dynamic(ctx: "LowerCtx", inputs: list[str], outputs: list[str], var
             r = _root(ctx, n)
             life.append((ids[r], first.get(r, -1), last.get(r, -1)) if r == n else (ids[r], 0, 0))
     nodes = [layout.NodeEntry(int(e.op), [ids[i] if i else -1 for i in e.inputs], [ids[o] for o in e.outputs],
-                              e.params, 0, 0, e.flags | (layout.NODE_RESOLVE if s in resolve else 0))
-             for s, e in enumerate(ctx.emitted)]
+                              _ctrl_params(e, ranges[s], ids) if e.ctrl else e.params, 0, 0,
+                              e.flags | (layout.NODE_RESOLVE if s < n_steps and s in resolve else 0))
+             for s, e in enumerate(order)]
     plan_bounds = []
     for name in inputs:
         var = varying.get(name, ())
         given = bounds.get(name, [])
         plan_bounds.append([(given[k] if k < len(given) and given[k] else (1, 0)) if v else (0, 0)
                             for k, v in enumerate(var or [False] * len(ctx.tensors[name].shape))])
-    dyn = layout.Dynamic(life, plan_bounds, values_bytes)
+    dyn = layout.Dynamic(life, plan_bounds, values_bytes, n_main=n_steps if len(order) > n_steps else 0)
     plan = layout.Plan(tensors, nodes, [ids[i] for i in inputs], [ids[o] for o in outputs], bytes(weights), 0,
                        dynamic=dyn)
     intermediates = sum(ctx.tensors[r].nbytes for r in first if ctx.tensors[r].data is None)
-    return LoweredPlan(plan, names, [e.onnx_node for e in ctx.emitted], intermediates)
+    return LoweredPlan(plan, names, [e.onnx_node for e in order], intermediates)

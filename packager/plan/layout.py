@@ -27,7 +27,7 @@ _TENSOR = struct.Struct("<BBBBII8iI")      # dtype storage rank flags offset nby
 _NODE = struct.Struct("<HBBIIIIII4x")      # op n_in n_out io_at params_at n_params scratch_off scratch_bytes flags reserved
 NODE_PROLOGUE = 1                          # node flag: runs once when the arena is bound (e.g. float16 weight -> float32)
 NODE_RESOLVE = 2                           # node flag (v2): shape arithmetic, runs while resolving shapes
-_HEADER_V2 = struct.Struct("<4I16x")       # life_off bounds_at values_bytes max_arena_bytes reserved
+_HEADER_V2 = struct.Struct("<5I12x")       # life_off bounds_at values_bytes max_arena_bytes n_main reserved
 assert _HEADER.size == HEADER_BYTES and _TENSOR.size == TENSOR_BYTES and _NODE.size == NODE_BYTES
 assert HEADER_BYTES + _HEADER_V2.size == HEADER_BYTES_V2
 
@@ -50,6 +50,7 @@ class Dynamic:
     bounds: list[list[tuple[int, int]]]
     values_bytes: int = 0
     max_arena_bytes: int = 0
+    n_main: int = 0        # nodes run in order; If/Loop/Scan bodies after them (0: no bodies)
 
 
 @dataclass
@@ -114,7 +115,7 @@ def encode(plan: Plan) -> bytes:
                       len(plan.inputs), len(plan.outputs), tensors_off, nodes_off, ints_off, len(ints),
                       weights_off, len(plan.weights), plan.arena_bytes if dyn is None else 0, 0)
     if dyn is not None:
-        _HEADER_V2.pack_into(out, HEADER_BYTES, life_off, bounds_at, dyn.values_bytes, dyn.max_arena_bytes)
+        _HEADER_V2.pack_into(out, HEADER_BYTES, life_off, bounds_at, dyn.values_bytes, dyn.max_arena_bytes, dyn.n_main)
         out[life_off:end] = np.asarray(dyn.life, dtype="<i4").reshape(-1).tobytes() if dyn.life else b""
     for i, t in enumerate(plan.tensors):
         dims = list(t.dims) + [0] * (MAX_RANK - len(t.dims))
@@ -155,7 +156,7 @@ def decode(data: bytes) -> Plan:
     if version == VERSION_DYNAMIC:
         if len(data) < HEADER_BYTES_V2:
             raise BundleError("plan truncated: shorter than its header")
-        life_off, bounds_at, values_bytes, max_arena = _HEADER_V2.unpack_from(data, HEADER_BYTES)
+        life_off, bounds_at, values_bytes, max_arena, n_main = _HEADER_V2.unpack_from(data, HEADER_BYTES)
         if life_off + LIFE_BYTES * n_t > len(data):
             raise BundleError("plan truncated or section out of bounds")
         life = np.frombuffer(data, dtype="<i4", count=3 * n_t, offset=life_off).reshape(-1, 3).tolist()
@@ -164,7 +165,7 @@ def decode(data: bytes) -> Plan:
             rank = len(tensors[t].dims) if 0 <= t < n_t else 0
             bounds.append([(ints[at + 2 * k], ints[at + 2 * k + 1]) for k in range(rank)])
             at += 2 * rank
-        dyn = Dynamic([tuple(x) for x in life], bounds, values_bytes, max_arena)
+        dyn = Dynamic([tuple(x) for x in life], bounds, values_bytes, max_arena, n_main)
     return Plan(tensors, nodes, ints[:n_in], ints[n_in:n_in + n_out], bytes(data[w_off:w_off + w_bytes]), arena,
                 dynamic=dyn)
 

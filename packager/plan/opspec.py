@@ -50,6 +50,9 @@ class Op(enum.IntEnum):
     VIEW = 43  # plan v2: Reshape/Flatten/Squeeze/Unsqueeze: same bytes, dims resolved at run time
     RANGE = 44  # plan v2: Range(start, limit, delta), length known at run time
     CONSTANT_OF_SHAPE = 45  # plan v2: ConstantOfShape of a run-time shape
+    IF = 46  # plan v2 control flow: run one of two bodies (node ranges after the main sequence; docs/plan-format.md, "Sub-plans")
+    LOOP = 47  # plan v2 control flow: run a body while i < M and cond, carrying values, stacking scan outputs
+    SCAN = 48  # plan v2 control flow: run a body per slice of the scan inputs, carrying states, stacking scan outputs
 
 
 # Ids reserved in the format whose kernel does not exist yet: no runtime accepts them, the packager emits none.
@@ -97,6 +100,9 @@ ARITY: dict[Op, tuple[int, int, int, int]] = {
     Op.VIEW: (1, 2, 1, 1),
     Op.RANGE: (3, 3, 1, 1),
     Op.CONSTANT_OF_SHAPE: (1, 1, 1, 1),
+    Op.IF: (1, 1, 1, MAX_IO),
+    Op.LOOP: (2, MAX_IO, 1, MAX_IO),
+    Op.SCAN: (1, MAX_IO, 1, MAX_IO),
 }
 
 # The parameter word counts a node may carry; None: variable (the op has a list of words).
@@ -141,6 +147,9 @@ N_PARAMS: dict[Op, tuple[int, ...] | None] = {
     Op.VIEW: None,
     Op.RANGE: (0,),
     Op.CONSTANT_OF_SHAPE: (2,),
+    Op.IF: None,
+    Op.LOOP: None,
+    Op.SCAN: None,
 }
 
 

@@ -236,6 +236,9 @@ def main(argv: list[str] | None = None) -> int:
             total += len(plan)
         # a plan with prologue nodes (node flag bit 0: float16 weights widened once in ep_bind)
         from packager.api import package
+        from tests.test_control_flow import _loop_model   # a LOOP read at run time (the node cases' Loops unroll or fold)
+        loop = (package(_loop_model(100.0), "web", Path(tmp) / "loop", verify=False) / "model.plan").read_bytes()
+        seeds[f"control_loop-{hashlib.sha1(loop).hexdigest()[:16]}.plan"] = loop
         fp16 = (package(extra_models()[5], "web", Path(tmp) / "fp16", quantize="fp16", verify=False) / "model.plan").read_bytes()
         seeds[f"fp16_prologue-{hashlib.sha1(fp16).hexdigest()[:16]}.plan"] = fp16
         total += len(fp16)

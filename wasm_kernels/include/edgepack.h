@@ -69,6 +69,8 @@ typedef struct {
   uint32_t prologue_bytes;/* arena bytes [0, prologue_bytes) hold the prologue's outputs, same for every shape */
   const uint8_t *prologue_arena; /* the arena the prologue last ran in (v2: rerun only when it moves) */
   uint32_t bound_bytes;   /* size of the arena given to ep_bind */
+  uint32_t n_main;        /* nodes [0, n_main) run in order; If/Loop/Scan bodies live in [n_main, n_nodes) */
+  uint32_t iterations_left; /* body steps the running top-level control node may still take (src/control.h) */
   uint32_t failed_node;   /* the node ep_resolve or ep_run stopped at, for error messages */
 } ep_ctx;
 

@@ -43,7 +43,10 @@
   X(42, SHAPE)                   /* plan v2: the dims of its input as int64 (reads no data) */ \
   X(43, VIEW)                    /* plan v2: Reshape/Flatten/Squeeze/Unsqueeze: same bytes, dims resolved at run time */ \
   X(44, RANGE)                   /* plan v2: Range(start, limit, delta), length known at run time */ \
-  X(45, CONSTANT_OF_SHAPE)       /* plan v2: ConstantOfShape of a run-time shape */
+  X(45, CONSTANT_OF_SHAPE)       /* plan v2: ConstantOfShape of a run-time shape */ \
+  X(46, IF)                      /* plan v2 control flow: run one of two bodies (node ranges after the main sequence; docs/plan-format.md, "Sub-plans") */ \
+  X(47, LOOP)                    /* plan v2 control flow: run a body while i < M and cond, carrying values, stacking scan outputs */ \
+  X(48, SCAN)                    /* plan v2 control flow: run a body per slice of the scan inputs, carrying states, stacking scan outputs */
 
 enum ep_op {
 #define EP_OP_ENUM(n, name) EP_OP_##name = n,

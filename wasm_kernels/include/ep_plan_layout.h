@@ -19,7 +19,8 @@ enum {
   EP_H_TENSORS_OFF = 32, EP_H_NODES_OFF = 36, EP_H_INTS_OFF = 40, EP_H_INTS_COUNT = 44,
   EP_H_WEIGHTS_OFF = 48, EP_H_WEIGHTS_BYTES = 52, EP_H_ARENA_BYTES = 56, EP_H_FLAGS = 60,
   /* version 2 only */
-  EP_H_LIFE_OFF = 64, EP_H_BOUNDS_AT = 68, EP_H_VALUES_BYTES = 72, EP_H_MAX_ARENA_BYTES = 76, EP_H_RESERVED2 = 80
+  EP_H_LIFE_OFF = 64, EP_H_BOUNDS_AT = 68, EP_H_VALUES_BYTES = 72, EP_H_MAX_ARENA_BYTES = 76,
+  EP_H_N_MAIN = 80 /* 0: no bodies; else nodes [0, n_main) run, bodies live in [n_main, n_nodes) */, EP_H_RESERVED2 = 84
 };
 /* tensor entry field offsets */
 enum {

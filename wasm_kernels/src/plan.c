@@ -4,6 +4,7 @@
  * shapes ep_resolve() derives, see resolve.c). */
 #include "plan_read.h"
 #include "ep_shape.h"
+#include "control.h"
 EP_COLD_FILE_BEGIN   /* no benchmark model spends time here: smallest code (also in the one-step emcc build) */
 
 static uint32_t rd16(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8; }
@@ -20,10 +21,12 @@ uint64_t ep_state_layout(const ep_ctx *c, uint8_t *base, ep_state_view *v) {
   EP_PART(t_bytes, uint32_t, nt);
   EP_PART(s_off, uint32_t, nn);
   EP_PART(s_bytes, uint32_t, nn);
+  EP_PART(s_step, int32_t, nn);
   EP_PART(order, uint32_t, nt + nn);
   EP_PART(max_off, uint32_t, nt + nn);
   EP_PART(max_bytes, uint32_t, nt + nn);
   EP_PART(values, uint8_t, c->values_bytes);
+  EP_PART(t_run, uint8_t, nt);
 #undef EP_PART
   return at;
 }
@@ -190,14 +193,16 @@ static ep_status node_disjoint(const ep_ctx *c, uint32_t idx, const ep_node *n) 
 /* Version 2: the arena root of tensor id (itself when it owns its bytes), or -1 outside the arena. */
 static int32_t root_of(const ep_ctx *c, int32_t id) { return id < 0 ? -1 : ep_life(c, (uint32_t)id, 0); }
 
-/* Version 2, per node: lifetimes cover the step, outputs have roots of their own (a VIEW's may be its input's),
- * resolve-time nodes read only what exists while resolving and write the values region. The core's planner
- * gives tensors whose lifetimes meet disjoint bytes, so these rules keep a node's writes off its reads. */
-static ep_status check_node_v2(const ep_ctx *c, uint32_t idx, const ep_node *n) {
+/* Version 2, per node: lifetimes cover the step (a body node's: its main control node's), outputs have roots of
+ * their own (a VIEW's may be its input's), resolve-time nodes read only what exists while resolving and write the
+ * values region. The core's planner gives tensors whose lifetimes meet disjoint bytes, so these rules keep a
+ * node's writes off its reads. */
+static ep_status check_node_v2(const ep_ctx *c, uint32_t idx, int32_t step, const ep_node *n) {
   const uint8_t *e = ep_node_entry(c, idx);
   const uint32_t io_at = ep_rd32(e + EP_N_IO_AT), flags = node_flags(c, idx);
   const int resolve = (flags & EP_NODE_RESOLVE) != 0;
   if (resolve && (flags & EP_NODE_PROLOGUE)) return EP_E_OP;
+  if (ep_is_control(n->op) && (flags || idx < c->n_prologue)) return EP_E_OP;
   const ep_shape_entry *se = ep_shape_for(n->op);
   for (uint32_t j = 0; j < (uint32_t)n->n_in + n->n_out; j++) {
     const int32_t id = ep_int_at(c, io_at + j);
@@ -205,7 +210,7 @@ static ep_status check_node_v2(const ep_ctx *c, uint32_t idx, const ep_node *n) 
     const uint8_t *t = ep_tensor_entry(c, (uint32_t)id);
     const uint32_t storage = t[EP_T_STORAGE];
     const int is_out = j >= n->n_in;
-    if (is_out && (t[EP_T_FLAGS] & EP_TENSOR_DYNAMIC) && !(se && se->shape)) return EP_E_OP;
+    if (is_out && (t[EP_T_FLAGS] & EP_TENSOR_DYNAMIC) && !(se && se->shape) && !ep_is_control(n->op)) return EP_E_OP;
     if (resolve) {   /* SHAPE reads only dims, so its input may be anything */
       if (is_out ? storage != EP_STORAGE_VALUES
                  : (storage == EP_STORAGE_ARENA && n->op != EP_OP_SHAPE)) return EP_E_OP;
@@ -214,7 +219,7 @@ static ep_status check_node_v2(const ep_ctx *c, uint32_t idx, const ep_node *n) 
     if (is_out && storage == EP_STORAGE_VALUES) return EP_E_OP;
     if (storage != EP_STORAGE_ARENA) continue;
     const int32_t r = root_of(c, id);
-    if (ep_life(c, (uint32_t)r, 1) > (int32_t)idx || ep_life(c, (uint32_t)r, 2) < (int32_t)idx) return EP_E_BOUNDS;
+    if (ep_life(c, (uint32_t)r, 1) > step || ep_life(c, (uint32_t)r, 2) < step) return EP_E_BOUNDS;
     if (!is_out) continue;
     for (uint32_t k = 0; k < (uint32_t)n->n_in + n->n_out; k++) {   /* a write never shares bytes with another operand */
       if (k == j) continue;
@@ -256,6 +261,30 @@ static ep_status open_v2_tables(ep_ctx *c) {
   return EP_OK;
 }
 
+/* The bodies of control node n (held by main step `step`, `depth` bodies deep): each begins where the previous
+ * body ended (depth first: a node's bodies, then the bodies inside them), so that every node after the main
+ * sequence belongs to exactly one body, after its control node, and the walk is linear in the plan's size. */
+static ep_status open_bodies(const ep_ctx *c, const ep_node *n, int32_t step, uint32_t depth, uint32_t *cursor) {
+  ep_ctrl k;
+  ep_status s = ep_ctrl_open(c, n, step, &k);
+  if (s) return s;
+  if (depth + 1 >= EP_MAX_DEPTH) return EP_E_OP;
+  for (uint32_t b = 0; b < k.n_bodies; b++) {
+    if (k.begin[b] != *cursor) return EP_E_BOUNDS;
+    *cursor = k.end[b];
+  }
+  for (uint32_t b = 0; b < k.n_bodies; b++) {
+    for (uint32_t i = k.begin[b]; i < k.end[b]; i++) {
+      ep_node_view v; const ep_kernel *kk;
+      if ((s = ep_decode_node(c, i, &v, &kk))) return s;
+      if (node_flags(c, i) & EP_NODE_PROLOGUE) return EP_E_OP;
+      if ((s = check_node_v2(c, i, step, &v.node))) return s;
+      if (ep_is_control(v.node.op) && (s = open_bodies(c, &v.node, step, depth + 1, cursor))) return s;
+    }
+  }
+  return EP_OK;
+}
+
 ep_status ep_open(ep_ctx *c, const uint8_t *plan, uint32_t len) {
   if (!c) return EP_E_STATE;
   ep_memset(c, 0, sizeof *c);
@@ -274,6 +303,7 @@ ep_status ep_open(ep_ctx *c, const uint8_t *plan, uint32_t len) {
   c->plan_bytes = len;
   c->n_tensors = ep_rd32(plan + EP_H_N_TENSORS);
   c->n_nodes = ep_rd32(plan + EP_H_N_NODES);
+  c->n_main = c->n_nodes;
   c->n_inputs = ep_rd32(plan + EP_H_N_INPUTS);
   c->n_outputs = ep_rd32(plan + EP_H_N_OUTPUTS);
   c->tensors_off = ep_rd32(plan + EP_H_TENSORS_OFF);
@@ -297,6 +327,9 @@ ep_status ep_open(ep_ctx *c, const uint8_t *plan, uint32_t len) {
     c->values_bytes = ep_rd32(plan + EP_H_VALUES_BYTES);
     c->max_arena_bytes = ep_rd32(plan + EP_H_MAX_ARENA_BYTES);
     if (c->arena_bytes != 0 || c->values_bytes > (16u << 20)) return EP_E_BOUNDS;
+    const uint32_t n_main = ep_rd32(plan + EP_H_N_MAIN);   /* 0: no bodies */
+    if (n_main > c->n_nodes) return EP_E_BOUNDS;
+    c->n_main = n_main ? n_main : c->n_nodes;
   }
   /* Graph inputs/outputs: valid arena tensors. */
   for (uint32_t i = 0; i < c->n_inputs + c->n_outputs; i++) {
@@ -319,13 +352,15 @@ ep_status ep_open(ep_ctx *c, const uint8_t *plan, uint32_t len) {
     const ep_status s = open_v2_tables(c);
     if (s) return s;
   }
-  for (uint32_t i = 0; i < c->n_nodes; i++) {
+  uint32_t cursor = c->n_main;   /* where the next body must begin */
+  for (uint32_t i = 0; i < c->n_main; i++) {
     ep_node_view v; const ep_kernel *k;
     ep_status s = ep_decode_node(c, i, &v, &k);
     if (s) return s;
-    if (v2) s = check_node_v2(c, i, &v.node);   /* shapes are checked per resolve (resolve.c) */
-    else s = k->check(&v.node);
+    if (v2) s = check_node_v2(c, i, (int32_t)i, &v.node);   /* shapes are checked per resolve (resolve.c) */
+    else s = ep_is_control(v.node.op) ? EP_E_OP : k->check(&v.node);
     if (!s && !v2) s = node_disjoint(c, i, &v.node);
+    if (!s && ep_is_control(v.node.op)) s = open_bodies(c, &v.node, (int32_t)i, 0, &cursor);
     if (s) return s;
     /* Prologue nodes form a prefix and read only weights: they run once, before any input exists. */
     if (node_flags(c, i) & EP_NODE_PROLOGUE) {
@@ -350,6 +385,7 @@ ep_status ep_open(ep_ctx *c, const uint8_t *plan, uint32_t len) {
       c->n_prologue++;
     }
   }
+  if (cursor != c->n_nodes) return EP_E_BOUNDS;   /* every node after the main sequence is in exactly one body */
   if (v2 && ep_state_layout(c, 0, 0) > 0x7FFFFFFFull) return EP_E_BOUNDS;
   c->opened = 1;
   return EP_OK;
@@ -392,24 +428,39 @@ static ep_status runnable(const ep_ctx *c) {
   return EP_OK;
 }
 
+/* Node i, `depth` bodies deep (0: the main sequence). */
+static ep_status run_one(ep_ctx *c, uint32_t i, uint32_t depth) {
+  if (node_flags(c, i) & EP_NODE_RESOLVE) return EP_OK;   /* ran in ep_resolve */
+  ep_node_view v; const ep_kernel *k;
+  const ep_status s = ep_decode_node(c, i, &v, &k);
+  if (s) return s;
+  return ep_is_control(v.node.op) ? ep_ctrl_run(c, i, &v.node, depth) : k->run(&v.node);
+}
+
+ep_status ep_run_range(ep_ctx *c, uint32_t begin, uint32_t end, uint32_t depth) {
+  for (uint32_t i = begin; i < end; i++) {
+    const ep_status s = run_one(c, i, depth);
+    if (s) {   /* a failing body stops the run with its status; the innermost failing node is named */
+      if (c->failed_node >= c->n_nodes) c->failed_node = i;
+      return s;
+    }
+  }
+  return EP_OK;
+}
+
 ep_status ep_run_node(ep_ctx *c, uint32_t i) {
   const ep_status ok = runnable(c);
   if (ok) return ok;
   if (i >= c->n_nodes) return EP_E_BOUNDS;
-  if (i < c->n_prologue || (node_flags(c, i) & EP_NODE_RESOLVE)) return EP_OK;   /* ran in ep_bind / ep_resolve */
-  ep_node_view v; const ep_kernel *k;
-  const ep_status s = ep_decode_node(c, i, &v, &k);
-  return s ? s : k->run(&v.node);
+  if (i < c->n_prologue || i >= c->n_main) return EP_OK;   /* ran in ep_bind, or runs inside its control node */
+  return run_one(c, i, 0);
 }
 
 ep_status ep_run(ep_ctx *c) {
   const ep_status ok = runnable(c);
   if (ok) return ok;
-  for (uint32_t i = c->n_prologue; i < c->n_nodes; i++) {
-    const ep_status s = ep_run_node(c, i);
-    if (s) { c->failed_node = i; return s; }
-  }
-  return EP_OK;
+  c->failed_node = c->n_nodes;
+  return ep_run_range(c, c->n_prologue, c->n_main, 0);
 }
 
 uint32_t ep_num_nodes(const ep_ctx *c) { return c && c->opened ? c->n_nodes : 0; }

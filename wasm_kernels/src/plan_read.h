@@ -31,10 +31,12 @@ typedef struct {
   uint32_t *t_bytes;    /* n_tensors: byte size */
   uint32_t *s_off;      /* n_nodes: scratch offset */
   uint32_t *s_bytes;    /* n_nodes: scratch bytes */
+  int32_t *s_step;      /* n_nodes: the main step whose lifetime the node's scratch has (a body's: its control node's) */
   uint32_t *order;      /* n_tensors + n_nodes: the memory planner's work list */
   uint32_t *max_off;    /* n_tensors + n_nodes: bounded plans, each block's offset at the bounds (tensors, then scratch) */
   uint32_t *max_bytes;  /* n_tensors + n_nodes: and its size there */
   uint8_t *values;      /* values_bytes: tensors computed while resolving (storage EP_STORAGE_VALUES) */
+  uint8_t *t_run;       /* n_tensors: 1 = an If output whose dims its branch sets at run time (control.c) */
 } ep_state_view;
 /* Total bytes of the state; fills *v from base when base is not NULL. */
 uint64_t ep_state_layout(const ep_ctx *c, uint8_t *base, ep_state_view *v);

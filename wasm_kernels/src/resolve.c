@@ -5,6 +5,7 @@
  * still allocates nothing. Resolving the same dims again returns at once. */
 #include "plan_read.h"
 #include "ep_shape.h"
+#include "control.h"
 EP_COLD_FILE_BEGIN
 
 uint32_t ep_failed_node(const ep_ctx *c) { return c ? c->failed_node : 0; }
@@ -29,6 +30,11 @@ ep_status ep_set_state(ep_ctx *c, uint8_t *state, uint32_t bytes) {
   c->prologue_arena = 0;
   ep_state_view sv;
   ep_state_layout(c, state, &sv);
+  for (uint32_t id = 0; id < c->n_tensors; id++) {   /* described before a resolve: the plan's dims */
+    const uint8_t *e = ep_tensor_entry(c, id);
+    for (uint32_t k = 0; k < EP_MAX_RANK; k++) sv.t_dims[id * EP_MAX_RANK + k] = k < e[EP_T_RANK] ? plan_dim(e, k) : 0;
+    sv.t_run[id] = 0;
+  }
   for (uint32_t i = 0; i < c->n_inputs; i++) {   /* fixed dims are known; the others wait for the host */
     const uint8_t *e = input_entry(c, i);
     for (uint32_t k = 0; k < EP_MAX_RANK; k++) sv.in_dims[i * EP_MAX_RANK + k] = k < e[EP_T_RANK] ? plan_dim(e, k) : 0;
@@ -72,13 +78,70 @@ ep_status ep_set_input_shape(ep_ctx *c, uint32_t i, uint32_t rank, const int32_t
   return EP_OK;
 }
 
-/* Node by node: output dims from the shape functions, scratch sizes, check(), and the resolve-time nodes run. */
+/* Node i at main step `step` (a body node's: its control node's), `depth` bodies deep: output dims from the shape
+ * function (a control node's from its bodies: control.c), scratch size, check(), and a resolve-time node run. */
+static ep_status resolve_node(ep_ctx *c, const ep_state_view *sv, uint32_t i, int32_t step, uint32_t depth) {
+  ep_node_view v; const ep_kernel *k;
+  sv->s_bytes[i] = 0;
+  sv->s_step[i] = step;
+  c->failed_node = i;
+  ep_status s = ep_decode_node(c, i, &v, &k);
+  if (s) return s;
+  ep_node *n = &v.node;
+  const uint32_t io_at = ep_rd32(ep_node_entry(c, i) + EP_N_IO_AT);
+  for (uint32_t j = 0; j < n->n_in; j++) {   /* every input is known by now (plan order is topological) */
+    const int32_t id = ep_int_at(c, io_at + j);
+    if (id >= 0 && sv->t_run[id]) return EP_E_SHAPE;   /* an If output whose dims only its run decides */
+    for (uint32_t d = 0; n->in[j] && d < n->in[j]->rank; d++) if (n->in[j]->dims[d] < 0) return EP_E_SHAPE;
+  }
+  if (ep_is_control(n->op)) {
+    if ((s = ep_ctrl_resolve(c, sv, i, n, step, depth))) return s;
+    return ep_decode_node(c, i, &v, &k) || k->check(n) ? EP_E_SHAPE : EP_OK;   /* again with the outputs' dims */
+  }
+  const ep_shape_entry *se = ep_shape_for(n->op);
+  if (se && se->shape) {
+    s = se->shape(n);
+    if (s) return s;
+    for (uint32_t o = 0; o < n->n_out; o++) {   /* a fixed dim of the plan must come out as written */
+      const uint32_t id = (uint32_t)ep_int_at(c, io_at + n->n_in + o);
+      const uint8_t *e = ep_tensor_entry(c, id);
+      for (uint32_t d = 0; d < n->out[o]->rank; d++) {
+        const int32_t fixed = plan_dim(e, d), got = n->out[o]->dims[d];
+        if (got < 0 || (fixed >= 0 && got != fixed)) return EP_E_SHAPE;
+        sv->t_dims[id * EP_MAX_RANK + d] = got;
+      }
+    }
+  }
+  n->scratch_bytes = se && se->scratch ? se->scratch(n) : 0;
+  n->scratch = 0;
+  sv->s_bytes[i] = n->scratch_bytes;
+  s = k->check(n);
+  if (s) return s;
+  if (ep_rd32(ep_node_entry(c, i) + EP_N_FLAGS) & EP_NODE_RESOLVE) {
+    if (n->scratch_bytes) return EP_E_OP;
+    s = k->run(n);   /* shape arithmetic: its inputs are weights or values, its outputs values */
+    if (s) return s;
+  }
+  return EP_OK;
+}
+
+ep_status ep_resolve_range(ep_ctx *c, const ep_state_view *sv, uint32_t begin, uint32_t end, int32_t step, uint32_t depth) {
+  for (uint32_t i = begin; i < end; i++) {
+    const ep_status s = resolve_node(c, sv, i, step, depth);
+    if (s) return s;
+  }
+  return EP_OK;
+}
+
+/* Every tensor's dims from the inputs' dims, node by node (bodies inside their control nodes). */
 static ep_status resolve_shapes(ep_ctx *c, const ep_state_view *sv) {
   c->failed_node = c->n_nodes;
   for (uint32_t id = 0; id < c->n_tensors; id++) {
     const uint8_t *e = ep_tensor_entry(c, id);
     for (uint32_t k = 0; k < EP_MAX_RANK; k++) sv->t_dims[id * EP_MAX_RANK + k] = k < e[EP_T_RANK] ? plan_dim(e, k) : 0;
+    sv->t_run[id] = 0;
   }
+  for (uint32_t i = 0; i < c->n_nodes; i++) { sv->s_bytes[i] = 0; sv->s_step[i] = (int32_t)i; }
   for (uint32_t i = 0; i < c->n_inputs; i++) {
     const uint32_t id = (uint32_t)ep_int_at(c, c->inputs_at + i);
     for (uint32_t k = 0; k < input_entry(c, i)[EP_T_RANK]; k++) {
@@ -87,40 +150,9 @@ static ep_status resolve_shapes(ep_ctx *c, const ep_state_view *sv) {
       sv->t_dims[id * EP_MAX_RANK + k] = d;
     }
   }
-  for (uint32_t i = 0; i < c->n_nodes; i++) {
-    ep_node_view v; const ep_kernel *k;
-    sv->s_bytes[i] = 0;
-    c->failed_node = i;
-    ep_status s = ep_decode_node(c, i, &v, &k);
+  for (uint32_t i = 0; i < c->n_main; i++) {
+    const ep_status s = resolve_node(c, sv, i, (int32_t)i, 0);
     if (s) return s;
-    ep_node *n = &v.node;
-    for (uint32_t j = 0; j < n->n_in; j++)   /* every input is known by now (plan order is topological) */
-      for (uint32_t d = 0; n->in[j] && d < n->in[j]->rank; d++) if (n->in[j]->dims[d] < 0) return EP_E_SHAPE;
-    const ep_shape_entry *se = ep_shape_for(n->op);
-    const uint32_t io_at = ep_rd32(ep_node_entry(c, i) + EP_N_IO_AT);
-    if (se && se->shape) {
-      s = se->shape(n);
-      if (s) return s;
-      for (uint32_t o = 0; o < n->n_out; o++) {   /* a fixed dim of the plan must come out as written */
-        const uint32_t id = (uint32_t)ep_int_at(c, io_at + n->n_in + o);
-        const uint8_t *e = ep_tensor_entry(c, id);
-        for (uint32_t d = 0; d < n->out[o]->rank; d++) {
-          const int32_t fixed = plan_dim(e, d), got = n->out[o]->dims[d];
-          if (got < 0 || (fixed >= 0 && got != fixed)) return EP_E_SHAPE;
-          sv->t_dims[id * EP_MAX_RANK + d] = got;
-        }
-      }
-    }
-    n->scratch_bytes = se && se->scratch ? se->scratch(n) : 0;
-    n->scratch = 0;
-    sv->s_bytes[i] = n->scratch_bytes;
-    s = k->check(n);
-    if (s) return s;
-    if (ep_rd32(ep_node_entry(c, i) + EP_N_FLAGS) & EP_NODE_RESOLVE) {
-      if (n->scratch_bytes) return EP_E_OP;
-      s = k->run(n);   /* shape arithmetic: its inputs are weights or values, its outputs values */
-      if (s) return s;
-    }
   }
   return EP_OK;
 }
@@ -156,7 +188,7 @@ static void block(const ep_ctx *c, const ep_state_view *sv, uint32_t b, uint64_t
     *size = sv->t_bytes[b]; *first = ep_life(c, b, 1); *last = ep_life(c, b, 2); *off = &sv->t_off[b];
   } else {
     const uint32_t i = b - c->n_tensors;
-    *size = sv->s_bytes[i]; *first = *last = (int32_t)i; *off = &sv->s_off[i];
+    *size = sv->s_bytes[i]; *first = *last = sv->s_step[i]; *off = &sv->s_off[i];
   }
 }
 
