@@ -402,3 +402,12 @@ def test_cli_readers_survive_mutated_files_under_asan(pi5_small: Path, tmp_path:
         assert r.returncode in (0, 2, 3), (r.returncode, r.stderr[-500:])
         codes.add(r.returncode)
     assert {2, 3} <= codes
+
+
+def test_core_source_basenames_are_unique() -> None:
+    """edge/Makefile compiles the core's sources into one object folder by basename: two files of one name
+    (src/x.c and src/kernels/x.c) would overwrite each other's object and leave symbols undefined."""
+    from collections import Counter
+    from packager.toolchain import KERNELS
+    names = Counter(p.name for p in (KERNELS / "src").rglob("*.c"))
+    assert [n for n, k in names.items() if k > 1] == []

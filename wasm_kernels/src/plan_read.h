@@ -36,7 +36,7 @@ typedef struct {
   uint32_t *max_off;    /* n_tensors + n_nodes: bounded plans, each block's offset at the bounds (tensors, then scratch) */
   uint32_t *max_bytes;  /* n_tensors + n_nodes: and its size there */
   uint8_t *values;      /* values_bytes: tensors computed while resolving (storage EP_STORAGE_VALUES) */
-  uint8_t *t_run;       /* n_tensors: 1 = an If output whose dims its branch sets at run time (control.c) */
+  uint8_t *t_run;       /* n_tensors: 1 = an If output whose dims its branch sets at run time (subplans.c) */
 } ep_state_view;
 /* Total bytes of the state; fills *v from base when base is not NULL. */
 uint64_t ep_state_layout(const ep_ctx *c, uint8_t *base, ep_state_view *v);

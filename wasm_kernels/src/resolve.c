@@ -79,7 +79,7 @@ ep_status ep_set_input_shape(ep_ctx *c, uint32_t i, uint32_t rank, const int32_t
 }
 
 /* Node i at main step `step` (a body node's: its control node's), `depth` bodies deep: output dims from the shape
- * function (a control node's from its bodies: control.c), scratch size, check(), and a resolve-time node run. */
+ * function (a control node's from its bodies: subplans.c), scratch size, check(), and a resolve-time node run. */
 static ep_status resolve_node(ep_ctx *c, const ep_state_view *sv, uint32_t i, int32_t step, uint32_t depth) {
   ep_node_view v; const ep_kernel *k;
   sv->s_bytes[i] = 0;

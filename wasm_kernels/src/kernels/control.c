@@ -1,5 +1,5 @@
 /* Kernel entries of IF, LOOP and SCAN: check() validates the parameter words against the node's arity and
- * tensors; run() is never reached through the table (the executor runs them: src/control.c). */
+ * tensors; run() is never reached through the table (the executor runs them: src/subplans.c). */
 #include "../control.h"
 EP_COLD_FILE_BEGIN
 
