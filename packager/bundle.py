@@ -226,6 +226,7 @@ class Bundle:
 
     def __init__(self, path: Path | str, variant: str = "simd", verify: bool = True, public_key=None) -> None:
         self.path = Path(path)
+        self._verified: dict[str, bytes] = {}   # plan and wasm bytes as hashed: what runs (no re-read after checks)
         mpath = self.path / "manifest.json"
         if not mpath.is_file():
             raise BundleError(f"{self.path}: no manifest.json (not an edgepack bundle)")
@@ -268,8 +269,11 @@ class Bundle:
                 raise BundleError(f"manifest lists a file outside the bundle: {name}")
             if not p.is_file():
                 raise BundleError(f"bundle file missing: {name}")
-            if sha256(p) != meta.get("sha256"):
+            data = p.read_bytes()
+            if hashlib.sha256(data).hexdigest() != meta.get("sha256"):
                 raise BundleError(f"bundle file {name} does not match its SHA-256 in manifest.json (tampered or corrupt)")
+            if name == "model.plan" or name in WASM_VARIANTS.values():   # run exactly the bytes checked here
+                self._verified[name] = data
 
     @property
     def inputs(self) -> list[dict]:
@@ -288,10 +292,15 @@ class Bundle:
     def session(self):
         if self._session is None:
             from .runtime.wasm import WasmPlan
-            wasm = self.path / WASM_VARIANTS[self.variant]
-            if not wasm.is_file():
-                raise BundleError(f"{self.path}: runtime file {wasm.name} missing")
-            self._session = WasmPlan(wasm, (self.path / "model.plan").read_bytes())
+            wasm_name = WASM_VARIANTS[self.variant]
+            code, plan = self._verified.get(wasm_name), self._verified.get("model.plan")
+            if code is None:   # loaded without verification: read now
+                if not (self.path / wasm_name).is_file():
+                    raise BundleError(f"{self.path}: runtime file {wasm_name} missing")
+                code = (self.path / wasm_name).read_bytes()
+            if plan is None:
+                plan = (self.path / "model.plan").read_bytes()
+            self._session = WasmPlan(code, plan)
             sources = self.manifest.get("plan", {}).get("node_sources")
             if isinstance(sources, list):
                 self._session.node_names = [str(x) for x in sources]

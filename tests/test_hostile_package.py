@@ -280,3 +280,23 @@ def test_tensor_over_wasm32_memory_is_a_clean_error(tmp_path: Path) -> None:
     m.ir_version = 8
     with pytest.raises(PackagerError, match="more than a wasm32 memory holds"):
         package(m, out=tmp_path / "b", verify=False)
+
+
+def test_python_runs_the_bytes_it_verified(bundle: Path) -> None:
+    """load_bundle checks the plan's and the wasm's SHA-256; swapping either file afterwards (before the first
+    run) must not change what runs: the runner executes the bytes it hashed."""
+    b = load_bundle(bundle)
+    feeds = {s["name"]: np.ones(s["shape"], np.dtype(s["dtype"])) for s in b.example_inputs()}
+    want = load_bundle(bundle).run(feeds)
+    plan = (bundle / "model.plan").read_bytes()
+    wasm = (bundle / "edgepack.wasm").read_bytes()
+    try:
+        (bundle / "model.plan").write_bytes(plan[:-64] + bytes(64))   # other weights
+        (bundle / "edgepack.wasm").write_bytes((bundle / "edgepack-scalar.wasm").read_bytes())
+        got = b.run(feeds)
+    finally:
+        (bundle / "model.plan").write_bytes(plan)
+        (bundle / "edgepack.wasm").write_bytes(wasm)
+    assert b.session().vec == load_bundle(bundle).session().vec
+    for k in want:
+        np.testing.assert_array_equal(got[k], want[k])

@@ -26,9 +26,9 @@ def _compiled(digest: str, code: bytes) -> wasmtime.Module:
     return wasmtime.Module(_engine(), code)
 
 
-def _module(path: str) -> wasmtime.Module:
+def _module(wasm: "str | Path | bytes") -> wasmtime.Module:
     """Compiled once per distinct binary: every bundle carries its own copy of the same .wasm."""
-    code = Path(path).read_bytes()
+    code = wasm if isinstance(wasm, bytes) else Path(wasm).read_bytes()
     return _compiled(hashlib.sha256(code).hexdigest(), code)
 
 
@@ -39,10 +39,10 @@ def _align(n: int, a: int = 64) -> int:
 class WasmPlan:
     """One wasm instance holding one plan and its arena. Tensor ids come from the manifest."""
 
-    def __init__(self, wasm_path: Path | str, plan: bytes) -> None:
-        wasm_path = str(wasm_path)
+    def __init__(self, wasm: Path | str | bytes, plan: bytes) -> None:
+        """wasm: the runtime's path, or its bytes (as verified against the manifest)."""
         self.store = wasmtime.Store(_engine())
-        inst = wasmtime.Instance(self.store, _module(wasm_path), [])
+        inst = wasmtime.Instance(self.store, _module(wasm), [])
         self.ex = inst.exports(self.store)
         if "_initialize" in self.ex:
             self.ex["_initialize"](self.store)
