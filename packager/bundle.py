@@ -300,11 +300,32 @@ class Bundle:
                 code = (self.path / wasm_name).read_bytes()
             if plan is None:
                 plan = (self.path / "model.plan").read_bytes()
+            self._check_io_against_plan(plan)
             self._session = WasmPlan(code, plan)
             sources = self.manifest.get("plan", {}).get("node_sources")
             if isinstance(sources, list):
                 self._session.node_names = [str(x) for x in sources]
         return self._session
+
+    def _check_io_against_plan(self, plan: bytes) -> None:
+        """The plan is the truth: the manifest's inputs and outputs must name its graph inputs and outputs with their
+        dtypes and dims (a run-time dim where the manifest gives a symbol), or data would be reinterpreted."""
+        from .plan import layout
+        p = layout.decode(plan)
+        for kind, specs, ids in (("input", self.inputs, p.inputs), ("output", self.outputs, p.outputs)):
+            if len(specs) != len(ids):
+                raise BundleError(f"manifest.json lists {len(specs)} {kind}s, the plan has {len(ids)}")
+            for spec, t in zip(specs, ids):
+                if not isinstance(spec, dict) or spec.get("tensor") != t:
+                    raise BundleError(f"manifest.json: {kind} {spec.get('name') if isinstance(spec, dict) else spec!r} "
+                                      f"is not the plan's {kind} tensor {t}")
+                e = p.tensors[t]
+                plan_dims = [d if d >= 0 else None for d in e.dims]
+                said = [d if isinstance(d, int) else None for d in spec.get("shape", [])]
+                if DTYPES.get(e.dtype, np.dtype("V1")).name != spec.get("dtype") or said != plan_dims:
+                    raise BundleError(f"manifest.json says {kind} '{spec.get('name')}' is {spec.get('dtype')}"
+                                      f"{spec.get('shape')}, but the plan holds {DTYPES[e.dtype].name if e.dtype in DTYPES else e.dtype}"
+                                      f"{[d if d is not None else '?' for d in plan_dims]}")
 
     def check_feeds(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         names = [i["name"] for i in self.inputs]

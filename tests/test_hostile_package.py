@@ -300,3 +300,22 @@ def test_python_runs_the_bytes_it_verified(bundle: Path) -> None:
     assert b.session().vec == load_bundle(bundle).session().vec
     for k in want:
         np.testing.assert_array_equal(got[k], want[k])
+
+
+@pytest.mark.parametrize("lie", [("inputs", "shape", [3, 2]), ("inputs", "dtype", "int32"), ("outputs", "shape", [2, 3])])
+def test_manifest_lying_about_io_is_refused(bundle: Path, lie: tuple) -> None:
+    """An unsigned bundle whose manifest gives an input/output another shape or dtype of the same byte count
+    would run and return reinterpreted data: the plan's tensors are checked first."""
+    import json
+    from packager.errors import BundleError
+
+    kind, field, value = lie
+    m = json.loads((bundle / "manifest.json").read_text())
+    m[kind][0][field] = value
+    (bundle / "manifest.json").write_text(json.dumps(m))
+    b = load_bundle(bundle)
+    x = np.ones((2, 3), np.float32) if not (kind == "inputs" and field == "shape") else np.ones((3, 2), np.float32)
+    if kind == "inputs" and field == "dtype":
+        x = x.astype(np.int32)
+    with pytest.raises(BundleError, match="but the plan holds"):
+        b.run({"x": x})
