@@ -196,9 +196,9 @@ def dynamic_plans(tmp: Path) -> dict[str, bytes]:
     from packager.api import package
     from tests.test_dynamic_shapes import _elementwise_model, _reshape_model
     out = {}
-    for name, model, kw in [("v2_elementwise", _elementwise_model(), {"dynamic": True}),
-                            ("v2_bounded", _elementwise_model(), {"input_shapes": {"x": ((1, 4), (1, 64), 8)}}),
-                            ("v2_reshape", _reshape_model(), {"dynamic": True})]:
+    for name, model, kw in [("dyn_elementwise", _elementwise_model(), {"dynamic": True}),
+                            ("dyn_bounded", _elementwise_model(), {"input_shapes": {"x": ((1, 4), (1, 64), 8)}}),
+                            ("dyn_reshape", _reshape_model(), {"dynamic": True})]:
         plan = (package(model, "web", tmp / name, verify=False, **kw) / "model.plan").read_bytes()
         out[f"{name}-{hashlib.sha1(plan).hexdigest()[:16]}.plan"] = plan
     return out
