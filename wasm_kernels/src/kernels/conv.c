@@ -65,7 +65,7 @@ static ep_status check_epilogue(const ep_node *n, const int32_t *act, uint64_t b
 /* Columns of the im2col panel: word 12, or for 0 with a window that is not direct (1x1, stride 1, no pads), the
  * packager's rule: CONV_PANEL_FLOATS of panel (at least 64 columns), at most the plane rounded up to 8. 0 = direct. */
 #define CONV_PANEL_FLOATS (64u * 1024u)
-static uint32_t conv_nt(const ep_conv_geom *g, uint64_t kg, int32_t word) {
+EP_COLD static uint32_t conv_nt(const ep_conv_geom *g, uint64_t kg, int32_t word) {
   if (word != 0 || (g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && !(g->pt | g->pl | g->pb | g->pr)))
     return (uint32_t)word;
   uint64_t nt = CONV_PANEL_FLOATS / (kg ? kg : 1) / EP_GEMM_NR * EP_GEMM_NR;
@@ -271,7 +271,7 @@ ep_status ep_run_CONV(const ep_node *n) {
 #define DW_VEC 4   /* up to 4 f32x4 accumulators (16 outputs) per step */
 
 /* Width of one column phase of the padded plane: covers every vector read (round4(OW) + max offset). */
-static uint64_t dw_phase_width(const ep_conv_geom *g) {
+EP_COLD static uint64_t dw_phase_width(const ep_conv_geom *g) {
   const uint64_t wp = (uint64_t)g->W + g->pl + g->pr;
   uint64_t pw = (wp + g->sw - 1) / g->sw;
   const uint64_t need = ((uint64_t)g->OW + 3) / 4 * 4 + (uint64_t)(g->kw - 1) * g->dw / g->sw;

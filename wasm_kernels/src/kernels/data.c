@@ -382,20 +382,11 @@ ep_status ep_check_GATHER(const ep_node *n) {
   EP_CHECK(axis >= 0 && (uint32_t)axis < x->rank, EP_E_PARAM);
   EP_CHECK(x->dtype == y->dtype && esize_ok(ep_dtype_size(x->dtype)), EP_E_DTYPE);
   EP_CHECK(idx_dtype_ok(ix->dtype), EP_E_DTYPE);
-  if (mode == 0) {
-    EP_CHECK((uint64_t)y->rank == (uint64_t)x->rank - 1 + ix->rank, EP_E_SHAPE);
-    uint32_t k = 0;
-    for (int32_t a = 0; a < axis; a++) EP_CHECK(y->dims[k++] == x->dims[a], EP_E_SHAPE);
-    for (uint32_t a = 0; a < ix->rank; a++) EP_CHECK(y->dims[k++] == ix->dims[a], EP_E_SHAPE);
-    for (uint32_t a = (uint32_t)axis + 1; a < x->rank; a++) EP_CHECK(y->dims[k++] == x->dims[a], EP_E_SHAPE);
-  } else {
-    EP_CHECK(ix->rank == x->rank && y->rank == x->rank, EP_E_SHAPE);
-    for (uint32_t a = 0; a < x->rank; a++) {
-      EP_CHECK(y->dims[a] == ix->dims[a], EP_E_SHAPE);
-      if ((int32_t)a != axis) EP_CHECK(ix->dims[a] <= x->dims[a], EP_E_SHAPE);
-    }
+  if (mode == 1) {   /* GatherElements: indices of x's rank, within x's dims off the axis */
+    EP_CHECK(ix->rank == x->rank, EP_E_SHAPE);
+    for (uint32_t a = 0; a < x->rank; a++) if ((int32_t)a != axis) EP_CHECK(ix->dims[a] <= x->dims[a], EP_E_SHAPE);
   }
-  return EP_OK;
+  return ep_shape_agrees(n, ep_shape_GATHER) ? EP_E_SHAPE : EP_OK;   /* y's dims */
 }
 
 ep_status ep_run_GATHER(const ep_node *n) {

@@ -21,6 +21,7 @@
 #include "ep_math.h"
 #include "ep_math_vec.h"
 #include "kernels/activation.h"
+#include "ep_shape.h"
 
 /* enum ep_binary_fn: kernels/ep_fns.h (generated from wasm_kernels/spec/ops.json, through activation.h). */
 
@@ -168,31 +169,19 @@ typedef struct {
   uint64_t strides[MAX_OPS][EP_MAX_RANK];   /* element strides, 0 where broadcast */
 } bcast;
 
-/* Each input broadcasts to out's shape: same rank as the widest input, each dim equal or 1, and
- * the broadcast of all inputs is exactly out's shape. */
-static ep_status bcast_check(const ep_tensor *out, const ep_tensor *const *ins, uint32_t nin) {
+/* Each input broadcasts to out's shape: same rank as the widest input, and the broadcast of all inputs is
+ * exactly out's shape (the shape function's, ep_shape_BINARY). */
+static ep_status bcast_check(const ep_node *n) {
   uint32_t r = 0;
-  for (uint32_t k = 0; k < nin; k++) {
-    EP_CHECK(ins[k], EP_E_SHAPE);
-    if (ins[k]->rank > r) r = ins[k]->rank;
+  for (uint32_t k = 0; k < n->n_in; k++) {
+    EP_CHECK(n->in[k], EP_E_SHAPE);
+    if (n->in[k]->rank > r) r = n->in[k]->rank;
   }
-  EP_CHECK(out->rank == r, EP_E_SHAPE);
-  for (uint32_t i = 0; i < r; i++) {
-    int32_t b = 1;
-    for (uint32_t k = 0; k < nin; k++) {
-      const ep_tensor *t = ins[k];
-      uint32_t lead = r - t->rank;
-      int32_t d = i < lead ? 1 : t->dims[i - lead];
-      if (d == 1) continue;
-      if (b == 1) b = d;
-      else EP_CHECK(d == b, EP_E_SHAPE);
-    }
-    EP_CHECK(b == out->dims[i], EP_E_SHAPE);
-  }
-  return EP_OK;
+  EP_CHECK(n->out[0]->rank == r, EP_E_SHAPE);
+  return ep_shape_agrees(n, ep_shape_BINARY);
 }
 
-static void bcast_setup(bcast *p, const ep_tensor *out, const ep_tensor *const *ins, uint32_t nin) {
+EP_COLD static void bcast_setup(bcast *p, const ep_tensor *out, const ep_tensor *const *ins, uint32_t nin) {
   /* Per out dim (outer -> inner), per operand stride; size-1 out dims are dropped. */
   uint32_t r = out->rank, m = 0;
   uint32_t dims[EP_MAX_RANK];
@@ -378,8 +367,7 @@ EP_COLD ep_status ep_check_BINARY(const ep_node *n) {
   else if (fn <= EP_BIN_PRELU) EP_CHECK(dt == EP_F32 && c->dtype == dt, EP_E_DTYPE);
   else if (fn <= EP_BIN_GREATER_EQUAL) EP_CHECK((num || dt == EP_BOOL) && c->dtype == EP_BOOL, EP_E_DTYPE);
   else EP_CHECK(dt == EP_BOOL && c->dtype == EP_BOOL, EP_E_DTYPE);
-  const ep_tensor *ins[2] = {a, b};
-  return bcast_check(c, ins, 2);
+  return bcast_check(n);
 }
 
 ep_status ep_run_BINARY(const ep_node *n) {
@@ -426,8 +414,7 @@ EP_COLD ep_status ep_check_WHERE(const ep_node *n) {
   EP_CHECK(c->dtype == EP_BOOL && x->dtype == z->dtype && y->dtype == z->dtype, EP_E_DTYPE);
   uint32_t es = ep_dtype_size(z->dtype);
   EP_CHECK(es == 1 || es == 4 || es == 8, EP_E_DTYPE);
-  const ep_tensor *ins[3] = {c, x, y};
-  return bcast_check(z, ins, 3);
+  return bcast_check(n);
 }
 
 ep_status ep_run_WHERE(const ep_node *n) {

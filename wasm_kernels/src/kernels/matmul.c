@@ -401,16 +401,9 @@ EP_COLD ep_status ep_check_MATMUL(const ep_node *n) {
     EP_CHECK(ep_gemm_packed_a_floats((uint32_t)M, (uint32_t)K) * 4u <= n->scratch_bytes, EP_E_PARAM);
     return EP_OK;
   }
-  EP_CHECK(a->rank >= 2 && b->rank >= 2, EP_E_SHAPE);
-  const uint32_t r = a->rank > b->rank ? a->rank : b->rank;
-  EP_CHECK(y->rank == r, EP_E_SHAPE);
-  const int32_t M = a->dims[a->rank - 2], K = a->dims[a->rank - 1], N = b->dims[b->rank - 1];
-  EP_CHECK(b->dims[b->rank - 2] == K && y->dims[r - 2] == M && y->dims[r - 1] == N, EP_E_SHAPE);
-  for (uint32_t i = 0; i + 2 < r; i++) {
-    const int32_t da = dim_at(a, r, i), db = dim_at(b, r, i), dy = y->dims[i];
-    EP_CHECK((da == dy || da == 1) && (db == dy || db == 1), EP_E_SHAPE);
-    EP_CHECK(dy == (da == 1 ? db : da), EP_E_SHAPE);
-  }
+  /* Y's dims: the broadcast batch dims of A and B, then M, N (A's K = B's K) */
+  EP_CHECK(ep_shape_agrees(n, ep_shape_MATMUL) == EP_OK, EP_E_SHAPE);
+  const int32_t M = a->dims[a->rank - 2], K = a->dims[a->rank - 1];
   EP_CHECK(ep_gemm_packed_a_floats((uint32_t)M, (uint32_t)K) * 4u <= n->scratch_bytes, EP_E_PARAM);
   return EP_OK;
 }

@@ -68,7 +68,7 @@ ep_status ep_run_BATCHNORM(const ep_node *n) {
 
 /* ---- LAYERNORM ---- */
 
-static ep_status ln_sizes(const ep_node *n, uint64_t *rows, uint64_t *D) {
+EP_COLD static ep_status ln_sizes(const ep_node *n, uint64_t *rows, uint64_t *D) {
   const ep_tensor *x = n->in[0];
   EP_CHECK(x && n->n_params == 2, EP_E_PARAM);
   int32_t axis = n->params[0];
@@ -156,7 +156,7 @@ ep_status ep_run_LAYERNORM(const ep_node *n) {
 
 /* ---- SOFTMAX ---- */
 
-static ep_status sm_sizes(const ep_node *n, uint64_t *outer, uint64_t *L, uint64_t *inner) {
+EP_COLD static ep_status sm_sizes(const ep_node *n, uint64_t *outer, uint64_t *L, uint64_t *inner) {
   const ep_tensor *x = n->in[0];
   EP_CHECK(x && n->n_params == 3 && (n->params[0] == 0 || n->params[0] == 1), EP_E_PARAM);
   int32_t a0 = n->params[1], a1 = n->params[2];

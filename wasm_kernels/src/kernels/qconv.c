@@ -60,7 +60,7 @@ EP_COLD void ep_qconv_fill_epi(const ep_node *n, const int32_t *zact, ep_qgemm_e
 
 /* Output columns per block: word 11, or for 0 the packager's rule: the block in QCONV_PANEL_BYTES (at least 8
  * columns), at most the plane rounded up to 8. */
-static uint32_t qconv_nt(const ep_conv_geom *g, uint64_t kp, int32_t word) {
+EP_COLD static uint32_t qconv_nt(const ep_conv_geom *g, uint64_t kp, int32_t word) {
   if (word) return (uint32_t)word;
   uint64_t nt = QCONV_PANEL_BYTES / ((kp ? kp : 1) * 4u) / EP_QGEMM_NR * EP_QGEMM_NR;
   const uint64_t n8 = ((uint64_t)g->OH * g->OW + EP_QGEMM_NR - 1) / EP_QGEMM_NR * EP_QGEMM_NR;
@@ -85,7 +85,7 @@ EP_COLD static ep_status qconv_dims(const ep_node *n, ep_conv_geom *g, uint64_t 
 }
 
 /* The block of X - x_zp as int16 k-pairs, two tap rows, and column sums when there are weight zero points. */
-static uint64_t qconv_scratch(const ep_node *n, uint64_t kg, uint32_t nt) {
+EP_COLD static uint64_t qconv_scratch(const ep_node *n, uint64_t kg, uint32_t nt) {
   return (kg + 1) / 2 * (uint64_t)nt * 4u + (uint64_t)nt * 4u + (n->n_in > 4 && n->in[4] ? (uint64_t)nt * 4u : 0);
 }
 

@@ -11,6 +11,7 @@
 #include "ep_kernel.h"
 #include "ep_vec.h"
 #include "ep_math.h"
+#include "ep_shape.h"
 EP_COLD_FILE_BEGIN   /* no benchmark model spends time here: smallest code (also in the one-step emcc build) */
 
 enum { R_SUM, R_MEAN, R_MAX, R_MIN, R_PROD, R_L1, R_L2, R_SSQ, R_LOGSUM, R_LSE, R_KINDS };
@@ -25,30 +26,12 @@ typedef struct {
   uint64_t ostride[EP_MAX_RANK];
 } coll;
 
-static ep_status red_check_shapes(const ep_node *n) {
-  const ep_tensor *x = n->in[0], *y = n->out[0];
-  const uint32_t mask = (uint32_t)n->params[1];
-  uint32_t nred = 0;
-  for (uint32_t i = 0; i < x->rank; i++) nred += (mask >> i) & 1u;
-  if (y->rank == x->rank) {
-    for (uint32_t i = 0; i < x->rank; i++)
-      EP_CHECK(y->dims[i] == (((mask >> i) & 1u) ? 1 : x->dims[i]), EP_E_SHAPE);
-  } else {
-    EP_CHECK(y->rank + nred == x->rank, EP_E_SHAPE);
-    uint32_t j = 0;
-    for (uint32_t i = 0; i < x->rank; i++)
-      if (!((mask >> i) & 1u)) { EP_CHECK(y->dims[j] == x->dims[i], EP_E_SHAPE); j++; }
-  }
-  return EP_OK;
-}
-
 ep_status ep_check_REDUCE(const ep_node *n) {
   const ep_tensor *x = n->in[0], *y = n->out[0];
   EP_CHECK(x && n->n_params == 2 && n->params[0] >= 0 && n->params[0] < R_KINDS, EP_E_PARAM);
   EP_CHECK(x->dtype == EP_F32 && y->dtype == EP_F32, EP_E_DTYPE);
   EP_CHECK(n->params[1] >= 0 && (uint32_t)n->params[1] < (1u << x->rank), EP_E_PARAM);
-  ep_status s = red_check_shapes(n);
-  if (s) return s;
+  EP_CHECK(ep_shape_agrees(n, ep_shape_REDUCE) == EP_OK, EP_E_SHAPE);   /* y: x without (or with 1 at) the masked dims */
   if (n->params[0] == R_LSE) EP_CHECK((uint64_t)n->scratch_bytes >= 4u * y->numel, EP_E_PARAM);
   return EP_OK;
 }
