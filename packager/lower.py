@@ -207,6 +207,12 @@ class LowerCtx:
         self.emitted.insert(at, Emitted(op, list(inputs), list(outputs), [int(p) for p in params], 0, self._current,
                                         flags=layout.NODE_PROLOGUE))
 
+    def root(self, name: str) -> str:
+        """The tensor whose bytes `name` uses (itself unless it is an alias)."""
+        while self.tensors[name].alias:
+            name = self.tensors[name].alias
+        return name
+
     def alias(self, out: str, src: str) -> None:
         """`out` is `src` reinterpreted (Reshape, Flatten, Squeeze, ...): same bytes, no kernel."""
         self._ensure(src)
@@ -322,24 +328,27 @@ def check_wasm32(nbytes: int, what: str) -> None:
                             f"give smaller input shapes (--input-shape)")
 
 
-def _root(ctx: LowerCtx, name: str) -> str:
-    while ctx.tensors[name].alias:
-        name = ctx.tensors[name].alias
-    return name
+class Lifetimes:
+    """First and last node step at which each arena root is used (-1: before the first node; the node count:
+    after the last). Shared by the version-1 and version-2 assemblies."""
+
+    def __init__(self, ctx: LowerCtx) -> None:
+        self.ctx = ctx
+        self.first: dict[str, int] = {}
+        self.last: dict[str, int] = {}
+
+    def touch(self, name: str, step: int) -> None:
+        r = self.ctx.root(name)
+        self.first[r] = min(self.first.get(r, step), step)
+        self.last[r] = max(self.last.get(r, step), step)
 
 
 def _assemble(ctx: LowerCtx, inputs: list[str], outputs: list[str]) -> LoweredPlan:
     names = list(ctx.tensors)
     ids = {n: i for i, n in enumerate(names)}
     n_steps = len(ctx.emitted)
-    first: dict[str, int] = {}
-    last: dict[str, int] = {}
-
-    def touch(name: str, step: int) -> None:
-        r = _root(ctx, name)
-        first[r] = min(first.get(r, step), step)
-        last[r] = max(last.get(r, step), step)
-
+    lifetimes = Lifetimes(ctx)
+    touch, first, last = lifetimes.touch, lifetimes.first, lifetimes.last
     for name in inputs:
         touch(name, -1)
     for step, e in enumerate(ctx.emitted):
@@ -375,7 +384,7 @@ def _assemble(ctx: LowerCtx, inputs: list[str], outputs: list[str]) -> LoweredPl
         if t.data is not None:
             tensors.append(layout.TensorEntry(t.dtype, layout.WEIGHTS, w_off[n], t.nbytes, t.shape))
         else:
-            r = _root(ctx, n)
+            r = ctx.root(n)
             off = offsets.get(ids[r], 0)   # never-used tensors get offset 0 with size checked below
             tensors.append(layout.TensorEntry(t.dtype, layout.ARENA, off, t.nbytes, t.shape))
             arena = max(arena, off + t.nbytes)

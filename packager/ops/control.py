@@ -117,7 +117,7 @@ def _lower_body(ctx: LowerCtx, node: onnx.NodeProto, body: onnx.GraphProto, node
         for o in body.output:
             name = o.name
             ctx._ensure(name)
-            if fresh_outputs and _root(ctx, name) in ins:
+            if fresh_outputs and ctx.root(name) in ins:
                 dst = ctx.temp(ctx.shape(name), DTYPES[ctx.tensors[name].dtype], "bodyout")
                 ctx.emit(Op.COPY, [name], [dst], [])
                 name = dst
@@ -127,10 +127,6 @@ def _lower_body(ctx: LowerCtx, node: onnx.NodeProto, body: onnx.GraphProto, node
         ctx.emitted, ctx._current, ctx._node, ctx.body_depth = saved, saved_current, saved_node, depth - 1
 
 
-def _root(ctx: LowerCtx, name: str) -> str:
-    while ctx.tensors[name].alias:
-        name = ctx.tensors[name].alias
-    return name
 
 
 def _out(ctx: LowerCtx, name: str, dtype: int, shape: tuple[int, ...]) -> None:

@@ -22,12 +22,6 @@ SHAPE_INPUTS: dict[Op, tuple[int, ...]] = {
 VALUES_ALIGN = 8
 
 
-def _root(ctx: "LowerCtx", name: str) -> str:
-    while ctx.tensors[name].alias:
-        name = ctx.tensors[name].alias
-    return name
-
-
 def resolve_steps(ctx: "LowerCtx") -> set[int]:
     """The emitted steps that must run while resolving: producers of shape inputs, transitively (SHAPE reads
     only its input's dims, so the chain stops there), and views of what they produce."""
@@ -54,7 +48,7 @@ def resolve_steps(ctx: "LowerCtx") -> set[int]:
         # a view of a value is a value: its node runs while resolving too
         values = {o for s in marked for o in ctx.emitted[s].outputs}
         more = [s for s, e in enumerate(ctx.emitted) if s not in marked and e.op == Op.VIEW
-                and e.inputs[0] and _root(ctx, e.inputs[0]) in values]
+                and e.inputs[0] and ctx.root(e.inputs[0]) in values]
         if not more:
             return marked
         todo = [ctx.emitted[s].outputs[0] for s in more]
@@ -147,14 +141,10 @@ def assemble_dynamic(ctx: "LowerCtx", inputs: list[str], outputs: list[str], var
         if any(varying.get(v, ())):
             raise PackagerError(f"shape arithmetic '{v}' has a run-time length: not supported yet")
         ctx.tensors[v].alias = None   # the values region holds its own copy
-    values = {n for n in names if ctx.tensors[n].data is None and _root(ctx, n) in produced}   # with their views
-    first: dict[str, int] = {}
-    last: dict[str, int] = {}
-
-    def touch(name: str, step: int) -> None:
-        r = _root(ctx, name)
-        first[r] = min(first.get(r, step), step)
-        last[r] = max(last.get(r, step), step)
+    values = {n for n in names if ctx.tensors[n].data is None and ctx.root(n) in produced}   # with their views
+    from ..lower import Lifetimes
+    lifetimes = Lifetimes(ctx)
+    touch, first, last = lifetimes.touch, lifetimes.first, lifetimes.last
 
     for name in inputs:
         touch(name, -1)
@@ -186,7 +176,7 @@ def assemble_dynamic(ctx: "LowerCtx", inputs: list[str], outputs: list[str], var
             v_off[n] = values_bytes
             values_bytes += -(-t.nbytes // VALUES_ALIGN) * VALUES_ALIGN
     for n in values - produced:
-        v_off[n] = v_off[_root(ctx, n)]
+        v_off[n] = v_off[ctx.root(n)]
     tensors, life = [], []
     for n in names:
         t = ctx.tensors[n]
@@ -201,7 +191,7 @@ def assemble_dynamic(ctx: "LowerCtx", inputs: list[str], outputs: list[str], var
             life.append((-1, 0, 0))
         else:
             tensors.append(layout.TensorEntry(t.dtype, layout.ARENA, 0, 0 if flags else t.nbytes, dims, flags))
-            r = _root(ctx, n)
+            r = ctx.root(n)
             life.append((ids[r], first.get(r, -1), last.get(r, -1)) if r == n else (ids[r], 0, 0))
     nodes = [layout.NodeEntry(int(e.op), [ids[i] if i else -1 for i in e.inputs], [ids[o] for o in e.outputs],
                               _ctrl_params(e, ranges[s], ids) if e.ctrl else e.params, 0, 0,
