@@ -5,7 +5,6 @@ models whose If branches compute different things (and different shapes), Loops 
 time (and capped), a constant-condition If folded away; hostile plans with bad ranges, deep nesting, huge counts."""
 from __future__ import annotations
 
-import random
 import subprocess
 from pathlib import Path
 
@@ -20,9 +19,10 @@ from packager.passes import subgraphs as sg
 from packager.plan import layout
 from packager.plan.opcodes import Op
 from packager.runtime.wasm import WasmPlan
-from packager.toolchain import BUILD, KERNELS
+from packager.toolchain import BUILD
 
 from .conformance.runner import check_outputs, collect, package_case
+from .test_hostile_plan import _mutants, asan_driver  # noqa: F401 - a fixture, used by name
 
 F, I64, B = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
 VARIANTS = ("simd", "scalar")
@@ -275,12 +275,6 @@ def test_nested_bodies_run_and_too_deep_is_refused(tmp_path: Path, monkeypatch) 
 # -- hostile plans ----------------------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def asan_driver() -> Path:
-    subprocess.run(["make", "-s", "-C", str(KERNELS), "build/asan/run_plan"], check=True, capture_output=True)
-    return BUILD / "asan" / "run_plan"
-
-
-@pytest.fixture(scope="module")
 def cf_plans(tmp_path_factory) -> dict[str, layout.Plan]:
     tmp = tmp_path_factory.mktemp("cf")
     out = {"if": package(_if_model(), out=tmp / "if", verify=False),
@@ -349,18 +343,6 @@ def test_bad_body_words_are_refused(cf_plans) -> None:
             _ctrl(bad).inputs[j] = -1
             if not (node.op == Op.LOOP and j < 2):
                 assert not _opens(bad), f"{name}: input {j} absent"
-
-
-def _mutants(plan: bytes, n: int, seed: int) -> list[bytes]:
-    rng = random.Random(seed)
-    w_off = int.from_bytes(plan[48:52], "little")
-    out = []
-    for _ in range(n):
-        b = bytearray(plan)
-        i = rng.randrange(0, w_off)
-        b[i] = rng.choice([0, 1, 0x7F, 0x80, 0xFF, b[i] ^ (1 << rng.randrange(8)), rng.randrange(256)])
-        out.append(bytes(b))
-    return out
 
 
 def test_corrupted_control_flow_plans_under_asan(cf_plans, asan_driver: Path, tmp_path: Path) -> None:
