@@ -10,20 +10,25 @@ def _overlap(a: tuple[int, int], b: tuple[int, int]) -> bool:
     return a[0] < b[1] and b[0] < a[1]
 
 
-def test_live_blocks_never_share_bytes() -> None:
-    rng = random.Random(7)
-    for trial in range(50):
+def _assert_sound(planner, seed: int, trials: int, max_blocks: int, first_lo: int, first_hi: int, span: int) -> None:
+    """Random lifetimes through `planner`: aligned, inside the arena, and blocks live at once never share bytes."""
+    rng = random.Random(seed)
+    for trial in range(trials):
         blocks = []
-        for k in range(rng.randint(1, 40)):
-            first = rng.randint(-1, 30)
-            blocks.append(Block(k, rng.randint(1, 5000), first, first + rng.randint(0, 8)))
-        offsets, arena = plan_memory(blocks)
+        for k in range(rng.randint(1, max_blocks)):
+            first = rng.randint(first_lo, first_hi)
+            blocks.append(Block(k, rng.randint(1, 5000), first, first + rng.randint(0, span)))
+        offsets, arena = planner(blocks)
         for b in blocks:
             assert offsets[b.key] % ALIGN == 0 and offsets[b.key] + b.size <= arena
         for i, a in enumerate(blocks):
             for b in blocks[i + 1:]:
                 if not (a.last < b.first or b.last < a.first):
                     assert not _overlap((offsets[a.key], offsets[a.key] + a.size), (offsets[b.key], offsets[b.key] + b.size))
+
+
+def test_live_blocks_never_share_bytes() -> None:
+    _assert_sound(plan_memory, seed=7, trials=50, max_blocks=40, first_lo=-1, first_hi=30, span=8)
 
 
 def test_chain_reuses_memory() -> None:
@@ -59,16 +64,4 @@ def test_everything_live_at_once_is_bounded() -> None:
 def test_sweep_planner_is_sound() -> None:
     # the O(n log n) sweep on its own (what large graphs get): live blocks never share bytes
     from packager.plan.memory import _sweep
-    rng = random.Random(11)
-    for trial in range(100):
-        blocks = []
-        for k in range(rng.randint(1, 60)):
-            first = rng.randint(0, 40)
-            blocks.append(Block(k, rng.randint(1, 5000), first, first + rng.randint(0, 10)))
-        offsets, arena = _sweep(blocks)
-        for b in blocks:
-            assert offsets[b.key] % ALIGN == 0 and offsets[b.key] + b.size <= arena
-        for i, a in enumerate(blocks):
-            for b in blocks[i + 1:]:
-                if not (a.last < b.first or b.last < a.first):
-                    assert not _overlap((offsets[a.key], offsets[a.key] + a.size), (offsets[b.key], offsets[b.key] + b.size))
+    _assert_sound(_sweep, seed=11, trials=100, max_blocks=60, first_lo=0, first_hi=40, span=10)
