@@ -17,7 +17,7 @@ from .lower import lower
 from .model_load import load_model
 from .plan.opcodes import Op
 from .profile import check_strict_ops, explicit_attributes
-from .quantize import ImageOptions, QuantResult, quantize_step
+from .quantize import DEFAULT_BUDGET, ImageOptions, QuantResult, quantize_step
 from .plan import layout
 from .toolchain import ensure_wasm
 
@@ -73,9 +73,11 @@ def package(model: str | os.PathLike | onnx.ModelProto, target: str = "web", out
             quantize: str = "auto", calibration: str | os.PathLike | dict | None = None,
             calibration_method: str = "minmax", qdq_placement: str = "fusion-aware",
             labels: str | os.PathLike | np.ndarray | None = None, images: "ImageOptions | None" = None,
-            calibrate_fraction: float = 0.8, dynamic: bool | None = None) -> Path:
+            calibrate_fraction: float = 0.8, dynamic: bool | None = None,
+            evaluation: str | os.PathLike | dict | None = None, accuracy_budget: str = DEFAULT_BUDGET) -> Path:
     """Package an ONNX model for `target`; returns the bundle directory. See `package --help`.
-    quantize: none | fp16 | int8 | int8-dynamic | auto; calibration: DATA (docs/quantization.md).
+    quantize: none | fp16 | int8 | int8-dynamic | auto; calibration, evaluation: DATA; accuracy_budget: what
+    auto must keep, e.g. 'top1=0.99,cosine=0.999' (docs/quantization.md).
     input_shapes: per input, a dim is an int (fixed) or a (min, max) pair (resolved at run time within bounds;
     max 0 = unbounded). dynamic: True resolves symbolic dims at run time (a version-2 plan); None does so when
     bounds are given; False fixes them (to 1 where not given)."""
@@ -114,7 +116,7 @@ def package(model: str | os.PathLike | onnx.ModelProto, target: str = "web", out
         # -- precision (packager/quantize): resolve --quantize, calibrate, rewrite the graph; before lowering --
         float_model = reference   # the accuracy report compares with the float32 model before any rewrite
         quant = quantize_step(graph, target, quantize, calibration, labels, images, calibration_method, qdq_placement,
-                              calibrate_fraction, strict, log)
+                              calibrate_fraction, strict, log, evaluation, accuracy_budget)
         graph, shipped = quant.graph, quant.shipped_model()
         if quant.mode != "none":   # a changed precision: verify the bundle against the graph it ships
             reference = shipped

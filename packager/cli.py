@@ -130,15 +130,21 @@ def _size(s: str) -> tuple[int, int]:
 
 
 def _quant_args(ap: argparse.ArgumentParser) -> None:
-    from .quantize import CALIBRATION_METHODS, MODES, PLACEMENTS
+    from .quantize import CALIBRATION_METHODS, DEFAULT_BUDGET, MODES, PLACEMENTS
     q = ap.add_argument_group("precision (docs/quantization.md)")
     q.add_argument("--quantize", default="auto", choices=MODES,
-                   help="auto (default): with --calibration int8 (int8-dynamic for MatMul models without Conv), "
-                        "else float32; fp16: weights stored as float16; int8: static, needs --calibration; "
+                   help="auto (default): with --calibration int8 (int8-dynamic for MatMul models without Conv) if "
+                        "it keeps --accuracy-budget, else fp16, else float32; without data float32; fp16: weights "
+                        "stored as float16; int8: static, needs --calibration; "
                         "int8-dynamic: MatMul weights, no data needed")
     q.add_argument("--calibration", metavar="DATA", help=".npz keyed by input name (+ optional 'labels'), .npy "
                    "(single input), or a folder of them or of images; 80%% calibrates, 20%% is held out for the "
                    "accuracy report")
+    q.add_argument("--evaluation", metavar="DATA", help="a separate set (same forms as --calibration, labels "
+                   "inside the .npz) for the accuracy report and auto's budget; all --calibration samples calibrate")
+    q.add_argument("--accuracy-budget", default=DEFAULT_BUDGET, metavar="top1=F,cosine=F",
+                   help=f"what --quantize auto must keep against float32 on the evaluation samples (default "
+                        f"{DEFAULT_BUDGET}: top-1 agreement where an output has one, mean cosine similarity)")
     q.add_argument("--calibration-method", default="minmax", choices=CALIBRATION_METHODS)
     q.add_argument("--qdq-placement", default="fusion-aware", choices=PLACEMENTS,
                    help="fusion-aware (default): activations stay next to their Conv/Gemm/MatMul; naive: "
@@ -157,6 +163,7 @@ def _quant_kwargs(a: argparse.Namespace) -> dict:
     from .quantize import ImageOptions
     return {"quantize": a.quantize, "calibration": a.calibration, "calibration_method": a.calibration_method,
             "qdq_placement": a.qdq_placement, "labels": a.labels, "calibrate_fraction": a.calibrate_fraction,
+            "evaluation": a.evaluation, "accuracy_budget": a.accuracy_budget,
             "images": ImageOptions(size=a.image_size, mean=a.image_mean, std=a.image_std, layout=a.image_layout)}
 
 
