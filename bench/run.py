@@ -117,14 +117,16 @@ def python_native(model: Path, io_dir: Path, seconds: float, rounds: int, slice_
             "max_abs_diff_vs_edgepack": diff}
 
 
-def bench_model(name: str, a: argparse.Namespace, flags: list[str]) -> dict:
+def bench_model(name: str, a: argparse.Namespace, flags: list[str], model: Path | None = None,
+                package_kwargs: dict | None = None) -> dict:
+    """Package `model` (default: the registered model NAME) and run node_bench.mjs on it."""
     from packager import package
     from packager.errors import PackagerError
-    model = model_file(name)
+    model = model or model_file(name)
     bundle = BUNDLES_DIR / name
     t = time.perf_counter()
     try:
-        package(model, out=bundle, log=lambda s: print(f"[bench] {name}: {s}", file=sys.stderr))
+        package(model, out=bundle, log=lambda s: print(f"[bench] {name}: {s}", file=sys.stderr), **(package_kwargs or {}))
     except PackagerError as e:
         return {"model": name, "error": f"packaging failed: {str(e).splitlines()[0]}"}
     print(f"[bench] {name}: packaged in {time.perf_counter() - t:.1f}s -> {bundle.relative_to(REPO)}", file=sys.stderr)

@@ -7,7 +7,7 @@ from pathlib import Path
 import torch
 import torch.nn as nn
 
-from .registry import MODELS, Spec
+from .registry import Spec, spec as registered
 
 OPSET = 17
 
@@ -31,7 +31,7 @@ def seeded_model(spec: Spec) -> nn.Module:
 
 
 def build(name: str, outdir: str | os.PathLike) -> Path:
-    spec = MODELS[name]
+    spec = registered(name)
     model = seeded_model(spec)
     path = Path(outdir) / f'{name}.onnx'
     # written beside, then renamed: a reader of a shared cache never sees half a file
@@ -39,7 +39,7 @@ def build(name: str, outdir: str | os.PathLike) -> Path:
     extra = dict(do_constant_folding=False, training=torch.onnx.TrainingMode.PRESERVE) if spec.unfused else {}
     try:
         # The example is drawn after the weights, as the reference script did: same RNG stream, same bytes.
-        torch.onnx.export(model, spec.example(), str(tmp), input_names=[spec.input], output_names=[spec.output],
+        torch.onnx.export(model, spec.example(), str(tmp), input_names=spec.input_names(), output_names=[spec.output],
                           opset_version=OPSET, dynamo=False, dynamic_axes=spec.dynamic_axes(), **extra)
         os.replace(tmp, path)
     finally:

@@ -1,0 +1,186 @@
+#!/usr/bin/env python3
+"""The benchmark zoo: edgepack vs onnxruntime-web (wasm, same thread count) and native onnxruntime over the
+architectures users deploy (bench/models/zoo.py, docs/models.md), not over five favourites.
+
+    python3 bench/zoo.py [--models all|NAME,...] [--int8] [--threads N] [--seconds 2] [--rounds 6]
+                         [--slice 0.3] [--out bench/results/zoo.json]
+
+Per model: builds .cache/zoo/NAME.onnx if missing (python3 -m bench.models), packages it (float32, the
+model's static shapes), runs bench/node_bench.mjs (edgepack SIMD and relaxed, onnxruntime-web and
+onnxruntime-node interleaved in one Node process, outputs checked to agree first), then profiles the bundle
+under wasmtime for the share of time per kernel family. --int8 adds the QDQ exports (onnxruntime's
+quantize_static, QDQ format, per-channel weights, seeded random calibration) of the INT8 models. Prints a
+markdown table with the geometric mean of edgepack / onnxruntime-web and writes JSON.
+Installs the zoo extra (torchvision, timm, transformers) when missing."""
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+BENCH = Path(__file__).resolve().parent
+REPO = BENCH.parent
+sys.path.insert(0, str(REPO))
+
+from bench import run  # noqa: E402
+
+ZOO_DIR = REPO / ".cache" / "zoo"
+INT8 = ("mobilenet_v3_large", "efficientnet_b0", "resnet50", "squeezenet", "yolo_like", "distilbert")
+
+
+def ensure_deps() -> None:
+    missing = [m for m in ("torchvision", "timm", "transformers") if importlib.util.find_spec(m) is None]
+    if missing:
+        print(f"[zoo] installing the zoo extra ({', '.join(missing)} missing)", file=sys.stderr)
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-e", f"{REPO}[zoo]"], check=True)
+
+
+def model_path(name: str) -> Path:
+    p = ZOO_DIR / f"{name}.onnx"
+    if not p.exists():
+        print(f"[zoo] building {name}", file=sys.stderr)
+        subprocess.run([sys.executable, "-m", "bench.models", str(ZOO_DIR), name], check=True, cwd=REPO)
+    return p
+
+
+def qdq_path(name: str, samples: int = 8) -> Path:
+    """The QDQ export a user would make with onnxruntime's own tool (defaults but per-channel weights)."""
+    import onnx
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, quantize_static
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+    out = ZOO_DIR / f"{name}_int8.onnx"
+    if out.exists():
+        return out
+    src, pre = model_path(name), ZOO_DIR / f".{name}_pre.onnx"
+    quant_pre_process(str(src), str(pre), skip_symbolic_shape=True)
+    m = onnx.load(str(pre))
+    inits = {i.name for i in m.graph.initializer}
+    specs = [(vi.name, [d.dim_value or 1 for d in vi.type.tensor_type.shape.dim], vi.type.tensor_type.elem_type)
+             for vi in m.graph.input if vi.name not in inits]
+
+    class Reader(CalibrationDataReader):
+        def __init__(self) -> None:
+            self.i = 0
+
+        def get_next(self) -> dict | None:
+            if self.i >= samples:
+                return None
+            rng = np.random.default_rng(self.i)
+            self.i += 1
+            return {n: (rng.integers(0, 1000, s).astype(np.int64) if t == onnx.TensorProto.INT64
+                        else rng.standard_normal(s).astype(np.float32)) for n, s, t in specs}
+    quantize_static(str(pre), str(out), Reader(), quant_format=QuantFormat.QDQ, per_channel=True)
+    pre.unlink(missing_ok=True)
+    return out
+
+
+def kernel_shares(bundle: Path, runs: int = 10) -> dict[str, float]:
+    """Share of run time per kernel (median per node over `runs`), edgepack SIMD under wasmtime."""
+    from packager.api import random_inputs
+    from packager.bundle import load_bundle
+    from packager.plan import layout
+    from packager.plan.opcodes import Op
+    b = load_bundle(bundle, "simd")
+    feeds = b.check_feeds(random_inputs(b.example_inputs()))
+    s = b.session()
+    s.set_shapes([tuple(feeds[spec["name"]].shape) for spec in b.inputs])
+    plan = layout.decode((bundle / "model.plan").read_bytes())
+    profiles = []
+    for _ in range(runs):
+        for spec in b.inputs:
+            s.write(spec["tensor"], feeds[spec["name"]])
+        profiles.append(s.profile())
+    per = np.median(np.array(profiles), axis=0)
+    by: dict[str, float] = {}
+    for n, t in zip(plan.nodes, per):
+        by[Op(n.op).name] = by.get(Op(n.op).name, 0.0) + float(t)
+    total = sum(by.values()) or 1.0
+    return {k: v / total for k, v in sorted(by.items(), key=lambda kv: -kv[1])}
+
+
+def geomean(xs: list[float]) -> float:
+    return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else float("nan")
+
+
+def table(rows: list[dict], mach: str) -> str:
+    out = ["| model | edgepack ms | ort-web ms | native ms | edgepack/ort-web | edgepack/native | where edgepack's time goes |",
+           "|---|---|---|---|---|---|---|"]
+    ratios = []
+    for r in rows:
+        if "error" in r:
+            out.append(f"| {r['model']} | {r['error']} | | | | | |")
+            continue
+        rt, ep = r["runtimes"], run.best_edgepack(r)
+        ms = lambda k: f"{rt[k]['median_ms']:.2f}" if k in rt else "n/a"  # noqa: E731
+        ra = lambda o: r["ratios"].get(f"{ep}/{o}", {}).get("of_medians")  # noqa: E731
+        web, nat = ra("ort-web"), ra("native")
+        if web:
+            ratios.append(web)
+        shares = ", ".join(f"{k} {v:.0%}" for k, v in list(r.get("kernels", {}).items())[:3])
+        out.append(f"| {r['model']} | {ms(ep)} ({ep.removeprefix('edgepack-')}) | {ms('ort-web')} | {ms('native')} | "
+                   f"{web:.2f} | {nat:.2f} | {shares} |" if web and nat else
+                   f"| {r['model']} | {ms(ep)} | {ms('ort-web')} | {ms('native')} | {web} | {nat} | {shares} |")
+    ok = sum(1 for r in rows if "error" not in r)
+    out.append(f"\n{ok} of {len(rows)} models ran; geometric mean edgepack/ort-web over them: {geomean(ratios):.2f} "
+               f"({mach})")
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--models", default="all")
+    ap.add_argument("--int8", action="store_true", help=f"also the QDQ exports of {', '.join(INT8)}")
+    ap.add_argument("--out", default=str(BENCH / "results" / "zoo.json"))
+    ap.add_argument("--seconds", type=float, default=2.0)
+    ap.add_argument("--rounds", type=int, default=6)
+    ap.add_argument("--slice", type=float, default=0.3)
+    ap.add_argument("--variants", default="simd,relaxed")
+    ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--atol", type=float, default=1e-4)
+    ap.add_argument("--rtol", type=float, default=1e-3)
+    ap.add_argument("--no-profile", action="store_true", help="skip the per-kernel profile")
+    a = ap.parse_args(argv)
+    a.native = "node"
+    ensure_deps()
+    from bench.models.registry import ZOO_NAMES
+    names = list(ZOO_NAMES) if a.models == "all" else [n.strip() for n in a.models.split(",") if n.strip()]
+    unknown = [n for n in names if n not in ZOO_NAMES]
+    if unknown:
+        raise SystemExit(f"unknown zoo model(s): {', '.join(unknown)} (choose from {', '.join(ZOO_NAMES)})")
+    jobs = [(n, lambda n=n: model_path(n)) for n in names]
+    if a.int8:
+        jobs += [(f"{n}_int8", lambda n=n: qdq_path(n)) for n in names if n in INT8]
+    flags, mach = run.node_flags(), run.machine()
+    rows = []
+    for label, make in jobs:
+        try:
+            path = make()
+        except Exception as e:  # noqa: BLE001 - a model that does not export is a row, not the end of the run
+            rows.append({"model": label, "error": f"export failed: {str(e).splitlines()[0][:120]}"})
+            continue
+        rep = run.bench_model(f"zoo_{label}", a, flags, model=path)
+        rep["model"] = label
+        if "error" not in rep and not a.no_profile:
+            rep["kernels"] = kernel_shares(run.BUNDLES_DIR / f"zoo_{label}")
+        rows.append(rep)
+        print(table(rows[-1:], mach).splitlines()[2], file=sys.stderr)
+    md = table(rows, mach)
+    print("\n" + md)
+    out = Path(a.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO).stdout.strip()
+    out.write_text(json.dumps({"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                               "commit": commit, "machine": mach, "table": md, "models": rows}, indent=1) + "\n")
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
