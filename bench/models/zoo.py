@@ -33,6 +33,12 @@ def _torchvision():
     return torchvision.models
 
 
+def _transformers():
+    _torchvision()   # transformers imports torchvision (image processors) when it is installed
+    import transformers
+    return transformers
+
+
 def tv(name: str, **kw) -> Callable[[], nn.Module]:
     return lambda: getattr(_torchvision(), name)(weights=None, **kw)
 
@@ -58,31 +64,31 @@ class HiddenStates(nn.Module):
 
 def bert(layers: int, hidden: int, heads: int, ff: int) -> Callable[[], nn.Module]:
     def build() -> nn.Module:
-        from transformers import BertConfig, BertModel
-        cfg = BertConfig(vocab_size=30522, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
-                         intermediate_size=ff, attn_implementation="eager")
-        return HiddenStates(BertModel(cfg))
+        tf = _transformers()
+        cfg = tf.BertConfig(vocab_size=30522, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
+                            intermediate_size=ff, attn_implementation="eager")
+        return HiddenStates(tf.BertModel(cfg))
     return build
 
 
 def distilbert() -> nn.Module:
-    from transformers import DistilBertConfig, DistilBertModel
-    return HiddenStates(DistilBertModel(DistilBertConfig(attn_implementation="eager")))
+    tf = _transformers()
+    return HiddenStates(tf.DistilBertModel(tf.DistilBertConfig(attn_implementation="eager")))
 
 
 def vit_small() -> nn.Module:
-    from transformers import ViTConfig, ViTModel
-    cfg = ViTConfig(hidden_size=384, num_hidden_layers=12, num_attention_heads=6, intermediate_size=1536,
-                    attn_implementation="eager")
-    return HiddenStates(ViTModel(cfg, add_pooling_layer=False))
+    tf = _transformers()
+    cfg = tf.ViTConfig(hidden_size=384, num_hidden_layers=12, num_attention_heads=6, intermediate_size=1536,
+                       attn_implementation="eager")
+    return HiddenStates(tf.ViTModel(cfg, add_pooling_layer=False))
 
 
 def whisper_tiny_encoder() -> nn.Module:
-    from transformers import WhisperConfig, WhisperModel
-    cfg = WhisperConfig(d_model=384, encoder_layers=4, encoder_attention_heads=6, decoder_layers=4,
-                        decoder_attention_heads=6, encoder_ffn_dim=1536, decoder_ffn_dim=1536, num_mel_bins=80,
-                        attn_implementation="eager")
-    return HiddenStates(WhisperModel(cfg).get_encoder())
+    tf = _transformers()
+    cfg = tf.WhisperConfig(d_model=384, encoder_layers=4, encoder_attention_heads=6, decoder_layers=4,
+                           decoder_attention_heads=6, encoder_ffn_dim=1536, decoder_ffn_dim=1536, num_mel_bins=80,
+                           attn_implementation="eager")
+    return HiddenStates(tf.WhisperModel(cfg).get_encoder())
 
 
 GPT2_PAST = 127
@@ -94,13 +100,12 @@ class GPT2Step(nn.Module):
 
     def __init__(self) -> None:
         super().__init__()
-        from transformers import GPT2Config, GPT2LMHeadModel
-        self.cfg = GPT2Config(attn_implementation="eager")
-        self.model = GPT2LMHeadModel(self.cfg)
+        tf = _transformers()
+        self.cfg = tf.GPT2Config(attn_implementation="eager")
+        self.model = tf.GPT2LMHeadModel(self.cfg)
 
     def forward(self, input_ids: torch.Tensor, past: torch.Tensor) -> torch.Tensor:
-        from transformers import DynamicCache
-        cache = DynamicCache()
+        cache = _transformers().DynamicCache()
         for i in range(self.cfg.n_layer):
             cache.update(past[i, 0], past[i, 1], i)
         return self.model(input_ids, past_key_values=cache, use_cache=False).logits
