@@ -289,6 +289,11 @@ function checkManifest(m) {
       throw new EdgepackError(`manifest.json: bad input/output entry ${JSON.stringify(s)?.slice(0, 200)}`);
   }
   if (m.files !== undefined && (typeof m.files !== 'object' || m.files === null)) throw new EdgepackError('manifest.json: files is not an object');
+  // bounds of the symbolic dims: {name: {min, max}}, max null (or 0) unbounded (packager/api.py writes them)
+  const bound = (/** @type {any} */ x) => x === undefined || x === null || (Number.isInteger(x) && x >= 0 && x <= MAX_DIM);
+  if (m.dims !== undefined && (typeof m.dims !== 'object' || m.dims === null || Array.isArray(m.dims) ||
+      !Object.values(m.dims).every((b) => b && typeof b === 'object' && bound(b.min) && bound(b.max))))
+    throw new EdgepackError(`manifest.json: bad dims (bounds of the symbolic dims) ${JSON.stringify(m.dims)?.slice(0, 200)}`);
 }
 
 /** ONNX dtype codes a plan tensor carries -> manifest dtype names (packager/bundle.py DTYPES). */
