@@ -131,6 +131,10 @@ async function httpGetter(options, notes) {
       if (hit) return hit;
       let r;
       try { r = await f(url); } catch (e) { throw new EdgepackError(`${url}: fetch failed (${e})`); }
+      if (r.status === 403 && url.pathname.startsWith('/@fs/')) {   // Vite's dev server, bundle outside its root
+        throw new EdgepackError(`${url}: HTTP 403: Vite's dev server serves no file outside server.fs.allow; add the bundle's ` +
+          `folder (${decodeURIComponent(url.pathname.slice(4).replace(/\/[^/]*$/, ''))}) to server.fs.allow in vite.config.js`);
+      }
       if (!r.ok) throw new EdgepackError(`${url}: HTTP ${r.status}`);
       return r;
     },
