@@ -687,11 +687,12 @@ export async function load(source, options = {}) {
       const ok = new Set([...names, 'manifest.json', 'manifest.sig']);
       const extra = present.filter((n) => !ok.has(n)).sort();
       if (extra.length) throw new EdgepackError(`${describe(source)}: files not covered by the signed manifest: ${extra.slice(0, 5).join(', ')}`);
-      // model.plan and the wasm build are checked as they load; an absent file the runtime never loads
-      // (model.onnx left out of an npm package) cannot run, so it is not required
+      // model.plan is checked as it loads; every other file there too, the unused wasm builds included (a local
+      // disk read, and the same answer as the Python and edge runtimes give). An absent file the runtime never
+      // loads (model.onnx left out of an npm package) cannot run, so it is not required.
       const here = new Set(present);
       for (const n of names) {
-        if (!here.has(n) || n === 'model.plan' || n.endsWith('.wasm')) continue;
+        if (!here.has(n) || n === 'model.plan') continue;
         const b = await read(n), h = await hasher();
         h.update(b);
         if (b.length !== manifest.files[n]?.bytes || h.hex() !== manifest.files[n]?.sha256)
