@@ -159,8 +159,14 @@ for (const f of ['manifest.json', 'model.plan', 'edgepack.wasm', 'edgepack-scala
   files[f] = new Uint8Array(readFileSync(`${dir}/${f}`));
 const base = JSON.parse(new TextDecoder().decode(files['manifest.json']));
 let state = Number(seed0) >>> 0;
-const rnd = () => { state = (Math.imul(state ^ (state >>> 15), 2246822507) + 0x9e3779b9) >>> 0; return state / 2 ** 32; };
-const pick = (a) => a[Math.floor(rnd() * a.length)];
+const rnd = () => {   // mulberry32
+  state = (state + 0x6d2b79f5) >>> 0;
+  let t = Math.imul(state ^ (state >>> 15), 1 | state);
+  t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+  return ((t ^ (t >>> 14)) >>> 0) / 2 ** 32;
+};
+// a copy: a mutation must never edit the WEIRD values themselves (an array made to hold itself)
+const pick = (a) => structuredClone(a[Math.floor(rnd() * a.length)]);
 const WEIRD = [null, -1, 0, 1, 2, 3, 7, 2 ** 31, 2 ** 32, 1e300, -0.5, 'x', 'batch', '', [], {}, [1], [2, 8], [8, 2], true,
   'float32', 'int32', 'int64', 'bool', 'float16', '__proto__', { min: 5, max: 1 }, { min: 0, max: 2 ** 40 }];
 function mutateManifest() {
