@@ -25,7 +25,7 @@ import pytest
 from packager.api import reference_run
 from packager.signing import generate_keypair
 
-from .browser_env import chromium, chromium_missing, make_server, serving
+from .browser_env import ISOLATED, chromium, chromium_missing, make_server, serving
 from .conftest import model_path
 from .test_web_api import cli_package
 
@@ -95,15 +95,18 @@ def test_each_file_fetched_once_with_progress(site) -> None:
     no other build, no model.onnx. onProgress follows the plan as it streams."""
     manifest = json.loads((site["bundle"] / "manifest.json").read_text())
     with serving(site["mounts"]) as url, chromium() as browser:
-        for options, expect_sig in (({"publicKey": site["key"]}, True), ({}, False)):
+        # the third: a cross-origin isolated page, where the one build fetched is the threaded one
+        for options, expect_sig, iso in (({"publicKey": site["key"]}, True, ""), ({}, False, ""), ({}, False, ISOLATED)):
             page = browser.new_page()
             urls = _requests(page)
-            page.goto(url + "/index.html")
+            page.goto(url + iso + "/index.html")
             res = page.evaluate(LOAD, ["/b/", options])
             page.close()
             _check(res, site["want"])
             files = _bundle_files(urls, "b/")
-            wasm = {"relaxed": "edgepack-relaxed.wasm", "simd": "edgepack.wasm", "scalar": "edgepack-scalar.wasm"}[res["variant"]]
+            wasm = {"relaxed": "edgepack-relaxed.wasm", "simd": "edgepack.wasm", "scalar": "edgepack-scalar.wasm",
+                    "threads-relaxed": "edgepack-threads-relaxed.wasm", "threads": "edgepack-threads.wasm"}[res["variant"]]
+            assert ("threads" in res["variant"]) == bool(iso), res["variant"]
             assert files == {"manifest.json": 1, "model.plan": 1, wasm: 1, **({"manifest.sig": 1} if expect_sig else {})}, files
             # progress: per file up to its size, overall up to plan + wasm, the 3 MB plan in more than one step
             prog = res["progress"]
