@@ -281,7 +281,7 @@ console.log(JSON.stringify({{ dynamic: s.dynamic, out }}));
                           "package the model again with edgepack {v}"),
     ("plan", 3, "model.plan: version 3 is not supported by this runtime (edgepack {v} reads plan versions 1 and 2); "
                 "it was made by edgepack 9.1.0"),
-])
+], ids=["format", "plan"])
 def test_version_mismatch_says_which_runtime(field, value, expect, bundle, tmp_path) -> None:
     b = tmp_path / "b"
     shutil.copytree(bundle, b)
