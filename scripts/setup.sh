@@ -29,18 +29,21 @@ if ! python3 -c 'import onnx, onnxruntime, onnx_ir, onnxscript, wasmtime, numpy,
   python3 -m pip install -q --disable-pip-version-check -e '.[dev]'
 fi
 
-if [ -f bench/package.json ] && [ ! -d bench/node_modules ]; then
+# `npm ci`, never `npm install`: it installs the tracked package-lock.json as it is and never rewrites it, so set-up
+# leaves `git status` clean. The locks record the optional platform packages a fresh linux-x64 machine needs
+# (@esbuild/linux-x64, @rollup/rollup-linux-x64-gnu); tests/test_web_api.py checks a fresh `npm ci` of each.
+if [ -f bench/package.json ] && [ ! -d bench/node_modules/onnxruntime-web ]; then
   echo "[setup] npm: bench deps"
-  (cd bench && npm install --silent --no-audit --no-fund)
+  (cd bench && npm ci --silent --no-audit --no-fund)
 fi
 if [ ! -x web/node_modules/.bin/tsc ] || [ ! -x web/node_modules/.bin/esbuild ] || [ ! -x web/node_modules/.bin/vite ]; then
   echo "[setup] npm: web dev deps (typescript, esbuild, vite)"
-  (cd web && npm install --silent --no-audit --no-fund)  # not `npm ci`: npm 11 leaves optional platform packages out of the lock
+  (cd web && npm ci --silent --no-audit --no-fund)
 fi
 
 if [ ! -x wasm_kernels/node_modules/.bin/wasm-opt ]; then
   echo "[setup] npm: binaryen for the relaxed-SIMD wasm builds (wasm_kernels/package.json)"
-  (cd wasm_kernels && npm install --silent --no-audit --no-fund)
+  (cd wasm_kernels && npm ci --silent --no-audit --no-fund)
 fi
 
 # the five benchmark models and the run-time-shape variants (docs/models.md)

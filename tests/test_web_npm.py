@@ -145,7 +145,10 @@ def test_installed_package_runs_like_onnxruntime(pkg, project, tmp_path) -> None
     assert res["ok"], res.get("error")
     assert res["name"] == manifest["name"] and [s["name"] for s in res["inputs"]] == list(feeds)
     assert res["backend"] == "wasm" and res["features"]["simd"] and res["features"]["webgpu"] is False
-    want = reference_run(onnx.load(str(installed / "model.onnx")), feeds)
+    # model.onnx stays in the bundle folder, out of the tarball (package.json "files"): nothing loads it
+    assert not (installed / "model.onnx").exists()
+    assert (project.parent / "b" / pkg / "model.onnx").is_file()
+    want = reference_run(onnx.load(str(project.parent / "b" / pkg / "model.onnx")), feeds)
     assert set(got) == set(want)
     for k, w in want.items():
         assert got[k].dtype == w.dtype and got[k].shape == w.shape

@@ -41,11 +41,23 @@ export interface TensorSpec {
   tensor: number;
 }
 
-/** An input tensor (an onnxruntime-web Tensor also fits). */
+/** An input tensor. */
 export interface Tensor {
   data: TensorData;
   dims: readonly number[];
 }
+
+/** An onnxruntime-web (onnxruntime-common) `Tensor` as an input: its `type` must be the input's dtype and its data
+ * on the CPU (`location` 'cpu'); `data` is then the TypedArray of that dtype. */
+export interface OrtTensorLike {
+  readonly type: string;
+  readonly data: unknown;
+  readonly dims: readonly number[];
+  readonly location?: string;
+}
+
+/** What run() takes per input. */
+export type Feed = Tensor | OrtTensorLike;
 
 /** An output tensor: a fresh copy, valid after later runs; dims are this run's (resolved, for a version-2 bundle). */
 export interface OutputTensor extends Tensor {
@@ -80,15 +92,36 @@ export interface LoadOptions {
   threads?: 'auto' | number;
   /** default 'auto': relaxed SIMD, else SIMD128, else scalar */
   variant?: Variant;
-  /** check model.plan and the .wasm against the SHA-256 in manifest.json (default true; needs WebCrypto) */
+  /** check model.plan and the .wasm against the SHA-256 in manifest.json as they stream (default true; plain JS,
+   * works without WebCrypto, e.g. on plain http from a LAN address) */
   verify?: boolean;
   /** fetch to use for URL bundles (default globalThis.fetch) */
   fetch?: typeof fetch;
+  /** Called as bytes arrive (model.plan and the wasm build: each read once, hashed as it streams). */
+  onProgress?: (progress: Progress) => void;
+  /** Cache API cache name (true: 'edgepack'): files found there are read without the network; fetched ones are
+   * stored there once the load has checked them. The cache is never refreshed: use a new name (or new URLs) for a
+   * new bundle. Needs a secure context (https or localhost); elsewhere session.notes says it was not used. */
+  cache?: string | boolean;
   /** Ed25519 public key (64 hex characters or 32 bytes): the bundle must be signed by it (manifest.sig over
    * manifest.json's exact bytes) and every file the manifest lists must match its SHA-256; for a Node
    * directory, files the manifest does not list are refused too. Implies verify: true. Needs WebCrypto Ed25519
-   * (Node >= 20, current Chromium/Firefox/Safari). */
+   * (Node >= 20, current Chromium/Firefox/Safari) in a secure context: without it load() throws before downloading. */
   publicKey?: string | Uint8Array;
+}
+
+/** Progress of a load (see LoadOptions.onProgress). */
+export interface Progress {
+  /** the file being read: 'model.plan' or a .wasm build */
+  file: string;
+  /** bytes of that file read so far */
+  loaded: number;
+  /** its size (manifest.json, else Content-Length), null when unknown */
+  total: number | null;
+  /** bytes read so far over the files this load reads after manifest.json */
+  bytesLoaded: number;
+  /** their total size (from manifest.json), null when unknown */
+  bytesTotal: number | null;
 }
 
 /** Every failure of the runtime: bad bundle, refused plan (status set), wrong inputs. */
@@ -121,12 +154,12 @@ export class Session {
   readonly dims: Readonly<Record<string, DimBound>>;
   /** Throws EdgepackError on unknown/missing names, wrong TypedArray kind, dims or length; for a version-2 bundle,
    * on a dim outside its bounds or a symbol given two extents (naming the input, dimension and bound). */
-  checkFeeds(feeds: Record<string, Tensor>): void;
-  /** Runs the model on the session's backend. */
-  run(feeds: Record<string, Tensor>): Promise<Record<string, OutputTensor>>;
+  checkFeeds(feeds: Record<string, Feed>): void;
+  /** Runs the model on the session's backend. Throws EdgepackError after destroy(). */
+  run(feeds: Record<string, Feed>): Promise<Record<string, OutputTensor>>;
   /** Runs the model on the wasm core, whatever the backend. */
-  runSync(feeds: Record<string, Tensor>): Record<string, OutputTensor>;
-  /** Frees GPU resources and stops worker threads; the session cannot run afterwards. */
+  runSync(feeds: Record<string, Feed>): Record<string, OutputTensor>;
+  /** Frees GPU resources and stops worker threads; run() throws an EdgepackError afterwards. */
   destroy(): void;
   /** destroy(), as a promise. */
   close(): Promise<void>;
@@ -140,8 +173,56 @@ export const THREADED_WASM: Readonly<{ simd: 'edgepack-threads.wasm'; relaxed: '
  * bundle packaged as an npm package passes, so that bundlers see `new URL('./file', import.meta.url)`. */
 export type BundleFiles = Record<string, string | URL>;
 
+/** This runtime's version (the npm package's). */
+export const VERSION: string;
+
 /** What this engine runs best. */
 export function detectVariant(): 'relaxed' | 'simd' | 'scalar';
 
 /** Load a bundle: a directory path or file: URL in Node, a URL in browsers, or its files' URLs. */
 export function load(source: string | URL | BundleFiles, options?: LoadOptions): Promise<Session>;
+
+/** RGBA pixels with their size: ImageData, or the same shape from anywhere (works in Node). */
+export interface ImageDataLike {
+  data: Uint8ClampedArray | Uint8Array;
+  width: number;
+  height: number;
+}
+
+/** What imageToTensor reads: in browsers any drawable image (resized through a canvas); in Node, RGBA pixels. */
+export type ImageSource = ImageDataLike | ImageData | HTMLImageElement | HTMLCanvasElement | OffscreenCanvas | ImageBitmap | HTMLVideoElement;
+
+export interface ImageToTensorOptions {
+  /** default 'NCHW' ([1, C, H, W]); 'NHWC' gives [1, H, W, C] */
+  layout?: 'NCHW' | 'NHWC';
+  /** resize to this size first (through a canvas: browsers) */
+  width?: number;
+  height?: number;
+  /** 3 (RGB, default), 1 (luma), 4 (RGBA) */
+  channels?: 1 | 3 | 4;
+  /** pixel multiplier before mean/std (default 1/255) */
+  scale?: number;
+  /** subtracted per channel after scaling (default 0); ImageNet: [0.485, 0.456, 0.406] */
+  mean?: number | readonly number[];
+  /** divided per channel after mean (default 1); ImageNet: [0.229, 0.224, 0.225] */
+  std?: number | readonly number[];
+  /** channels in B, G, R order */
+  bgr?: boolean;
+}
+
+/** An image as a normalized float32 tensor: ((pixel * scale) - mean[c]) / std[c], NCHW or NHWC, batch 1. */
+export function imageToTensor(image: ImageSource, options?: ImageToTensorOptions): { data: Float32Array; dims: number[] };
+
+export interface AudioFramesOptions {
+  /** samples per frame */
+  frameLength: number;
+  /** samples between frame starts (default frameLength: no overlap) */
+  hop?: number;
+  /** zero-pad the last partial frame (default true) or drop it */
+  pad?: boolean;
+  /** 'hann': multiply each frame by a periodic Hann window (default 'none') */
+  window?: 'none' | 'hann';
+}
+
+/** Mono PCM samples (AudioBuffer.getChannelData(0)) as overlapping frames: a [frames, frameLength] tensor. */
+export function audioFrames(pcm: Float32Array, options: AudioFramesOptions): { data: Float32Array; dims: [number, number] };

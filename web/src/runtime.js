@@ -2,6 +2,8 @@
 // edgepack web runtime: loads a bundle (manifest.json, model.plan, one .wasm) and runs it.
 // Mirror of packager/runtime/wasm.py + packager/bundle.py. No dependencies; Node >= 20 and browsers.
 
+import { Sha256 } from './sha256.js';
+
 /** @typedef {'auto'|'simd'|'scalar'|'relaxed'} Variant */
 /** A dim of a manifest shape: a number (fixed), a symbol name (resolved at run time: version-2 plans), or null
  * (an output dim that varies otherwise).
@@ -13,6 +15,9 @@
 export const VARIANTS = Object.freeze({ simd: 'edgepack.wasm', scalar: 'edgepack-scalar.wasm', relaxed: 'edgepack-relaxed.wasm' });
 const FORMAT = 'edgepack-bundle';
 const FORMAT_VERSION = 1;
+/** This runtime's version (web/package.json "version"; a bundle's manifest says which edgepack made it). */
+export const VERSION = '0.1.0';
+const PLAN_VERSIONS = [1, 2];   // what the core opens (docs/plan-format.md)
 const PAGE = 65536;
 const PLAN_DYNAMIC = 2;   // plan version whose shapes are resolved at run time
 const MAX_DIM = 0x7fffffff;   // the core's dims are int32
@@ -51,52 +56,130 @@ const isNode = typeof process !== 'undefined' && !!process.versions?.node;
  * browser neither resolve nor shim it. @param {string} name @returns {Promise<any>} */
 const nodeModule = (name) => import(/* @vite-ignore */ /* webpackIgnore: true */ name);
 
-/** Reads one URL: file: URLs from disk in Node, anything else with fetch.
- * @param {URL} url @param {typeof fetch} [fetchFn] @returns {Promise<Uint8Array>} */
-async function readUrl(url, fetchFn) {
-  if (isNode && url.protocol === 'file:') {
-    const fs = await nodeModule('node:fs/promises');
-    try { return new Uint8Array(await fs.readFile(url)); } catch (e) {
-      throw new EdgepackError(`${url}: cannot read bundle file (${/** @type {any} */ (e).code || e})`);
+/** Progress of a load: `file` is the file being read, `loaded`/`total` its bytes (total: from manifest.json, else
+ * Content-Length, else null); `bytesLoaded`/`bytesTotal` cover the files this load reads after the manifest.
+ * @typedef {{file: string, loaded: number, total: number|null, bytesLoaded: number, bytesTotal: number|null}} Progress */
+
+/** @typedef {{update: (b: Uint8Array) => unknown, hex: () => string}} Hasher */
+
+/** An incremental SHA-256: node:crypto in Node (faster), else the JS one (no WebCrypto needed: plain-http pages on
+ * a LAN address have no crypto.subtle). @returns {Promise<Hasher>} */
+async function hasher() {
+  if (isNode) {
+    const h = (await nodeModule('node:crypto')).createHash('sha256');
+    return { update: (b) => h.update(b), hex: () => h.digest('hex') };
+  }
+  return new Sha256();
+}
+
+/** Reads a response body once, chunk by chunk (each given to onChunk: hashing and progress as it streams).
+ * `limit` (the size manifest.json lists) stops a server that sends more before it fills memory.
+ * @param {Response} r @param {string} what @param {(chunk: Uint8Array) => void} onChunk @param {number|null} limit
+ * @returns {Promise<Uint8Array>} */
+async function readBody(r, what, onChunk, limit) {
+  const tooMany = () => new EdgepackError(`${what}: more than the ${limit} bytes manifest.json lists (tampered or corrupt)`);
+  if (!r.body) {
+    const b = new Uint8Array(await r.arrayBuffer());
+    if (limit !== null && b.length > limit) throw tooMany();
+    onChunk(b);
+    return b;
+  }
+  const reader = r.body.getReader();
+  // with a known size, one buffer filled in place (no copy at the end); else the chunks, joined once
+  let out = limit !== null ? new Uint8Array(limit) : null;
+  /** @type {Uint8Array[]} */
+  const parts = [];
+  let n = 0;
+  for (;;) {
+    let step;
+    try { step = await reader.read(); } catch (e) { throw new EdgepackError(`${what}: download failed (${e})`); }
+    if (step.done) break;
+    const c = step.value;
+    if (limit !== null && n + c.length > limit) { reader.cancel().catch(() => {}); throw tooMany(); }
+    if (out) out.set(c, n); else parts.push(c);
+    n += c.length;
+    onChunk(c);
+  }
+  if (out) return n === out.length ? out : out.subarray(0, n);
+  const all = new Uint8Array(n);
+  let at = 0;
+  for (const c of parts) { all.set(c, at); at += c.length; }
+  return all;
+}
+
+/** Where a load reads files from the network: fetch, through the Cache API when asked (a cached file is read
+ * without the network; a fetched one is stored once the whole load has checked it).
+ * @param {{fetch?: typeof fetch, cache?: string|boolean}} options @param {string[]} notes */
+async function httpGetter(options, notes) {
+  const f = options.fetch || globalThis.fetch;
+  const name = options.cache === true ? 'edgepack' : options.cache || null;
+  /** @type {Cache|null} */
+  let cache = null;
+  if (name) {
+    if (typeof globalThis.caches === 'undefined') notes.push('cache: the Cache API is unavailable here (Node, or a page that is not a secure context): files are fetched');
+    else {
+      try { cache = await globalThis.caches.open(name); } catch (e) { notes.push(`cache: cannot open '${name}' (${e}): files are fetched`); }
     }
   }
-  const f = fetchFn || globalThis.fetch;
-  let r;
-  try { r = await f(url); } catch (e) { throw new EdgepackError(`${url}: fetch failed (${e})`); }
-  if (!r.ok) throw new EdgepackError(`${url}: HTTP ${r.status}`);
-  return new Uint8Array(await r.arrayBuffer());
+  /** @type {[string, Uint8Array, string][]} fetched this load: stored in the cache once the load has checked them */
+  const fresh = [];
+  return {
+    fresh,
+    /** @param {URL} url @returns {Promise<Response>} */
+    async get(url) {
+      const hit = cache ? await cache.match(url.href) : undefined;
+      if (hit) return hit;
+      let r;
+      try { r = await f(url); } catch (e) { throw new EdgepackError(`${url}: fetch failed (${e})`); }
+      if (r.status === 403 && url.pathname.startsWith('/@fs/')) {   // Vite's dev server, bundle outside its root
+        throw new EdgepackError(`${url}: HTTP 403: Vite's dev server serves no file outside server.fs.allow; add the bundle's ` +
+          `folder (${decodeURIComponent(url.pathname.slice(4).replace(/\/[^/]*$/, ''))}) to server.fs.allow in vite.config.js`);
+      }
+      if (!r.ok) throw new EdgepackError(`${url}: HTTP ${r.status}`);
+      return r;
+    },
+    /** @param {URL} url @param {Uint8Array} bytes @param {Response} r */
+    remember(url, bytes, r) {
+      if (cache && r.type !== 'opaque' && !r.headers.has('x-edgepack-cached')) fresh.push([url.href, bytes, r.headers.get('content-type') || '']);
+    },
+    async commit() {
+      if (!cache) return;
+      for (const [u, b, type] of fresh) {
+        // the marker tells a cached response from a network one (the cache holds only files a load checked)
+        const headers = { 'content-type': type || 'application/octet-stream', 'content-length': String(b.length), 'x-edgepack-cached': '1' };
+        await cache.put(u, new Response(/** @type {BodyInit} */ (/** @type {unknown} */ (b)), { headers })).catch(() => {});
+      }
+    },
+  };
 }
 
 /** Reads files of a bundle: a directory path or file: URL in Node, an http(s) URL (or path relative to the page) in
  * browsers, or a map {file name: URL} (what a bundle packaged as an npm package passes: bundlers see each
- * `new URL('./file', import.meta.url)` and ship the file).
- * `list` (Node directories only) gives every file's path relative to the bundle, recursively.
- * @param {string|URL|Record<string, string|URL>} source @param {typeof fetch} [fetchFn]
- * `has` (file maps only) says whether the map holds a file.
- * @returns {{read: (name: string) => Promise<Uint8Array>, list?: () => Promise<string[]>, has?: (name: string) => boolean}} */
-function bundleReader(source, fetchFn) {
-  if (source && typeof source === 'object' && !(source instanceof URL)) {
-    const map = /** @type {Record<string, string|URL>} */ (source);
-    return {
-      has: (name) => Object.hasOwn(map, name),
-      read: async (name) => {
-        if (!Object.hasOwn(map, name)) throw new EdgepackError(`bundle file ${name}: not in the bundle's file map`);
-        return readUrl(new URL(String(map[name]), globalThis.location?.href), fetchFn);
-      },
-    };
-  }
-  const s = String(source);
-  if (isNode && !/^(https?|blob|data):/i.test(s)) {
+ * `new URL('./file', import.meta.url)` and ship the file). Each file is read once: `read(name, onChunk, limit)`
+ * streams it through onChunk. `list` (Node directories only) gives every file's path relative to the bundle,
+ * recursively. `commit` stores what was fetched in the Cache API (when asked) once the load has checked it.
+ * @param {string|URL|Record<string, string|URL>} source @param {{fetch?: typeof fetch, cache?: string|boolean}} options
+ * @param {string[]} notes
+ * @returns {Promise<{read: (name: string, onChunk?: (c: Uint8Array) => void, limit?: number|null) => Promise<Uint8Array>,
+ *   list?: () => Promise<string[]>, commit: () => Promise<void>}>} */
+async function bundleReader(source, options, notes) {
+  const isMap = source && typeof source === 'object' && !(source instanceof URL);
+  const s = isMap ? '' : String(source);
+  if (!isMap && isNode && !/^(https?|blob|data):/i.test(s)) {
     const dir = s.startsWith('file:') ? new URL(s.endsWith('/') ? s : s + '/') : null;
     const root = dir || `${s.replace(/\/+$/, '')}/`;
     return {
-      read: async (name) => {
+      read: async (name, onChunk, limit = null) => {
         const fs = await nodeModule('node:fs/promises');
+        let b;
         try {
-          return new Uint8Array(await fs.readFile(dir ? new URL(name, dir) : root + name));
+          b = new Uint8Array(await fs.readFile(dir ? new URL(name, dir) : root + name));
         } catch (e) {
           throw new EdgepackError(`${s}: cannot read bundle file ${name} (${/** @type {any} */ (e).code || e})`);
         }
+        if (limit !== null && b.length > limit) throw new EdgepackError(`${name}: more than the ${limit} bytes manifest.json lists (tampered or corrupt)`);
+        onChunk?.(b);
+        return b;
       },
       list: async () => {
         const fs = await nodeModule('node:fs/promises');
@@ -109,10 +192,38 @@ function bundleReader(source, fetchFn) {
           return rel.startsWith(b) ? rel.slice(b.length) : e.name;
         });
       },
+      commit: async () => {},
     };
   }
-  const base = new URL(s.endsWith('/') ? s : s + '/', globalThis.location?.href);
-  return { read: (name) => readUrl(new URL(name, base), fetchFn) };
+  const map = isMap ? /** @type {Record<string, string|URL>} */ (source) : null;
+  const base = map ? null : new URL(s.endsWith('/') ? s : s + '/', globalThis.location?.href);
+  const http = await httpGetter(options, notes);
+  /** @param {string} name */
+  const urlOf = (name) => {
+    if (!map) return new URL(name, /** @type {URL} */ (base));
+    if (!Object.hasOwn(map, name)) throw new EdgepackError(`bundle file ${name}: not in the bundle's file map`);
+    return new URL(String(map[name]), globalThis.location?.href);
+  };
+  return {
+    read: async (name, onChunk = () => {}, limit = null) => {
+      const url = urlOf(name);
+      if (isNode && url.protocol === 'file:') {   // a file map in Node: the files are on disk
+        const fs = await nodeModule('node:fs/promises');
+        let b;
+        try { b = new Uint8Array(await fs.readFile(url)); } catch (e) {
+          throw new EdgepackError(`${url}: cannot read bundle file (${/** @type {any} */ (e).code || e})`);
+        }
+        if (limit !== null && b.length > limit) throw new EdgepackError(`${name}: more than the ${limit} bytes manifest.json lists (tampered or corrupt)`);
+        onChunk(b);
+        return b;
+      }
+      const r = await http.get(url);
+      const bytes = await readBody(r, String(url), onChunk, limit);
+      http.remember(url, bytes, r);
+      return bytes;
+    },
+    commit: () => http.commit(),
+  };
 }
 
 /** @param {string|Uint8Array} key 64 hex chars or 32 bytes @returns {Uint8Array} */
@@ -123,46 +234,90 @@ function publicKeyBytes(key) {
   return raw;
 }
 
-/** Ed25519 signature `sig` of `msg` under `key` (WebCrypto). Throws EdgepackError unless it verifies.
- * @param {Uint8Array} key @param {Uint8Array} sig @param {Uint8Array} msg */
-async function verifySignature(key, sig, msg) {
+/** The Ed25519 key as a WebCrypto key, imported before anything is downloaded: a page without crypto.subtle (plain
+ * http from a LAN address) or without Ed25519 learns it at once, not after the plan has downloaded.
+ * @param {Uint8Array} key @returns {Promise<CryptoKey>} */
+async function importPublicKey(key) {
   const subtle = globalThis.crypto?.subtle;
-  if (!subtle) throw new EdgepackError('WebCrypto (crypto.subtle) is unavailable here (a non-secure http: page?): cannot verify the bundle signature');
+  if (!subtle) {
+    throw new EdgepackError('publicKey: checking a signature needs WebCrypto (crypto.subtle), which this page does not have ' +
+      '(not a secure context: plain http from an address other than localhost); serve it over https, or load without ' +
+      'publicKey (every file is still checked against its SHA-256 in manifest.json)');
+  }
+  try {
+    return await subtle.importKey('raw', /** @type {BufferSource} */ (key), { name: 'Ed25519' }, false, ['verify']);
+  } catch (e) {
+    throw new EdgepackError(`publicKey: this engine cannot check Ed25519 signatures (WebCrypto: ${/** @type {Error} */ (e).message})`);
+  }
+}
+
+/** Ed25519 signature `sig` of `msg` under `key`. Throws EdgepackError unless it verifies.
+ * @param {CryptoKey} key @param {Uint8Array} sig @param {Uint8Array} msg */
+async function verifySignature(key, sig, msg) {
   if (sig.length !== 64) throw new EdgepackError('manifest.sig is not a 64-byte Ed25519 signature');
   let ok;
   try {
-    const k = await subtle.importKey('raw', /** @type {BufferSource} */ (key), { name: 'Ed25519' }, false, ['verify']);
-    ok = await subtle.verify({ name: 'Ed25519' }, k, /** @type {BufferSource} */ (sig), /** @type {BufferSource} */ (msg));
+    ok = await globalThis.crypto.subtle.verify({ name: 'Ed25519' }, key, /** @type {BufferSource} */ (sig), /** @type {BufferSource} */ (msg));
   } catch (e) {
     throw new EdgepackError(`cannot verify the bundle signature here (Ed25519 in WebCrypto: ${/** @type {Error} */ (e).message})`);
   }
   if (!ok) throw new EdgepackError('signature does not verify with the given public key (manifest.json tampered, or signed by another key)');
 }
 
-/** @param {Uint8Array} bytes @returns {Promise<string>} lowercase hex SHA-256 */
-async function sha256(bytes) {
-  const subtle = globalThis.crypto?.subtle;
-  if (!subtle) throw new EdgepackError('WebCrypto (crypto.subtle) is unavailable here (a non-secure http: page?): cannot verify the bundle; serve it over https or pass {verify: false}');
-  const d = new Uint8Array(await subtle.digest('SHA-256', /** @type {BufferSource} */ (bytes)));
-  return Array.from(d, (b) => b.toString(16).padStart(2, '0')).join('');
-}
-
-/** @param {any} manifest @param {string} name @param {Uint8Array} bytes */
-async function checkFile(manifest, name, bytes) {
-  const meta = Object.hasOwn(manifest.files || {}, name) ? manifest.files[name] : undefined;
-  if (!meta) throw new EdgepackError(`manifest.json does not list ${name}`);
-  if (meta.bytes !== bytes.length || (await sha256(bytes)) !== meta.sha256)
-    throw new EdgepackError(`bundle file ${name} does not match its SHA-256 in manifest.json (tampered or corrupt)`);
-}
+/** "edgepack 0.1.0" -> [0, 1, 0]; null when the manifest does not say. @param {any} createdBy */
+const madeBy = (createdBy) => {
+  const m = /^edgepack (\d+)\.(\d+)\.(\d+)/.exec(String(createdBy ?? ''));
+  return m ? [Number(m[1]), Number(m[2]), Number(m[3])] : null;
+};
 
 /** @param {any} m */
 function checkManifest(m) {
-  if (!m || m.format !== FORMAT) throw new EdgepackError('manifest.json: not an edgepack bundle manifest');
+  if (!m || typeof m !== 'object' || m.format !== FORMAT) throw new EdgepackError('manifest.json: not an edgepack bundle manifest');
   if (m.target !== 'web') throw new EdgepackError(`manifest.json: bundle was packaged for target '${m.target}', not 'web': package it with --target web`);
-  if (m.format_version !== FORMAT_VERSION) throw new EdgepackError(`manifest.json: bundle format ${m.format_version} not supported (this runtime reads ${FORMAT_VERSION})`);
-  for (const s of [...(m.inputs || []), ...(m.outputs || [])]) {
-    if (typeof s.name !== 'string' || !(s.dtype in ARRAYS) || !Array.isArray(s.shape) || !Number.isInteger(s.tensor))
-      throw new EdgepackError(`manifest.json: bad input/output entry ${JSON.stringify(s)}`);
+  // The format and plan versions are the contract; the packager's version says which runtime reads the bundle.
+  const ver = madeBy(m.created_by)?.join('.');
+  const hint = ver && ver !== VERSION ? `; it was made by edgepack ${ver}: load it with that runtime (npm install edgepack@${ver}) or package the model again with edgepack ${VERSION}` : '';
+  if (m.format_version !== FORMAT_VERSION) {
+    throw new EdgepackError(`manifest.json: bundle format ${m.format_version} is not supported by this runtime ` +
+      `(edgepack ${VERSION} reads format ${FORMAT_VERSION})${hint}`);
+  }
+  const pv = m.plan?.version;
+  if (pv !== undefined && !PLAN_VERSIONS.includes(pv)) {
+    throw new EdgepackError(`model.plan: version ${pv} is not supported by this runtime (edgepack ${VERSION} reads plan ` +
+      `versions ${PLAN_VERSIONS.join(' and ')})${hint}`);
+  }
+  if (!Array.isArray(m.inputs) || !Array.isArray(m.outputs)) throw new EdgepackError('manifest.json: inputs/outputs missing');
+  for (const s of [...m.inputs, ...m.outputs]) {
+    if (!s || typeof s.name !== 'string' || !Object.hasOwn(ARRAYS, s.dtype) || !Array.isArray(s.shape) || !Number.isInteger(s.tensor) ||
+        s.shape.length > 8 || !s.shape.every((/** @type {any} */ d) => d === null || typeof d === 'string' || (Number.isInteger(d) && d >= 0 && d <= MAX_DIM)))
+      throw new EdgepackError(`manifest.json: bad input/output entry ${JSON.stringify(s)?.slice(0, 200)}`);
+  }
+  if (m.files !== undefined && (typeof m.files !== 'object' || m.files === null)) throw new EdgepackError('manifest.json: files is not an object');
+  // bounds of the symbolic dims: {name: {min, max}}, max null (or 0) unbounded (packager/api.py writes them)
+  const bound = (/** @type {any} */ x) => x === undefined || x === null || (Number.isInteger(x) && x >= 0 && x <= MAX_DIM);
+  if (m.dims !== undefined && (typeof m.dims !== 'object' || m.dims === null || Array.isArray(m.dims) ||
+      !Object.values(m.dims).every((b) => b && typeof b === 'object' && bound(b.min) && bound(b.max))))
+    throw new EdgepackError(`manifest.json: bad dims (bounds of the symbolic dims) ${JSON.stringify(m.dims)?.slice(0, 200)}`);
+}
+
+/** ONNX dtype codes a plan tensor carries -> manifest dtype names (packager/bundle.py DTYPES). */
+const PLAN_DTYPES = /** @type {Record<number, string>} */ ({ 1: 'float32', 2: 'uint8', 3: 'int8', 6: 'int32', 7: 'int64', 9: 'bool', 10: 'float16' });
+
+/** The plan is the truth: each manifest input/output must be the plan's tensor of that dtype and those dims (a
+ * run-time dim, -1 in the plan, where the manifest gives a symbol or null), else run() would reinterpret bytes.
+ * Reads the tensor table of a plan the core has opened (so its offsets are valid): docs/plan-format.md.
+ * @param {Uint8Array} plan @param {TensorSpec} s @param {string} kind */
+function checkAgainstPlan(plan, s, kind) {
+  const dv = new DataView(plan.buffer, plan.byteOffset, plan.byteLength);
+  const at = dv.getUint32(32, true) + s.tensor * 48;   // header: tensors_off; 48-byte tensor records
+  if (at + 48 > plan.length) throw new EdgepackError(`manifest.json: ${kind} '${s.name}' names tensor ${s.tensor}, not in model.plan`);
+  const dtype = PLAN_DTYPES[dv.getUint8(at)] ?? `dtype ${dv.getUint8(at)}`;
+  const rank = dv.getUint8(at + 2);
+  const dims = Array.from({ length: Math.min(rank, 8) }, (_, k) => dv.getInt32(at + 12 + 4 * k, true));
+  const said = s.shape.map((d) => (Number.isInteger(d) ? d : -1));
+  if (dtype !== s.dtype || said.length !== dims.length || said.some((d, k) => d !== (dims[k] < 0 ? -1 : dims[k]))) {
+    throw new EdgepackError(`manifest.json says ${kind} '${s.name}' is ${s.dtype}[${s.shape}], but model.plan holds ` +
+      `${dtype}[${dims.map((d) => (d < 0 ? '?' : d))}] (manifest.json does not match model.plan)`);
   }
 }
 
@@ -222,6 +377,8 @@ export class Session {
         : (ex.ep_tensor_nbytes(s.tensor) >>> 0) === /** @type {number[]} */ (s.shape).reduce((a, d) => a * d, 1) * ARRAYS[s.dtype].BYTES_PER_ELEMENT));
     if (!agree(this.inputs, ex.ep_num_inputs(), ex.ep_input_id) || !agree(this.outputs, ex.ep_num_outputs(), ex.ep_output_id))
       throw new EdgepackError('manifest.json inputs/outputs do not match model.plan');
+    for (const x of this.inputs) checkAgainstPlan(plan, x, 'input');
+    for (const x of this.outputs) checkAgainstPlan(plan, x, 'output');
     /** @type {'wasm'|'webgpu'} */
     this.backend = 'wasm';
     // What the core reports it was built with, not what was asked for.
@@ -236,6 +393,7 @@ export class Session {
     this._gpu = null;
     /** The threaded build's workers, when it runs on them. @type {{terminate: () => unknown} | null} */
     this._threads = null;
+    this._destroyed = false;
   }
 
   /** Grows the memory to hold `end` bytes (a shared memory grows for every worker at once).
@@ -321,6 +479,7 @@ export class Session {
   /** Validates feeds against the manifest: names, TypedArray kind, dims and element count.
    * @param {Record<string, Tensor>} feeds */
   checkFeeds(feeds) {
+    if (this._destroyed) throw new EdgepackError('this session was destroyed (session.destroy()): load() the bundle again to run it');
     if (!feeds || typeof feeds !== 'object') throw new EdgepackError('run() takes an object {inputName: {data, dims}}');
     const names = this.inputs.map((s) => s.name);
     const unknown = Object.keys(feeds).filter((k) => !names.includes(k));
@@ -331,6 +490,12 @@ export class Session {
     const seen = new Map();
     for (const s of this.inputs) {
       const t = feeds[s.name];
+      // an onnxruntime-web Tensor fits ({data, dims, type, location}): its type and where its data lives are checked
+      const ort = /** @type {any} */ (t);
+      if (typeof ort?.location === 'string' && ort.location !== 'cpu' && ort.location !== 'cpu-pinned')
+        throw new EdgepackError(`input '${s.name}': the tensor's data is on '${ort.location}', not the CPU: pass a CPU tensor (onnxruntime-web: new Tensor(type, await t.getData(), t.dims))`);
+      if (typeof ort?.type === 'string' && ort.type !== s.dtype)
+        throw new EdgepackError(`input '${s.name}': tensor type ${ort.type}, expected ${s.dtype}`);
       const want = ARRAYS[s.dtype].name;
       const data = t?.data;
       const got = ArrayBuffer.isView(data) ? /** @type {any} */ (data)[Symbol.toStringTag] || 'DataView' : typeof data;
@@ -406,6 +571,7 @@ export class Session {
 
   /** Frees the GPU resources and stops the worker threads; the session is unusable afterwards. */
   destroy() {
+    this._destroyed = true;
     this._gpu?.destroy();
     this._gpu = null;
     this._threads?.terminate();
@@ -458,48 +624,51 @@ async function hardwareWebGPU() {
   } catch { return false; }
 }
 
-/** Reads (and when verifying, checks) one wasm file of the bundle and compiles it, caching by hash.
- * @param {(name: string) => Promise<Uint8Array>} read @param {any} manifest @param {string} name @param {boolean} verify */
-async function compileWasm(read, manifest, name, verify) {
-  const hash = verify ? manifest.files?.[name]?.sha256 : null;   // cache only binaries whose hash was checked
-  if (hash && modules.has(hash)) {
-    await checkFile(manifest, name, await read(name));   // cheap next to compiling; keeps "every load checks"
-    return /** @type {WebAssembly.Module} */ (modules.get(hash));
-  }
-  const wasm = await read(name);
-  if (verify) await checkFile(manifest, name, wasm);
+/** Compiles a wasm build, reusing the module compiled for the same (checked) SHA-256.
+ * @param {Uint8Array} wasm @param {string} name @param {string|null} hash */
+async function compileWasm(wasm, name, hash) {
+  if (hash && modules.has(hash)) return /** @type {WebAssembly.Module} */ (modules.get(hash));
   let mod;
   try { mod = await WebAssembly.compile(/** @type {BufferSource} */ (wasm)); } catch (e) { throw new EdgepackError(`${name}: not loadable here (${/** @type {Error} */ (e).message})`); }
   if (hash) modules.set(hash, mod);
   return mod;
 }
 
-/** Loads a bundle and opens a session on it.
+/** Loads a bundle and opens a session on it. Each file is read once (manifest.json, model.plan and the one wasm
+ * build that runs), hashed as it streams when verifying.
  * @param {string|URL|Record<string, string|URL>} source bundle directory (Node), URL (browser), or {file name: URL}
  * @param {{variant?: Variant, backend?: 'auto'|'wasm'|'webgpu', threads?: 'auto'|number, verify?: boolean,
- *   fetch?: typeof fetch, publicKey?: string|Uint8Array}} [options]
+ *   fetch?: typeof fetch, publicKey?: string|Uint8Array, onProgress?: (p: Progress) => void, cache?: string|boolean}} [options]
  * backend: 'auto' (default) is WebGPU only where a hardware adapter exists and this build has the WebGPU backend,
  * else wasm; 'webgpu' fails clearly when it cannot run. threads: 'auto' (default) uses the threaded build where the
  * bundle has one and the page is cross-origin isolated (always in Node), single-threaded otherwise (see session.notes).
  * publicKey: the bundle must be signed by this Ed25519 key (manifest.sig over manifest.json's exact bytes), and
- * every file the manifest lists must match its SHA-256; in Node, a file the manifest does not list is refused too.
+ * every file loaded must match its SHA-256; in Node, a file the manifest does not list is refused too.
+ * onProgress: called as bytes arrive. cache: a Cache API cache name (true: 'edgepack') to read the bundle from
+ * and store it in, so that a later load needs no network.
  * @returns {Promise<Session>} */
 export async function load(source, options = {}) {
-  const { variant = 'auto', backend = 'auto', threads = 'auto', publicKey } = options;
+  const { variant = 'auto', backend = 'auto', threads = 'auto', publicKey, onProgress } = options;
   if (!BACKENDS.includes(backend)) throw new EdgepackError(`unknown backend '${backend}' (choose from ${BACKENDS.join(', ')})`);
   if (threads !== 'auto' && !(Number.isInteger(threads) && threads >= 1 && threads <= 64))
     throw new EdgepackError(`threads must be 'auto' or an integer from 1 to 64, not ${JSON.stringify(threads)}`);
   if (typeof threads === 'number' && threads > 1 && variant === 'scalar')
     throw new EdgepackError(`threads: ${threads} uses a threaded SIMD build; it cannot be combined with variant 'scalar'`);
-  const key = publicKey === undefined || publicKey === null ? null : publicKeyBytes(publicKey);
+  if (variant !== 'auto' && !Object.hasOwn(VARIANTS, variant))
+    throw new EdgepackError(`unknown wasm variant '${variant}' (choose from auto, ${Object.keys(VARIANTS).join(', ')})`);
+  if (onProgress !== undefined && typeof onProgress !== 'function') throw new EdgepackError('onProgress must be a function');
+  const key = publicKey === undefined || publicKey === null ? null : await importPublicKey(publicKeyBytes(publicKey));
   const verify = key ? true : options.verify ?? true;
-  const { read, list, has } = bundleReader(source, options.fetch);
+  /** @type {string[]} */
+  const notes = [];
+  const { read, list, commit } = await bundleReader(source, options, notes);
   const mbytes = await read('manifest.json');
   if (key) {   // before parsing anything: the signature covers the manifest's bytes
     let sig;
     try { sig = await read('manifest.sig'); } catch { throw new EdgepackError(`${describe(source)}: bundle is not signed (manifest.sig missing) and a public key is required`); }
     await verifySignature(key, sig, mbytes);
   }
+  /** @type {any} */
   let manifest;
   try {
     manifest = JSON.parse(new TextDecoder().decode(mbytes));
@@ -507,70 +676,110 @@ export async function load(source, options = {}) {
     throw new EdgepackError(`${describe(source)}/manifest.json: not valid JSON (${/** @type {Error} */ (e).message})`);
   }
   checkManifest(manifest);
+  /** @param {string} n */
+  const listed = (n) => Object.hasOwn(manifest.files || {}, n);
   if (key) {
     const names = Object.keys(manifest.files || {});
     const bad = names.find((n) => !n || n.startsWith('/') || n.includes('\\') || n.split('/').some((p) => p === '..' || p === '.' || p === ''));
     if (bad !== undefined) throw new EdgepackError(`manifest lists a file outside the bundle: ${bad}`);
-    if (list) {
-      const listed = new Set([...names, 'manifest.json', 'manifest.sig']);
-      const extra = (await list()).filter((n) => !listed.has(n)).sort();
+    if (list) {   // a Node directory: nothing unlisted, and every listed file there (the JS too) as signed
+      const present = await list();
+      const ok = new Set([...names, 'manifest.json', 'manifest.sig']);
+      const extra = present.filter((n) => !ok.has(n)).sort();
       if (extra.length) throw new EdgepackError(`${describe(source)}: files not covered by the signed manifest: ${extra.slice(0, 5).join(', ')}`);
+      // model.plan is checked as it loads; every other file there too, the unused wasm builds included (a local
+      // disk read, and the same answer as the Python and edge runtimes give). An absent file the runtime never
+      // loads (model.onnx left out of an npm package) cannot run, so it is not required.
+      const here = new Set(present);
+      for (const n of names) {
+        if (!here.has(n) || n === 'model.plan') continue;
+        const b = await read(n), h = await hasher();
+        h.update(b);
+        if (b.length !== manifest.files[n]?.bytes || h.hex() !== manifest.files[n]?.sha256)
+          throw new EdgepackError(`bundle file ${n} does not match its SHA-256 in manifest.json (tampered or corrupt)`);
+      }
     }
-    // A file map (an npm-packaged bundle) holds what the runtime loads; the rest (model.onnx, the JS that is
-    // already running) is not fetched.
-    for (const n of names) if (!has || has(n)) await checkFile(manifest, n, await read(n));
   }
+
   const best = detectVariant();
   const v = variant === 'auto' ? best : variant;
-  if (!(v in VARIANTS)) throw new EdgepackError(`unknown wasm variant '${variant}' (choose from auto, ${Object.keys(VARIANTS).join(', ')})`);
   const rank = { scalar: 0, simd: 1, relaxed: 2 };
   if (rank[v] > rank[best]) {
     throw new EdgepackError(`this WebAssembly engine does not support the '${v}' variant (best available: '${best}')` +
       (v === 'relaxed' && isNode ? '; Node 20 needs --experimental-wasm-relaxed-simd' : ''));
   }
-  const notes = [];
-  const plan = await read('model.plan');
-  if (verify) await checkFile(manifest, 'model.plan', plan);
 
-  // Threads: the threaded build where it can run, else the single-threaded variant (with a note saying why).
+  // Which one wasm build runs is decided before anything large is read: the threaded build where it can run,
+  // else the single-threaded variant (with a note saying why).
   const nThreads = threads === 'auto' ? (variant === 'auto' ? await autoThreads() : 1) : threads;
-  let session = null;
+  let threadedName = null, part = null;
   if (nThreads > 1) {
     // The threaded build of the chosen ISA; a bundle packaged before the relaxed one existed runs SIMD128 threads.
-    const has = (/** @type {string} */ n) => Object.hasOwn(manifest.files || {}, n);
-    const threadedName = v === 'relaxed' && has(THREADED_WASM.relaxed) ? THREADED_WASM.relaxed : THREADED_WASM.simd;
+    const name = v === 'relaxed' && listed(THREADED_WASM.relaxed) ? THREADED_WASM.relaxed : THREADED_WASM.simd;
     const why = v === 'scalar' ? 'this engine has no WebAssembly SIMD (the threaded builds need it)'
-      : !has(threadedName) ? `the bundle has no threaded build (${threadedName})`
+      : !listed(name) ? `the bundle has no threaded build (${name})`
       : !isNode && !globalThis.crossOriginIsolated ? 'the page is not cross-origin isolated (serve it with COOP/COEP headers): no SharedArrayBuffer'
         : null;
-    const part = why ? null : await optionalPart('threads');
+    part = why ? null : await optionalPart('threads');
     if (why || !part) notes.push(`threads: single-threaded, ${why || 'this build of the runtime has no threads.js'}`);
-    else {
-      const mod = await compileWasm(read, manifest, threadedName, verify);   // a tampered build fails here, always
-      let t = null;
+    else threadedName = name;
+  }
+  const singleName = VARIANTS[/** @type {keyof VARIANTS} */ (v)];
+
+  // Progress over what this load reads after the manifest (sizes from manifest.json).
+  const size = (/** @type {string} */ n) => (Number.isSafeInteger(manifest.files?.[n]?.bytes) ? manifest.files[n].bytes : null);
+  const planned = ['model.plan', threadedName || singleName].map(size);
+  const bytesTotal = planned.every((b) => b !== null) ? /** @type {number[]} */ (planned).reduce((a, b) => a + b, 0) : null;
+  let bytesLoaded = 0;
+
+  /** Reads one file once: hashed as it streams (when verifying), reported to onProgress, never past its listed size.
+   * @param {string} name */
+  async function readChecked(name) {
+    const meta = listed(name) ? manifest.files[name] : null;
+    if (verify && (!meta || typeof meta.sha256 !== 'string' || !Number.isSafeInteger(meta.bytes) || meta.bytes < 0))
+      throw new EdgepackError(`manifest.json does not list ${name} (with its bytes and sha256)`);
+    const h = verify ? await hasher() : null;
+    let loaded = 0;
+    const total = meta && Number.isSafeInteger(meta.bytes) ? meta.bytes : null;
+    const bytes = await read(name, (c) => {
+      h?.update(c);
+      loaded += c.length;
+      bytesLoaded += c.length;
+      onProgress?.({ file: name, loaded, total, bytesLoaded, bytesTotal });
+    }, verify ? meta.bytes : null);
+    if (verify && (bytes.length !== meta.bytes || /** @type {Hasher} */ (h).hex() !== meta.sha256))
+      throw new EdgepackError(`bundle file ${name} does not match its SHA-256 in manifest.json (tampered or corrupt)`);
+    return bytes;
+  }
+
+  const plan = await readChecked('model.plan');
+  const hashOf = (/** @type {string} */ n) => (verify ? manifest.files[n].sha256 : null);   // cache only checked modules
+  let session = null;
+  if (threadedName) {
+    const mod = await compileWasm(await readChecked(threadedName), threadedName, hashOf(threadedName));   // a tampered build fails here, always
+    let t = null;
+    try {
+      t = await part.instantiateThreaded(mod, { threads: nThreads });
+    } catch (e) {   // e.g. no shared memory in this engine: 'auto' falls back, an explicit count fails
+      const msg = `threads: cannot start ${nThreads} threads (${/** @type {Error} */ (e).message})`;
+      if (threads !== 'auto') throw new EdgepackError(msg);
+      notes.push(`${msg}: single-threaded`);
+    }
+    if (t) {
       try {
-        t = await part.instantiateThreaded(mod, { threads: nThreads });
-      } catch (e) {   // e.g. no shared memory in this engine: 'auto' falls back, an explicit count fails
-        const msg = `threads: cannot start ${nThreads} threads (${/** @type {Error} */ (e).message})`;
-        if (threads !== 'auto') throw new EdgepackError(msg);
-        notes.push(`${msg}: single-threaded`);
-      }
-      if (t) {
-        try {
-          session = new Session(t.instance, plan, manifest, v, t.memory, t.maxBytes);
-        } catch (e) { t.terminate(); throw e; }
-        session.features.threads = t.threads;
-        // the wasm file, like bundle.py's WASM_VARIANTS; features.simd/relaxed say its ISA
-        session.variant = threadedName === THREADED_WASM.relaxed ? 'threads-relaxed' : 'threads';
-        session._threads = t;
-      }
+        session = new Session(t.instance, plan, manifest, v, t.memory, t.maxBytes);
+      } catch (e) { t.terminate(); throw e; }
+      session.features.threads = t.threads;
+      // the wasm file, like bundle.py's WASM_VARIANTS; features.simd/relaxed say its ISA
+      session.variant = threadedName === THREADED_WASM.relaxed ? 'threads-relaxed' : 'threads';
+      session._threads = t;
     }
   }
   if (!session) {
-    const wasmName = VARIANTS[/** @type {keyof VARIANTS} */ (v)];
-    const mod = await compileWasm(read, manifest, wasmName, verify);
+    const mod = await compileWasm(await readChecked(singleName), singleName, hashOf(singleName));
     session = new Session(await WebAssembly.instantiate(mod, {}), plan, manifest, v);
   }
+  await commit();   // everything read has been checked (and the plan opened): now it may be cached
 
   // WebGPU: on request (failing clearly), or for 'auto' where a hardware adapter exists. A version-2 plan (shapes
   // resolved at run time) runs on wasm: the WebGPU backend lays out a fixed arena (docs/webgpu.md).
