@@ -329,7 +329,8 @@ EP_AINLINE void panel(const uint32_t mr, uint32_t m0, uint32_t n0, uint32_t n1, 
   }
 }
 
-void ep_gemm_f32(uint32_t M, uint32_t N, uint32_t K, const float *a_packed, const float *b, uint32_t ldb,
+/* ep_gemm_f32, or ep_gemm_f32_portable where the ISA has its own kernel (src/vec/ep_isa.h) */
+void EP_GEMM_F32_PORTABLE(uint32_t M, uint32_t N, uint32_t K, const float *a_packed, const float *b, uint32_t ldb,
                  int b_padded, float *c, uint32_t ldc, const ep_gemm_epi *e) {
   /* Block N so a K x nb block of B (re-read once per row panel) stays in L2 (128 KB: 2% faster than 512 KB). */
   uint32_t nb = K ? (32768u / K) & ~(uint32_t)(NR - 1) : N;
