@@ -136,6 +136,26 @@ def test_android_library_threads_under_qemu(android_bundle: Path, feeds, want, t
                            capture_output=True, text=True, timeout=300)
         assert r.returncode == 0, r.stdout + r.stderr
         got[t] = np.fromfile(tmp_path / f"y{t}.bin", dtype=np.float32).reshape(want["y"].shape)
+    assert "pool=host" in r.stdout
+    assert sum(int(v) for v in re.search(r"tasks per thread: ([\d ]+)", r.stdout).group(1).split()[1:]) > 0, r.stdout
+    np.testing.assert_array_equal(got[4], got[1])
+    np.testing.assert_allclose(got[4], want["y"], rtol=TOL, atol=TOL)
+
+
+@needs_qemu
+def test_pi5_library_starts_its_own_threads_under_qemu(pi5_bundle: Path, feeds, want, tmp_path: Path) -> None:
+    """The pi5 libedgepack.so (glibc, dlopen'ed as an app or Python would): ep_edge_set_threads(4) starts its
+    pthreads; same bits as 1 thread."""
+    harness = E.ensure_harness()
+    (tmp_path / "x.bin").write_bytes(np.ascontiguousarray(feeds["x"]).tobytes())
+    got = {}
+    for t in (1, 4):
+        r = subprocess.run([*E.qemu_cmd("pi5"), str(harness), str(pi5_bundle / "libedgepack.so"), "--threads", str(t),
+                            str(pi5_bundle / "model.plan"), str(tmp_path / "x.bin"), str(tmp_path / f"y{t}.bin")],
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stdout + r.stderr
+        got[t] = np.fromfile(tmp_path / f"y{t}.bin", dtype=np.float32).reshape(want["y"].shape)
+    assert "pool=library" in r.stdout
     assert sum(int(v) for v in re.search(r"tasks per thread: ([\d ]+)", r.stdout).group(1).split()[1:]) > 0, r.stdout
     np.testing.assert_array_equal(got[4], got[1])
     np.testing.assert_allclose(got[4], want["y"], rtol=TOL, atol=TOL)
@@ -292,7 +312,9 @@ def test_library_exports_only_the_public_api(target: str, host_lib: Path) -> Non
         assert libc_name not in got
     needed = re.findall(r"\(NEEDED\).*\[(.*)\]", subprocess.run(["readelf", "-d", "-W", str(lib)], capture_output=True,
                                                                  text=True, check=True).stdout)
-    if target == "pi5":
-        assert needed == ["libc.so.6"]   # pthreads; nothing else
+    if target == "pi5":   # pthreads, bound to glibc's first aarch64 versions (2.17): loads before and after 2.34
+        assert needed == ["libpthread.so.0", "libc.so.6"]
+        vers = subprocess.run(["readelf", "-V", "-W", str(lib)], capture_output=True, text=True, check=True).stdout
+        assert set(re.findall(r"Name: (GLIBC_[\d.]+)", vers)) == {"GLIBC_2.17"}, vers
     elif target == "android":
         assert needed == []

@@ -5,6 +5,16 @@
 #include <stdint.h>
 #include "ep_edge.h"
 
+#if defined(EP_GLIBC_2_17_SYMBOLS)
+/* The pi5 shared library (edge/Makefile sets this for that object only; a static link has no versions): bind to
+ * the symbol versions every aarch64 glibc has (2.17, the first for aarch64). glibc 2.34 moved these into
+ * libc.so.6 with new default versions, which would make the library refuse to load on older systems (Raspberry
+ * Pi OS bullseye: 2.31). With libpthread.so.0 also NEEDED, older glibcs find them there, newer ones in libc. */
+__asm__(".symver pthread_create, pthread_create@GLIBC_2.17");
+__asm__(".symver pthread_detach, pthread_detach@GLIBC_2.17");
+__asm__(".symver pthread_attr_setstacksize, pthread_attr_setstacksize@GLIBC_2.17");
+#endif
+
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;   /* two callers must not start the same index */
 static uint32_t g_started = 1;                               /* caller + workers started so far */
 

@@ -3,9 +3,11 @@
  *
  *   harness LIB.so PLAN [IN.bin[@DxDx..]]... [OUT.bin]...    raw little-endian tensor bytes, manifest order
  *   harness LIB.so --selftest                       CPU features + int8 dot dispatch check
- *   harness LIB.so --threads N PLAN ...             the plan on N threads: N - 1 pthreads enter the library's
- *                                                   ep_worker_main (as Java threads do on Android); prints
- *                                                   "tasks per thread: ..." after the run
+ *   harness LIB.so --threads N PLAN ...             the plan on N threads: the library's own pthreads where it
+ *                                                   has ep_edge_set_threads (pi5), else N - 1 pthreads of the
+ *                                                   harness enter its ep_worker_main (as Java threads do on
+ *                                                   Android); prints "pool=library|host" and, after the run,
+ *                                                   "tasks per thread: ..."
  * Prints "vec=<layer> features=0x<mask> gemm=<kernel> qgemm=<int8 kernel>" first. Exit 0 on success.
  * A version-2 plan (shapes resolved at run time) takes each input's dims after '@' (2x16; '@' alone: rank 0)
  * and goes through ep_set_state / ep_set_input_shape / ep_resolve / ep_bind; every run prints
@@ -91,12 +93,18 @@ int main(int argc, char **argv) {
   SYM(uint32_t (*)(uint32_t), ep_set_threads)
   SYM(uint32_t (*)(uint32_t), ep_thread_tasks)
   g_worker_main = p_ep_worker_main;
-  for (uint32_t i = 1; i < threads; i++) {
-    pthread_t t;
-    if (pthread_create(&t, NULL, worker, (void *)(uintptr_t)i) != 0) { fprintf(stderr, "pthread_create failed\n"); return 2; }
-    pthread_detach(t);
+  uint32_t (*set_threads_pthreads)(uint32_t) = (uint32_t (*)(uint32_t))dlsym(lib, "ep_edge_set_threads");
+  if (threads > 1) printf("pool=%s\n", set_threads_pthreads ? "library" : "host");
+  if (set_threads_pthreads) {
+    if (set_threads_pthreads(threads) != threads) { fprintf(stderr, "ep_edge_set_threads(%u) refused\n", threads); return 2; }
+  } else {
+    for (uint32_t i = 1; i < threads; i++) {
+      pthread_t t;
+      if (pthread_create(&t, NULL, worker, (void *)(uintptr_t)i) != 0) { fprintf(stderr, "pthread_create failed\n"); return 2; }
+      pthread_detach(t);
+    }
+    if (p_ep_set_threads(threads) != threads) { fprintf(stderr, "ep_set_threads(%u) refused\n", threads); return 2; }
   }
-  if (p_ep_set_threads(threads) != threads) { fprintf(stderr, "ep_set_threads(%u) refused\n", threads); return 2; }
   size_t plen;
   uint8_t *plan = slurp(argv[2], &plen);
   ep_ctx ctx;

@@ -246,7 +246,7 @@ static void qgemv_i16(uint32_t M, uint32_t K, const int8_t *a, const int16_t *b,
   }
 }
 
-#if defined(__wasm_relaxed_simd__)
+#if EP_ISA_WASM_RELAXED   /* src/vec/ep_isa.h */
 /* Relaxed SIMD: the relaxed dot of int8 by 7-bit lanes does 16 multiply-adds per instruction, twice
  * dot_i16x8's 8. Its second operand must lie in [0, 127] for the result to be exact and the same on every
  * engine (x86 lowers it to pmaddubsw, which reads that operand as unsigned and whose int16 pair sums cannot
