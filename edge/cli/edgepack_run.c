@@ -3,6 +3,7 @@
  *   edgepack-run BUNDLE --input NAME=x.npy [--input ...] [--output y.npy] [--output NAME=z.npy]
  *   edgepack-run BUNDLE --bench [--input ...] [--warmup SECONDS] [--seconds SECONDS]
  *   edgepack-run BUNDLE --info
+ *   any of these with --threads N: the plan runs on N threads (1..16; the core's pool, ep_edge.h), same outputs
  *   any of these with --public-key HEX|FILE: the bundle must be signed by that Ed25519 key
  *
  * Before the runtime reads the plan, the SHA-256 of BUNDLE/model.plan is compared with the one in
@@ -28,6 +29,7 @@
 #include <dirent.h>
 
 #include "edgepack.h"
+#include "ep_edge.h"
 #include "ep_dims.h"
 #include "ep_ed25519.h"
 #include "ep_json.h"
@@ -64,19 +66,21 @@ static void die(int code, const char *fmt, ...) {
   exit(code);
 }
 
-static void usage(void) {
-  fprintf(stderr,
+/* --help: the text on stdout, exit 0; a usage error: on stderr, exit 2. */
+static void usage(int code) {
+  fprintf(code ? stderr : stdout,
           "usage: %s BUNDLE [--input NAME=FILE.npy]... [--output FILE.npy | --output NAME=FILE.npy]...\n"
           "       %s BUNDLE --bench [--input NAME=FILE.npy]... [--warmup SECONDS] [--seconds SECONDS]\n"
           "       %s BUNDLE --info\n"
+          "--threads N: run the plan on N threads (1..16, default 1); the outputs are the same for every N.\n"
           "Runs BUNDLE/model.plan after checking its SHA-256 against BUNDLE/manifest.json.\n"
           "--public-key HEX|FILE: refuse the bundle unless manifest.sig is that Ed25519 key's signature of\n"
           "  manifest.json and every file matches its SHA-256 (no unlisted files). FILE: 64 hex chars or 32 raw bytes.\n"
           "Inputs: .npy v1.0, C order, little-endian float32/int64 (bool, int8, uint8, int32, float16), shape and dtype as the manifest says.\n"
           "  Symbolic dims (--info lists them): any extent within their bounds, the same for one symbol in every input.\n"
-          "--bench: random inputs unless given (symbolic dims at their example extent); warm-up by time, then latency percentiles (1 thread).\n",
+          "--bench: random inputs unless given (symbolic dims at their example extent); warm-up by time, then latency percentiles.\n",
           g_prog, g_prog, g_prog);
-  exit(2);
+  exit(code);
 }
 
 /* Whole file into memory (64-byte aligned, `extra` zero bytes appended), size limit `max`. */
@@ -468,17 +472,18 @@ int main(int argc, char **argv) {
   const char *bundle = NULL;
   const char *in_args[MAX_ARGS_IO], *out_args[MAX_ARGS_IO];
   int n_in_args = 0, n_out_args = 0, bench = 0, info_only = 0, have_key = 0;
+  uint32_t threads = 1;
   uint8_t pk[32];
   double warmup = 3.0, seconds = 10.0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "--input") || !strcmp(a, "--output")) {
-      if (i + 1 >= argc) usage();
+      if (i + 1 >= argc) usage(2);
       int is_in = a[2] == 'i';
       if ((is_in ? n_in_args : n_out_args) >= MAX_ARGS_IO) die(2, "too many %s arguments", a);
       if (is_in) in_args[n_in_args++] = argv[++i]; else out_args[n_out_args++] = argv[++i];
     } else if (!strcmp(a, "--public-key")) {
-      if (i + 1 >= argc) usage();
+      if (i + 1 >= argc) usage(2);
       parse_public_key(argv[++i], pk);
       have_key = 1;
     } else if (!strcmp(a, "--bench")) {
@@ -486,19 +491,28 @@ int main(int argc, char **argv) {
     } else if (!strcmp(a, "--info")) {
       info_only = 1;
     } else if (!strcmp(a, "--warmup") || !strcmp(a, "--seconds")) {
-      if (i + 1 >= argc) usage();
+      if (i + 1 >= argc) usage(2);
       double v = parse_seconds(argv[++i], a);
       if (a[2] == 'w') warmup = v; else seconds = v;
     } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      usage();
+      usage(0);
+    } else if (!strcmp(a, "--threads")) {
+      if (i + 1 >= argc) usage(2);
+      char *end;
+      const long v = strtol(argv[++i], &end, 10);
+      if (*end || end == argv[i] || v < 1 || v > (long)EP_EDGE_MAX_THREADS)
+        die(2, "--threads expects a whole number in [1, %u], got '%s'", EP_EDGE_MAX_THREADS, argv[i]);
+      threads = (uint32_t)v;
     } else if (a[0] == '-' || bundle) {
       fprintf(stderr, "%s: unexpected argument '%s'\n", g_prog, a);
-      usage();
+      usage(2);
     } else {
       bundle = a;
     }
   }
-  if (!bundle) usage();
+  if (!bundle) usage(2);
+  /* Workers start now (pthreads, sleeping between jobs); every ep_run below uses them. */
+  if (threads > 1 && ep_edge_set_threads(threads) != threads) die(4, "could not start %u threads", threads);
 
   /* 1. Manifest, then the plan checked against the manifest's SHA-256. */
   char path[4096];
@@ -665,8 +679,13 @@ int main(int argc, char **argv) {
     qsort(t, n, sizeof *t, cmp_double);
     double sum = 0;
     for (size_t i = 0; i < n; i++) sum += t[i];
-    printf("%s [%s, 1 thread]: p50 %.3f ms  p90 %.3f ms  p99 %.3f ms  min %.3f ms  mean %.3f ms  (%zu runs after %zu warm-up runs / %.1f s)\n",
-           bundle, ep_vec_name(), pct(t, n, 50), pct(t, n, 90), pct(t, n, 99), t[0], sum / (double)n, n, warm_runs, warmup);
+    printf("%s [%s, %u thread%s]: p50 %.3f ms  p90 %.3f ms  p99 %.3f ms  min %.3f ms  mean %.3f ms  (%zu runs after %zu warm-up runs / %.1f s)\n",
+           bundle, ep_vec_name(), threads, threads == 1 ? "" : "s", pct(t, n, 50), pct(t, n, 90), pct(t, n, 99), t[0], sum / (double)n, n, warm_runs, warmup);
+    if (threads > 1) {   /* did the workers take part? (0 = this thread) */
+      printf("tasks per thread:");
+      for (uint32_t i = 0; i < threads; i++) printf(" %u", ep_thread_tasks(i));
+      printf("\n");
+    }
     free(t);
     for (uint32_t k = 0; k < n_in; k++) free(saved[k]);
 #undef RESTORE_INPUTS

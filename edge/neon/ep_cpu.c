@@ -3,6 +3,7 @@
  * (readelf -d shows no NEEDED entry), so it reads /proc/self/auxv through openat/read/close system
  * calls itself. The kernel writes that file for every process; Android apps may read their own. */
 #include "ep_edge.h"
+#include "vec/ep_isa.h"   /* EP_ISA_GEMM_F32, EP_ISA_QGEMM: which micro-kernels this build links */
 
 #if defined(__aarch64__)
 #include <arm_neon.h>
@@ -103,13 +104,13 @@ int32_t ep_edge_dot_i8(const int8_t *a, const int8_t *b, uint32_t n, uint32_t fe
 #endif
 
 const char *ep_edge_gemm_name(void) {
-#if defined(EP_EDGE_NEON_GEMM)
+#if EP_ISA_GEMM_F32
   return "neon-6x16-fmla";
 #else
   return "portable";
 #endif
 }
 
-#if !defined(EP_EDGE_NEON_QGEMM)  /* else neon/qgemm_i8_neon.c says which path its dispatch takes */
+#if !EP_ISA_QGEMM  /* else neon/qgemm_i8_neon.c says which path its dispatch takes */
 const char *ep_edge_qgemm_name(void) { return "portable-4x8"; }
 #endif

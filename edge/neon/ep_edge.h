@@ -21,6 +21,26 @@ const char *ep_edge_gemm_name(void);
 /* Which int8 GEMM (ep_qgemm) runs in this process: "neon-sdot-8x8" (pi5 always; android when the CPU has
  * the dot product, checked once through ep_edge_cpu_features) or "portable-4x8" (widening multiplies). */
 const char *ep_edge_qgemm_name(void);
+
+/* ---- Threads: the plan on N threads (the partitioning of the threaded wasm build, docs/threads.md) ----
+ * One pool per process: worker threads 1..N-1 sleep (futex) between jobs; the thread calling ep_run is
+ * thread 0 and runs tasks too. Outputs are the same bits for every thread count (tasks keep their sums'
+ * order). Sessions on several host threads at once are fine: one uses the pool, the others run serially. */
+#define EP_EDGE_MAX_THREADS 16u
+/* pi5 library, edgepack-run (static) and the x86-64 test builds: start pthreads up to n - 1 workers (once;
+ * they live until the process exits) and run from now on with n threads (clamped to [1, 16]). Returns the
+ * count in effect (less than n only when pthread_create failed). Not in the Android library, which links
+ * no libc: there the host starts the workers (org.edgepack.Session does, with Java threads) and calls
+ * ep_set_threads. */
+uint32_t ep_edge_set_threads(uint32_t n);
+/* The pool's raw interface (as the threaded wasm build exports it): a worker thread's body, for index in
+ * [1, 16) (returns at once for a bad or already running index; otherwise never, until ep_threads_stop);
+ * the thread count from now on (clamped to [1, 16], returned); tasks thread `index` has run so far
+ * (0 = the callers of ep_run); ep_threads_stop makes every worker return (for good: call it at exit). */
+void ep_worker_main(uint32_t index);
+uint32_t ep_set_threads(uint32_t n);
+uint32_t ep_thread_tasks(uint32_t index);
+void ep_threads_stop(void);
 #ifdef __cplusplus
 }
 #endif

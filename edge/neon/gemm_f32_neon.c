@@ -8,7 +8,7 @@
  * of a k step with two loads (ldr q + ldr d) and multiplies by lane (fmla v.4s, v.4s, v.s[i]),
  * so each k step is 4 B loads + 2 A loads for 24 fmla (the portable: 2 + 6 for 12).
  *
- * edge/Makefile compiles the portable gemm.c with ep_gemm_f32 renamed ep_gemm_f32_portable; this
+ * On NEON the portable gemm.c compiles as ep_gemm_f32_portable (wasm_kernels/src/vec/ep_isa.h); this
  * ep_gemm_f32 runs the full 6 x 16 tiles and hands the remaining rows/columns to the portable one
  * (pointers offset to the sub-block). Accumulation order (k ascending, one fused multiply-add per
  * k) and the epilogue's operations are the portable kernel's, so both give the same bits on NEON

@@ -1,7 +1,7 @@
 /* AArch64 integer GEMM with SDOT (FEAT_DotProd): ep_qgemm for the edge builds.
  *
- * Same contract as the portable kernel (wasm_kernels/src/kernels/qgemm.h), which edge/Makefile compiles
- * with ep_qgemm renamed ep_qgemm_portable: that one runs when the CPU has no dot product (the android
+ * Same contract as the portable kernel (wasm_kernels/src/kernels/qgemm.h), which compiles as
+ * ep_qgemm_portable on NEON (wasm_kernels/src/vec/ep_isa.h): that one runs when the CPU has no dot product (the android
  * armv8-a baseline on an A53/A55-class core without it) and for a column strip whose values do not fit
  * the int8 form below (never for B built by ep_qgemm_pack_b or QCONV's im2col).
  *

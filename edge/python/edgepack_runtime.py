@@ -2,11 +2,16 @@
 
     from edgepack_runtime import Session
     s = Session("bundle_dir")                 # checks model.plan's SHA-256 against manifest.json
+    s = Session("bundle_dir", threads=4)      # the plan on 4 threads (a Pi 5 has four cores); same outputs
     out = s.run({"input": x})                 # dict name -> numpy array (copies)
     print(s.bench(seconds=5))                 # latency percentiles after a timed warm-up
 
-The library (libedgepack.so next to this file, or `lib=`) allocates nothing: the plan, the arena
-and the runtime context are numpy buffers this module owns, 64-byte aligned. One Session per thread.
+The library: `lib=` if given, else libedgepack.so in the bundle folder, else next to this file (a bundle
+holds both; the path is absolute, so dlopen never searches the system's library paths). It allocates
+nothing: the plan, the arena and the runtime context are numpy buffers this module owns, 64-byte aligned.
+One Session per thread. threads=N: the library's worker pool (pthreads, one per process, started once) runs
+this session's plan on N threads; sessions run at the same time from several Python threads are fine (one
+uses the pool, the others run on their own thread).
 
 A bundle whose inputs have symbolic dims (plan version 2, manifest "dims") runs at any shape within
 its bounds: run() checks the arrays against the manifest (fixed dims equal, each symbol within its
@@ -39,6 +44,26 @@ class EdgepackError(RuntimeError):
     pass
 
 
+MAX_THREADS = 16   # EP_EDGE_MAX_THREADS in ep_edge.h
+
+
+def _find_library(bundle: Path, lib: str | Path | None) -> Path:
+    """`lib`, else libedgepack.so in the bundle, else next to this module; always an absolute path (a bare
+    name would make dlopen search the system's library paths, and miss the bundle's)."""
+    if lib is not None:
+        p = Path(lib)
+        if not p.is_file():
+            raise EdgepackError(f"lib={str(lib)!r}: no such file")
+        return p.resolve()
+    tried = []
+    for d in (bundle, Path(__file__).resolve().parent):
+        p = (d / "libedgepack.so").resolve()
+        if p.is_file():
+            return p
+        tried.append(str(p))
+    raise EdgepackError(f"libedgepack.so not found (looked for {' and '.join(dict.fromkeys(tried))}); pass lib=")
+
+
 def _aligned(nbytes: int, align: int = 64) -> np.ndarray:
     raw = np.zeros(nbytes + align, dtype=np.uint8)
     off = (-raw.ctypes.data) % align
@@ -46,7 +71,11 @@ def _aligned(nbytes: int, align: int = 64) -> np.ndarray:
 
 
 class Session:
-    def __init__(self, bundle: str | Path = ".", lib: str | Path | None = None, verify: bool = True) -> None:
+    def __init__(self, bundle: str | Path = ".", lib: str | Path | None = None, verify: bool = True,
+                 threads: int = 1) -> None:
+        if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= MAX_THREADS:
+            raise EdgepackError(f"threads must be a whole number in [1, {MAX_THREADS}], got {threads!r}")
+        self.threads = threads
         self.path = Path(bundle)
         try:
             self.manifest = json.loads((self.path / "manifest.json").read_text())
@@ -65,7 +94,7 @@ class Session:
             want = self.manifest.get("files", {}).get(plan_name, {}).get("sha256")
             if hashlib.sha256(plan).hexdigest() != want:
                 raise EdgepackError(f"{plan_name} does not match its SHA-256 in manifest.json (tampered or corrupt)")
-        self.lib = ctypes.CDLL(str(lib or self.path / "libedgepack.so"))
+        self.lib = ctypes.CDLL(str(_find_library(self.path, lib)))
         L = self.lib
         vp, u32, i32 = ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int32
         for name, res, args in [("ep_open", ctypes.c_int, [vp, vp, u32]), ("ep_arena_bytes", u32, [vp]),
@@ -79,7 +108,8 @@ class Session:
                                 ("ep_set_state", ctypes.c_int, [vp, vp, u32]),
                                 ("ep_set_input_shape", ctypes.c_int, [vp, u32, u32, ctypes.POINTER(i32)]),
                                 ("ep_input_bound", ctypes.c_int, [vp, u32, u32, ctypes.POINTER(i32), ctypes.POINTER(i32)]),
-                                ("ep_resolve", ctypes.c_int, [vp])]:
+                                ("ep_resolve", ctypes.c_int, [vp]), ("ep_edge_set_threads", u32, [u32]),
+                                ("ep_thread_tasks", u32, [u32])]:
             f = getattr(L, name)
             f.restype, f.argtypes = res, args
         self._ctx = _aligned(_CTX_BYTES)
@@ -200,8 +230,19 @@ class Session:
         for s, a in zip(self.inputs, arrays):
             self._view(s)[...] = a
 
+    def _use_threads(self) -> None:
+        """The pool's thread count is per process: set this session's before each run (starts workers once)."""
+        got = self.lib.ep_edge_set_threads(self.threads)
+        if got != self.threads:
+            raise EdgepackError(f"could only start {got} of {self.threads} threads")
+
+    def thread_tasks(self) -> list[int]:
+        """Tasks each pool thread has run so far in this process (0: the threads calling run)."""
+        return [self.lib.ep_thread_tasks(i) for i in range(self.threads)]
+
     def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         self.write_inputs(feeds)
+        self._use_threads()
         self._check(self.lib.ep_run(self._ctx.ctypes.data), "run failed")
         return {s["name"]: self._view(s).copy() for s in self.outputs}
 
@@ -214,6 +255,7 @@ class Session:
             feeds = {s["name"]: (rng.standard_normal(shapes[s["name"]]).astype(np.float32) if s["dtype"] == "float32"
                                  else np.zeros(shapes[s["name"]], dtype=_DTYPES[s["dtype"]])) for s in self.inputs}
         run, c = self.lib.ep_run, self._ctx.ctypes.data
+        self._use_threads()
         end = time.perf_counter() + warmup
         while time.perf_counter() < end:
             self.write_inputs(feeds)   # every run: the arena may reuse an input's bytes once it is consumed
@@ -227,10 +269,10 @@ class Session:
             t.append((time.perf_counter() - t0) * 1e3)
         p50, p90, p99 = np.percentile(t, [50, 90, 99])
         return {"p50_ms": float(p50), "p90_ms": float(p90), "p99_ms": float(p99), "min_ms": float(min(t)),
-                "runs": len(t), "vector_layer": self.vector_layer, "threads": 1}
+                "runs": len(t), "vector_layer": self.vector_layer, "threads": self.threads}
 
 
 if __name__ == "__main__":
     import sys
-    s = Session(sys.argv[1] if len(sys.argv) > 1 else ".")
+    s = Session(sys.argv[1] if len(sys.argv) > 1 else ".", threads=int(sys.argv[2]) if len(sys.argv) > 2 else 1)
     print(s.bench())

@@ -16,6 +16,7 @@ manifest says the NEON build was not run, and why.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import subprocess
@@ -49,6 +50,7 @@ Copy this directory to the Pi and run it; nothing to install.
     ./edgepack-run . --info
     ./edgepack-run . {in_args} --output y.npy
     ./edgepack-run . --bench            # latency percentiles after a timed warm-up, 1 thread
+    ./edgepack-run . --bench --threads 4   # the same on the Pi 5's four cores (same outputs)
 
 `edgepack-run` is a static binary. It checks model.plan against the SHA-256 in manifest.json
 before running it, and refuses inputs whose name, dtype or shape differ from the manifest:
@@ -59,6 +61,7 @@ From Python (numpy only):
 
     from edgepack_runtime import Session
     s = Session(".")                     # loads ./libedgepack.so, checks the plan's SHA-256
+    s = Session(".", threads=4)          # or: the plan on 4 threads
     outputs = s.run({{{feeds}}})
 
 From C: `edgepack.h` is the whole API (ep_open / ep_bind / ep_run; the library allocates
@@ -80,10 +83,14 @@ Drop-in:
 - `assets/edgepack/` to `app/src/main/assets/edgepack/` (the plan and io.txt, the I/O names).
 
     Session s = Session.load(getAssets().open("edgepack/model.plan"),
-                             new String(readAll(getAssets().open("edgepack/io.txt")), "UTF-8"));
+                             getAssets().open("edgepack/io.txt"));   // checks the plan's SHA-256
+    s.setThreads(4);                          // optional: the plan on 4 threads, same outputs
     ByteBuffer x = s.newInputBuffer(0);       // direct, little-endian, 64-byte aligned
     x.asFloatBuffer().put(pixels);
     ByteBuffer[] y = s.run(x);
+
+`io.txt` carries model.plan's SHA-256 (the manifest's): `Session.load` refuses a plan that does not
+match it (`Session.EdgepackException`) before the native library reads a byte.
 
 All memory (plan, arena, context) is direct ByteBuffers Java allocates; the native library
 allocates nothing and links no libc. It is built for baseline armv8-a; the dot-product path is
@@ -162,10 +169,13 @@ def qemu_available() -> bool:
     return shutil.which(QEMU) is not None
 
 
-def io_txt(manifest: dict) -> str:
-    """Graph I/O names for the Java wrapper (no JSON parser on plain Java): kind TAB url-encoded name."""
+def io_txt(manifest: dict, plan_bytes: bytes | None = None) -> str:
+    """Graph I/O names for the Java wrapper (no JSON parser on plain Java): kind TAB url-encoded name; and
+    model.plan's SHA-256 (the manifest's hash of assets/edgepack/model.plan), which Session.load checks."""
     lines = ["# edgepack io.txt: kind<TAB>name (URL-encoded), in the plan's order"
              + ("; inputs: <TAB>dims, comma-separated, a number or a (URL-encoded) symbol" if "dims" in manifest else "")]
+    if plan_bytes is not None:
+        lines.append(f"sha256\tmodel.plan\t{hashlib.sha256(plan_bytes).hexdigest()}")
     for kind in ("input", "output"):
         for s in manifest[kind + "s"]:
             line = f"{kind}\t{urllib.parse.quote(s['name'], safe='')}"
@@ -232,7 +242,7 @@ def stage_edge_bundle(target: str, out: Path, manifest: dict, model: onnx.ModelP
                    "library": "libedgepack.so", "cli": "edgepack-run", "header": "edgepack.h", "python": "edgepack_runtime.py",
                    "plan": "model.plan"}
     else:
-        files.update({"assets/edgepack/model.plan": plan_bytes, "assets/edgepack/io.txt": io_txt(manifest).encode(),
+        files.update({"assets/edgepack/model.plan": plan_bytes, "assets/edgepack/io.txt": io_txt(manifest, plan_bytes).encode(),
                       "jniLibs/arm64-v8a/libedgepack.so": rt["libedgepack.so"], "edgepack.aar": rt["edgepack.aar"],
                       "java/org/edgepack/Session.java": EDGE / "android" / "java" / "org" / "edgepack" / "Session.java",
                       "include/edgepack.h": header, "README.md": readme.encode()})

@@ -179,7 +179,7 @@ EP_AINLINE f32x4 ep_expf4_nonpos_body(f32x4 x) {
   const i32x4 ni = i32x4_sub(f32x4_as_i32x4(t), i32x4_splat(0x4B400000));
   return f32x4_select(f32x4_eq(x, x), ep_exp_reduced(xc, n, ni), x);   /* NaN in, NaN out */
 }
-#if defined(__wasm_simd128__) && !defined(EP_FORCE_SCALAR)
+#if EP_ISA_WASM128   /* src/vec/ep_isa.h */
 #define ep_expf4_hot ep_expf4_body
 #define ep_expf4_nonpos_hot ep_expf4_nonpos_body
 #define ep_erff4_hot ep_erff4_body

@@ -5,20 +5,28 @@
  * a task may use the scratch slice of that index (kernels size their per-thread slices from the node's
  * scratch_bytes, so a plan stays valid for any thread count). Tasks must write disjoint outputs.
  *
- * Single-threaded builds (everything but edgepack-threads.wasm, which defines EP_THREADS) run the tasks
- * in order on the caller: ep_num_threads() is 1. In the threaded build the caller publishes the job,
- * runs tasks itself and spins until the workers (ep_worker_main in parallel.c) have finished theirs;
- * a parallel_for issued from inside a task runs serially. */
+ * Single-threaded builds run the tasks in order on the caller: ep_num_threads() is 1. Threaded builds:
+ * edgepack-threads*.wasm (EP_THREADS: workers are wasm instances the host starts) and the edge builds
+ * (EP_THREADS_NATIVE, edge/Makefile: workers are OS threads, started by ep_edge_set_threads in
+ * edge/neon/ep_threads.c or by the host, e.g. Java threads through JNI). In both the caller publishes
+ * the job, runs tasks itself and spins until the workers (ep_worker_main in parallel.c) have finished
+ * theirs; a parallel_for issued from inside a task (or while another thread's job is in flight) runs
+ * serially. */
 #ifndef EP_PARALLEL_H
 #define EP_PARALLEL_H
 #include <stdint.h>
 
 typedef void (*ep_task_fn)(void *ctx, uint32_t task, uint32_t thread);
 
-#if defined(EP_THREADS)
+#if defined(EP_THREADS) || defined(EP_THREADS_NATIVE)
 #define EP_MAX_THREADS 16
 uint32_t ep_num_threads(void);
 void ep_parallel_for(uint32_t n_tasks, uint32_t max_threads, ep_task_fn fn, void *ctx);
+/* The pool's host interface (wasm: exports; edge: ep_edge.h). */
+void ep_worker_main(uint32_t index);
+uint32_t ep_set_threads(uint32_t n);
+uint32_t ep_thread_tasks(uint32_t index);
+void ep_threads_stop(void);
 #else
 #define EP_MAX_THREADS 1
 static inline uint32_t ep_num_threads(void) { return 1; }

@@ -1,19 +1,55 @@
-/* Thread pool of the threaded wasm build (EP_THREADS; see ep_parallel.h). Other builds compile nothing here.
+/* Thread pool of the threaded builds (see ep_parallel.h): the threaded wasm build (EP_THREADS) and the edge
+ * builds (EP_THREADS_NATIVE: aarch64 and the x86-64 test builds, Linux). Other builds compile nothing here.
  *
- * Shared state lives in linear memory (a shared WebAssembly.Memory): every instance (the caller's and one
- * per worker) sees the same globals. A job is published in one of two slots, chosen by its generation's
+ * Shared state lives in memory every thread sees (wasm: a shared linear memory, every instance sees the same
+ * globals; native: the process). A job is published in one of two slots, chosen by its generation's
  * parity, then `ctr` = generation << 32 | next task index is set. A thread claims task i by a
  * compare-exchange of ctr from (gen, i) to (gen, i + 1): it fails once a newer job is published, so a
  * late worker can never run a task of one job with another job's function. A slot is rewritten only two
  * generations later, i.e. after every task of its job has finished (the caller waits for `done`).
- * Idle workers spin briefly, then sleep in memory.atomic.wait32 on `wake`; the caller never waits on an
- * atomic (a browser's main thread may not), it runs tasks and spins on `done`. */
+ * Idle workers spin briefly, then sleep on `wake` (wasm: memory.atomic.wait32; native: a futex, raw system
+ * call, so the Android library still links no libc); the caller never waits on an atomic (a browser's main
+ * thread may not), it runs tasks and spins on `done`. Same tasks, same split, same sums in the same order
+ * on every build: outputs do not depend on the thread count. */
 #include "ep_parallel.h"
 
 #if defined(EP_THREADS)
 #if !defined(__wasm__) || !defined(__wasm_atomics__)
 #error "EP_THREADS needs a wasm32 target with -matomics"
 #endif
+#define WAIT(p, v) __builtin_wasm_memory_atomic_wait32((p), (v), -1)
+#define NOTIFY(p) __builtin_wasm_memory_atomic_notify((p), EP_MAX_THREADS)
+#define EXPORT(name) __attribute__((export_name(#name)))
+#elif defined(EP_THREADS_NATIVE)
+#if !defined(__linux__) || !(defined(__aarch64__) || defined(__x86_64__))
+#error "EP_THREADS_NATIVE is written for Linux on aarch64 or x86-64 (raw futex system calls)"
+#endif
+/* futex(2) without libc: the Android library links none (edge/README.md). Private futexes: one process. */
+#define FUTEX_WAIT_PRIVATE_ 128
+#define FUTEX_WAKE_PRIVATE_ 129
+static long futex3(int32_t *addr, long op, long val) {
+#if defined(__aarch64__)
+  register long x8 __asm__("x8") = 98;   /* __NR_futex */
+  register long x0 __asm__("x0") = (long)addr;
+  register long x1 __asm__("x1") = op;
+  register long x2 __asm__("x2") = val;
+  register long x3 __asm__("x3") = 0;    /* no timeout */
+  __asm__ volatile("svc #0" : "+r"(x0) : "r"(x8), "r"(x1), "r"(x2), "r"(x3) : "memory");
+  return x0;
+#else
+  long r;
+  register long r10 __asm__("r10") = 0;
+  __asm__ volatile("syscall" : "=a"(r) : "0"(202L /* __NR_futex */), "D"(addr), "S"(op), "d"(val), "r"(r10)
+                   : "rcx", "r11", "memory");
+  return r;
+#endif
+}
+#define WAIT(p, v) futex3((p), FUTEX_WAIT_PRIVATE_, (v))
+#define NOTIFY(p) futex3((p), FUTEX_WAKE_PRIVATE_, EP_MAX_THREADS)
+#define EXPORT(name)
+#endif
+
+#if defined(EP_THREADS) || defined(EP_THREADS_NATIVE)
 
 typedef struct {
   ep_task_fn fn;
@@ -29,6 +65,9 @@ static uint32_t g_threads = 1;  /* caller + running workers, set by the host */
 static uint32_t g_busy;         /* a job is in flight: nested parallel_for runs serially */
 static uint32_t g_quit;
 static uint32_t g_tasks_run[EP_MAX_THREADS];   /* per thread, for tests: did the workers take part? */
+#if defined(EP_THREADS_NATIVE)
+static uint32_t g_running[EP_MAX_THREADS];     /* a worker is in ep_worker_main with this index: a second one returns */
+#endif
 
 #define LOAD(p) __atomic_load_n((p), __ATOMIC_SEQ_CST)
 #define STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_SEQ_CST)
@@ -57,11 +96,20 @@ static void run_tasks(uint32_t gen, uint32_t thread) {
 void ep_parallel_for(uint32_t n_tasks, uint32_t max_threads, ep_task_fn fn, void *ctx) {
   uint32_t t = LOAD(&g_threads);
   if (max_threads < t) t = max_threads;
+#if defined(EP_THREADS_NATIVE)
+  /* Several host threads may run sessions at once: one owns the pool (compare-exchange), the others run serially. */
+  uint32_t idle = 0u;
+  if (t <= 1 || n_tasks <= 1 || !__atomic_compare_exchange_n(&g_busy, &idle, 1u, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+    for (uint32_t i = 0; i < n_tasks; i++) fn(ctx, i, 0);
+    return;
+  }
+#else
   if (t <= 1 || n_tasks <= 1 || LOAD(&g_busy)) {
     for (uint32_t i = 0; i < n_tasks; i++) fn(ctx, i, 0);
     return;
   }
   STORE(&g_busy, 1u);
+#endif
   const uint32_t gen = (uint32_t)(LOAD(&g_ctr) >> 32) + 1u;
   job_slot *j = &g_jobs[gen & 1u];
   j->fn = fn;
@@ -71,14 +119,14 @@ void ep_parallel_for(uint32_t n_tasks, uint32_t max_threads, ep_task_fn fn, void
   STORE(&j->done, 0u);
   STORE(&g_ctr, (uint64_t)gen << 32);
   STORE(&g_wake, (int32_t)gen);
-  __builtin_wasm_memory_atomic_notify(&g_wake, EP_MAX_THREADS);
+  NOTIFY(&g_wake);
   run_tasks(gen, 0);
   while (LOAD(&j->done) != n_tasks) {}
   STORE(&g_busy, 0u);
 }
 
-/* ---- exports for the host (web/src/threads.js) ---- */
-#define EXPORT(name) __attribute__((export_name(#name)))
+/* ---- the host's interface (web/src/threads.js; edge: ep_edge.h) ---- */
+#if defined(EP_THREADS)
 #define WORKER_STACK (64u * 1024u)
 static uint8_t g_stacks[EP_MAX_THREADS][WORKER_STACK] __attribute__((aligned(16)));
 
@@ -86,21 +134,29 @@ static uint8_t g_stacks[EP_MAX_THREADS][WORKER_STACK] __attribute__((aligned(16)
 EXPORT(ep_worker_stack_top) uint32_t ep_worker_stack_top(uint32_t index) {
   return index < EP_MAX_THREADS ? (uint32_t)(uintptr_t)(g_stacks[index] + WORKER_STACK) : 0u;
 }
+#endif
 
 /* A worker's life: wait for jobs, run their tasks, return when ep_threads_stop() is called. */
 EXPORT(ep_worker_main) void ep_worker_main(uint32_t index) {
   if (index == 0 || index >= EP_MAX_THREADS) return;
+#if defined(EP_THREADS_NATIVE)
+  uint32_t free_ = 0u;   /* one worker per index: two would share a scratch slice */
+  if (!__atomic_compare_exchange_n(&g_running[index], &free_, 1u, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) return;
+#endif
   int32_t seen = LOAD(&g_wake);
   while (!LOAD(&g_quit)) {
     int32_t g = LOAD(&g_wake);
     for (uint32_t s = 0; g == seen && s < SPINS; s++) g = LOAD(&g_wake);
     if (g == seen) {
-      __builtin_wasm_memory_atomic_wait32(&g_wake, seen, -1);
+      WAIT(&g_wake, seen);
       continue;
     }
     seen = g;
     run_tasks((uint32_t)g, index);
   }
+#if defined(EP_THREADS_NATIVE)
+  STORE(&g_running[index], 0u);
+#endif
 }
 
 /* Threads taking part from now on: the caller + workers already in ep_worker_main (1..EP_MAX_THREADS). */
@@ -120,6 +176,6 @@ EXPORT(ep_threads_stop) void ep_threads_stop(void) {
   STORE(&g_threads, 1u);
   STORE(&g_quit, 1u);
   __atomic_fetch_add(&g_wake, 1, __ATOMIC_SEQ_CST);
-  __builtin_wasm_memory_atomic_notify(&g_wake, EP_MAX_THREADS);
+  NOTIFY(&g_wake);
 }
 #endif

@@ -166,3 +166,15 @@ JNIEXPORT jstring FN(nStatusStr)(JNIEnv *env, jclass cls, jint s) {
 JNIEXPORT jstring FN(nVecName)(JNIEnv *env, jclass cls) { return (*env)->NewStringUTF(env, ep_vec_name()); }
 
 JNIEXPORT jint FN(nCpuFeatures)(JNIEnv *env, jclass cls) { return (jint)ep_edge_cpu_features(); }
+
+/* Threads: Java starts the workers (this library links no libc, so no pthreads); each enters the core's pool
+ * and stays there, asleep between jobs. ep_worker_main ignores a bad or already running index. */
+JNIEXPORT void FN(nWorkerMain)(JNIEnv *env, jclass cls, jint index) {
+  if (index > 0) ep_worker_main((uint32_t)index);
+}
+
+JNIEXPORT jint FN(nSetThreads)(JNIEnv *env, jclass cls, jint n) { return (jint)ep_set_threads(n < 1 ? 1u : (uint32_t)n); }
+
+JNIEXPORT jint FN(nThreadTasks)(JNIEnv *env, jclass cls, jint index) {
+  return index < 0 ? 0 : (jint)ep_thread_tasks((uint32_t)index);
+}

@@ -3,12 +3,18 @@
  *
  *   harness LIB.so PLAN [IN.bin[@DxDx..]]... [OUT.bin]...    raw little-endian tensor bytes, manifest order
  *   harness LIB.so --selftest                       CPU features + int8 dot dispatch check
+ *   harness LIB.so --threads N PLAN ...             the plan on N threads: the library's own pthreads where it
+ *                                                   has ep_edge_set_threads (pi5), else N - 1 pthreads of the
+ *                                                   harness enter its ep_worker_main (as Java threads do on
+ *                                                   Android); prints "pool=library|host" and, after the run,
+ *                                                   "tasks per thread: ..."
  * Prints "vec=<layer> features=0x<mask> gemm=<kernel> qgemm=<int8 kernel>" first. Exit 0 on success.
  * A version-2 plan (shapes resolved at run time) takes each input's dims after '@' (2x16; '@' alone: rank 0)
  * and goes through ep_set_state / ep_set_input_shape / ep_resolve / ep_bind; every run prints
  * "output I dims AxB" ('-' for rank 0). */
 #define _POSIX_C_SOURCE 200809L
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,7 +36,20 @@ static void *slurp(const char *path, size_t *n) {
   return p;
 }
 
+static void (*g_worker_main)(uint32_t);
+static void *worker(void *arg) {
+  g_worker_main((uint32_t)(uintptr_t)arg);
+  return NULL;
+}
+
 int main(int argc, char **argv) {
+  uint32_t threads = 1;
+  if (argc >= 4 && !strcmp(argv[2], "--threads")) {   /* harness LIB --threads N PLAN ...: drop the two */
+    threads = (uint32_t)strtoul(argv[3], NULL, 10);
+    if (threads < 1 || threads > 16) { fprintf(stderr, "--threads expects 1..16\n"); return 2; }
+    for (int i = 2; i + 2 < argc; i++) argv[i] = argv[i + 2];
+    argc -= 2;
+  }
   if (argc < 3) { fprintf(stderr, "usage: harness LIB.so PLAN|--selftest [IN.bin]... [OUT.bin]...\n"); return 2; }
   void *lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
   if (!lib) { fprintf(stderr, "dlopen: %s\n", dlerror()); return 2; }
@@ -70,6 +89,22 @@ int main(int argc, char **argv) {
   SYM(ep_status (*)(ep_ctx *, uint8_t *, uint32_t), ep_set_state)
   SYM(ep_status (*)(ep_ctx *, uint32_t, uint32_t, const int32_t *), ep_set_input_shape)
   SYM(ep_status (*)(ep_ctx *), ep_resolve)
+  SYM(void (*)(uint32_t), ep_worker_main)
+  SYM(uint32_t (*)(uint32_t), ep_set_threads)
+  SYM(uint32_t (*)(uint32_t), ep_thread_tasks)
+  g_worker_main = p_ep_worker_main;
+  uint32_t (*set_threads_pthreads)(uint32_t) = (uint32_t (*)(uint32_t))dlsym(lib, "ep_edge_set_threads");
+  if (threads > 1) printf("pool=%s\n", set_threads_pthreads ? "library" : "host");
+  if (set_threads_pthreads) {
+    if (set_threads_pthreads(threads) != threads) { fprintf(stderr, "ep_edge_set_threads(%u) refused\n", threads); return 2; }
+  } else {
+    for (uint32_t i = 1; i < threads; i++) {
+      pthread_t t;
+      if (pthread_create(&t, NULL, worker, (void *)(uintptr_t)i) != 0) { fprintf(stderr, "pthread_create failed\n"); return 2; }
+      pthread_detach(t);
+    }
+    if (p_ep_set_threads(threads) != threads) { fprintf(stderr, "ep_set_threads(%u) refused\n", threads); return 2; }
+  }
   size_t plen;
   uint8_t *plan = slurp(argv[2], &plen);
   ep_ctx ctx;
@@ -120,6 +155,11 @@ int main(int argc, char **argv) {
     FILE *f = fopen(argv[3 + ni + i], "wb");
     if (!f || fwrite(p_ep_tensor_data(&ctx, (uint32_t)id), 1, info.nbytes, f) != info.nbytes) return 2;
     fclose(f);
+  }
+  if (threads > 1) {
+    printf("tasks per thread:");
+    for (uint32_t i = 0; i < threads; i++) printf(" %u", p_ep_thread_tasks(i));
+    printf("\n");
   }
   printf("ok\n");
   return 0;

@@ -11,7 +11,7 @@
 /* WebAssembly engines give SIMD128 code 16 vector registers (V8 keeps one as scratch): a full 6x8 tile
  * is computed in two passes on the SIMD128 build (see accumulate), in one on the relaxed build (dot6x8).
  * NEON has 32 and the scalar build none to spare. */
-#if defined(__wasm_simd128__) && !defined(EP_FORCE_SCALAR)
+#if EP_ISA_WASM128   /* src/vec/ep_isa.h */
 #define EP_GEMM_TWO_PASS 1
 #else
 #define EP_GEMM_TWO_PASS 0
@@ -20,7 +20,7 @@
  * when the K loop is a function of its own (dot6x8): full 6 x 8 tiles in one pass, as matmul.c's TILE6. This
  * needs gemm.c compiled with instructions in source order (Makefile SRC_ORDER): LLVM's default scheduler issues
  * the 6 broadcasts before the multiply-adds, 20 live vectors, and V8 spills (1.6x slower). docs/benchmarks.md. */
-#if defined(__wasm_relaxed_simd__) && !defined(EP_FORCE_SCALAR)
+#if EP_ISA_WASM_RELAXED
 #define EP_GEMM_ONE_PASS6 1
 #else
 #define EP_GEMM_ONE_PASS6 0
@@ -329,7 +329,8 @@ EP_AINLINE void panel(const uint32_t mr, uint32_t m0, uint32_t n0, uint32_t n1, 
   }
 }
 
-void ep_gemm_f32(uint32_t M, uint32_t N, uint32_t K, const float *a_packed, const float *b, uint32_t ldb,
+/* ep_gemm_f32, or ep_gemm_f32_portable where the ISA has its own kernel (src/vec/ep_isa.h) */
+void EP_GEMM_F32_PORTABLE(uint32_t M, uint32_t N, uint32_t K, const float *a_packed, const float *b, uint32_t ldb,
                  int b_padded, float *c, uint32_t ldc, const ep_gemm_epi *e) {
   /* Block N so a K x nb block of B (re-read once per row panel) stays in L2 (128 KB: 2% faster than 512 KB). */
   uint32_t nb = K ? (32768u / K) & ~(uint32_t)(NR - 1) : N;

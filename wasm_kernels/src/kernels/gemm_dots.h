@@ -42,7 +42,7 @@
     EP_DOT_OUT_(4, rows, out, c40, c41) EP_DOT_OUT_(5, rows, out, c50, c51)                            \
   } while (0)
 
-#if defined(__wasm_relaxed_simd__) && !defined(EP_FORCE_SCALAR)
+#if EP_ISA_WASM_RELAXED   /* src/vec/ep_isa.h */
 /* The relaxed builds' 6 x 8 tile: out[2r + v], r < 6. Not inlined: V8 then allocates registers for the loop
  * alone (pointers and counter stay in registers, nothing spills). */
 EP_NOINLINE static void dot6x8(uint32_t K, const float *a, const float *b, uint32_t ldb, f32x4 *out) {

@@ -1,5 +1,5 @@
-/* ep_gemm_f32 split into tasks for the core's threads (gemm.h, ep_parallel.h). A file of its own: the edge
- * builds compile gemm.c with ep_gemm_f32 renamed (edge/Makefile) and link the NEON kernel under the name;
+/* ep_gemm_f32 split into tasks for the core's threads (gemm.h, ep_parallel.h). A file of its own: on NEON
+ * gemm.c's kernel is ep_gemm_f32_portable (src/vec/ep_isa.h) and the NEON kernel is ep_gemm_f32;
  * every part here goes through ep_gemm_f32, so each target runs its best kernel on it. */
 #include "gemm.h"
 #include "ep_parallel.h"

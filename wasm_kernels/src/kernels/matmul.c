@@ -24,10 +24,10 @@
 #include "shape/conv_linalg.h"
 
 
-#if defined(__wasm_relaxed_simd__) && !defined(EP_FORCE_SCALAR)
+#if EP_ISA_WASM_RELAXED   /* src/vec/ep_isa.h */
 #define TILE6 1   /* the relaxed build: matmul_tile (below) on 6-row groups and 8-column panels */
 #define PR EP_GEMM_MR
-#elif defined(__wasm_simd128__) && !defined(EP_FORCE_SCALAR)
+#elif EP_ISA_WASM128
 #define TILE6 0
 #define PR 4u
 #else

@@ -246,7 +246,7 @@ static void qgemv_i16(uint32_t M, uint32_t K, const int8_t *a, const int16_t *b,
   }
 }
 
-#if defined(__wasm_relaxed_simd__)
+#if EP_ISA_WASM_RELAXED   /* src/vec/ep_isa.h */
 /* Relaxed SIMD: the relaxed dot of int8 by 7-bit lanes does 16 multiply-adds per instruction, twice
  * dot_i16x8's 8. Its second operand must lie in [0, 127] for the result to be exact and the same on every
  * engine (x86 lowers it to pmaddubsw, which reads that operand as unsigned and whose int16 pair sums cannot
@@ -346,7 +346,8 @@ static void qgemm_tiles(uint32_t M, uint32_t N, uint32_t K, const int8_t *a, int
 
 /* A block's last 1..4 columns (e.g. 49 = 6 tiles + 1 for a 7x7 map) run as matrix-vector products, one column each,
  * rather than as a tile of 8 that is mostly padding. Integer sums: the tiles' results. */
-void ep_qgemm(uint32_t M, uint32_t N, uint32_t K, const int8_t *a, int16_t *b, uint32_t ldb, uint32_t n_off,
+/* ep_qgemm, or ep_qgemm_portable where the ISA has its own kernel (src/vec/ep_isa.h) */
+void EP_QGEMM_PORTABLE(uint32_t M, uint32_t N, uint32_t K, const int8_t *a, int16_t *b, uint32_t ldb, uint32_t n_off,
               const ep_qgemm_epi *e) {
   const uint32_t tail = N % NR, nt = N > NR && tail && tail <= NR / 2 ? N - tail : N;
   if (nt == 1) qgemv_i16(M, K, a, b, ldb, n_off, e);

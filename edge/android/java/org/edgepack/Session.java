@@ -7,6 +7,8 @@ import java.io.UnsupportedEncodingException;
 import java.net.URLDecoder;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
+import java.security.MessageDigest;
+import java.security.NoSuchAlgorithmException;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -20,10 +22,19 @@ import java.util.List;
  * thread-safe; use one per thread.
  *
  * <pre>
- *   Session s = Session.load(assets.open("edgepack/model.plan"), readAll(assets.open("edgepack/io.txt")));
+ *   Session s = Session.load(assets.open("edgepack/model.plan"), assets.open("edgepack/io.txt"));
  *   ByteBuffer x = s.newInputBuffer(0);   x.asFloatBuffer().put(pixels);
  *   ByteBuffer[] y = s.run(x);            float[] logits = ...; y[0].asFloatBuffer().get(logits);
  * </pre>
+ *
+ * <p>Integrity: io.txt carries model.plan's SHA-256 (the manifest's hash of assets/edgepack/model.plan);
+ * a load with io.txt refuses a plan whose bytes do not match it (EdgepackException, "SHA-256"). Without
+ * io.txt ({@link #load(InputStream)}) nothing is checked.
+ *
+ * <p>Threads: {@link #setThreads} (or the {@code threads} argument of load) runs this session's plan on
+ * N threads, the same partitioning as the threaded web build; outputs are the same for every N. The
+ * workers are daemon Java threads (one pool per process, started once, asleep between runs) that enter
+ * the library's pool; the thread calling run is thread 0.
  *
  * <p>A plan whose inputs have symbolic dims (plan version 2, {@link #hasDynamicShapes()}) runs at any
  * shape within its bounds ({@link #inputMin}, {@link #inputMax}): give data and dims together,
@@ -173,6 +184,12 @@ public final class Session implements AutoCloseable {
       super(what + ": " + nStatusStr(status) + " (status " + status + ")");
       this.status = status;
     }
+
+    /** Refused before the runtime saw the plan (integrity): status 0. */
+    EdgepackException(String message) {
+      super(message);
+      this.status = 0;
+    }
   }
 
   private static final int ALIGN = 64;
@@ -233,7 +250,17 @@ public final class Session implements AutoCloseable {
 
   /** Load a plan from a stream (e.g. an Android asset); names default to input0.., output0... */
   public static Session load(InputStream planStream) throws IOException {
-    return load(planStream, null);
+    return load(planStream, (String) null);
+  }
+
+  /** Load a plan and its io.txt (both e.g. Android assets): names and the plan's SHA-256 from io.txt. */
+  public static Session load(InputStream planStream, InputStream ioTxt) throws IOException {
+    return load(planStream, new String(readAll(ioTxt), "UTF-8"));
+  }
+
+  /** As {@link #load(InputStream, InputStream)}, running on {@code threads} threads ({@link #setThreads}). */
+  public static Session load(InputStream planStream, InputStream ioTxt, int threads) throws IOException {
+    return load(planStream, ioTxt).setThreads(threads);
   }
 
   /** Load a plan from a stream; {@code ioTxt} is the bundle's io.txt (graph input/output names), or null. */
@@ -251,6 +278,7 @@ public final class Session implements AutoCloseable {
    */
   public static Session load(ByteBuffer planBytes, String ioTxt) {
     ByteBuffer p = planBytes.slice();
+    verifyPlan(p.duplicate(), ioTxt);
     if (!p.isDirect() || (nAddress(p) & (ALIGN - 1)) != 0) {
       ByteBuffer copy = allocateAligned(p.remaining(), ALIGN);
       copy.put(p);
@@ -269,6 +297,69 @@ public final class Session implements AutoCloseable {
       arena = bindArena(ctx, null);
     }
     return new Session(ctx, p, arena, state, parseIo(ioTxt));
+  }
+
+  /**
+   * io.txt's "sha256 TAB model.plan TAB hex" line against the plan's bytes, before the runtime reads them (as
+   * edgepack-run and edgepack_runtime.py check manifest.json's hash). io.txt without that line is refused.
+   */
+  private static void verifyPlan(ByteBuffer planBytes, String ioTxt) {
+    if (ioTxt == null) return;
+    String want = null;
+    for (String line : ioTxt.split("\n")) {
+      String[] f = line.trim().split("\t");
+      if (f.length == 3 && f[0].equals("sha256") && f[1].equals("model.plan")) want = f[2].toLowerCase(java.util.Locale.ROOT);
+    }
+    if (want == null) throw new EdgepackException("io.txt has no SHA-256 for model.plan (a bundle from an older packager?)");
+    MessageDigest md;
+    try {
+      md = MessageDigest.getInstance("SHA-256");
+    } catch (NoSuchAlgorithmException e) {
+      throw new IllegalStateException("no SHA-256 in this Java runtime", e);
+    }
+    md.update(planBytes);
+    StringBuilder got = new StringBuilder();
+    for (byte b : md.digest()) got.append(String.format("%02x", b & 0xff));
+    if (!got.toString().equals(want))
+      throw new EdgepackException("model.plan does not match its SHA-256 in io.txt (tampered or corrupt): " + got + " != " + want);
+  }
+
+  // ---- threads: one pool per process (the library's), workers are daemon Java threads ----
+  /** Most threads a session may use (EP_EDGE_MAX_THREADS). */
+  public static final int MAX_THREADS = 16;
+  private static int workersStarted = 1;   // the caller is thread 0
+  private int threads = 1;
+
+  private static synchronized void startWorkers(int n) {
+    for (; workersStarted < n; workersStarted++) {
+      final int index = workersStarted;
+      Thread t = new Thread(new Runnable() {
+        @Override
+        public void run() {
+          nWorkerMain(index);   // returns only if the pool is stopped
+        }
+      }, "edgepack-worker-" + index);
+      t.setDaemon(true);
+      t.start();
+    }
+  }
+
+  /** Runs this session's plan on {@code n} threads (1..MAX_THREADS) from the next run on; returns this. */
+  public Session setThreads(int n) {
+    if (n < 1 || n > MAX_THREADS) throw new IllegalArgumentException("threads must be in [1, " + MAX_THREADS + "], got " + n);
+    startWorkers(n);
+    threads = n;
+    return this;
+  }
+
+  /** The thread count set by {@link #setThreads} (1 by default). */
+  public int threads() {
+    return threads;
+  }
+
+  /** Tasks pool thread {@code index} has run so far in this process (0: the threads calling run). */
+  public static int threadTasks(int index) {
+    return nThreadTasks(index);
   }
 
   /** Binds an arena of the size the runtime asks for: {@code have} again when large enough, else a new one. */
@@ -497,6 +588,7 @@ public final class Session implements AutoCloseable {
     ByteBuffer[] is = new ByteBuffer[ins.length], os = new ByteBuffer[outs.length];
     for (int i = 0; i < ins.length; i++) is[i] = check(ins[i], inputs[i], "input", true);
     for (int i = 0; i < outs.length; i++) os[i] = check(outs[i], outputs[i], "output", false);
+    nSetThreads(threads);   // the pool's count is per process: this session's, for this run
     int s = nRun(ctx, is, os);
     if (s != 0) throw new EdgepackException("run failed", s);
   }
@@ -539,7 +631,8 @@ public final class Session implements AutoCloseable {
     state = null;
   }
 
-  static byte[] readAll(InputStream in) throws IOException {
+  /** All bytes of a stream (closed afterwards): e.g. an asset for {@link #load(ByteBuffer, String)}. */
+  public static byte[] readAll(InputStream in) throws IOException {
     ByteArrayOutputStream o = new ByteArrayOutputStream();
     byte[] buf = new byte[1 << 16];
     int n;
@@ -565,4 +658,7 @@ public final class Session implements AutoCloseable {
   private static native int nResolve(ByteBuffer ctx);
   private static native String nVecName();
   private static native int nCpuFeatures();
+  private static native void nWorkerMain(int index);
+  private static native int nSetThreads(int n);
+  private static native int nThreadTasks(int index);
 }
