@@ -87,6 +87,10 @@ def package(model: str | os.PathLike | onnx.ModelProto, target: str = "web", out
     strict = profile == "strict"
     out = check_output(out)   # before any work: never replace a file or a folder that is not a bundle
     m = load_model(model, frozenset(allow_domains))
+    from .optimizer import canonicalize   # contrib ops, function-bodied ops -> standard ONNX, before analysis
+    m, rewritten = canonicalize(m)
+    for n in rewritten:
+        log(f"notice: {n}")
     syms = None
     if dynamic is not False and target in ("web", "pi5", "android") and not strict:
         from .dynamic import find_symbols

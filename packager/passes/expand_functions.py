@@ -1,0 +1,135 @@
+"""Standard ONNX ops that edgepack has no lowering for, but that onnx defines by a function body (schema
+has_function / has_context_dependent_function: Attention-23, RMSNormalization, RotaryEmbedding-23,
+GroupNormalization, MeanVarianceNormalization, the window functions, the losses, Swish, ...): each such node
+is replaced by its body, built by onnx itself (onnx.inliner with inline_schema_functions, which also runs the
+context-dependent builders with the node's input types), so the body's ops lower as usual.
+
+Runs on the loaded model before analysis (packager/optimizer.py canonicalize), so shape inference and
+constant folding see the body: its shape arithmetic (Shape, Range, ...) folds at package time. A body op
+that edgepack does not lower is refused by lowering under a node name that says where it came from
+('<node>/<Op> body/<k>_<BodyOp>')."""
+from __future__ import annotations
+
+import onnx
+import onnx.inliner
+from onnx import helper
+
+STANDARD = ("", "ai.onnx")
+MAX_ROUNDS = 4   # a body may call another function op (expanded in the next round)
+
+
+def _registry() -> dict:
+    from ..lower import REGISTRY, _load_ops
+    _load_ops()
+    return REGISTRY
+
+
+def _default_opset(model: onnx.ModelProto) -> int:
+    return next((i.version for i in model.opset_import if i.domain in STANDARD), 1)
+
+
+def expandable(op_type: str, opset: int) -> bool:
+    """Whether onnx defines `op_type` (default domain, at `opset`) by a function body for that opset."""
+    try:
+        s = onnx.defs.get_schema(op_type, opset, "")
+    except onnx.defs.SchemaError:
+        return False
+    if s.has_context_dependent_function:
+        return opset in s.context_dependent_function_opset_versions or any(
+            v <= opset for v in s.context_dependent_function_opset_versions)
+    return s.has_function and bool(s.get_function_with_opset_version(opset).node)
+
+
+def why_not(op_type: str, opset: int) -> str | None:
+    """For an op without lowering: why its function body cannot stand in (None when it can, or has none)."""
+    try:
+        s = onnx.defs.get_schema(op_type, opset, "")
+    except onnx.defs.SchemaError:
+        return None
+    versions = sorted(set(s.function_opset_versions) | set(s.context_dependent_function_opset_versions))
+    if versions and not expandable(op_type, opset):
+        return (f"no edgepack kernel, and onnx defines its function body for opset {', '.join(map(str, versions))} "
+                f"only (the model imports opset {opset})")
+    return None
+
+
+def _types(model: onnx.ModelProto) -> dict[str, onnx.TypeProto]:
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False)
+    except Exception:  # noqa: BLE001 - types of graph inputs/initializers still help
+        inferred = model
+    g = inferred.graph
+    types = {vi.name: vi.type for vi in [*g.input, *g.value_info, *g.output] if vi.type.HasField("tensor_type")
+             and vi.type.tensor_type.elem_type}
+    for t in g.initializer:
+        types.setdefault(t.name, helper.make_tensor_type_proto(t.data_type, list(t.dims)))
+    return types
+
+
+def _expand_node(node: onnx.NodeProto, model: onnx.ModelProto, types: dict[str, onnx.TypeProto],
+                 label: str) -> list[onnx.NodeProto] | None:
+    """The body of one call, its values renamed under `label`, or None when onnx cannot build it."""
+    ins = [i for i in node.input if i]
+    if any(i not in types for i in ins):
+        return None
+    outs = [o for o in node.output if o]
+    g = helper.make_graph([node], "call", [helper.make_value_info(i, types[i]) for i in dict.fromkeys(ins)],
+                          [helper.make_value_info(o, types[o]) if o in types else helper.make_empty_tensor_value_info(o)
+                           for o in outs])
+    mini = helper.make_model(g, opset_imports=list(model.opset_import))
+    mini.ir_version = model.ir_version
+    try:
+        body = onnx.inliner.inline_selected_functions(mini, [(node.domain, node.op_type)],
+                                                      inline_schema_functions=True).graph.node
+    except Exception:  # noqa: BLE001 - onnx cannot build this body (e.g. an unknown input type): not expanded
+        return None
+    if any(n.op_type == node.op_type and n.domain == node.domain for n in body):
+        return None
+    if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for n in body for a in n.attribute):
+        return None   # bodies with subgraphs would need their inner names renamed too
+    keep = set(ins) | set(outs) | {""}
+    ren = {v: f"{label}/{v}" for n in body for v in [*n.input, *n.output] if v not in keep}
+    out = []
+    for k, n in enumerate(body):
+        m = onnx.NodeProto()
+        m.CopyFrom(n)
+        m.name = f"{label}/{node.op_type} body/{k}_{n.op_type}"
+        m.input[:] = [ren.get(v, v) for v in n.input]
+        m.output[:] = [ren.get(v, v) for v in n.output]
+        out.append(m)
+    return out
+
+
+def expand_functions(model: onnx.ModelProto) -> tuple[onnx.ModelProto, dict[str, int]]:
+    """Replace (in a copy) every main-graph node of a standard op without lowering by its ONNX function body.
+    Returns the model and how many nodes of each op were expanded."""
+    registry = _registry()
+    opset = _default_opset(model)
+    expanded: dict[str, int] = {}
+    for _ in range(MAX_ROUNDS):
+        todo = [n for n in model.graph.node if n.domain in STANDARD and n.op_type not in registry
+                and expandable(n.op_type, opset)]
+        if not todo:
+            break
+        if not expanded:
+            m = onnx.ModelProto()
+            m.CopyFrom(model)
+            model = m
+        types = _types(model)
+        ids = {id(n) for n in todo}
+        nodes, changed = [], False
+        for i, n in enumerate(model.graph.node):
+            body = _expand_node(n, model, types, n.name or f"{n.op_type}_{i}") if id(n) in ids else None
+            if body is None:
+                keep = onnx.NodeProto()
+                keep.CopyFrom(n)   # a copy: the graph's own node list is cleared below
+                nodes.append(keep)
+                continue
+            nodes.extend(body)
+            expanded[n.op_type] = expanded.get(n.op_type, 0) + 1
+            changed = True
+        if not changed:
+            break
+        del model.graph.node[:]
+        model.graph.node.extend(nodes)
+    return model, expanded
