@@ -37,7 +37,8 @@ def expandable(op_type: str, opset: int) -> bool:
     if s.has_context_dependent_function:
         return opset in s.context_dependent_function_opset_versions or any(
             v <= opset for v in s.context_dependent_function_opset_versions)
-    return s.has_function and bool(s.get_function_with_opset_version(opset).node)
+    body = s.get_function_with_opset_version(opset) if s.has_function else None
+    return bool(body) and bool(onnx.FunctionProto.FromString(body).node if isinstance(body, bytes) else body.node)
 
 
 def why_not(op_type: str, opset: int) -> str | None:
@@ -107,8 +108,8 @@ def expand_functions(model: onnx.ModelProto) -> tuple[onnx.ModelProto, dict[str,
     opset = _default_opset(model)
     expanded: dict[str, int] = {}
     for _ in range(MAX_ROUNDS):
-        todo = [n for n in model.graph.node if n.domain in STANDARD and n.op_type not in registry
-                and expandable(n.op_type, opset)]
+        todo = {i for i, n in enumerate(model.graph.node) if n.domain in STANDARD and n.op_type not in registry
+                and expandable(n.op_type, opset)}   # indices: protobuf wrappers have no stable identity
         if not todo:
             break
         if not expanded:
@@ -116,10 +117,9 @@ def expand_functions(model: onnx.ModelProto) -> tuple[onnx.ModelProto, dict[str,
             m.CopyFrom(model)
             model = m
         types = _types(model)
-        ids = {id(n) for n in todo}
         nodes, changed = [], False
         for i, n in enumerate(model.graph.node):
-            body = _expand_node(n, model, types, n.name or f"{n.op_type}_{i}") if id(n) in ids else None
+            body = _expand_node(n, model, types, n.name or f"{n.op_type}_{i}") if i in todo else None
             if body is None:
                 keep = onnx.NodeProto()
                 keep.CopyFrom(n)   # a copy: the graph's own node list is cleared below
