@@ -336,3 +336,90 @@ def test_allowed_unused_custom_node_dropped(tmp_path):
     out = package(m, target="web", out=tmp_path / "b", verify=False, allow_domains=("com.microsoft",))
     x = _f(1, 4)
     np.testing.assert_allclose(load_bundle(out, "simd").run({"x": x})["y"], np.maximum(x, 0))
+
+
+# -- end to end: what onnxruntime's own tools write --------------------------------------------------
+def test_quantize_dynamic_end_to_end(tmp_path):
+    """onnxruntime.quantization.quantize_dynamic, then onnxruntime's saved optimized graph (the form such models
+    are shipped in: DynamicQuantizeMatMul with bias), packaged and matched against onnxruntime."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"]), helper.make_node("Add", ["h", "b1"], ["h1"]),
+             helper.make_node("Relu", ["h1"], ["r"]), helper.make_node("MatMul", ["r", "w2"], ["y"])]
+    m = _model(nodes, [_vi("x", [2, 4, 16])], [_vi("y", [2, 4, 8])],
+               [_init("w1", _f(16, 32)), _init("b1", _f(32)), _init("w2", _f(32, 8))])
+    m.opset_import.pop()   # a plain float model
+    onnx.save(m, tmp_path / "mlp.onnx")
+    quantize_dynamic(tmp_path / "mlp.onnx", tmp_path / "mlp_q.onnx", weight_type=QuantType.QInt8, per_channel=True)
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+    so.optimized_model_filepath = str(tmp_path / "mlp_opt.onnx")
+    ort.InferenceSession(str(tmp_path / "mlp_q.onnx"), so, providers=["CPUExecutionProvider"])
+    opt = onnx.load(tmp_path / "mlp_opt.onnx")
+    assert [n.op_type for n in opt.graph.node if n.domain == MS] == ["DynamicQuantizeMatMul"] * 2
+    check(opt, {"x": _f(2, 4, 16)}, tmp_path, atol=2e-3)
+
+
+BERT_EXPORT = r'''
+import math, sys, torch, torch.nn as nn
+class Layer(nn.Module):
+    def __init__(s, h, n, inter):
+        super().__init__(); s.n, s.hd = n, h // n
+        s.q, s.k, s.v, s.o = (nn.Linear(h, h) for _ in range(4)); s.ln1 = nn.LayerNorm(h, eps=1e-12)
+        s.i, s.out, s.ln2 = nn.Linear(h, inter), nn.Linear(inter, h), nn.LayerNorm(h, eps=1e-12)
+    def heads(s, x):
+        b, l, _ = x.size(); return x.view(b, l, s.n, s.hd).permute(0, 2, 1, 3)
+    def forward(s, x, mask):
+        q, k, v = s.heads(s.q(x)), s.heads(s.k(x)), s.heads(s.v(x))
+        p = torch.softmax(torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(s.hd) + mask, dim=-1)
+        c = torch.matmul(p, v).permute(0, 2, 1, 3).contiguous()
+        a = s.ln1(s.o(c.view(c.size()[:-2] + (s.n * s.hd,))) + x)
+        return s.ln2(s.out(torch.nn.functional.gelu(s.i(a))) + a)
+class Bert(nn.Module):   # the structure of transformers' BertModel, tiny
+    def __init__(s, vocab=50, h=32, n=4, inter=64, layers=2, maxpos=16):
+        super().__init__()
+        s.we, s.pe, s.te = nn.Embedding(vocab, h), nn.Embedding(maxpos, h), nn.Embedding(2, h)
+        s.ln = nn.LayerNorm(h, eps=1e-12)
+        s.register_buffer("pos", torch.arange(maxpos).expand((1, -1)))
+        s.layers = nn.ModuleList([Layer(h, n, inter) for _ in range(layers)])
+    def forward(s, ids, mask, tt):
+        x = s.ln(s.we(ids) + s.pe(s.pos[:, :ids.size(1)]) + s.te(tt))
+        m = (1.0 - mask[:, None, None, :].to(torch.float32)) * -10000.0
+        for layer in s.layers:
+            x = layer(x, m)
+        return x
+torch.manual_seed(0)
+ids = torch.randint(0, 50, (2, 8)); mask = torch.ones(2, 8, dtype=torch.int64); tt = torch.zeros(2, 8, dtype=torch.int64)
+axes = {0: "batch", 1: "seq"}
+torch.onnx.export(Bert().eval(), (ids, mask, tt), sys.argv[1], input_names=["input_ids", "attention_mask",
+                  "token_type_ids"], output_names=["last_hidden_state"], opset_version=14, dynamo=False,
+                  dynamic_axes={"input_ids": axes, "attention_mask": axes, "token_type_ids": axes,
+                                "last_hidden_state": axes})
+'''
+
+
+def test_bert_transformer_optimizer_end_to_end(tmp_path):
+    """A tiny BERT (torch export, in a child process) through onnxruntime.transformers.optimizer.optimize_model
+    (model_type='bert'): EmbedLayerNormalization, Attention with its mask, SkipLayerNormalization, BiasGelu;
+    packaged and matched against onnxruntime on padded inputs."""
+    import subprocess
+    import sys
+    pytest.importorskip("torch")
+    from onnxruntime.transformers.optimizer import optimize_model
+    src = tmp_path / "bert.onnx"
+    subprocess.run([sys.executable, "-c", BERT_EXPORT, str(src)], check=True, capture_output=True)
+    optimize_model(str(src), model_type="bert", num_heads=4, hidden_size=32, opt_level=0).save_model_to_file(
+        str(tmp_path / "bert_opt.onnx"))   # saving adds the com.microsoft opset import
+    opt = onnx.load(tmp_path / "bert_opt.onnx")
+    ms = {n.op_type for n in opt.graph.node if n.domain == MS}
+    assert {"Attention", "SkipLayerNormalization", "BiasGelu", "EmbedLayerNormalization"} <= ms, ms
+    ids = RNG.integers(0, 50, (2, 8)).astype(np.int64)
+    mask = np.ones((2, 8), np.int64)
+    mask[1, 5:] = 0
+    tt = np.zeros((2, 8), np.int64)
+    tt[:, 4:] = 1
+    feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": tt}
+    want = _ort(opt, feeds)["last_hidden_state"]
+    out = package(tmp_path / "bert_opt.onnx", target="web", out=tmp_path / "b", verify=False,
+                  input_shapes={k: v.shape for k, v in feeds.items()})
+    got = load_bundle(out, "simd").run(feeds)["last_hidden_state"]
+    np.testing.assert_allclose(got, want, rtol=TOL, atol=TOL)
