@@ -54,6 +54,26 @@ def why_not(op_type: str, opset: int) -> str | None:
     return None
 
 
+def opset_of(model: onnx.ModelProto) -> int:
+    return _default_opset(model)
+
+
+def _with_defaults(node: onnx.NodeProto, opset: int) -> onnx.NodeProto:
+    """The node with the schema's default for every attribute it leaves out: a body refers to attributes by name
+    (MeanVarianceNormalization's axes, the windows' periodic), and the inliner drops a reference to an absent one."""
+    schema = onnx.defs.get_schema(node.op_type, opset, node.domain)
+    have = {a.name for a in node.attribute}
+    m = onnx.NodeProto()
+    m.CopyFrom(node)
+    for name, a in schema.attributes.items():
+        if name not in have and a.default_value.type != onnx.AttributeProto.UNDEFINED:
+            d = onnx.AttributeProto()
+            d.CopyFrom(a.default_value)
+            d.name = name
+            m.attribute.append(d)
+    return m
+
+
 def _types(model: onnx.ModelProto) -> dict[str, onnx.TypeProto]:
     try:
         inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False)
@@ -74,6 +94,7 @@ def _expand_node(node: onnx.NodeProto, model: onnx.ModelProto, types: dict[str, 
     if any(i not in types for i in ins):
         return None
     outs = [o for o in node.output if o]
+    node = _with_defaults(node, opset_of(model))
     g = helper.make_graph([node], "call", [helper.make_value_info(i, types[i]) for i in dict.fromkeys(ins)],
                           [helper.make_value_info(o, types[o]) if o in types else helper.make_empty_tensor_value_info(o)
                            for o in outs])
