@@ -87,6 +87,23 @@ def _types(model: onnx.ModelProto) -> dict[str, onnx.TypeProto]:
     return types
 
 
+LOCAL = "ai.edgepack.expand"   # the body as a model-local function of this domain, for onnx.inliner
+
+
+def _body(node: onnx.NodeProto, opset: int, types: dict[str, onnx.TypeProto]) -> onnx.FunctionProto | None:
+    """onnx's function body for this node: the context-dependent builders get the input types (an absent
+    optional input: an empty type, which onnx.inliner's own path cannot express)."""
+    s = onnx.defs.get_schema(node.op_type, opset, node.domain)
+    if s.has_context_dependent_function:
+        tps = [(types[i] if i else onnx.TypeProto()).SerializeToString() for i in node.input]
+        raw = s.get_context_dependent_function_with_opset_version(opset, node.SerializeToString(), tps)
+    else:
+        raw = s.get_function_with_opset_version(opset)
+    if not raw:
+        return None
+    return onnx.FunctionProto.FromString(raw) if isinstance(raw, bytes) else raw
+
+
 def _expand_node(node: onnx.NodeProto, model: onnx.ModelProto, types: dict[str, onnx.TypeProto],
                  label: str) -> list[onnx.NodeProto] | None:
     """The body of one call, its values renamed under `label`, or None when onnx cannot build it."""
@@ -95,17 +112,24 @@ def _expand_node(node: onnx.NodeProto, model: onnx.ModelProto, types: dict[str, 
         return None
     outs = [o for o in node.output if o]
     node = _with_defaults(node, opset_of(model))
-    g = helper.make_graph([node], "call", [helper.make_value_info(i, types[i]) for i in dict.fromkeys(ins)],
-                          [helper.make_value_info(o, types[o]) if o in types else helper.make_empty_tensor_value_info(o)
-                           for o in outs])
-    mini = helper.make_model(g, opset_imports=list(model.opset_import))
-    mini.ir_version = model.ir_version
     try:
-        body = onnx.inliner.inline_selected_functions(mini, [(node.domain, node.op_type)],
-                                                      inline_schema_functions=True).graph.node
+        fn = _body(node, opset_of(model), types)
+        if fn is None or not fn.node:
+            return None
+        fn.domain, fn.name = LOCAL, node.op_type
+        call = onnx.NodeProto()
+        call.CopyFrom(node)
+        call.domain = LOCAL
+        g = helper.make_graph([call], "call", [helper.make_value_info(i, types[i]) for i in dict.fromkeys(ins)],
+                              [helper.make_value_info(o, types[o]) if o in types else
+                               helper.make_empty_tensor_value_info(o) for o in outs])
+        mini = helper.make_model(g, opset_imports=[*model.opset_import, helper.make_opsetid(LOCAL, 1)],
+                                 functions=[fn])
+        mini.ir_version = max(model.ir_version, 8)
+        body = onnx.inliner.inline_local_functions(mini).graph.node
     except Exception:  # noqa: BLE001 - onnx cannot build this body (e.g. an unknown input type): not expanded
         return None
-    if any(n.op_type == node.op_type and n.domain == node.domain for n in body):
+    if any(n.domain == LOCAL for n in body):
         return None
     if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for n in body for a in n.attribute):
         return None   # bodies with subgraphs would need their inner names renamed too
