@@ -88,7 +88,7 @@ def package(model: str | os.PathLike | onnx.ModelProto, target: str = "web", out
     out = check_output(out)   # before any work: never replace a file or a folder that is not a bundle
     m = load_model(model, frozenset(allow_domains))
     from .optimizer import canonicalize   # contrib ops, function-bodied ops -> standard ONNX, before analysis
-    m, rewritten = canonicalize(m)
+    source, (m, rewritten) = m, canonicalize(m)
     for n in rewritten:
         log(f"notice: {n}")
     syms = None
@@ -115,6 +115,8 @@ def package(model: str | os.PathLike | onnx.ModelProto, target: str = "web", out
         reference = stages.source_model()
     else:
         graph, reference, optimization = stages.front(input_shapes)
+        if rewritten:   # verification runs onnxruntime on the contrib / function ops themselves
+            reference = stages.source_model(source)
         # -- precision (packager/quantize): resolve --quantize, calibrate, rewrite the graph; before lowering --
         float_model = reference   # the accuracy report compares with the float32 model before any rewrite
         quant = quantize_step(graph, target, quantize, calibration, labels, images, calibration_method, qdq_placement,
@@ -259,11 +261,11 @@ class _Stages:
                     self.log(f"optimize: {line}")
         return graph, reference, optimization
 
-    def source_model(self) -> onnx.ModelProto:
+    def source_model(self, model: onnx.ModelProto | None = None) -> onnx.ModelProto:
         """The loaded model with --const inputs as initializers: onnxruntime runs it at any input shape."""
         from onnx import numpy_helper
         m = onnx.ModelProto()
-        m.CopyFrom(self.m)
+        m.CopyFrom(model if model is not None else self.m)
         for name, value in (self.constants or {}).items():
             m.graph.initializer.append(numpy_helper.from_array(np.asarray(value), name))
         keep = [vi for vi in m.graph.input if vi.name not in (self.constants or {})]

@@ -220,6 +220,7 @@ def _attention_model(mask: str | None, unidirectional: int = 0, past: bool = Fal
         inputs.append(_vi("mask", [b, t], TensorProto.INT32))
         m = np.ones((b, t), np.int32)
         m[1, -2:] = 0
+        m[1, 0] = 0   # under a causal mask, query 0 of row 1 then sees padding only
         feeds["mask"] = m
     elif mask == "3d":
         inputs.append(_vi("mask", [b, s, t], TensorProto.INT32))
@@ -251,9 +252,11 @@ def _mha_model(cross: bool, mask: str | None, bias: bool, attn_bias: bool, past:
     inputs = [_vi(k, v.shape) for k, v in feeds.items()]
     inits = [_init("bias", _f(3 * d))] if bias else []
     t = kv_len + (p if past else 0)
-    if mask == "2d":
+    if mask in ("2d", "2d0"):
         mk = np.ones((b, t), np.int32)
         mk[0, -1] = 0
+        if mask == "2d0":   # the first key padded: under a causal mask, query 0 sees padding only
+            mk[1, 0] = 0
         feeds["mask"] = mk
         inputs.append(_vi("mask", [b, t], TensorProto.INT32))
     if attn_bias:
@@ -270,7 +273,7 @@ def _mha_model(cross: bool, mask: str | None, bias: bool, attn_bias: bool, past:
 
 @pytest.mark.parametrize("cross,mask,bias,attn_bias,past,uni", [
     (False, None, False, False, False, 0), (True, "2d", True, False, False, 0), (False, None, True, True, False, 0),
-    (False, "2d", False, False, True, 1)])
+    (False, "2d", False, False, True, 1), (False, "2d0", False, False, False, 1)])
 def test_multi_head_attention(cross, mask, bias, attn_bias, past, uni, tmp_path):
     m, feeds = _mha_model(cross, mask, bias, attn_bias, past, uni)
     check(m, feeds, tmp_path)
@@ -423,3 +426,13 @@ def test_bert_transformer_optimizer_end_to_end(tmp_path):
                   input_shapes={k: v.shape for k, v in feeds.items()})
     got = load_bundle(out, "simd").run(feeds)["last_hidden_state"]
     np.testing.assert_allclose(got, want, rtol=TOL, atol=TOL)
+
+
+def test_package_time_verification_runs_the_contrib_ops(tmp_path):
+    """package(verify=True) compares the bundle with onnxruntime running the contrib model itself (not the
+    rewritten graph), so a rewrite that changed the math would show in the manifest."""
+    import json
+    m, _ = _attention_model("2d", unidirectional=1)
+    out = package(m, target="web", out=tmp_path / "b")
+    v = json.loads((out / "manifest.json").read_text())["verification"]
+    assert v["reference"] == "onnxruntime CPU" and v["max_abs_diff"] < TOL, v

@@ -467,13 +467,15 @@ def _mask_add(b: _B, mask: str, kind: str, filt: float, k_bnth: str, batch_dim, 
     raise Refused(f"{what} of rank {r} is not implemented (1-D lengths, 2-D key padding, 3-D attention masks are)")
 
 
-def _causal_add(b: _B, q_bnsh: str, k_bnth: str, filt: float) -> str:
-    """(S, T): mask_filter_value where key j lies after query i (j > i + T - S). Folds at package time."""
+def _causal_add(b: _B, q_bnsh: str, k_bnth: str) -> str:
+    """(S, T): the lowest float32 where key j lies after query i (j > i + T - S), so a later key never counts,
+    even in a row whose earlier keys are all padding (onnxruntime excludes them; mask_filter_value would
+    not). Folds at package time."""
     s, t = b.dim(q_bnsh, 2), b.dim(k_bnth, 2)
     i = b.unsqueeze(b.arange(s), [1])
     j = b.unsqueeze(b.arange(t), [0])
     later = b.op("Greater", [b.op("Sub", [j, i]), b.op("Sub", [t, s])])
-    return b.op("Where", [later, b.const(filt), b.const(0.0)])
+    return b.op("Where", [later, b.const(np.finfo(np.float32).min), b.const(0.0)])
 
 
 def _attend(b: _B, q: str, k: str, v: str, scale: float, adds: list[str], out: str) -> None:
@@ -532,7 +534,7 @@ def _attention(b: _B) -> None:
     if b.inp(3):
         adds.append(_mask_add(b, b.inp(3), "mask_index", filt, k, (b.shapes.dims(x) or [None])[0], "mask_index"))
     if int(b.attr("unidirectional", 0)):
-        adds.append(_causal_add(b, q, k, filt))
+        adds.append(_causal_add(b, q, k))
     if b.inp(5):
         adds.append(b.inp(5))
     scale = float(b.attr("scale", 0.0)) or 1.0 / math.sqrt(sizes[0] // n)
@@ -580,7 +582,7 @@ def _multi_head_attention(b: _B) -> None:
         adds.append(_mask_add(b, b.inp(4), "key_padding_mask", filt, kh, (b.shapes.dims(b.inp(0)) or [None])[0],
                               "key_padding_mask"))
     if int(b.attr("unidirectional", 0)):
-        adds.append(_causal_add(b, qh, kh, filt))
+        adds.append(_causal_add(b, qh, kh))
     if b.inp(5):
         adds.append(b.inp(5))
     scale = float(b.attr("scale", 0.0)) or 1.0 / math.sqrt(d // n)
