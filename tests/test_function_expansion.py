@@ -135,3 +135,28 @@ def test_center_crop_pad_constant_shape(tmp_path):
     m = _model([n], [_vi("x", [5, 7])], [_vi("y", [7, 4])], [numpy_helper.from_array(np.array([7, 4], np.int64), "s")],
                opset=18)
     check(m, {"x": _f(5, 7)}, tmp_path, "CenterCropPad")
+
+
+def test_nested_bodies_adapted_to_the_opset(tmp_path):
+    """SwiGLU (opset 28) calls Swish, whose body onnx writes for opset 24: expanded in a second round, adapted by
+    onnx's version converter."""
+    n = helper.make_node("SwiGLU", ["a", "b"], ["y"], alpha=1.2)
+    m = _model([n], [_vi("a", [2, 8]), _vi("b", [2, 8])], [_vi("y", [2, 8])], opset=28)
+    _, done = expand_functions(m)
+    assert done == {"SwiGLU": 1, "Swish": 1}
+    check(m, {"a": _f(2, 8), "b": _f(2, 8)}, tmp_path, "SwiGLU")
+
+
+def test_shrink(tmp_path):
+    n = helper.make_node("Shrink", ["x"], ["y"], lambd=0.5, bias=0.25)
+    m = _model([n], [_vi("x", [3, 4])], [_vi("y", [3, 4])], opset=18)
+    check(m, {"x": _f(3, 4)}, tmp_path, "Shrink")
+
+
+def test_body_without_a_version_at_the_opset_refused(tmp_path):
+    """Shrink's body (opset 18) uses CastLike, which opset 9 lacks: not expanded, refused by name."""
+    n = helper.make_node("Shrink", ["x"], ["y"], name="shrink9")
+    m = _model([n], [_vi("x", [3, 4])], [_vi("y", [3, 4])], opset=9)
+    assert expand_functions(m)[1] == {}
+    with pytest.raises(PackagerError, match=r"Shrink \(node 'shrink9', opset 9\)"):
+        package(m, target="web", out=tmp_path / "b", verify=False)

@@ -29,29 +29,13 @@ def _default_opset(model: onnx.ModelProto) -> int:
 
 
 def expandable(op_type: str, opset: int) -> bool:
-    """Whether onnx defines `op_type` (default domain, at `opset`) by a function body for that opset."""
+    """Whether onnx defines `op_type` (default domain, at `opset`) by a function body (whether that body can be
+    used at this opset is decided when it is built: _body)."""
     try:
         s = onnx.defs.get_schema(op_type, opset, "")
     except onnx.defs.SchemaError:
         return False
-    if s.has_context_dependent_function:
-        return opset in s.context_dependent_function_opset_versions or any(
-            v <= opset for v in s.context_dependent_function_opset_versions)
-    body = s.get_function_with_opset_version(opset) if s.has_function else None
-    return bool(body) and bool(onnx.FunctionProto.FromString(body).node if isinstance(body, bytes) else body.node)
-
-
-def why_not(op_type: str, opset: int) -> str | None:
-    """For an op without lowering: why its function body cannot stand in (None when it can, or has none)."""
-    try:
-        s = onnx.defs.get_schema(op_type, opset, "")
-    except onnx.defs.SchemaError:
-        return None
-    versions = sorted(set(s.function_opset_versions) | set(s.context_dependent_function_opset_versions))
-    if versions and not expandable(op_type, opset):
-        return (f"no edgepack kernel, and onnx defines its function body for opset {', '.join(map(str, versions))} "
-                f"only (the model imports opset {opset})")
-    return None
+    return bool(s.has_context_dependent_function or (s.has_function and s.function_opset_versions))
 
 
 def opset_of(model: onnx.ModelProto) -> int:
@@ -99,6 +83,9 @@ def _body(node: onnx.NodeProto, opset: int, types: dict[str, onnx.TypeProto]) ->
         raw = s.get_context_dependent_function_with_opset_version(opset, node.SerializeToString(), tps)
     else:
         raw = s.get_function_with_opset_version(opset)
+        if not raw:   # defined for another opset only (Shrink: 18): onnx's version converter adapts it below
+            raw = next((b for v in sorted(s.function_opset_versions, reverse=True)
+                        if (b := s.get_function_with_opset_version(v))), None)
     if not raw:
         return None
     return onnx.FunctionProto.FromString(raw) if isinstance(raw, bytes) else raw
@@ -126,7 +113,9 @@ def _expand_node(node: onnx.NodeProto, model: onnx.ModelProto, types: dict[str, 
         mini = helper.make_model(g, opset_imports=[*model.opset_import, helper.make_opsetid(LOCAL, 1)],
                                  functions=[fn])
         mini.ir_version = max(model.ir_version, 8)
-        body = onnx.inliner.inline_local_functions(mini).graph.node
+        # convert_version: a body written for another opset (Swish's for 24, inside SwiGLU at 28) is adapted by
+        # onnx's version converter, or refused where an op has no version here (Shrink's CastLike at opset 9)
+        body = onnx.inliner.inline_local_functions(mini, convert_version=True).graph.node
     except Exception:  # noqa: BLE001 - onnx cannot build this body (e.g. an unknown input type): not expanded
         return None
     if any(n.domain == LOCAL for n in body):
