@@ -12,6 +12,9 @@ from onnx import TensorProto, helper, numpy_helper
 
 from packager import load_bundle, package
 from packager.errors import PackagerError
+from packager.plan.opcodes import Op
+
+from .conftest import plan_ops
 
 MS = "com.microsoft"
 TOL = 1e-4
@@ -42,8 +45,9 @@ def _ort(model: onnx.ModelProto, feeds: dict) -> dict[str, np.ndarray]:
     return dict(zip([o.name for o in s.get_outputs()], s.run(None, feeds)))
 
 
-def check(model: onnx.ModelProto, feeds: dict, tmp_path, atol: float = TOL, steps: int = 0) -> dict:
-    """Package, run (SIMD build), compare with onnxruntime. steps: integer outputs may differ by this many."""
+def check(model: onnx.ModelProto, feeds: dict, tmp_path, atol: float = TOL, steps: int = 0) -> list[str]:
+    """Package, run (SIMD build), compare with onnxruntime. steps: integer outputs may differ by this many.
+    Returns the plan's kernels."""
     want = _ort(model, feeds)
     out = package(model, target="web", out=tmp_path / "b", verify=False)
     got = load_bundle(out, "simd").run(feeds)
@@ -55,7 +59,7 @@ def check(model: onnx.ModelProto, feeds: dict, tmp_path, atol: float = TOL, step
         else:
             d = np.abs(got[k].astype(np.int64) - w.astype(np.int64))
             assert d.max(initial=0) <= steps, (k, d.max())
-    return got
+    return [Op(o).name for o in plan_ops(out)]
 
 
 # -- GELU family --------------------------------------------------------------------------------------
@@ -107,7 +111,9 @@ def test_qlinear_binary(op, dt, tmp_path):
     node = helper.make_node(op, ["a", "a_s", "a_z", "b", "b_s", "b_z", "c_s", "c_z"], ["c"], domain=MS)
     inits = _q("a", 0.02, zp + 3, dt) + _q("b", 0.03, zp - 5, dt) + _q("c", 0.05 if op == "QLinearAdd" else 0.4, zp, dt)
     m = _model([node], [_vi("a", [2, 3, 8], tp), _vi("b", [2, 3, 8], tp)], [_vi("c", [2, 3, 8], tp)], inits)
-    check(m, {"a": _qdata((2, 3, 8), dt), "b": _qdata((2, 3, 8), dt)}, tmp_path, steps=1)
+    kernels = check(m, {"a": _qdata((2, 3, 8), dt), "b": _qdata((2, 3, 8), dt)}, tmp_path, steps=1)
+    if op == "QLinearAdd":   # DQ -> Add -> Q fuses back into the int8 kernel
+        assert kernels == ["QADD"], kernels
 
 
 @pytest.mark.parametrize("op", ["QLinearSigmoid", "QLinearLeakyRelu"])
@@ -154,7 +160,8 @@ def test_qgemm(quantized_out, tmp_path):
         inits += _q("y", 0.05, 128, np.uint8)
     out_t = TensorProto.UINT8 if quantized_out else TensorProto.FLOAT
     m = _model([node], [_vi("a", [3, 8], TensorProto.UINT8)], [_vi("y", [3, 6], out_t)], inits)
-    check(m, {"a": _qdata((3, 8), np.uint8)}, tmp_path, atol=1e-4, steps=1)
+    kernels = check(m, {"a": _qdata((3, 8), np.uint8)}, tmp_path, atol=1e-4, steps=1)
+    assert kernels == ["QMATMUL"], kernels
 
 
 @pytest.mark.parametrize("per_column", [False, True])
