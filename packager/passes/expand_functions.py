@@ -166,4 +166,27 @@ def expand_functions(model: onnx.ModelProto) -> tuple[onnx.ModelProto, dict[str,
             break
         del model.graph.node[:]
         model.graph.node.extend(nodes)
+    if any(n.op_type == "CastLike" and n.domain in STANDARD for n in model.graph.node):
+        if not expanded:
+            m = onnx.ModelProto()
+            m.CopyFrom(model)
+            model = m
+        _cast_like_to_cast(model)
     return model, expanded
+
+
+def _cast_like_to_cast(model: onnx.ModelProto) -> None:
+    """Bodies cast their constants with CastLike(c, x): where x's type is known this is Cast(c, to=type), which
+    folds at package time (a Pad's -inf fill value must be known then) instead of waiting for x's data."""
+    types = _types(model)
+    for n in model.graph.node:
+        if n.op_type != "CastLike" or n.domain not in STANDARD or len(n.input) < 2 or n.input[1] not in types:
+            continue
+        to = types[n.input[1]].tensor_type.elem_type
+        if not to:
+            continue
+        keep = [a for a in n.attribute if a.name == "saturate"]
+        n.op_type = "Cast"
+        del n.input[1:]
+        del n.attribute[:]
+        n.attribute.extend([helper.make_attribute("to", to), *keep])
