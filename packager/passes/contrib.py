@@ -478,9 +478,11 @@ def _causal_add(b: _B, q_bnsh: str, k_bnth: str) -> str:
     return b.op("Where", [later, b.const(np.finfo(np.float32).min), b.const(0.0)])
 
 
-def _attend(b: _B, q: str, k: str, v: str, scale: float, adds: list[str], out: str) -> None:
-    """q (B,N,S,H), k (B,N,T,H), v (B,N,T,Hv) -> out (B, S, N*Hv)."""
-    scores = b.op("Mul", [b.op("MatMul", [q, b.op("Transpose", [k], perm=[0, 1, 3, 2])]), b.const(scale)])
+def _attend(b: _B, q: str, k: str, v: str, scale: float | None, adds: list[str], out: str) -> None:
+    """q (B,N,S,H), k (B,N,T,H), v (B,N,T,Hv) -> out (B, S, N*Hv). scale None: already in q."""
+    scores = b.op("MatMul", [q, b.op("Transpose", [k], perm=[0, 1, 3, 2])])
+    if scale is not None:
+        scores = b.op("Mul", [scores, b.const(scale)])
     for a in adds:
         scores = b.op("Add", [scores, a])
     ctx = b.op("MatMul", [b.op("Softmax", [scores], axis=-1), v])
@@ -506,15 +508,18 @@ def _attention(b: _B) -> None:
         if width is None:
             raise Refused(f"the width of weights '{w}' is not known")
         sizes = [width // 3] * 3
+    scale = float(b.attr("scale", 0.0)) or 1.0 / math.sqrt(sizes[0] // n)
     wc, bc = b.const_of(w), b.const_of(bias)
     if wc is not None and (bias is None or bc is not None):   # three MatMul + constant bias (one fused kernel each)
         qkv, at = [], 0
-        for s in sizes:
-            y = b.op("MatMul", [x, b.const(wc[:, at:at + s], wc.dtype, "w")])
+        for i, s in enumerate(sizes):
+            f = scale if i == 0 else 1.0   # the score scale folded into Q's weights: no pass over (B, N, S, T)
+            y = b.op("MatMul", [x, b.const(wc[:, at:at + s] * f, wc.dtype, "w")])
             if bias:
-                y = b.op("Add", [y, b.const(bc[at:at + s], bc.dtype, "b")])
+                y = b.op("Add", [y, b.const(bc[at:at + s] * f, bc.dtype, "b")])
             qkv.append(y)
             at += s
+        scale = None
     else:
         y = b.op("MatMul", [x, w])
         if bias:
@@ -537,7 +542,6 @@ def _attention(b: _B) -> None:
         adds.append(_causal_add(b, q, k))
     if b.inp(5):
         adds.append(b.inp(5))
-    scale = float(b.attr("scale", 0.0)) or 1.0 / math.sqrt(sizes[0] // n)
     _attend(b, q, k, v, scale, adds, b.out(0))
 
 
