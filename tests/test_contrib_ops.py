@@ -372,8 +372,8 @@ def test_quantize_dynamic_end_to_end(tmp_path):
 BERT_EXPORT = r'''
 import math, sys, torch, torch.nn as nn
 class Layer(nn.Module):
-    def __init__(s, h, n, inter):
-        super().__init__(); s.n, s.hd = n, h // n
+    def __init__(s, h, n, inter, gelu):
+        super().__init__(); s.n, s.hd, s.gelu = n, h // n, gelu
         s.q, s.k, s.v, s.o = (nn.Linear(h, h) for _ in range(4)); s.ln1 = nn.LayerNorm(h, eps=1e-12)
         s.i, s.out, s.ln2 = nn.Linear(h, inter), nn.Linear(inter, h), nn.LayerNorm(h, eps=1e-12)
     def heads(s, x):
@@ -383,14 +383,14 @@ class Layer(nn.Module):
         p = torch.softmax(torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(s.hd) + mask, dim=-1)
         c = torch.matmul(p, v).permute(0, 2, 1, 3).contiguous()
         a = s.ln1(s.o(c.view(c.size()[:-2] + (s.n * s.hd,))) + x)
-        return s.ln2(s.out(torch.nn.functional.gelu(s.i(a))) + a)
+        return s.ln2(s.out(torch.nn.functional.gelu(s.i(a), approximate=s.gelu)) + a)
 class Bert(nn.Module):   # the structure of transformers' BertModel, tiny
     def __init__(s, vocab=50, h=32, n=4, inter=64, layers=2, maxpos=16):
         super().__init__()
         s.we, s.pe, s.te = nn.Embedding(vocab, h), nn.Embedding(maxpos, h), nn.Embedding(2, h)
         s.ln = nn.LayerNorm(h, eps=1e-12)
         s.register_buffer("pos", torch.arange(maxpos).expand((1, -1)))
-        s.layers = nn.ModuleList([Layer(h, n, inter) for _ in range(layers)])
+        s.layers = nn.ModuleList([Layer(h, n, inter, ("none", "tanh")[i % 2]) for i in range(layers)])
     def forward(s, ids, mask, tt):
         x = s.ln(s.we(ids) + s.pe(s.pos[:, :ids.size(1)]) + s.te(tt))
         m = (1.0 - mask[:, None, None, :].to(torch.float32)) * -10000.0
@@ -409,7 +409,8 @@ torch.onnx.export(Bert().eval(), (ids, mask, tt), sys.argv[1], input_names=["inp
 
 def test_bert_transformer_optimizer_end_to_end(tmp_path):
     """A tiny BERT (torch export, in a child process) through onnxruntime.transformers.optimizer.optimize_model
-    (model_type='bert'): EmbedLayerNormalization, Attention with its mask, SkipLayerNormalization, BiasGelu;
+    (model_type='bert'): EmbedLayerNormalization, Attention with its mask, SkipLayerNormalization, BiasGelu,
+    FastGelu (the second layer's tanh GELU);
     packaged and matched against onnxruntime on padded inputs."""
     import subprocess
     import sys
@@ -421,7 +422,7 @@ def test_bert_transformer_optimizer_end_to_end(tmp_path):
         str(tmp_path / "bert_opt.onnx"))   # saving adds the com.microsoft opset import
     opt = onnx.load(tmp_path / "bert_opt.onnx")
     ms = {n.op_type for n in opt.graph.node if n.domain == MS}
-    assert {"Attention", "SkipLayerNormalization", "BiasGelu", "EmbedLayerNormalization"} <= ms, ms
+    assert {"Attention", "SkipLayerNormalization", "BiasGelu", "FastGelu", "EmbedLayerNormalization"} <= ms, ms
     ids = RNG.integers(0, 50, (2, 8)).astype(np.int64)
     mask = np.ones((2, 8), np.int64)
     mask[1, 5:] = 0
