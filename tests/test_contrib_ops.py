@@ -338,12 +338,16 @@ def test_unimplemented_attribute_named(tmp_path):
     assert msg.startswith("unsupported: com.microsoft.Attention (node 'attn3', opset 17)") and "do_rotary" in msg
 
 
-def test_allowed_unused_custom_node_dropped(tmp_path):
-    nodes = [helper.make_node("Relu", ["x"], ["y"]), helper.make_node("NhwcMaxPool", ["x"], ["unused"], domain=MS)]
+@pytest.mark.parametrize("domain", [MS, "com.example"])
+def test_allowed_unused_custom_node_dropped(domain, tmp_path):
+    """The loader's --allow-domain advice leads somewhere: unused nodes of the allowed domain are dropped."""
+    nodes = [helper.make_node("Relu", ["x"], ["y"]), helper.make_node("NhwcMaxPool", ["x"], ["t"], domain=domain),
+             helper.make_node("Thing", ["t"], ["unused"], domain=domain)]
     m = _model(nodes, [_vi("x", [1, 4])], [_vi("y", [1, 4])])
-    with pytest.raises(PackagerError, match="--allow-domain com.microsoft accepts the model only where"):
+    m.opset_import.append(helper.make_opsetid("com.example", 1))
+    with pytest.raises(PackagerError, match=f"--allow-domain {domain} accepts the model only where"):
         package(m, target="web", out=tmp_path / "b", verify=False)
-    out = package(m, target="web", out=tmp_path / "b", verify=False, allow_domains=("com.microsoft",))
+    out = package(m, target="web", out=tmp_path / "b", verify=False, allow_domains=(domain,))
     x = _f(1, 4)
     np.testing.assert_allclose(load_bundle(out, "simd").run({"x": x})["y"], np.maximum(x, 0))
 

@@ -705,9 +705,37 @@ def refusal(op_type: str) -> str:
             f"{', '.join(sorted(REWRITES))}")
 
 
+def drop_unused_custom(model: onnx.ModelProto) -> onnx.ModelProto:
+    """Nodes of non-standard domains (accepted by --allow-domain) whose outputs nothing reads, dropped until none
+    is left: they cannot change the outputs, and neither analysis nor lowering could run them."""
+    from .subgraphs import node_outer_refs
+    nodes = list(model.graph.node)
+    keep = [True] * len(nodes)
+    while True:
+        used = {o.name for o in model.graph.output}
+        for k, n in enumerate(nodes):
+            if keep[k]:
+                used.update(n.input)
+                used.update(node_outer_refs(n))   # values If/Loop/Scan bodies read from this graph
+        dead = [k for k, n in enumerate(nodes) if keep[k] and n.domain not in STANDARD
+                and not any(o in used for o in n.output if o)]
+        if not dead:
+            break
+        for k in dead:
+            keep[k] = False
+    if all(keep):
+        return model
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    del m.graph.node[:]
+    m.graph.node.extend(n for n, k in zip(nodes, keep) if k)
+    return m
+
+
 def rewrite_contrib(model: onnx.ModelProto) -> tuple[onnx.ModelProto, dict[str, int]]:
     """Every com.microsoft node of the main graph replaced (in a copy) by standard nodes; returns the model and
     how many nodes of each op were rewritten. Raises UnsupportedError for a node it cannot rewrite exactly."""
+    model = drop_unused_custom(model)
     todo = [n for n in model.graph.node if n.domain == DOMAIN]
     if not todo:
         return model, {}
@@ -718,7 +746,6 @@ def rewrite_contrib(model: onnx.ModelProto) -> tuple[onnx.ModelProto, dict[str, 
     nodes: list[onnx.NodeProto] = []
     inits: list[onnx.TensorProto] = []
     done: dict[str, int] = {}
-    used = {i for x in m.graph.node for i in x.input} | {o.name for o in m.graph.output}
     for i, n in enumerate(m.graph.node):
         if n.domain != DOMAIN:
             keep = onnx.NodeProto()
@@ -727,8 +754,6 @@ def rewrite_contrib(model: onnx.ModelProto) -> tuple[onnx.ModelProto, dict[str, 
             continue
         label = n.name or f"{n.op_type}_{i}"
         fn = REWRITES.get(n.op_type)
-        if fn is None and not any(o in used for o in n.output if o):
-            continue   # accepted by --allow-domain and unused: dropped
         if fn is None:
             raise UnsupportedError(n.op_type, label, opset, refusal(n.op_type), domain=DOMAIN)
         if opset < MIN_OPSET:
