@@ -248,6 +248,14 @@ def test_attention(mask, uni, past, const_w, tmp_path):
     check(m, feeds, tmp_path)
 
 
+@pytest.mark.parametrize("opset", [11, 13])
+def test_attention_older_opsets(opset, tmp_path):
+    """The rewrite's opset-dependent forms (Unsqueeze/ReduceSum/Split axes as attributes before 13)."""
+    m, feeds = _attention_model("1d", 1, True)
+    m.opset_import[0].version = opset
+    check(m, feeds, tmp_path)
+
+
 def _mha_model(cross: bool, mask: str | None, bias: bool, attn_bias: bool, past: bool, uni: int = 0,
                b=2, s=3, l=5, d=16, heads=4, p=2):
     kv_len = l if cross else s
