@@ -274,6 +274,9 @@ def _mha_model(cross: bool, mask: str | None, bias: bool, attn_bias: bool, past:
             mk[1, 0] = 0
         feeds["mask"] = mk
         inputs.append(_vi("mask", [b, t], TensorProto.INT32))
+    if mask == "1d":   # valid key lengths
+        feeds["mask"] = np.array([t, t - 2][:b], np.int32)
+        inputs.append(_vi("mask", [b], TensorProto.INT32))
     if attn_bias:
         feeds["ab"] = _f(1, heads, s, t)
         inputs.append(_vi("ab", [1, heads, s, t]))
@@ -288,7 +291,7 @@ def _mha_model(cross: bool, mask: str | None, bias: bool, attn_bias: bool, past:
 
 @pytest.mark.parametrize("cross,mask,bias,attn_bias,past,uni", [
     (False, None, False, False, False, 0), (True, "2d", True, False, False, 0), (False, None, True, True, False, 0),
-    (False, "2d", False, False, True, 1), (False, "2d0", False, False, False, 1)])
+    (False, "2d", False, False, True, 1), (False, "2d0", False, False, False, 1), (True, "1d", False, False, False, 0)])
 def test_multi_head_attention(cross, mask, bias, attn_bias, past, uni, tmp_path):
     m, feeds = _mha_model(cross, mask, bias, attn_bias, past, uni)
     check(m, feeds, tmp_path)
