@@ -425,8 +425,8 @@ torch.onnx.export(Bert().eval(), (ids, mask, tt), sys.argv[1], input_names=["inp
 def test_bert_transformer_optimizer_end_to_end(tmp_path):
     """A tiny BERT (torch export, in a child process) through onnxruntime.transformers.optimizer.optimize_model
     (model_type='bert'): EmbedLayerNormalization, Attention with its mask, SkipLayerNormalization, BiasGelu,
-    FastGelu (the second layer's tanh GELU);
-    packaged and matched against onnxruntime on padded inputs."""
+    FastGelu (the second layer's tanh GELU); then quantize_dynamic of that (QAttention, QEmbedLayerNormalization);
+    each packaged and matched against onnxruntime on padded inputs."""
     import subprocess
     import sys
     pytest.importorskip("torch")
@@ -449,6 +449,19 @@ def test_bert_transformer_optimizer_end_to_end(tmp_path):
                   input_shapes={k: v.shape for k, v in feeds.items()})
     got = load_bundle(out, "simd").run(feeds)["last_hidden_state"]
     np.testing.assert_allclose(got, want, rtol=TOL, atol=TOL)
+
+    # then onnxruntime's quantize_dynamic on it: QEmbedLayerNormalization, QAttention (its input quantized at run
+    # time by DynamicQuantizeLinear), MatMulInteger
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    quantize_dynamic(tmp_path / "bert_opt.onnx", tmp_path / "bert_q.onnx", weight_type=QuantType.QInt8,
+                     extra_options={"DefaultTensorType": TensorProto.FLOAT})
+    q = onnx.load(tmp_path / "bert_q.onnx")
+    assert {"QAttention", "QEmbedLayerNormalization"} <= {n.op_type for n in q.graph.node if n.domain == MS}
+    want = _ort(q, feeds)["last_hidden_state"]
+    out = package(tmp_path / "bert_q.onnx", target="web", out=tmp_path / "bq", verify=False,
+                  input_shapes={k: v.shape for k, v in feeds.items()})
+    got = load_bundle(out, "simd").run(feeds)["last_hidden_state"]
+    np.testing.assert_allclose(got, want, rtol=TOL, atol=1e-3)
 
 
 def test_package_time_verification_runs_the_contrib_ops(tmp_path):

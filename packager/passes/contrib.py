@@ -38,7 +38,7 @@ class _Shapes:
         inferred = None
         try:
             from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
-            inferred = SymbolicShapeInference.infer_shapes(model, auto_merge=True, guess_output_rank=True)
+            inferred = SymbolicShapeInference.infer_shapes(model, auto_merge=True)
         except Exception:  # noqa: BLE001 - an unusual model: onnx's inference still gives the standard values
             inferred = None
         if inferred is None:
@@ -54,9 +54,36 @@ class _Shapes:
             if n.op_type == "Constant" and n.domain in STANDARD and n.attribute and n.attribute[0].name == "value":
                 self.consts[n.output[0]] = numpy_helper.to_array(n.attribute[0].t)
 
+        self.model = model
+        self.done: tuple[list[onnx.NodeProto], list[onnx.TensorProto]] | None = None   # the rewrite so far
+        self.refreshed = False
+
+    def _refresh(self) -> None:
+        """Values the contrib inference left untyped (outputs of contrib ops it does not know): onnx's inference
+        on the graph rewritten so far, which holds standard ops only up to here."""
+        if self.done is None or self.refreshed:
+            return
+        self.refreshed = True
+        m = onnx.ModelProto()
+        m.CopyFrom(self.model)
+        del m.graph.node[:]
+        m.graph.node.extend(self.done[0])
+        m.graph.initializer.extend(self.done[1])
+        del m.graph.output[:]
+        try:
+            g = onnx.shape_inference.infer_shapes(m, strict_mode=False).graph
+        except Exception:  # noqa: BLE001
+            return
+        for vi in [*g.value_info, *g.input]:
+            old = self.types.get(vi.name)
+            if vi.type.HasField("tensor_type") and (old is None or not old.tensor_type.HasField("shape")):
+                self.types[vi.name] = vi.type
+
     def dims(self, name: str) -> list[int | str | None] | None:
         if name in self.consts:
             return list(self.consts[name].shape)
+        if name not in self.types or not self.types[name].tensor_type.HasField("shape"):
+            self._refresh()
         t = self.types.get(name)
         if t is None or not t.tensor_type.HasField("shape"):
             return None
@@ -186,6 +213,13 @@ class _B:
         self.op("Mul", [self.op("Div", [x, r]), scale], out)
 
     def dq(self, x: str, scale: str, zp: str | None, axis: int | None = None) -> str:
+        if self.const_of(scale) is None and axis is None:
+            # a scale known only at run time (DynamicQuantizeLinear's): (x - zp) * scale in float32, which is
+            # DequantizeLinear exactly; edgepack's DequantizeLinear kernels take constant scales
+            xf = self.op("Cast", [x], to=TensorProto.FLOAT)
+            if zp:
+                xf = self.op("Sub", [xf, self.op("Cast", [zp], to=TensorProto.FLOAT)])
+            return self.op("Mul", [xf, scale])
         return self.op("DequantizeLinear", [x, scale, zp], **({} if axis is None else {"axis": axis}))
 
     def q(self, x: str, scale: str, zp: str | None, like: str, out: str) -> str:
@@ -496,20 +530,43 @@ def _last_dim(b: _B, name: str) -> int | None:
 
 @_rewrites("Attention")
 def _attention(b: _B) -> None:
-    if int(b.attr("do_rotary", 0)):
-        raise Refused("do_rotary=1 is not implemented")
     if int(b.attr("past_present_share_buffer", 0)) or b.inp(6):
         raise Refused("a shared past/present buffer (past_sequence_length) is not implemented")
+    _attention_core(b, b.inp(0), b.inp(1), b.const_of(b.inp(1)), b.inp(2), b.inp(3), b.inp(4), b.inp(5))
+
+
+@_rewrites("QAttention")
+def _qattention(b: _B) -> None:
+    """onnxruntime's quantize_dynamic form of Attention: integer input and weights with their scales; the
+    float Attention of their dequantized values (constant weights dequantized here, at package time)."""
+    x = b.dq(b.inp(0), b.inp(3), b.inp(6))
+    w, ws, wz = b.inp(1), b.inp(4), b.inp(7)
+    wc, sc, zc = b.const_of(w), b.const_of(ws), b.const_of(wz)
+    if wc is not None and sc is not None and (wz is None or zc is not None):
+        zero = np.zeros(1, np.float32) if zc is None else zc.astype(np.float32).reshape(-1)
+        wf = ((wc.astype(np.float32) - zero) * sc.astype(np.float32).reshape(-1)).astype(np.float32)
+        _attention_core(b, x, w, wf, b.inp(2), b.inp(5), b.inp(8), None)
+        return
+    if (sc is not None and sc.size != 1) or (zc is not None and zc.size != 1):
+        raise Refused("per-column weight scales need constant weights")
+    _attention_core(b, x, b.dq(w, ws, wz), None, b.inp(2), b.inp(5), b.inp(8), None)
+
+
+def _attention_core(b: _B, x: str, w: str, wc: np.ndarray | None, bias: str | None, mask: str | None,
+                    past: str | None, attn_bias: str | None) -> None:
+    """Attention / QAttention: x (B, S, Hin) @ w (Hin, Dq+Dk+Dv) (+ bias) -> heads -> masked softmax -> output;
+    wc: w's value when known at package time."""
+    if int(b.attr("do_rotary", 0)):
+        raise Refused("do_rotary=1 is not implemented")
     n = int(b.attr("num_heads"))
-    x, w, bias = b.inp(0), b.inp(1), b.inp(2)
-    width = _last_dim(b, w)
+    width = wc.shape[-1] if wc is not None else _last_dim(b, w)
     sizes = list(b.attr("qkv_hidden_sizes", []) or [])
     if not sizes:
         if width is None:
             raise Refused(f"the width of weights '{w}' is not known")
         sizes = [width // 3] * 3
     scale = float(b.attr("scale", 0.0)) or 1.0 / math.sqrt(sizes[0] // n)
-    wc, bc = b.const_of(w), b.const_of(bias)
+    bc = b.const_of(bias)
     if wc is not None and (bias is None or bc is not None):   # three MatMul + constant bias (one fused kernel each)
         qkv, at = [], 0
         for i, s in enumerate(sizes):
@@ -528,7 +585,6 @@ def _attention(b: _B) -> None:
     q = _heads(b, qkv[0], n, [0, 2, 1, 3])
     k = _heads(b, qkv[1], n, [0, 2, 1, 3])
     v = _heads(b, qkv[2], n, [0, 2, 1, 3])
-    past = b.inp(4)
     if past:
         k = b.op("Concat", [b.op("Gather", [past, b.i64(0)], axis=0), k], axis=2)
         v = b.op("Concat", [b.op("Gather", [past, b.i64(1)], axis=0), v], axis=2)
@@ -536,12 +592,12 @@ def _attention(b: _B) -> None:
         b.op("Concat", [b.unsqueeze(k, [0]), b.unsqueeze(v, [0])], b.out(1), axis=0)
     filt = float(b.attr("mask_filter_value", -10000.0))
     adds = []
-    if b.inp(3):
-        adds.append(_mask_add(b, b.inp(3), "mask_index", filt, k, (b.shapes.dims(x) or [None])[0], "mask_index"))
+    if mask:
+        adds.append(_mask_add(b, mask, "mask_index", filt, k, (b.shapes.dims(b.inp(0)) or [None])[0], "mask_index"))
     if int(b.attr("unidirectional", 0)):
         adds.append(_causal_add(b, q, k))
-    if b.inp(5):
-        adds.append(b.inp(5))
+    if attn_bias:
+        adds.append(attn_bias)
     _attend(b, q, k, v, scale, adds, b.out(0))
 
 
@@ -646,7 +702,21 @@ def _rotary(b: _B) -> None:
 
 @_rewrites("EmbedLayerNormalization")
 def _embed_layer_norm(b: _B) -> None:
-    ids, seg, word, pos_emb, seg_emb, gamma, beta, mask, pos_ids = (b.inp(i) for i in range(9))
+    _embed_core(b, *(b.inp(i) for i in range(9)))
+
+
+@_rewrites("QEmbedLayerNormalization")
+def _qembed_layer_norm(b: _B) -> None:
+    """onnxruntime's quantize_dynamic form: the five tables 8-bit with scales and zero points (inputs 8-12 and
+    13-17); DequantizeLinear of each (folded at package time, the tables kept 8-bit), then EmbedLayerNormalization."""
+    tables = [b.dq(b.inp(k), b.inp(k + 6), b.inp(k + 11)) if b.inp(k) else None for k in (2, 3, 4, 5, 6)]
+    we, pe, se, gamma, beta = tables
+    _embed_core(b, b.inp(0), b.inp(1), we, pe, se, gamma, beta, b.inp(7), None)
+
+
+def _embed_core(b: _B, ids: str, seg: str | None, word: str, pos_emb: str, seg_emb: str | None, gamma: str,
+                beta: str | None, mask: str | None, pos_ids: str | None) -> None:
+    """LayerNorm(word[ids] + pos[position ids or 0..S-1] + seg[segment ids]); mask_index = valid lengths."""
     s = b.op("Gather", [word, ids], axis=0)                                         # (B, S, H)
     p = pos_ids if pos_ids else b.arange(b.dim(ids, 1))
     s = b.op("Add", [s, b.op("Gather", [pos_emb, p], axis=0)])
@@ -759,6 +829,7 @@ def rewrite_contrib(model: onnx.ModelProto) -> tuple[onnx.ModelProto, dict[str, 
         if opset < MIN_OPSET:
             raise UnsupportedError(n.op_type, label, opset, f"contrib ops are rewritten for opset {MIN_OPSET} and "
                                    f"later only", domain=DOMAIN)
+        shapes.done, shapes.refreshed = (nodes, list(m.graph.initializer) + inits), False
         b = _B(n, opset, label, shapes)
         try:
             fn(b)
