@@ -126,6 +126,20 @@ def test_qlinear_unary(op, tmp_path):
     check(m, {"x": _qdata((2, 16), np.uint8)}, tmp_path, steps=1)
 
 
+def test_contrib_qdq(tmp_path):
+    """com.microsoft QuantizeLinear / DequantizeLinear (the quantizer's UseQDQContribOps) around a Conv: the int8
+    path fuses them into QCONV."""
+    nodes = [helper.make_node("QuantizeLinear", ["x", "x_s", "x_z"], ["xq"], domain=MS),
+             helper.make_node("DequantizeLinear", ["xq", "x_s", "x_z"], ["xd"], domain=MS),
+             helper.make_node("DequantizeLinear", ["w", "w_s", "w_z"], ["wd"], domain=MS),
+             helper.make_node("Conv", ["xd", "wd"], ["y"], kernel_shape=[3, 3], pads=[1, 1, 1, 1])]
+    inits = _q("x", 0.03, 128, np.uint8) + [_init("w", _qdata((4, 3, 3, 3), np.int8)), _init("w_s", np.float32(0.01)),
+                                            _init("w_z", np.int8(0))]
+    m = _model(nodes, [_vi("x", [1, 3, 6, 6])], [_vi("y", [1, 4, 6, 6])], inits)
+    kernels = check(m, {"x": _f(1, 3, 6, 6)}, tmp_path, atol=1e-3)
+    assert "QCONV" in kernels, kernels
+
+
 @pytest.mark.parametrize("channels_last", [0, 1])
 def test_qlinear_pools(channels_last, tmp_path):
     shape = [1, 5, 6, 4] if channels_last else [1, 4, 5, 6]

@@ -330,6 +330,17 @@ def _qunary(b: _B) -> None:
     b.q(y, b.inp(3), b.inp(4), b.inp(0), b.out(0))
 
 
+@_rewrites("QuantizeLinear", "DequantizeLinear")
+def _qdq(b: _B) -> None:
+    """The quantizer's com.microsoft Q/DQ (its UseQDQContribOps option): the standard ops, same semantics."""
+    attrs = dict(b.attrs)
+    if b.opset < 13 and "axis" in attrs:
+        raise Refused("per-axis quantization needs opset >= 13 for the standard op")
+    if int(attrs.get("block_size", 0) or 0):
+        raise Refused("blocked quantization (block_size) is not implemented")
+    b.op(b.node.op_type, list(b.node.input), list(b.node.output), **attrs)
+
+
 def _channels_last_perms(b: _B, x: str) -> tuple[list[int], list[int]]:
     r = b.shapes.rank(x)
     if r is None:
