@@ -237,6 +237,9 @@ def _attention_model(mask: str | None, unidirectional: int = 0, past: bool = Fal
     if mask == "1d":
         inputs.append(_vi("mask", [b], TensorProto.INT32))
         feeds["mask"] = np.array([t, t - 2][:b], np.int32)
+    elif mask == "1d2":   # end positions, then start positions (left padding)
+        inputs.append(_vi("mask", [2 * b], TensorProto.INT32))
+        feeds["mask"] = np.array([t, t - 1, 0, 2], np.int32)
     elif mask == "2d":
         inputs.append(_vi("mask", [b, t], TensorProto.INT32))
         m = np.ones((b, t), np.int32)
@@ -255,7 +258,8 @@ def _attention_model(mask: str | None, unidirectional: int = 0, past: bool = Fal
     return _model([node], inputs, out_vi, inits), feeds
 
 
-@pytest.mark.parametrize("mask,uni,past,const_w", [(None, 0, False, True), ("1d", 0, False, True), ("2d", 0, False, True),
+@pytest.mark.parametrize("mask,uni,past,const_w", [(None, 0, False, True), ("1d", 0, False, True), ("1d2", 0, False, True),
+                                                   ("2d", 0, False, True),
                                                    ("3d", 0, False, False), (None, 1, False, True), ("2d", 1, True, True)])
 def test_attention(mask, uni, past, const_w, tmp_path):
     m, feeds = _attention_model(mask, uni, past, const_w)

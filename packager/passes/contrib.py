@@ -497,12 +497,18 @@ def _mask_add(b: _B, mask: str, kind: str, filt: float, k_bnth: str, batch_dim, 
         raise Refused(f"the rank of {what} '{mask}' is not known")
     if r == 1:
         n = (b.shapes.dims(mask) or [None])[0]
-        if n is None or batch_dim is None or n != batch_dim:
-            raise Refused(f"{what} of shape [{n}]: only the [batch] form (valid lengths) is implemented, and it "
-                          f"must be known to match the batch size ({batch_dim})")
-        pos = b.op("Cast", [b.arange(b.dim(k_bnth, 2))], to=TensorProto.FLOAT)            # (T)
-        end = b.unsqueeze(b.op("Cast", [mask], to=TensorProto.FLOAT), [1])             # (B, 1)
-        keep = b.op("Less", [b.unsqueeze(pos, [0]), end])                               # (B, T)
+        both = isinstance(n, int) and isinstance(batch_dim, int) and n == 2 * batch_dim   # end, then start positions
+        if n is None or batch_dim is None or (n != batch_dim and not both):
+            raise Refused(f"{what} of shape [{n}]: the [batch] form (valid lengths) and [2 x batch] (end and start "
+                          f"positions) are implemented, and its length must be known to be one of them "
+                          f"(batch: {batch_dim})")
+        pos = b.unsqueeze(b.op("Cast", [b.arange(b.dim(k_bnth, 2))], to=TensorProto.FLOAT), [0])   # (1, T)
+        ends = b.unsqueeze(b.op("Cast", [mask], to=TensorProto.FLOAT), [1])                         # (B or 2B, 1)
+        if both:
+            end, start = b.slice(ends, 0, batch_dim, 0), b.slice(ends, batch_dim, 2 * batch_dim, 0)
+            keep = b.op("And", [b.op("Less", [pos, end]), b.op("Not", [b.op("Less", [pos, start])])])
+        else:
+            keep = b.op("Less", [pos, ends])                                                           # (B, T)
         add = b.op("Where", [keep, b.const(0.0), b.const(filt)])
         return b.unsqueeze(add, [1, 2])
     if r in (2, 3):
