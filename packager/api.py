@@ -152,7 +152,7 @@ def package(model: str | os.PathLike | onnx.ModelProto, target: str = "web", out
                  "arena_bytes": lowered.plan.arena_bytes, "intermediates_bytes": lowered.intermediates_bytes,
                  "weights_bytes": len(lowered.plan.weights), "folded_nodes": graph.folded},
         "runtime": {v: f for v, f in WASM_VARIANTS.items()},
-        "notices": graph.notices,
+        "notices": rewritten + graph.notices,
         "profile": {"name": profile},
         "precision": quant.info,
     }

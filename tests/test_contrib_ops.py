@@ -490,3 +490,5 @@ def test_package_time_verification_runs_the_contrib_ops(tmp_path):
     out = package(m, target="web", out=tmp_path / "b")
     v = json.loads((out / "manifest.json").read_text())["verification"]
     assert v["reference"] == "onnxruntime CPU" and v["max_abs_diff"] < TOL, v
+    notices = json.loads((out / "manifest.json").read_text())["notices"]
+    assert "1 com.microsoft.Attention node(s) rewritten into standard ONNX ops" in notices, notices
