@@ -53,7 +53,6 @@ class _Shapes:
         for n in model.graph.node:   # Constant nodes: exporters and onnxruntime's tools write scales this way
             if n.op_type == "Constant" and n.domain in STANDARD and n.attribute and n.attribute[0].name == "value":
                 self.consts[n.output[0]] = numpy_helper.to_array(n.attribute[0].t)
-
         self.model = model
         self.done: tuple[list[onnx.NodeProto], list[onnx.TensorProto]] | None = None   # the rewrite so far
         self.refreshed = False
@@ -386,7 +385,7 @@ def _qconcat(b: _B) -> None:
     b.q(y, b.inp(0), b.inp(1), ins[2], b.out(0))
 
 
-def _b_axis(b: _B, scale: str, w: str, axis: int) -> int | None:
+def _b_axis(b: _B, scale: str, axis: int) -> int | None:
     """The axis of a per-column weight scale (None: per tensor)."""
     s = b.const_of(scale)
     dims = b.shapes.dims(scale)
@@ -402,7 +401,7 @@ def _b_axis(b: _B, scale: str, w: str, axis: int) -> int | None:
 def _qgemm(b: _B) -> None:
     a = b.dq(b.inp(0), b.inp(1), b.inp(2))
     trans_a, trans_b = int(b.attr("transA", 0)), int(b.attr("transB", 0))
-    bw = b.dq(b.inp(3), b.inp(4), b.inp(5), _b_axis(b, b.inp(4), b.inp(3), 0 if trans_b else 1))
+    bw = b.dq(b.inp(3), b.inp(4), b.inp(5), _b_axis(b, b.inp(4), 0 if trans_b else 1))
     alpha = float(b.attr("alpha", 1.0))
     c = None
     if b.inp(6):   # int32 bias with scale alpha * a_scale * b_scale, zero point 0

@@ -1,8 +1,9 @@
 """Standard ONNX ops that edgepack has no lowering for, but that onnx defines by a function body (schema
 has_function / has_context_dependent_function: Attention-23, RMSNormalization, RotaryEmbedding-23,
 GroupNormalization, MeanVarianceNormalization, the window functions, the losses, Swish, ...): each such node
-is replaced by its body, built by onnx itself (onnx.inliner with inline_schema_functions, which also runs the
-context-dependent builders with the node's input types), so the body's ops lower as usual.
+is replaced by its body, built by onnx itself (the schema's function, or its context-dependent builder given the
+node's input types) and inlined by onnx.inliner (which adapts a body written for another opset with onnx's
+version converter), so the body's ops lower as usual.
 
 Runs on the loaded model before analysis (packager/optimizer.py canonicalize), so shape inference and
 constant folding see the body: its shape arithmetic (Shape, Range, ...) folds at package time. A body op
