@@ -367,6 +367,14 @@ def test_unimplemented_attribute_named(tmp_path):
     assert msg.startswith("unsupported: com.microsoft.Attention (node 'attn3', opset 17)") and "do_rotary" in msg
 
 
+def test_malformed_contrib_node_named(tmp_path):
+    m, _ = _attention_model(None)
+    del m.graph.node[0].attribute[:]   # num_heads missing
+    with pytest.raises(PackagerError, match=r"com.microsoft.Attention \(node 'Attention_0', opset 17\): attribute "
+                                            r"num_heads must be a positive integer"):
+        package(m, target="web", out=tmp_path / "b", verify=False)
+
+
 @pytest.mark.parametrize("domain", [MS, "com.example"])
 def test_allowed_unused_custom_node_dropped(domain, tmp_path):
     """The loader's --allow-domain advice leads somewhere: unused nodes of the allowed domain are dropped."""

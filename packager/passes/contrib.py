@@ -120,6 +120,13 @@ class _B:
         v = self.attrs.get(name, default)
         return v.decode() if isinstance(v, bytes) else v
 
+    def positive(self, name: str) -> int:
+        """A required positive integer attribute (num_heads)."""
+        v = self.attrs.get(name)
+        if not isinstance(v, int) or v <= 0:
+            raise Refused(f"attribute {name} must be a positive integer (got {v})")
+        return v
+
     def const_of(self, name: str | None) -> np.ndarray | None:
         return None if name is None else self.shapes.consts.get(name)
 
@@ -574,7 +581,7 @@ def _attention_core(b: _B, x: str, w: str, wc: np.ndarray | None, bias: str | No
     wc: w's value when known at package time."""
     if int(b.attr("do_rotary", 0)):
         raise Refused("do_rotary=1 is not implemented")
-    n = int(b.attr("num_heads"))
+    n = b.positive("num_heads")
     width = wc.shape[-1] if wc is not None else _last_dim(b, w)
     sizes = list(b.attr("qkv_hidden_sizes", []) or [])
     if not sizes:
@@ -622,7 +629,7 @@ def _multi_head_attention(b: _B) -> None:
     _only_outputs(b, 3, "qk")
     if b.inp(8) or b.inp(9):
         raise Refused("past_sequence_length / cache_indirection (beam search) are not implemented")
-    n = int(b.attr("num_heads"))
+    n = b.positive("num_heads")
     q, k, v, bias = b.inp(0), b.inp(1), b.inp(2), b.inp(3)
     rq = b.shapes.rank(q)
     if rq != 3 or k is None or v is None:
@@ -851,7 +858,7 @@ def rewrite_contrib(model: onnx.ModelProto) -> tuple[onnx.ModelProto, dict[str, 
             fn(b)
         except Refused as e:
             raise UnsupportedError(n.op_type, label, opset, str(e), domain=DOMAIN) from None
-        except (KeyError, TypeError, ValueError) as e:   # a required attribute or input missing
+        except Exception as e:  # noqa: BLE001 - a required attribute or input missing, a zero num_heads, ...
             raise UnsupportedError(n.op_type, label, opset, f"malformed node ({type(e).__name__}: {e})",
                                    domain=DOMAIN) from None
         nodes.extend(b.nodes)
