@@ -121,19 +121,31 @@ def _expand_node(node: onnx.NodeProto, model: onnx.ModelProto, types: dict[str, 
         return None
     if any(n.domain == LOCAL for n in body):
         return None
-    if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for n in body for a in n.attribute):
-        return None   # bodies with subgraphs would need their inner names renamed too
     keep = set(ins) | set(outs) | {""}
-    ren = {v: f"{label}/{v}" for n in body for v in [*n.input, *n.output] if v not in keep}
+
+    def ren(v: str) -> str:   # every body value under the call's label, If/Loop/Scan bodies' own values too
+        return v if v in keep else f"{label}/{v}"
     out = []
     for k, n in enumerate(body):
         m = onnx.NodeProto()
         m.CopyFrom(n)
         m.name = f"{label}/{node.op_type} body/{k}_{n.op_type}"
-        m.input[:] = [ren.get(v, v) for v in n.input]
-        m.output[:] = [ren.get(v, v) for v in n.output]
+        _rename_node(m, ren)
         out.append(m)
     return out
+
+
+def _rename_node(n: onnx.NodeProto, ren) -> None:
+    n.input[:] = [ren(v) for v in n.input]
+    n.output[:] = [ren(v) for v in n.output]
+    for a in n.attribute:
+        for g in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+            for vi in [*g.input, *g.output, *g.value_info]:
+                vi.name = ren(vi.name)
+            for t in g.initializer:
+                t.name = ren(t.name)
+            for m in g.node:
+                _rename_node(m, ren)
 
 
 def expand_functions(model: onnx.ModelProto) -> tuple[onnx.ModelProto, dict[str, int]]:
