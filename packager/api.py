@@ -116,7 +116,8 @@ def package(model: str | os.PathLike | onnx.ModelProto, target: str = "web", out
     else:
         graph, reference, optimization = stages.front(input_shapes)
         if rewritten:   # verification runs onnxruntime on the contrib / function ops themselves
-            reference = stages.source_model(source)
+            from .passes.contrib import for_onnxruntime
+            reference = stages.source_model(for_onnxruntime(source))
         # -- precision (packager/quantize): resolve --quantize, calibrate, rewrite the graph; before lowering --
         float_model = reference   # the accuracy report compares with the float32 model before any rewrite
         quant = quantize_step(graph, target, quantize, calibration, labels, images, calibration_method, qdq_placement,

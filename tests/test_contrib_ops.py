@@ -83,6 +83,7 @@ def test_skip_layer_norm(opset, tmp_path):
 
 
 def test_simplified_layer_norms(tmp_path):
+    """Also package-time verification: onnxruntime runs its default-domain SimplifiedLayerNormalization."""
     # onnxruntime registers SimplifiedLayerNormalization in the default domain
     nodes = [helper.make_node("SimplifiedLayerNormalization", ["x", "g"], ["y"], epsilon=1e-6, axis=-1),
              helper.make_node("SkipSimplifiedLayerNormalization", ["x", "s", "g", "bi"], ["z", "", "", "sum"],
@@ -91,6 +92,10 @@ def test_simplified_layer_norms(tmp_path):
                [_vi("y", [2, 5, 16]), _vi("z", [2, 5, 16]), _vi("sum", [2, 5, 16])],
                [_init("g", _f(16)), _init("bi", _f(16))])
     check(m, {"x": _f(2, 5, 16), "s": _f(2, 5, 16)}, tmp_path)
+    import json
+    out = package(m, target="web", out=tmp_path / "v")
+    v = json.loads((out / "manifest.json").read_text())["verification"]
+    assert v["reference"] == "onnxruntime CPU" and v["max_abs_diff"] < TOL, v
 
 
 # -- quantized ops ---------------------------------------------------------------------------------

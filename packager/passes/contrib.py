@@ -798,6 +798,18 @@ def refusal(op_type: str) -> str:
             f"{', '.join(sorted(REWRITES))}")
 
 
+def for_onnxruntime(model: onnx.ModelProto) -> onnx.ModelProto:
+    """The model as onnxruntime runs it (a verification reference): adopt_ort_ops undone."""
+    if not any(n.domain == DOMAIN and n.op_type in ORT_DEFAULT_DOMAIN for n in model.graph.node):
+        return model
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    for n in m.graph.node:
+        if n.domain == DOMAIN and n.op_type in ORT_DEFAULT_DOMAIN:
+            n.domain = ""
+    return m
+
+
 def drop_unused_custom(model: onnx.ModelProto) -> onnx.ModelProto:
     """Nodes of non-standard domains (accepted by --allow-domain) whose outputs nothing reads, dropped until none
     is left: they cannot change the outputs, and neither analysis nor lowering could run them."""
