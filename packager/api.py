@@ -146,7 +146,7 @@ def package(model: str | os.PathLike | onnx.ModelProto, target: str = "web", out
         "name": name, "created_by": f"edgepack {__version__}",
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "source": {"opset": graph.opset, "producer": f"{m.producer_name} {m.producer_version}".strip(),
-                   "nodes": len(m.graph.node)},
+                   "nodes": len(source.graph.node)},
         "inputs": io(graph.inputs, lowered.plan.inputs),
         "outputs": io(graph.outputs, lowered.plan.outputs),
         "plan": {"version": lowered.plan.version, "nodes": len(lowered.plan.nodes), "tensors": len(lowered.plan.tensors),
