@@ -453,7 +453,7 @@ torch.onnx.export(Bert().eval(), (ids, mask, tt), sys.argv[1], input_names=["inp
 '''
 
 
-def test_bert_transformer_optimizer_end_to_end(tmp_path):
+def test_bert_transformer_optimizer_end_to_end(tmp_path, monkeypatch):
     """A tiny BERT (torch export, in a child process) through onnxruntime.transformers.optimizer.optimize_model
     (model_type='bert'): EmbedLayerNormalization, Attention with its mask, SkipLayerNormalization, BiasGelu,
     FastGelu (the second layer's tanh GELU); then quantize_dynamic of that (QAttention, QEmbedLayerNormalization);
@@ -489,8 +489,12 @@ def test_bert_transformer_optimizer_end_to_end(tmp_path):
     q = onnx.load(tmp_path / "bert_q.onnx")
     assert {"QAttention", "QEmbedLayerNormalization"} <= {n.op_type for n in q.graph.node if n.domain == MS}
     want = _ort(q, feeds)["last_hidden_state"]
-    out = package(tmp_path / "bert_q.onnx", target="web", out=tmp_path / "bq", verify=False,
+    cwd = tmp_path / "cwd"   # onnxruntime's shape inference must not leave files in the working directory
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    out = package(tmp_path / "bert_q.onnx", target="web", out=tmp_path / "bq2", verify=False,
                   input_shapes={k: v.shape for k, v in feeds.items()})
+    assert not list(cwd.iterdir())
     got = load_bundle(out, "simd").run(feeds)["last_hidden_state"]
     np.testing.assert_allclose(got, want, rtol=TOL, atol=1e-3)
 

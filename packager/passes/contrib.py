@@ -37,8 +37,16 @@ class _Shapes:
     def __init__(self, model: onnx.ModelProto) -> None:
         inferred = None
         try:
+            # SymbolicShapeInference.infer_shapes' own loop, without its ending: on an incomplete inference it
+            # writes sym_shape_infer_temp.onnx (+ external data) into the working directory and raises, where
+            # the values it did settle are what is wanted here
             from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
-            inferred = SymbolicShapeInference.infer_shapes(model, auto_merge=True)
+            ssi = SymbolicShapeInference(2**31 - 1, True, False, 0)
+            ssi._preprocess(model)
+            while ssi.run_:
+                ssi._infer_impl()
+            ssi._update_output_from_vi()
+            inferred = ssi.out_mp_
         except Exception:  # noqa: BLE001 - an unusual model: onnx's inference still gives the standard values
             inferred = None
         if inferred is None:
