@@ -89,6 +89,10 @@ def package(model: str | os.PathLike | onnx.ModelProto, target: str = "web", out
     strict = profile == "strict"
     out = check_output(out)   # before any work: never replace a file or a folder that is not a bundle
     m = load_model(model, frozenset(allow_domains))
+    from .optimizer import canonicalize   # contrib ops, function-bodied ops -> standard ONNX, before analysis
+    source, (m, rewritten) = m, canonicalize(m)
+    for n in rewritten:
+        log(f"notice: {n}")
     syms = None
     if dynamic is not False and target in ("web", "pi5", "android") and not strict:
         from .dynamic import find_symbols
@@ -113,6 +117,9 @@ def package(model: str | os.PathLike | onnx.ModelProto, target: str = "web", out
         reference = stages.source_model()
     else:
         graph, reference, optimization = stages.front(input_shapes)
+        if rewritten:   # verification runs onnxruntime on the contrib / function ops themselves
+            from .passes.contrib import for_onnxruntime
+            reference = stages.source_model(for_onnxruntime(source))
         # -- precision (packager/quantize): resolve --quantize, calibrate, rewrite the graph; before lowering --
         float_model = reference   # the accuracy report compares with the float32 model before any rewrite
         quant = quantize_step(graph, target, quantize, calibration, labels, images, calibration_method, qdq_placement,
@@ -141,14 +148,14 @@ def package(model: str | os.PathLike | onnx.ModelProto, target: str = "web", out
         "name": name, "created_by": f"edgepack {__version__}",
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "source": {"opset": graph.opset, "producer": f"{m.producer_name} {m.producer_version}".strip(),
-                   "nodes": len(m.graph.node)},
+                   "nodes": len(source.graph.node)},
         "inputs": io(graph.inputs, lowered.plan.inputs),
         "outputs": io(graph.outputs, lowered.plan.outputs),
         "plan": {"version": lowered.plan.version, "nodes": len(lowered.plan.nodes), "tensors": len(lowered.plan.tensors),
                  "arena_bytes": lowered.plan.arena_bytes, "intermediates_bytes": lowered.intermediates_bytes,
                  "weights_bytes": len(lowered.plan.weights), "folded_nodes": graph.folded},
         "runtime": {v: f for v, f in WASM_VARIANTS.items()},
-        "notices": graph.notices,
+        "notices": rewritten + graph.notices,
         "profile": {"name": profile},
         "precision": quant.info,
     }
@@ -257,11 +264,11 @@ class _Stages:
                     self.log(f"optimize: {line}")
         return graph, reference, optimization
 
-    def source_model(self) -> onnx.ModelProto:
+    def source_model(self, model: onnx.ModelProto | None = None) -> onnx.ModelProto:
         """The loaded model with --const inputs as initializers: onnxruntime runs it at any input shape."""
         from onnx import numpy_helper
         m = onnx.ModelProto()
-        m.CopyFrom(self.m)
+        m.CopyFrom(model if model is not None else self.m)
         for name, value in (self.constants or {}).items():
             m.graph.initializer.append(numpy_helper.from_array(np.asarray(value), name))
         keep = [vi for vi in m.graph.input if vi.name not in (self.constants or {})]

@@ -21,6 +21,7 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 import onnx
 
 from .errors import ModelLoadError
+from .passes import contrib
 
 MAX_MODEL_BYTES = 2 * 1024**3 - 1          # protobuf's hard limit
 ALLOWED_KEYS = frozenset({"location", "offset", "length", "checksum"})
@@ -268,12 +269,13 @@ def check_graph(model: onnx.ModelProto, allow_domains: frozenset[str] = frozense
     g = model.graph
     defined = {i.name for i in g.input} | {i.name for i in g.initializer} | {""}
     for n in g.node:
-        if n.domain not in STANDARD_DOMAINS and n.domain not in allow_domains:
+        if n.domain not in STANDARD_DOMAINS and n.domain not in allow_domains and not contrib.supported(n):
             version = next((i.version for i in model.opset_import if i.domain == n.domain), "?")
+            why = contrib.refusal(n.op_type) if n.domain == contrib.DOMAIN else "edgepack has no kernel for it"
             raise ModelLoadError(f"node '{n.name or n.output[0]}' uses op {n.domain}.{n.op_type} (opset {n.domain} "
-                                 f"v{version}) from custom domain "
-                                 f"'{n.domain}', which is refused (edgepack never loads code from a model; pass "
-                                 f"--allow-domain {n.domain} to accept the model)")
+                                 f"v{version}) from custom domain '{n.domain}', which is refused: {why} (and never "
+                                 f"loads code from a model). --allow-domain {n.domain} accepts the model only where "
+                                 f"such nodes are unused (they are then dropped)")
         for i in n.input:
             if i not in defined:
                 later = any(i in m.output for m in g.node)
@@ -338,6 +340,7 @@ def load_model(model: str | os.PathLike | onnx.ModelProto, allow_domains: frozen
     check_tensor_data(m)   # before onnx (checker, inliner) reads any tensor
     if len(m.functions):
         m = inline_functions(m)
+    m = contrib.adopt_ort_ops(m)   # onnxruntime's default-domain contrib ops (SimplifiedLayerNormalization)
     check_graph(m, allow_domains)
     try:
         onnx.checker.check_model(m)

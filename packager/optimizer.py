@@ -18,6 +18,8 @@ import onnx_ir as ir
 
 from .analyze import Graph, analyze
 from .passes.cleanup import eliminate_identity, remove_dead
+from .passes.contrib import rewrite_contrib
+from .passes.expand_functions import expand_functions
 from .passes.fold_batchnorm import fold_batchnorm
 from .passes.fuse_graph import fuse_graph
 from .passes.matmul_gemm import matmul_add_to_gemm
@@ -38,6 +40,17 @@ PASSES: list[tuple[str, str, Callable[[ir.Model], object]]] = [
     ("collapse_reshapes", "view-op chains -> one Reshape to the static shape (edgepack)", collapse_reshapes),
     ("remove_dead", "onnx-ir RemoveUnusedNodesPass", remove_dead),
 ]
+
+
+def canonicalize(model: onnx.ModelProto) -> tuple[onnx.ModelProto, list[str]]:
+    """Before analysis: onnxruntime's contrib ops rewritten into standard ONNX (passes/contrib.py), then standard
+    ops without a lowering replaced by their ONNX function bodies (passes/expand_functions.py), so shape
+    inference, folding and lowering see standard ops only. Returns the model and one notice per rewrite."""
+    model, contrib = rewrite_contrib(model)
+    model, expanded = expand_functions(model)
+    notices = [f"{n} com.microsoft.{op} node(s) rewritten into standard ONNX ops" for op, n in contrib.items()]
+    notices += [f"{n} {op} node(s) expanded into their ONNX function body" for op, n in expanded.items()]
+    return model, notices
 
 
 @dataclasses.dataclass
