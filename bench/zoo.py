@@ -33,6 +33,10 @@ from bench import run  # noqa: E402
 
 ZOO_DIR = REPO / ".cache" / "zoo"
 INT8 = ("mobilenet_v3_large", "efficientnet_b0", "resnet50", "squeezenet", "yolo_like", "distilbert")
+# int8 rows: edgepack and onnxruntime round at different places (onnxruntime fuses QDQ into its integer kernels),
+# and one-step differences grow with depth: agreement within 10% of the output's scale before timing. Exact
+# QDQ semantics are what the packager's verification measures (manifest "verification").
+INT8_RTOL = 0.1
 
 
 def ensure_deps() -> None:
@@ -165,7 +169,8 @@ def main(argv: list[str] | None = None) -> int:
         except Exception as e:  # noqa: BLE001 - a model that does not export is a row, not the end of the run
             rows.append({"model": label, "error": f"export failed: {str(e).splitlines()[0][:120]}"})
             continue
-        rep = run.bench_model(f"zoo_{label}", a, flags, model=path)
+        opts = argparse.Namespace(**{**vars(a), "atol": 0.0, "rtol": INT8_RTOL}) if label.endswith("_int8") else a
+        rep = run.bench_model(f"zoo_{label}", opts, flags, model=path)
         rep["model"] = label
         if "error" not in rep and not a.no_profile:
             rep["kernels"] = kernel_shares(run.BUNDLES_DIR / f"zoo_{label}")
