@@ -22,6 +22,8 @@ _SIMPLE_UNARY = {
     "Reciprocal": UnaryFn.RECIPROCAL, "Neg": UnaryFn.NEG, "Abs": UnaryFn.ABS, "Floor": UnaryFn.FLOOR,
     "Ceil": UnaryFn.CEIL, "Round": UnaryFn.ROUND, "Sign": UnaryFn.SIGN, "Softplus": UnaryFn.SOFTPLUS,
     "Softsign": UnaryFn.SOFTSIGN, "Mish": UnaryFn.MISH, "Sin": UnaryFn.SIN, "Cos": UnaryFn.COS,
+    "Tan": UnaryFn.TAN, "Asin": UnaryFn.ASIN, "Acos": UnaryFn.ACOS, "Atan": UnaryFn.ATAN, "Sinh": UnaryFn.SINH,
+    "Cosh": UnaryFn.COSH, "Asinh": UnaryFn.ASINH, "Acosh": UnaryFn.ACOSH, "Atanh": UnaryFn.ATANH,
 }
 
 INT_DTYPES = (np.int32, np.int64, np.int8, np.uint8)
@@ -123,6 +125,18 @@ def lower_param_unary(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     _unary(ctx, node, p)
 
 
+@lowers("IsNaN", "IsInf")
+def lower_isnan_isinf(ctx: LowerCtx, node: onnx.NodeProto) -> None:
+    ctx.check_dtypes(node, [np.float32], [node.input[0]])
+    ctx.check_dtypes(node, [np.bool_], [node.output[0]])
+    if node.op_type == "IsNaN":
+        _unary(ctx, node, [UnaryFn.ISNAN])
+        return
+    a = ctx.attrs(node)
+    pos, neg = int(a.get("detect_positive", 1)), int(a.get("detect_negative", 1))
+    _unary(ctx, node, [UnaryFn.ISINF, float(pos != 0), float(neg != 0)])
+
+
 @lowers("Not")
 def lower_not(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     ctx.check_dtypes(node, [np.bool_])
@@ -184,6 +198,30 @@ def lower_logic(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     _legacy_broadcast(ctx, node)
     ctx.check_dtypes(node, [np.bool_])
     _emit_binary(ctx, node, _LOGIC[node.op_type])
+
+
+@lowers("Mod")
+def lower_mod(ctx: LowerCtx, node: onnx.NodeProto) -> None:
+    ctx.check_dtypes(node, [np.float32, *INT_DTYPES])
+    if len({ctx.dtype(n) for n in [*node.input, node.output[0]]}) != 1:
+        raise ctx.unsupported(node, "inputs and output must share one dtype")
+    fmod = int(ctx.attrs(node).get("fmod", 0))
+    if fmod not in (0, 1):
+        raise ctx.unsupported(node, f"fmod={fmod} must be 0 or 1")
+    # fmod=0 on floats: the spec asks for fmod=1, the reference computes numpy's mod: so does the kernel
+    _emit_binary(ctx, node, BinaryFn.FMOD if fmod else BinaryFn.MOD)
+
+
+@lowers("BitShift")
+def lower_bitshift(ctx: LowerCtx, node: onnx.NodeProto) -> None:
+    ctx.check_dtypes(node, INT_DTYPES)
+    if len({ctx.dtype(n) for n in [*node.input, node.output[0]]}) != 1:
+        raise ctx.unsupported(node, "inputs and output must share one dtype")
+    d = ctx.attrs(node).get("direction", b"")
+    d = d.decode() if isinstance(d, bytes) else d
+    if d not in ("LEFT", "RIGHT"):
+        raise ctx.unsupported(node, f"direction={d!r} must be LEFT or RIGHT")
+    _emit_binary(ctx, node, BinaryFn.SHL if d == "LEFT" else BinaryFn.SHR)
 
 
 @lowers("PRelu")

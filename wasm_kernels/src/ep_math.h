@@ -19,6 +19,8 @@ float ep_roundf_even(float x); /* round half to even, as ONNX Round and Quantize
 float ep_fabsf(float x);
 float ep_sinf(float x);
 float ep_cosf(float x);
+float ep_fmodf(float x, float y);   /* C fmodf, exact: sign of x; NaN for y = 0 or x = inf */
+float ep_trigf(int32_t which, float x);   /* 0 tan, 1 asin, 2 acos, 3 atan, 4 sinh, 5 cosh, 6 asinh, 7 acosh, 8 atanh */
 float ep_nanf(void);
 float ep_inff(void);
 int ep_isnan(float x);

@@ -1,11 +1,12 @@
 /* Elementwise kernels: UNARY, BINARY, WHERE, CAST.
  *
  * UNARY   in: X; out: Y (same shape). params[0] = ep_unary_fn (kernels/activation.h), then that
- *         function's float parameter words. float32, except NOT (bool -> bool).
+ *         function's float parameter words. float32, except NOT (bool -> bool), ISNAN/ISINF (float32 -> bool).
  * BINARY  in: A, B; out: C. params[0] = ep_binary_fn (kernels/ep_fns.h). Full numpy broadcasting: A and B
  *         broadcast to exactly C's shape (checked). dtypes: arithmetic and Min/Max on f32, i64, i32,
  *         i8, u8 (integers wrap; Div truncates toward zero, x/0 gives 0, INT_MIN/-1 wraps); Pow and
- *         PRelu f32; comparisons on those or bool -> bool; And/Or/Xor bool.
+ *         PRelu f32; comparisons on those or bool -> bool; And/Or/Xor bool; Mod/Fmod on the numeric
+ *         dtypes (integer x mod 0 = 0); Shl/Shr on the integers (shift outside [0, bits): 0, or -1 for Shr of a negative).
  * WHERE   in: Cond (bool), X, Y; out: Z. All three broadcast to Z; X, Y, Z share one dtype.
  * CAST    in: X; out: Y (same shape), between f32, i64, i32, i8, u8, bool, and f16 <-> f32. float ->
  *         integer truncates toward zero and saturates at the target's 64/32-bit range (NaN -> 0), then
@@ -116,6 +117,10 @@ static void unary_f32(const float *in, float *out, uint32_t n, int32_t fn, const
     case EP_UN_MISH: VMAP(f32x4_mul(x, ep_tanhf4(softplus4(x)))); break;
     case EP_UN_THRESHOLDED_RELU: { f32x4 a = f32x4_splat(pf(p, 0)); VMAP(f32x4_select(f32x4_lt(a, x), x, zero)); break; }
     case EP_UN_SIN: for (uint32_t i = 0; i < n; i++) out[i] = ep_sinf(in[i]); break;
+    case EP_UN_TAN: case EP_UN_ASIN: case EP_UN_ACOS: case EP_UN_ATAN: case EP_UN_SINH: case EP_UN_COSH:
+    case EP_UN_ASINH: case EP_UN_ACOSH: case EP_UN_ATANH:   /* one scalar loop through ep_math's table (size) */
+      for (uint32_t i = 0; i < n; i++) out[i] = ep_trigf(fn - EP_UN_TAN, in[i]);
+      break;
     case EP_UN_COS: for (uint32_t i = 0; i < n; i++) out[i] = ep_cosf(in[i]); break;
     case EP_UN_POW: {
       float e = pf(p, 0);
@@ -142,8 +147,7 @@ EP_COLD ep_status ep_check_UNARY(const ep_node *n) {
   EP_CHECK(np >= 0 && n->n_params == 1u + (uint32_t)np, EP_E_PARAM);
   const ep_tensor *x = n->in[0], *y = n->out[0];
   EP_CHECK(ep_same_shape(x, y), EP_E_SHAPE);
-  uint32_t dt = fn == EP_UN_NOT ? EP_BOOL : EP_F32;
-  EP_CHECK(x->dtype == dt && y->dtype == dt, EP_E_DTYPE);
+  EP_CHECK(x->dtype == (fn == EP_UN_NOT ? EP_BOOL : EP_F32) && y->dtype == (fn == EP_UN_NOT || fn == EP_UN_ISNAN || fn == EP_UN_ISINF ? EP_BOOL : EP_F32), EP_E_DTYPE);
   return EP_OK;
 }
 
@@ -154,6 +158,16 @@ ep_status ep_run_UNARY(const ep_node *n) {
     const uint8_t *a = n->in[0]->data;
     uint8_t *o = n->out[0]->data;
     for (uint32_t i = 0; i < count; i++) o[i] = a[i] == 0;
+    return EP_OK;
+  }
+  if (fn == EP_UN_ISNAN || fn == EP_UN_ISINF) {   /* IsInf's words: detect_positive, detect_negative (0.0 / 1.0) */
+    const float *a = ep_f32(n->in[0]);
+    uint8_t *o = n->out[0]->data;
+    const int pos = fn == EP_UN_ISNAN || ep_param_f32(n, 1) != 0.0f, neg = fn == EP_UN_ISNAN || ep_param_f32(n, 2) != 0.0f;
+    for (uint32_t i = 0; i < count; i++) {
+      const float v = a[i];
+      o[i] = (uint8_t)(fn == EP_UN_ISNAN ? v != v : ((pos && v == ep_inff()) || (neg && v == -ep_inff())));
+    }
     return EP_OK;
   }
   unary_f32(ep_f32(n->in[0]), ep_f32(n->out[0]), count, fn, n->params + 1);
@@ -285,6 +299,7 @@ static void row_bin_f32(const void *ctx, uint8_t *o, const uint8_t *const *in, c
 
 /* Integer and boolean rows (shape arithmetic, masks): optimized for size, no benchmark model spends time here. */
 EP_COLD_FILE_BEGIN
+static inline int neg64(int64_t v) { return v < 0; }   /* one test for signed and unsigned T, no range warnings */
 /* Integer arithmetic, exact: wrapping add/sub/mul, C-style truncating div with x/0 -> 0 (no trap). */
 #define DEF_BIN_INT(T, UT, SUFFIX) \
   static void row_bin_##SUFFIX(const void *ctx, uint8_t *o8, const uint8_t *const *in, const uint32_t *st, uint32_t n) { \
@@ -299,11 +314,31 @@ EP_COLD_FILE_BEGIN
         case EP_BIN_MUL: r = (T)((UT)x * (UT)y); break; \
         case EP_BIN_DIV: r = y == 0 ? 0 : ((T)-1 < (T)0 && y == (T)-1) ? (T)(0 - (UT)x) : (T)(x / y); break; \
         case EP_BIN_MIN: r = y < x ? y : x; break; \
-        default: r = x < y ? y : x; break; \
+        case EP_BIN_MAX: r = x < y ? y : x; break; \
+        case EP_BIN_MOD: case EP_BIN_FMOD: { /* C remainder (no INT_MIN % -1 trap), then numpy's sign of the divisor */ \
+          const int64_t ys = (int64_t)y; \
+          r = (ys == 0 || ys == -1) ? 0 : (T)(x % y); \
+          if (fn == EP_BIN_MOD && r != 0 && (neg64((int64_t)r) != neg64(ys))) r = (T)((UT)r + (UT)y); \
+          break; \
+        } \
+        case EP_BIN_SHL: r = (neg64((int64_t)y) || (int64_t)y >= (int64_t)(8 * sizeof(T))) ? 0 : (T)((UT)x << y); break; \
+        default: r = (neg64((int64_t)y) || (int64_t)y >= (int64_t)(8 * sizeof(T))) ? (neg64((int64_t)x) ? (T)-1 : 0) : (T)(x >> y); break; \
       } \
       o[i] = r; \
     } \
   }
+/* float Mod (sign of the divisor, numpy mod) and Fmod (sign of the dividend), exact: ep_fmodf */
+static void row_mod_f32(const void *ctx, uint8_t *o8, const uint8_t *const *in, const uint32_t *st, uint32_t n) {
+  const int32_t fn = *(const int32_t *)ctx;
+  float *o = (float *)(void *)o8;
+  const float *a = (const float *)(const void *)in[0], *b = (const float *)(const void *)in[1];
+  for (uint32_t i = 0; i < n; i++) {
+    const float x = a[st[0] ? i : 0], y = b[st[1] ? i : 0];
+    float r = ep_fmodf(x, y);
+    if (fn == EP_BIN_MOD && r != 0.0f && ((r < 0.0f) != (y < 0.0f))) r += y;
+    o[i] = r;
+  }
+}
 DEF_BIN_INT(int64_t, uint64_t, i64)
 DEF_BIN_INT(int32_t, uint32_t, i32)
 DEF_BIN_INT(int8_t, uint8_t, i8)
@@ -363,7 +398,8 @@ EP_COLD ep_status ep_check_BINARY(const ep_node *n) {
   EP_CHECK(a->dtype == b->dtype, EP_E_DTYPE);
   uint32_t dt = a->dtype;
   int num = dt == EP_F32 || dt == EP_I64 || dt == EP_I32 || dt == EP_I8 || dt == EP_U8;
-  if (fn <= EP_BIN_MAX) EP_CHECK(num && c->dtype == dt, EP_E_DTYPE);
+  if (fn <= EP_BIN_MAX || fn == EP_BIN_MOD || fn == EP_BIN_FMOD) EP_CHECK(num && c->dtype == dt, EP_E_DTYPE);
+  else if (fn >= EP_BIN_SHL) EP_CHECK(num && dt != EP_F32 && c->dtype == dt, EP_E_DTYPE);
   else if (fn <= EP_BIN_PRELU) EP_CHECK(dt == EP_F32 && c->dtype == dt, EP_E_DTYPE);
   else if (fn <= EP_BIN_GREATER_EQUAL) EP_CHECK((num || dt == EP_BOOL) && c->dtype == EP_BOOL, EP_E_DTYPE);
   else EP_CHECK(dt == EP_BOOL && c->dtype == EP_BOOL, EP_E_DTYPE);
@@ -378,7 +414,9 @@ ep_status ep_run_BINARY(const ep_node *n) {
     static const bin_f32_fn table[] = {bin_add_f32, bin_sub_f32, bin_mul_f32, bin_div_f32,
                                        bin_min_f32, bin_max_f32, bin_pow_f32, bin_prelu_f32};
     bcast_walk(n->out[0], ins, 2, row_bin_f32, &table[fn]);
-  } else if (fn <= EP_BIN_MAX) {
+  } else if (dt == EP_F32 && fn >= EP_BIN_MOD) {
+    bcast_walk(n->out[0], ins, 2, row_mod_f32, &n->params[0]);
+  } else if (fn <= EP_BIN_MAX || fn >= EP_BIN_MOD) {
     row_fn f = dt == EP_I64 ? row_bin_i64 : dt == EP_I32 ? row_bin_i32 : dt == EP_I8 ? row_bin_i8 : row_bin_u8;
     bcast_walk(n->out[0], ins, 2, f, &n->params[0]);
   } else if (dt == EP_BOOL) {
