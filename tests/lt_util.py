@@ -31,6 +31,9 @@ def one_node(op: str, ins: dict[str, np.ndarray | None], outputs: Sequence[str],
     inferred = onnx.shape_inference.infer_shapes(m, strict_mode=True)
     m.graph.ClearField("output")
     m.graph.output.extend(inferred.graph.output)
+    for o in m.graph.output:   # ops ONNX infers nothing for (function ops: GroupNormalization): the first input's type
+        if not o.type.tensor_type.elem_type:
+            o.type.CopyFrom(next(i.type for i in m.graph.input))
     return m
 
 

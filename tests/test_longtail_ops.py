@@ -26,10 +26,18 @@ def _data(shape: tuple[int, ...], dt, lo: int = -4, hi: int = 5) -> np.ndarray:
 
 
 def run(tmp: Path, op: str, ins: dict, outs=("y",), consts=(), opset: int = 18, ref: str = "ort",
-        sort_last_axis: bool = False, rtol: float = 1e-5, atol: float = 1e-6, **attrs) -> None:
+        sort_last_axis: bool = False, rtol: float = 1e-5, atol: float = 1e-6, want: list | None = None,
+        **attrs) -> None:
     m = one_node(op, ins, outs, consts, opset, **attrs)
     feeds = feeds_of(ins, consts)
-    want = (ort_run if ref == "ort" else ref_run)(m, feeds)
+    if want is None and ref == "ort":
+        try:
+            want = ort_run(m, feeds)
+        except Exception as e:  # noqa: BLE001 - onnxruntime lacks this op/dtype/opset: the ONNX reference instead
+            if "NOT_IMPLEMENTED" not in str(e) and "not implemented" not in str(e).lower():
+                raise
+    if want is None:
+        want = ref_run(m, feeds)
     for v, got in ours(m, feeds, tmp, VARIANTS).items():
         for o, g, w in zip(outs, got, want):
             if sort_last_axis:
@@ -65,7 +73,7 @@ def test_topk_unsorted_and_opset1(tmp_path: Path) -> None:
     x = RNG.standard_normal((4, 9)).astype(np.float32)
     run(tmp_path / "u", "TopK", {"x": x, "k": np.array([4], np.int64)}, ("values", "indices"), consts=("k",),
         opset=11, sorted=0, sort_last_axis=True)
-    run(tmp_path / "o1", "TopK", {"x": x}, ("values", "indices"), opset=1, k=3)
+    run(tmp_path / "o1", "TopK", {"x": x}, ("values", "indices"), opset=9, k=3)
 
 
 @pytest.mark.parametrize("dt", [np.float32, np.int32, np.int64])
@@ -137,7 +145,7 @@ def test_scatter_elements(tmp_path: Path, dt, reduction: str, axis: int) -> None
 def test_scatter_opset9_int32_indices(tmp_path: Path) -> None:
     ins = {"data": np.zeros((3, 3), np.float32), "indices": np.array([[1, 0, 2], [0, 2, 1]], np.int32),
            "updates": RNG.standard_normal((2, 3)).astype(np.float32)}
-    run(tmp_path, "Scatter", ins, opset=9, axis=0, ref="ref")
+    run(tmp_path, "Scatter", ins, opset=9, axis=0)
 
 
 @pytest.mark.parametrize("dt", [np.float32, np.int32, np.int64])
@@ -158,25 +166,25 @@ def test_mod(tmp_path: Path, dt, fmod: int) -> None:
     if dt == np.float32 and fmod == 0:   # the spec wants fmod=1 for floats; the reference computes numpy's mod
         x = np.array([-4.5, 7.25, 5.0, -0.5, 3e7, np.inf, 2.0, -6.0], np.float32)
         y = np.array([2.0, -3.0, 2.5, 0.25, 7.0, 2.0, np.inf, np.inf], np.float32)
-        run(tmp_path, "Mod", {"x": x, "y": y}, opset=13, ref="ref", fmod=0)
+        run(tmp_path, "Mod", {"x": x, "y": y}, ("z",), opset=13, ref="ref", fmod=0)
         return
     x = _data((3, 5), dt, -30, 30) if dt != np.float32 else (RNG.standard_normal((3, 5)) * 20).astype(dt)
     y = _data((5,), dt, -7, 8)
     y[y == 0] = 3
-    run(tmp_path, "Mod", {"x": x, "y": y}, opset=13, fmod=fmod)
+    run(tmp_path, "Mod", {"x": x, "y": y}, ("z",), opset=13, fmod=fmod)
 
 
 def test_mod_float_exact(tmp_path: Path) -> None:
     x = np.array([1e30, -1e30, 123456.789, 1e-30, -7.5, 0.0], np.float32)
     y = np.array([3.3, 7.1, 0.1, 3.0, 0.75, 5.0], np.float32)
-    run(tmp_path, "Mod", {"x": x, "y": y}, opset=13, fmod=1, rtol=0, atol=0)
+    run(tmp_path, "Mod", {"x": x, "y": y}, ("z",), opset=13, fmod=1, rtol=0, atol=0)
 
 
 def test_bitshift_uint8(tmp_path: Path) -> None:
     x = np.array([1, 2, 255, 128, 7], np.uint8)
     y = np.array([1, 7, 3, 1, 0], np.uint8)
     for d in ("LEFT", "RIGHT"):
-        run(tmp_path / d, "BitShift", {"x": x, "y": y}, opset=11, direction=d)
+        run(tmp_path / d, "BitShift", {"x": x, "y": y}, ("z",), opset=11, direction=d)
 
 
 @pytest.mark.parametrize("dt", [np.int8, np.int32, np.int64])
@@ -184,7 +192,7 @@ def test_bitshift_uint8(tmp_path: Path) -> None:
 def test_bitshift_signed_opset28(tmp_path: Path, dt, direction: str) -> None:
     x = np.array([-7, 5, 100, -128 if dt == np.int8 else -2**30, 3, -1], dt)
     y = np.array([1, -2, 3, 1, 200 if dt != np.int8 else 100, 70 if dt != np.int8 else 8], dt)
-    run(tmp_path, "BitShift", {"x": x, "y": y}, opset=28, ref="ref", direction=direction)
+    run(tmp_path, "BitShift", {"x": x, "y": y}, ("z",), opset=28, ref="ref", direction=direction)
 
 
 def test_isnan_isinf(tmp_path: Path) -> None:
@@ -212,20 +220,31 @@ def test_instance_norm(tmp_path: Path) -> None:
     run(tmp_path / "r", "InstanceNormalization", ins, rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("opset,groups", [(21, 2), (21, 4), (18, 2)])
+@pytest.mark.parametrize("opset,groups", [(21, 2), (21, 4), (21, 1)])
 def test_group_norm(tmp_path: Path, opset: int, groups: int) -> None:
     c = 4
-    nsc = c if opset >= 21 else groups
+    nsc = c
     ins = {"x": RNG.standard_normal((2, c, 3, 5)).astype(np.float32), "s": RNG.standard_normal(nsc).astype(np.float32),
            "b": RNG.standard_normal(nsc).astype(np.float32)}
     run(tmp_path, "GroupNormalization", ins, consts=("s", "b"), opset=opset, ref="ref", num_groups=groups,
         epsilon=1e-4, rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("size", [1, 2, 3, 5])
+def _lrn_spec(x: np.ndarray, size: int, alpha: float, beta: float, bias: float) -> np.ndarray:
+    """The spec's LRN: channels [c - floor((size-1)/2), c + ceil((size-1)/2)] (the reference evaluator's loop
+    walks the batch dim instead, and onnxruntime takes odd sizes only)."""
+    c = x.shape[1]
+    lo, hi = (size - 1) // 2, -(-(size - 1) // 2)
+    sq = np.stack([np.sum(x[:, max(0, k - lo):min(c, k + hi + 1)].astype(np.float64) ** 2, axis=1) for k in range(c)], 1)
+    return (x / (bias + alpha / size * sq) ** beta).astype(np.float32)
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 4, 5])
 def test_lrn(tmp_path: Path, size: int) -> None:
-    run(tmp_path, "LRN", {"x": RNG.standard_normal((2, 6, 3, 4)).astype(np.float32)}, opset=13, size=size,
-        alpha=0.3, beta=0.6, bias=1.5, rtol=1e-4, atol=1e-5)
+    x = RNG.standard_normal((2, 6, 3, 4)).astype(np.float32)
+    kw = dict(alpha=0.3, beta=0.6, bias=1.5)
+    run(tmp_path, "LRN", {"x": x}, opset=13, size=size, rtol=1e-4, atol=1e-5,
+        want=None if size % 2 else [_lrn_spec(x, size, **kw)], **kw)
 
 
 # ---- refusals: an error naming op, node and opset --------------------------------------------------------
@@ -242,7 +261,7 @@ def test_lrn(tmp_path: Path, size: int) -> None:
 ])
 def test_refused_with_a_clear_error(tmp_path: Path, op, ins, consts, opset, attrs, msg) -> None:
     from packager import package
-    outs = ("v", "i") if op == "TopK" else ("y",)
+    outs = ("v", "i") if op == "TopK" else ("z",)
     try:
         m = one_node(op, ins, outs, consts, opset, **attrs)
     except Exception:   # noqa: BLE001 - shape inference itself refuses some: build it without

@@ -232,9 +232,9 @@ def lower_onehot(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     if c is not None:
         off, on = (ctx.weight(np.asarray(c).reshape(-1)[i:i + 1].reshape(()), "onehot_v") for i in (0, 1))
     else:
-        off, on = (ctx.temp((), ctx.dtype(values), "onehot_v") for _ in range(2))
+        off, on = (ctx.temp((1,), ctx.dtype(values), "onehot_v") for _ in range(2))   # (a plan stores scalars as [1])
         for i, t in ((0, off), (1, on)):
-            ctx.emit(Op.GATHER, [values, ctx.weight(np.array(i, np.int64), "i")], [t], [0, 0])
+            ctx.emit(Op.GATHER, [values, ctx.weight(np.array([i], np.int64), "i")], [t], [0, 0])
     ctx.emit(Op.WHERE, [hit, on, off], [y])
 
 

@@ -16,18 +16,16 @@ from . import conv
 from .data import view
 
 
-def _per_channel(ctx: LowerCtx, node: onnx.NodeProto, name: str, c: int, rank: int, group_repeat: int = 1) -> str:
-    """`name` (C values, or C/group_repeat values repeated per channel) as a [C, 1, ...] tensor for BINARY."""
+def _per_channel(ctx: LowerCtx, node: onnx.NodeProto, name: str, c: int, rank: int) -> str:
+    """`name` (C values) as a [C, 1, ...] tensor for BINARY."""
     shape = (c,) + (1,) * (rank - 2)
     const = ctx.const(name)
     if const is not None:
         v = np.asarray(const, np.float32).reshape(-1)
-        if group_repeat > 1:
-            v = np.repeat(v, group_repeat)
         if v.size != c:
             raise ctx.unsupported(node, f"'{name}' holds {v.size} values, expected {c}")
         return ctx.weight(v.reshape(shape), "norm_c")
-    if group_repeat > 1 or int(np.prod(ctx.shape(name), dtype=np.int64)) != c:
+    if int(np.prod(ctx.shape(name), dtype=np.int64)) != c:
         raise ctx.unsupported(node, f"'{name}' must be a constant or hold {c} per-channel values")
     return view(ctx, name, shape)
 
@@ -81,10 +79,9 @@ def lower_group_norm(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     n, c = xs[0], xs[1]
     if g < 1 or c % g:
         raise ctx.unsupported(node, f"num_groups={g} does not divide the {c} channels")
-    # opset 18 scales per group (repeated over its channels), opset 21 per channel
-    rep = c // g if ctx.opset < 21 else 1
+    # (opset 18's GroupNormalization, scaled per group, is deprecated: the model loader refuses it)
     t = _normalize_rows(ctx, node, x, (n, g, int(np.prod(xs[1:], dtype=np.int64)) // g), float(a.get("epsilon", 1e-5)))
-    _scale_bias(ctx, node, t, _per_channel(ctx, node, scale, c, len(xs), rep), _per_channel(ctx, node, bias, c, len(xs), rep), y)
+    _scale_bias(ctx, node, t, _per_channel(ctx, node, scale, c, len(xs)), _per_channel(ctx, node, bias, c, len(xs)), y)
 
 
 @lowers("LRN")

@@ -332,15 +332,15 @@ EP_COLD float ep_fmodf(float x, float y) {
 }
 
 static double atan_d(double x) {        /* x >= 0, inf allowed */
-  static const double atan_p[16] = {    /* (-1)^k / (2k+1), k = 15 .. 0: |t| <= tan(pi/8), error < 1e-13 */
-    -1.0 / 31, 1.0 / 29, -1.0 / 27, 1.0 / 25, -1.0 / 23, 1.0 / 21, -1.0 / 19, 1.0 / 17,
+  static const double atan_p[15] = {    /* (-1)^k / (2k+1), k = 14 .. 0 (ep_horner_d's limit): |t| <= tan(pi/8), error < 2e-13 */
+    1.0 / 29, -1.0 / 27, 1.0 / 25, -1.0 / 23, 1.0 / 21, -1.0 / 19, 1.0 / 17,
     -1.0 / 15, 1.0 / 13, -1.0 / 11, 1.0 / 9, -1.0 / 7, 1.0 / 5, -1.0 / 3, 1.0,
   };
   const int inv = x > 1.0;
   if (inv) x = 1.0 / x;
   double off = 0.0;
   if (x > 0.41421356237309503) { off = 0.78539816339744831; x = (x - 1.0) / (x + 1.0); }
-  const double r = off + x * ep_horner_d(x * x, atan_p, 16);
+  const double r = off + x * ep_horner_d(x * x, atan_p, 15);
   return inv ? 1.5707963267948966 - r : r;
 }
 

@@ -299,7 +299,6 @@ static void row_bin_f32(const void *ctx, uint8_t *o, const uint8_t *const *in, c
 
 /* Integer and boolean rows (shape arithmetic, masks): optimized for size, no benchmark model spends time here. */
 EP_COLD_FILE_BEGIN
-static inline int neg64(int64_t v) { return v < 0; }   /* one test for signed and unsigned T, no range warnings */
 /* Integer arithmetic, exact: wrapping add/sub/mul, C-style truncating div with x/0 -> 0 (no trap). */
 #define DEF_BIN_INT(T, UT, SUFFIX) \
   static void row_bin_##SUFFIX(const void *ctx, uint8_t *o8, const uint8_t *const *in, const uint32_t *st, uint32_t n) { \
@@ -314,15 +313,7 @@ static inline int neg64(int64_t v) { return v < 0; }   /* one test for signed an
         case EP_BIN_MUL: r = (T)((UT)x * (UT)y); break; \
         case EP_BIN_DIV: r = y == 0 ? 0 : ((T)-1 < (T)0 && y == (T)-1) ? (T)(0 - (UT)x) : (T)(x / y); break; \
         case EP_BIN_MIN: r = y < x ? y : x; break; \
-        case EP_BIN_MAX: r = x < y ? y : x; break; \
-        case EP_BIN_MOD: case EP_BIN_FMOD: { /* C remainder (no INT_MIN % -1 trap), then numpy's sign of the divisor */ \
-          const int64_t ys = (int64_t)y; \
-          r = (ys == 0 || ys == -1) ? 0 : (T)(x % y); \
-          if (fn == EP_BIN_MOD && r != 0 && (neg64((int64_t)r) != neg64(ys))) r = (T)((UT)r + (UT)y); \
-          break; \
-        } \
-        case EP_BIN_SHL: r = (neg64((int64_t)y) || (int64_t)y >= (int64_t)(8 * sizeof(T))) ? 0 : (T)((UT)x << y); break; \
-        default: r = (neg64((int64_t)y) || (int64_t)y >= (int64_t)(8 * sizeof(T))) ? (neg64((int64_t)x) ? (T)-1 : 0) : (T)(x >> y); break; \
+        default: r = x < y ? y : x; break; \
       } \
       o[i] = r; \
     } \
@@ -389,6 +380,8 @@ static void row_cmp_bool(const void *ctx, uint8_t *o, const uint8_t *const *in, 
 }
 EP_COLD_FILE_END
 
+static void row_int_ext(const void *ctx, uint8_t *o, const uint8_t *const *in, const uint32_t *st, uint32_t n);
+
 EP_COLD ep_status ep_check_BINARY(const ep_node *n) {
   EP_CHECK(n->n_params == 1, EP_E_PARAM);
   int32_t fn = n->params[0];
@@ -416,7 +409,10 @@ ep_status ep_run_BINARY(const ep_node *n) {
     bcast_walk(n->out[0], ins, 2, row_bin_f32, &table[fn]);
   } else if (dt == EP_F32 && fn >= EP_BIN_MOD) {
     bcast_walk(n->out[0], ins, 2, row_mod_f32, &n->params[0]);
-  } else if (fn <= EP_BIN_MAX || fn >= EP_BIN_MOD) {
+  } else if (fn >= EP_BIN_MOD) {
+    const int32_t c2[2] = {fn, (int32_t)dt};
+    bcast_walk(n->out[0], ins, 2, row_int_ext, c2);
+  } else if (fn <= EP_BIN_MAX) {
     row_fn f = dt == EP_I64 ? row_bin_i64 : dt == EP_I32 ? row_bin_i32 : dt == EP_I8 ? row_bin_i8 : row_bin_u8;
     bcast_walk(n->out[0], ins, 2, f, &n->params[0]);
   } else if (dt == EP_BOOL) {
@@ -500,6 +496,29 @@ static int64_t load_int(const uint8_t *p, uint32_t dt, uint32_t i) {
     case EP_I8: return (int8_t)p[i];
     case EP_U8: return p[i];
     default: return p[i] != 0;   /* bool */
+  }
+}
+
+/* Integer Mod / Fmod / Shl / Shr of every integer dtype through int64 (one instance: size): the dtype is
+ * BINARY's output's, passed behind the function code. Results wrap to the dtype as the narrow types would. */
+static void row_int_ext(const void *ctx, uint8_t *o, const uint8_t *const *in, const uint32_t *st, uint32_t n) {
+  const int32_t fn = ((const int32_t *)ctx)[0];
+  const uint32_t dt = (uint32_t)((const int32_t *)ctx)[1], bits = 8u * ep_dtype_size(dt);
+  for (uint32_t i = 0; i < n; i++) {
+    const int64_t x = load_int(in[0], dt, st[0] ? i : 0), y = load_int(in[1], dt, st[1] ? i : 0);
+    int64_t r;
+    if (fn == EP_BIN_SHL || fn == EP_BIN_SHR) {
+      const int out = y < 0 || y >= (int64_t)bits;   /* shift outside [0, bits): 0, or -1 for Shr of a negative */
+      r = fn == EP_BIN_SHL ? (out ? 0 : (int64_t)((uint64_t)x << y)) : (out ? (x < 0 ? -1 : 0) : x >> y);
+    } else {   /* C remainder (x % 0 = 0, no INT_MIN % -1 trap), then numpy's sign of the divisor for Mod */
+      r = (y == 0 || y == -1) ? 0 : x % y;
+      if (fn == EP_BIN_MOD && r != 0 && ((r < 0) != (y < 0))) r += y;
+    }
+    switch (dt) {
+      case EP_I64: ((int64_t *)(void *)o)[i] = r; break;
+      case EP_I32: ((int32_t *)(void *)o)[i] = (int32_t)(uint32_t)(uint64_t)r; break;
+      default: o[i] = (uint8_t)(uint64_t)r; break;
+    }
   }
 }
 
