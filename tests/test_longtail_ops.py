@@ -270,3 +270,30 @@ def test_refused_with_a_clear_error(tmp_path: Path, op, ins, consts, opset, attr
         package(m, out=tmp_path / "b", verify=False)
     s = str(e.value)
     assert msg in s and op in s and f"opset {opset}" in s, s
+
+
+# ---- Einsum (REDUCE / TRANSPOSE / MATMUL) ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("eq,shapes", [
+    ("ij,jk->ik", [(3, 4), (4, 5)]), ("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]), ("i,i", [(7,), (7,)]),
+    ("ij->ji", [(3, 4)]), ("ij->", [(3, 4)]), ("ijk->ki", [(2, 3, 4)]), ("bhqd,bhkd->bhqk", [(2, 3, 4, 8), (2, 3, 5, 8)]),
+    ("...ij,...jk->...ik", [(2, 3, 4), (2, 4, 5)]), ("ij,kj->ik", [(3, 4), (5, 4)]), ("abc,cd->abd", [(2, 3, 4), (4, 5)]),
+    ("i,j->ij", [(3,), (4,)]), ("ij,ij->i", [(3, 4), (3, 4)]), ("bij,jk", [(2, 3, 4), (4, 5)]), ("ijk,k->", [(2, 3, 4), (4,)]),
+])
+def test_einsum(tmp_path: Path, eq: str, shapes) -> None:
+    ins = {f"x{i}": RNG.standard_normal(s).astype(np.float32) for i, s in enumerate(shapes)}
+    run(tmp_path, "Einsum", ins, opset=12, equation=eq, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("eq,shapes,msg", [("ii->i", [(3, 3)], "diagonal"), ("ij,jk->ik", [(3, 1), (4, 5)], "extents"),
+                                           ("i,i,i->i", [(3,), (3,), (3,)], "operands")])
+def test_einsum_refused(tmp_path: Path, eq: str, shapes, msg: str) -> None:
+    from packager import package
+    ins = {f"x{i}": np.zeros(s, np.float32) for i, s in enumerate(shapes)}
+    try:
+        m = one_node("Einsum", ins, ["y"], (), 12, equation=eq)
+    except Exception:   # noqa: BLE001
+        pytest.skip("ONNX shape inference refuses this model")
+    with pytest.raises(PackagerError, match=msg) as e:
+        package(m, out=tmp_path / "b", verify=False)
+    assert "Einsum" in str(e.value) and "opset 12" in str(e.value)
