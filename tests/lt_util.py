@@ -12,7 +12,7 @@ from onnx import helper, numpy_helper
 
 from packager import load_bundle, package
 
-NP_TO_ONNX = {np.dtype(k): v for k, v in {np.float32: 1, np.uint8: 2, np.int8: 3, np.int32: 6, np.int64: 7,
+NP_TO_ONNX = {np.dtype(k): v for k, v in {np.float32: 1, np.uint8: 2, np.int8: 3, np.int32: 6, np.int64: 7, np.float16: 10,
                                           np.bool_: 9}.items()}
 
 

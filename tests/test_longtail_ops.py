@@ -297,3 +297,92 @@ def test_einsum_refused(tmp_path: Path, eq: str, shapes, msg: str) -> None:
     with pytest.raises(PackagerError, match=msg) as e:
         package(m, out=tmp_path / "b", verify=False)
     assert "Einsum" in str(e.value) and "opset 12" in str(e.value)
+
+
+# ---- hostile plans, shape functions, the aarch64 build ---------------------------------------------------------
+
+def _plans(tmp: Path) -> list[tuple[bytes, dict, list]]:
+    """Bundled plans holding AXIS (every mode), SCATTER (both modes) and GATHER_ND nodes, with feeds and the
+    onnxruntime outputs."""
+    from packager import package
+    cases = [
+        ("ArgMax", {"x": _data((3, 4, 5), np.float32)}, (), 13, ("y",), dict(axis=1, keepdims=0)),
+        ("TopK", {"x": _data((3, 6), np.int32), "k": np.array([3], np.int64)}, ("k",), 11, ("v", "i"), dict(largest=0)),
+        ("CumSum", {"x": _data((3, 4), np.int64), "a": np.array(1, np.int64)}, ("a",), 14, ("y",), dict(reverse=1)),
+        ("Hardmax", {"x": _data((2, 5), np.float32)}, (), 13, ("y",), {}),
+        # constant indices: the hostile-plan driver feeds its own input bytes, which need not be valid indices
+        ("ScatterElements", {"d": _data((3, 4), np.float32), "i": np.array([[1, 0], [2, -1]], np.int64),
+                             "u": _data((2, 2), np.float32)}, ("i",), 18, ("y",), dict(axis=1, reduction="max")),
+        ("ScatterND", {"d": _data((4, 3), np.float32), "i": np.array([[1], [3]], np.int64), "u": _data((2, 3), np.float32)},
+         ("i",), 18, ("y",), dict(reduction="add")),
+        ("GatherND", {"d": _data((2, 3, 4), np.uint8), "i": np.array([[1, 2], [0, -1]], np.int64)}, ("i",), 13, ("y",), {}),
+    ]
+    out = []
+    for j, (op, ins, consts, opset, outs, attrs) in enumerate(cases):
+        m = one_node(op, ins, outs, consts, opset, **attrs)
+        feeds = feeds_of(ins, consts)
+        b = package(m, target="web", out=tmp / f"p{j}", verify=False, input_shapes={k: v.shape for k, v in feeds.items()})
+        out.append(((b / "model.plan").read_bytes(), feeds, m))
+    return out
+
+
+def test_hostile_params_refused_or_clean(tmp_path: Path) -> None:
+    """Mutated parameter words and dims of AXIS / SCATTER / GATHER_ND nodes: refused at open or run cleanly under
+    ASan + UBSan, never a wasm trap."""
+    from packager.plan.opcodes import Op
+
+    from .param_mutants import check_hostile_params
+    plans = [p for p, _, _ in _plans(tmp_path)]
+    check_hostile_params(plans, tmp_path, seed=52, n=40, wasm_n=6, min_op=Op.AXIS)
+
+
+def test_shape_functions_agree(tmp_path: Path) -> None:
+    """The shape functions of AXIS, SCATTER and GATHER_ND give every packaged plan's dims."""
+    from .test_shape_fns import ShapeChecker
+    sc = ShapeChecker()
+    for plan, _, m in _plans(tmp_path):
+        status, node, what, checked = sc.check(plan)
+        assert status == 0 and checked >= 1, (m.graph.node[0].op_type, status, node, what)
+
+
+@pytest.mark.skipif(__import__("shutil").which("qemu-aarch64") is None, reason="qemu-user missing")
+def test_longtail_aarch64(tmp_path: Path) -> None:
+    """The same plans on the pi5 target: edgepack-run (NEON build) under qemu against onnxruntime."""
+    import json
+
+    from packager import package
+    from packager.targets import edge as E
+    for j, (_, feeds, m) in enumerate(_plans(tmp_path / "web")):
+        want = ort_run(m, feeds)
+        b = package(m, target="pi5", out=tmp_path / f"pi5_{j}", verify=False,
+                    input_shapes={k: v.shape for k, v in feeds.items()})
+        outs = json.loads((b / "manifest.json").read_text())["outputs"]
+        got = E.run_cli(b, feeds, outs, qemu=E.qemu_cmd("pi5"))
+        for o, w in zip(m.graph.output, want):
+            assert_same(np.asarray(got[o.name]), w, f"{m.graph.node[0].op_type} {o.name} [pi5 NEON under qemu]")
+
+
+# ---- float16 through float32, bool ReduceMax/Min, ReverseSequence ----------------------------------------------
+
+def test_float16_via_float32(tmp_path: Path) -> None:
+    x = np.array([1.5, np.nan, np.inf, -np.inf, -7.25, 3.0], np.float16)
+    y = np.array([2.0, 1.0, 3.0, 1.5, 2.5, -4.0], np.float16)
+    run(tmp_path / "nan", "IsNaN", {"x": x}, opset=20)
+    run(tmp_path / "inf", "IsInf", {"x": x}, opset=20, detect_negative=0)
+    xf, yf = np.array([-4.5, 7.25, 5.0, -0.5, 100.0], np.float16), np.array([2.0, -3.0, 2.5, 0.25, 7.0], np.float16)
+    run(tmp_path / "fmod", "Mod", {"x": xf, "y": yf}, ("z",), opset=13, fmod=1)
+    run(tmp_path / "max", "Max", {"x": x, "y": y}, ("z",), opset=13)
+    run(tmp_path / "min", "Min", {"x": x, "y": y}, ("z",), opset=13)
+
+
+@pytest.mark.parametrize("op", ["ReduceMax", "ReduceMin"])
+def test_reduce_bool(tmp_path: Path, op: str) -> None:
+    x = np.array([[True, False, True], [True, True, True], [False, False, False]])
+    run(tmp_path, op, {"x": x, "axes": np.array([1], np.int64)}, consts=("axes",), opset=20, keepdims=0)
+
+
+@pytest.mark.parametrize("batch_axis,time_axis", [(1, 0), (0, 1)])
+def test_reverse_sequence(tmp_path: Path, batch_axis: int, time_axis: int) -> None:
+    shape = (4, 3, 2) if time_axis == 0 else (3, 4, 2)
+    ins = {"x": _data(shape, np.float32), "lens": np.array([4, 1, 3], np.int64)}
+    run(tmp_path, "ReverseSequence", ins, consts=("lens",), opset=10, batch_axis=batch_axis, time_axis=time_axis)

@@ -3,7 +3,8 @@
 AXIS (wasm_kernels/src/kernels/axis_ops.c): ArgMax, ArgMin, Hardmax, TopK, CumSum along one axis.
 SCATTER: ScatterElements (and the older Scatter), ScatterND, with their reductions. GATHER_ND: GatherND.
 Rewrites onto existing kernels (no C code): Trilu -> WHERE with a constant mask, OneHot -> compare + WHERE,
-Compress with a constant condition -> GATHER with constant indices. NonZero has a data-dependent output shape,
+Compress with a constant condition -> GATHER with constant indices, ReverseSequence with constant
+sequence_lens -> GATHER (GatherElements) with constant indices. NonZero has a data-dependent output shape,
 which a plan cannot express: refused unless its input is a constant (then folded)."""
 from __future__ import annotations
 
@@ -271,3 +272,24 @@ def lower_nonzero(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     if ctx.shape(node.output[0]) != out.shape:
         raise ctx.unsupported(node, f"output shape {ctx.shape(node.output[0])} differs from {out.shape}")
     ctx.alias(node.output[0], ctx.weight(out, "nonzero"))
+
+
+@lowers("ReverseSequence")
+def lower_reverse_sequence(ctx: LowerCtx, node: onnx.NodeProto) -> None:
+    x, lens_n, y = node.input[0], node.input[1], node.output[0]
+    ctx.check_dtypes(node, DATA_DTYPES, [x, y])
+    xs = ctx.shape(x)
+    if len(xs) < 2 or not ctx.fixed(x):
+        raise ctx.unsupported(node, "input rank < 2 or dims known only at run time (the indices are a constant)")
+    a = ctx.attrs(node)
+    bax, tax = int(a.get("batch_axis", 1)), int(a.get("time_axis", 0))
+    if {bax, tax} != {0, 1}:
+        raise ctx.unsupported(node, f"batch_axis={bax}, time_axis={tax}: one must be 0, the other 1")
+    lens = np.asarray(ctx.require_const(node, lens_n)[0]).reshape(-1).astype(np.int64)
+    if lens.size != xs[bax] or np.any(lens < 0) or np.any(lens > xs[tax]):
+        raise ctx.unsupported(node, f"sequence_lens {lens.tolist()} do not fit batch {xs[bax]} / time {xs[tax]}")
+    t = np.arange(xs[tax]).reshape((-1, 1) if tax == 0 else (1, -1))
+    L = lens.reshape((1, -1) if tax == 0 else (-1, 1))
+    idx2 = np.where(t < L, L - 1 - t, t)   # [time, batch] or [batch, time]: the first len_b steps reversed
+    idx = np.broadcast_to(idx2.reshape(idx2.shape + (1,) * (len(xs) - 2)), xs).astype(np.int32)
+    ctx.emit(Op.GATHER, [x, ctx.weight(np.ascontiguousarray(idx), "revseq_idx")], [y], [tax, 1])

@@ -344,34 +344,35 @@ static double atan_d(double x) {        /* x >= 0, inf allowed */
   return inv ? 1.5707963267948966 - r : r;
 }
 
-/* which: 0 tan, 1 asin, 2 acos, 3 atan, 4 sinh, 5 cosh, 6 asinh, 7 acosh, 8 atanh (UNARY's codes TAN..ATANH) */
+/* which: 0 tan, 1 asin, 2 acos, 3 atan, 4 sinh, 5 cosh, 6 asinh, 7 acosh, 8 atanh (UNARY's codes TAN..ATANH).
+ * Each of atan_d, log_d and exp_d is called from one place (size): a case sets its argument and a factor. */
 EP_COLD float ep_trigf(int32_t which, float x) {
   if (x != x) return x;
-  const float inf = ep_inff();
-  const double a = (double)ep_fabsf(x), s = x < 0.0f ? -1.0 : 1.0;
-  const int small = a < 0x1p-12;   /* f(x) rounds to x (tan, asin, atan, sinh, asinh, atanh) */
+  const double a = (double)ep_fabsf(x), s = x < 0.0f ? -1.0 : 1.0, inf = (double)ep_inff();
+  if (a < 0x1p-12 && which != 2 && which != 5 && which != 7) return x;   /* f(x) rounds to x */
+  double arg, mul = s;
   switch (which) {
     case 0: {
-      if (a == (double)inf) return ep_nanf();
-      if (small) return x;
+      if (a == inf) return ep_nanf();
       int32_t q = 0;
       const double r = a < 0.78539816339744831 ? (double)x : reduce_pio2(x, &q);
       return (float)((q & 1) ? -cos_poly(r) / sin_poly(r) : sin_poly(r) / cos_poly(r));
     }
-    case 1: if (a > 1.0) return ep_nanf(); return small ? x : (float)(s * atan_d(a / __builtin_sqrt((1.0 - a) * (1.0 + a))));
-    case 2: if (a > 1.0) return ep_nanf(); return (float)(2.0 * atan_d(__builtin_sqrt((1.0 - (double)x) / (1.0 + (double)x))));
-    case 3: return small ? x : (float)(s * atan_d(a));
+    case 1: case 2: case 3:
+      if (which != 3 && a > 1.0) return ep_nanf();
+      if (which == 2) { arg = __builtin_sqrt((1.0 - (double)x) / (1.0 + (double)x)); mul = 2.0; }   /* acos = 2 atan(...) */
+      else arg = which == 1 ? a / __builtin_sqrt((1.0 - a) * (1.0 + a)) : a;
+      return (float)(mul * atan_d(arg));
     case 4: case 5: {
-      if (which == 4 && small) return x;
-      if (a > 90.0) return which == 4 ? (float)s * inf : inf;
+      if (a > 90.0) return (float)((which == 4 ? s : 1.0) * inf);
       const double e = exp_d(a);
       return (float)(which == 4 ? s * 0.5 * (e - 1.0 / e) : 0.5 * (e + 1.0 / e));
     }
-    case 6: if (small || a == (double)inf) return x; return (float)(s * log_d(a + __builtin_sqrt(a * a + 1.0)));
-    case 7: if (x < 1.0f) return ep_nanf(); if (a == (double)inf) return x; return (float)log_d(a + __builtin_sqrt(a * a - 1.0));
     default:
-      if (a > 1.0) return ep_nanf();
-      if (a == 1.0) return (float)s * inf;
-      return small ? x : (float)(s * 0.5 * log_d((1.0 + a) / (1.0 - a)));
+      if (which == 7 ? x < 1.0f : (which == 8 && a > 1.0)) return ep_nanf();
+      if (a == inf || (which == 8 && a == 1.0)) return (float)(s * inf);
+      if (which == 8) { arg = (1.0 + a) / (1.0 - a); mul = 0.5 * s; }
+      else arg = a + __builtin_sqrt(a * a + (which == 6 ? 1.0 : -1.0));
+      return (float)(mul * log_d(arg));
   }
 }
