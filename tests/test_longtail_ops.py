@@ -386,3 +386,10 @@ def test_reverse_sequence(tmp_path: Path, batch_axis: int, time_axis: int) -> No
     shape = (4, 3, 2) if time_axis == 0 else (3, 4, 2)
     ins = {"x": _data(shape, np.float32), "lens": np.array([4, 1, 3], np.int64)}
     run(tmp_path, "ReverseSequence", ins, consts=("lens",), opset=10, batch_axis=batch_axis, time_axis=time_axis)
+
+
+@pytest.mark.parametrize("op", ["Round", "Sign"])
+def test_round_sign_edges(tmp_path: Path, op: str) -> None:
+    x = np.array([0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 0.49999997, -0.0, 0.0, np.nan, np.inf, -np.inf, 8388609.0, 1e-30],
+                 np.float32)
+    run(tmp_path, op, {"x": x}, opset=13, rtol=0, atol=0)
