@@ -393,3 +393,33 @@ def test_round_sign_edges(tmp_path: Path, op: str) -> None:
     x = np.array([0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 0.49999997, -0.0, 0.0, np.nan, np.inf, -np.inf, 8388609.0, 1e-30],
                  np.float32)
     run(tmp_path, op, {"x": x}, opset=13, rtol=0, atol=0)
+
+
+def test_runtime_shapes_and_k(tmp_path: Path) -> None:
+    """A dynamic (version-2) plan: TopK's k = n // 2 computed from the input's shape at run time (the core runs the
+    shape arithmetic and the AXIS shape function reads K), ArgMax and CumSum over a run-time extent."""
+    import onnx
+    from onnx import TensorProto as T
+    from onnx import helper as h
+    from onnx import numpy_helper as nh
+
+    from packager import load_bundle, package
+    nodes = [h.make_node("Shape", ["x"], ["s"]), h.make_node("Slice", ["s", "one", "two"], ["k"]),
+             h.make_node("Div", ["k", "two"], ["k2"]), h.make_node("TopK", ["x", "k2"], ["v", "i"], axis=1),
+             h.make_node("ArgMax", ["x"], ["am"], axis=1), h.make_node("CumSum", ["x", "ax"], ["cs"])]
+    g = h.make_graph(nodes, "dyn", [h.make_tensor_value_info("x", T.FLOAT, [2, "n"])],
+                     [h.make_tensor_value_info("v", T.FLOAT, [2, None]), h.make_tensor_value_info("i", T.INT64, [2, None]),
+                      h.make_tensor_value_info("am", T.INT64, [2, 1]), h.make_tensor_value_info("cs", T.FLOAT, [2, "n"])],
+                     [nh.from_array(np.array([1], np.int64), "one"), nh.from_array(np.array([2], np.int64), "two"),
+                      nh.from_array(np.array(1, np.int64), "ax")])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 13)])
+    m.ir_version = 8
+    out = package(m, target="web", out=tmp_path / "b", dynamic=True, verify=False)
+    for n in (6, 11, 3):
+        x = RNG.standard_normal((2, n)).astype(np.float32)
+        want = ort_run(m, {"x": x})
+        for v in ("simd", "scalar"):
+            got = load_bundle(out, v).run({"x": x})
+            for name, w in zip(["v", "i", "am", "cs"], want):
+                assert_same(got[name], w, f"{name} n={n} [{v}]")
+    onnx.checker.check_model(m)
