@@ -9,11 +9,6 @@
 #define EP_VEC_H
 #include <stdint.h>
 
-/* Scalar max/min propagating NaN from either operand (numpy maximum/minimum); f32x4_max_nan/min_nan are the
- * lane versions (the plain f32x4_max/min are wasm's pmax/pmin, which drop a NaN second operand). */
-static inline float ep_max_nan(float a, float b) { return (a > b || a != a) ? a : b; }
-static inline float ep_min_nan(float a, float b) { return (a < b || a != a) ? a : b; }
-
 #if defined(__wasm_simd128__) && !defined(EP_FORCE_SCALAR)
 #include "../src/vec/vec_wasm128.h"
 #elif defined(__aarch64__) && defined(__ARM_NEON) && !defined(EP_FORCE_SCALAR)

@@ -5,6 +5,12 @@
 #include <stdint.h>
 #include "ep_vec.h"
 
+/* Scalar max/min propagating NaN from either operand (numpy maximum/minimum); the vector layer's f32x4_max_nan /
+ * f32x4_min_nan are the lane versions (its plain f32x4_max/min are wasm's pmax/pmin, which drop a NaN second
+ * operand). Reductions, MaxPool, ScatterElements' max/min. */
+static inline float ep_max_nan(float a, float b) { return (a > b || a != a) ? a : b; }
+static inline float ep_min_nan(float a, float b) { return (a < b || a != a) ? a : b; }
+
 float ep_expf(float x);
 float ep_logf(float x);
 float ep_tanhf(float x);

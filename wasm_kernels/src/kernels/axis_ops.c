@@ -13,7 +13,7 @@
  *   Every index is validated before Y is written (EP_E_INDEX); negative indices count from the end.
  * GATHER_ND in: data, indices (i64/i32) [..., q]  out: Y = indices.shape[:-1] + data.shape[b + q:]  params: [b]. */
 #include "ep_kernel.h"
-#include "ep_vec.h"
+#include "ep_math.h"
 #include "ep_shape.h"
 EP_COLD_FILE_BEGIN   /* no benchmark model spends time here: smallest code */
 
