@@ -27,7 +27,8 @@ CTX_BYTES = 4096   # >= sizeof(ep_ctx)
 # unregistered function fails here). RESIZE stays static: its tables are per output coordinate.
 SHAPE_OPS = [Op.UNARY, Op.BINARY, Op.WHERE, Op.CAST, Op.CONCAT, Op.SPLIT, Op.SLICE, Op.GATHER, Op.TRANSPOSE,
              Op.COPY, Op.PAD, Op.EXPAND, Op.SOFTMAX, Op.LAYERNORM, Op.REDUCE, Op.BATCHNORM, Op.GLOBAL_POOL,
-             Op.QUANTIZE_LINEAR, Op.DEQUANTIZE_LINEAR, Op.DYNAMIC_QUANTIZE_LINEAR, Op.QADD, Op.QMAXPOOL]
+             Op.QUANTIZE_LINEAR, Op.DEQUANTIZE_LINEAR, Op.DYNAMIC_QUANTIZE_LINEAR, Op.QADD, Op.QMAXPOOL,
+             Op.AXIS, Op.SCATTER, Op.GATHER_ND]
 # Plan v2 kernels, absent from packaged plans: the fuzzer's hand-built seeds hold them (wasm_kernels/fuzz/
 # make_corpus.py, v2_kernel_plans), and tests/test_dims_kernels.py tests them in C.
 V2_OPS = [Op.SHAPE, Op.VIEW, Op.RANGE, Op.CONSTANT_OF_SHAPE]

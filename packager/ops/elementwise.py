@@ -22,6 +22,8 @@ _SIMPLE_UNARY = {
     "Reciprocal": UnaryFn.RECIPROCAL, "Neg": UnaryFn.NEG, "Abs": UnaryFn.ABS, "Floor": UnaryFn.FLOOR,
     "Ceil": UnaryFn.CEIL, "Round": UnaryFn.ROUND, "Sign": UnaryFn.SIGN, "Softplus": UnaryFn.SOFTPLUS,
     "Softsign": UnaryFn.SOFTSIGN, "Mish": UnaryFn.MISH, "Sin": UnaryFn.SIN, "Cos": UnaryFn.COS,
+    "Tan": UnaryFn.TAN, "Asin": UnaryFn.ASIN, "Acos": UnaryFn.ACOS, "Atan": UnaryFn.ATAN, "Sinh": UnaryFn.SINH,
+    "Cosh": UnaryFn.COSH, "Asinh": UnaryFn.ASINH, "Acosh": UnaryFn.ACOSH, "Atanh": UnaryFn.ATANH,
 }
 
 INT_DTYPES = (np.int32, np.int64, np.int8, np.uint8)
@@ -123,6 +125,40 @@ def lower_param_unary(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     _unary(ctx, node, p)
 
 
+def as_f32(ctx: LowerCtx, name: str) -> str:
+    """A float16 tensor widened to a float32 temporary (CAST, exact); any other tensor as it is."""
+    if ctx.dtype(name) != np.float16:
+        return name
+    t = ctx.temp(ctx.shape(name), np.float32, "f32")
+    ctx.emit(Op.CAST, [name], [t])
+    return t
+
+
+def via_f32(ctx: LowerCtx, node: onnx.NodeProto, emit) -> None:
+    """emit(inputs, output) on float32 copies of float16 operands, the result narrowed into the float16 output
+    (round to nearest even: what numpy's float16 arithmetic, computed in float32, gives). For ops whose float32
+    result is exact or rounded once (Mod, Max, Min)."""
+    y = node.output[0]
+    ins = [as_f32(ctx, n) if n else n for n in node.input]
+    if ctx.dtype(y) != np.float16:
+        emit(ins, y)
+        return
+    t = ctx.temp(ctx.shape(y), np.float32, "f32_out")
+    emit(ins, t)
+    ctx.emit(Op.CAST, [t], [y])
+
+
+@lowers("IsNaN", "IsInf")
+def lower_isnan_isinf(ctx: LowerCtx, node: onnx.NodeProto) -> None:
+    ctx.check_dtypes(node, [np.float32, np.float16], [node.input[0]])
+    ctx.check_dtypes(node, [np.bool_], [node.output[0]])
+    params = [UnaryFn.ISNAN]
+    if node.op_type == "IsInf":
+        a = ctx.attrs(node)
+        params = [UnaryFn.ISINF, float(int(a.get("detect_positive", 1)) != 0), float(int(a.get("detect_negative", 1)) != 0)]
+    ctx.emit(Op.UNARY, [as_f32(ctx, node.input[0])], [node.output[0]], params)
+
+
 @lowers("Not")
 def lower_not(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     ctx.check_dtypes(node, [np.bool_])
@@ -186,6 +222,32 @@ def lower_logic(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     _emit_binary(ctx, node, _LOGIC[node.op_type])
 
 
+@lowers("Mod")
+def lower_mod(ctx: LowerCtx, node: onnx.NodeProto) -> None:
+    ctx.check_dtypes(node, [np.float32, np.float16, *INT_DTYPES])
+    if len({ctx.dtype(n) for n in [*node.input, node.output[0]]}) != 1:
+        raise ctx.unsupported(node, "inputs and output must share one dtype")
+    fmod = int(ctx.attrs(node).get("fmod", 0))
+    if fmod not in (0, 1):
+        raise ctx.unsupported(node, f"fmod={fmod} must be 0 or 1")
+    # fmod=0 on floats: the spec asks for fmod=1, the reference computes numpy's mod: so does the kernel.
+    # float16: fmod is exact in float32 and representable in float16; mod's one addition rounds once, as numpy's.
+    _check_broadcast(ctx, node, list(node.input[:2]), node.output[0])
+    via_f32(ctx, node, lambda ins, out: ctx.emit(Op.BINARY, ins[:2], [out], [BinaryFn.FMOD if fmod else BinaryFn.MOD]))
+
+
+@lowers("BitShift")
+def lower_bitshift(ctx: LowerCtx, node: onnx.NodeProto) -> None:
+    ctx.check_dtypes(node, INT_DTYPES)
+    if len({ctx.dtype(n) for n in [*node.input, node.output[0]]}) != 1:
+        raise ctx.unsupported(node, "inputs and output must share one dtype")
+    d = ctx.attrs(node).get("direction", b"")
+    d = d.decode() if isinstance(d, bytes) else d
+    if d not in ("LEFT", "RIGHT"):
+        raise ctx.unsupported(node, f"direction={d!r} must be LEFT or RIGHT")
+    _emit_binary(ctx, node, BinaryFn.SHL if d == "LEFT" else BinaryFn.SHR)
+
+
 @lowers("PRelu")
 def lower_prelu(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     ctx.check_dtypes(node, [np.float32])
@@ -227,11 +289,16 @@ def lower_variadic(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     t = node.op_type
     if not ins:
         raise ctx.unsupported(node, "no inputs")
-    allowed = [np.float32] if t in ("Sum", "Mean") else [np.float32, *INT_DTYPES]
+    allowed = [np.float32] if t in ("Sum", "Mean") else [np.float32, np.float16, *INT_DTYPES]
     ctx.check_dtypes(node, allowed, [*ins, out])
     if len({ctx.dtype(n) for n in [*ins, out]}) != 1:
         raise ctx.unsupported(node, "inputs and output must share one dtype")
     _check_broadcast(ctx, node, ins, out)
+    if ctx.dtype(out) == np.float16 and len(ins) > 1:   # Max / Min of float16: exact in float32
+        f32 = onnx.helper.make_node(t, [as_f32(ctx, n) for n in ins], [ctx.temp(ctx.shape(out), np.float32, "f32_out")])
+        lower_variadic(ctx, f32)
+        ctx.emit(Op.CAST, [f32.output[0]], [out])
+        return
     dt = ctx.dtype(out)
     if len(ins) == 1:
         ctx.alias(out, ins[0])   # max/min/sum/mean of one tensor is that tensor

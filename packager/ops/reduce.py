@@ -18,7 +18,8 @@ R_LSE = 9
 @lowers(*KINDS)
 def lower_reduce(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     x, y = node.input[0], node.output[0]
-    ctx.check_dtypes(node, [np.float32], [x, y])
+    boolean = node.op_type in ("ReduceMax", "ReduceMin") and ctx.dtype(x) == np.bool_   # any / all
+    ctx.check_dtypes(node, [np.bool_] if boolean else [np.float32], [x, y])
     a = ctx.attrs(node)
     xs = ctx.shape(x)
     r = len(xs)
@@ -48,4 +49,12 @@ def lower_reduce(ctx: LowerCtx, node: onnx.NodeProto) -> None:
         raise ctx.unsupported(node, f"output shape {ys} differs from the computed {want}")
     kind = KINDS[node.op_type]
     out_numel = int(np.prod(ys, dtype=np.int64))
+    if boolean:   # through float32 0/1 (exact); an empty set's -inf/+inf identity would not be bool's false/true
+        if any(xs[ax] == 0 or not ctx.fixed(x, ax) for ax in norm):
+            raise ctx.unsupported(node, "bool reduction over an empty or run-time-sized axis")
+        xf, yf = ctx.temp(xs, np.float32, "bool_f32"), ctx.temp(ys, np.float32, "bool_f32")
+        ctx.emit(Op.CAST, [x], [xf])
+        ctx.emit(Op.REDUCE, [xf], [yf], [kind, mask])
+        ctx.emit(Op.CAST, [yf], [y])
+        return
     ctx.emit(Op.REDUCE, [x], [y], [kind, mask], scratch_bytes=4 * out_numel if kind == R_LSE else 0)

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 # Inputs whose values a kernel's shape function reads: (op, input indices).
 SHAPE_INPUTS: dict[Op, tuple[int, ...]] = {
     Op.VIEW: (1,), Op.EXPAND: (1,), Op.RANGE: (0, 1, 2), Op.CONSTANT_OF_SHAPE: (0,),
+    Op.AXIS: (1,),   # TopK's run-time k
 }
 VALUES_ALIGN = 8
 

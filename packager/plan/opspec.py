@@ -53,6 +53,9 @@ class Op(enum.IntEnum):
     IF = 46  # plan v2 control flow: run one of two bodies (node ranges after the main sequence; docs/plan-format.md, "Sub-plans")
     LOOP = 47  # plan v2 control flow: run a body while i < M and cond, carrying values, stacking scan outputs
     SCAN = 48  # plan v2 control flow: run a body per slice of the scan inputs, carrying states, stacking scan outputs
+    AXIS = 52  # ArgMax / ArgMin / Hardmax / TopK / CumSum along one axis (f32, i32, i64, i8, u8)
+    SCATTER = 53  # ScatterElements / ScatterND with reduction none/add/mul/max/min
+    GATHER_ND = 54  # GatherND with batch_dims
 
 
 # Ids reserved in the format whose kernel does not exist yet: no runtime accepts them, the packager emits none.
@@ -103,6 +106,9 @@ ARITY: dict[Op, tuple[int, int, int, int]] = {
     Op.IF: (1, 1, 1, MAX_IO),
     Op.LOOP: (2, MAX_IO, 1, MAX_IO),
     Op.SCAN: (1, MAX_IO, 1, MAX_IO),
+    Op.AXIS: (1, 2, 1, 2),
+    Op.SCATTER: (3, 3, 1, 1),
+    Op.GATHER_ND: (2, 2, 1, 1),
 }
 
 # The parameter word counts a node may carry; None: variable (the op has a list of words).
@@ -150,6 +156,9 @@ N_PARAMS: dict[Op, tuple[int, ...] | None] = {
     Op.IF: None,
     Op.LOOP: None,
     Op.SCAN: None,
+    Op.AXIS: (4,),
+    Op.SCATTER: (3,),
+    Op.GATHER_ND: (1,),
 }
 
 
@@ -186,7 +195,18 @@ class UnaryFn(enum.IntEnum):
     SIN = 28
     COS = 29
     POW = 30  # exponent; x^e, exact fast paths for e in {0, 1, 2, 3, 4, -1}
-    NOT = 31  # bool -> bool (the only non-float32 function)
+    NOT = 31  # bool -> bool
+    ISNAN = 32  # float32 -> bool
+    ISINF = 33  # detect_positive, detect_negative; float32 -> bool; each word 0.0 or 1.0
+    TAN = 34
+    ASIN = 35
+    ACOS = 36
+    ATAN = 37
+    SINH = 38
+    COSH = 39
+    ASINH = 40
+    ACOSH = 41
+    ATANH = 42
 
 
 class BinaryFn(enum.IntEnum):
@@ -207,6 +227,10 @@ class BinaryFn(enum.IntEnum):
     AND = 13  # bool
     OR = 14  # bool
     XOR = 15  # bool
+    MOD = 16  # sign of the divisor (numpy mod); f32 and integers, x mod 0 = 0 for integers
+    FMOD = 17  # sign of the dividend (C fmod); f32 and integers, x fmod 0 = 0 for integers
+    SHL = 18  # integers: A << B; B outside [0, bits) gives 0
+    SHR = 19  # integers: A >> B (arithmetic for signed); B outside [0, bits) gives 0, or -1 for negative signed A
 
 
 # Epilogue activation codes (CONV, DEPTHWISE_CONV, GEMM, MATMUL, WINOGRAD_CONV*, the int8 kernels).

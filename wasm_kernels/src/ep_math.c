@@ -318,3 +318,61 @@ EP_COLD float ep_powf(float x, float y) {
   if (t < -105.0) return sign * 0.0f;
   return sign * (float)exp_d(t);
 }
+
+/* ---- fmod, exact; the inverse and hyperbolic functions in double (one rounding to float) -------- */
+/* C fmodf: |x| reduced by |y| * 2^k, k descending: each subtraction is exact (Sterbenz), so is the result. */
+EP_COLD float ep_fmodf(float x, float y) {
+  double a = (double)ep_fabsf(x), b = (double)ep_fabsf(y);
+  if (x != x || y != y || a == (double)ep_inff() || b == 0.0) return ep_nanf();
+  if (a < b) return x;   /* includes y = inf */
+  double t = b;
+  while (t * 2.0 <= a) t *= 2.0;
+  for (; t >= b; t *= 0.5) if (a >= t) a -= t;
+  return bitsf(fbits((float)a) | (fbits(x) & 0x80000000u));
+}
+
+static double atan_d(double x) {        /* x >= 0, inf allowed */
+  static const double atan_p[15] = {    /* (-1)^k / (2k+1), k = 14 .. 0 (ep_horner_d's limit): |t| <= tan(pi/8), error < 2e-13 */
+    1.0 / 29, -1.0 / 27, 1.0 / 25, -1.0 / 23, 1.0 / 21, -1.0 / 19, 1.0 / 17,
+    -1.0 / 15, 1.0 / 13, -1.0 / 11, 1.0 / 9, -1.0 / 7, 1.0 / 5, -1.0 / 3, 1.0,
+  };
+  const int inv = x > 1.0;
+  if (inv) x = 1.0 / x;
+  double off = 0.0;
+  if (x > 0.41421356237309503) { off = 0.78539816339744831; x = (x - 1.0) / (x + 1.0); }
+  const double r = off + x * ep_horner_d(x * x, atan_p, 15);
+  return inv ? 1.5707963267948966 - r : r;
+}
+
+/* which: 0 tan, 1 asin, 2 acos, 3 atan, 4 sinh, 5 cosh, 6 asinh, 7 acosh, 8 atanh (UNARY's codes TAN..ATANH).
+ * Each of atan_d, log_d and exp_d is called from one place (size): a case sets its argument and a factor. */
+EP_COLD float ep_trigf(int32_t which, float x) {
+  if (x != x) return x;
+  const double a = (double)ep_fabsf(x), s = x < 0.0f ? -1.0 : 1.0, inf = (double)ep_inff();
+  if (a < 0x1p-12 && which != 2 && which != 5 && which != 7) return x;   /* f(x) rounds to x */
+  double arg, mul = s;
+  switch (which) {
+    case 0: {
+      if (a == inf) return ep_nanf();
+      int32_t q = 0;
+      const double r = a < 0.78539816339744831 ? (double)x : reduce_pio2(x, &q);
+      return (float)((q & 1) ? -cos_poly(r) / sin_poly(r) : sin_poly(r) / cos_poly(r));
+    }
+    case 1: case 2: case 3:
+      if (which != 3 && a > 1.0) return ep_nanf();
+      if (which == 2) { arg = __builtin_sqrt((1.0 - (double)x) / (1.0 + (double)x)); mul = 2.0; }   /* acos = 2 atan(...) */
+      else arg = which == 1 ? a / __builtin_sqrt((1.0 - a) * (1.0 + a)) : a;
+      return (float)(mul * atan_d(arg));
+    case 4: case 5: {
+      if (a > 90.0) return (float)((which == 4 ? s : 1.0) * inf);
+      const double e = exp_d(a);
+      return (float)(which == 4 ? s * 0.5 * (e - 1.0 / e) : 0.5 * (e + 1.0 / e));
+    }
+    default:
+      if (which == 7 ? x < 1.0f : (which == 8 && a > 1.0)) return ep_nanf();
+      if (a == inf || (which == 8 && a == 1.0)) return (float)(s * inf);
+      if (which == 8) { arg = (1.0 + a) / (1.0 - a); mul = 0.5 * s; }
+      else arg = a + __builtin_sqrt(a * a + (which == 6 ? 1.0 : -1.0));
+      return (float)(mul * log_d(arg));
+  }
+}

@@ -5,6 +5,12 @@
 #include <stdint.h>
 #include "ep_vec.h"
 
+/* Scalar max/min propagating NaN from either operand (numpy maximum/minimum); the vector layer's f32x4_max_nan /
+ * f32x4_min_nan are the lane versions (its plain f32x4_max/min are wasm's pmax/pmin, which drop a NaN second
+ * operand). Reductions, MaxPool, ScatterElements' max/min. */
+static inline float ep_max_nan(float a, float b) { return (a > b || a != a) ? a : b; }
+static inline float ep_min_nan(float a, float b) { return (a < b || a != a) ? a : b; }
+
 float ep_expf(float x);
 float ep_logf(float x);
 float ep_tanhf(float x);
@@ -19,6 +25,8 @@ float ep_roundf_even(float x); /* round half to even, as ONNX Round and Quantize
 float ep_fabsf(float x);
 float ep_sinf(float x);
 float ep_cosf(float x);
+float ep_fmodf(float x, float y);   /* C fmodf, exact: sign of x; NaN for y = 0 or x = inf */
+float ep_trigf(int32_t which, float x);   /* 0 tan, 1 asin, 2 acos, 3 atan, 4 sinh, 5 cosh, 6 asinh, 7 acosh, 8 atanh */
 float ep_nanf(void);
 float ep_inff(void);
 int ep_isnan(float x);

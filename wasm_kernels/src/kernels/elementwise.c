@@ -1,11 +1,12 @@
 /* Elementwise kernels: UNARY, BINARY, WHERE, CAST.
  *
  * UNARY   in: X; out: Y (same shape). params[0] = ep_unary_fn (kernels/activation.h), then that
- *         function's float parameter words. float32, except NOT (bool -> bool).
+ *         function's float parameter words. float32, except NOT (bool -> bool), ISNAN/ISINF (float32 -> bool).
  * BINARY  in: A, B; out: C. params[0] = ep_binary_fn (kernels/ep_fns.h). Full numpy broadcasting: A and B
  *         broadcast to exactly C's shape (checked). dtypes: arithmetic and Min/Max on f32, i64, i32,
  *         i8, u8 (integers wrap; Div truncates toward zero, x/0 gives 0, INT_MIN/-1 wraps); Pow and
- *         PRelu f32; comparisons on those or bool -> bool; And/Or/Xor bool.
+ *         PRelu f32; comparisons on those or bool -> bool; And/Or/Xor bool; Mod/Fmod on the numeric
+ *         dtypes (integer x mod 0 = 0); Shl/Shr on the integers (shift outside [0, bits): 0, or -1 for Shr of a negative).
  * WHERE   in: Cond (bool), X, Y; out: Z. All three broadcast to Z; X, Y, Z share one dtype.
  * CAST    in: X; out: Y (same shape), between f32, i64, i32, i8, u8, bool, and f16 <-> f32. float ->
  *         integer truncates toward zero and saturates at the target's 64/32-bit range (NaN -> 0), then
@@ -116,6 +117,10 @@ static void unary_f32(const float *in, float *out, uint32_t n, int32_t fn, const
     case EP_UN_MISH: VMAP(f32x4_mul(x, ep_tanhf4(softplus4(x)))); break;
     case EP_UN_THRESHOLDED_RELU: { f32x4 a = f32x4_splat(pf(p, 0)); VMAP(f32x4_select(f32x4_lt(a, x), x, zero)); break; }
     case EP_UN_SIN: for (uint32_t i = 0; i < n; i++) out[i] = ep_sinf(in[i]); break;
+    case EP_UN_TAN: case EP_UN_ASIN: case EP_UN_ACOS: case EP_UN_ATAN: case EP_UN_SINH: case EP_UN_COSH:
+    case EP_UN_ASINH: case EP_UN_ACOSH: case EP_UN_ATANH:   /* one scalar loop through ep_math's table (size) */
+      for (uint32_t i = 0; i < n; i++) out[i] = ep_trigf(fn - EP_UN_TAN, in[i]);
+      break;
     case EP_UN_COS: for (uint32_t i = 0; i < n; i++) out[i] = ep_cosf(in[i]); break;
     case EP_UN_POW: {
       float e = pf(p, 0);
@@ -142,8 +147,7 @@ EP_COLD ep_status ep_check_UNARY(const ep_node *n) {
   EP_CHECK(np >= 0 && n->n_params == 1u + (uint32_t)np, EP_E_PARAM);
   const ep_tensor *x = n->in[0], *y = n->out[0];
   EP_CHECK(ep_same_shape(x, y), EP_E_SHAPE);
-  uint32_t dt = fn == EP_UN_NOT ? EP_BOOL : EP_F32;
-  EP_CHECK(x->dtype == dt && y->dtype == dt, EP_E_DTYPE);
+  EP_CHECK(x->dtype == (fn == EP_UN_NOT ? EP_BOOL : EP_F32) && y->dtype == (fn == EP_UN_NOT || fn == EP_UN_ISNAN || fn == EP_UN_ISINF ? EP_BOOL : EP_F32), EP_E_DTYPE);
   return EP_OK;
 }
 
@@ -154,6 +158,16 @@ ep_status ep_run_UNARY(const ep_node *n) {
     const uint8_t *a = n->in[0]->data;
     uint8_t *o = n->out[0]->data;
     for (uint32_t i = 0; i < count; i++) o[i] = a[i] == 0;
+    return EP_OK;
+  }
+  if (fn == EP_UN_ISNAN || fn == EP_UN_ISINF) {   /* IsInf's words: detect_positive, detect_negative (0.0 / 1.0) */
+    const float *a = ep_f32(n->in[0]);
+    uint8_t *o = n->out[0]->data;
+    const int pos = fn == EP_UN_ISNAN || ep_param_f32(n, 1) != 0.0f, neg = fn == EP_UN_ISNAN || ep_param_f32(n, 2) != 0.0f;
+    for (uint32_t i = 0; i < count; i++) {
+      const float v = a[i];
+      o[i] = (uint8_t)(fn == EP_UN_ISNAN ? v != v : ((pos && v == ep_inff()) || (neg && v == -ep_inff())));
+    }
     return EP_OK;
   }
   unary_f32(ep_f32(n->in[0]), ep_f32(n->out[0]), count, fn, n->params + 1);
@@ -304,6 +318,18 @@ EP_COLD_FILE_BEGIN
       o[i] = r; \
     } \
   }
+/* float Mod (sign of the divisor, numpy mod) and Fmod (sign of the dividend), exact: ep_fmodf */
+static void row_mod_f32(const void *ctx, uint8_t *o8, const uint8_t *const *in, const uint32_t *st, uint32_t n) {
+  const int32_t fn = *(const int32_t *)ctx;
+  float *o = (float *)(void *)o8;
+  const float *a = (const float *)(const void *)in[0], *b = (const float *)(const void *)in[1];
+  for (uint32_t i = 0; i < n; i++) {
+    const float x = a[st[0] ? i : 0], y = b[st[1] ? i : 0];
+    float r = ep_fmodf(x, y);
+    if (fn == EP_BIN_MOD && r != 0.0f && ((r < 0.0f) != (y < 0.0f))) r += y;
+    o[i] = r;
+  }
+}
 DEF_BIN_INT(int64_t, uint64_t, i64)
 DEF_BIN_INT(int32_t, uint32_t, i32)
 DEF_BIN_INT(int8_t, uint8_t, i8)
@@ -354,6 +380,8 @@ static void row_cmp_bool(const void *ctx, uint8_t *o, const uint8_t *const *in, 
 }
 EP_COLD_FILE_END
 
+static void row_int_ext(const void *ctx, uint8_t *o, const uint8_t *const *in, const uint32_t *st, uint32_t n);
+
 EP_COLD ep_status ep_check_BINARY(const ep_node *n) {
   EP_CHECK(n->n_params == 1, EP_E_PARAM);
   int32_t fn = n->params[0];
@@ -363,7 +391,8 @@ EP_COLD ep_status ep_check_BINARY(const ep_node *n) {
   EP_CHECK(a->dtype == b->dtype, EP_E_DTYPE);
   uint32_t dt = a->dtype;
   int num = dt == EP_F32 || dt == EP_I64 || dt == EP_I32 || dt == EP_I8 || dt == EP_U8;
-  if (fn <= EP_BIN_MAX) EP_CHECK(num && c->dtype == dt, EP_E_DTYPE);
+  if (fn <= EP_BIN_MAX || fn == EP_BIN_MOD || fn == EP_BIN_FMOD) EP_CHECK(num && c->dtype == dt, EP_E_DTYPE);
+  else if (fn >= EP_BIN_SHL) EP_CHECK(num && dt != EP_F32 && c->dtype == dt, EP_E_DTYPE);
   else if (fn <= EP_BIN_PRELU) EP_CHECK(dt == EP_F32 && c->dtype == dt, EP_E_DTYPE);
   else if (fn <= EP_BIN_GREATER_EQUAL) EP_CHECK((num || dt == EP_BOOL) && c->dtype == EP_BOOL, EP_E_DTYPE);
   else EP_CHECK(dt == EP_BOOL && c->dtype == EP_BOOL, EP_E_DTYPE);
@@ -378,6 +407,11 @@ ep_status ep_run_BINARY(const ep_node *n) {
     static const bin_f32_fn table[] = {bin_add_f32, bin_sub_f32, bin_mul_f32, bin_div_f32,
                                        bin_min_f32, bin_max_f32, bin_pow_f32, bin_prelu_f32};
     bcast_walk(n->out[0], ins, 2, row_bin_f32, &table[fn]);
+  } else if (dt == EP_F32 && fn >= EP_BIN_MOD) {
+    bcast_walk(n->out[0], ins, 2, row_mod_f32, &n->params[0]);
+  } else if (fn >= EP_BIN_MOD) {
+    const int32_t c2[2] = {fn, (int32_t)dt};
+    bcast_walk(n->out[0], ins, 2, row_int_ext, c2);
   } else if (fn <= EP_BIN_MAX) {
     row_fn f = dt == EP_I64 ? row_bin_i64 : dt == EP_I32 ? row_bin_i32 : dt == EP_I8 ? row_bin_i8 : row_bin_u8;
     bcast_walk(n->out[0], ins, 2, f, &n->params[0]);
@@ -462,6 +496,29 @@ static int64_t load_int(const uint8_t *p, uint32_t dt, uint32_t i) {
     case EP_I8: return (int8_t)p[i];
     case EP_U8: return p[i];
     default: return p[i] != 0;   /* bool */
+  }
+}
+
+/* Integer Mod / Fmod / Shl / Shr of every integer dtype through int64 (one instance: size): the dtype is
+ * BINARY's output's, passed behind the function code. Results wrap to the dtype as the narrow types would. */
+static void row_int_ext(const void *ctx, uint8_t *o, const uint8_t *const *in, const uint32_t *st, uint32_t n) {
+  const int32_t fn = ((const int32_t *)ctx)[0];
+  const uint32_t dt = (uint32_t)((const int32_t *)ctx)[1], bits = 8u * ep_dtype_size(dt);
+  for (uint32_t i = 0; i < n; i++) {
+    const int64_t x = load_int(in[0], dt, st[0] ? i : 0), y = load_int(in[1], dt, st[1] ? i : 0);
+    int64_t r;
+    if (fn == EP_BIN_SHL || fn == EP_BIN_SHR) {
+      const int out = y < 0 || y >= (int64_t)bits;   /* shift outside [0, bits): 0, or -1 for Shr of a negative */
+      r = fn == EP_BIN_SHL ? (out ? 0 : (int64_t)((uint64_t)x << y)) : (out ? (x < 0 ? -1 : 0) : x >> y);
+    } else {   /* C remainder (x % 0 = 0, no INT_MIN % -1 trap), then numpy's sign of the divisor for Mod */
+      r = (y == 0 || y == -1) ? 0 : x % y;
+      if (fn == EP_BIN_MOD && r != 0 && ((r < 0) != (y < 0))) r += y;
+    }
+    switch (dt) {
+      case EP_I64: ((int64_t *)(void *)o)[i] = r; break;
+      case EP_I32: ((int32_t *)(void *)o)[i] = (int32_t)(uint32_t)(uint64_t)r; break;
+      default: o[i] = (uint8_t)(uint64_t)r; break;
+    }
   }
 }
 

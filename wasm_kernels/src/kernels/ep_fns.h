@@ -38,12 +38,23 @@ enum ep_unary_fn {
   EP_UN_SIN = 28,
   EP_UN_COS = 29,
   EP_UN_POW = 30,               /* exponent; x^e, exact fast paths for e in {0, 1, 2, 3, 4, -1} */
-  EP_UN_NOT = 31,               /* bool -> bool (the only non-float32 function) */
-  EP_UN_COUNT = 32
+  EP_UN_NOT = 31,               /* bool -> bool */
+  EP_UN_ISNAN = 32,             /* float32 -> bool */
+  EP_UN_ISINF = 33,             /* detect_positive, detect_negative; float32 -> bool; each word 0.0 or 1.0 */
+  EP_UN_TAN = 34,
+  EP_UN_ASIN = 35,
+  EP_UN_ACOS = 36,
+  EP_UN_ATAN = 37,
+  EP_UN_SINH = 38,
+  EP_UN_COSH = 39,
+  EP_UN_ASINH = 40,
+  EP_UN_ACOSH = 41,
+  EP_UN_ATANH = 42,
+  EP_UN_COUNT = 43
 };
 
 /* Float parameter words after each UNARY function code, indexed by code. */
-#define EP_UNARY_NPARAMS_INIT {0, 0, 1, 2, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 1, 0, 0, 0, 1, 0, 0, 1, 0}
+#define EP_UNARY_NPARAMS_INIT {0, 0, 1, 2, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 1, 0, 0, 0, 1, 0, 0, 1, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0}
 
 enum ep_binary_fn {
   EP_BIN_ADD = 0,
@@ -62,6 +73,10 @@ enum ep_binary_fn {
   EP_BIN_AND = 13,              /* bool */
   EP_BIN_OR = 14,               /* bool */
   EP_BIN_XOR = 15,              /* bool */
-  EP_BIN_COUNT = 16
+  EP_BIN_MOD = 16,              /* sign of the divisor (numpy mod); f32 and integers, x mod 0 = 0 for integers */
+  EP_BIN_FMOD = 17,             /* sign of the dividend (C fmod); f32 and integers, x fmod 0 = 0 for integers */
+  EP_BIN_SHL = 18,              /* integers: A << B; B outside [0, bits) gives 0 */
+  EP_BIN_SHR = 19,              /* integers: A >> B (arithmetic for signed); B outside [0, bits) gives 0, or -1 for negative signed A */
+  EP_BIN_COUNT = 20
 };
 #endif

@@ -7,7 +7,8 @@
  *   dim starts at o*stride - pad_begin and takes `kernel` taps `dilation` apart. Taps outside the input are
  *   skipped; the average divides by the taps inside the input (count_include_pad = 0) or inside
  *   [-pad_begin, in + pad_end) (count_include_pad = 1). A window with no tap inside the input gives
- *   -FLT_MAX (max) or 0 (average, Lp), as onnxruntime.
+ *   -FLT_MAX (max) or 0 (average, Lp), as onnxruntime. Max propagates NaN: a window holding a NaN gives NaN
+ *   (numpy and the ONNX reference; onnxruntime's MLAS keeps a NaN only when it is the window's last tap).
  *   scratch: one row of 4 * (W + 8) bytes (W = innermost input dim) per thread slot, at least one; the node runs on
  *   at most as many threads as it holds rows.
  *   Method: the window's rows (outer spatial dims) are combined into one scratch row (contiguous, vectorized),
@@ -97,8 +98,8 @@ static void row_combine(int kind, int p, int first, float *dst, const float *src
   if (kind == POOL_MAX) {
     if (first) { for (; i + 4 <= w; i += 4) f32x4_store(dst + i, f32x4_load(src + i)); for (; i < w; i++) dst[i] = src[i]; }
     else {
-      for (; i + 4 <= w; i += 4) f32x4_store(dst + i, f32x4_max(f32x4_load(dst + i), f32x4_load(src + i)));
-      for (; i < w; i++) dst[i] = src[i] > dst[i] ? src[i] : dst[i];
+      for (; i + 4 <= w; i += 4) f32x4_store(dst + i, f32x4_max_nan(f32x4_load(dst + i), f32x4_load(src + i)));
+      for (; i < w; i++) dst[i] = ep_max_nan(dst[i], src[i]);
     }
   } else if (kind == POOL_AVG) {
     if (first) { for (; i + 4 <= w; i += 4) f32x4_store(dst + i, f32x4_load(src + i)); for (; i < w; i++) dst[i] = src[i]; }
@@ -139,26 +140,26 @@ static void pool_hpass(int kind, int p, int cip, const float *r, const pdim *pw,
         acc = f32x4_load(b);
         for (int64_t k = 1; k < K; k++) {
           f32x4 v = f32x4_load(b + k * D);
-          acc = kind == POOL_MAX ? f32x4_max(acc, v) : f32x4_add(acc, v);
+          acc = kind == POOL_MAX ? f32x4_max_nan(acc, v) : f32x4_add(acc, v);
         }
       } else if (D == 1) {   /* stride 2, taps adjacent: taps k and k+1 share two loads */
         f32x4 a = f32x4_load(b), c = f32x4_load(b + 4);
         acc = f32x4_even(a, c);
-        if (K > 1) acc = kind == POOL_MAX ? f32x4_max(acc, f32x4_odd(a, c)) : f32x4_add(acc, f32x4_odd(a, c));
+        if (K > 1) acc = kind == POOL_MAX ? f32x4_max_nan(acc, f32x4_odd(a, c)) : f32x4_add(acc, f32x4_odd(a, c));
         for (int64_t k = 2; k < K; k += 2) {
           a = f32x4_load(b + k); c = f32x4_load(b + k + 4);
           f32x4 e = f32x4_even(a, c);
-          acc = kind == POOL_MAX ? f32x4_max(acc, e) : f32x4_add(acc, e);
+          acc = kind == POOL_MAX ? f32x4_max_nan(acc, e) : f32x4_add(acc, e);
           if (k + 1 < K) {
             f32x4 od = f32x4_odd(a, c);
-            acc = kind == POOL_MAX ? f32x4_max(acc, od) : f32x4_add(acc, od);
+            acc = kind == POOL_MAX ? f32x4_max_nan(acc, od) : f32x4_add(acc, od);
           }
         }
       } else {
         acc = f32x4_even(f32x4_load(b), f32x4_load(b + 4));
         for (int64_t k = 1; k < K; k++) {
           f32x4 e = f32x4_even(f32x4_load(b + k * D), f32x4_load(b + k * D + 4));
-          acc = kind == POOL_MAX ? f32x4_max(acc, e) : f32x4_add(acc, e);
+          acc = kind == POOL_MAX ? f32x4_max_nan(acc, e) : f32x4_add(acc, e);
         }
       }
       if (kind == POOL_AVG) acc = f32x4_mul(acc, scale);
@@ -174,7 +175,7 @@ static void pool_hpass(int kind, int p, int cip, const float *r, const pdim *pw,
     float acc;
     if (kind == POOL_MAX) {
       acc = k1 > k0 ? r[st + k0 * D] : lowest();
-      for (int64_t k = k0 + 1; k < k1; k++) { float v = r[st + k * D]; acc = v > acc ? v : acc; }
+      for (int64_t k = k0 + 1; k < k1; k++) acc = ep_max_nan(acc, r[st + k * D]);
     } else {
       acc = 0.0f;
       for (int64_t k = k0; k < k1; k++) acc += r[st + k * D];
@@ -277,10 +278,12 @@ ep_status ep_run_GLOBAL_POOL(const ep_node *n) {
       acc = neg_inf();
       if (S >= 8) {
         f32x4 a = f32x4_load(p), b = f32x4_load(p + 4);
-        for (i = 8; i + 8 <= S; i += 8) { a = f32x4_max(a, f32x4_load(p + i)); b = f32x4_max(b, f32x4_load(p + i + 4)); }
-        acc = f32x4_hmax(f32x4_max(a, b));
+        for (i = 8; i + 8 <= S; i += 8) { a = f32x4_max_nan(a, f32x4_load(p + i)); b = f32x4_max_nan(b, f32x4_load(p + i + 4)); }
+        float t[4];
+        f32x4_store(t, f32x4_max_nan(a, b));
+        acc = ep_max_nan(ep_max_nan(t[0], t[1]), ep_max_nan(t[2], t[3]));
       }
-      for (; i < S; i++) acc = p[i] > acc ? p[i] : acc;
+      for (; i < S; i++) acc = ep_max_nan(acc, p[i]);
     } else {
       f32x4 a = f32x4_zero(), b = f32x4_zero();
       for (; i + 8 <= S; i += 8) { a = f32x4_add(a, f32x4_load(p + i)); b = f32x4_add(b, f32x4_load(p + i + 4)); }

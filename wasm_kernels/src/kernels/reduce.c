@@ -5,7 +5,7 @@
  *   kind: 0 sum, 1 mean, 2 max, 3 min, 4 prod, 5 L1, 6 L2, 7 sum-square, 8 log-sum, 9 log-sum-exp.
  *   scratch: log-sum-exp needs 4 * numel(Y) bytes (the per-output maxima); others none.
  *   An empty reduction gives the identity: 0 (sum, L1, L2, sum-square), 1 (prod), -inf (max, log-sum,
- *   log-sum-exp), +inf (min), NaN (mean).
+ *   log-sum-exp), +inf (min), NaN (mean). Max and min propagate NaN (any NaN in the set gives NaN), on every build.
  *   Method: size-1 dims are dropped and adjacent dims of the same kind merged; X is walked once in memory
  *   order, the innermost merged dim vectorized (kept: Y row op= X row; reduced: Y[o] op= reduce(X row)). */
 #include "ep_kernel.h"
@@ -59,8 +59,8 @@ static inline float op1(int op, float acc, float v, float sh) {
     case OP_ABS: return acc + (v < 0 ? -v : v);
     case OP_SQ: return acc + v * v;
     case OP_MUL: return acc * v;
-    case OP_MAX: return v > acc ? v : acc;
-    case OP_MIN: return v < acc ? v : acc;
+    case OP_MAX: return ep_max_nan(acc, v);   /* NaN propagates (numpy, ONNX reference) */
+    case OP_MIN: return ep_min_nan(acc, v);
     default: return acc + ep_expf(v - sh);
   }
 }
@@ -71,8 +71,8 @@ static inline f32x4 opv(int op, f32x4 acc, f32x4 v, f32x4 sh) {
     case OP_ABS: return f32x4_add(acc, f32x4_abs(v));
     case OP_SQ: return f32x4_fma(acc, v, v);
     case OP_MUL: return f32x4_mul(acc, v);
-    case OP_MAX: return f32x4_max(acc, v);
-    case OP_MIN: return f32x4_min(acc, v);
+    case OP_MAX: return f32x4_max_nan(acc, v);
+    case OP_MIN: return f32x4_min_nan(acc, v);
     default: return f32x4_add(acc, ep_expf4(f32x4_sub(v, sh)));
   }
 }
@@ -97,8 +97,8 @@ static float reduce_row(int op, const float *x, uint64_t len, float acc, float s
       /* lanes already hold f(x); combine them with the plain reduction */
       switch (op) {
         case OP_MUL: acc *= t[k]; break;
-        case OP_MAX: acc = t[k] > acc ? t[k] : acc; break;
-        case OP_MIN: acc = t[k] < acc ? t[k] : acc; break;
+        case OP_MAX: acc = ep_max_nan(acc, t[k]); break;
+        case OP_MIN: acc = ep_min_nan(acc, t[k]); break;
         default: acc += t[k];
       }
     }

@@ -29,6 +29,9 @@ static inline f32x4 f32x4_div(f32x4 a, f32x4 b) { return vdivq_f32(a, b); }
 /* a < b ? b : a  /  b < a ? b : a  (wasm pmax/pmin; scalar layer's x < y ? y : x) */
 static inline f32x4 f32x4_max(f32x4 a, f32x4 b) { return vbslq_f32(vcltq_f32(a, b), b, a); }
 static inline f32x4 f32x4_min(f32x4 a, f32x4 b) { return vbslq_f32(vcltq_f32(b, a), b, a); }
+/* NaN-propagating max/min (reductions, MaxPool): vmaxq/vminq return NaN when either lane is NaN. */
+static inline f32x4 f32x4_max_nan(f32x4 a, f32x4 b) { return vmaxq_f32(a, b); }
+static inline f32x4 f32x4_min_nan(f32x4 a, f32x4 b) { return vminq_f32(a, b); }
 static inline f32x4 f32x4_fma(f32x4 acc, f32x4 a, f32x4 b) { return vfmaq_f32(acc, a, b); }
 static inline float f32x4_hsum(f32x4 v) { return vaddvq_f32(v); }
 static inline float f32x4_hmax(f32x4 v) {

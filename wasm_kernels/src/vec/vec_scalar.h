@@ -22,6 +22,8 @@ EP_SCALAR_BIN(f32x4_mul, x * y)
 EP_SCALAR_BIN(f32x4_div, x / y)
 EP_SCALAR_BIN(f32x4_max, x < y ? y : x)
 EP_SCALAR_BIN(f32x4_min, y < x ? y : x)
+EP_SCALAR_BIN(f32x4_max_nan, (x > y || x != x) ? x : y)   /* NaN in either operand gives NaN */
+EP_SCALAR_BIN(f32x4_min_nan, (x < y || x != x) ? x : y)
 #undef EP_SCALAR_BIN
 static inline f32x4 f32x4_fma(f32x4 acc, f32x4 a, f32x4 b) { f32x4 r; for (int i = 0; i < 4; i++) r.v[i] = acc.v[i] + a.v[i] * b.v[i]; return r; }
 static inline float f32x4_hsum(f32x4 a) { return a.v[0] + a.v[1] + a.v[2] + a.v[3]; }

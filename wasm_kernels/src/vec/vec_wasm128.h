@@ -25,6 +25,10 @@ static inline f32x4 f32x4_div(f32x4 a, f32x4 b) { return wasm_f32x4_div(a, b); }
 /* pmin/pmax lower to single minps/maxps on x86; NaN semantics differ from IEEE min/max only when an operand is NaN. */
 static inline f32x4 f32x4_max(f32x4 a, f32x4 b) { return wasm_f32x4_pmax(a, b); }
 static inline f32x4 f32x4_min(f32x4 a, f32x4 b) { return wasm_f32x4_pmin(a, b); }
+/* IEEE-style max/min that propagate NaN from either operand (reductions, MaxPool: numpy's max/min). The plain
+ * (non-relaxed) f32x4.max/min on every wasm build: relaxed_max/min leave NaN lanes implementation-defined. */
+static inline f32x4 f32x4_max_nan(f32x4 a, f32x4 b) { return wasm_f32x4_max(a, b); }
+static inline f32x4 f32x4_min_nan(f32x4 a, f32x4 b) { return wasm_f32x4_min(a, b); }
 #if defined(__wasm_relaxed_simd__)
 #define EP_VEC_FUSED 1
 static inline f32x4 f32x4_fma(f32x4 acc, f32x4 a, f32x4 b) { return wasm_f32x4_relaxed_madd(a, b, acc); }

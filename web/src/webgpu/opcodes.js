@@ -9,6 +9,7 @@ export const OP = Object.freeze({
   WINOGRAD_CONV: 25, QUANTIZE_LINEAR: 26, DEQUANTIZE_LINEAR: 27, DYNAMIC_QUANTIZE_LINEAR: 28, QCONV: 29,
   QDEPTHWISE_CONV: 30, QMATMUL: 31, QADD: 32, QMAXPOOL: 33, QWINOGRAD_CONV: 34, WINOGRAD_CONV_F4: 40,
   WINOGRAD_FILTER: 41, SHAPE: 42, VIEW: 43, RANGE: 44, CONSTANT_OF_SHAPE: 45, IF: 46, LOOP: 47, SCAN: 48,
+  AXIS: 52, SCATTER: 53, GATHER_ND: 54,
 });
 
 /** UNARY's params[0]; codes below ACT_COUNT are also the fused epilogue's activation codes. */
@@ -16,19 +17,20 @@ export const UNARY = Object.freeze({
   NONE: 0, RELU: 1, LEAKY_RELU: 2, CLIP: 3, SIGMOID: 4, HARDSIGMOID: 5, HARDSWISH: 6, TANH: 7, GELU: 8,
   GELU_TANH: 9, ERF: 10, EXP: 11, LOG: 12, SQRT: 13, RECIPROCAL: 14, NEG: 15, ABS: 16, FLOOR: 17, CEIL: 18,
   ROUND: 19, SIGN: 20, ELU: 21, SELU: 22, CELU: 23, SOFTPLUS: 24, SOFTSIGN: 25, MISH: 26,
-  THRESHOLDED_RELU: 27, SIN: 28, COS: 29, POW: 30, NOT: 31,
+  THRESHOLDED_RELU: 27, SIN: 28, COS: 29, POW: 30, NOT: 31, ISNAN: 32, ISINF: 33, TAN: 34, ASIN: 35,
+  ACOS: 36, ATAN: 37, SINH: 38, COSH: 39, ASINH: 40, ACOSH: 41, ATANH: 42,
 });
 
 /** Activation codes of the fused epilogues: UNARY codes 0 .. ACT_COUNT - 1. */
 export const ACT_COUNT = 10;
 
 /** Float parameter words after each UNARY function code, indexed by code. */
-export const UNARY_NPARAMS = Object.freeze([0, 0, 1, 2, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 1, 0, 0, 0, 1, 0, 0, 1, 0]);
+export const UNARY_NPARAMS = Object.freeze([0, 0, 1, 2, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 1, 0, 0, 0, 1, 0, 0, 1, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
 
 /** BINARY's params[0]. */
 export const BINARY = Object.freeze({
   ADD: 0, SUB: 1, MUL: 2, DIV: 3, MIN: 4, MAX: 5, POW: 6, PRELU: 7, EQUAL: 8, LESS: 9, GREATER: 10,
-  LESS_EQUAL: 11, GREATER_EQUAL: 12, AND: 13, OR: 14, XOR: 15,
+  LESS_EQUAL: 11, GREATER_EQUAL: 12, AND: 13, OR: 14, XOR: 15, MOD: 16, FMOD: 17, SHL: 18, SHR: 19,
 });
 
 /** Inputs (or outputs) per node. */

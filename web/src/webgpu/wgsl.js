@@ -130,7 +130,16 @@ export function unaryExpr(fn) {
     case UNARY.SIN: return 'sin(v)';
     case UNARY.COS: return 'cos(v)';
     case UNARY.POW: return 'pow_(v, a)';
-    default: return null;
+    case UNARY.TAN: return 'tan(v)';
+    case UNARY.ASIN: return 'asin(v)';
+    case UNARY.ACOS: return 'acos(v)';
+    case UNARY.ATAN: return 'atan(v)';
+    case UNARY.SINH: return 'sinh(v)';
+    case UNARY.COSH: return 'cosh(v)';
+    case UNARY.ASINH: return 'asinh(v)';
+    case UNARY.ACOSH: return 'acosh(v)';
+    case UNARY.ATANH: return 'atanh(v)';
+    default: return null;   /* NOT, ISNAN, ISINF (bool outputs): the wasm core runs them */
   }
 }
 

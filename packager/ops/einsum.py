@@ -1,0 +1,96 @@
+"""Einsum of one or two float32 operands as REDUCE (sum over labels no one else needs), TRANSPOSE and one batched
+MATMUL: A -> [batch, m, k], B -> [batch, k, n], their product viewed and transposed into the output's order.
+Refused precisely: more than two operands, a label repeated within one operand (a diagonal or trace), labels
+shared with different extents (broadcasting a size-1 dim)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import onnx
+from onnx import helper
+
+from ..lower import LowerCtx, lowers
+from ..plan.opcodes import Op
+from .data import transpose_to, view
+from .linalg import emit_matmul
+
+
+def _labels(ctx: LowerCtx, node: onnx.NodeProto, eq: str) -> tuple[list[str], str]:
+    """Each operand's labels (an ellipsis expanded into digits, right-aligned across operands) and the output's."""
+    eq = eq.replace(" ", "")
+    lhs, arrow, rhs = eq.partition("->")
+    terms = lhs.split(",")
+    if len(terms) != len(node.input):
+        raise ctx.unsupported(node, f"equation {eq!r} has {len(terms)} operands for {len(node.input)} inputs")
+    ranks = [len(ctx.shape(n)) for n in node.input]
+    n_ell = [r - len(t.replace("...", "")) if "..." in t else 0 for t, r in zip(terms, ranks)]
+    width = max(n_ell, default=0)
+    ell = "".join(str(d) for d in range(width))
+    ops = []
+    for t, n, r in zip(terms, n_ell, ranks):
+        s = t.replace("...", ell[width - n:])
+        if len(s) != r or not all(c.isalpha() or c.isdigit() for c in s):
+            raise ctx.unsupported(node, f"term {t!r} does not match an operand of rank {r}")
+        ops.append(s)
+    if arrow:
+        out = rhs.replace("...", ell)
+    else:   # implicit output: the ellipsis, then the labels seen once, in alphabetical order
+        once = sorted(c for c in set("".join(ops)) if c.isalpha() and "".join(ops).count(c) == 1)
+        out = ell + "".join(once)
+    return ops, out
+
+
+def _reduce_to(ctx: LowerCtx, src: str, labels: str, keep: str) -> tuple[str, str]:
+    """`src` summed over the labels not in `keep` (REDUCE sum); returns the tensor and its labels."""
+    drop = [i for i, c in enumerate(labels) if c not in keep]
+    if not drop:
+        return src, labels
+    xs = ctx.shape(src)
+    kept = "".join(c for c in labels if c in keep)
+    t = ctx.temp([xs[i] for i, c in enumerate(labels) if c in keep], np.float32, "einsum_sum")
+    ctx.emit(Op.REDUCE, [src], [t], [0, sum(1 << i for i in drop)])
+    return t, kept
+
+
+@lowers("Einsum")
+def lower_einsum(ctx: LowerCtx, node: onnx.NodeProto) -> None:
+    ctx.check_dtypes(node, [np.float32])
+    eq = ctx.attrs(node)["equation"]
+    eq = eq.decode() if isinstance(eq, bytes) else eq
+    if len(node.input) not in (1, 2):
+        raise ctx.unsupported(node, f"{len(node.input)} operands: only one or two are supported")
+    ops, out = _labels(ctx, node, eq)
+    for s in ops + [out]:
+        if len(set(s)) != len(s):
+            raise ctx.unsupported(node, f"equation {eq!r}: a label repeated within one term (diagonal/trace) "
+                                        "is not supported")
+    extent: dict[str, int] = {}
+    for s, name in zip(ops, node.input):
+        for c, d in zip(s, ctx.shape(name)):
+            if extent.setdefault(c, d) != d:
+                raise ctx.unsupported(node, f"label {c!r} has extents {extent[c]} and {d} (broadcasting is not supported)")
+    if any(c not in extent for c in out):
+        raise ctx.unsupported(node, f"equation {eq!r}: an output label appears in no operand")
+    y = node.output[0]
+    if tuple(ctx.shape(y)) != tuple(extent[c] for c in out):
+        raise ctx.unsupported(node, f"output shape {ctx.shape(y)} differs from the equation's")
+    if len(ops) == 1:
+        t, lab = _reduce_to(ctx, node.input[0], ops[0], out)
+        transpose_to(ctx, t, [lab.index(c) for c in out], y)
+        return
+    (a, la), (b, lb) = (_reduce_to(ctx, n, s, out + t) for n, s, t in
+                        ((node.input[0], ops[0], ops[1]), (node.input[1], ops[1], ops[0])))
+    batch = [c for c in la if c in lb and c in out]
+    contract = [c for c in la if c in lb and c not in out]
+    am = [c for c in la if c not in lb]
+    bn = [c for c in lb if c not in la]
+    size = lambda cs: math.prod(extent[c] for c in cs)   # noqa: E731
+    bt, m, k, n = size(batch), size(am), size(contract), size(bn)
+    a3 = view(ctx, transpose_to(ctx, a, [la.index(c) for c in batch + am + contract]), (bt, m, k))
+    b3 = view(ctx, transpose_to(ctx, b, [lb.index(c) for c in batch + contract + bn]), (bt, k, n))
+    p = ctx.temp((bt, m, n), np.float32, "einsum_mm")
+    emit_matmul(ctx, helper.make_node("MatMul", [a3, b3], [p], name=node.name or node.output[0]))
+    lab = "".join(batch + am + bn)
+    pv = view(ctx, p, tuple(extent[c] for c in lab))
+    transpose_to(ctx, pv, [lab.index(c) for c in out], y)
