@@ -227,31 +227,34 @@ def _is_zero_dim(vi: onnx.ValueInfoProto, i: int) -> bool:
 
 
 def _shapes_by_running(model: onnx.ModelProto, shapes: dict, dtypes: dict, missing: list[str]) -> None:
-    """Last resort for shapes inference could not settle: run the model once on zeros and read them off."""
-    import onnxruntime as ort
+    """Last resort for shapes inference could not settle: run the model once on zeros and read them off.
+    onnxruntime runs in a child process (packager/ort_isolated.py): a graph that crashes it is an error here."""
+    from .ort_isolated import run_isolated
     m = copy.deepcopy(model)
     known_out = {o.name for o in m.graph.output}
     for name in missing:
         if name not in known_out:
             m.graph.output.append(helper.make_empty_tensor_value_info(name))
     feeds = {}
+    inits = {i.name for i in m.graph.initializer}
     for vi in m.graph.input:
-        if vi.name in {i.name for i in m.graph.initializer}:
+        if vi.name in inits:
             continue
         dt = helper.tensor_dtype_to_np_dtype(vi.type.tensor_type.elem_type)
         feeds[vi.name] = np.zeros(shapes[vi.name], dtype=dt)
-    m.ir_version = min(m.ir_version, 10)
     try:
-        sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
-        outs = sess.run(missing, feeds)
+        outs = run_isolated(m, feeds, missing)
     except Exception as e:
         node = next(n for n in model.graph.node if missing[0] in n.output)
+        probe = ", ".join(f"{k}={'x'.join(map(str, v.shape)) or 'scalar'}" for k, v in feeds.items())
         raise UnsupportedError(node.op_type, node.name or node.output[0], default_opset(model),
                                f"the shape of '{missing[0]}' cannot be determined at package time (it depends on "
-                               f"run-time values, or inference failed: {str(e).splitlines()[0][:160]})") from None
-    for name, val in zip(missing, outs):
-        shapes[name] = tuple(np.asarray(val).shape)
-        dtypes[name] = helper.np_dtype_to_tensor_dtype(np.asarray(val).dtype)
+                               f"run-time values, or running the model on zeros of shape {probe} failed: "
+                               f"{str(e).splitlines()[0][:240]}); give the inputs' real shapes with --input-shape") from None
+    for name in missing:
+        val = np.asarray(outs[name])
+        shapes[name] = tuple(val.shape)
+        dtypes[name] = helper.np_dtype_to_tensor_dtype(val.dtype)
 
 
 def _scalar(consts: dict[str, np.ndarray], name: str):
