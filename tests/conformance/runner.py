@@ -219,15 +219,15 @@ def report_beside(results: list[dict], other: str, bad: tuple[str, ...], why_cha
 
 
 def run_all(ops: set[str] | None = None, variant: str = "simd", float32_only: bool = False,
-            progress: bool = False, mode: str = "bound", cases: set[str] | None = None) -> list[dict]:
-    """cases: only these case names (default: all)."""
+            progress: bool = False, mode: str = "bound", only: set[str] | None = None) -> list[dict]:
+    """only: these case names (default: all)."""
     results = []
     cases = collect(ops)
     with tempfile.TemporaryDirectory() as tmp:
         for i, (case, op) in enumerate(cases):
             t = time.perf_counter()
             f32 = is_float32_case(case)
-            if (float32_only and not f32) or (cases is not None and case.name not in cases):
+            if (float32_only and not f32) or (only is not None and case.name not in only):
                 continue
             status, why = run_case(case, Path(tmp), variant, mode)
             results.append({"case": case.name, "op": op, "float32": f32, "status": status, "why": why,
