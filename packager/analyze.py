@@ -63,8 +63,8 @@ def _dims(t: onnx.TypeProto) -> list[int | str | None]:
 def _written(d: onnx.TensorShapeProto.Dimension) -> str:
     """How the model writes a dim that is not a fixed size, for notices: its name, or the value itself."""
     if d.HasField("dim_value"):
-        return f"dim_value {d.dim_value}"
-    return f"'{d.dim_param}'" if d.dim_param else "no value"
+        return f"written as dim_value {d.dim_value}"
+    return f"'{d.dim_param}'" if d.dim_param else "(no name, no value)"
 
 
 def bind_inputs(model: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...]], notices: list[str],
@@ -97,11 +97,12 @@ def bind_inputs(model: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...]]
                 if isinstance(d, int) and d > 0:
                     new.append(d)
                 elif strict:
-                    raise PackagerError(f"--profile strict: input '{vi.name}' dimension {k} is symbolic "
-                                        f"({_written(raw[k])}): give it with --input-shape {vi.name}=...")
+                    raise PackagerError(f"--profile strict: input '{vi.name}' has symbolic dimension "
+                                        f"{_written(raw[k])} (axis {k}): give it with --input-shape {vi.name}=...")
                 else:
-                    notices.append(f"input '{vi.name}': dimension {k} is symbolic ({_written(raw[k])}{': any size' if isinstance(d, int) else ''}), "
-                                   f"set to 1 (use --input-shape {vi.name}=... or --dynamic to choose)")
+                    why = "; a dim_value <= 0 is read as any size" if isinstance(d, int) else ""
+                    notices.append(f"input '{vi.name}': symbolic dimension {_written(raw[k])} set to 1 (axis {k}{why}; "
+                                   f"use --input-shape {vi.name}=... or --dynamic to choose)")
                     new.append(1)
         shape = vi.type.tensor_type.shape
         del shape.dim[:]
