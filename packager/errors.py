@@ -93,14 +93,16 @@ class UnsupportedErrors(UnsupportedError):
 
 
 def collected(problems: list[PackagerError]) -> PackagerError:
-    """One error for every refusal found: the refusal itself when there is one; when all only need constant
-    inputs, a NeedsConstantError naming all of them (callers bind them and retry); else UnsupportedErrors."""
+    """One error for every refusal found: the refusal itself when there is one. When some only need constant
+    inputs, a NeedsConstantError naming all such inputs (callers can bind them and retry; a node refused because
+    another's input was not constant then goes too), its message listing every refusal; else UnsupportedErrors."""
     if len(problems) == 1:
         return problems[0]
-    if all(isinstance(p, NeedsConstantError) for p in problems):
-        first = problems[0]
+    needs = [p for p in problems if isinstance(p, NeedsConstantError)]
+    if needs:
+        first = needs[0]
         e = NeedsConstantError(first.op, first.node, first.opset,
-                               list(dict.fromkeys(n for p in problems for n in p.names)))
+                               list(dict.fromkeys(n for p in needs for n in p.names)))
         e.args = (format_refusals(problems),)
         e.problems = problems   # type: ignore[attr-defined]
         return e
