@@ -342,9 +342,14 @@ def convert_opset(model: onnx.ModelProto, opset: int, notices: list[str]) -> tup
         del m.graph.input[:]
         m.graph.input.extend(keep)
         m.ir_version = 4
+    def io(g: onnx.GraphProto) -> list:
+        return [(vi.name, vi.type.SerializeToString()) for vi in [*g.input, *g.output]]
     try:
         converted = version_converter.convert_version(m, CONVERT_BELOW_OPSET)
         onnx.checker.check_model(converted)
+        if io(converted.graph) != io(m.graph):
+            # Scan 8 -> 9 drops the batch axis of its graph's inputs: the user feeds what the model says
+            raise ValueError("the conversion changes the model's inputs or outputs")
     except Exception as e:  # the converter raises many kinds, and its C++ side RuntimeError
         notices.append(f"opset {opset}: onnx.version_converter could not convert the model to opset "
                        f"{CONVERT_BELOW_OPSET} ({str(e).strip().splitlines()[0][:160] if str(e).strip() else type(e).__name__}); "
