@@ -342,6 +342,14 @@ def convert_opset(model: onnx.ModelProto, opset: int, notices: list[str]) -> tup
         del m.graph.input[:]
         m.graph.input.extend(keep)
         m.ir_version = 4
+    resize = {n.op_type for n in _all_nodes(m.graph)} & {"Upsample", "Resize"}
+    if opset <= 10 and resize:
+        # onnx's Resize 10 -> 11 adapter keeps the attributes but not the meaning (opset 11 defaults to half_pixel
+        # coordinates; Upsample and Resize-10 are asymmetric): the lowerings read those ops as written instead
+        notices.append(f"opset {opset}: not converted by onnx.version_converter ({', '.join(sorted(resize))} would "
+                       f"change meaning); its ops are checked as written")
+        return m, opset
+
     def io(g: onnx.GraphProto) -> list:
         return [(vi.name, vi.type.SerializeToString()) for vi in [*g.input, *g.output]]
     try:
@@ -357,6 +365,15 @@ def convert_opset(model: onnx.ModelProto, opset: int, notices: list[str]) -> tup
         return m, opset
     notices.append(f"opset {opset} converted to opset {CONVERT_BELOW_OPSET} by onnx.version_converter")
     return converted, CONVERT_BELOW_OPSET
+
+
+def _all_nodes(g: onnx.GraphProto):
+    """Every node of a graph and of its subgraphs (If/Loop/Scan bodies)."""
+    for n in g.node:
+        yield n
+        for a in n.attribute:
+            for sub in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+                yield from _all_nodes(sub)
 
 
 def _drop_unused_optional_outputs(nodes: list[onnx.NodeProto], outputs: list[str], opset: int) -> None:
