@@ -52,9 +52,17 @@ def _four_unsupported() -> onnx.ModelProto:
 
 
 def _unsupported_ops() -> set[str]:
-    from packager.lower import REGISTRY, _load_ops
-    _load_ops()
-    return {op for op in ("Shrink", "Hardmax", "LpNormalization") if op not in REGISTRY}
+    """The model's ops the packager refuses today, each tried alone (others add kernels and expansions over time)."""
+    import tempfile
+    out = set()
+    with tempfile.TemporaryDirectory() as tmp:
+        for op in ("Shrink", "Hardmax", "LpNormalization"):
+            m = make_model([helper.make_node(op, ["x"], ["y"], name="n")], [f32("x", [2, 3])], [f32("y", [2, 3])])
+            try:
+                package(m, "web", Path(tmp) / op, verify=False)
+            except UnsupportedError:
+                out.add(op)
+    return out
 
 
 def test_every_unsupported_node_in_one_error(tmp_path: Path) -> None:
