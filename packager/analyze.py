@@ -11,7 +11,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper, shape_inference
 
-from .errors import NeedsConstantError, PackagerError, UnsupportedError
+from .errors import NeedsConstantError, PackagerError, UnsupportedError, with_opset
 from .passes import subgraphs as sg
 
 MIN_OPSET, MAX_OPSET = 7, onnx.defs.onnx_opset_version()
@@ -45,6 +45,7 @@ class Graph:
     # whether the shapes bound here are only a probe (passes must not bake them into the graph).
     keep: frozenset[str] = frozenset()
     dynamic: bool = False
+    source_opset: int | None = None        # the model's own opset when it was converted (errors name that one)
 
 
 def default_opset(model: onnx.ModelProto) -> int:
@@ -404,8 +405,19 @@ def analyze(model: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...]] | N
     model = copy.deepcopy(model)
     notices: list[str] = []
     opset = default_opset(model)
+    source_opset = opset
     if opset < CONVERT_BELOW_OPSET:
         model, opset = convert_opset(model, opset, notices)
+    try:
+        graph = _analyze(model, opset, notices, input_shapes, constants, strict, keep, dynamic)
+    except (UnsupportedError, NeedsConstantError) as e:
+        raise (with_opset(e, source_opset) if source_opset != opset else e) from None
+    graph.source_opset = source_opset if source_opset != opset else None
+    return graph
+
+
+def _analyze(model: onnx.ModelProto, opset: int, notices: list[str], input_shapes, constants, strict: bool,
+             keep: frozenset[str], dynamic: bool) -> Graph:
     if not MIN_OPSET <= opset <= MAX_OPSET:
         raise UnsupportedError("model", model.graph.name or "graph", opset,
                                f"opset {opset} is outside the supported range {MIN_OPSET}..{MAX_OPSET}")

@@ -107,3 +107,17 @@ def collected(problems: list[PackagerError]) -> PackagerError:
         e.problems = problems   # type: ignore[attr-defined]
         return e
     return UnsupportedErrors(problems)
+
+
+def with_opset(e: PackagerError, opset: int) -> PackagerError:
+    """The same refusal naming `opset`: the model's own opset when analysis converted it to another one (the user
+    knows the model as written; the conversion is stated in a notice)."""
+    if isinstance(e, UnsupportedErrors):
+        return UnsupportedErrors([with_opset(p, opset) for p in e.problems])
+    if getattr(e, "problems", None) and isinstance(e, NeedsConstantError):
+        return collected([with_opset(p, opset) for p in e.problems])
+    if isinstance(e, UnsupportedError):
+        return UnsupportedError(e.op, e.node, opset, e.reason, e.domain)
+    if isinstance(e, NeedsConstantError):
+        return NeedsConstantError(e.op, e.node, opset, e.names)
+    return e

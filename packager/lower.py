@@ -13,7 +13,7 @@ import onnx
 from onnx import helper
 
 from .analyze import Graph
-from .errors import NeedsConstantError, PackagerError, UnsupportedError, collected
+from .errors import NeedsConstantError, PackagerError, UnsupportedError, collected, with_opset
 from .passes.fuse_epilogue import Fused, fuse_epilogues
 from .plan import layout
 from .plan.memory import Block, plan_memory
@@ -293,19 +293,21 @@ def lower_ctx(graph: Graph, fuse: bool = True, weights_fp16: bool = False,
         if all(not isinstance(s, Fused) or s.head.op_type in FUSED_REGISTRY for s in fused):
             steps = fused
     refused: set[str] = set()   # outputs of refused nodes (collecting only)
+    source = getattr(graph, "source_opset", None)   # the model's opset when analysis converted it
     for node in steps:
-        if problems is None:
-            _lower_step(ctx, graph, node)
-            continue
         ins, outs = _step_io(node)
         head = node.head if isinstance(node, Fused) else node
         try:
-            if any(i in refused for i in ins if i):
+            if problems is not None and any(i in refused for i in ins if i):
                 _check_has_kernel(ctx, graph, head)   # its own missing kernel is still worth naming
                 refused.update(o for o in outs if o)
                 continue
             _lower_step(ctx, graph, node)
         except (UnsupportedError, NeedsConstantError) as e:
+            if source and source != graph.opset:
+                e = with_opset(e, source)
+            if problems is None:
+                raise e from None
             problems.append(e)
             refused.update(o for o in outs if o)
     if problems:
