@@ -11,13 +11,19 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper, shape_inference
 
-from .errors import NeedsConstantError, PackagerError, UnsupportedError
+from .errors import NeedsConstantError, PackagerError, UnsupportedError, with_opset
 from .passes import subgraphs as sg
 
 MIN_OPSET, MAX_OPSET = 7, onnx.defs.onnx_opset_version()
 # Ops evaluated at package time when all their inputs are known; anything else with known inputs is too.
 SHAPE_OPS = {"Shape", "Size"}
 FOLD_LIMIT_BYTES = 256 << 20
+# ConstantOfShape of constant dims is a weight (exporters make big weights so: onnx's "light" models): a fill,
+# kept in the plan up to this size; larger ones are refused naming the limit.
+WEIGHT_LIMIT_BYTES = 1 << 30
+# Models of an older default-domain opset are converted (onnx.version_converter) to this one: the lowerings read
+# ops as defined from it on (Squeeze/Unsqueeze axes as inputs, Resize for Upsample, ...).
+CONVERT_BELOW_OPSET = 13
 
 
 @dataclass
@@ -39,6 +45,7 @@ class Graph:
     # whether the shapes bound here are only a probe (passes must not bake them into the graph).
     keep: frozenset[str] = frozenset()
     dynamic: bool = False
+    source_opset: int | None = None        # the model's own opset when it was converted (errors name that one)
 
 
 def default_opset(model: onnx.ModelProto) -> int:
@@ -54,10 +61,17 @@ def _dims(t: onnx.TypeProto) -> list[int | str | None]:
     return [d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in t.tensor_type.shape.dim]
 
 
+def _written(d: onnx.TensorShapeProto.Dimension) -> str:
+    """How the model writes a dim that is not a fixed size, for notices: its name, or the value itself."""
+    if d.HasField("dim_value"):
+        return f"written as dim_value {d.dim_value}"
+    return f"'{d.dim_param}'" if d.dim_param else "(no name, no value)"
+
+
 def bind_inputs(model: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...]], notices: list[str],
                 strict: bool = False) -> None:
     """Give every graph input a fully static shape (in place): --input-shape values, else 1 with a notice
-    (strict: an error)."""
+    (strict: an error). A dim_value <= 0 counts as symbolic: exporters write -1 or 0 for 'any size'."""
     inits = {i.name for i in model.graph.initializer}
     for vi in model.graph.input:
         if vi.name in inits:
@@ -65,12 +79,13 @@ def bind_inputs(model: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...]]
         if not vi.type.HasField("tensor_type"):
             raise UnsupportedError("graph input", vi.name, default_opset(model), "only tensor inputs are supported")
         dims = _dims(vi.type)
+        raw = list(vi.type.tensor_type.shape.dim) if vi.type.tensor_type.HasField("shape") else []
         if vi.name in input_shapes:
             want = tuple(int(d) for d in input_shapes[vi.name])
             if dims and len(dims) != len(want):
                 raise PackagerError(f"--input-shape {vi.name}: rank {len(want)} given, the model says rank {len(dims)}")
             for d, w in zip(dims, want):
-                if isinstance(d, int) and d and d != w:
+                if isinstance(d, int) and d > 0 and d != w:
                     raise PackagerError(f"--input-shape {vi.name}={'x'.join(map(str, want))}: the model fixes "
                                         f"this dimension to {d}")
             new = list(want)
@@ -79,15 +94,16 @@ def bind_inputs(model: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...]]
                 raise PackagerError(f"input '{vi.name}' has no shape in the model: give it with "
                                     f"--input-shape {vi.name}=1x3x224x224")
             new = []
-            for d in dims:
+            for k, d in enumerate(dims):
                 if isinstance(d, int) and d > 0:
                     new.append(d)
                 elif strict:
                     raise PackagerError(f"--profile strict: input '{vi.name}' has symbolic dimension "
-                                        f"'{d or '?'}': give it with --input-shape {vi.name}=...")
+                                        f"{_written(raw[k])} (axis {k}): give it with --input-shape {vi.name}=...")
                 else:
-                    notices.append(f"input '{vi.name}': symbolic dimension '{d or '?'}' set to 1 "
-                                   f"(use --input-shape {vi.name}=... to choose)")
+                    why = "; a dim_value <= 0 is read as any size" if isinstance(d, int) else ""
+                    notices.append(f"input '{vi.name}': symbolic dimension {_written(raw[k])} set to 1 (axis {k}{why}; "
+                                   f"use --input-shape {vi.name}=... or --dynamic to choose)")
                     new.append(1)
         shape = vi.type.tensor_type.shape
         del shape.dim[:]
@@ -97,6 +113,15 @@ def bind_inputs(model: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...]]
         if name not in {vi.name for vi in model.graph.input}:
             raise PackagerError(f"--input-shape names '{name}', which is not an input of the model "
                                 f"(inputs: {', '.join(vi.name for vi in model.graph.input if vi.name not in inits)})")
+
+
+class _TooLarge(PackagerError):
+    """An output that would exceed the folding limit: sized from the inputs' values, never evaluated."""
+
+    def __init__(self, node: onnx.NodeProto, nbytes: int) -> None:
+        super().__init__(f"{node.op_type} '{node.name}': {nbytes} bytes exceed the folding limit "
+                         f"({_fold_limit(node)}): not evaluated at package time")
+        self.nbytes = nbytes
 
 
 def _eval_node(node: onnx.NodeProto, inputs: list[np.ndarray | None], opset: int,
@@ -110,7 +135,9 @@ def _eval_node(node: onnx.NodeProto, inputs: list[np.ndarray | None], opset: int
     x = inputs[0] if inputs else None
     elems = None
     if node.op_type == "ConstantOfShape" and x is not None:
-        elems, item = math.prod(ints(0)), 8
+        value = next((a.t for a in node.attribute if a.name == "value"), None)
+        item = helper.tensor_dtype_to_np_dtype(value.data_type).itemsize if value is not None else 4
+        elems = math.prod(ints(0))
     elif node.op_type == "Expand" and len(inputs) > 1 and x is not None and inputs[1] is not None:
         want, have = ints(1), list(x.shape)
         rank = max(len(want), len(have))
@@ -137,9 +164,8 @@ def _eval_node(node: onnx.NodeProto, inputs: list[np.ndarray | None], opset: int
             sc = [abs(float(v)) for v in scales.reshape(-1)]
             elems = math.prod(math.floor(d * f) if math.isfinite(f) else 2 ** 62 for d, f in zip(x.shape, sc))
         item = x.itemsize
-    if elems is not None and elems * item > FOLD_LIMIT_BYTES:
-        raise PackagerError(f"{node.op_type} '{node.name}': {elems * item} bytes exceed the folding limit "
-                            f"({FOLD_LIMIT_BYTES}): not evaluated at package time")
+    if elems is not None and elems * item > _fold_limit(node):
+        raise _TooLarge(node, elems * item)
     names = [f"i{k}" if x is not None else "" for k, x in enumerate(inputs)]
     n = helper.make_node(node.op_type, names, [f"o{k}" for k in range(len(node.output))], domain=node.domain)
     n.attribute.extend(node.attribute)
@@ -151,6 +177,28 @@ def _eval_node(node: onnx.NodeProto, inputs: list[np.ndarray | None], opset: int
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
     feeds = {nm: x for nm, x in named if x is not None}
     return [np.asarray(r) for r in ReferenceEvaluator(m).run(None, feeds)]
+
+
+def _fold_limit(node: onnx.NodeProto) -> int:
+    """Bytes a node's outputs may take to be folded into a weight: a Constant is already in the model, a
+    ConstantOfShape of constant dims is how some exporters write weights; anything else, FOLD_LIMIT_BYTES."""
+    if node.op_type == "Constant":
+        return 1 << 62
+    return WEIGHT_LIMIT_BYTES if node.op_type == "ConstantOfShape" else FOLD_LIMIT_BYTES
+
+
+def _leave_large(node: onnx.NodeProto, nbytes: int, opset: int) -> None:
+    """A node of constant inputs whose output is too large to fold is left to run in the bundle when a kernel
+    can compute it there (Expand, Tile, ...); otherwise it is refused here, naming the size and the limit
+    (never 'no edgepack kernel': the op is not the problem)."""
+    from .lower import REGISTRY, _load_ops
+    _load_ops()
+    if node.op_type in REGISTRY and node.op_type not in ("ConstantOfShape", "Range"):
+        return   # the kernel computes it at run time (Range/ConstantOfShape run only as shape arithmetic)
+    limit = _fold_limit(node)
+    raise UnsupportedError(node.op_type, node.name or node.output[0], opset,
+                           f"its output is known at package time but takes {nbytes / 2**20:.1f} MiB, more than "
+                           f"the {limit / 2**20:.0f} MiB a constant may take in a bundle (folding limit)")
 
 
 def _dequantize(node: onnx.NodeProto, inputs: list[np.ndarray | None]) -> list[np.ndarray] | None:
@@ -227,31 +275,34 @@ def _is_zero_dim(vi: onnx.ValueInfoProto, i: int) -> bool:
 
 
 def _shapes_by_running(model: onnx.ModelProto, shapes: dict, dtypes: dict, missing: list[str]) -> None:
-    """Last resort for shapes inference could not settle: run the model once on zeros and read them off."""
-    import onnxruntime as ort
+    """Last resort for shapes inference could not settle: run the model once on zeros and read them off.
+    onnxruntime runs in a child process (packager/ort_isolated.py): a graph that crashes it is an error here."""
+    from .ort_isolated import run_isolated
     m = copy.deepcopy(model)
     known_out = {o.name for o in m.graph.output}
     for name in missing:
         if name not in known_out:
             m.graph.output.append(helper.make_empty_tensor_value_info(name))
     feeds = {}
+    inits = {i.name for i in m.graph.initializer}
     for vi in m.graph.input:
-        if vi.name in {i.name for i in m.graph.initializer}:
+        if vi.name in inits:
             continue
         dt = helper.tensor_dtype_to_np_dtype(vi.type.tensor_type.elem_type)
         feeds[vi.name] = np.zeros(shapes[vi.name], dtype=dt)
-    m.ir_version = min(m.ir_version, 10)
     try:
-        sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
-        outs = sess.run(missing, feeds)
+        outs = run_isolated(m, feeds, missing)
     except Exception as e:
         node = next(n for n in model.graph.node if missing[0] in n.output)
+        probe = ", ".join(f"{k}={'x'.join(map(str, v.shape)) or 'scalar'}" for k, v in feeds.items())
         raise UnsupportedError(node.op_type, node.name or node.output[0], default_opset(model),
                                f"the shape of '{missing[0]}' cannot be determined at package time (it depends on "
-                               f"run-time values, or inference failed: {str(e).splitlines()[0][:160]})") from None
-    for name, val in zip(missing, outs):
-        shapes[name] = tuple(np.asarray(val).shape)
-        dtypes[name] = helper.np_dtype_to_tensor_dtype(np.asarray(val).dtype)
+                               f"run-time values, or running the model on zeros of shape {probe} failed: "
+                               f"{str(e).splitlines()[0][:240]}); give the inputs' real shapes with --input-shape") from None
+    for name in missing:
+        val = np.asarray(outs[name])
+        shapes[name] = tuple(val.shape)
+        dtypes[name] = helper.np_dtype_to_tensor_dtype(val.dtype)
 
 
 def _scalar(consts: dict[str, np.ndarray], name: str):
@@ -279,6 +330,73 @@ def _control_known(node: onnx.NodeProto, consts: dict[str, np.ndarray], opset: i
     return None
 
 
+def convert_opset(model: onnx.ModelProto, opset: int, notices: list[str]) -> tuple[onnx.ModelProto, int]:
+    """An older default-domain opset converted by onnx.version_converter to CONVERT_BELOW_OPSET, the form the
+    lowerings read (Squeeze's axes as an input, Upsample as Resize, BatchNormalization without 'spatial', ...).
+    A model the converter cannot take stays as it is (its ops are then checked one by one, as written)."""
+    from onnx import version_converter
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    if m.ir_version < 4:   # IR 3 lists every initializer as a graph input too: they are weights, not inputs
+        inits = {i.name for i in m.graph.initializer}
+        keep = [vi for vi in m.graph.input if vi.name not in inits]
+        del m.graph.input[:]
+        m.graph.input.extend(keep)
+        m.ir_version = 4
+    resize = {n.op_type for n in _all_nodes(m.graph)} & {"Upsample", "Resize"}
+    if opset <= 10 and resize:
+        # onnx's Resize 10 -> 11 adapter keeps the attributes but not the meaning (opset 11 defaults to half_pixel
+        # coordinates; Upsample and Resize-10 are asymmetric): the lowerings read those ops as written instead
+        notices.append(f"opset {opset}: not converted by onnx.version_converter ({', '.join(sorted(resize))} would "
+                       f"change meaning); its ops are checked as written")
+        return m, opset
+
+    def io(g: onnx.GraphProto) -> list:
+        return [(vi.name, vi.type.SerializeToString()) for vi in [*g.input, *g.output]]
+    try:
+        converted = version_converter.convert_version(m, CONVERT_BELOW_OPSET)
+        onnx.checker.check_model(converted)
+        if io(converted.graph) != io(m.graph):
+            # Scan 8 -> 9 drops the batch axis of its graph's inputs: the user feeds what the model says
+            raise ValueError("the conversion changes the model's inputs or outputs")
+    except Exception as e:  # the converter raises many kinds, and its C++ side RuntimeError
+        notices.append(f"opset {opset}: onnx.version_converter could not convert the model to opset "
+                       f"{CONVERT_BELOW_OPSET} ({str(e).strip().splitlines()[0][:160] if str(e).strip() else type(e).__name__}); "
+                       f"its ops are checked as written")
+        return m, opset
+    notices.append(f"opset {opset} converted to opset {CONVERT_BELOW_OPSET} by onnx.version_converter")
+    return converted, CONVERT_BELOW_OPSET
+
+
+def _all_nodes(g: onnx.GraphProto):
+    """Every node of a graph and of its subgraphs (If/Loop/Scan bodies)."""
+    for n in g.node:
+        yield n
+        for a in n.attribute:
+            for sub in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+                yield from _all_nodes(sub)
+
+
+def _drop_unused_optional_outputs(nodes: list[onnx.NodeProto], outputs: list[str], opset: int) -> None:
+    """Optional outputs nothing reads (Dropout's mask, MaxPool's Indices, ...) become unnamed, as the optimizer
+    strips them: a lowering then never refuses an output no one asked for (--no-optimize is never stricter)."""
+    used = {i for n in nodes for i in n.input} | set(outputs) | {r for n in nodes for r in sg.node_outer_refs(n)}
+    for n in nodes:
+        if n.domain not in ("", "ai.onnx") or len(n.output) < 2:
+            continue
+        try:
+            schema = onnx.defs.get_schema(n.op_type, opset, n.domain)
+        except Exception:  # an op onnx does not know: left for the lowering to refuse by name
+            continue
+        formal = schema.outputs
+        for k in range(1, len(n.output)):
+            if n.output[k] and n.output[k] not in used and k < len(formal) and \
+                    formal[k].option == onnx.defs.OpSchema.FormalParameterOption.Optional:
+                n.output[k] = ""
+        while len(n.output) > 1 and not n.output[-1]:
+            del n.output[-1]
+
+
 def analyze(model: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...]] | None = None,
             constants: dict[str, np.ndarray] | None = None, strict: bool = False,
             keep: frozenset[str] = frozenset(), dynamic: bool = False) -> Graph:
@@ -287,6 +405,19 @@ def analyze(model: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...]] | N
     model = copy.deepcopy(model)
     notices: list[str] = []
     opset = default_opset(model)
+    source_opset = opset
+    if opset < CONVERT_BELOW_OPSET:
+        model, opset = convert_opset(model, opset, notices)
+    try:
+        graph = _analyze(model, opset, notices, input_shapes, constants, strict, keep, dynamic)
+    except (UnsupportedError, NeedsConstantError) as e:
+        raise (with_opset(e, source_opset) if source_opset != opset else e) from None
+    graph.source_opset = source_opset if source_opset != opset else None
+    return graph
+
+
+def _analyze(model: onnx.ModelProto, opset: int, notices: list[str], input_shapes, constants, strict: bool,
+             keep: frozenset[str], dynamic: bool) -> Graph:
     if not MIN_OPSET <= opset <= MAX_OPSET:
         raise UnsupportedError("model", model.graph.name or "graph", opset,
                                f"opset {opset} is outside the supported range {MIN_OPSET}..{MAX_OPSET}")
@@ -344,16 +475,23 @@ def analyze(model: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...]] | N
                     except (KeyError, TypeError, ValueError):
                         item = 1
                     out_bytes += int(np.prod(shapes[o], dtype=object)) * item
-            if out_bytes > FOLD_LIMIT_BYTES:
+            if out_bytes > _fold_limit(node):
+                _leave_large(node, out_bytes, opset)
                 remaining.append(node)
                 continue
             try:
                 ins = [consts[i] if i else None for i in node.input]
                 vals = _dequantize(node, ins) if node.op_type == "DequantizeLinear" else None
                 vals = vals if vals is not None else _eval_node(node, ins, opset, {r: consts[r] for r in outer})
+            except _TooLarge as e:
+                _leave_large(node, e.nbytes, opset)
+                vals = None
             except Exception:
                 vals = None  # leave it to the runtime (or to a clear unsupported error)
-        if vals is not None and sum(v.nbytes for v in vals) <= FOLD_LIMIT_BYTES:
+        if vals is not None and sum(v.nbytes for v in vals) > _fold_limit(node):
+            _leave_large(node, sum(v.nbytes for v in vals), opset)
+            vals = None
+        if vals is not None:
             for name, v in zip(node.output, vals):
                 if name:
                     consts[name] = v
@@ -368,6 +506,7 @@ def analyze(model: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...]] | N
             continue
         remaining.append(node)
 
+    _drop_unused_optional_outputs(remaining, outputs, opset)
     # Rebuild: folded values become initializers; re-infer so shapes downstream of folds settle.
     # values read inside If/Loop/Scan bodies count as used: their initializers must stay
     used = {i for n in remaining for i in n.input} | set(outputs) | {r for n in remaining for r in sg.node_outer_refs(n)}

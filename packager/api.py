@@ -44,10 +44,15 @@ def random_inputs(specs: list[dict], seed: int = 0) -> dict[str, np.ndarray]:
 QDQ_OPS = {"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"}
 
 
-def reference_run(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+def reference_run(model: onnx.ModelProto, feeds: dict[str, np.ndarray], isolated: bool = False) -> dict[str, np.ndarray]:
     """onnxruntime CPU (float32 reference, all optimizations) on the same feeds. A QDQ model runs with graph
     optimizations off: its Q/DQ nodes then execute as written, where the fused int8 kernels onnxruntime
-    would substitute saturate int16 pair sums on x86 CPUs without VNNI (docs/quantization.md)."""
+    would substitute saturate int16 pair sums on x86 CPUs without VNNI (docs/quantization.md).
+    isolated: in a child process (packager/ort_isolated.py), as packaging does: a model that crashes
+    onnxruntime raises OrtFailure instead of ending this process."""
+    if isolated:
+        from .ort_isolated import run_isolated
+        return run_isolated(model, feeds, optimize=not any(n.op_type in QDQ_OPS for n in model.graph.node))
     from .quantize.report import reference_session
     return reference_session(model)(feeds)
 
@@ -220,7 +225,7 @@ def _verify(path: Path, model: onnx.ModelProto, log: Callable[[str], None], stri
                          "memory_bound_bytes": b.session().memory_bound,
                          "memory_bound_note": "highest byte of wasm linear memory used: runtime image + plan + arena"}
     try:
-        want = reference_run(model, feeds)
+        want = reference_run(model, feeds, isolated=True)
         result = dict(compare(got, want), reference="onnxruntime CPU", inputs="seeded random (seed 0)")
     except PackagerError:
         raise

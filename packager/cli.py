@@ -5,6 +5,7 @@
     package inspect BUNDLE                          ops, tensors, arena and weight sizes
     package bench BUNDLE                            latency percentiles after a timed warm-up
     package keygen --out KEY                        Ed25519 key pair for --sign / --public-key
+    package check MODEL.onnx [--target T]           what each target can run, without packaging
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ import numpy as np
 
 from .errors import PackagerError
 
-VERBS = ("run", "inspect", "bench", "keygen")
+VERBS = ("run", "inspect", "bench", "keygen", "check")
 
 
 def _dim_arg(d: str) -> int | tuple[int, int]:
@@ -67,8 +68,9 @@ def _load_npy(path: str) -> np.ndarray:
 def cmd_package(argv: list[str]) -> int:
     from .api import TARGETS, package
     ap = argparse.ArgumentParser(prog="package", description="Package an ONNX model into a bundle for a target.",
-                                 epilog="other verbs: package run|inspect|bench BUNDLE, package keygen --out KEY "
-                                        "(see package VERB --help)")
+                                 epilog="other verbs: package run|inspect|bench BUNDLE, package keygen --out KEY, "
+                                        "package check MODEL (what each target can run, every node it cannot, "
+                                        "without packaging) (see package VERB --help)")
     ap.add_argument("model", help="the .onnx file")
     ap.add_argument("--target", default="web", choices=TARGETS)
     ap.add_argument("-o", "--out", help="bundle directory (default: MODEL name + '.bundle')")
@@ -326,11 +328,34 @@ def cmd_keygen(argv: list[str]) -> int:
     return 0
 
 
+def cmd_check(argv: list[str]) -> int:
+    from .api import TARGETS
+    from .check import check_model, format_report
+    ap = argparse.ArgumentParser(prog="package check",
+                                 description="Without packaging: what each target can run, every node it cannot with "
+                                             "the reason (grouped by op), and the model's symbolic dimensions. Exit "
+                                             "status 0 only when the model packages for every target checked.")
+    ap.add_argument("model", help="the .onnx file")
+    ap.add_argument("--target", action="append", choices=TARGETS, default=[],
+                    help="check this target (repeatable; default: all of them)")
+    ap.add_argument("--input-shape", action="append", type=_shape_arg, default=[], metavar="NAME=1x3x224x224")
+    ap.add_argument("--dynamic", action="store_true", help="check the run-time-shape plan (as package --dynamic)")
+    ap.add_argument("--const", action="append", type=_file_arg, default=[], metavar="NAME=FILE.npy")
+    ap.add_argument("--allow-domain", action="append", default=[], metavar="DOMAIN")
+    ap.add_argument("--no-optimize", action="store_true")
+    a = ap.parse_args(argv)
+    report = check_model(a.model, tuple(a.target) or TARGETS, dict(a.input_shape),
+                         {n: _load_npy(p) for n, p in a.const}, tuple(a.allow_domain), a.dynamic, not a.no_optimize)
+    print(format_report(report))
+    return 0 if report.ok else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     verb = argv[0] if argv and argv[0] in VERBS else None
     try:
-        commands = {"run": cmd_run, "inspect": cmd_inspect, "bench": cmd_bench, "keygen": cmd_keygen}
+        commands = {"run": cmd_run, "inspect": cmd_inspect, "bench": cmd_bench, "keygen": cmd_keygen,
+                    "check": cmd_check}
         try:
             return commands[verb](argv[1:]) if verb else cmd_package(argv)
         finally:

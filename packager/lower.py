@@ -13,7 +13,7 @@ import onnx
 from onnx import helper
 
 from .analyze import Graph
-from .errors import NeedsConstantError, PackagerError, UnsupportedError
+from .errors import NeedsConstantError, PackagerError, UnsupportedError, collected, with_opset
 from .passes.fuse_epilogue import Fused, fuse_epilogues
 from .plan import layout
 from .plan.memory import Block, plan_memory
@@ -254,17 +254,32 @@ def _load_ops() -> None:
 
 
 def lower(graph: Graph, fuse: bool = True, weights_fp16: bool = False) -> LoweredPlan:
-    """A static (version 1) plan; with If/Loop/Scan nodes a version-2 plan of fixed dims (the core runs bodies)."""
-    ctx, ins, outs = lower_ctx(graph, fuse, weights_fp16)
+    """A static (version 1) plan; with If/Loop/Scan nodes a version-2 plan of fixed dims (the core runs bodies).
+    Every node edgepack cannot run is reported at once (errors.collected), not only the first."""
+    problems: list[PackagerError] = []
+    ctx, ins, outs = lower_ctx(graph, fuse, weights_fp16, problems=problems)
+    if problems:
+        raise collected(problems)
     if any(e.ctrl for e in ctx.emitted):
         from .plan.dynamic import assemble_dynamic
         return assemble_dynamic(ctx, ins, outs, dict(ctx.run_dims), {})
     return _assemble(ctx, ins, outs)
 
 
+def _step_io(step) -> tuple[list[str], list[str]]:
+    """Inputs and outputs of a lowering step: an ONNX node, a Fused group or an integer kernel group."""
+    if isinstance(step, Fused):
+        return [*step.head.input, *([step.residual] if step.residual else [])], list(step.head.output)
+    return list(step.input), list(step.output)
+
+
 def lower_ctx(graph: Graph, fuse: bool = True, weights_fp16: bool = False,
-              dynamic_axes: dict[str, set[int]] | None = None) -> tuple[LowerCtx, list[str], list[str]]:
-    """Lower every node: the context with its tensors and emitted kernels, the plan's inputs and outputs."""
+              dynamic_axes: dict[str, set[int]] | None = None,
+              problems: list[PackagerError] | None = None) -> tuple[LowerCtx, list[str], list[str]]:
+    """Lower every node: the context with its tensors and emitted kernels, the plan's inputs and outputs.
+    problems: when given, each node's refusal (UnsupportedError, NeedsConstantError) is appended there and lowering
+    goes on with the next node (nodes reading a refused node's outputs are skipped: their refusal would only
+    repeat it); the context is then incomplete and only good for the report."""
     _load_ops()
     ctx = LowerCtx(graph, dynamic_axes)
     for name in graph.inputs:
@@ -277,30 +292,26 @@ def lower_ctx(graph: Graph, fuse: bool = True, weights_fp16: bool = False,
         fused = fuse_epilogues(steps, graph.outputs, graph.shapes, graph.consts, graph.opset)
         if all(not isinstance(s, Fused) or s.head.op_type in FUSED_REGISTRY for s in fused):
             steps = fused
+    refused: set[str] = set()   # outputs of refused nodes (collecting only)
+    source = getattr(graph, "source_opset", None)   # the model's opset when analysis converted it
     for node in steps:
-        if getattr(node, "emit_plan", None) is not None:   # an integer kernel group (ops/qdq_fusion.py)
-            ctx._current = node.name
-            ctx._node = node.head
-            node.emit_plan(ctx)
-            continue
-        if isinstance(node, Fused):
-            ctx._current = node.head.name or node.head.output[0]
-            ctx._node = node.head
-            extra = {"bias": node.bias} if node.bias is not None else {}   # MatMul's constant bias
-            FUSED_REGISTRY[node.head.op_type](ctx, node.head, node.activation, node.residual, **extra)
-            continue
-        ctx._current = node.name or node.output[0]
-        ctx._node = node
-        if node.domain not in ("", "ai.onnx"):
-            raise UnsupportedError(node.op_type, ctx._current, graph.opset,
-                                   f"custom domain '{node.domain}' is not supported", domain=node.domain)
-        fn = REGISTRY.get(node.op_type)
-        if fn is None:
-            raise UnsupportedError(node.op_type, ctx._current, graph.opset, "no edgepack kernel for this op")
-        fn(ctx, node)
-        for o in node.output:
-            if o and o not in ctx.tensors:
-                raise PackagerError(f"internal: lowering of {node.op_type} did not produce '{o}'")
+        ins, outs = _step_io(node)
+        head = node.head if isinstance(node, Fused) else node
+        try:
+            if problems is not None and any(i in refused for i in ins if i):
+                _check_has_kernel(ctx, graph, head)   # its own missing kernel is still worth naming
+                refused.update(o for o in outs if o)
+                continue
+            _lower_step(ctx, graph, node)
+        except (UnsupportedError, NeedsConstantError) as e:
+            if source and source != graph.opset:
+                e = with_opset(e, source)
+            if problems is None:
+                raise e from None
+            problems.append(e)
+            refused.update(o for o in outs if o)
+    if problems:
+        return ctx, graph.inputs, list(graph.outputs)
     ctx._current = "output"
     # Outputs that are weights or duplicates of another output/input need a copy into their own arena tensor.
     out_names: list[str] = []
@@ -316,6 +327,39 @@ def lower_ctx(graph: Graph, fuse: bool = True, weights_fp16: bool = False,
         from .quantize.fp16 import store_weights_fp16
         store_weights_fp16(ctx)
     return ctx, graph.inputs, out_names
+
+
+def _check_has_kernel(ctx: LowerCtx, graph: Graph, node) -> None:
+    """The refusals that need no shapes: a custom domain, an op with no lowering."""
+    name = node.name or (node.output[0] if node.output else "")
+    if getattr(node, "emit_plan", None) is not None or isinstance(node, Fused):
+        return
+    if node.domain not in ("", "ai.onnx"):
+        raise UnsupportedError(node.op_type, name, graph.opset,
+                               f"custom domain '{node.domain}' is not supported", domain=node.domain)
+    if node.op_type not in REGISTRY:
+        raise UnsupportedError(node.op_type, name, graph.opset, "no edgepack kernel for this op")
+
+
+def _lower_step(ctx: LowerCtx, graph: Graph, node) -> None:
+    if getattr(node, "emit_plan", None) is not None:   # an integer kernel group (ops/qdq_fusion.py)
+        ctx._current = node.name
+        ctx._node = node.head
+        node.emit_plan(ctx)
+        return
+    if isinstance(node, Fused):
+        ctx._current = node.head.name or node.head.output[0]
+        ctx._node = node.head
+        extra = {"bias": node.bias} if node.bias is not None else {}   # MatMul's constant bias
+        FUSED_REGISTRY[node.head.op_type](ctx, node.head, node.activation, node.residual, **extra)
+        return
+    ctx._current = node.name or node.output[0]
+    ctx._node = node
+    _check_has_kernel(ctx, graph, node)
+    REGISTRY[node.op_type](ctx, node)
+    for o in node.output:
+        if o and o not in ctx.tensors:
+            raise PackagerError(f"internal: lowering of {node.op_type} did not produce '{o}'")
 
 
 WASM32_BYTES = 0xFFFFFFC0   # what one 32-bit linear memory can address, with room to align

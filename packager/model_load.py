@@ -268,14 +268,10 @@ def check_graph(model: onnx.ModelProto, allow_domains: frozenset[str] = frozense
     """Acyclic, every input defined before use, custom domains only where allowed."""
     g = model.graph
     defined = {i.name for i in g.input} | {i.name for i in g.initializer} | {""}
+    custom: dict[str, list[onnx.NodeProto]] = {}   # every refused custom-domain node, grouped by op, in one error
     for n in g.node:
         if n.domain not in STANDARD_DOMAINS and n.domain not in allow_domains and not contrib.supported(n):
-            version = next((i.version for i in model.opset_import if i.domain == n.domain), "?")
-            why = contrib.refusal(n.op_type) if n.domain == contrib.DOMAIN else "edgepack has no kernel for it"
-            raise ModelLoadError(f"node '{n.name or n.output[0]}' uses op {n.domain}.{n.op_type} (opset {n.domain} "
-                                 f"v{version}) from custom domain '{n.domain}', which is refused: {why} (and never "
-                                 f"loads code from a model). --allow-domain {n.domain} accepts the model only where "
-                                 f"such nodes are unused (they are then dropped)")
+            custom.setdefault(f"{n.domain}.{n.op_type}", []).append(n)
         for i in n.input:
             if i not in defined:
                 later = any(i in m.output for m in g.node)
@@ -283,6 +279,31 @@ def check_graph(model: onnx.ModelProto, allow_domains: frozenset[str] = frozense
                                      + ("is produced later: the graph has a cycle or is not in topological order"
                                         if later else "no input, initializer or earlier node defines (dangling input)"))
         defined.update(n.output)
+    if custom:
+        def version(dom: str):
+            return next((i.version for i in model.opset_import if i.domain == dom), "?")
+
+        def why(n: onnx.NodeProto) -> str:
+            return contrib.refusal(n.op_type) if n.domain == contrib.DOMAIN else "edgepack has no kernel for it"
+        domains = sorted({ns[0].domain for ns in custom.values()})
+        allow = " ".join(f"--allow-domain {d}" for d in domains)
+        tail = f"{allow} accepts the model only where such nodes are unused (they are then dropped)"
+        groups = list(custom.values())
+        if len(groups) == 1 and len(groups[0]) == 1:
+            n = groups[0][0]
+            raise ModelLoadError(f"node '{n.name or n.output[0]}' uses op {n.domain}.{n.op_type} (opset {n.domain} "
+                                 f"v{version(n.domain)}) from custom domain '{n.domain}', which is refused: {why(n)} "
+                                 f"(and never loads code from a model). {tail}")
+        lines = []
+        for op, nodes in custom.items():
+            dom = nodes[0].domain
+            names = ", ".join(f"'{x.name or x.output[0]}'" for x in nodes[:8]) + (
+                f" and {len(nodes) - 8} more" if len(nodes) > 8 else "")
+            lines.append(f"op {op} (opset {dom} v{version(dom)}) x{len(nodes)}: {why(nodes[0])}; "
+                         f"node{'s' if len(nodes) > 1 else ''} {names}")
+        raise ModelLoadError(f"{sum(len(v) for v in groups)} nodes use ops from custom domain(s) "
+                             f"{', '.join(f'{d!r} (opset v{version(d)})' for d in domains)}, which are refused "
+                             f"(edgepack never loads code from a model). {tail}:\n" + "\n".join(f"  {ln}" for ln in lines))
     for o in g.output:
         if o.name not in defined:
             raise ModelLoadError(f"graph output '{o.name}' is not produced by any node, input or initializer")

@@ -113,7 +113,8 @@ def optimize(graph: Graph, source_nodes: int, keep_metadata: bool = False) -> Op
     except Exception as e:  # noqa: BLE001 - an optimization, never a reason to refuse a model
         report.append({"pass": "fuse_epilogue", "source": FUSE_SOURCE, "skipped": _why(e)})
     stripped.update({k: v for k, v in strip_proto(ship, keep_metadata=True).items() if k not in stripped})
-    lowered = dataclasses.replace(lowered, model=ship, notices=graph.notices, folded=graph.folded + g2.folded)
+    lowered = dataclasses.replace(lowered, model=ship, notices=graph.notices, folded=graph.folded + g2.folded,
+                                  source_opset=graph.source_opset)   # errors name the model's own opset
     return Optimized(lowered, reference, report, stripped)
 
 

@@ -348,7 +348,7 @@ def consistency(path: Path, target: str, model: onnx.ModelProto, log: Callable[[
     results: dict[str, dict[str, np.ndarray]] = {}
     notes: dict[str, str] = {}
     try:
-        results["onnxruntime"] = reference_run(model, feeds)
+        results["onnxruntime"] = reference_run(model, feeds, isolated=True)
     except Exception as e:  # noqa: BLE001 - onnxruntime itself cannot run this model
         notes["onnxruntime"] = f"not run: {str(e).splitlines()[0][:200]}"
     wasm = WasmPlan(ensure_wasm()["edgepack.wasm"], plan)

@@ -1,6 +1,7 @@
 """ONNX backend node conformance: every case of onnx.backend.test.case.node through package -> bundle -> wasmtime.
 
     python -m tests.conformance.runner [--ops Relu,Conv] [--json results.json] [--variant simd|scalar]
+                                       [--mode bound|runtime]
 
 Each case ends as one of:
   pass      packaged, ran, outputs match the case's expected outputs (rtol 1e-3, atol 1e-5)
@@ -8,8 +9,12 @@ Each case ends as one of:
             for ops, dtypes and attributes edgepack does not support)
   fail      packaged but outputs differ, or the runtime refused the plan   <- a bug
   crash     any other exception                                             <- a bug
-Inputs that an op needs at package time (Reshape's shape, Slice's starts, ...) are bound as constants
-(the CLI's --const), as an exporter would have made them initializers.
+Two modes:
+  bound     inputs that an op needs at package time (Reshape's shape, Slice's starts, ...) are bound as constants
+            (the CLI's --const), as an exporter would have made them initializers, and input shapes are fixed
+            to the case's (--input-shape)
+  runtime   each case packaged as it comes (package(..., dynamic=True): no constants, no shapes given) and every
+            graph input fed at run time, as a user would feed it
 """
 from __future__ import annotations
 
@@ -75,7 +80,10 @@ def _array(v):
     return v if isinstance(v, (np.ndarray, list)) else np.asarray(v)
 
 
-def package_case(case, out: Path) -> dict:
+MODES = ("bound", "runtime")
+
+
+def package_case(case, out: Path, mode: str = "bound") -> dict:
     """Package a case's model into `out` as a web bundle. Inputs the packager needs at package time are
     bound as constants (as an exporter makes them initializers). Returns the feeds left for run time;
     raises PackagerError when the case is refused."""
@@ -87,6 +95,9 @@ def package_case(case, out: Path) -> dict:
     in_names = [vi.name for vi in g.input if vi.name not in init_names]
     # sequence/optional inputs stay lists: the packager refuses their graph inputs with a clear error
     feeds = {n: _array(v) for n, v in zip(in_names, ins)}
+    if mode == "runtime":   # as it comes: the packager sees only the model, every input is fed at run time
+        package(case.model, target="web", out=out, verify=False, dynamic=True)
+        return feeds
     consts: dict[str, np.ndarray] = {}
     for _ in range(4):
         try:
@@ -123,7 +134,7 @@ def refusal(e: Exception) -> tuple[str, str]:
     return ("fail" if type(e).__name__ == "RuntimeFailure" else "rejected"), str(e).splitlines()[0][:300]
 
 
-def run_case(case, workdir: Path, variant: str = "simd") -> tuple[str, str]:
+def run_case(case, workdir: Path, variant: str = "simd", mode: str = "bound") -> tuple[str, str]:
     from packager import load_bundle
     from packager.errors import PackagerError
     if not case.data_sets:
@@ -133,7 +144,7 @@ def run_case(case, workdir: Path, variant: str = "simd") -> tuple[str, str]:
     signal.signal(signal.SIGALRM, _alarm)
     signal.alarm(CASE_TIMEOUT_S)
     try:
-        feeds = package_case(case, out)
+        feeds = package_case(case, out, mode)
         got = load_bundle(out, variant).run(feeds)
     except PackagerError as e:
         return refusal(e)
@@ -208,16 +219,17 @@ def report_beside(results: list[dict], other: str, bad: tuple[str, ...], why_cha
 
 
 def run_all(ops: set[str] | None = None, variant: str = "simd", float32_only: bool = False,
-            progress: bool = False) -> list[dict]:
+            progress: bool = False, mode: str = "bound", only: set[str] | None = None) -> list[dict]:
+    """only: these case names (default: all)."""
     results = []
     cases = collect(ops)
     with tempfile.TemporaryDirectory() as tmp:
         for i, (case, op) in enumerate(cases):
             t = time.perf_counter()
             f32 = is_float32_case(case)
-            if float32_only and not f32:
+            if (float32_only and not f32) or (only is not None and case.name not in only):
                 continue
-            status, why = run_case(case, Path(tmp), variant)
+            status, why = run_case(case, Path(tmp), variant, mode)
             results.append({"case": case.name, "op": op, "float32": f32, "status": status, "why": why,
                             "seconds": round(time.perf_counter() - t, 3)})
             if progress and (i % 100 == 0):
@@ -253,12 +265,15 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--ops", help="comma-separated op types to run (default: all)")
     ap.add_argument("--variant", default="simd", choices=["simd", "scalar", "relaxed"])
+    ap.add_argument("--mode", default="bound", choices=MODES,
+                    help="bound: shape-deciding inputs as constants, shapes fixed (default); runtime: every case "
+                         "packaged as it comes (dynamic=True) and every input fed at run time")
     ap.add_argument("--json", help="write per-case results here")
     ap.add_argument("--show", choices=["fail", "crash", "rejected", "pass"], action="append", default=[],
                     help="list cases with this status")
     a = ap.parse_args(argv)
     ops = set(a.ops.split(",")) if a.ops else None
-    results = run_all(ops, a.variant, progress=True)
+    results = run_all(ops, a.variant, progress=True, mode=a.mode)
     print(table(results))
     for r in results:
         if r["status"] in a.show or r["status"] in ("fail", "crash"):

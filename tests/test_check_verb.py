@@ -1,0 +1,213 @@
+"""Every problem in one report (issue 18, parts 4-5; issue 20; issue 21's dim notices): `package check`, all refused
+nodes at once grouped by op, and what exporters really write (-1/0 dims, IR 3 initializers listed as inputs, old
+opsets, constants too large to fold, unused optional outputs under --no-optimize). Each packaging test runs the
+bundle in the real runtime and compares it with onnxruntime."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from packager import load_bundle, package
+from packager.errors import PackagerError, UnsupportedError, UnsupportedErrors
+
+from .conftest import REPO, f32, make_model
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "packager.cli", *args], capture_output=True, text=True, cwd=REPO,
+                          timeout=300)
+
+
+def _ort(model: onnx.ModelProto, feeds: dict) -> list[np.ndarray]:
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    m.ir_version = min(m.ir_version, 10)
+    for vi in [*m.graph.input, *m.graph.output]:   # onnxruntime reads a dim_value 0 as a fixed 0
+        for d in vi.type.tensor_type.shape.dim:
+            if d.HasField("dim_value") and d.dim_value <= 0:
+                d.dim_param = "any"
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    return ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, feeds)
+
+
+def _four_unsupported() -> onnx.ModelProto:
+    """Relu -> Shrink -> Hardmax -> (Add with) Shrink2 -> ... : four nodes of three ops edgepack has no kernel for
+    (Shrink twice, Hardmax, MaxUnpool-free), between supported ones."""
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="relu"),
+             helper.make_node("Shrink", ["a"], ["b"], name="shrink_1"),
+             helper.make_node("Hardmax", ["b"], ["c"], name="hardmax_1"),
+             helper.make_node("Shrink", ["x"], ["d"], name="shrink_2", lambd=0.2),
+             helper.make_node("Add", ["c", "d"], ["e"], name="add"),
+             helper.make_node("LpNormalization", ["e"], ["y"], name="lpnorm_1")]
+    return make_model(nodes, [f32("x", [2, 3])], [f32("y", [2, 3])])
+
+
+def _unsupported_ops() -> set[str]:
+    """The model's ops the packager refuses today, each tried alone (others add kernels and expansions over time)."""
+    import tempfile
+    out = set()
+    with tempfile.TemporaryDirectory() as tmp:
+        for op in ("Shrink", "Hardmax", "LpNormalization"):
+            m = make_model([helper.make_node(op, ["x"], ["y"], name="n")], [f32("x", [2, 3])], [f32("y", [2, 3])])
+            try:
+                package(m, "web", Path(tmp) / op, verify=False)
+            except UnsupportedError:
+                out.add(op)
+    return out
+
+
+def test_every_unsupported_node_in_one_error(tmp_path: Path) -> None:
+    missing = _unsupported_ops()
+    if len(missing) < 2:
+        pytest.skip("these ops have kernels now: the model no longer has several unsupported ops")
+    with pytest.raises(UnsupportedErrors) as e:
+        package(_four_unsupported(), "web", tmp_path / "b", verify=False)
+    text = str(e.value)
+    first = text.splitlines()[0]
+    assert "opset 17" in first and all(op in first for op in missing)
+    expected_nodes = {"Shrink": ["shrink_1", "shrink_2"], "Hardmax": ["hardmax_1"], "LpNormalization": ["lpnorm_1"]}
+    for op in missing:
+        for node in expected_nodes[op]:
+            assert f"'{node}'" in text, text
+    # grouped: one line per op, both Shrink nodes on it
+    if "Shrink" in missing:
+        line = next(ln for ln in text.splitlines() if ln.strip().startswith("Shrink"))
+        assert "x2" in line and "'shrink_1'" in line and "'shrink_2'" in line
+    assert isinstance(e.value, UnsupportedError)   # callers catching the single error still catch it
+
+
+def test_check_verb_lists_every_node_and_exit_status(tmp_path: Path) -> None:
+    missing = _unsupported_ops()
+    if not missing:
+        pytest.skip("every op of the model has a kernel now")
+    p = tmp_path / "four.onnx"
+    onnx.save(_four_unsupported(), p)
+    r = _cli("check", str(p), "--target", "web")
+    assert r.returncode == 1, r.stderr
+    assert "Traceback" not in r.stderr
+    assert "target   web: cannot package" in r.stdout
+    for op in missing:
+        assert f"{op} (opset 17)" in r.stdout
+    assert not (tmp_path / "four.bundle").exists()   # check never packages
+
+    ok = tmp_path / "ok.onnx"
+    m = make_model([helper.make_node("Relu", ["x"], ["y"])], [f32("x", ["batch", -1, 0])], [f32("y", ["batch", -1, 0])])
+    onnx.save(m, ok)
+    r = _cli("check", str(ok))
+    assert r.returncode == 0, r.stdout + r.stderr
+    for t in ("web", "pi5", "android"):
+        assert f"target   {t}: packages" in r.stdout
+    # the symbolic dims, each as the model writes it
+    assert "axis 0: 'batch'" in r.stdout and "axis 1: dim_value -1" in r.stdout and "axis 2: dim_value 0" in r.stdout
+
+
+def test_package_help_lists_check() -> None:
+    r = _cli("--help")
+    assert r.returncode == 0 and "package check MODEL" in r.stdout.replace("\n", " ")
+
+
+def test_check_refused_load_is_reported(tmp_path: Path) -> None:
+    p = tmp_path / "bad.onnx"
+    p.write_bytes(b"not a model")
+    r = _cli("check", str(p))
+    assert r.returncode == 1 and "refused" in r.stdout and "Traceback" not in r.stderr
+
+
+def test_minus_one_and_zero_dims_are_symbolic(tmp_path: Path) -> None:
+    """An OCR exporter writes -1 for 'any width': --input-shape fixes it (it used to be refused), and without it the
+    notice names what the model wrote and what was done."""
+    m = make_model([helper.make_node("Sigmoid", ["x"], ["y"])], [f32("x", [1, 3, -1, 0])], [f32("y", [1, 3, -1, 0])])
+    logs: list[str] = []
+    b = package(m, "web", tmp_path / "b", input_shapes={"x": (1, 3, 8, 5)}, log=logs.append)
+    x = np.random.default_rng(0).standard_normal((1, 3, 8, 5)).astype(np.float32)
+    got = load_bundle(b).run({"x": x})["y"]
+    np.testing.assert_allclose(got, _ort(m, {"x": x})[0], rtol=1e-5, atol=1e-6)
+
+    logs.clear()
+    b = package(m, "web", tmp_path / "c", log=logs.append)
+    notes = [ln for ln in logs if ln.startswith("notice: input 'x'")]
+    assert any("symbolic dimension written as dim_value -1 set to 1 (axis 2; a dim_value <= 0 is read as any size"
+               in n for n in notes), logs
+    assert any("symbolic dimension written as dim_value 0 set to 1 (axis 3;" in n for n in notes), logs
+    assert not any("'?'" in n for n in notes)
+    x1 = x[:, :, :1, :1].copy()
+    np.testing.assert_allclose(load_bundle(b).run({"x": x1})["y"], _ort(m, {"x": x1})[0], rtol=1e-5, atol=1e-6)
+
+
+def test_ir3_initializers_listed_as_inputs_are_weights(tmp_path: Path) -> None:
+    """IR < 4: every initializer is also a graph input. They are weights of the bundle, not inputs."""
+    w = np.random.default_rng(1).standard_normal((3, 4)).astype(np.float32)
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "ir3", [f32("x", [2, 3]), f32("w", [3, 4])],
+                          [f32("y", [2, 4])], [numpy_helper.from_array(w, "w")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 8)])
+    m.ir_version = 3
+    b = package(m, "web", tmp_path / "b")
+    bundle = load_bundle(b)
+    assert [s["name"] for s in bundle.inputs] == ["x"]
+    x = np.random.default_rng(2).standard_normal((2, 3)).astype(np.float32)
+    np.testing.assert_allclose(bundle.run({"x": x})["y"], x @ w, rtol=1e-5, atol=1e-5)
+
+
+def test_old_opset_converted(tmp_path: Path) -> None:
+    """Opset 9: Unsqueeze/Squeeze and Slice with attributes, Softmax on a flattened 2-D view, converted by
+    onnx.version_converter; Upsample is kept as written (the converter's Resize 10 -> 11 step changes meaning)."""
+    nodes = [helper.make_node("Unsqueeze", ["x"], ["u"], axes=[0]),
+             helper.make_node("Squeeze", ["u"], ["s"], axes=[0]),
+             helper.make_node("Softmax", ["s"], ["sm"], axis=1),
+             helper.make_node("Slice", ["sm"], ["y"], starts=[1], ends=[3], axes=[2])]
+    g = helper.make_graph(nodes, "old", [f32("x", [1, 2, 3, 4])], [f32("y", [1, 2, 2, 4])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 9)])
+    m.ir_version = 4
+    logs: list[str] = []
+    b = package(m, "web", tmp_path / "b", log=logs.append)
+    assert any("opset 9 converted to opset 13" in ln for ln in logs), logs
+    x = np.random.default_rng(3).standard_normal((1, 2, 3, 4)).astype(np.float32)
+    np.testing.assert_allclose(load_bundle(b).run({"x": x})["y"], _ort(m, {"x": x})[0], rtol=1e-5, atol=1e-6)
+
+    scales = numpy_helper.from_array(np.array([1, 1, 2, 3], np.float32), "scales")
+    g = helper.make_graph([helper.make_node("Upsample", ["x", "scales"], ["y"], mode="linear")], "up",
+                          [f32("x", [1, 2, 3, 4])], [f32("y", [1, 2, 6, 12])], [scales])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 9)])
+    m.ir_version = 4
+    logs.clear()
+    b = package(m, "web", tmp_path / "c", log=logs.append)
+    assert any("not converted" in ln and "Upsample" in ln for ln in logs), logs
+    np.testing.assert_allclose(load_bundle(b).run({"x": x})["y"], _ort(m, {"x": x})[0], rtol=1e-4, atol=1e-5)
+
+
+def test_constant_of_shape_weight_and_too_large(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Exporters write weights as ConstantOfShape of constant dims: folded into a weight; past the limit, refused
+    naming the size and the limit (never 'no edgepack kernel')."""
+    import packager.analyze as an
+    shape = numpy_helper.from_array(np.array([3, 4], np.int64), "shape")
+    nodes = [helper.make_node("ConstantOfShape", ["shape"], ["w"], name="w_fill",
+                              value=numpy_helper.from_array(np.array([0.5], np.float32))),
+             helper.make_node("MatMul", ["x", "w"], ["y"])]
+    m = make_model(nodes, [f32("x", [2, 3])], [f32("y", [2, 4])], [shape])
+    b = package(m, "web", tmp_path / "b")
+    x = np.random.default_rng(4).standard_normal((2, 3)).astype(np.float32)
+    np.testing.assert_allclose(load_bundle(b).run({"x": x})["y"], _ort(m, {"x": x})[0], rtol=1e-5, atol=1e-6)
+    monkeypatch.setattr(an, "WEIGHT_LIMIT_BYTES", 16)
+    with pytest.raises(PackagerError) as e:
+        package(m, "web", tmp_path / "c", verify=False)
+    assert "ConstantOfShape (node 'w_fill'" in str(e.value) and "folding limit" in str(e.value)
+    assert "no edgepack kernel" not in str(e.value)
+
+
+def test_no_optimize_never_stricter(tmp_path: Path) -> None:
+    """Dropout's mask output, unread: the optimizer strips it, and --no-optimize packages it too."""
+    nodes = [helper.make_node("Dropout", ["x"], ["d", "mask"], name="drop"), helper.make_node("Relu", ["d"], ["y"])]
+    m = make_model(nodes, [f32("x", [2, 3])], [f32("y", [2, 3])], opset=13)
+    x = np.random.default_rng(5).standard_normal((2, 3)).astype(np.float32)
+    for opt in (True, False):
+        b = package(m, "web", tmp_path / f"b{opt}", optimize=opt)
+        np.testing.assert_allclose(load_bundle(b).run({"x": x})["y"], _ort(m, {"x": x})[0], rtol=1e-6)
