@@ -79,7 +79,13 @@ def check_model(model, targets: tuple[str, ...] = ("web", "pi5", "android"),
     except PackagerError as e:
         return CheckReport(name, None, 0, [], [TargetReport(t, False, [e]) for t in targets], load_error=str(e))
     from .analyze import default_opset
-    report = CheckReport(name, default_opset(m), len(m.graph.node), symbolic_dims(m, constants), [])
+    from .optimizer import canonicalize   # as package(): contrib and function-bodied ops become standard ONNX
+    loaded_nodes = len(m.graph.node)
+    try:
+        m, _ = canonicalize(m)
+    except PackagerError as e:
+        return CheckReport(name, None, 0, [], [TargetReport(t, False, [e]) for t in targets], load_error=str(e))
+    report = CheckReport(name, default_opset(m), loaded_nodes, symbolic_dims(m, constants), [])
     problems: list[PackagerError] = []
     kernels = 0
     control = False

@@ -211,3 +211,15 @@ def test_no_optimize_never_stricter(tmp_path: Path) -> None:
     for opt in (True, False):
         b = package(m, "web", tmp_path / f"b{opt}", optimize=opt)
         np.testing.assert_allclose(load_bundle(b).run({"x": x})["y"], _ort(m, {"x": x})[0], rtol=1e-6)
+
+
+def test_check_sees_contrib_ops_as_package_does(tmp_path):
+    """A com.microsoft op that package() rewrites (FastGelu) is not reported as unsupported by `package check`."""
+    g = helper.make_graph([helper.make_node("FastGelu", ["x"], ["y"], domain="com.microsoft")], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+    onnx.save(m, tmp_path / "fastgelu.onnx")
+    r = _cli("check", str(tmp_path / "fastgelu.onnx"))
+    assert r.returncode == 0, r.stderr
+    assert "(opset 17, 1 nodes)" in r.stdout and "web: packages" in r.stdout
