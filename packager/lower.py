@@ -29,7 +29,8 @@ FUSED_REGISTRY: dict[str, FusedFn] = {}
 
 
 def lowers(*op_types: str) -> Callable[[LowerFn], LowerFn]:
-    """Register a lowering function for ONNX op types (default domain)."""
+    """Register a lowering function for ONNX op types: "Op" (default domain) or "domain.Op" (a custom domain's op
+    that edgepack implements, accepted without --allow-domain: packager/model_load.py)."""
     def deco(fn: LowerFn) -> LowerFn:
         for t in op_types:
             if t in REGISTRY:
@@ -245,6 +246,12 @@ class LowerCtx:
         self.tensors[name] = Tensor(name, code, shape, data)
 
 
+def lowered_custom_op(domain: str, op_type: str) -> bool:
+    """Whether an op of a custom domain has a lowering of its own (e.g. com.microsoft.DynamicQuantizeLSTM)."""
+    _load_ops()
+    return f"{domain}.{op_type}" in REGISTRY
+
+
 def _load_ops() -> None:
     import importlib
     import pkgutil
@@ -291,10 +298,11 @@ def lower_ctx(graph: Graph, fuse: bool = True, weights_fp16: bool = False,
             continue
         ctx._current = node.name or node.output[0]
         ctx._node = node
-        if node.domain not in ("", "ai.onnx"):
+        custom = node.domain not in ("", "ai.onnx")
+        fn = REGISTRY.get(f"{node.domain}.{node.op_type}" if custom else node.op_type)
+        if custom and fn is None:
             raise UnsupportedError(node.op_type, ctx._current, graph.opset,
                                    f"custom domain '{node.domain}' is not supported", domain=node.domain)
-        fn = REGISTRY.get(node.op_type)
         if fn is None:
             raise UnsupportedError(node.op_type, ctx._current, graph.opset, "no edgepack kernel for this op")
         fn(ctx, node)

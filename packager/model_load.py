@@ -263,12 +263,19 @@ def _read_model_file(p: Path) -> bytes:
         os.close(fd)
 
 
+def _implemented(n: onnx.NodeProto) -> bool:
+    """A custom-domain op edgepack lowers itself (packager/lower.py lowers("domain.Op")): its own code, not the
+    model's, so it needs no --allow-domain."""
+    from .lower import lowered_custom_op   # (lazily: lower.py imports the whole packager)
+    return lowered_custom_op(n.domain, n.op_type)
+
+
 def check_graph(model: onnx.ModelProto, allow_domains: frozenset[str] = frozenset()) -> None:
     """Acyclic, every input defined before use, custom domains only where allowed."""
     g = model.graph
     defined = {i.name for i in g.input} | {i.name for i in g.initializer} | {""}
     for n in g.node:
-        if n.domain not in STANDARD_DOMAINS and n.domain not in allow_domains:
+        if n.domain not in STANDARD_DOMAINS and n.domain not in allow_domains and not _implemented(n):
             version = next((i.version for i in model.opset_import if i.domain == n.domain), "?")
             raise ModelLoadError(f"node '{n.name or n.output[0]}' uses op {n.domain}.{n.op_type} (opset {n.domain} "
                                  f"v{version}) from custom domain "

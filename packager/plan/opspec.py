@@ -53,6 +53,7 @@ class Op(enum.IntEnum):
     IF = 46  # plan v2 control flow: run one of two bodies (node ranges after the main sequence; docs/plan-format.md, "Sub-plans")
     LOOP = 47  # plan v2 control flow: run a body while i < M and cond, carrying values, stacking scan outputs
     SCAN = 48  # plan v2 control flow: run a body per slice of the scan inputs, carrying states, stacking scan outputs
+    RECURRENT = 49  # the recurrence of ONNX RNN / GRU / LSTM after the input projections (one MATMUL before it)
 
 
 # Ids reserved in the format whose kernel does not exist yet: no runtime accepts them, the packager emits none.
@@ -103,6 +104,7 @@ ARITY: dict[Op, tuple[int, int, int, int]] = {
     Op.IF: (1, 1, 1, MAX_IO),
     Op.LOOP: (2, MAX_IO, 1, MAX_IO),
     Op.SCAN: (1, MAX_IO, 1, MAX_IO),
+    Op.RECURRENT: (2, 7, 2, 3),
 }
 
 # The parameter word counts a node may carry; None: variable (the op has a list of words).
@@ -150,6 +152,7 @@ N_PARAMS: dict[Op, tuple[int, ...] | None] = {
     Op.IF: None,
     Op.LOOP: None,
     Op.SCAN: None,
+    Op.RECURRENT: None,
 }
 
 

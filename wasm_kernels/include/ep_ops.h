@@ -46,7 +46,8 @@
   X(45, CONSTANT_OF_SHAPE)       /* plan v2: ConstantOfShape of a run-time shape */ \
   X(46, IF)                      /* plan v2 control flow: run one of two bodies (node ranges after the main sequence; docs/plan-format.md, "Sub-plans") */ \
   X(47, LOOP)                    /* plan v2 control flow: run a body while i < M and cond, carrying values, stacking scan outputs */ \
-  X(48, SCAN)                    /* plan v2 control flow: run a body per slice of the scan inputs, carrying states, stacking scan outputs */
+  X(48, SCAN)                    /* plan v2 control flow: run a body per slice of the scan inputs, carrying states, stacking scan outputs */ \
+  X(49, RECURRENT)               /* the recurrence of ONNX RNN / GRU / LSTM after the input projections (one MATMUL before it) */
 
 enum ep_op {
 #define EP_OP_ENUM(n, name) EP_OP_##name = n,
