@@ -66,9 +66,25 @@ def build(op: str, s: int = 5, b: int = 3, i: int = 4, h: int = 6, direction: st
 
 
 def ort(m: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """onnxruntime's outputs; for layout 1, which it refuses, those of the layout-0 twin, transposed."""
     import onnxruntime as rt
+    node = m.graph.node[0]
+    lay = next((a.i for a in node.attribute if a.name == "layout"), 0)
+    if lay:
+        m = onnx.ModelProto.FromString(m.SerializeToString())
+        node = m.graph.node[0]
+        node.attribute.remove(next(a for a in node.attribute if a.name == "layout"))
+        for vi in m.graph.input:
+            vi.type.tensor_type.ClearField("shape")
+        names = [o.name for o in m.graph.output]
+        del m.graph.output[:], m.graph.value_info[:]
+        m.graph.output.extend(helper.make_empty_tensor_value_info(o) for o in names)
+        feeds = {k: v.transpose(1, 0, 2) if v.ndim == 3 else v for k, v in feeds.items()}
     s = rt.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
-    return dict(zip([o.name for o in s.get_outputs()], s.run(None, feeds)))
+    out = dict(zip([o.name for o in s.get_outputs()], s.run(None, feeds)))
+    if lay:   # Y [S, D, B, H] -> [B, S, D, H]; Y_h, Y_c [D, B, H] -> [B, D, H]
+        out = {k: v.transpose(2, 0, 1, 3) if v.ndim == 4 else v.transpose(1, 0, 2) for k, v in out.items()}
+    return out
 
 
 def compare(m: onnx.ModelProto, feeds: dict[str, np.ndarray], tmp: Path, variants: tuple[str, ...] = ("simd",),
@@ -91,3 +107,96 @@ ALL = ("simd", "scalar", "relaxed")
 def test_directions(tmp_path: Path, op: str, direction: str) -> None:
     m, feeds = build(op, direction=direction, h0=True, c0=op == "LSTM", seed=hash((op, direction)) % 1000)
     compare(m, feeds, tmp_path, ALL)
+
+
+CASES = {
+    "lstm_layout1_bidir_all_inputs": ("LSTM", dict(direction="bidirectional", layout=1, seq_lens=True, h0=True, c0=True,
+                                                   peep=True)),
+    "lstm_input_forget_peep_clip": ("LSTM", dict(input_forget=1, peep=True, clip=0.7, h0=True, c0=True)),
+    "lstm_scaledtanh_affine_hardsigmoid": ("LSTM", dict(activations=["HardSigmoid", "ScaledTanh", "Affine"],
+                                                        activation_alpha=[0.3, 1.2, 0.8], activation_beta=[0.4, 0.7, 0.1])),
+    "lstm_bidir_six_activations": ("LSTM", dict(direction="bidirectional", activations=[
+        "LeakyRelu", "Elu", "Softsign", "ThresholdedRelu", "Softplus", "Tanh"], activation_alpha=[0.2, 0.9, 0.1])),
+    "lstm_activation_defaults": ("LSTM", dict(activations=["HardSigmoid", "LeakyRelu", "Elu"])),
+    "lstm_only_y_h_opset7": ("LSTM", dict(opset=7, outputs=(False, True, False))),
+    "lstm_only_y_c_batch7_reverse_seq": ("LSTM", dict(b=7, direction="reverse", seq_lens=True,
+                                                      outputs=(False, False, True))),
+    "lstm_no_bias_batch1": ("LSTM", dict(b=1, bias=False, s=9)),
+    "gru_lbr_bidir_seq_h0": ("GRU", dict(linear_before_reset=1, direction="bidirectional", seq_lens=True, h0=True)),
+    "gru_lbr_no_bias": ("GRU", dict(linear_before_reset=1, bias=False)),
+    "gru_relu_clip_batch7": ("GRU", dict(activations=["Sigmoid", "Relu"], clip=1.1, b=7, h0=True)),
+    "gru_layout1_reverse_only_y": ("GRU", dict(layout=1, direction="reverse", seq_lens=True, outputs=(True, False))),
+    "gru_opset7_hardsigmoid": ("GRU", dict(opset=7, activations=["HardSigmoid", "Softsign"], activation_alpha=[0.25],
+                                           activation_beta=[0.45])),
+    "rnn_relu_clip_reverse_seq": ("RNN", dict(activations=["Relu"], clip=0.9, direction="reverse", seq_lens=True)),
+    "rnn_bidir_affine_scaledtanh_layout1": ("RNN", dict(direction="bidirectional", layout=1, h0=True,
+                                                        activations=["Affine", "ScaledTanh"], activation_alpha=[0.6, 1.5],
+                                                        activation_beta=[0.2, 0.5])),
+    "lstm_bidir_hardsigmoid_leakyrelu_opset14": ("LSTM", dict(direction="bidirectional", b=4, opset=14, activations=[
+        "HardSigmoid", "Softsign", "LeakyRelu", "Sigmoid", "Tanh", "LeakyRelu"], activation_alpha=[0.3, 0.05],
+        activation_beta=[0.45])),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_attribute_matrix(tmp_path: Path, name: str) -> None:
+    op, kw = CASES[name]
+    m, feeds = build(op, seed=sum(map(ord, name)), **kw)
+    compare(m, feeds, tmp_path, ("simd", "scalar") if "bidir" in name or "batch7" in name else ("simd",))
+
+
+def test_runtime_sequence_length(tmp_path: Path) -> None:
+    """One bundle (plan v2) with a symbolic sequence length and batch, run at two of each."""
+    m, feeds = build("LSTM", s=4, b=2, h0=True, c0=True, peep=True, direction="bidirectional")
+    for vi in m.graph.input:
+        dims = vi.type.tensor_type.shape.dim
+        if vi.name == "X":
+            dims[0].dim_param, dims[1].dim_param = "seq", "batch"
+        else:
+            dims[1].dim_param = "batch"
+    del m.graph.value_info[:]
+    names = [o.name for o in m.graph.output]
+    del m.graph.output[:]
+    m.graph.output.extend(helper.make_empty_tensor_value_info(o) for o in names)
+    m = onnx.shape_inference.infer_shapes(m)
+    out = package(m, out=tmp_path / "b", verify=False, dynamic=True)
+    assert __import__("json").loads((out / "manifest.json").read_text())["plan"]["version"] == 2
+    bundle = load_bundle(out, "simd")
+    rng = np.random.default_rng(7)
+    for s, b in ((3, 2), (11, 5), (1, 1)):
+        f = {"X": rng.standard_normal((s, b, 4)).astype(np.float32),
+             "h0": rng.standard_normal((2, b, 6)).astype(np.float32), "c0": rng.standard_normal((2, b, 6)).astype(np.float32)}
+        want, got = ort(m, f), bundle.run(f)
+        for k, w in want.items():
+            np.testing.assert_allclose(got[k], w, rtol=1e-4, atol=1e-4, err_msg=f"{k} at S={s}, B={b}")
+
+
+@pytest.mark.parametrize("kw, why", [
+    (dict(activations=["Sigmoid", "Gelu"]), "activation 'Gelu' is not one of"),
+    (dict(activations=["Sigmoid", "Tanh"], direction="bidirectional"), "2 activations given, GRU takes 2 per direction"),
+    (dict(clip=-1.0), "clip -1.0 must be positive"),
+])
+def test_bad_attributes_refused(tmp_path: Path, kw: dict, why: str) -> None:
+    m, _ = build("GRU", **kw)
+    with pytest.raises(PackagerError, match=rf"GRU \(node '.*', opset 22\).*{why}"):
+        package(m, out=tmp_path / "b", verify=False)
+
+
+def test_quantize_dynamic_lstm(tmp_path: Path) -> None:
+    """onnxruntime.quantization.quantize_dynamic writes com.microsoft.DynamicQuantizeLSTM for an LSTM."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    m, feeds = build("LSTM", s=6, b=2, i=16, h=32, direction="bidirectional", h0=True, c0=True, opset=17)
+    src, dst = tmp_path / "f.onnx", tmp_path / "q.onnx"
+    onnx.save(m, src)
+    quantize_dynamic(src, dst, weight_type=QuantType.QInt8, op_types_to_quantize=["LSTM"])
+    q = onnx.load(dst)
+    assert [n.op_type for n in q.graph.node] == ["DynamicQuantizeLSTM"]
+    want = ort(q, feeds)
+    got = load_bundle(package(q, out=tmp_path / "b", verify=False), "simd").run(feeds)
+    # onnxruntime also quantizes X and H to 8 bits per step: compare at the scale of its own float-vs-int8 error
+    ref = ort(m, feeds)
+    for k, w in want.items():
+        scale = float(np.abs(ref[k]).max())
+        ort_err = float(np.abs(w - ref[k]).max())
+        err = float(np.abs(got[k] - w).max())
+        assert err <= max(2 * ort_err, 1e-3 * scale), (k, err, ort_err)

@@ -123,9 +123,9 @@ def emit_recurrent(ctx: LowerCtx, node: onnx.NodeProto, op: str, wts: Weights, x
         raise ctx.unsupported(node, "linear_before_reset / input_forget must be 0 or 1")
     names = list(a.get("activations", DEFAULT_ACTS[op]))
     na = len(DEFAULT_ACTS[op])
-    if len(names) == na and nd == 2:
-        names = names * 2   # onnxruntime reuses one direction's list for both
-    if len(names) != na * nd:
+    if "activations" not in a:
+        names = names * nd
+    if len(names) != na * nd:   # ONNX: one list per direction (onnxruntime refuses fewer too)
         raise ctx.unsupported(node, f"{len(names)} activations given, {op} takes {na} per direction ({nd})")
     acts = _activation_words(ctx, node, names, list(a.get("activation_alpha", [])), list(a.get("activation_beta", [])))
 
