@@ -200,3 +200,35 @@ def test_quantize_dynamic_lstm(tmp_path: Path) -> None:
         ort_err = float(np.abs(w - ref[k]).max())
         err = float(np.abs(got[k] - w).max())
         assert err <= max(2 * ort_err, 1e-3 * scale), (k, err, ort_err)
+
+
+needs_aarch64 = pytest.mark.skipif(__import__("shutil").which("qemu-aarch64") is None or
+                                   __import__("shutil").which("aarch64-linux-gnu-gcc") is None,
+                                   reason="qemu-user / gcc-aarch64-linux-gnu missing")
+
+
+@needs_aarch64
+@pytest.mark.parametrize("op, kw", [
+    ("LSTM", dict(direction="bidirectional", b=7, seq_lens=True, h0=True, c0=True, peep=True)),
+    ("GRU", dict(linear_before_reset=1, direction="reverse", b=2, h0=True)),
+    ("GRU", dict(b=4, activations=["HardSigmoid", "Softsign"], clip=0.8)),
+])
+def test_pi5_under_qemu(tmp_path: Path, op: str, kw: dict) -> None:
+    """The aarch64 build (NEON GEMM micro-kernel, edgepack-run) under qemu-aarch64."""
+    from packager.targets import edge as E
+    m, feeds = build(op, **kw)
+    out = package(m, target="pi5", out=tmp_path / "b", verify=False)
+    outs = __import__("json").loads((out / "manifest.json").read_text())["outputs"]
+    got = E.run_cli(out, feeds, outs, qemu=E.qemu_cmd("pi5"))
+    for k, w in ort(m, feeds).items():
+        np.testing.assert_allclose(got[k], w, rtol=1e-4, atol=1e-4, err_msg=f"{k} [pi5 under qemu]")
+
+
+def test_onnx_conformance_cases() -> None:
+    """The ONNX backend node cases of LSTM, GRU and RNN (tests/conformance/runner.py), SIMD and scalar builds."""
+    from .conformance.runner import run_all
+    for variant in ("simd", "scalar"):
+        results = run_all({"LSTM", "GRU", "RNN"}, variant=variant)
+        assert len(results) >= 18
+        bad = [(r["case"], r["status"], r["why"]) for r in results if r["status"] != "pass"]
+        assert not bad, (variant, bad)
