@@ -4,7 +4,7 @@
 //
 //   node vad_stream.mjs MODEL.onnx BUNDLE_DIR [--calls 300] [--rounds 7] [--variants simd,relaxed] [--json OUT]
 //
-// Inputs: `input` [1, n] (a 200 Hz tone in noise), `sr` (int64, 16000) when the model has it, and the state inputs
+// Inputs: `input` [1, n] (a 200 Hz tone in noise), `sr` (int64, 16000) where the model or bundle has it, and the state inputs
 // (`state`, or `h` and `c`) fed back from the outputs named in STATE_OUT. Rounds interleave the runtimes (A B C A B
 // C ...) so that a slowdown of the machine hits all of them; the figure is the median time of one call over all
 // rounds (a busy machine's stalls land in the tail, reported as p90). Relaxed SIMD needs --experimental-wasm-relaxed-simd on Node 20: the script re-runs itself with it.
@@ -38,9 +38,9 @@ const manifest = JSON.parse(await fs.readFile(path.join(bundle, 'manifest.json')
 const n = manifest.inputs.find((s) => s.name === 'input').shape[1];
 const audio = Float32Array.from({ length: n }, (_, k) => 0.3 * Math.sin(2 * Math.PI * 200 * k / 16000) + 0.01 * Math.sin(k * 12.9898));
 const stateSpecs = manifest.inputs.filter((s) => s.name in STATE_OUT);
-const hasSr = manifest.inputs.some((s) => s.name === 'sr');
+const bundleSr = manifest.inputs.some((s) => s.name === 'sr');   // else bound at package time (--const sr=16000)
 
-function runner(name, makeTensor, call) {
+function runner(name, makeTensor, call, hasSr) {
   let state = Object.fromEntries(stateSpecs.map((s) => [s.name, makeTensor(new Float32Array(s.shape.reduce((a, d) => a * d, 1)), s.shape)]));
   const fixed = { input: makeTensor(audio, [1, n]) };
   if (hasSr) fixed.sr = makeTensor(BigInt64Array.from([16000n]), [], 'int64');
@@ -53,7 +53,7 @@ function runner(name, makeTensor, call) {
 const runners = [];
 for (const v of args.variants.split(',')) {
   const sess = await load(bundle, { variant: v });
-  runners.push(runner(`edgepack-${sess.variant}`, (data, dims) => ({ data, dims }), (f) => sess.run(f)));
+  runners.push(runner(`edgepack-${sess.variant}`, (data, dims) => ({ data, dims }), (f) => sess.run(f), bundleSr));
 }
 const ort = await import('onnxruntime-web');
 ort.env.wasm.numThreads = 1;
@@ -63,7 +63,7 @@ ort.env.wasm.wasmPaths = pathToFileURL(path.join(HERE, 'node_modules/onnxruntime
 ort.env.logLevel = 'error';
 const osess = await ort.InferenceSession.create(new Uint8Array(await fs.readFile(modelPath)), { executionProviders: ['wasm'], graphOptimizationLevel: 'all' });
 runners.push(runner(`onnxruntime-web ${ort.env.versions?.web ?? ''}`.trim(),
-  (data, dims, type = 'float32') => new ort.Tensor(type, data, dims), (f) => osess.run(f)));
+  (data, dims, type = 'float32') => new ort.Tensor(type, data, dims), (f) => osess.run(f), osess.inputNames.includes('sr')));
 
 for (const r of runners) for (let k = 0; k < args.calls; k++) await r.step();   // warm-up: V8 tiers wasm up late
 const per = Object.fromEntries(runners.map((r) => [r.name, []]));

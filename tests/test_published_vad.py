@@ -26,22 +26,21 @@ CACHE = REPO / ".cache" / "published"
 FRAMES = 100
 SENTENCE = ("Voice activity detection finds the parts of a recording where somebody speaks, "
             "and skips the silence between the words.")
-# file -> (wheel, static input shapes at 16 kHz, context samples prepended to each frame)
+# file -> (wheel, static input shapes at 16 kHz, context samples prepended to each frame, sr bound at package time)
 SILERO = "silero_vad/data/"
 WHISPER = "faster_whisper/assets/"
-MODELS: dict[str, tuple[str, dict, int]] = {
-    "silero_vad_16k_sequence.onnx": ("silero-vad==6.2.3", {"input": (1, 576)}, 64),
-    "silero_vad_op18_ifless.onnx": ("silero-vad==6.2.3", {"input": (1, 576), "state": (2, 1, 128)}, 64),
-    "silero_vad_openvino_16k.onnx": ("silero-vad==6.2.3", {}, 64),
-    "silero_v5_encoder+decoder": ("faster-whisper==1.1.1", {}, 64),
+MODELS: dict[str, tuple[str, dict, int, bool]] = {
+    "silero_vad.onnx": ("silero-vad==6.2.3", {"input": (1, 576), "state": (2, 1, 128)}, 64, True),
+    "silero_vad_16k_op15.onnx": ("silero-vad==6.2.3", {"input": (1, 576), "state": (2, 1, 128)}, 64, False),
+    "silero_vad_16k_sequence.onnx": ("silero-vad==6.2.3", {"input": (1, 576)}, 64, False),
+    "silero_vad_half.onnx": ("silero-vad==6.2.3", {"input": (1, 576), "state": (2, 1, 128)}, 64, False),
+    "silero_vad_op18_ifless.onnx": ("silero-vad==6.2.3", {"input": (1, 576), "state": (2, 1, 128)}, 64, False),
+    "silero_vad_openvino_16k.onnx": ("silero-vad==6.2.3", {}, 64, False),
+    "silero_v5_encoder+decoder": ("faster-whisper==1.1.1", {}, 64, False),
 }
-# Refused at package time (docs/recurrent.md): If nodes whose condition is a shape inside a branch that is
-# itself only decided once sr is known, and shape inference through them.
-REFUSED = {
-    "silero_vad.onnx": "If",
-    "silero_vad_16k_op15.onnx": "If",
-    "silero_vad_half.onnx": "If",
-}
+# Refused at package time (docs/recurrent.md): silero_vad.onnx with sr left to run time, whose If on sr has an
+# LSTM in each branch that shape inference (onnx's and onnxruntime's) cannot see through: give --const sr=16000.
+REFUSED = {"silero_vad.onnx": "If"}
 
 
 def _wheel_files(spec: str, inner: str) -> Path:
@@ -126,13 +125,14 @@ def _single(run, out_names: tuple[str, ...], state_map: dict[str, str], extra: d
     return step
 
 
-def _bundle(path: Path, tmp: Path, shapes: dict, target: str = "web") -> Path:
-    return package(path, target=target, out=tmp / f"{path.stem}-{target}", input_shapes=shapes or None, verify=False)
+def _bundle(path: Path, tmp: Path, shapes: dict, target: str = "web", consts: dict | None = None) -> Path:
+    return package(path, target=target, out=tmp / f"{path.stem}-{target}", input_shapes=shapes or None,
+                   constants=consts, verify=False)
 
 
 def _case(name: str, tmp: Path, rate: int = 16000, target: str = "web"):
     """(our step, onnxruntime's step, our initial state, its initial state, context samples) for one model."""
-    spec, shapes, context = MODELS[name]
+    spec, shapes, context, bind_sr = MODELS[name]
     if rate == 8000:   # 256-sample frames with 32 samples of context
         shapes, context = {**shapes, "input": (1, 288)}, 32
     zeros = np.zeros((2, 1, 128), np.float32)
@@ -153,37 +153,41 @@ def _case(name: str, tmp: Path, rate: int = 16000, target: str = "web"):
             return step
         return pair(be.run, bd.run), pair(oe.run, od.run), {"state": zeros}, {"state": zeros}, context
     path = _wheel_files(spec, SILERO) / name
-    b = _bundle(path, tmp, shapes, target)
+    sr = {"sr": np.array(rate, np.int64)}
+    b = _bundle(path, tmp, shapes, target, sr if bind_sr else None)
     ref = Ort(path)
     if name == "silero_vad_16k_sequence.onnx":
         z = np.zeros((1, 1, 128), np.float32)
-        mk = lambda run: _single(run, ("speech_probs",), {"h": "hn", "c": "cn"}, {})  # noqa: E731
+        mk = lambda run, extra: _single(run, ("speech_probs",), {"h": "hn", "c": "cn"}, extra)  # noqa: E731
         state = {"h": z, "c": z}
     else:
-        extra = {"sr": np.array(rate, np.int64)} if "sr" in [i.name for i in ref.s.get_inputs()] else {}
-        mk = lambda run: _single(run, ("output",), {"state": "stateN"}, extra)  # noqa: E731
+        mk = lambda run, extra: _single(run, ("output",), {"state": "stateN"}, extra)  # noqa: E731
         state = {"state": zeros}
+    has_sr = "sr" in [i.name for i in ref.s.get_inputs()]
     if target == "web":
         ours = load_bundle(b).run
     else:
         from packager.targets import edge as E
         outs = json.loads((b / "manifest.json").read_text())["outputs"]
         ours = lambda feeds: E.run_cli(b, feeds, outs, qemu=E.qemu_cmd("pi5"))  # noqa: E731
-    return mk(ours), mk(ref.run), state, dict(state), context
+    return mk(ours, sr if has_sr and not bind_sr else {}), mk(ref.run, sr if has_sr else {}), state, dict(state), context
 
 
 @pytest.mark.parametrize("name", list(MODELS))
 def test_streaming_matches_onnxruntime(name: str, tmp_path: Path) -> None:
     ours, ref, s0, s1, context = _case(name, tmp_path)
     worst, scale = _stream(ours, ref, _frames(16000, context), s0, s1)
+    print(f"{name}: {FRAMES} frames, worst difference {worst:.3g}, output scale {scale:.3g}")
     assert worst <= 1e-3 * scale, f"{name}: worst difference {worst:.3g} at output scale {scale:.3g}"
 
 
-def test_8khz_stream(tmp_path: Path) -> None:
-    """The same file at 8 kHz: sr = 8000 is fed at run time, and the If on it takes the other branch."""
-    ours, ref, s0, s1, context = _case("silero_vad_op18_ifless.onnx", tmp_path, rate=8000)
+@pytest.mark.parametrize("name", ["silero_vad.onnx", "silero_vad_op18_ifless.onnx"])
+def test_8khz_stream(tmp_path: Path, name: str) -> None:
+    """At 8 kHz: sr = 8000 bound at package time (silero_vad.onnx) or fed at run time (the If on it takes the other
+    branch)."""
+    ours, ref, s0, s1, context = _case(name, tmp_path, rate=8000)
     worst, scale = _stream(ours, ref, _frames(8000, context), s0, s1)
-    assert worst <= 1e-3 * scale, f"8 kHz: worst difference {worst:.3g} at output scale {scale:.3g}"
+    assert worst <= 1e-3 * scale, f"{name} at 8 kHz: worst difference {worst:.3g} at output scale {scale:.3g}"
 
 
 @pytest.mark.skipif(shutil.which("qemu-aarch64") is None or shutil.which("aarch64-linux-gnu-gcc") is None,
@@ -198,6 +202,7 @@ def test_pi5_stream_under_qemu(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("name", list(REFUSED))
 def test_refused_with_a_clear_error(name: str, tmp_path: Path) -> None:
+    """Without --const sr: refused at package time, naming the node and opset (no traceback)."""
     path = _wheel_files("silero-vad==6.2.3", SILERO) / name
     with pytest.raises(PackagerError, match=rf"{REFUSED[name]} \(node '.*', opset \d+\)"):
         package(path, out=tmp_path / "b", input_shapes={"input": (1, 576), "state": (2, 1, 128)}, verify=False)
