@@ -232,3 +232,43 @@ def test_onnx_conformance_cases() -> None:
         assert len(results) >= 18
         bad = [(r["case"], r["status"], r["why"]) for r in results if r["status"] != "pass"]
         assert not bad, (variant, bad)
+
+
+def test_hostile_words_and_shapes_refused(tmp_path: Path) -> None:
+    """Parameter words, inputs and scratch that disagree with the tensors are refused when the plan opens."""
+    from packager.errors import RuntimeFailure
+    from packager.plan import layout
+    from packager.plan.opcodes import Op
+    from packager.runtime.wasm import WasmPlan
+    from packager.toolchain import ensure_wasm
+
+    m, _ = build("LSTM", direction="bidirectional", peep=True, seq_lens=True, h0=True, c0=True)
+    out = package(m, out=tmp_path / "b", verify=False)
+    good = (out / "model.plan").read_bytes()
+    wasm = ensure_wasm()["edgepack.wasm"]
+    WasmPlan(wasm, good)
+
+    def node_of(p: layout.Plan) -> layout.NodeEntry:
+        return next(n for n in p.nodes if n.op == Op.RECURRENT)
+
+    mutations = [
+        lambda n: n.params.__setitem__(0, 3),            # kind
+        lambda n: n.params.__setitem__(0, 1),            # GRU: word count and gates disagree
+        lambda n: n.params.__setitem__(1, 0),            # one direction for two
+        lambda n: n.params.__setitem__(2, 7),            # hidden size
+        lambda n: n.params.__setitem__(3, 2),            # layout
+        lambda n: n.params.__setitem__(4, layout.f32_bits(-1.0)),   # clip
+        lambda n: n.params.__setitem__(5, 1),            # linear_before_reset on an LSTM
+        lambda n: n.params.__setitem__(7, 31),           # NOT is no float function
+        lambda n: n.params.__setitem__(7, 99),
+        lambda n: n.params.pop(),
+        lambda n: setattr(n, "scratch_bytes", 16),
+        lambda n: n.inputs.__setitem__(6, n.inputs[0]),  # XW as P: wrong size
+        lambda n: n.inputs.__setitem__(3, n.inputs[4]),  # a float tensor as sequence_lens
+    ]
+    for k, mutate in enumerate(mutations):
+        p = layout.decode(good)
+        mutate(node_of(p))
+        with pytest.raises(RuntimeFailure):
+            WasmPlan(wasm, layout.encode(p))
+            pytest.fail(f"mutation {k} accepted")
