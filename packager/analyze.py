@@ -269,7 +269,14 @@ def _infer_inlined(model: onnx.ModelProto, nodes: list[onnx.NodeProto], consts: 
     used = {i for n in nodes for i in n.input} | {r for n in nodes for r in sg.node_outer_refs(n)}
     del g.node[:], g.initializer[:], g.value_info[:]
     g.node.extend(nodes)
-    g.initializer.extend(numpy_helper.from_array(np.asarray(v), k) for k, v in consts.items() if k in used)
+    for k, v in consts.items():   # small values feed data propagation (Reshape targets); large ones only their shape
+        if k not in used:
+            continue
+        v = np.asarray(v)
+        if v.size <= 1024:
+            g.initializer.append(numpy_helper.from_array(v, k))
+        elif k not in {i.name for i in g.input}:
+            g.input.append(helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape))
     try:
         m = shape_inference.infer_shapes(m, strict_mode=False, data_prop=True)
     except Exception:
