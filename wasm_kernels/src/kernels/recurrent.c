@@ -55,7 +55,7 @@ EP_COLD ep_status ep_check_RECURRENT(const ep_node *n) {
   const ep_tensor *xw = n->in[0], *rt = n->in[1];
   const ep_tensor *rb = n->n_in > 2 ? n->in[2] : 0, *sl = n->n_in > 3 ? n->in[3] : 0;
   const ep_tensor *h0 = n->n_in > 4 ? n->in[4] : 0, *c0 = n->n_in > 5 ? n->in[5] : 0, *pp = n->n_in > 6 ? n->in[6] : 0;
-  EP_CHECK(xw && rt && n->out[0] && n->out[1] && (n->n_out == 3) == (kind == K_LSTM) && (!n->out[2] || kind == K_LSTM),
+  EP_CHECK(xw && rt && n->out[0] && n->out[1] && (n->n_out == 3) == (kind == K_LSTM) && (kind != K_LSTM || n->out[2]),
            EP_E_OP);
   EP_CHECK(xw->dtype == EP_F32 && rt->dtype == EP_F32, EP_E_DTYPE);
   EP_CHECK(xw->rank == 3 && (uint64_t)xw->dims[2] == (uint64_t)D * G * H, EP_E_SHAPE);
