@@ -172,6 +172,7 @@ ep_status ep_run_RECURRENT(const ep_node *n) {
           add_row(g, x, H);
           act(g, H, w, clip);
           ep_memcpy(hb, g, H * 4u);
+          ep_memcpy(yb, hb, H * 4u);
         } else if (kind == K_LSTM) {
           float *gi = g, *go = g + H, *gf = g + 2 * H, *gc = g + 3 * H, *cb = cd + (uint64_t)b * hrs;
           const float *pd = pp ? pp + (uint64_t)d * 3 * H : 0;
@@ -188,6 +189,7 @@ ep_status ep_run_RECURRENT(const ep_node *n) {
           ep_memcpy(tc, cb, H * 4u);
           act(tc, H, w + 2 * ACT_WORDS, 0.0f);
           for (uint32_t i = 0; i < H; i++) hb[i] = go[i] * tc[i];
+          ep_memcpy(yb, hb, H * 4u);
         } else {
           add_row(g, x, 2 * H);
           act(g, 2 * H, w, clip);   /* z and r share f */
@@ -200,7 +202,6 @@ ep_status ep_run_RECURRENT(const ep_node *n) {
             for (uint32_t i = 0; i < H; i++) rh[i] = g[H + i] * hb[i];
           }
         }
-        if (kind != K_LSTM && kind != K_GRU) ep_memcpy(yb, hb, H * 4u);
       }
       if (kind == K_GRU) {
         if (!lbr) hr(B, H, H, tmp, H, rtd + 2 * H, GH, gates + 2 * H, GH, packed);
@@ -212,9 +213,6 @@ ep_status ep_run_RECURRENT(const ep_node *n) {
           for (uint32_t i = 0; i < H; i++) hb[i] = (1.0f - g[i]) * gh[i] + g[i] * hb[i];
           ep_memcpy(yd + b * yrs, hb, H * 4u);
         }
-      } else if (kind == K_LSTM) {
-        for (uint32_t b = 0; b < B; b++)
-          if (!sl || t < (uint32_t)sl[b]) ep_memcpy(yd + b * yrs, hd + (uint64_t)b * hrs, H * 4u);
       }
     }
   }
