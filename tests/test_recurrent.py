@@ -272,3 +272,20 @@ def test_hostile_words_and_shapes_refused(tmp_path: Path) -> None:
         with pytest.raises(RuntimeFailure):
             WasmPlan(wasm, layout.encode(p))
             pytest.fail(f"mutation {k} accepted")
+
+
+@pytest.mark.skipif(__import__("shutil").which("node") is None, reason="needs Node")
+@pytest.mark.parametrize("variant, options", [("simd", {}), ("relaxed", {}), ("auto", {"threads": 2})])
+def test_node_runtime(tmp_path: Path, variant: str, options: dict) -> None:
+    """The web runtime (web/src) under Node, the threaded build too: a bidirectional LSTM with every input."""
+    from .test_web_node import RELAXED_FLAG, _node_major, _node_run, _outputs
+    if _node_major() < 20:
+        pytest.skip("needs Node >= 20")
+    m, feeds = build("LSTM", direction="bidirectional", b=4, seq_lens=True, h0=True, c0=True, peep=True)
+    out = package(m, out=tmp_path / "b", verify=False)
+    flags = (RELAXED_FLAG,) if variant != "simd" else ()
+    res = _node_run(tmp_path / "n", out, feeds, variant, options=options, node_flags=flags)
+    got = _outputs(res)
+    assert res["variant"].startswith("threads") if options else res["variant"] == variant
+    for k, w in ort(m, feeds).items():
+        np.testing.assert_allclose(got[k], w, rtol=1e-4, atol=1e-4, err_msg=f"{k} [{res['variant']}]")
