@@ -38,8 +38,8 @@ MODELS: dict[str, tuple[str, dict, int, bool]] = {
     "silero_vad_openvino_16k.onnx": ("silero-vad==6.2.3", {}, 64, False),
     "silero_v5_encoder+decoder": ("faster-whisper==1.1.1", {}, 64, False),
 }
-# Refused at package time (docs/recurrent.md): silero_vad.onnx with sr left to run time, whose If on sr has an
-# LSTM in each branch that shape inference (onnx's and onnxruntime's) cannot see through: give --const sr=16000.
+# Refused at package time (docs/recurrent.md): silero_vad.onnx with sr left to run time. With its input fixed to
+# 1x576, the 8 kHz branch hands its LSTM a rank-2 tensor (onnxruntime refuses that model too): --const sr=16000.
 REFUSED = {"silero_vad.onnx": "If"}
 
 
