@@ -153,7 +153,11 @@ def emit_recurrent(ctx: LowerCtx, node: onnx.NodeProto, op: str, wts: Weights, x
     if fold:
         xw = view(ctx, xw, (xs[0], xs[1], nd * gh), "xw3")
 
-    rt = ctx.weight(np.ascontiguousarray(r.transpose(0, 2, 1)), "rT")   # [D, H, G*H]
+    # R^T per direction in 16-column panels, a segment at a time (GRU without linear_before_reset multiplies h's
+    # columns separately): [D, panels, H, 16], what recurrent.c streams
+    segs = [(0, 2 * hidden), (2 * hidden, hidden)] if op == "GRU" and not lbr else [(0, gh)]
+    rt = ctx.weight(np.stack([np.concatenate([panels_b(np.ascontiguousarray(r[d].T[:, a0:a0 + w])) for a0, w in segs])
+                              for d in range(nd)]), "rTpanels")
     p = ctx.weight(np.asarray(wts.p, np.float32).reshape(nd, 3 * hidden), "P") if wts.p is not None else None
     y_shape = (batch, seq, nd, hidden) if layout else (seq, nd, batch, hidden)
     h_shape = (batch, nd, hidden) if layout else (nd, batch, hidden)

@@ -2,7 +2,9 @@
  *
  * The packager computes the input projections of all steps first with one MATMUL (XW = X W^T + bias), so a
  * step here is H_{t-1} R^T (one GEMM per direction, or a matrix-vector product per row for 1-2 rows) plus the
- * gate arithmetic on rows. Inputs: XW [S, B, D*G*H] (layout 1: [B, S, ...]), RT [D, H, G*H] (R^T per direction),
+ * gate arithmetic on rows. Inputs: XW [S, B, D*G*H] (layout 1: [B, S, ...]), RT [D, P, H, 16] (R^T per direction in
+ * 16-column panels, zero past each segment's end: the segments are all G*H columns, or GRU without
+ * linear_before_reset z,r (2H) then h (H); P = the panels of the segments),
  * rbh? [D, H] (GRU linear_before_reset: Rbh stays inside r * (.)), sequence_lens? int32 [B], initial_h?,
  * initial_c? (Y_h's dims), P? [D, 3H]. Outputs: Y [S, D, B, H] (layout 1: [B, S, D, H]), Y_h, Y_c? [D, B, H]
  * (layout 1: [B, D, H]); Y_h / Y_c hold the running state.
@@ -13,7 +15,7 @@
 #include "gemm.h"
 #include "ep_shape.h"
 #include "shape/conv_linalg.h"
-/* Size first (each .wasm has a 200 KB budget): the time goes to gemv / ep_gemm_f32, whose loops are explicit
+/* Size first (each .wasm has a 200 KB budget): the time goes to hr() (the panel loop / ep_gemm_f32), whose loops are explicit
  * vector code; the gate loops run over G*H floats per row and step. */
 EP_COLD_FILE_BEGIN
 
@@ -24,6 +26,10 @@ enum { K_RNN = 0, K_GRU = 1, K_LSTM = 2 };
 static inline uint32_t n_gates(int32_t kind) { return kind == K_RNN ? 1u : kind == K_GRU ? 3u : 4u; }
 static inline uint32_t n_acts(int32_t kind) { return (uint32_t)kind + 1u; }
 static inline uint32_t n_dirs(const ep_node *n) { return n->params[1] == 2 ? 2u : 1u; }
+#define PW 16u   /* panel width of RT */
+static inline uint32_t n_panels(uint32_t cols) { return (cols + PW - 1) / PW; }
+/* Columns of RT's first segment (GRU without linear_before_reset: z and r; the h columns follow in their own panels). */
+static inline uint32_t seg1(int32_t kind, int32_t lbr, uint32_t H) { return kind == K_GRU && !lbr ? 2 * H : n_gates(kind) * H; }
 
 /* Scratch floats: A packed (GEMM path), the gate rows [B, G*H], one row of H per batch row. */
 static uint64_t scratch_floats(uint64_t B, uint64_t H, uint64_t G) {
@@ -59,8 +65,9 @@ EP_COLD ep_status ep_check_RECURRENT(const ep_node *n) {
            EP_E_OP);
   EP_CHECK(xw->dtype == EP_F32 && rt->dtype == EP_F32, EP_E_DTYPE);
   EP_CHECK(xw->rank == 3 && (uint64_t)xw->dims[2] == (uint64_t)D * G * H, EP_E_SHAPE);
-  EP_CHECK(rt->rank == 3 && (uint32_t)rt->dims[0] == D && (uint32_t)rt->dims[1] == H && (uint64_t)rt->dims[2] == (uint64_t)G * H,
-           EP_E_SHAPE);
+  const uint32_t s1 = seg1(kind, p[5], H), np = n_panels(s1) + n_panels(G * H - s1);
+  EP_CHECK(rt->rank == 4 && (uint32_t)rt->dims[0] == D && (uint32_t)rt->dims[1] == np && (uint32_t)rt->dims[2] == H &&
+           rt->dims[3] == (int32_t)PW, EP_E_SHAPE);
   EP_CHECK(ep_shape_agrees(n, ep_shape_RECURRENT) == EP_OK, EP_E_SHAPE);
   for (uint32_t k = 0; k < n->n_out; k++) EP_CHECK(n->out[k]->dtype == EP_F32, EP_E_DTYPE);
   const uint32_t B = (uint32_t)xw->dims[p[3] == 1 ? 0 : 1];
@@ -74,49 +81,46 @@ EP_COLD ep_status ep_check_RECURRENT(const ep_node *n) {
   return EP_OK;
 }
 
-/* g[0..N) = h[0..K) . B (B row-major, ldb floats a row): one or two batch rows, where a GEMM tile of EP_GEMM_MR
- * rows would mostly multiply zeros. Four vectors of columns at a time, B streamed once per row. */
-static void gemv(const float *h, uint32_t K, const float *b, uint32_t ldb, uint32_t N, float *g) {
-  uint32_t j = 0;
-  for (; j + 16 <= N; j += 16) {
-    f32x4 a0 = f32x4_zero(), a1 = a0, a2 = a0, a3 = a0;
-    const float *bk = b + j;
-    for (uint32_t k = 0; k < K; k++, bk += ldb) {
-      const f32x4 s = f32x4_splat(h[k]);
-      a0 = f32x4_fma(a0, s, f32x4_load(bk));
-      a1 = f32x4_fma(a1, s, f32x4_load(bk + 4));
-      a2 = f32x4_fma(a2, s, f32x4_load(bk + 8));
-      a3 = f32x4_fma(a3, s, f32x4_load(bk + 12));
-    }
-    f32x4_store(g + j, a0); f32x4_store(g + j + 4, a1); f32x4_store(g + j + 8, a2); f32x4_store(g + j + 12, a3);
-  }
-  for (; j < N; j++) {
-    float s = 0.0f;
-    for (uint32_t k = 0; k < K; k++) s += h[k] * b[(uint64_t)k * ldb + j];
-    g[j] = s;
-  }
-}
-
-/* C [B, N] (row stride ldc) = A [B, K] (rows rs floats apart) . RT columns (row stride ldb). */
-static void hr(uint32_t B, uint32_t N, uint32_t K, const float *a, uint32_t rs, const float *rt, uint32_t ldb,
-               float *c, uint32_t ldc, float *packed) {
-  if (B < 3) {
-    for (uint32_t b = 0; b < B; b++) gemv(a + (uint64_t)b * rs, K, rt, ldb, N, c + (uint64_t)b * ldc);
-    return;
-  }
+/* C [B, N] (row stride ldc) = A [B, K] (rows rs floats apart) . R^T's N columns in 16-column panels ([K, 16] each).
+ * 1-2 rows: four vectors of a panel per row, its K x 16 floats streamed once (a GEMM tile of EP_GEMM_MR rows would
+ * mostly multiply zeros); more: the shared micro-kernel per panel (b_padded: panels are zero past N). */
+static void hr(uint32_t B, uint32_t N, uint32_t K, const float *a, uint32_t rs, const float *panels, float *c,
+               uint32_t ldc, float *packed) {
   const ep_gemm_epi e = {1.0f, 0.0f, 0, EP_BIAS_NONE, 0, 0, 0, EP_ACT_NONE, 0.0f, 0.0f};
-  ep_gemm_pack_a(B, K, a, rs, 1, packed);
-  ep_gemm_f32(B, N, K, packed, rt, ldb, 0, c, ldc, &e);
+  if (B >= 3) ep_gemm_pack_a(B, K, a, rs, 1, packed);
+  for (uint32_t j = 0; j < N; j += 2 * PW, panels += (uint64_t)K * 2 * PW) {
+    const uint32_t w = N - j < 2 * PW ? N - j : 2 * PW, two = w > PW;   /* two panels at a time: 8 accumulators */
+    if (B >= 3) {
+      ep_gemm_f32(B, w < PW ? w : PW, K, packed, panels, PW, 1, c + j, ldc, &e);
+      if (two) ep_gemm_f32(B, w - PW, K, packed, panels + (uint64_t)K * PW, PW, 1, c + j + PW, ldc, &e);
+      continue;
+    }
+    for (uint32_t b = 0; b < B; b++) {
+      const float *h = a + (uint64_t)b * rs, *p0 = panels, *p1 = panels + (two ? (uint64_t)K * PW : 0);
+      f32x4 acc[8];
+      for (uint32_t i = 0; i < 8; i++) acc[i] = f32x4_zero();
+      for (uint32_t k = 0; k < K; k++, p0 += PW, p1 += PW) {
+        const f32x4 s = f32x4_splat(h[k]);
+        for (uint32_t i = 0; i < 4; i++) acc[i] = f32x4_fma(acc[i], s, f32x4_load(p0 + 4 * i));
+        for (uint32_t i = 0; i < 4; i++) acc[4 + i] = f32x4_fma(acc[4 + i], s, f32x4_load(p1 + 4 * i));
+      }
+      float t[2 * PW];
+      for (uint32_t i = 0; i < 8; i++) f32x4_store(t + 4 * i, acc[i]);
+      ep_memcpy(c + (uint64_t)b * ldc + j, t, w * 4u);
+    }
+  }
 }
 
 /* An activation on a gate's row: clip (gate inputs only), then post * fn(pre * x) + shift. */
 static void act(float *x, uint32_t n, const int32_t *w, float clip) {
   union { int32_t i; float f; } pre = {w[3]}, post = {w[4]}, shift = {w[5]};
-  EP_COMPACT_LOOP
-  for (uint32_t i = 0; i < n; i++) {
-    float v = x[i];
-    if (clip > 0.0f) v = v < -clip ? -clip : v > clip ? clip : v;
-    x[i] = v * pre.f;
+  if (clip > 0.0f || pre.f != 1.0f) {
+    EP_COMPACT_LOOP
+    for (uint32_t i = 0; i < n; i++) {
+      float v = x[i];
+      if (clip > 0.0f) v = v < -clip ? -clip : v > clip ? clip : v;
+      x[i] = v * pre.f;
+    }
   }
   ep_apply_unary(x, n, w[0], w + 1);
   if (post.f != 1.0f || shift.f != 0.0f) {
@@ -125,9 +129,10 @@ static void act(float *x, uint32_t n, const int32_t *w, float clip) {
   }
 }
 
-static inline void add_row(float *g, const float *x, uint32_t n) {
-  EP_COMPACT_LOOP
-  for (uint32_t i = 0; i < n; i++) g[i] += x[i];
+static void add_row(float *g, const float *x, uint32_t n) {
+  uint32_t i = 0;
+  for (; i + 4 <= n; i += 4) f32x4_store(g + i, f32x4_add(f32x4_load(g + i), f32x4_load(x + i)));
+  for (; i < n; i++) g[i] += x[i];
 }
 
 ep_status ep_run_RECURRENT(const ep_node *n) {
@@ -160,10 +165,10 @@ ep_status ep_run_RECURRENT(const ep_node *n) {
       float *hd = hs + (lay ? d * H : (uint64_t)d * B * H), *cd = cs ? cs + (hd - hs) : 0;
       const float *xd = xw + (lay ? (uint64_t)t * D * GH : (uint64_t)t * B * D * GH) + (uint64_t)d * GH;
       float *yd = y + (lay ? ((uint64_t)t * D + d) * H : ((uint64_t)t * D + d) * B * H);
-      const float *rtd = rt + (uint64_t)d * H * GH;
+      const uint32_t s1 = seg1(kind, lbr, H), p1 = n_panels(s1);
+      const float *rtd = rt + (uint64_t)d * (p1 + n_panels(GH - s1)) * H * PW;
       /* GRU without linear_before_reset multiplies r * H_{t-1} by Rh: z and r first, h after them */
-      const uint32_t n1 = kind == K_GRU && !lbr ? 2 * H : GH;
-      hr(B, n1, H, hd, hrs, rtd, GH, gates, GH, packed);
+      hr(B, s1, H, hd, hrs, rtd, gates, GH, packed);
       for (uint32_t b = 0; b < B; b++) {
         float *g = gates + (uint64_t)b * GH, *hb = hd + (uint64_t)b * hrs, *yb = yd + b * yrs;
         const float *x = xd + b * xrs;
@@ -204,7 +209,7 @@ ep_status ep_run_RECURRENT(const ep_node *n) {
         }
       }
       if (kind == K_GRU) {
-        if (!lbr) hr(B, H, H, tmp, H, rtd + 2 * H, GH, gates + 2 * H, GH, packed);
+        if (!lbr) hr(B, H, H, tmp, H, rtd + (uint64_t)p1 * H * PW, gates + 2 * H, GH, packed);
         for (uint32_t b = 0; b < B; b++) {
           if (sl && t >= (uint32_t)sl[b]) continue;
           float *g = gates + (uint64_t)b * GH, *hb = hd + (uint64_t)b * hrs, *gh = g + 2 * H;
