@@ -219,3 +219,29 @@ def lower_dynamic_quantize_lstm(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     r = _dequantize(rq, rs, rz).transpose(0, 2, 1)
     emit_recurrent(ctx, node, "LSTM", Weights(w, r, b, p), node.input[0], _opt(node, 4), _opt(node, 5), _opt(node, 6),
                    list(node.output))
+
+
+def rewrite_dynamic_quantize_lstm(b) -> None:
+    """The same op for the contrib pass (packager/passes/contrib.py, where the tree has it: it rewrites com.microsoft
+    ops into standard ONNX before analysis and refuses the ones it has no rewrite for): a standard LSTM with the
+    weights dequantized by _dequantize, as the lowering above does."""
+    wq, rq, ws, rs = (b.const_of(b.inp(k)) for k in (1, 2, 8, 10))
+    if any(v is None for v in (wq, rq, ws, rs)):
+        raise _contrib.Refused("W, R and their scales (inputs 1, 2, 8, 10) must be constants")
+    w = _dequantize(wq, ws, b.const_of(b.inp(9))).transpose(0, 2, 1)
+    r = _dequantize(rq, rs, b.const_of(b.inp(11))).transpose(0, 2, 1)
+    ins = [b.inp(0), b.const(np.ascontiguousarray(w), hint="W"), b.const(np.ascontiguousarray(r), hint="R"),
+           *(b.inp(k) for k in range(3, 8))]
+    while ins[-1] is None:
+        ins.pop()
+    outs = [b.out(k) or "" for k in range(3)]
+    while outs and not outs[-1]:
+        outs.pop()
+    b.op("LSTM", ins, outs, **b.attrs)
+
+
+try:   # register with the contrib pass where it exists (the loader then accepts the op without --allow-domain)
+    from ..passes import contrib as _contrib
+    _contrib.REWRITES.setdefault("DynamicQuantizeLSTM", rewrite_dynamic_quantize_lstm)
+except ImportError:   # no contrib pass in this tree: lower_dynamic_quantize_lstm serves
+    _contrib = None
