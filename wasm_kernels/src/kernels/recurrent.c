@@ -15,7 +15,7 @@
 #include "gemm.h"
 #include "ep_shape.h"
 #include "shape/conv_linalg.h"
-/* Size first (each .wasm has a 200 KB budget): the time goes to hr() (the panel loop / ep_gemm_f32), whose loops are explicit
+/* Size first (each .wasm has a 200 KB budget) except hr(), where the time goes: its loops are explicit
  * vector code; the gate loops run over G*H floats per row and step. */
 EP_COLD_FILE_BEGIN
 
@@ -81,6 +81,8 @@ EP_COLD ep_status ep_check_RECURRENT(const ep_node *n) {
   return EP_OK;
 }
 
+EP_COLD_FILE_END   /* hr: speed (its accumulators must stay in registers) */
+
 /* C [B, N] (row stride ldc) = A [B, K] (rows rs floats apart) . R^T's N columns in 16-column panels ([K, 16] each).
  * 1-2 rows: four vectors of a panel per row, its K x 16 floats streamed once (a GEMM tile of EP_GEMM_MR rows would
  * mostly multiply zeros); more: the shared micro-kernel per panel (b_padded: panels are zero past N). */
@@ -110,6 +112,8 @@ static void hr(uint32_t B, uint32_t N, uint32_t K, const float *a, uint32_t rs, 
     }
   }
 }
+
+EP_COLD_FILE_BEGIN
 
 /* An activation on a gate's row: clip (gate inputs only), then post * fn(pre * x) + shift. */
 static void act(float *x, uint32_t n, const int32_t *w, float clip) {
