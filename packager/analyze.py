@@ -310,6 +310,35 @@ def _scalar(consts: dict[str, np.ndarray], name: str):
     return None if v is None or v.size != 1 else v.reshape(-1)[0]
 
 
+def _infer_inlined(model: onnx.ModelProto, nodes: list[onnx.NodeProto], consts: dict[str, np.ndarray],
+                   shapes: dict[str, tuple[int, ...]], dtypes: dict[str, int]) -> None:
+    """Shapes of the nodes an inlined If branch or unrolled Loop brought to the top level (the first inference saw
+    them inside a body only), so that Shape -> ... -> If conditions inside them fold too (silero-vad's models)."""
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    g = m.graph
+    used = {i for n in nodes for i in n.input} | {r for n in nodes for r in sg.node_outer_refs(n)}
+    del g.node[:], g.initializer[:], g.value_info[:]
+    g.node.extend(nodes)
+    for k, v in consts.items():   # small values feed data propagation (Reshape targets); large ones only their shape
+        if k not in used:
+            continue
+        v = np.asarray(v)
+        if v.size <= 1024:
+            g.initializer.append(numpy_helper.from_array(v, k))
+        elif k not in {i.name for i in g.input}:
+            g.input.append(helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape))
+    try:
+        m = shape_inference.infer_shapes(m, strict_mode=False, data_prop=True)
+    except Exception:
+        return   # as before: these shapes stay unknown
+    s2, d2 = _collect_types(m)
+    for k, v in s2.items():
+        shapes.setdefault(k, v)
+    for k, v in d2.items():
+        dtypes.setdefault(k, v)
+
+
 def _control_known(node: onnx.NodeProto, consts: dict[str, np.ndarray], opset: int, notices: list[str],
                    at: int) -> list[onnx.NodeProto] | None:
     """The nodes replacing an If whose condition is a constant, or a Loop with a small constant trip count whose
@@ -457,6 +486,7 @@ def _analyze(model: onnx.ModelProto, opset: int, notices: list[str], input_shape
         if inlined is not None:   # an If or Loop decided at package time: its nodes fold on in the queue
             queue[at:at] = inlined
             folded += 1
+            _infer_inlined(model, remaining + queue[at:], consts, shapes, dtypes)
             continue
         outer = sg.node_outer_refs(node)
         if outer and not all(r in consts for r in outer):

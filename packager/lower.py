@@ -29,7 +29,8 @@ FUSED_REGISTRY: dict[str, FusedFn] = {}
 
 
 def lowers(*op_types: str) -> Callable[[LowerFn], LowerFn]:
-    """Register a lowering function for ONNX op types (default domain)."""
+    """Register a lowering function for ONNX op types: "Op" (default domain) or "domain.Op" (a custom domain's op
+    that edgepack implements, accepted without --allow-domain: packager/model_load.py)."""
     def deco(fn: LowerFn) -> LowerFn:
         for t in op_types:
             if t in REGISTRY:
@@ -245,6 +246,12 @@ class LowerCtx:
         self.tensors[name] = Tensor(name, code, shape, data)
 
 
+def lowered_custom_op(domain: str, op_type: str) -> bool:
+    """Whether an op of a custom domain has a lowering of its own (e.g. com.microsoft.DynamicQuantizeLSTM)."""
+    _load_ops()
+    return f"{domain}.{op_type}" in REGISTRY
+
+
 def _load_ops() -> None:
     import importlib
     import pkgutil
@@ -334,11 +341,16 @@ def _check_has_kernel(ctx: LowerCtx, graph: Graph, node) -> None:
     name = node.name or (node.output[0] if node.output else "")
     if getattr(node, "emit_plan", None) is not None or isinstance(node, Fused):
         return
-    if node.domain not in ("", "ai.onnx"):
-        raise UnsupportedError(node.op_type, name, graph.opset,
-                               f"custom domain '{node.domain}' is not supported", domain=node.domain)
-    if node.op_type not in REGISTRY:
+    if _registered_name(node) not in REGISTRY:
+        if node.domain not in ("", "ai.onnx"):
+            raise UnsupportedError(node.op_type, name, graph.opset,
+                                   f"custom domain '{node.domain}' is not supported", domain=node.domain)
         raise UnsupportedError(node.op_type, name, graph.opset, "no edgepack kernel for this op")
+
+
+def _registered_name(node) -> str:
+    """REGISTRY key: "Op" in the default domain, "domain.Op" for a custom domain's op edgepack implements."""
+    return node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}.{node.op_type}"
 
 
 def _lower_step(ctx: LowerCtx, graph: Graph, node) -> None:
@@ -356,7 +368,7 @@ def _lower_step(ctx: LowerCtx, graph: Graph, node) -> None:
     ctx._current = node.name or node.output[0]
     ctx._node = node
     _check_has_kernel(ctx, graph, node)
-    REGISTRY[node.op_type](ctx, node)
+    REGISTRY[_registered_name(node)](ctx, node)
     for o in node.output:
         if o and o not in ctx.tensors:
             raise PackagerError(f"internal: lowering of {node.op_type} did not produce '{o}'")

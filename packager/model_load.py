@@ -264,13 +264,21 @@ def _read_model_file(p: Path) -> bytes:
         os.close(fd)
 
 
+def _implemented(n: onnx.NodeProto) -> bool:
+    """A custom-domain op edgepack lowers itself (packager/lower.py lowers("domain.Op")): its own code, not the
+    model's, so it needs no --allow-domain."""
+    from .lower import lowered_custom_op   # (lazily: lower.py imports the whole packager)
+    return lowered_custom_op(n.domain, n.op_type)
+
+
 def check_graph(model: onnx.ModelProto, allow_domains: frozenset[str] = frozenset()) -> None:
     """Acyclic, every input defined before use, custom domains only where allowed."""
     g = model.graph
     defined = {i.name for i in g.input} | {i.name for i in g.initializer} | {""}
     custom: dict[str, list[onnx.NodeProto]] = {}   # every refused custom-domain node, grouped by op, in one error
     for n in g.node:
-        if n.domain not in STANDARD_DOMAINS and n.domain not in allow_domains and not contrib.supported(n):
+        if n.domain not in STANDARD_DOMAINS and n.domain not in allow_domains and not contrib.supported(n) and \
+                not _implemented(n):
             custom.setdefault(f"{n.domain}.{n.op_type}", []).append(n)
         for i in n.input:
             if i not in defined:

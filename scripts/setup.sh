@@ -10,6 +10,7 @@ APT_PKGS+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user zip)
 # browser tests and benchmarks (WebGPU on SwiftShader too): Playwright (pip) drives Debian's Chromium;
 # never `playwright install`
 APT_PKGS+=(chromium)
+APT_PKGS+=(espeak-ng)   # tests/test_published_vad.py: speech for the VAD models
 command -v javac >/dev/null || APT_PKGS+=(default-jdk-headless)
 missing=()
 for p in "${APT_PKGS[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done

@@ -53,6 +53,7 @@ class Op(enum.IntEnum):
     IF = 46  # plan v2 control flow: run one of two bodies (node ranges after the main sequence; docs/plan-format.md, "Sub-plans")
     LOOP = 47  # plan v2 control flow: run a body while i < M and cond, carrying values, stacking scan outputs
     SCAN = 48  # plan v2 control flow: run a body per slice of the scan inputs, carrying states, stacking scan outputs
+    RECURRENT = 49  # the recurrence of ONNX RNN / GRU / LSTM after the input projections (one MATMUL before it)
     AXIS = 52  # ArgMax / ArgMin / Hardmax / TopK / CumSum along one axis (f32, i32, i64, i8, u8)
     SCATTER = 53  # ScatterElements / ScatterND with reduction none/add/mul/max/min
     GATHER_ND = 54  # GatherND with batch_dims
@@ -106,6 +107,7 @@ ARITY: dict[Op, tuple[int, int, int, int]] = {
     Op.IF: (1, 1, 1, MAX_IO),
     Op.LOOP: (2, MAX_IO, 1, MAX_IO),
     Op.SCAN: (1, MAX_IO, 1, MAX_IO),
+    Op.RECURRENT: (2, 7, 2, 3),
     Op.AXIS: (1, 2, 1, 2),
     Op.SCATTER: (3, 3, 1, 1),
     Op.GATHER_ND: (2, 2, 1, 1),
@@ -156,6 +158,7 @@ N_PARAMS: dict[Op, tuple[int, ...] | None] = {
     Op.IF: None,
     Op.LOOP: None,
     Op.SCAN: None,
+    Op.RECURRENT: None,
     Op.AXIS: (4,),
     Op.SCATTER: (3,),
     Op.GATHER_ND: (1,),

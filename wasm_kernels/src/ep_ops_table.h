@@ -49,6 +49,7 @@ _Static_assert(EP_MAX_IO == 16, "ops.json max_io differs from EP_MAX_IO");
   K(IF, 1, 1, 1, EP_MAX_IO)                       /* cond -> Y0, Y1?, ... */ \
   K(LOOP, 2, EP_MAX_IO, 1, EP_MAX_IO)             /* M?, cond?, v_initial0?, ... -> v_final0, v_final1_or_scan_output?, ... */ \
   K(SCAN, 1, EP_MAX_IO, 1, EP_MAX_IO)             /* state_or_scan_input0, ...1?, ... -> state_or_scan_output0, ...1?, ... */ \
+  K(RECURRENT, 2, 7, 2, 3)                        /* XW, RT, rbh?, sequence_lens?, initial_h?, initial_c?, P? -> Y, Y_h, Y_c? */ \
   K(AXIS, 1, 2, 1, 2)                             /* X, K? -> Y, Indices? */ \
   K(SCATTER, 3, 3, 1, 1)                          /* data, indices, updates -> Y */ \
   K(GATHER_ND, 2, 2, 1, 1)                        /* data, indices -> Y */

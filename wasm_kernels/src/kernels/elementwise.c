@@ -141,6 +141,10 @@ void ep_apply_activation(float *x, uint32_t count, int32_t fn, const int32_t *fn
   if (fn > EP_ACT_NONE && fn < EP_ACT_COUNT) unary_f32(x, x, count, fn, fn_params);
 }
 
+void ep_apply_unary(float *x, uint32_t count, int32_t fn, const int32_t *fn_params) {
+  if (fn > EP_ACT_NONE && fn < EP_UN_NOT) unary_f32(x, x, count, fn, fn_params);
+}
+
 EP_COLD ep_status ep_check_UNARY(const ep_node *n) {
   EP_CHECK(n->in[0] && n->n_params >= 1, EP_E_PARAM);
   int32_t fn = n->params[0], np = ep_unary_nparams(fn);

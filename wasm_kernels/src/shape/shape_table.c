@@ -45,6 +45,7 @@ static const ep_shape_entry table[EP_OP_COUNT] = {
   [EP_OP_VIEW] = {ep_shape_VIEW, 0},
   [EP_OP_RANGE] = {ep_shape_RANGE, 0},
   [EP_OP_CONSTANT_OF_SHAPE] = {ep_shape_CONSTANT_OF_SHAPE, 0},
+  [EP_OP_RECURRENT] = {ep_shape_RECURRENT, ep_scratch_RECURRENT},
   [EP_OP_AXIS] = {ep_shape_AXIS, ep_scratch_AXIS},   /* kernels/axis_ops.c */
   [EP_OP_SCATTER] = {ep_shape_first, 0},
   [EP_OP_GATHER_ND] = {ep_shape_GATHER_ND, 0},
