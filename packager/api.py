@@ -94,7 +94,7 @@ def package(model: str | os.PathLike | onnx.ModelProto, target: str = "web", out
     if syms is not None and not isinstance(syms, str):
         try:
             graph, reference, optimization, lowered, io_dims = _lower_dynamic(stages, syms, quiet=dynamic is None)
-        except PackagerError as e:
+        except Exception as e:   # noqa: BLE001 - the default must not fail where the static plan works
             if dynamic or _bounded(input_shapes):   # asked for: run-time shapes or a clear error
                 raise
             fallback, syms = _reason(e), None
@@ -308,10 +308,13 @@ def _run_time_symbols(m: onnx.ModelProto, strict: bool, input_shapes: dict | Non
     return syms
 
 
-def _reason(e: PackagerError) -> str:
-    """The first line of a version-2 refusal without its advice to give fixed shapes (the notice says how)."""
+def _reason(e: Exception) -> str:
+    """The first line of a version-2 refusal without its advice to give fixed shapes (the notice says how); an
+    unexpected exception (a bug of the version-2 lowering) by its type, so it is reported, not hidden."""
     import re
-    line = str(e).splitlines()[0]
+    line = (str(e).splitlines() or [""])[0]
+    if not isinstance(e, PackagerError):
+        return f"the version-2 lowering failed ({type(e).__name__}: {line[:200]})"
     return re.sub(r"[:;,]?\s*\(?(give (this model )?fixed shapes|give them)[^)]*\)?\s*$", "", line) or line
 
 

@@ -213,6 +213,23 @@ def test_quantize_needs_fixed_shapes_so_the_default_falls_back(tmp_path: Path) -
                 input_shapes={"x": ((1, 4), 2, 8)})
 
 
+def test_a_bug_in_the_v2_lowering_falls_back_and_is_named(tmp_path: Path, monkeypatch) -> None:
+    """An unexpected exception in the version-2 lowering: the default still packages (static) and the notice names
+    the exception; dynamic=True lets it through."""
+    import packager.api as api
+
+    def broken(*a, **k):
+        raise KeyError("probe")
+    monkeypatch.setattr(api, "_lower_dynamic", broken)
+    lines: list[str] = []
+    out = package(_elementwise_model(), target="web", out=tmp_path / "b", log=lines.append)
+    notices = [x for x in lines if x.startswith("notice:")]
+    assert len(notices) == 1 and "the version-2 lowering failed (KeyError: 'probe')" in notices[0], lines
+    assert load_bundle(out).manifest["plan"]["version"] == 1
+    with pytest.raises(KeyError):
+        package(_elementwise_model(), target="web", out=tmp_path / "d", dynamic=True)
+
+
 def test_hostile_v2_plans_never_read_out_of_bounds(elementwise_bundle: Path, tmp_path: Path) -> None:
     """Byte mutations of a version-2 plan (header, tensor flags, lifetimes, bounds) run under ASan + UBSan."""
     import subprocess
