@@ -1,4 +1,4 @@
-"""Run-time shapes in the web runtime (plan version 2, issue 17): one bundle packaged with dynamic=True runs at
+"""Run-time shapes in the web runtime (plan version 2, issue 17): one bundle packaged by default (no --input-shape) runs at
 several shapes in Node on every wasm build (simd, relaxed, scalar, threads), agreeing with onnxruntime; a repeated
 shape resolves nothing; a larger shape grows the memory (the threaded build's shared memory too); inputs outside
 the bundle's bounds are refused naming the input, dimension and bound; in Chromium one bundle at two shapes (and
@@ -6,8 +6,8 @@ backend 'webgpu' runs it on wasm, saying why); the per-model index.d.ts types sy
 (If with a run-time condition and branches of different shapes, Loop with a run-time trip count and condition and a
 scan output, Scan) runs its sub-plans in Node as under wasmtime and onnxruntime.
 
-Models are tried from a list: one the packager cannot yet make dynamic (its kernels' shape functions have not
-landed) is skipped with the packager's reason, so the test covers more as they arrive."""
+Every model is packaged by default, as a user would (no --input-shape: run-time shapes); one the packager falls back
+to fixed shapes for fails its cases with the packager's notice."""
 from __future__ import annotations
 
 import json
@@ -22,7 +22,6 @@ from onnx import TensorProto, helper, numpy_helper
 
 from packager import load_bundle, package
 from packager.api import reference_run
-from packager.errors import PackagerError, RuntimeFailure
 from packager.plan import layout
 from packager.plan.opcodes import Op
 
@@ -187,20 +186,16 @@ _BUNDLES: dict[str, Path | str] = {}
 
 
 def _bundle(work: Path, name: str) -> Path:
-    """The model packaged with dynamic=True (once per module), or a skip with the packager's reason."""
+    """The model packaged as a user would, without input shapes (once per module): run-time shapes are the default.
+    A fallback to the static plan fails every case that needs the bundle, with the packager's notice."""
     if name not in _BUNDLES:
-        try:
-            _BUNDLES[name] = package(MODELS[name][0](), target="web", out=work / name, dynamic=True)
-        except PackagerError as e:
-            # shape functions not landed yet: refused by the packager, or by the core when it opens the plan to
-            # verify it (status 6: a kernel without one); any other failure is a failure
-            _BUNDLES[name] = e if isinstance(e, RuntimeFailure) and "(status 6)" not in str(e) else \
-                f"{type(e).__name__}: {str(e).splitlines()[0]}"
+        path = package(MODELS[name][0](), target="web", out=work / name)
+        man = json.loads((path / "manifest.json").read_text())
+        _BUNDLES[name] = path if man["plan"]["version"] == 2 and man.get("dims") else \
+            f"{name}: the default gave fixed shapes: {man['notices']}"
     b = _BUNDLES[name]
-    if isinstance(b, Exception):   # packaged once per module, failing every case that needs it
-        raise b
     if isinstance(b, str):
-        pytest.skip(f"{name}: not packageable with run-time shapes yet: {b}")
+        pytest.fail(b)
     return b
 
 
