@@ -111,7 +111,6 @@ def package(model: str | os.PathLike | onnx.ModelProto, target: str = "web", out
             shapes, fixed = _ones(m, input_shapes, constants)
             notice = (f"run-time shapes not possible: {fallback}; packaged with fixed shapes instead, {fixed}, "
                       f"or --static for fixed shapes without this notice)")
-            log(f"notice: {notice}")
         if _bounded(shapes):   # bounds only on dims the model fixes: nothing is left to resolve at run time
             raise PackagerError("--input-shape bounds [min..max] name only dims the model fixes: give their sizes")
         graph, reference, optimization = stages.front(shapes)
@@ -125,6 +124,8 @@ def package(model: str | os.PathLike | onnx.ModelProto, target: str = "web", out
         if quant.mode != "none":   # a changed precision: verify the bundle against the graph it ships
             reference = shipped
         lowered = lower(graph, weights_fp16=quant.weights_fp16)
+        if fallback is not None:   # said once the static plan exists (a model neither plan takes gets the error only)
+            log(f"notice: {notice}")
         io_dims = None
         if lowered.plan.version != layout.VERSION and target != "web":   # If/Loop/Scan: a version-2 plan
             raise PackagerError(f"If/Loop/Scan: web bundles only so far (their version-2 plans are not verified on the "
