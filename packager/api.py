@@ -103,7 +103,7 @@ def package(model: str | os.PathLike | onnx.ModelProto, target: str = "web", out
     if syms is not None:
         quant = quantize_step(graph, target, "none", None, None, None, calibration_method, qdq_placement,
                               calibrate_fraction, strict, log)
-        float_model = shipped = graph.model
+        float_model = shipped = _run_time_io(graph.model, io_dims)
         reference = stages.source_model()
     else:
         shapes = input_shapes
@@ -332,6 +332,22 @@ def _ones(m: onnx.ModelProto, input_shapes: dict | None, constants: dict | None)
             said.append(f"{name}[{', '.join(s or str(d) for s, d in zip(dims, syms.fixed[name]))}]")
             args.append(f"--input-shape {name}={'x'.join(map(str, shapes[name]))}")
     return shapes, f"symbolic dims set to 1: {'; '.join(said)} (choose with {' '.join(args)}"
+
+
+def _run_time_io(model: onnx.ModelProto, io_dims: dict[str, list]) -> onnx.ModelProto:
+    """The model.onnx a version-2 bundle ships: the graph was analyzed at a probe shape, so its inputs and outputs
+    get the manifest's run-time dims back (a dim no symbol names becomes unknown) and the probe's inferred shapes
+    go: onnxruntime then runs it at every shape the bundle runs."""
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    for vi in [*m.graph.input, *m.graph.output]:
+        for d, want in zip(vi.type.tensor_type.shape.dim, io_dims.get(vi.name, [])):
+            if not isinstance(want, int):
+                d.Clear()
+                if want:
+                    d.dim_param = want
+    del m.graph.value_info[:]
+    return m
 
 
 def _lower_dynamic(stages: _Stages, syms, quiet: bool = False):

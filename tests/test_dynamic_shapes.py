@@ -160,6 +160,23 @@ def test_default_is_run_time_shapes(tmp_path: Path) -> None:
     assert load_bundle(static).manifest["inputs"][0]["shape"] == [1, 1, 12]
 
 
+@pytest.mark.parametrize("make", [_reshape_model, _elementwise_model], ids=["reshape", "elementwise"])
+def test_shipped_model_runs_at_every_shape_too(make, tmp_path: Path) -> None:
+    """The bundle's model.onnx (analyzed at a probe shape) declares the run-time dims again: onnxruntime runs it at
+    other shapes, as the bundle does."""
+    out = package(make(), target="web", out=tmp_path / "b", verify=False)
+    shipped = onnx.load(str(out / "model.onnx"))
+    dims = lambda vi: [d.dim_param or d.dim_value for d in vi.type.tensor_type.shape.dim]  # noqa: E731
+    assert dims(shipped.graph.input[0]) == load_bundle(out).manifest["inputs"][0]["shape"]
+    ref, ship, b = _reference(make()), _reference(shipped), load_bundle(out)
+    rng = np.random.default_rng(4)
+    for shape in [(1, 3), (4, 17)]:
+        x = rng.standard_normal(shape + (make().graph.input[0].type.tensor_type.shape.dim[2].dim_value,)).astype(np.float32)
+        want = ref({"x": x})["y"]
+        np.testing.assert_allclose(ship({"x": x})["y"], want, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(b.run({"x": x})["y"], want, rtol=1e-5, atol=1e-6)
+
+
 def _loop_model() -> onnx.ModelProto:
     """y <- y * 1.5 + 1 for M iterations, y[batch, 4]: a body that would see the run-time batch."""
     F, I64, B = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
