@@ -6,18 +6,31 @@
 // (A B A) to see the noise floor: the third line's ratio.
 //
 //   ROUNDS=16 MS=60 node --experimental-wasm-relaxed-simd bench/ab_pair.mjs BUNDLE A.wasm B.wasm [A.wasm]
+//   ... bench/ab_pair.mjs BUNDLE_A::A.wasm BUNDLE_B::B.wasm [BUNDLE_A::A.wasm]   (two packagings of one model, e.g.
+//       its static plan and its version-2 plan: the first bundle's input shapes, a run-time dim at its example)
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { Session } from '../web/src/index.js';
-const [bundle, ...wasms] = process.argv.slice(2);
-if (wasms.length < 2) { console.error('usage: ab_pair.mjs BUNDLE A.wasm B.wasm [...]'); process.exit(2); }
+const args = process.argv.slice(2);
+const pairs = args[0]?.includes('::') ? args.map((a) => a.split('::')) : args.slice(1).map((w) => [args[0], w]);
+if (pairs.length < 2) { console.error('usage: ab_pair.mjs BUNDLE A.wasm B.wasm [...] | BUNDLE_A::A.wasm BUNDLE_B::B.wasm [...]'); process.exit(2); }
+const wasms = pairs.map(([b, w]) => (args[0].includes('::') ? `${path.basename(b)}:${path.basename(w)}` : w));
 const rounds = Number(process.env.ROUNDS || 30), ms = Number(process.env.MS || 100);
-const manifest = JSON.parse(await readFile(path.join(bundle, 'manifest.json'), 'utf8'));
-const plan = new Uint8Array(await readFile(path.join(bundle, 'model.plan')));
 const sessions = [];
-for (const w of wasms) { const { instance } = await WebAssembly.instantiate(await readFile(w), {}); sessions.push(new Session(instance, plan, manifest, path.basename(w))); }
+let first;
+for (const [bundle, w] of pairs) {
+  const manifest = JSON.parse(await readFile(path.join(bundle, 'manifest.json'), 'utf8'));
+  first ??= manifest;
+  const plan = new Uint8Array(await readFile(path.join(bundle, 'model.plan')));
+  const { instance } = await WebAssembly.instantiate(await readFile(w), {});
+  sessions.push(new Session(instance, plan, manifest, path.basename(w)));
+}
 const feeds = {};
-for (const s of manifest.inputs) { const n = s.shape.reduce((a, d) => a * d, 1); feeds[s.name] = { data: s.dtype === 'int64' ? BigInt64Array.from({ length: n }, (_, i) => BigInt(i % 7)) : Float32Array.from({ length: n }, (_, i) => Math.sin(i)), dims: s.shape }; }
+for (const s of first.inputs) {
+  const dims = s.shape.map((d) => (typeof d === 'number' ? d : first.dims?.[d]?.example ?? 1));
+  const n = dims.reduce((a, d) => a * d, 1);
+  feeds[s.name] = { data: s.dtype === 'int64' ? BigInt64Array.from({ length: n }, (_, i) => BigInt(i % 7)) : Float32Array.from({ length: n }, (_, i) => Math.sin(i)), dims };
+}
 const cpu = () => { const u = process.cpuUsage(); return (u.user + u.system) / 1000; };
 const med = (xs) => { const s = [...xs].sort((a, b) => a - b); return s[s.length >> 1]; };
 for (const s of sessions) { const end = performance.now() + 2000; while (performance.now() < end) s.runSync(feeds); }

@@ -103,7 +103,7 @@ def _prepare(root: Path, name: str) -> dict:
     src = REPO / ".cache" / "models" / f"{name}.onnx"
     if not src.exists():
         raise SystemExit(f"{src} missing: run scripts/setup.sh")
-    bundle = package(src, out=root / "bundles" / name, verify=False)
+    bundle = package(src, out=root / "bundles" / name, verify=False, dynamic=False)   # static plan, batch 1
     (root / "onnx").mkdir(exist_ok=True)
     (root / "onnx" / f"{name}.onnx").write_bytes(src.read_bytes())
     manifest = json.loads((bundle / "manifest.json").read_text())

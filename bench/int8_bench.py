@@ -34,7 +34,7 @@ BUNDLES = REPO / ".cache" / "bundles-int8"
 def bundle(model: Path, name: str) -> Path:
     from packager import package
     out = BUNDLES / name
-    package(model, target="web", out=out, verify=False)
+    package(model, target="web", out=out, verify=False, dynamic=False)   # static plans, batch 1
     return out
 
 

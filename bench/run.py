@@ -126,7 +126,9 @@ def bench_model(name: str, a: argparse.Namespace, flags: list[str], model: Path 
     bundle = BUNDLES_DIR / name
     t = time.perf_counter()
     try:
-        package(model, out=bundle, log=lambda s: print(f"[bench] {name}: {s}", file=sys.stderr), **(package_kwargs or {}))
+        # the static plan (batch 1) unless told otherwise: the figures in README and docs
+        package(model, out=bundle, log=lambda s: print(f"[bench] {name}: {s}", file=sys.stderr),
+                **{"dynamic": False, **(package_kwargs or {})})
     except PackagerError as e:
         return {"model": name, "error": f"packaging failed: {str(e).splitlines()[0]}"}
     print(f"[bench] {name}: packaged in {time.perf_counter() - t:.1f}s -> {bundle.relative_to(REPO)}", file=sys.stderr)

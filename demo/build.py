@@ -71,7 +71,7 @@ def build(out: Path, names: list[str], log=print) -> list[dict]:
             log(f"[demo] {name}: model not available here, skipped")
             continue
         d = out / "models" / name
-        bundle = package(m["onnx"], out=d / "bundle")
+        bundle = package(m["onnx"], out=d / "bundle", dynamic=False)   # the static plan next to onnxruntime-web, batch 1
         shutil.copyfile(m["onnx"], d / "model.onnx")
         manifest = json.loads((bundle / "manifest.json").read_text())
         (inp,), (outp,) = manifest["inputs"], manifest["outputs"]

@@ -84,8 +84,9 @@ def package(model: str | os.PathLike | onnx.ModelProto, target: str = "web", out
     quantize: none | fp16 | int8 | int8-dynamic | auto; calibration, evaluation: DATA; accuracy_budget: what
     auto must keep, e.g. 'top1=0.99,cosine=0.999' (docs/quantization.md).
     input_shapes: per input, a dim is an int (fixed) or a (min, max) pair (resolved at run time within bounds;
-    max 0 = unbounded). dynamic: True resolves symbolic dims at run time (a version-2 plan); None does so when
-    bounds are given; False fixes them (to 1 where not given)."""
+    max 0 = unbounded). dynamic: None (default) resolves the symbolic dims no input_shapes fixes at run time (a
+    version-2 plan) where the model allows it, else fixes them to 1 with one notice saying why; True: run-time
+    shapes or an error; False: a static plan (symbolic dims fixed to 1 where not given)."""
     if target not in TARGETS:
         raise PackagerError(f"unknown target '{target}' (available: {', '.join(TARGETS)})")
     name = Path(model).stem if not isinstance(model, onnx.ModelProto) else (model.graph.name or "model")
@@ -98,33 +99,40 @@ def package(model: str | os.PathLike | onnx.ModelProto, target: str = "web", out
     source, (m, rewritten) = m, canonicalize(m)
     for n in rewritten:
         log(f"notice: {n}")
-    syms = None
-    if dynamic is not False and target in ("web", "pi5", "android") and not strict:
-        from .dynamic import find_symbols
-        syms = find_symbols(m, input_shapes, constants)
-        bounded = any(b for bs in syms.bounds.values() for b in bs)
-        if not syms.any or not (dynamic or bounded):
-            syms = None
-    elif dynamic:
-        raise PackagerError("shapes resolved at run time: web, pi5 and android bundles (give --input-shape for "
-                            f"--target {target}; --profile strict needs fixed shapes)")
-    if input_shapes and syms is None and any(not isinstance(d, (int, np.integer)) for s in input_shapes.values() for d in s):
-        raise PackagerError("--input-shape bounds [min..max] make a bundle with run-time shapes: web, pi5 and android "
-                            "targets only (not --profile strict)")
-    if syms is not None and quantize not in ("auto", "none"):
-        raise PackagerError(f"--quantize {quantize} needs fixed shapes so far: give them with --input-shape")
+    ort_source = None   # verification runs onnxruntime on the contrib / function ops themselves
+    if rewritten:
+        from .passes.contrib import for_onnxruntime
+        ort_source = for_onnxruntime(source)
+    syms = _run_time_symbols(m, strict, input_shapes, constants, dynamic, quantize, calibration, labels)
     stages = _Stages(m, constants, strict, optimize, keep_metadata, log)
+    fallback = None   # why a model with symbolic dims got fixed shapes (the default only; one notice)
+    if syms is not None and not isinstance(syms, str):
+        try:
+            graph, reference, optimization, lowered, io_dims = _lower_dynamic(stages, syms, quiet=dynamic is None)
+        except Exception as e:   # noqa: BLE001 - the default must not fail where the static plan works
+            if dynamic or _bounded(input_shapes):   # asked for: run-time shapes or a clear error
+                raise
+            fallback, syms = _reason(e), None
+    elif isinstance(syms, str):
+        fallback, syms = syms, None
     if syms is not None:
-        graph, reference, optimization, lowered, io_dims = _lower_dynamic(stages, syms)
         quant = quantize_step(graph, target, "none", None, None, None, calibration_method, qdq_placement,
                               calibrate_fraction, strict, log)
-        float_model = shipped = graph.model
-        reference = stages.source_model()
+        float_model = shipped = _run_time_io(graph.model, io_dims)
+        reference = stages.source_model(ort_source)
     else:
-        graph, reference, optimization = stages.front(input_shapes)
-        if rewritten:   # verification runs onnxruntime on the contrib / function ops themselves
-            from .passes.contrib import for_onnxruntime
-            reference = stages.source_model(for_onnxruntime(source))
+        shapes = input_shapes
+        if fallback is not None:   # the symbolic dims set to 1 here, so the notice is one line, not one per dim
+            shapes, fixed = _ones(m, input_shapes, constants)
+            notice = (f"run-time shapes not possible: {fallback}; packaged with fixed shapes instead, {fixed}, "
+                      f"or --static for fixed shapes without this notice)")
+        if _bounded(shapes):   # bounds only on dims the model fixes: nothing is left to resolve at run time
+            raise PackagerError("--input-shape bounds [min..max] name only dims the model fixes: give their sizes")
+        graph, reference, optimization = stages.front(shapes)
+        if ort_source is not None:
+            reference = stages.source_model(ort_source)
+        if fallback is not None:
+            graph.notices.append(notice)
         # -- precision (packager/quantize): resolve --quantize, calibrate, rewrite the graph; before lowering --
         float_model = reference   # the accuracy report compares with the float32 model before any rewrite
         quant = quantize_step(graph, target, quantize, calibration, labels, images, calibration_method, qdq_placement,
@@ -133,6 +141,8 @@ def package(model: str | os.PathLike | onnx.ModelProto, target: str = "web", out
         if quant.mode != "none":   # a changed precision: verify the bundle against the graph it ships
             reference = shipped
         lowered = lower(graph, weights_fp16=quant.weights_fp16)
+        if fallback is not None:   # said once the static plan exists (a model neither plan takes gets the error only)
+            log(f"notice: {notice}")
         io_dims = None
         if lowered.plan.version != layout.VERSION and target != "web":   # If/Loop/Scan: a version-2 plan
             raise PackagerError(f"If/Loop/Scan: web bundles only so far (their version-2 plans are not verified on the "
@@ -282,9 +292,96 @@ class _Stages:
         return m
 
 
-def _lower_dynamic(stages: _Stages, syms):
+def _bounded(input_shapes: dict | None) -> bool:
+    """Bounds ([min..max] or ?) in input_shapes: they ask for run-time shapes."""
+    return any(not isinstance(d, (int, np.integer)) for s in (input_shapes or {}).values() for d in s)
+
+
+def _run_time_symbols(m: onnx.ModelProto, strict: bool, input_shapes: dict | None, constants: dict | None,
+                      dynamic: bool | None, quantize: str, calibration, labels):
+    """The symbolic input dims to resolve at run time (packager/dynamic.Symbols); None: a static plan (no symbolic
+    dims left, or asked for); a str: why the default cannot give run-time shapes (the caller falls back)."""
+    asked = dynamic is True or _bounded(input_shapes)
+    if dynamic is False:
+        if _bounded(input_shapes):
+            raise PackagerError("--input-shape bounds [min..max] resolve dims at run time: not with --static "
+                                "(give fixed sizes)")
+        return None
+    if strict:   # analyze refuses symbolic dims under strict itself, naming the input
+        if asked:
+            raise PackagerError("--profile strict needs fixed shapes: give them with --input-shape (no bounds, "
+                                "no --dynamic)")
+        return None
+    from .dynamic import find_symbols
+    syms = find_symbols(m, input_shapes, constants)
+    if not syms.any:
+        return None
+    # the version-2 path ships float32 and verifies at one shape: calibration data has no place there yet
+    why = f"--quantize {quantize}" if quantize not in ("auto", "none") else \
+        "--calibration" if calibration is not None else "--labels" if labels is not None else None
+    if why is not None:
+        if asked:
+            raise PackagerError(f"{why} needs fixed shapes so far: give them with --input-shape")
+        return f"{why} needs fixed shapes so far"
+    return syms
+
+
+def _reason(e: Exception) -> str:
+    """The first line of a version-2 refusal without its advice to give fixed shapes (the notice says how); an
+    unexpected exception (a bug of the version-2 lowering) by its type, so it is reported, not hidden."""
+    import re
+    line = (str(e).splitlines() or [""])[0]
+    if not isinstance(e, PackagerError):
+        return f"the version-2 lowering failed ({type(e).__name__}: {line[:200]})"
+    return re.sub(r"[:;,]?\s*\(?(give (this model )?fixed shapes|give them)[^)]*\)?\s*$", "", line) or line
+
+
+def _ones(m: onnx.ModelProto, input_shapes: dict | None, constants: dict | None) -> tuple[dict, str]:
+    """input_shapes with every symbolic dim it leaves set to 1, and the notice's words for them (what was set, and
+    an --input-shape to copy)."""
+    from .dynamic import find_symbols
+    syms = find_symbols(m, input_shapes, constants)
+    shapes = dict(input_shapes or {})
+    said, args = [], []
+    for name, dims in syms.dims.items():
+        if any(dims):
+            shapes[name] = tuple(1 if s else d for s, d in zip(dims, syms.fixed[name]))
+            said.append(f"{name}[{', '.join(s or str(d) for s, d in zip(dims, syms.fixed[name]))}]")
+            args.append(f"--input-shape {name}={'x'.join(map(str, shapes[name]))}")
+    return shapes, f"symbolic dims set to 1: {'; '.join(said)} (choose with {' '.join(args)}"
+
+
+def _run_time_io(model: onnx.ModelProto, io_dims: dict[str, list]) -> onnx.ModelProto:
+    """The model.onnx a version-2 bundle ships: the graph was analyzed at a probe shape, so its inputs and outputs
+    get the manifest's run-time dims back (a dim no symbol names becomes unknown) and the probe's inferred shapes
+    go: onnxruntime then runs it at every shape the bundle runs."""
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    for vi in [*m.graph.input, *m.graph.output]:
+        for d, want in zip(vi.type.tensor_type.shape.dim, io_dims.get(vi.name, [])):
+            if not isinstance(want, int):
+                d.Clear()
+                if want:
+                    d.dim_param = want
+    del m.graph.value_info[:]
+    return m
+
+
+def _lower_dynamic(stages: _Stages, syms, quiet: bool = False):
     """A version-2 plan (packager/dynamic.py): probe at two shapes, keep what varies as shape arithmetic,
-    lower at both, check they agree, assemble. Returns (graph, reference, optimization, lowered, io dims)."""
+    lower at both, check they agree, assemble. Returns (graph, reference, optimization, lowered, io dims).
+    quiet: hold the log lines until it succeeds (the default falls back to fixed shapes on failure: its lines
+    would be said twice)."""
+    if quiet:
+        held: list[str] = []
+        log, stages.log = stages.log, held.append
+        try:
+            out = _lower_dynamic(stages, syms)
+        finally:
+            stages.log = log
+        for line in held:
+            log(line)
+        return out
     from .dynamic import bounded_memory, compare_lowerings, varying_axes, varying_values
     from .lower import lower_ctx
     from .plan.dynamic import assemble_dynamic
@@ -299,7 +396,12 @@ def _lower_dynamic(stages: _Stages, syms):
     varying = compare_lowerings(ctx_a, ctx_b)
     bounds = {n: [b if b else (1, 0) for b in bs] for n, bs in syms.bounds.items()}
     lowered = assemble_dynamic(ctx_a, ins, outs, varying, bounds)
-    bound = bounded_memory(lowered.plan, syms, ensure_wasm()["edgepack.wasm"])
+    wasm = ensure_wasm()["edgepack.wasm"]
+    bound = bounded_memory(lowered.plan, syms, wasm)
+    if bound is None:   # the core resolves the plan at the example shape (a kernel without a shape function fails here)
+        from .runtime.wasm import WasmPlan
+        WasmPlan(wasm, layout.encode(lowered.plan)).set_shapes(
+            [syms.shapes(syms.example)[n] for n in syms.dims])
     if bound is not None:   # the plan promises this arena at most; the manifest states it with the rest of memory
         lowered.plan.dynamic.max_arena_bytes = bound[0]
         lowered.report["max_memory_bytes"] = bound[1]

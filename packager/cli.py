@@ -1,6 +1,6 @@
 """The `package` command.
 
-    package [--target web] MODEL.onnx -o OUT/      package a model into a bundle
+    package [--target web] MODEL.onnx -o OUT/      package a model into a bundle (symbolic dims: run-time shapes)
     package run BUNDLE --input NAME=FILE.npy       run a bundle, print or save its outputs
     package inspect BUNDLE                          ops, tensors, arena and weight sizes
     package bench BUNDLE                            latency percentiles after a timed warm-up
@@ -75,11 +75,16 @@ def cmd_package(argv: list[str]) -> int:
     ap.add_argument("--target", default="web", choices=TARGETS)
     ap.add_argument("-o", "--out", help="bundle directory (default: MODEL name + '.bundle')")
     ap.add_argument("--input-shape", action="append", type=_shape_arg, default=[], metavar="NAME=1x3x224x224",
-                    help="shape of an input: each dim fixed (224), bounded ([1..512]: resolved at run time, the manifest "
-                         "states the most memory) or free (?); default: the model's symbolic dims are fixed to 1 "
-                         "unless --dynamic")
-    ap.add_argument("--dynamic", action="store_true",
-                    help="keep the model's symbolic dims: one bundle runs every shape they allow (plan version 2)")
+                    help="shape of an input: each dim fixed (224: no per-run cost), bounded ([1..512]: resolved at run "
+                         "time, the manifest states the most memory) or free (?); default: the model's symbolic dims "
+                         "are resolved at run time (plan version 2) where the model allows it, else set to 1 with a "
+                         "notice saying why")
+    shapes = ap.add_mutually_exclusive_group()
+    shapes.add_argument("--dynamic", action="store_true",
+                        help="run-time shapes or an error: one bundle runs every shape the symbolic dims allow "
+                             "(the default without the fallback to fixed shapes)")
+    shapes.add_argument("--static", action="store_true",
+                        help="a static plan: symbolic dims no --input-shape fixes are set to 1")
     ap.add_argument("--const", action="append", type=_file_arg, default=[], metavar="NAME=FILE.npy",
                     help="bind a graph input to a fixed value (it becomes a constant of the bundle)")
     ap.add_argument("--allow-domain", action="append", default=[], metavar="DOMAIN",
@@ -98,7 +103,8 @@ def cmd_package(argv: list[str]) -> int:
     a = ap.parse_args(argv)
     out = a.out or str(Path(a.model).with_suffix("")) + ".bundle"
     t0 = time.perf_counter()
-    path = package(a.model, target=a.target, out=out, input_shapes=dict(a.input_shape), dynamic=a.dynamic or None,
+    path = package(a.model, target=a.target, out=out, input_shapes=dict(a.input_shape),
+                   dynamic=True if a.dynamic else False if a.static else None,
                    constants={n: _load_npy(p) for n, p in a.const}, verify=not a.no_verify, allow_domains=tuple(a.allow_domain), sign=a.sign,
                    profile=a.profile, optimize=not a.no_optimize, keep_metadata=a.keep_metadata,
                    log=lambda s: print(s, file=sys.stderr), **_quant_kwargs(a))

@@ -12,14 +12,14 @@ package --target web "$MODEL" -o "$OUT"
 echo; echo "== package inspect $OUT"
 package inspect "$OUT"
 echo; echo "== run on a random input, next to onnxruntime"
-python3 - "$OUT" <<'PY'
+python3 - "$OUT" "$MODEL" <<'PY'
 import sys, numpy as np, onnx
 from packager import load_bundle
 from packager.api import random_inputs, reference_run
 b = load_bundle(sys.argv[1])
-feeds = random_inputs(b.inputs, seed=42)
+feeds = random_inputs(b.example_inputs(), seed=42)   # run-time dims (the default for symbolic ones) at their example
 got = b.run(feeds)
-want = reference_run(onnx.load(f"{sys.argv[1]}/model.onnx"), feeds)
+want = reference_run(onnx.load(sys.argv[2]), feeds)
 for name, y in got.items():
     d = float(np.max(np.abs(y - want[name])))
     top = int(np.argmax(y.reshape(y.shape[0], -1)[0]))

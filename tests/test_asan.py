@@ -45,7 +45,7 @@ def test_conformance_suite_clean_under_asan() -> None:
 
 @pytest.mark.parametrize("name", MODELS)
 def test_benchmark_model_under_asan(name: str, cli: Path, tmp_path: Path) -> None:
-    path = package(model_path(name), target="web", out=tmp_path / name, verify=False)
+    path = package(model_path(name), target="web", out=tmp_path / name, verify=False, dynamic=False)
     b = Bundle(path)
     feeds = seeded_feeds(b.inputs, 1)
     status, why, got = runner_asan.run_asan_cli(cli, path, feeds, b.outputs, timeout=600)

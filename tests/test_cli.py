@@ -52,7 +52,7 @@ def test_bench_rewrites_inputs_every_run(tmp_path: Path) -> None:
     """minilm's token ids are consumed early and their bytes reused: re-running without rewriting them
     would gather with garbage indices (the runtime refuses with 'index out of range')."""
     from .conftest import model_path
-    r = cli(str(model_path("minilm_like")), "-o", str(tmp_path / "b"), "--no-verify")
+    r = cli(str(model_path("minilm_like")), "-o", str(tmp_path / "b"), "--no-verify", "--static")
     assert r.returncode == 0, r.stderr
     r = cli("bench", str(tmp_path / "b"), "--warmup", "0", "--seconds", "0.2", "--profile")
     assert r.returncode == 0, r.stderr
@@ -107,16 +107,65 @@ def test_failed_packaging_keeps_previous_bundle(tmp_path: Path, reshape_model: o
     assert (tmp_path / "b" / "model.plan").read_bytes() == before
 
 
-def test_symbolic_dims_default_to_one_with_notice(tmp_path: Path) -> None:
-    import numpy as np
+def test_symbolic_dims_resolve_at_run_time_by_default(tmp_path: Path) -> None:
+    """No --input-shape: a version-2 bundle running any batch; --static: today's static plan (batch 1, its notice);
+    a fixed --input-shape: static at that shape; --static with --dynamic or with bounds: a clear error."""
     from onnx import numpy_helper
     shape = numpy_helper.from_array(np.array([-1, 2], dtype=np.int64), "s")
     m = make_model([helper.make_node("Reshape", ["x", "s"], ["y"])], [f32("x", ["batch", 4])], [f32("y", ["b", 2])], [shape])
     onnx.save(m, tmp_path / "m.onnx")
     r = cli(str(tmp_path / "m.onnx"), "-o", str(tmp_path / "b"))
     assert r.returncode == 0, r.stderr
+    assert "arena per input shape" in r.stdout and "notice" not in r.stderr, (r.stdout, r.stderr)
+    manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())
+    assert manifest["plan"]["version"] == 2 and manifest["inputs"][0]["shape"] == ["batch", 4]
+    for batch in (1, 5):
+        x = np.arange(batch * 4, dtype=np.float32).reshape(batch, 4)
+        np.save(tmp_path / "x.npy", x)
+        r = cli("run", str(tmp_path / "b"), "--input", f"x={tmp_path / 'x.npy'}", "--output", f"y={tmp_path / 'y.npy'}")
+        assert r.returncode == 0, r.stderr
+        np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), x.reshape(-1, 2))
+    r = cli(str(tmp_path / "m.onnx"), "-o", str(tmp_path / "b1"), "--static")
+    assert r.returncode == 0, r.stderr
     assert "symbolic dimension 'batch' set to 1" in r.stderr
+    manifest = json.loads((tmp_path / "b1" / "manifest.json").read_text())
+    assert manifest["plan"]["version"] == 1 and manifest["inputs"][0]["shape"] == [1, 4]
     r = cli(str(tmp_path / "m.onnx"), "-o", str(tmp_path / "b3"), "--input-shape", "x=3x4")
     assert r.returncode == 0, r.stderr
     manifest = json.loads((tmp_path / "b3" / "manifest.json").read_text())
+    assert manifest["plan"]["version"] == 1
     assert manifest["inputs"][0]["shape"] == [3, 4] and manifest["outputs"][0]["shape"] == [6, 2]
+    r = cli(str(tmp_path / "m.onnx"), "-o", str(tmp_path / "e"), "--static", "--dynamic")
+    assert r.returncode == 2 and "not allowed with argument" in r.stderr
+    r = cli(str(tmp_path / "m.onnx"), "-o", str(tmp_path / "e"), "--static", "--input-shape", "x=[1..8]x4")
+    assert r.returncode == 1 and "error: --input-shape bounds" in r.stderr and "--static" in r.stderr
+    assert "Traceback" not in r.stderr and not (tmp_path / "e").exists()
+
+
+def test_fallback_to_fixed_shapes_is_one_notice(tmp_path: Path) -> None:
+    """Resize with run-time spatial dims has no version-2 lowering: the default packages the static plan and says so
+    once, naming the node and telling how to choose; --dynamic refuses instead."""
+    from onnx import numpy_helper
+    scales = numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "sc")
+    m = make_model([helper.make_node("Resize", ["x", "", "sc"], ["y"], name="up", mode="nearest")],
+                   [f32("x", ["batch", 3, "h", "w"])], [f32("y", ["batch", 3, None, None])], [scales])
+    onnx.save(m, tmp_path / "m.onnx")
+    r = cli(str(tmp_path / "m.onnx"), "-o", str(tmp_path / "b"))
+    assert r.returncode == 0, r.stderr
+    notices = [line for line in r.stderr.splitlines() if line.startswith("notice:")]
+    assert len(notices) == 1, r.stderr
+    assert "run-time shapes not possible: node 'up' (RESIZE)" in notices[0], notices
+    assert "x[batch, 3, h, w]" in notices[0] and "--input-shape x=1x3x1x1" in notices[0] and "--static" in notices[0]
+    manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())
+    assert manifest["plan"]["version"] == 1 and manifest["inputs"][0]["shape"] == [1, 3, 1, 1]
+    assert manifest["notices"] == [notices[0][len("notice: "):]]
+    assert manifest["verification"]["max_abs_diff"] == 0.0
+    r = cli(str(tmp_path / "m.onnx"), "-o", str(tmp_path / "d"), "--dynamic")
+    assert r.returncode == 1 and "error:" in r.stderr and "'up' (RESIZE)" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_help_names_the_shape_choices() -> None:
+    r = cli("--help")
+    assert r.returncode == 0
+    text = " ".join(r.stdout.split())
+    assert "--static" in text and "--dynamic" in text and "resolved at run time (plan version 2)" in text

@@ -1,7 +1,9 @@
 """Plan version 2: one bundle, every input shape the model allows (issue 17).
 
-Bundles are built by `package(..., dynamic=True)` (or with bounds) and run by the bundle's own wasm under
-wasmtime at several shapes, compared with onnxruntime on the original model at the same shapes."""
+Bundles are built by `package(...)` (run-time shapes are the default for symbolic dims; dynamic=True insists, bounds
+too) and run by the bundle's own wasm under wasmtime at several shapes, compared with onnxruntime on the original
+model at the same shapes. Where the default cannot give run-time shapes it packages the static plan (dims 1) and
+says why in one notice."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -13,7 +15,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from packager import load_bundle, package
-from packager.errors import InputError
+from packager.errors import InputError, PackagerError
 from packager.plan import layout
 from packager.plan.opcodes import Op
 
@@ -141,6 +143,110 @@ def test_a_fixed_input_shape_still_gives_a_static_plan(tmp_path: Path) -> None:
     assert load_bundle(out).manifest["inputs"][0]["shape"] == [2, 5, 8]
 
 
+def test_default_is_run_time_shapes(tmp_path: Path) -> None:
+    """No dynamic=, no input_shapes: a version-2 plan, no notice, the same bundle at several shapes."""
+    lines: list[str] = []
+    out = package(_reshape_model(), target="web", out=tmp_path / "b", log=lines.append)
+    b = load_bundle(out)
+    assert b.manifest["plan"]["version"] == 2 and b.manifest["notices"] == []
+    assert not [x for x in lines if x.startswith("notice:")], lines
+    ref = _reference(_reshape_model())
+    rng = np.random.default_rng(2)
+    for shape in [(1, 1, 12), (5, 33, 12)]:
+        x = rng.standard_normal(shape).astype(np.float32)
+        np.testing.assert_allclose(b.run({"x": x})["y"], ref({"x": x})["y"], rtol=1e-5, atol=1e-6)
+    static = package(_reshape_model(), target="web", out=tmp_path / "s", dynamic=False)
+    assert layout.decode((static / "model.plan").read_bytes()).dynamic is None
+    assert load_bundle(static).manifest["inputs"][0]["shape"] == [1, 1, 12]
+
+
+@pytest.mark.parametrize("make", [_reshape_model, _elementwise_model], ids=["reshape", "elementwise"])
+def test_shipped_model_runs_at_every_shape_too(make, tmp_path: Path) -> None:
+    """The bundle's model.onnx (analyzed at a probe shape) declares the run-time dims again: onnxruntime runs it at
+    other shapes, as the bundle does."""
+    out = package(make(), target="web", out=tmp_path / "b", verify=False)
+    shipped = onnx.load(str(out / "model.onnx"))
+    dims = lambda vi: [d.dim_param or d.dim_value for d in vi.type.tensor_type.shape.dim]  # noqa: E731
+    assert dims(shipped.graph.input[0]) == load_bundle(out).manifest["inputs"][0]["shape"]
+    ref, ship, b = _reference(make()), _reference(shipped), load_bundle(out)
+    rng = np.random.default_rng(4)
+    for shape in [(1, 3), (4, 17)]:
+        x = rng.standard_normal(shape + (make().graph.input[0].type.tensor_type.shape.dim[2].dim_value,)).astype(np.float32)
+        want = ref({"x": x})["y"]
+        np.testing.assert_allclose(ship({"x": x})["y"], want, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(b.run({"x": x})["y"], want, rtol=1e-5, atol=1e-6)
+
+
+def _loop_model() -> onnx.ModelProto:
+    """y <- y * 1.5 + 1 for M iterations, y[batch, 4]: a body that would see the run-time batch."""
+    F, I64, B = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
+    body = helper.make_graph(
+        [helper.make_node("Mul", ["y_in", "k"], ["m"]), helper.make_node("Add", ["m", "one"], ["y_out"]),
+         helper.make_node("Identity", ["cond_in"], ["cond_out"])], "body",
+        [helper.make_tensor_value_info("i", I64, []), helper.make_tensor_value_info("cond_in", B, []),
+         helper.make_tensor_value_info("y_in", F, ["batch", 4])],
+        [helper.make_tensor_value_info("cond_out", B, []), helper.make_tensor_value_info("y_out", F, ["batch", 4])],
+        [numpy_helper.from_array(np.array(1.5, np.float32), "k"), numpy_helper.from_array(np.array(1, np.float32), "one")])
+    m = helper.make_model(helper.make_graph(
+        [helper.make_node("Loop", ["M", "cond", "y0"], ["y"], name="loop0", body=body)], "loop",
+        [helper.make_tensor_value_info("M", I64, []), helper.make_tensor_value_info("cond", B, []),
+         helper.make_tensor_value_info("y0", F, ["batch", 4])], [helper.make_tensor_value_info("y", F, ["batch", 4])]),
+        opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    return m
+
+
+def test_default_falls_back_to_fixed_shapes_with_one_notice(tmp_path: Path) -> None:
+    """A Loop whose body would see the run-time batch has no version-2 lowering yet: the default gives the static
+    plan at batch 1 with one notice naming the node and the reason (in the log and the manifest) and verifies it;
+    dynamic=True refuses with the same reason."""
+    lines: list[str] = []
+    out = package(_loop_model(), target="web", out=tmp_path / "b", log=lines.append)
+    notices = [x for x in lines if x.startswith("notice:")]
+    assert len(notices) == 1, lines
+    assert "run-time shapes not possible: unsupported: Loop (node 'loop0', opset 17): bodies with run-time input dims" \
+        in notices[0], notices
+    assert "y0[batch, 4]" in notices[0] and "--input-shape y0=1x4" in notices[0], notices
+    b = load_bundle(out)
+    assert b.manifest["plan"]["version"] == 2 and b.manifest["notices"] == [notices[0][len("notice: "):]]
+    assert b.manifest["inputs"][2]["shape"] == [1, 4]   # a sub-plan (version 2) of fixed shapes: batch set to 1
+    assert b.manifest["verification"]["max_abs_diff"] < 1e-5
+    feeds = {"M": np.array(3, np.int64), "cond": np.array(True), "y0": np.array([[1, -2, 3, 0.5]], np.float32)}
+    np.testing.assert_allclose(b.run(feeds)["y"], _reference(_loop_model())(feeds)["y"], rtol=1e-6)
+    with pytest.raises(PackagerError, match=r"Loop \(node 'loop0'.*bodies with run-time input dims"):
+        package(_loop_model(), target="web", out=tmp_path / "d", dynamic=True)
+
+
+def test_quantize_needs_fixed_shapes_so_the_default_falls_back(tmp_path: Path) -> None:
+    lines: list[str] = []
+    out = package(_elementwise_model(), target="web", out=tmp_path / "b", quantize="fp16", log=lines.append)
+    notices = [x for x in lines if x.startswith("notice:")]
+    assert len(notices) == 1 and "--quantize fp16 needs fixed shapes so far" in notices[0], lines
+    assert load_bundle(out).manifest["inputs"][0]["shape"] == [1, 1, 8]
+    with pytest.raises(PackagerError, match="--quantize fp16 needs fixed shapes so far"):
+        package(_elementwise_model(), target="web", out=tmp_path / "d", quantize="fp16", dynamic=True)
+    with pytest.raises(PackagerError, match="not with --static"):
+        package(_elementwise_model(), target="web", out=tmp_path / "e", dynamic=False,
+                input_shapes={"x": ((1, 4), 2, 8)})
+
+
+def test_a_bug_in_the_v2_lowering_falls_back_and_is_named(tmp_path: Path, monkeypatch) -> None:
+    """An unexpected exception in the version-2 lowering: the default still packages (static) and the notice names
+    the exception; dynamic=True lets it through."""
+    import packager.api as api
+
+    def broken(*a, **k):
+        raise KeyError("probe")
+    monkeypatch.setattr(api, "_lower_dynamic", broken)
+    lines: list[str] = []
+    out = package(_elementwise_model(), target="web", out=tmp_path / "b", log=lines.append)
+    notices = [x for x in lines if x.startswith("notice:")]
+    assert len(notices) == 1 and "the version-2 lowering failed (KeyError: 'probe')" in notices[0], lines
+    assert load_bundle(out).manifest["plan"]["version"] == 1
+    with pytest.raises(KeyError):
+        package(_elementwise_model(), target="web", out=tmp_path / "d", dynamic=True)
+
+
 def test_hostile_v2_plans_never_read_out_of_bounds(elementwise_bundle: Path, tmp_path: Path) -> None:
     """Byte mutations of a version-2 plan (header, tensor flags, lifetimes, bounds) run under ASan + UBSan."""
     import subprocess
@@ -166,7 +272,7 @@ def test_hostile_v2_plans_never_read_out_of_bounds(elementwise_bundle: Path, tmp
     assert len(r.stdout.splitlines()) == len(paths)
 
 
-# issue 17's models: one bundle, packaged without --input-shape, at every shape below (SIMD runs them all; the
+# issue 17's models: one bundle, packaged without --input-shape (the default), at every shape below (SIMD runs them all; the
 # scalar and relaxed builds a subset, to keep CI's time)
 MODEL_SHAPES = {
     "minilm_like_dyn": [(1, 7), (2, 128), (1, 512), (4, 1), (3, 128)],
@@ -179,7 +285,7 @@ MODEL_SHAPES = {
 def model_bundles(tmp_path_factory) -> dict[str, Path]:
     from .conftest import model_path
     d = tmp_path_factory.mktemp("models")
-    return {m: package(str(model_path(m)), target="web", out=d / m, dynamic=True) for m in MODEL_SHAPES}
+    return {m: package(str(model_path(m)), target="web", out=d / m) for m in MODEL_SHAPES}
 
 
 @pytest.mark.parametrize("variant", VARIANTS)

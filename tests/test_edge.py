@@ -193,7 +193,7 @@ def test_cli_json_unicode_names(tmp_path: Path, host_cli: Path) -> None:
 @pytest.fixture(scope="module")
 def android_bundle(tmp_path_factory) -> tuple[Path, str]:
     return package(model_path("cifar10net"), target="android", out=tmp_path_factory.mktemp("android") / "c10",
-                   verify=False), "cifar10net"
+                   verify=False, dynamic=False), "cifar10net"
 
 
 def test_android_library_has_no_libc(android_bundle) -> None:
@@ -333,7 +333,7 @@ def test_neon_gemm_matches_portable_bits() -> None:
 
 def _pi5_model(name: str, tmp: Path) -> Path:
     try:
-        return package(model_path(name), target="pi5", out=tmp / name, verify=False)
+        return package(model_path(name), target="pi5", out=tmp / name, verify=False, dynamic=False)
     except PackagerError as e:
         if "not supported" in str(e) or "unsupported" in str(e).lower():
             pytest.skip(f"{name}: kernels not merged yet ({str(e).splitlines()[0][:120]})")

@@ -20,7 +20,8 @@ from .conftest import model_path
 
 @pytest.fixture(scope="module")
 def plan_bytes(tmp_path_factory) -> bytes:
-    out = package(model_path("cifar10net"), out=tmp_path_factory.mktemp("b") / "cifar", verify=False)
+    out = package(model_path("cifar10net"), out=tmp_path_factory.mktemp("b") / "cifar", verify=False,
+                  dynamic=False)
     return (out / "model.plan").read_bytes()
 
 

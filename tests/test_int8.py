@@ -296,8 +296,8 @@ def test_int8_models_agree_with_onnxruntime(name: str, placement: str, tmp_path:
     the int8 bundle's plan + model is <= 0.3x the float32 bundle's."""
     path = _qdq(name, placement)
     m = onnx.load(str(path))
-    out = package(path, out=tmp_path / "int8", verify=False)
-    fp32 = package(model_path(name), out=tmp_path / "fp32", verify=False)
+    out = package(path, out=tmp_path / "int8", verify=False, dynamic=False)
+    fp32 = package(model_path(name), out=tmp_path / "fp32", verify=False, dynamic=False)
     size = lambda b: sum((b / f).stat().st_size for f in ("model.plan", "model.onnx"))  # noqa: E731
     assert size(out) <= 0.3 * size(fp32), (size(out), size(fp32))
     feeds = _feeds(m, seed=1)
@@ -333,7 +333,7 @@ def int8_plan(tmp_path_factory) -> bytes:
              helper.make_node("MatMulInteger", ["xq", "w", "xz"], ["y"])]
     c = package(make_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 6])],
                            [helper.make_tensor_value_info("y", TensorProto.INT32, [3, 4])], [w]), out=tmp / "c", verify=False)
-    d = package(_qdq("cifar10net", "fusion"), out=tmp / "d", verify=False)   # QMAXPOOL, QMATMUL with f32 output
+    d = package(_qdq("cifar10net", "fusion"), out=tmp / "d", verify=False, dynamic=False)   # QMAXPOOL, QMATMUL with f32 output
     return [(p / "model.plan").read_bytes() for p in (a, b, c, d)]
 
 

@@ -43,7 +43,7 @@ CASES = [("cifar10net", "fusion"), ("mobilenetv2", "fusion"), ("resnet18", "fusi
 @pytest.mark.parametrize("name,placement", CASES, ids=[f"{n}-{p}" for n, p in CASES])
 def test_pi5_cli_int8_matches_onnxruntime(name: str, placement: str, tmp_path: Path) -> None:
     path = _qdq(name, placement)
-    b = package(path, target="pi5", out=tmp_path / name, verify=False)
+    b = package(path, target="pi5", out=tmp_path / name, verify=False, dynamic=False)
     m = json.loads((b / "manifest.json").read_text())
     feeds = _feeds(onnx.load(str(path)), seed=1)
     got = E.run_cli(b, feeds, m["outputs"], qemu=E.qemu_cmd("pi5"))
@@ -55,7 +55,7 @@ def test_int8_library_under_qemu(target: str, cpu: str, tmp_path: Path) -> None:
     """The shared libraries, dlopen()ed by the harness: pi5 (SDOT compiled in), android on a core without
     the dot product (portable int8 GEMM) and with it (SDOT after the runtime check)."""
     path = _qdq("cifar10net", "fusion")
-    b = package(path, target=target, out=tmp_path / target, verify=False)
+    b = package(path, target=target, out=tmp_path / target, verify=False, dynamic=False)
     m = json.loads((b / "manifest.json").read_text())
     lib = b / "libedgepack.so" if target == "pi5" else b / "jniLibs" / "arm64-v8a" / "libedgepack.so"
     plan = b / "model.plan" if target == "pi5" else b / "assets" / "edgepack" / "model.plan"

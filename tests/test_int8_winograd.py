@@ -175,7 +175,7 @@ def test_int8_models_use_qwinograd(tmp_path: Path) -> None:
     """The benchmark models' 3x3 stride-1 convs are QWINOGRAD_CONV (the models' outputs against onnxruntime are
     test_int8.py's test_int8_models_agree_with_onnxruntime)."""
     for name in ("cifar10net", "resnet18"):
-        b = package(_qdq(name, "fusion"), out=tmp_path / name, verify=False)
+        b = package(_qdq(name, "fusion"), out=tmp_path / name, verify=False, dynamic=False)
         assert plan_ops(b).count(Op.QWINOGRAD_CONV) >= 2, name
 
 

@@ -22,7 +22,7 @@ def bundles(tmp_path_factory) -> dict[str, Path]:
 
 def _bundle(name: str, bundles: dict, tmp_path_factory) -> Path:
     if name not in bundles:
-        bundles[name] = package(model_path(name), out=tmp_path_factory.mktemp(name) / name)
+        bundles[name] = package(model_path(name), out=tmp_path_factory.mktemp(name) / name, dynamic=False)
     return bundles[name]
 
 

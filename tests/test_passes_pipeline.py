@@ -23,7 +23,7 @@ def _ops(model: onnx.ModelProto) -> list[str]:
 
 
 def test_cifar10net_unfused_ends_smaller_than_the_exporter_folded_graph(tmp_path) -> None:
-    path = package(model_path("cifar10net_unfused"), out=tmp_path / "b")
+    path = package(model_path("cifar10net_unfused"), out=tmp_path / "b", dynamic=False)
     shipped = onnx.load(str(path / "model.onnx"))
     onnx.checker.check_model(shipped, full_check=True)
     folded = onnx.load(str(model_path("cifar10net")), load_external_data=False)
@@ -46,10 +46,10 @@ def test_cifar10net_unfused_ends_smaller_than_the_exporter_folded_graph(tmp_path
 def test_cli_no_optimize_and_inspect_report(tmp_path) -> None:
     src = str(model_path("cifar10net_unfused"))
     env_cmd = [sys.executable, "-m", "packager.cli"]
-    r = subprocess.run(env_cmd + [src, "-o", str(tmp_path / "opt")], cwd=REPO, capture_output=True, text=True)
+    r = subprocess.run(env_cmd + [src, "-o", str(tmp_path / "opt"), "--static"], cwd=REPO, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert "optimize: fold_batchnorm: 20 -> 17 nodes (BatchNormalization -3)" in r.stderr
-    r = subprocess.run(env_cmd + [src, "-o", str(tmp_path / "raw"), "--no-optimize"], cwd=REPO, capture_output=True,
+    r = subprocess.run(env_cmd + [src, "-o", str(tmp_path / "raw"), "--no-optimize", "--static"], cwd=REPO, capture_output=True,
                        text=True)
     assert r.returncode == 0 and "optimize:" not in r.stderr, r.stderr
     raw = json.loads((tmp_path / "raw" / "manifest.json").read_text())
@@ -121,7 +121,7 @@ def test_a_wrong_pass_is_caught_by_verification(tmp_path, monkeypatch) -> None:
             if v.name == "conv1.weight":
                 v.const_value = ir.tensor(-v.const_value.numpy())
     monkeypatch.setattr(optimizer, "PASSES", optimizer.PASSES + [("negate", "a broken pass", negate_weights)])
-    path = package(model_path("cifar10net"), out=tmp_path / "b")
+    path = package(model_path("cifar10net"), out=tmp_path / "b", dynamic=False)
     m = json.loads((path / "manifest.json").read_text())
     assert m["verification"]["max_rel_diff"] > 0.1, m["verification"]   # far beyond the 1e-4 models meet
     assert m["optimizations"][-2]["pass"] == "negate"
@@ -133,7 +133,7 @@ def test_a_failing_pass_is_skipped_and_recorded(tmp_path, monkeypatch) -> None:
     def broken(m) -> None:
         raise ValueError("cannot handle this graph")
     monkeypatch.setattr(optimizer, "PASSES", [("broken", "raises", broken)] + optimizer.PASSES)
-    path = package(model_path("cifar10net_unfused"), out=tmp_path / "b")
+    path = package(model_path("cifar10net_unfused"), out=tmp_path / "b", dynamic=False)
     m = json.loads((path / "manifest.json").read_text())
     assert m["optimizations"][1] == {"pass": "broken", "source": "raises",
                                      "skipped": "ValueError: cannot handle this graph"}
@@ -144,8 +144,8 @@ def test_a_failing_pass_is_skipped_and_recorded(tmp_path, monkeypatch) -> None:
 def test_a_bundles_model_onnx_packages_again(tmp_path) -> None:
     """The shipped graph (fused groups as local functions) is a model edgepack itself accepts: functions
     are inlined at load (bounded, acyclic), and the second bundle has the same plan."""
-    first = package(model_path("cifar10net_unfused"), out=tmp_path / "a")
-    second = package(first / "model.onnx", out=tmp_path / "b")
+    first = package(model_path("cifar10net_unfused"), out=tmp_path / "a", dynamic=False)
+    second = package(first / "model.onnx", out=tmp_path / "b", dynamic=False)
     assert (first / "model.plan").read_bytes() == (second / "model.plan").read_bytes()
 
 

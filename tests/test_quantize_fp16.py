@@ -32,8 +32,8 @@ def _plan(bundle: Path) -> layout.Plan:
 @pytest.mark.parametrize("model", ["cifar10net", "mobilenetv2", "minilm_like"])
 def test_fp16_bundle_runs_and_halves_weights(model, tmp_path):
     import onnx
-    fp32 = package(MODELS / f"{model}.onnx", "web", tmp_path / "fp32", quantize="none", verify=False)
-    fp16 = package(MODELS / f"{model}.onnx", "web", tmp_path / "fp16", quantize="fp16")
+    fp32 = package(MODELS / f"{model}.onnx", "web", tmp_path / "fp32", quantize="none", verify=False, dynamic=False)
+    fp16 = package(MODELS / f"{model}.onnx", "web", tmp_path / "fp16", quantize="fp16", dynamic=False)
     m32, m16 = (json.loads((p / "manifest.json").read_text()) for p in (fp32, fp16))
     ratio = m16["plan"]["weights_bytes"] / m32["plan"]["weights_bytes"]
     assert 0.49 <= ratio <= 0.52, ratio
@@ -70,7 +70,7 @@ def test_fp16_bundle_runs_and_halves_weights(model, tmp_path):
 
 
 def test_fp16_edge_bundle_consistent(tmp_path):
-    path = package(MODELS / "cifar10net.onnx", "pi5", tmp_path / "pi5", quantize="fp16")
+    path = package(MODELS / "cifar10net.onnx", "pi5", tmp_path / "pi5", quantize="fp16", dynamic=False)
     m = json.loads((path / "manifest.json").read_text())
     c = m["consistency"]
     assert c["onnxruntime_vs_wasm"]["max_abs_diff"] < 1e-4
@@ -127,7 +127,7 @@ def _patch_node_word(plan: bytes, node: int, offset: int, value: int) -> bytes:
 
 
 def test_runtime_checks_node_flags(tmp_path):
-    path = package(MODELS / "cifar10net.onnx", "web", tmp_path / "b", quantize="fp16", verify=False)
+    path = package(MODELS / "cifar10net.onnx", "web", tmp_path / "b", quantize="fp16", verify=False, dynamic=False)
     plan = (path / "model.plan").read_bytes()
     wasm = ensure_wasm()["edgepack.wasm"]
     WasmPlan(wasm, plan)                                           # as packaged: accepted
@@ -151,7 +151,7 @@ def test_fp16_bundle_in_node(tmp_path):
     if _node_major() < 20:
         pytest.skip("needs Node >= 20")
     from packager.api import random_inputs
-    path = package(MODELS / "cifar10net.onnx", "web", tmp_path / "b", quantize="fp16", verify=False)
+    path = package(MODELS / "cifar10net.onnx", "web", tmp_path / "b", quantize="fp16", verify=False, dynamic=False)
     b = load_bundle(path)
     feeds = random_inputs(b.inputs, seed=3)
     got = _outputs(_node_run(tmp_path / "node", path, feeds, repeat=3))

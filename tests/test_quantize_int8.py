@@ -91,7 +91,7 @@ def test_digits_int8_bundle(tmp_path, capsys):
 def test_cnn_int8_top1_agreement(model, tmp_path, capsys):
     data = _random_images(model, RANDOM_SAMPLES[model], tmp_path / "calib.npz")
     t0 = time.perf_counter()
-    out = package(MODELS / f"{model}.onnx", "web", tmp_path / model, quantize="int8", calibration=data)
+    out = package(MODELS / f"{model}.onnx", "web", tmp_path / model, quantize="int8", calibration=data, dynamic=False)
     secs = time.perf_counter() - t0
     m = json.loads((out / "manifest.json").read_text())
     (name, rep), = m["accuracy"]["outputs"].items()
@@ -105,7 +105,7 @@ def test_cnn_int8_top1_agreement(model, tmp_path, capsys):
 
 @needs_int8
 def test_minilm_int8_dynamic_cosine(tmp_path, capsys):
-    out = package(MODELS / "minilm_like.onnx", "web", tmp_path / "minilm", quantize="int8-dynamic")
+    out = package(MODELS / "minilm_like.onnx", "web", tmp_path / "minilm", quantize="int8-dynamic", dynamic=False)
     m = json.loads((out / "manifest.json").read_text())
     rep = m["accuracy"]["outputs"]["embedding"]
     with capsys.disabled():
@@ -134,7 +134,7 @@ def test_fusion_aware_placement_in_the_runtime(tmp_path):
     plans, outs = {}, {}
     for pl in ("naive", "fusion-aware"):
         out = package(MODELS / "cifar10net.onnx", "web", tmp_path / pl, quantize="int8", calibration=data,
-                      qdq_placement=pl, verify=False)
+                      qdq_placement=pl, verify=False, dynamic=False)
         plans[pl] = Counter(Op(n.op).name for n in layout.decode((out / "model.plan").read_bytes()).nodes)
         b = load_bundle(out)
         x = np.random.default_rng(3).standard_normal((4, *b.inputs[0]["shape"])).astype(np.float32)

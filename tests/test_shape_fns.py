@@ -143,7 +143,7 @@ def _int8_plans(tmp: Path) -> list[bytes]:
     plans = []
     for name in ("cifar10net", "resnet18"):
         model_path(name)
-        out = package(str(make(name, "fusion")), out=tmp / name, verify=False)
+        out = package(str(make(name, "fusion")), out=tmp / name, verify=False, dynamic=False)
         plans.append((out / "model.plan").read_bytes())
     inits = [numpy_helper.from_array(np.array(0.05, np.float32), "s"), numpy_helper.from_array(np.array(3, np.int8), "z")]
     nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"]),
@@ -179,7 +179,7 @@ def _package_model(name: str, quant: str | None, out: Path) -> bytes:
     if quant:
         from bench.qdq_models import make
         path = make(name, quant)
-    return (package(str(path), target="web", out=out, verify=False, **kw) / "model.plan").read_bytes()
+    return (package(str(path), target="web", out=out, verify=False, dynamic=False, **kw) / "model.plan").read_bytes()
 
 
 @pytest.fixture(scope="module")
@@ -242,7 +242,7 @@ def test_dynamic_lowering_runs_like_onnxruntime(all_dynamic, name: str, tmp_path
     """The models lowered as dynamic plans (derived block sizes, F(4x4) by channel pairs) run as onnxruntime does."""
     import json
     from packager import package
-    out = package(str(model_path(name)), target="web", out=tmp_path / "b", verify=True)
+    out = package(str(model_path(name)), target="web", out=tmp_path / "b", verify=True, dynamic=False)
     assert json.loads((out / "manifest.json").read_text())["verification"]["max_abs_diff"] < 1e-4
 
 

@@ -52,7 +52,7 @@ def _check(tmp: Path, bundle: Path, threads: int, seed: int = 1, isa: str = "sim
 
 @pytest.mark.parametrize("name", MODELS)
 def test_model_two_threads(name: str, tmp_path: Path) -> None:
-    bundle = package(model_path(name), out=tmp_path / name)
+    bundle = package(model_path(name), out=tmp_path / name, dynamic=False)
     _check(tmp_path, bundle, 2)
 
 
@@ -89,7 +89,7 @@ def _convnet() -> onnx.ModelProto:
 
 @pytest.mark.parametrize("name", ["mobilenetv2", "resnet18", "minilm_like"])
 def test_model_two_threads_relaxed(name: str, tmp_path: Path) -> None:
-    bundle = package(model_path(name), out=tmp_path / name)
+    bundle = package(model_path(name), out=tmp_path / name, dynamic=False)
     _check(tmp_path, bundle, 2, isa="relaxed")
 
 
@@ -123,7 +123,7 @@ def test_bad_thread_count(tmp_path: Path) -> None:
 
 def test_workers_take_tasks(tmp_path: Path) -> None:
     """The workers really run tasks (a threaded session whose workers never woke would still be right)."""
-    bundle = package(model_path("cifar10net"), out=tmp_path / "b")
+    bundle = package(model_path("cifar10net"), out=tmp_path / "b", dynamic=False)
     script = tmp_path / "count.mjs"
     script.write_text(f"""
 import {{ load }} from {json.dumps(RUNTIME.as_uri())};
@@ -175,7 +175,7 @@ def test_chromium_two_threads(tmp_path: Path) -> None:
     playwright = pytest.importorskip("playwright.sync_api")
     root = tmp_path / "www"
     shutil.copytree(REPO / "web" / "src", root / "src")
-    package(model_path("cifar10net"), out=root / "bundle")
+    package(model_path("cifar10net"), out=root / "bundle", dynamic=False)
     (root / "index.html").write_text(PAGE)
     srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_IsolatedHandler, directory=str(root)))
     threading.Thread(target=srv.serve_forever, daemon=True).start()

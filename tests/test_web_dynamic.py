@@ -1,11 +1,13 @@
-"""Run-time shapes in the web runtime (plan version 2, issue 17): one bundle packaged with dynamic=True runs at
+"""Run-time shapes in the web runtime (plan version 2, issue 17): one bundle packaged by default (no --input-shape) runs at
 several shapes in Node on every wasm build (simd, relaxed, scalar, threads), agreeing with onnxruntime; a repeated
 shape resolves nothing; a larger shape grows the memory (the threaded build's shared memory too); inputs outside
 the bundle's bounds are refused naming the input, dimension and bound; in Chromium one bundle at two shapes (and
-backend 'webgpu' runs it on wasm, saying why); the per-model index.d.ts types symbolic dims as number.
+backend 'webgpu' runs it on wasm, saying why); the per-model index.d.ts types symbolic dims as number. Control flow
+(If with a run-time condition and branches of different shapes, Loop with a run-time trip count and condition and a
+scan output, Scan) runs its sub-plans in Node as under wasmtime and onnxruntime.
 
-Models are tried from a list: one the packager cannot yet make dynamic (its kernels' shape functions have not
-landed) is skipped with the packager's reason, so the test covers more as they arrive."""
+Every model is packaged by default, as a user would (no --input-shape: run-time shapes); one the packager falls back
+to fixed shapes for fails its cases with the packager's notice."""
 from __future__ import annotations
 
 import json
@@ -20,7 +22,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 from packager import load_bundle, package
 from packager.api import reference_run
-from packager.errors import PackagerError, RuntimeFailure
+from packager.plan import layout
+from packager.plan.opcodes import Op
 
 from .browser_env import ISOLATED, chromium, chromium_missing, serving
 from .conftest import model_path
@@ -76,7 +79,7 @@ s.destroy();
 console.log(JSON.stringify(res));
 """
 
-CTORS = {"float32": "Float32Array", "int64": "BigInt64Array"}
+CTORS = {"float32": "Float32Array", "int64": "BigInt64Array", "bool": "Uint8Array"}
 
 # variant name -> (load variant, load options, node flags)
 BUILDS = {
@@ -183,20 +186,16 @@ _BUNDLES: dict[str, Path | str] = {}
 
 
 def _bundle(work: Path, name: str) -> Path:
-    """The model packaged with dynamic=True (once per module), or a skip with the packager's reason."""
+    """The model packaged as a user would, without input shapes (once per module): run-time shapes are the default.
+    A fallback to the static plan fails every case that needs the bundle, with the packager's notice."""
     if name not in _BUNDLES:
-        try:
-            _BUNDLES[name] = package(MODELS[name][0](), target="web", out=work / name, dynamic=True)
-        except PackagerError as e:
-            # shape functions not landed yet: refused by the packager, or by the core when it opens the plan to
-            # verify it (status 6: a kernel without one); any other failure is a failure
-            _BUNDLES[name] = e if isinstance(e, RuntimeFailure) and "(status 6)" not in str(e) else \
-                f"{type(e).__name__}: {str(e).splitlines()[0]}"
+        path = package(MODELS[name][0](), target="web", out=work / name)
+        man = json.loads((path / "manifest.json").read_text())
+        _BUNDLES[name] = path if man["plan"]["version"] == 2 and man.get("dims") else \
+            f"{name}: the default gave fixed shapes: {man['notices']}"
     b = _BUNDLES[name]
-    if isinstance(b, Exception):   # packaged once per module, failing every case that needs it
-        raise b
     if isinstance(b, str):
-        pytest.skip(f"{name}: not packageable with run-time shapes yet: {b}")
+        pytest.fail(b)
     return b
 
 
@@ -315,6 +314,115 @@ def test_webgpu_backend_in_node_fails_as_for_static_bundles(work, tmp_path) -> N
     assert res["loadError"].startswith("backend 'webgpu': "), res
     res = _node_runs(tmp_path / "auto", bundle, [feeds], options={"backend": "auto"})
     assert res["backend"] == "wasm" and res["notes"] == [] and "error" not in res["runs"][0]
+
+
+# ---- control flow (If, Loop, Scan: sub-plans, docs/plan-format.md) ---------------------------------------------------
+
+def _if_model() -> onnx.ModelProto:
+    """y = x * w (2x3) when c, else x[0:1] + b (1x3): the condition known only at run time, the output's dims set by
+    the branch that runs."""
+    F = TensorProto.FLOAT
+    then = helper.make_graph([helper.make_node("Mul", ["x", "w"], ["t"])], "then", [], [helper.make_tensor_value_info("t", F, [2, 3])])
+    els = helper.make_graph([
+        helper.make_node("Constant", [], ["st"], value=numpy_helper.from_array(np.array([0], np.int64))),
+        helper.make_node("Constant", [], ["en"], value=numpy_helper.from_array(np.array([1], np.int64))),
+        helper.make_node("Slice", ["x", "st", "en"], ["s"]), helper.make_node("Add", ["s", "b"], ["e"])], "else", [],
+        [helper.make_tensor_value_info("e", F, [1, 3])], [numpy_helper.from_array(np.array([10, 20, 30], np.float32), "b")])
+    return _model([helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=els), helper.make_node("Sigmoid", ["x"], ["z"])],
+                  [helper.make_tensor_value_info("c", TensorProto.BOOL, []), helper.make_tensor_value_info("x", F, [2, 3])],
+                  [helper.make_tensor_value_info("y", F, ["rows", 3]), helper.make_tensor_value_info("z", F, [2, 3])],
+                  [numpy_helper.from_array(np.arange(6, dtype=np.float32).reshape(2, 3), "w")])
+
+
+def _loop_model() -> onnx.ModelProto:
+    """Loop M times while cond (the body computes it: sum(y) < 100): y <- y * 1.5 + c (an outer initializer); the
+    iteration count i + 1 of the last iteration as a second loop-carried value (scan outputs, whose length is the
+    trip count, need it known at package time: analyze refuses them)."""
+    F, I64, B = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
+    body = helper.make_graph(
+        [helper.make_node("Mul", ["y_in", "k"], ["m"]), helper.make_node("Add", ["m", "c"], ["y_out"]),
+         helper.make_node("ReduceSum", ["y_out"], ["s"], keepdims=0), helper.make_node("Less", ["s", "lim"], ["cond_out"]),
+         helper.make_node("Add", ["i", "one"], ["n_out"])], "body",
+        [helper.make_tensor_value_info("i", I64, []), helper.make_tensor_value_info("cond_in", B, []),
+         helper.make_tensor_value_info("y_in", F, [3]), helper.make_tensor_value_info("n_in", I64, [])],
+        [helper.make_tensor_value_info("cond_out", B, []), helper.make_tensor_value_info("y_out", F, [3]),
+         helper.make_tensor_value_info("n_out", I64, [])],
+        [numpy_helper.from_array(np.array(1.5, np.float32), "k"), numpy_helper.from_array(np.array(100, np.float32), "lim"),
+         numpy_helper.from_array(np.array(1, np.int64), "one")])
+    return _model([helper.make_node("Loop", ["M", "cond", "y0", "n0"], ["y", "n"], body=body)],
+                  [helper.make_tensor_value_info("M", I64, []), helper.make_tensor_value_info("cond", B, []),
+                   helper.make_tensor_value_info("y0", F, [3])],
+                  [helper.make_tensor_value_info("y", F, [3]), helper.make_tensor_value_info("n", I64, [])],
+                  [numpy_helper.from_array(np.array([1, 2, 3], np.float32), "c"), numpy_helper.from_array(np.array(0, np.int64), "n0")])
+
+
+def _scan_model() -> onnx.ModelProto:
+    """Scan-9 over axis 0 of x[5, 2, 3]: a running sum state and the negated running sums stacked."""
+    F = TensorProto.FLOAT
+    body = helper.make_graph([helper.make_node("Add", ["s_in", "xs"], ["s_out"]), helper.make_node("Neg", ["s_out"], ["y_t"])],
+                             "body", [helper.make_tensor_value_info("s_in", F, [2, 3]), helper.make_tensor_value_info("xs", F, [2, 3])],
+                             [helper.make_tensor_value_info("s_out", F, [2, 3]), helper.make_tensor_value_info("y_t", F, [2, 3])])
+    return _model([helper.make_node("Scan", ["s0", "x"], ["s", "ys"], body=body, num_scan_inputs=1)],
+                  [helper.make_tensor_value_info("s0", F, [2, 3]), helper.make_tensor_value_info("x", F, [5, 2, 3])],
+                  [helper.make_tensor_value_info("s", F, [2, 3]), helper.make_tensor_value_info("ys", F, [5, 2, 3])])
+
+
+def _if_runs() -> list[dict[str, np.ndarray]]:
+    x = np.random.default_rng(5).standard_normal((2, 3)).astype(np.float32)
+    return [{"c": np.array(c), "x": x * (i + 1)} for i, c in enumerate([True, False, True, False, False])]
+
+
+def _loop_runs() -> list[dict[str, np.ndarray]]:
+    y0 = np.array([0.5, -1, 2], np.float32)
+    return [{"M": np.array(m, np.int64), "cond": np.array(c), "y0": y0 * (i + 1)}
+            for i, (m, c) in enumerate([(3, True), (0, True), (40, True), (7, False), (1, True), (5, True)])]
+
+
+def _scan_runs() -> list[dict[str, np.ndarray]]:
+    rng = np.random.default_rng(6)
+    return [{"s0": rng.standard_normal((2, 3)).astype(np.float32), "x": rng.standard_normal((5, 2, 3)).astype(np.float32)}
+            for _ in range(2)]
+
+
+CONTROL = {"if": (_if_model, _if_runs, Op.IF), "loop": (_loop_model, _loop_runs, Op.LOOP), "scan": (_scan_model, _scan_runs, Op.SCAN)}
+CONTROL_CASES = [(m, b) for m in CONTROL for b in ("simd", "scalar", "threads")]
+
+
+@pytest.mark.parametrize("name,build", CONTROL_CASES, ids=[f"{m}-{b}" for m, b in CONTROL_CASES])
+def test_control_flow_runs_in_node_like_onnxruntime(name, build, work, tmp_path) -> None:
+    """One session, several runs: the If's branch and the Loop's trip count change from run to run (so do the dims
+    of the outputs they set); outputs equal onnxruntime's and, on simd and scalar, the same wasm under wasmtime."""
+    make, feeds_for, op = CONTROL[name]
+    bundle = work / f"control_{name}"
+    if not bundle.exists():
+        bundle = package(make(), target="web", out=bundle)   # verified against onnxruntime at package time too
+    man = json.loads((bundle / "manifest.json").read_text())
+    assert man["plan"]["version"] == 2 and man["verification"]["max_abs_diff"] < 1e-5, man
+    plan = layout.decode((bundle / "model.plan").read_bytes())
+    assert op in [n.op for n in plan.nodes]
+    runs = feeds_for()
+    res = _node_runs(tmp_path, bundle, runs, build)
+    assert "loadError" not in res, res
+    assert res["dynamic"] is True, res
+    py = load_bundle(bundle, build) if build in ("simd", "scalar") else None
+    dims, counts = [], []
+    for r, (feeds, run) in enumerate(zip(runs, res["runs"])):
+        got = _outputs(run)
+        want = reference_run(make(), feeds)
+        assert set(got) == set(want), (got.keys(), want.keys())
+        same = py.run(feeds) if py else {}
+        for k in want:
+            _close(got[k], want[k], f"{name} {build} run {r}: {k}")
+            if py:
+                np.testing.assert_array_equal(got[k], same[k], err_msg=f"{name} {build} run {r}: {k} vs wasmtime")
+        dims.append({k: v.shape for k, v in got.items()})
+        counts.append(int(got["n"]) if name == "loop" else None)
+    if name == "if":   # the branch decides y's rows, run after run; the npm typing says a number, not a literal
+        assert [d["y"] for d in dims] == [(2, 3), (1, 3), (2, 3), (1, 3), (1, 3)], dims
+        d_ts = (bundle / "index.d.ts").read_text()
+        assert "y: { data: Float32Array; dims: [number, 3];" in d_ts and "z: { data: Float32Array; dims: [2, 3];" in d_ts, d_ts
+    if name == "loop":   # iterations run: M, none (M = 0 or cond false), or until the body's condition stops it
+        assert counts == [3, 0, 5, 0, 1, 5], counts
 
 
 # ---- Chromium ------------------------------------------------------------------------------------------------------

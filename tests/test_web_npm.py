@@ -66,7 +66,7 @@ def key(work) -> tuple[Path, str]:
 def project(work, key) -> Path:
     """A fresh npm project with three bundle packages installed: cifar10net and two_io from `npm pack`
     tarballs, a signed copy of two_io (renamed) from its directory."""
-    bundles = {"cifar10net": package(model_path("cifar10net"), out=work / "b" / "cifar10net"),
+    bundles = {"cifar10net": package(model_path("cifar10net"), out=work / "b" / "cifar10net", dynamic=False),
                "two_io": package(_two_io_model(), out=work / "b" / "two_io")}
     signed = package(_two_io_model(), out=work / "b" / "signed", sign=key[0])
     proj = work / "proj"

@@ -558,7 +558,8 @@ def bench_bundles(tmp_path_factory) -> dict[str, Path]:
 
 def _bench_bundle(name: str, cache: dict, tmp_path_factory) -> Path:
     if name not in cache:
-        cache[name] = package(model_path(name), target="web", out=tmp_path_factory.mktemp(name) / name, verify=False)
+        cache[name] = package(model_path(name), target="web", out=tmp_path_factory.mktemp(name) / name, verify=False,
+                              dynamic=False)
     return cache[name]
 
 
@@ -611,7 +612,7 @@ def test_fp16_bundle(page, name, f16_weights, fp16_bundles, tmp_path_factory) ->
     f16Weights keeps them float16 in GPU memory (SwiftShader has no shader-f16: unpack2x16float reads them)."""
     if name not in fp16_bundles:
         fp16_bundles[name] = package(model_path(name), target="web", out=tmp_path_factory.mktemp(name) / name,
-                                     verify=False, quantize="fp16")
+                                     verify=False, quantize="fp16", dynamic=False)
     bundle = fp16_bundles[name]
     info = page.open(bundle, f16Weights=f16_weights)
     assert "error" not in info, info
