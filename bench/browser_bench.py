@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from packager import package  # noqa: E402
-from packager.api import random_inputs  # noqa: E402
+from packager.reference import random_inputs  # noqa: E402
 from tests.browser_env import ISOLATED, chromium, chromium_missing, evaluate_fresh, serving  # noqa: E402
 
 ORT_DIST = REPO / "bench" / "node_modules" / "onnxruntime-web" / "dist"

@@ -39,7 +39,7 @@ def bundle(model: Path, name: str) -> Path:
 
 
 def feeds_for(b) -> dict[str, np.ndarray]:
-    from packager.api import random_inputs   # the packager's own verification inputs
+    from packager.reference import random_inputs   # the packager's own verification inputs
     return random_inputs(b.inputs, seed=1)
 
 

@@ -64,7 +64,7 @@ def gemm_model(m, k, n):
 
 def time_bundle(path: Path, variant: str, seconds: float) -> float:
     from packager import load_bundle
-    from packager.api import random_inputs
+    from packager.reference import random_inputs
     b = load_bundle(path, variant)
     feeds = b.check_feeds(random_inputs(b.inputs))
     s = b.session()

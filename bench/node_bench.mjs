@@ -79,7 +79,7 @@ function makeInputs(specs, seed) {
   return out;
 }
 
-/** The model bytes for onnxruntime, with ir_version lowered to ORT_MAX_IR like packager/api.py's reference run:
+/** The model bytes for onnxruntime, with ir_version lowered to ORT_MAX_IR like packager/reference.py's reference run:
  * onnx writes newer IR versions than onnxruntime 1.30 reads. ir_version is ModelProto field 1 (a varint), written first. */
 const ORT_MAX_IR = 10;
 async function ortModelBytes(modelPath) {

@@ -50,7 +50,7 @@ def _cpu_ms_per_run(run, ms: float) -> float:
 
 def ab(name: str, shapes: dict | None, rounds: int, ms: float, work: Path) -> dict:
     from packager import load_bundle, package
-    from packager.api import random_inputs
+    from packager.reference import random_inputs
     src = REPO / ".cache" / "models" / f"{name}.onnx"
     v2 = load_bundle(package(src, target="web", out=work / f"{name}_v2", verify=False))
     static_path = package(src, target="web", out=work / f"{name}_static", verify=False,

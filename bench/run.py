@@ -32,12 +32,12 @@ REPO = BENCH.parent
 sys.path.insert(0, str(REPO))
 
 from bench.timing import interleaved_ms  # noqa: E402
+from packager.reference import ORT_MAX_IR  # noqa: E402
 
 MODELS_DIR = REPO / ".cache" / "models"
 BUNDLES_DIR = REPO / ".cache" / "bundles"
 DEFAULT_MODELS = "cifar10net,mobilenetv2,resnet18,minilm_like"
 RELAXED_FLAG = "--experimental-wasm-relaxed-simd"
-ORT_MAX_IR = 10
 
 
 def machine() -> str:

@@ -87,7 +87,7 @@ def qdq_path(name: str, samples: int = 8) -> Path:
 
 def kernel_shares(bundle: Path, runs: int = 10) -> dict[str, float]:
     """Share of run time per kernel (median per node over `runs`), edgepack SIMD under wasmtime."""
-    from packager.api import random_inputs
+    from packager.reference import random_inputs
     from packager.bundle import load_bundle
     from packager.plan import layout
     from packager.plan.opcodes import Op

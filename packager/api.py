@@ -17,57 +17,13 @@ from .lower import lower
 from .model_load import load_model
 from .plan.opcodes import Op
 from .profile import check_strict_ops, explicit_attributes
-from .quantize import DEFAULT_BUDGET, ImageOptions, QuantResult, quantize_step
+from .reference import compare, random_inputs, reference_run
+from .quantize import DEFAULT_BUDGET, ImageOptions, QuantResult, parse_budget, quantize_step
 from .plan import layout
 from .toolchain import ensure_wasm
 
 TARGETS = ("web", "pi5", "android")
 PROFILES = ("default", "strict")
-ORT_MAX_IR = 10
-
-
-def random_inputs(specs: list[dict], seed: int = 0) -> dict[str, np.ndarray]:
-    """Seeded inputs for verification: normal floats; small non-negative ints (valid as indices)."""
-    rng = np.random.default_rng(seed)
-    out = {}
-    for s in specs:
-        dt = np.dtype(s["dtype"])
-        if dt.kind == "f":
-            out[s["name"]] = rng.standard_normal(s["shape"]).astype(dt)
-        elif dt.kind == "b":
-            out[s["name"]] = rng.integers(0, 2, s["shape"]).astype(dt)
-        else:
-            out[s["name"]] = rng.integers(0, 8, s["shape"]).astype(dt)
-    return out
-
-
-QDQ_OPS = {"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"}
-
-
-def reference_run(model: onnx.ModelProto, feeds: dict[str, np.ndarray], isolated: bool = False) -> dict[str, np.ndarray]:
-    """onnxruntime CPU (float32 reference, all optimizations) on the same feeds. A QDQ model runs with graph
-    optimizations off: its Q/DQ nodes then execute as written, where the fused int8 kernels onnxruntime
-    would substitute saturate int16 pair sums on x86 CPUs without VNNI (docs/quantization.md).
-    isolated: in a child process (packager/ort_isolated.py), as packaging does: a model that crashes
-    onnxruntime raises OrtFailure instead of ending this process."""
-    if isolated:
-        from .ort_isolated import run_isolated
-        return run_isolated(model, feeds, optimize=not any(n.op_type in QDQ_OPS for n in model.graph.node))
-    from .quantize.report import reference_session
-    return reference_session(model)(feeds)
-
-
-def compare(got: dict[str, np.ndarray], want: dict[str, np.ndarray]) -> dict:
-    worst_abs, worst_rel = 0.0, 0.0
-    for k, w in want.items():
-        g = got[k]
-        if g.shape != w.shape:
-            raise PackagerError(f"verification: output '{k}' has shape {g.shape}, the reference gives {w.shape}")
-        if w.size:
-            d = np.abs(g.astype(np.float64) - w.astype(np.float64))
-            worst_abs = max(worst_abs, float(np.nanmax(d)))
-            worst_rel = max(worst_rel, float(np.nanmax(d / (np.abs(w.astype(np.float64)) + 1e-6))))
-    return {"max_abs_diff": worst_abs, "max_rel_diff": worst_rel}
 
 
 def package(model: str | os.PathLike | onnx.ModelProto, target: str = "web", out: str | os.PathLike = "out",
@@ -93,6 +49,7 @@ def package(model: str | os.PathLike | onnx.ModelProto, target: str = "web", out
     if profile not in PROFILES:
         raise PackagerError(f"unknown profile '{profile}' (available: {', '.join(PROFILES)})")
     strict = profile == "strict"
+    parse_budget(accuracy_budget)   # a bad budget is an error on every path, before any work
     out = check_output(out)   # before any work: never replace a file or a folder that is not a bundle
     m = load_model(model, frozenset(allow_domains))
     from .optimizer import canonicalize   # contrib ops, function-bodied ops -> standard ONNX, before analysis
@@ -103,7 +60,7 @@ def package(model: str | os.PathLike | onnx.ModelProto, target: str = "web", out
     if rewritten:
         from .passes.contrib import for_onnxruntime
         ort_source = for_onnxruntime(source)
-    syms = _run_time_symbols(m, strict, input_shapes, constants, dynamic, quantize, calibration, labels)
+    syms = _run_time_symbols(m, strict, input_shapes, constants, dynamic, quantize, calibration, labels, evaluation)
     stages = _Stages(m, constants, strict, optimize, keep_metadata, log)
     fallback = None   # why a model with symbolic dims got fixed shapes (the default only; one notice)
     if syms is not None and not isinstance(syms, str):
@@ -298,7 +255,7 @@ def _bounded(input_shapes: dict | None) -> bool:
 
 
 def _run_time_symbols(m: onnx.ModelProto, strict: bool, input_shapes: dict | None, constants: dict | None,
-                      dynamic: bool | None, quantize: str, calibration, labels):
+                      dynamic: bool | None, quantize: str, calibration, labels, evaluation=None):
     """The symbolic input dims to resolve at run time (packager/dynamic.Symbols); None: a static plan (no symbolic
     dims left, or asked for); a str: why the default cannot give run-time shapes (the caller falls back)."""
     asked = dynamic is True or _bounded(input_shapes)
@@ -318,7 +275,8 @@ def _run_time_symbols(m: onnx.ModelProto, strict: bool, input_shapes: dict | Non
         return None
     # the version-2 path ships float32 and verifies at one shape: calibration data has no place there yet
     why = f"--quantize {quantize}" if quantize not in ("auto", "none") else \
-        "--calibration" if calibration is not None else "--labels" if labels is not None else None
+        "--calibration" if calibration is not None else "--labels" if labels is not None else \
+        "--evaluation" if evaluation is not None else None
     if why is not None:
         if asked:
             raise PackagerError(f"{why} needs fixed shapes so far: give them with --input-shape")

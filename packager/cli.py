@@ -265,7 +265,7 @@ def cmd_inspect(argv: list[str]) -> int:
 
 
 def cmd_bench(argv: list[str]) -> int:
-    from .api import random_inputs
+    from .reference import random_inputs
     from .bundle import load_bundle
     ap = argparse.ArgumentParser(prog="package bench",
                                  description="Latency of a bundle under wasmtime: warm-up by time, then percentiles.")

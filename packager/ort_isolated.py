@@ -44,11 +44,8 @@ def _limits(nbytes: int) -> tuple[float, int]:
 def run_isolated(model: onnx.ModelProto, feeds: dict[str, np.ndarray], outputs: list[str] | None = None,
                  optimize: bool = True) -> dict[str, np.ndarray]:
     """Run `model` once on `feeds` with onnxruntime CPU in a child process; the named outputs (default: all)."""
-    from .api import ORT_MAX_IR
-    m = onnx.ModelProto()
-    m.CopyFrom(model)
-    m.ir_version = min(m.ir_version, ORT_MAX_IR)   # onnx writes newer IR versions than onnxruntime reads
-    data = m.SerializeToString()
+    from .reference import ort_model
+    data = ort_model(model).SerializeToString()
     with tempfile.TemporaryDirectory(prefix="edgepack-ort-") as tmp:
         d = Path(tmp)
         (d / "model.onnx").write_bytes(data)

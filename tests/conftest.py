@@ -11,6 +11,12 @@ from onnx import TensorProto, helper, numpy_helper
 REPO = Path(__file__).resolve().parent.parent
 MODELS = REPO / ".cache" / "models"
 
+# The single-threaded wasm builds wasmtime runs (packager/bundle.py WASM_VARIANTS; the threaded ones run in Node
+# and browsers only). PORTABLE_AND_VECTOR: the two that bracket every kernel path (portable C, SIMD128), for
+# the long parameter matrices where a third build would only repeat the SIMD path.
+VARIANTS = ("simd", "relaxed", "scalar")
+PORTABLE_AND_VECTOR = ("simd", "scalar")
+
 
 def build_models(outdir: Path, *names: str) -> None:
     """The project's model script (bench/models), in a child process: torch stays out of the test process."""

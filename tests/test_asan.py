@@ -13,7 +13,7 @@ import onnx
 import pytest
 
 from packager import package
-from packager.api import reference_run
+from packager.reference import reference_run
 from packager.bundle import Bundle
 
 from .conformance import runner_asan

@@ -17,7 +17,7 @@ import onnx
 import pytest
 
 from packager import package
-from packager.api import random_inputs, reference_run
+from packager.reference import random_inputs, reference_run
 from packager.errors import PackagerError
 
 from .browser_env import ISOLATED, chromium, chromium_missing, serving

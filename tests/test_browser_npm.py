@@ -12,7 +12,7 @@ import onnx
 import pytest
 
 from packager import package
-from packager.api import reference_run
+from packager.reference import reference_run
 
 from .browser_env import chromium, chromium_missing, serving
 from .conftest import model_path

@@ -22,7 +22,7 @@ import numpy as np
 import onnx
 import pytest
 
-from packager.api import reference_run
+from packager.reference import reference_run
 from packager.signing import generate_keypair
 
 from .browser_env import ISOLATED, chromium, chromium_missing, make_server, serving

@@ -24,8 +24,9 @@ from packager.toolchain import BUILD
 from .conformance.runner import check_outputs, collect, package_case
 from .test_hostile_plan import _mutants, asan_driver  # noqa: F401 - a fixture, used by name
 
+from .conftest import PORTABLE_AND_VECTOR
+
 F, I64, B = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
-VARIANTS = ("simd", "scalar")
 # Every case of onnx.backend.test.case.node with If, Loop or Scan whose body ops edgepack supports (the others:
 # test_if_seq, test_if_opt, test_loop13_seq, test_loop16_seq_none and the sequence_map ones use sequences or
 # optionals, the bfloat16 range one bfloat16; the affine_grid and linear_attention ones: docs/plan-format.md, "Sub-plans").
@@ -45,7 +46,7 @@ def test_onnx_node_case(name: str, node_cases, tmp_path: Path) -> None:
     feeds = package_case(case, tmp_path / "b")
     _, expected = case.data_sets[0]
     outs = [o.name for o in case.model.graph.output]
-    for variant in VARIANTS:
+    for variant in PORTABLE_AND_VECTOR:
         got = load_bundle(tmp_path / "b", variant).run(feeds)
         assert check_outputs(got, expected, outs) == ("pass", ""), variant
 
@@ -82,7 +83,7 @@ def test_if_branches_of_different_shapes_both_run(tmp_path: Path) -> None:
     assert Op.IF in _ops(out)
     x = np.random.default_rng(0).standard_normal((2, 3)).astype(np.float32)
     w = np.arange(6, dtype=np.float32).reshape(2, 3)
-    for variant in VARIANTS:
+    for variant in PORTABLE_AND_VECTOR:
         b = load_bundle(out, variant)
         for cond in (True, False, True):
             y = b.run({"c": np.array(cond), "x": x})["y"]
@@ -137,7 +138,7 @@ def test_loop_trip_count_and_condition_read_at_run_time(stop_above, tmp_path: Pa
     out = package(_loop_model(stop_above), out=tmp_path / "loop", verify=False)
     assert Op.LOOP in _ops(out)
     y0 = np.array([0.5, -1, 2], np.float32)
-    for variant in VARIANTS:
+    for variant in PORTABLE_AND_VECTOR:
         b = load_bundle(out, variant)
         for m, cond in ((0, True), (1, True), (7, True), (7, False), (40, True)):
             got = b.run({"M": np.array(m, np.int64), "cond": np.array(cond), "y0": y0})["y"]
@@ -180,7 +181,7 @@ def test_scan_axes_and_directions(tmp_path: Path) -> None:
         ys1[:, t, :] = st * np.float32(0.5)
         ys2[3 - t] = -xs
     want = {"s": st, "ys1": ys1, "ys2": ys2}
-    for variant in VARIANTS:
+    for variant in PORTABLE_AND_VECTOR:
         got = load_bundle(out, variant).run(feeds)
         for k, w in want.items():
             assert got[k].shape == w.shape and np.allclose(got[k], w, rtol=1e-5, atol=1e-6), (variant, k)

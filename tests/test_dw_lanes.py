@@ -11,12 +11,11 @@ import pytest
 from onnx import TensorProto, helper
 
 from packager import load_bundle, package
-from packager.api import reference_run
+from packager.reference import reference_run
 from packager.plan.opcodes import Op
 
-from .conftest import plan_ops
+from .conftest import VARIANTS, plan_ops
 
-VARIANTS = ("simd", "relaxed", "scalar")
 TOL = 1e-4
 
 # x shape, strides, pads (t, l, b, r)

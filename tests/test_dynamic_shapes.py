@@ -19,7 +19,7 @@ from packager.errors import InputError, PackagerError
 from packager.plan import layout
 from packager.plan.opcodes import Op
 
-VARIANTS = ["simd", "scalar", "relaxed"]
+from .conftest import VARIANTS
 
 
 def _reference(model: onnx.ModelProto):

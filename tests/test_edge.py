@@ -17,7 +17,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from packager import package
-from packager.api import random_inputs, reference_run
+from packager.reference import random_inputs, reference_run
 from packager.errors import PackagerError
 from packager.targets import edge as E
 

@@ -21,7 +21,7 @@ import onnx
 import pytest
 
 from packager import package
-from packager.api import reference_run
+from packager.reference import reference_run
 from packager.targets import edge as E
 
 from .conftest import seeded_feeds

@@ -9,7 +9,7 @@ import pytest
 from onnx import helper, numpy_helper
 
 from packager import load_bundle, package
-from packager.api import reference_run
+from packager.reference import reference_run
 from packager.passes.fuse_epilogue import ACT_GELU, ACT_NONE, fuse_epilogues, Fused
 from packager.plan import layout
 from packager.plan.opcodes import Op

@@ -19,12 +19,11 @@ from packager import load_bundle, package
 from packager.plan import layout
 from packager.plan.opcodes import Op
 
-from .conftest import make_model, model_path
+from .conftest import VARIANTS, make_model, model_path
 from .param_mutants import check_hostile_params
 
 INT8_OPS = ("QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "QLinearConv", "QLinearMatMul",
             "ConvInteger", "MatMulInteger")
-VARIANTS = ("simd", "scalar", "relaxed")  # relaxed: the i7 dot GEMM (docs/int8.md)
 
 
 def _ort(model: onnx.ModelProto | str, feeds: dict, optimized: bool) -> dict:

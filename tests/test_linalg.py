@@ -12,7 +12,7 @@ from onnx import TensorProto, helper
 
 from packager import load_bundle, package
 from packager.analyze import analyze
-from packager.api import reference_run
+from packager.reference import reference_run
 from packager.errors import RuntimeFailure, UnsupportedError
 from packager.lower import REGISTRY, lower
 from packager.plan import layout
@@ -20,8 +20,9 @@ from packager.plan.opcodes import Op
 from packager.runtime.wasm import WasmPlan
 from packager.toolchain import WEB_RUNTIME
 
+from .conftest import VARIANTS
+
 TOL = 1e-4
-VARIANTS = ("simd", "relaxed", "scalar")
 
 
 def _model(nodes, inputs, outputs, inits=(), opset=17):

@@ -13,8 +13,9 @@ from packager.errors import PackagerError
 
 from .lt_util import assert_same, feeds_of, one_node, ort_run, ours, ref_run
 
+from .conftest import VARIANTS
+
 RNG = np.random.default_rng(7)
-VARIANTS = ["simd", "relaxed", "scalar"]
 
 
 def _data(shape: tuple[int, ...], dt, lo: int = -4, hi: int = 5) -> np.ndarray:

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from packager import load_bundle, package
-from packager.api import reference_run
+from packager.reference import reference_run
 
 from .conftest import model_path, seeded_feeds
 

@@ -19,7 +19,8 @@ import pytest
 
 from .lt_util import assert_same, one_node, ort_run, ours, ref_run
 
-VARIANTS = ["simd", "relaxed", "scalar"]
+from .conftest import VARIANTS
+
 RNG = np.random.default_rng(21)
 
 

@@ -17,8 +17,9 @@ from packager.plan.opcodes import Op
 from packager.runtime.wasm import WasmPlan
 from packager.toolchain import ensure_wasm
 
+from .conftest import PORTABLE_AND_VECTOR
+
 RNG = np.random.default_rng(1234)
-VARIANTS = ["simd", "scalar"]
 
 
 def model(op: str, x_shape: tuple[int, ...], y_shape: tuple[int, ...] | None = None, opset: int = 17,
@@ -57,7 +58,7 @@ def check(m: onnx.ModelProto, x_shape: tuple[int, ...], tmp: Path, want: list[np
           rtol: float = 1e-4, atol: float = 1e-5) -> None:
     x = RNG.standard_normal(x_shape).astype(np.float32)
     want = want if want is not None else ort(m, {"x": x})
-    for v in VARIANTS:
+    for v in PORTABLE_AND_VECTOR:
         got = ours(m, {"x": x}, tmp / v, v)
         for g, w in zip(got, want):
             assert g.shape == w.shape
@@ -137,7 +138,7 @@ def test_layernorm_axis_broadcast_stats(tmp_path: Path) -> None:
     mean = x.mean(axis=(2, 3), keepdims=True)
     inv = 1 / np.sqrt(((x - mean) ** 2).mean(axis=(2, 3), keepdims=True) + 1e-5)
     want = [(x - mean) * inv * inits["g"], mean, inv]
-    for v in VARIANTS:
+    for v in PORTABLE_AND_VECTOR:
         got = ours(m, {"x": x}, tmp_path / v, v)
         for g, w in zip(got, want):
             np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
@@ -167,7 +168,7 @@ def test_reduce_input_axes_and_noop(tmp_path: Path) -> None:
     # noop_with_empty_axes: no reduction, but the per-element part still applies (L2 -> |x|)
     x = RNG.standard_normal((2, 5)).astype(np.float32)
     m = model("ReduceL2", (2, 5), opset=18, noop_with_empty_axes=1)
-    for v in VARIANTS:
+    for v in PORTABLE_AND_VECTOR:
         np.testing.assert_allclose(ours(m, {"x": x}, tmp_path / v, v)[0], np.abs(x), rtol=1e-6)
 
 

@@ -12,7 +12,7 @@ import onnx_ir as ir
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from packager.api import reference_run
+from packager.reference import reference_run
 from packager.passes.cleanup import eliminate_identity, remove_dead
 from packager.passes.fold_batchnorm import fold_batchnorm
 from packager.passes.matmul_gemm import matmul_add_to_gemm

@@ -11,7 +11,7 @@ import pytest
 from onnx import helper, numpy_helper
 
 from packager import load_bundle, package
-from packager.api import random_inputs, reference_run
+from packager.reference import random_inputs, reference_run
 from packager.plan import layout
 from packager.bundle import Bundle
 from packager.plan.opcodes import Op

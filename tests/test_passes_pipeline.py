@@ -12,7 +12,7 @@ import pytest
 from onnx import helper, numpy_helper
 
 from packager import load_bundle, package
-from packager.api import random_inputs, reference_run
+from packager.reference import random_inputs, reference_run
 
 from .conftest import REPO, f32, make_model, model_path
 

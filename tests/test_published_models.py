@@ -120,7 +120,7 @@ def silero() -> Path:
 
 def test_nudenet_320n_web(nudenet: Path, tmp_path: Path) -> None:
     """batch x 3 x height x width, fixed to the size it was trained at; output boxes in pixels."""
-    from packager.api import reference_run
+    from packager.reference import reference_run
     b = package(nudenet, target="web", out=tmp_path / "b", input_shapes={"images": (1, 3, 320, 320)})
     x = np.random.default_rng(0).random((1, 3, 320, 320), dtype=np.float32)
     got = load_bundle(b).run({"images": x})["output0"]

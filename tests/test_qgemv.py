@@ -16,10 +16,8 @@ from onnx import TensorProto, helper, numpy_helper
 from packager import load_bundle, package
 from packager.plan.opcodes import Op
 
-from .conftest import make_model, plan_ops
+from .conftest import VARIANTS, make_model, plan_ops
 from .test_int8 import _ort, _qdq_conv_model
-
-VARIANTS = ("simd", "scalar", "relaxed")
 
 
 def _conv_integer(cin: int, cout: int, k: int, w_extra: int, wzp: bool, seed: int) -> tuple[onnx.ModelProto, dict]:
@@ -104,7 +102,6 @@ def test_matmul_integer_matrix_vector_exact(case, w_input: bool, tmp_path: Path)
 def _qdq_conv(cin: int, cout: int, k: int, w_in: int, act: str, x_dtype: int, x_zp: int) -> onnx.ModelProto:
     """test_int8's QDQ conv (k x k, stride 1, no pads) on an input [1, cin, k, w_in]: one output row of w_in - k + 1."""
     return _qdq_conv_model(1, cin, cout, k, 1, 1, 0, act, x_dtype, x_zp, hw=k, width=w_in)
-
 
 
 QDQ_CASES = [  # cin, cout, k, act, x dtype, zero point

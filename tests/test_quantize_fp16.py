@@ -56,7 +56,7 @@ def test_fp16_bundle_runs_and_halves_weights(model, tmp_path):
     assert (fp16 / "accuracy.md").is_file() and "accuracy.md" in m16["files"]
     b = load_bundle(fp16)   # checks every listed file's SHA-256, accuracy.md included
     ref = reference_session(onnx.load(MODELS / f"{model}.onnx"))
-    from packager.api import random_inputs
+    from packager.reference import random_inputs
     feeds = [random_inputs(b.inputs, seed=s) for s in (11, 12, 13)]
     data = CalibrationSet({i["name"]: np.stack([f[i["name"]] for f in feeds]) for i in b.inputs}, None, "random")
     out = measure(b.run, ref, data)
@@ -150,7 +150,7 @@ def test_fp16_bundle_in_node(tmp_path):
     from tests.test_web_node import _node_major, _node_run, _outputs
     if _node_major() < 20:
         pytest.skip("needs Node >= 20")
-    from packager.api import random_inputs
+    from packager.reference import random_inputs
     path = package(MODELS / "cifar10net.onnx", "web", tmp_path / "b", quantize="fp16", verify=False, dynamic=False)
     b = load_bundle(path)
     feeds = random_inputs(b.inputs, seed=3)

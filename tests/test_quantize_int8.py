@@ -115,7 +115,7 @@ def test_minilm_int8_dynamic_cosine(tmp_path, capsys):
     assert rep["cosine_mean"] >= 0.99
     # the manifest's figure is the bundle's own: recompute on fresh inputs through the wasm runtime
     b = load_bundle(out)
-    from packager.api import random_inputs
+    from packager.reference import random_inputs
     from packager.quantize.calib_data import CalibrationSet
     feeds = [random_inputs(b.inputs, seed=s) for s in (50, 51)]
     data = CalibrationSet({i["name"]: np.stack([f[i["name"]] for f in feeds]) for i in b.inputs}, None, "random")

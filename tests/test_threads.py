@@ -17,7 +17,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from packager import load_bundle, package
-from packager.api import reference_run
+from packager.reference import reference_run
 
 from .conftest import model_path, seeded_feeds
 from .test_web_node import RELAXED_FLAG, REPO, RUNTIME, _node_major, _node_run, _outputs

@@ -17,7 +17,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from packager.api import reference_run
+from packager.reference import reference_run
 
 REPO = Path(__file__).resolve().parent.parent
 WEB = REPO / "web"

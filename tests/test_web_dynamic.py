@@ -21,7 +21,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from packager import load_bundle, package
-from packager.api import reference_run
+from packager.reference import reference_run
 from packager.plan import layout
 from packager.plan.opcodes import Op
 

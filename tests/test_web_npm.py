@@ -16,7 +16,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from packager import package
-from packager.api import reference_run
+from packager.reference import reference_run
 from packager.signing import generate_keypair
 from packager.targets.web_npm import npm_name
 

@@ -12,6 +12,7 @@ from ..errors import NeedsConstantError
 from ..lower import REGISTRY, Emitted, LowerCtx, Tensor, lowers
 from ..passes import subgraphs as sg
 from ..plan.opcodes import CODES, DTYPES, Op
+from ..reference import ORT_MAX_IR
 
 BOOL, INT64 = onnx.TensorProto.BOOL, onnx.TensorProto.INT64
 MAX_DEPTH = 7   # bodies inside bodies: the core's EP_MAX_DEPTH - 1 (src/control.h)
@@ -51,7 +52,7 @@ def _analyze_body(ctx: LowerCtx, node: onnx.NodeProto, body: onnx.GraphProto,
                                    list(body.initializer) + [numpy_helper.from_array(np.asarray(g.consts[r]), r)
                                                              for r in known])
     m = helper.make_model(standalone, opset_imports=[helper.make_opsetid("", ctx.opset)])
-    m.ir_version = min(m.ir_version, 10)
+    m.ir_version = min(m.ir_version, ORT_MAX_IR)
     try:
         m = shape_inference.infer_shapes(m, strict_mode=False, data_prop=True)
     except Exception as e:  # noqa: BLE001

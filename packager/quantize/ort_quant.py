@@ -16,17 +16,10 @@ import onnx
 
 from ..errors import PackagerError
 from .calib_data import CalibrationSet
+from ..reference import ort_model
 from .progress import Progress
 
 CALIBRATION_METHODS = ("minmax", "percentile", "entropy")
-ORT_MAX_IR = 10
-
-
-def _ort_model(model: onnx.ModelProto) -> onnx.ModelProto:
-    m = onnx.ModelProto()
-    m.CopyFrom(model)
-    m.ir_version = min(m.ir_version, ORT_MAX_IR)   # onnx writes newer IR versions than onnxruntime reads
-    return m
 
 
 class _Reader:
@@ -76,7 +69,7 @@ def quantize_int8_static(model: onnx.ModelProto, data: CalibrationSet, method: s
 
     with _quiet_ort(), tempfile.TemporaryDirectory(prefix="edgepack-quant-") as tmp:
         src, pre, out = Path(tmp, "model.onnx"), Path(tmp, "pre.onnx"), Path(tmp, "qdq.onnx")
-        onnx.save(_ort_model(model), src)
+        onnx.save(ort_model(model), src)
         try:   # shape inference + onnxruntime's basic graph cleanup: what its quantizer expects to see
             quant_pre_process(str(src), str(pre), skip_symbolic_shape=True)
         except Exception as e:  # noqa: BLE001 - pre-processing is an optimization; quantize the model as is
@@ -125,7 +118,7 @@ def quantize_int8_dynamic(model: onnx.ModelProto, log=lambda s: None,
     Guard: with `score` (worst cosine similarity to float32 on a few samples), MatMuls are returned to float32,
     most harmful first (each one's harm measured alone), until the score reaches `min_score`. Returns the model
     and the MatMuls kept in float32."""
-    src = _ort_model(model)
+    src = ort_model(model)
     consts = {i.name for i in src.graph.initializer}
     weighted = [n.name for n in src.graph.node if n.op_type == "MatMul" and n.input[1] in consts and n.name]
     if not weighted:

@@ -41,18 +41,15 @@ def bundle_runner(path: Path, target: str) -> tuple[Runner, str]:
 
 def reference_session(model: onnx.ModelProto) -> Runner:
     """onnxruntime CPU, one session for every sample. QDQ models run with graph optimizations off, as in
-    packager.api.reference_run: their Q/DQ nodes execute as written (exact QDQ semantics)."""
+    packager.reference.reference_run: their Q/DQ nodes execute as written (exact QDQ semantics)."""
     import onnxruntime as ort
-    from ..api import ORT_MAX_IR, QDQ_OPS
+    from ..reference import QDQ_OPS, ort_model
     so = ort.SessionOptions()
     so.intra_op_num_threads = 1
     so.log_severity_level = 3
     if any(n.op_type in QDQ_OPS for n in model.graph.node):
         so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    m = onnx.ModelProto()
-    m.CopyFrom(model)
-    m.ir_version = min(m.ir_version, ORT_MAX_IR)  # onnx writes newer IR versions than onnxruntime reads
-    sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    sess = ort.InferenceSession(ort_model(model).SerializeToString(), so, providers=["CPUExecutionProvider"])
     names = [o.name for o in sess.get_outputs()]
     return lambda feeds: dict(zip(names, sess.run(names, feeds)))
 

@@ -29,7 +29,7 @@ from typing import Callable
 import numpy as np
 import onnx
 
-from ..api import compare
+from ..reference import compare, ort_model
 from ..bundle import StagedBundle, stage_bundle
 from ..errors import PackagerError
 from ..toolchain import KERNELS, REPO
@@ -40,7 +40,6 @@ EBUILD = EDGE / "build"
 QEMU = "qemu-aarch64"
 QEMU_SYSROOT = "/usr/aarch64-linux-gnu"
 QEMU_CPU = {"pi5": "cortex-a76", "android": "max"}  # pi5: prove the binary needs nothing beyond an A76
-ORT_MAX_IR = 10
 
 _README = {
     "pi5": """# {name}: edgepack bundle for Raspberry Pi 5 (aarch64 Linux)
@@ -187,9 +186,7 @@ def io_txt(manifest: dict, plan_bytes: bytes | None = None) -> str:
 
 def ort_format(model: onnx.ModelProto, log: Callable[[str], None]) -> dict[str, bytes] | str:
     """The model in ORT format + its reduced-operator config, or the reason it could not be made."""
-    m = onnx.ModelProto()
-    m.CopyFrom(model)
-    m.ir_version = min(m.ir_version, ORT_MAX_IR)
+    m = ort_model(model)
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "model.onnx"
         src.write_bytes(m.SerializeToString())
@@ -338,7 +335,7 @@ def example_specs(manifest: dict) -> list[dict]:
 def consistency(path: Path, target: str, model: onnx.ModelProto, log: Callable[[str], None]) -> dict:
     """Same seeded inputs through onnxruntime, the wasm SIMD build and this bundle's aarch64 build;
     pairwise max differences into manifest['consistency'] (and 'verification': NEON vs onnxruntime)."""
-    from ..api import random_inputs, reference_run
+    from ..reference import random_inputs, reference_run
     from ..runtime.wasm import WasmPlan
     from ..toolchain import ensure_wasm
     mpath = path / "manifest.json"

@@ -1,0 +1,63 @@
+"""What every stage compares against: seeded inputs, onnxruntime's answer on them, and the difference.
+Shared by packaging (verification), quantization (the accuracy report), the edge target, the CLI and the
+benchmarks; it imports no stage, so no stage imports the pipeline (packager/api.py) back."""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+
+from .errors import PackagerError
+
+ORT_MAX_IR = 10
+
+
+def random_inputs(specs: list[dict], seed: int = 0) -> dict[str, np.ndarray]:
+    """Seeded inputs for verification: normal floats; small non-negative ints (valid as indices)."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for s in specs:
+        dt = np.dtype(s["dtype"])
+        if dt.kind == "f":
+            out[s["name"]] = rng.standard_normal(s["shape"]).astype(dt)
+        elif dt.kind == "b":
+            out[s["name"]] = rng.integers(0, 2, s["shape"]).astype(dt)
+        else:
+            out[s["name"]] = rng.integers(0, 8, s["shape"]).astype(dt)
+    return out
+
+
+QDQ_OPS = {"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"}
+
+
+def reference_run(model: onnx.ModelProto, feeds: dict[str, np.ndarray], isolated: bool = False) -> dict[str, np.ndarray]:
+    """onnxruntime CPU (float32 reference, all optimizations) on the same feeds. A QDQ model runs with graph
+    optimizations off: its Q/DQ nodes then execute as written, where the fused int8 kernels onnxruntime
+    would substitute saturate int16 pair sums on x86 CPUs without VNNI (docs/quantization.md).
+    isolated: in a child process (packager/ort_isolated.py), as packaging does: a model that crashes
+    onnxruntime raises OrtFailure instead of ending this process."""
+    if isolated:
+        from .ort_isolated import run_isolated
+        return run_isolated(model, feeds, optimize=not any(n.op_type in QDQ_OPS for n in model.graph.node))
+    from .quantize.report import reference_session
+    return reference_session(model)(feeds)
+
+
+def compare(got: dict[str, np.ndarray], want: dict[str, np.ndarray]) -> dict:
+    worst_abs, worst_rel = 0.0, 0.0
+    for k, w in want.items():
+        g = got[k]
+        if g.shape != w.shape:
+            raise PackagerError(f"verification: output '{k}' has shape {g.shape}, the reference gives {w.shape}")
+        if w.size:
+            d = np.abs(g.astype(np.float64) - w.astype(np.float64))
+            worst_abs = max(worst_abs, float(np.nanmax(d)))
+            worst_rel = max(worst_rel, float(np.nanmax(d / (np.abs(w.astype(np.float64)) + 1e-6))))
+    return {"max_abs_diff": worst_abs, "max_rel_diff": worst_rel}
+
+
+def ort_model(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy onnxruntime loads: onnx writes newer IR versions than onnxruntime reads."""
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    m.ir_version = min(m.ir_version, ORT_MAX_IR)
+    return m
