@@ -259,6 +259,18 @@ EP_NOINLINE static void tile6x16(uint32_t K, const float *a, const float *b, uin
 }
 #endif
 
+/* Rows [m0, m0 + mr) of a tile through epi_vec. A call, not inlined: the edge panels (mr < 6) and the 4-column
+ * tails inlined one epilogue per row and row count, 7 KB (21 KB scalar) of a GEMM whose time is in the K loops.
+ * Full panels keep theirs inline (acc in locals). */
+EP_NOINLINE static void epi_rows(const ep_gemm_epi *e, const uint32_t mr, const uint32_t m0, const uint32_t n,
+                                 const uint32_t nv, const f32x4 acc[MR][2], float *c, const uint32_t ldc) {
+  for (uint32_t r = 0; r < mr; r++) {
+    float *dst = c + (uint64_t)(m0 + r) * ldc + n;
+    if (nv == 2) epi_vec(e, m0 + r, n, 2, acc[r][0], acc[r][1], dst);
+    else epi_vec(e, m0 + r, n, 1, acc[r][0], acc[r][1], dst);
+  }
+}
+
 /* One panel of mr rows (a: its packed K x MR block) across columns [n0, n1) of C. */
 EP_AINLINE void panel(const uint32_t mr, uint32_t m0, uint32_t n0, uint32_t n1, uint32_t K, const float *a,
                       const float *b, uint32_t ldb, int b_padded, float *c, uint32_t ldc, const ep_gemm_epi *e,
@@ -279,8 +291,8 @@ EP_AINLINE void panel(const uint32_t mr, uint32_t m0, uint32_t n0, uint32_t n1, 
   }
   for (; n + NR <= n1; n += NR) {
     accumulate(mr, 2, K, a, b + n, ldb, acc);
-    for (uint32_t r = 0; r < mr; r++)
-      epi_vec(e, m0 + r, n, 2, acc[r][0], acc[r][1], c + (uint64_t)(m0 + r) * ldc + n);
+    if (mr < MR) epi_rows(e, mr, m0, n, 2, acc, c, ldc);
+    else for (uint32_t r = 0; r < mr; r++) epi_vec(e, m0 + r, n, 2, acc[r][0], acc[r][1], c + (uint64_t)(m0 + r) * ldc + n);
   }
   if (n == n1) return;
   if (b_padded) {  /* B readable up to the next multiple of NR: full vectors, partial store */
@@ -296,8 +308,7 @@ EP_AINLINE void panel(const uint32_t mr, uint32_t m0, uint32_t n0, uint32_t n1, 
   }
   if (n + 4 <= n1) {
     accumulate(mr, 1, K, a, b + n, ldb, acc);
-    for (uint32_t r = 0; r < mr; r++)
-      epi_vec(e, m0 + r, n, 1, acc[r][0], acc[r][1], c + (uint64_t)(m0 + r) * ldc + n);
+    epi_rows(e, mr, m0, n, 1, acc, c, ldc);
     n += 4;
   }
   for (; n < n1; n++) {
