@@ -259,9 +259,9 @@ EP_NOINLINE static void tile6x16(uint32_t K, const float *a, const float *b, uin
 }
 #endif
 
-/* Rows [m0, m0 + mr) of a tile through epi_vec. A call, not inlined: the edge panels (mr < 6) and the 4-column
- * tails inlined one epilogue per row and row count, 7 KB (21 KB scalar) of a GEMM whose time is in the K loops.
- * Full panels keep theirs inline (acc in locals). */
+/* Rows [m0, m0 + mr) of a tile through epi_vec. A call, not inlined: the edge panels and the 4-column tails
+ * inlined one epilogue per row and row count, 6 KB (more scalar) of a GEMM whose time is in the K loops. Full
+ * panels and 4-row ones (matmul.c's row groups on the SIMD128 build, PR) keep theirs inline (acc in locals). */
 EP_NOINLINE static void epi_rows(const ep_gemm_epi *e, const uint32_t mr, const uint32_t m0, const uint32_t n,
                                  const uint32_t nv, const f32x4 acc[MR][2], float *c, const uint32_t ldc) {
   for (uint32_t r = 0; r < mr; r++) {
@@ -338,7 +338,7 @@ EP_AINLINE void panel(const uint32_t mr, uint32_t m0, uint32_t n0, uint32_t n1, 
   for (; n + NR <= n1 || (b_padded && n + 4 < n1); n += NR) {
     accumulate(mr, 2, K, a, b + n, ldb, acc);
     if (n + NR > n1) { epi_partial(e, mr, m0, n, n1 - n, acc, c, ldc); return; }
-    if (mr < MR) epi_rows(e, mr, m0, n, 2, acc, c, ldc);
+    if (mr != MR && mr != 4) epi_rows(e, mr, m0, n, 2, acc, c, ldc);
     else for (uint32_t r = 0; r < mr; r++) epi_vec(e, m0 + r, n, 2, acc[r][0], acc[r][1], c + (uint64_t)(m0 + r) * ldc + n);
   }
   if (n == n1) return;
