@@ -262,8 +262,19 @@ EP_NOINLINE static void tile6x16(uint32_t K, const float *a, const float *b, uin
 /* Rows [m0, m0 + mr) of a tile through epi_vec. A call, not inlined: the edge panels and the 4-column tails
  * inlined one epilogue per row and row count, 6 KB (more scalar) of a GEMM whose time is in the K loops. Full
  * panels and 4-row ones (matmul.c's row groups on the SIMD128 build, PR) keep theirs inline (acc in locals). */
+typedef struct { f32x4 v[MR][2]; } gemm_tile;
+
+/* The first mr rows of acc as a copy whose address the calls below may take: acc itself never escapes, so the
+ * compiler keeps it in locals through the K loops. */
+EP_AINLINE gemm_tile tile_of(const uint32_t mr, f32x4 acc[MR][2]) {
+  gemm_tile t;
+  for (uint32_t r = 0; r < mr; r++) { t.v[r][0] = acc[r][0]; t.v[r][1] = acc[r][1]; }
+  return t;
+}
+
 EP_NOINLINE static void epi_rows(const ep_gemm_epi *e, const uint32_t mr, const uint32_t m0, const uint32_t n,
-                                 const uint32_t nv, const f32x4 acc[MR][2], float *c, const uint32_t ldc) {
+                                 const uint32_t nv, const gemm_tile *t, float *c, const uint32_t ldc) {
+  const f32x4 (*acc)[2] = t->v;
   for (uint32_t r = 0; r < mr; r++) {
     float *dst = c + (uint64_t)(m0 + r) * ldc + n;
     if (nv == 2) epi_vec(e, m0 + r, n, 2, acc[r][0], acc[r][1], dst);
@@ -273,7 +284,8 @@ EP_NOINLINE static void epi_rows(const ep_gemm_epi *e, const uint32_t mr, const 
 
 /* Columns [n, n + cnt) of a tile (cnt < NR) through the scalar epilogue: the end of a padded B. */
 EP_NOINLINE static void epi_partial(const ep_gemm_epi *e, const uint32_t mr, const uint32_t m0, const uint32_t n,
-                                    const uint32_t cnt, const f32x4 acc[MR][2], float *c, const uint32_t ldc) {
+                                    const uint32_t cnt, const gemm_tile *t, float *c, const uint32_t ldc) {
+  const f32x4 (*acc)[2] = t->v;
   float tmp[2 * 4];
   for (uint32_t r = 0; r < mr; r++) {
     f32x4_store(tmp, acc[r][0]); f32x4_store(tmp + 4, acc[r][1]);
@@ -337,16 +349,17 @@ EP_AINLINE void panel(const uint32_t mr, uint32_t m0, uint32_t n0, uint32_t n1, 
    * partial store. */
   for (; n + NR <= n1 || (b_padded && n + 4 < n1); n += NR) {
     accumulate(mr, 2, K, a, b + n, ldb, acc);
-    if (n + NR > n1) { epi_partial(e, mr, m0, n, n1 - n, acc, c, ldc); return; }
-    if (mr != MR && mr != 4) epi_rows(e, mr, m0, n, 2, acc, c, ldc);
+    if (n + NR > n1) { const gemm_tile t = tile_of(mr, acc); epi_partial(e, mr, m0, n, n1 - n, &t, c, ldc); return; }
+    if (mr != MR && mr != 4) { const gemm_tile t = tile_of(mr, acc); epi_rows(e, mr, m0, n, 2, &t, c, ldc); }
     else for (uint32_t r = 0; r < mr; r++) epi_vec(e, m0 + r, n, 2, acc[r][0], acc[r][1], c + (uint64_t)(m0 + r) * ldc + n);
   }
   if (n == n1) return;
   const uint32_t left = n1 - n;
   if (b_padded || left >= 4) {
     accumulate(mr, 1, K, a, b + n, ldb, acc);
-    if (b_padded) { epi_partial(e, mr, m0, n, left, acc, c, ldc); return; }
-    epi_rows(e, mr, m0, n, 1, acc, c, ldc);
+    const gemm_tile t = tile_of(mr, acc);
+    if (b_padded) { epi_partial(e, mr, m0, n, left, &t, c, ldc); return; }
+    epi_rows(e, mr, m0, n, 1, &t, c, ldc);
     n += 4;
   }
   if (n < n1) cols_tail(mr, m0, n, n1, K, a, b, ldb, c, ldc, e);
