@@ -259,9 +259,10 @@ EP_NOINLINE static void tile6x16(uint32_t K, const float *a, const float *b, uin
 }
 #endif
 
-/* Rows [m0, m0 + mr) of a tile through epi_vec. A call, not inlined: the edge panels and the 4-column tails
- * inlined one epilogue per row and row count, 6 KB (more scalar) of a GEMM whose time is in the K loops. Full
- * panels and 4-row ones (matmul.c's row groups on the SIMD128 build, PR) keep theirs inline (acc in locals). */
+/* Rows [m0, m0 + mr) of a tile through epi_vec. A call, not inlined: odd row counts and the 4-column tails
+ * inlined one epilogue per row and row count, of a GEMM whose time is in the K loops. Panels of 6, 4 and 2 rows
+ * keep theirs inline: the edge panels of even channel counts (M % 6 is then 2 or 4; short K in Winograd's GEMMs)
+ * and matmul.c's 4-row groups on the SIMD128 build (PR). */
 typedef struct { f32x4 v[MR][2]; } gemm_tile;
 
 /* The first mr rows of acc as a copy whose address the calls below may take: acc itself never escapes, so the
@@ -350,7 +351,7 @@ EP_AINLINE void panel(const uint32_t mr, uint32_t m0, uint32_t n0, uint32_t n1, 
   for (; n + NR <= n1 || (b_padded && n + 4 < n1); n += NR) {
     accumulate(mr, 2, K, a, b + n, ldb, acc);
     if (n + NR > n1) { const gemm_tile t = tile_of(mr, acc); epi_partial(e, mr, m0, n, n1 - n, &t, c, ldc); return; }
-    if (mr != MR && mr != 4) { const gemm_tile t = tile_of(mr, acc); epi_rows(e, mr, m0, n, 2, &t, c, ldc); }
+    if (mr % 2) { const gemm_tile t = tile_of(mr, acc); epi_rows(e, mr, m0, n, 2, &t, c, ldc); }
     else for (uint32_t r = 0; r < mr; r++) epi_vec(e, m0 + r, n, 2, acc[r][0], acc[r][1], c + (uint64_t)(m0 + r) * ldc + n);
   }
   if (n == n1) return;
