@@ -58,6 +58,62 @@ static inline f32x4 softplus4(f32x4 x) {
     } \
   } while (0)
 
+/* The functions no activation fuses (codes from EP_UN_ERF): standalone Erf / Exp (GELU's Erf fuses into its
+ * MatMul, Softmax has its own loop) and the rest are rare, so optimized for size: one loop, the function chosen
+ * per vector (rare4), rather than a loop per function. Pow's exact exponents get codes of their own. */
+enum { UN_POW_ID = EP_UN_COUNT, UN_POW2, UN_POW3, UN_POW4, UN_POW_M1 };
+
+static inline f32x4 rare4(int32_t fn, f32x4 x, f32x4 a, f32x4 g) {
+  const f32x4 zero = f32x4_zero(), one = f32x4_splat(1.0f);
+  switch (fn) {
+    case EP_UN_ERF: return ep_erff4(x);
+    case EP_UN_EXP: return ep_expf4(x);
+    case EP_UN_LOG: return ep_logf4(x);
+    case EP_UN_SQRT: return f32x4_sqrt(x);
+    case UN_POW_M1:
+    case EP_UN_RECIPROCAL: return f32x4_div(one, x);
+    case EP_UN_NEG: return f32x4_neg(x);
+    case EP_UN_ABS: return f32x4_abs(x);
+    case EP_UN_FLOOR: return f32x4_floor(x);
+    case EP_UN_CEIL: return f32x4_ceil(x);
+    case EP_UN_ROUND: return f32x4_round_even(x);
+    case EP_UN_SIGN: return f32x4_select(f32x4_lt(zero, x), one, f32x4_select(f32x4_lt(x, zero), f32x4_neg(one), x));
+    case EP_UN_ELU: return f32x4_select(f32x4_lt(x, zero), f32x4_mul(a, f32x4_sub(ep_expf4(x), one)), x);
+    case EP_UN_SELU: return f32x4_mul(g, f32x4_select(f32x4_le(x, zero), f32x4_sub(f32x4_mul(a, ep_expf4(x)), a), x));
+    case EP_UN_CELU: return f32x4_add(f32x4_max(x, zero), f32x4_min(f32x4_mul(a, f32x4_sub(ep_expf4(f32x4_div(x, a)), one)), zero));
+    case EP_UN_SOFTPLUS: return softplus4(x);
+    case EP_UN_SOFTSIGN: return f32x4_div(x, f32x4_add(one, f32x4_abs(x)));
+    case EP_UN_MISH: return f32x4_mul(x, ep_tanhf4(softplus4(x)));
+    case EP_UN_THRESHOLDED_RELU: return f32x4_select(f32x4_lt(a, x), x, zero);
+    case UN_POW2: return f32x4_mul(x, x);
+    case UN_POW3: return f32x4_mul(f32x4_mul(x, x), x);
+    case UN_POW4: return f32x4_mul(f32x4_mul(x, x), f32x4_mul(x, x));
+    default: return x;   /* UN_POW_ID */
+  }
+}
+
+EP_COLD static void unary_f32_rare(const float *in, float *out, uint32_t n, int32_t fn, const int32_t *p) {
+  const int32_t np = ep_unary_nparams(fn);
+  const float p0 = np > 0 ? pf(p, 0) : 0.0f;
+  if (fn == EP_UN_SIN) { for (uint32_t i = 0; i < n; i++) out[i] = ep_sinf(in[i]); return; }
+  if (fn == EP_UN_COS) { for (uint32_t i = 0; i < n; i++) out[i] = ep_cosf(in[i]); return; }
+  if (fn >= EP_UN_TAN && fn <= EP_UN_ATANH) {   /* one scalar loop through ep_math's table (size) */
+    for (uint32_t i = 0; i < n; i++) out[i] = ep_trigf(fn - EP_UN_TAN, in[i]);
+    return;
+  }
+  if (fn == EP_UN_POW) {
+    if (p0 == 0.0f) { for (uint32_t i = 0; i < n; i++) out[i] = 1.0f; return; }   /* x^0 = 1 even for NaN */
+    if (p0 == 1.0f) { if (in == out) return; fn = UN_POW_ID; }
+    else if (p0 == 2.0f) fn = UN_POW2;
+    else if (p0 == 3.0f) fn = UN_POW3;
+    else if (p0 == 4.0f) fn = UN_POW4;
+    else if (p0 == -1.0f) fn = UN_POW_M1;
+    else { for (uint32_t i = 0; i < n; i++) out[i] = ep_powf(in[i], p0); return; }
+  }
+  const f32x4 a = f32x4_splat(p0), g = f32x4_splat(np > 1 ? pf(p, 1) : 0.0f);
+  VMAP(rare4(fn, x, a, g));
+}
+
 static void unary_f32(const float *in, float *out, uint32_t n, int32_t fn, const int32_t *p) {
   const f32x4 zero = f32x4_zero(), one = f32x4_splat(1.0f), half = f32x4_splat(0.5f);
   switch (fn) {
@@ -91,49 +147,7 @@ static void unary_f32(const float *in, float *out, uint32_t n, int32_t fn, const
       VMAP(f32x4_mul(f32x4_mul(half, x), f32x4_add(one, ep_tanhf4(f32x4_mul(k, f32x4_fma(x, f32x4_mul(c, x), f32x4_mul(x, x)))))));
       break;
     }
-    /* standalone Erf / Exp: GELU's Erf fuses into its MatMul and Softmax has its own loop, so these are calls (size) */
-    case EP_UN_ERF: VMAP(ep_erff4(x)); break;
-    case EP_UN_EXP: VMAP(ep_expf4(x)); break;
-    case EP_UN_LOG: VMAP(ep_logf4(x)); break;
-    case EP_UN_SQRT: VMAP(f32x4_sqrt(x)); break;
-    case EP_UN_RECIPROCAL: VMAP(f32x4_div(one, x)); break;
-    case EP_UN_NEG: VMAP(f32x4_neg(x)); break;
-    case EP_UN_ABS: VMAP(f32x4_abs(x)); break;
-    case EP_UN_FLOOR: VMAP(f32x4_floor(x)); break;
-    case EP_UN_CEIL: VMAP(f32x4_ceil(x)); break;
-    case EP_UN_ROUND: VMAP(f32x4_round_even(x)); break;
-    case EP_UN_SIGN: VMAP(f32x4_select(f32x4_lt(zero, x), one, f32x4_select(f32x4_lt(x, zero), f32x4_neg(one), x))); break;
-    case EP_UN_ELU: { f32x4 a = f32x4_splat(pf(p, 0)); VMAP(f32x4_select(f32x4_lt(x, zero), f32x4_mul(a, f32x4_sub(ep_expf4(x), one)), x)); break; }
-    case EP_UN_SELU: {
-      f32x4 a = f32x4_splat(pf(p, 0)), g = f32x4_splat(pf(p, 1));
-      VMAP(f32x4_mul(g, f32x4_select(f32x4_le(x, zero), f32x4_sub(f32x4_mul(a, ep_expf4(x)), a), x))); break;
-    }
-    case EP_UN_CELU: {
-      f32x4 a = f32x4_splat(pf(p, 0));
-      VMAP(f32x4_add(f32x4_max(x, zero), f32x4_min(f32x4_mul(a, f32x4_sub(ep_expf4(f32x4_div(x, a)), one)), zero))); break;
-    }
-    case EP_UN_SOFTPLUS: VMAP(softplus4(x)); break;
-    case EP_UN_SOFTSIGN: VMAP(f32x4_div(x, f32x4_add(one, f32x4_abs(x)))); break;
-    case EP_UN_MISH: VMAP(f32x4_mul(x, ep_tanhf4(softplus4(x)))); break;
-    case EP_UN_THRESHOLDED_RELU: { f32x4 a = f32x4_splat(pf(p, 0)); VMAP(f32x4_select(f32x4_lt(a, x), x, zero)); break; }
-    case EP_UN_SIN: for (uint32_t i = 0; i < n; i++) out[i] = ep_sinf(in[i]); break;
-    case EP_UN_TAN: case EP_UN_ASIN: case EP_UN_ACOS: case EP_UN_ATAN: case EP_UN_SINH: case EP_UN_COSH:
-    case EP_UN_ASINH: case EP_UN_ACOSH: case EP_UN_ATANH:   /* one scalar loop through ep_math's table (size) */
-      for (uint32_t i = 0; i < n; i++) out[i] = ep_trigf(fn - EP_UN_TAN, in[i]);
-      break;
-    case EP_UN_COS: for (uint32_t i = 0; i < n; i++) out[i] = ep_cosf(in[i]); break;
-    case EP_UN_POW: {
-      float e = pf(p, 0);
-      if (e == 0.0f) { for (uint32_t i = 0; i < n; i++) out[i] = 1.0f; }   /* x^0 = 1 even for NaN */
-      else if (e == 1.0f) { if (in != out) VMAP(x); }
-      else if (e == 2.0f) VMAP(f32x4_mul(x, x));
-      else if (e == 3.0f) VMAP(f32x4_mul(f32x4_mul(x, x), x));
-      else if (e == 4.0f) VMAP(f32x4_mul(f32x4_mul(x, x), f32x4_mul(x, x)));
-      else if (e == -1.0f) VMAP(f32x4_div(one, x));
-      else for (uint32_t i = 0; i < n; i++) out[i] = ep_powf(in[i], e);
-      break;
-    }
-    default: break;   /* rejected by check() */
+    default: unary_f32_rare(in, out, n, fn, p); break;   /* codes >= EP_UN_ERF; others rejected by check() */
   }
 }
 
@@ -262,22 +276,19 @@ static void bcast_walk(const ep_tensor *out, const ep_tensor *const *ins, uint32
 
 /* ================================ binary ======================================================= */
 
-/* Vector row for f32 ops: contiguous/contiguous, contiguous/scalar, scalar/contiguous, scalar/scalar. */
+/* Vector row for f32 ops: contiguous/contiguous, contiguous/scalar, scalar/contiguous (row_bin_f32 turns a
+ * scalar/scalar row into one element and copies). The < 4 tail goes through EXPR on a padded copy. */
 #define DEF_BIN_F32(NAME, EXPR) \
   static void NAME(float *o, const float *a, const float *b, uint32_t sa, uint32_t sb, uint32_t n) { \
     uint32_t i = 0; \
     if (sa && sb) { for (; i + 4 <= n; i += 4) { f32x4 va = f32x4_load(a + i), vb = f32x4_load(b + i); f32x4_store(o + i, (EXPR)); } } \
     else if (sa) { f32x4 vb = f32x4_splat(b[0]); for (; i + 4 <= n; i += 4) { f32x4 va = f32x4_load(a + i); f32x4_store(o + i, (EXPR)); } } \
-    else if (sb) { f32x4 va = f32x4_splat(a[0]); for (; i + 4 <= n; i += 4) { f32x4 vb = f32x4_load(b + i); f32x4_store(o + i, (EXPR)); } } \
-    else { \
-      f32x4 va = f32x4_splat(a[0]), vb = f32x4_splat(b[0]); f32x4 v = (EXPR); \
-      for (; i + 4 <= n; i += 4) f32x4_store(o + i, v); \
-    } \
+    else { f32x4 va = f32x4_splat(a[0]); for (; i + 4 <= n; i += 4) { f32x4 vb = f32x4_load(b + i); f32x4_store(o + i, (EXPR)); } } \
     if (i < n) { \
       float ta[4] = {0.0f, 0.0f, 0.0f, 0.0f}, tb[4] = {0.0f, 0.0f, 0.0f, 0.0f}, to[4]; uint32_t r = n - i; \
-      for (uint32_t k = 0; k < r; k++) { ta[k] = a[sa ? i + k : 0]; tb[k] = b[sb ? i + k : 0]; } \
+      EP_COMPACT_LOOP for (uint32_t k = 0; k < r; k++) { ta[k] = a[sa ? i + k : 0]; tb[k] = b[sb ? i + k : 0]; } \
       f32x4 va = f32x4_load(ta), vb = f32x4_load(tb); f32x4_store(to, (EXPR)); \
-      for (uint32_t k = 0; k < r; k++) o[i + k] = to[k]; \
+      EP_COMPACT_LOOP for (uint32_t k = 0; k < r; k++) o[i + k] = to[k]; \
     } \
   }
 
@@ -298,7 +309,14 @@ typedef void (*bin_f32_fn)(float *, const float *, const float *, uint32_t, uint
 
 static void row_bin_f32(const void *ctx, uint8_t *o, const uint8_t *const *in, const uint32_t *st, uint32_t count) {
   bin_f32_fn f = *(const bin_f32_fn *)ctx;
-  f((float *)(void *)o, (const float *)(const void *)in[0], (const float *)(const void *)in[1], st[0], st[1], count);
+  float *of = (float *)(void *)o;
+  if (st[0] || st[1]) { f(of, (const float *)(const void *)in[0], (const float *)(const void *)in[1], st[0], st[1], count); return; }
+  /* Both operands one value along the row: one result, copied (one fill loop instead of one per op). */
+  f(of, (const float *)(const void *)in[0], (const float *)(const void *)in[1], 0, 0, 1);
+  const f32x4 v = f32x4_splat(of[0]);
+  uint32_t i = 1;
+  for (; i + 4 <= count; i += 4) f32x4_store(of + i, v);
+  EP_COMPACT_LOOP for (; i < count; i++) of[i] = of[0];
 }
 
 /* Integer and boolean rows (shape arithmetic, masks): optimized for size, no benchmark model spends time here. */

@@ -259,51 +259,50 @@ EP_NOINLINE static void tile6x16(uint32_t K, const float *a, const float *b, uin
 }
 #endif
 
-/* One panel of mr rows (a: its packed K x MR block) across columns [n0, n1) of C. */
-EP_AINLINE void panel(const uint32_t mr, uint32_t m0, uint32_t n0, uint32_t n1, uint32_t K, const float *a,
-                      const float *b, uint32_t ldb, int b_padded, float *c, uint32_t ldc, const ep_gemm_epi *e,
-                      const simple_epi *simple) {
-  f32x4 acc[MR][2];
-  uint32_t n = n0;
-  if (mr == 1) n = row_x16(m0, n0, n1, K, a, b, ldb, c, ldc, e);
-  if (simple && mr == MR) {   /* full panels only: the few edge panels are not worth the code */
-    /* The convolutions' epilogue, decided once per call: epi_vec re-reads and re-tests the descriptor per row
-     * (the stores to C may alias it), which weighs on short K. */
-#if EP_GEMM_TWO_PASS && !EP_GEMM_ONE_PASS6
-    for (; n + 2 * NR <= n1; n += 2 * NR) tile6x16(K, a, b, ldb, c, ldc, simple, m0, n);
-#endif
-    for (; n + NR <= n1; n += NR) {
-      accumulate(mr, 2, K, a, b + n, ldb, acc);
-      simple_tile6x8(simple, acc, c, ldc, m0, n);
-    }
+/* Rows [m0, m0 + mr) of a tile through epi_vec. A call, not inlined: odd row counts and the 4-column tails
+ * inlined one epilogue per row and row count, of a GEMM whose time is in the K loops. Panels of 6, 4 and 2 rows
+ * keep theirs inline: the edge panels of even channel counts (M % 6 is then 2 or 4; short K in Winograd's GEMMs)
+ * and matmul.c's 4-row groups on the SIMD128 build (PR). */
+typedef struct { f32x4 v[MR][2]; } gemm_tile;
+
+/* The first mr rows of acc as a copy whose address the calls below may take: acc itself never escapes, so the
+ * compiler keeps it in locals through the K loops. */
+EP_AINLINE gemm_tile tile_of(const uint32_t mr, f32x4 acc[MR][2]) {
+  gemm_tile t;
+  for (uint32_t r = 0; r < mr; r++) { t.v[r][0] = acc[r][0]; t.v[r][1] = acc[r][1]; }
+  return t;
+}
+
+EP_NOINLINE static void epi_rows(const ep_gemm_epi *e, const uint32_t mr, const uint32_t m0, const uint32_t n,
+                                 const uint32_t nv, const gemm_tile *t, float *c, const uint32_t ldc) {
+  const f32x4 (*acc)[2] = t->v;
+  for (uint32_t r = 0; r < mr; r++) {
+    float *dst = c + (uint64_t)(m0 + r) * ldc + n;
+    if (nv == 2) epi_vec(e, m0 + r, n, 2, acc[r][0], acc[r][1], dst);
+    else epi_vec(e, m0 + r, n, 1, acc[r][0], acc[r][1], dst);
   }
-  for (; n + NR <= n1; n += NR) {
-    accumulate(mr, 2, K, a, b + n, ldb, acc);
-    for (uint32_t r = 0; r < mr; r++)
-      epi_vec(e, m0 + r, n, 2, acc[r][0], acc[r][1], c + (uint64_t)(m0 + r) * ldc + n);
+}
+
+/* Columns [n, n + cnt) of a tile (cnt < NR) through the scalar epilogue: the end of a padded B. */
+EP_NOINLINE static void epi_partial(const ep_gemm_epi *e, const uint32_t mr, const uint32_t m0, const uint32_t n,
+                                    const uint32_t cnt, const gemm_tile *t, float *c, const uint32_t ldc) {
+  const f32x4 (*acc)[2] = t->v;
+  float tmp[2 * 4];
+  for (uint32_t r = 0; r < mr; r++) {
+    f32x4_store(tmp, acc[r][0]); f32x4_store(tmp + 4, acc[r][1]);
+    float *dst = c + (uint64_t)(m0 + r) * ldc;
+    for (uint32_t j = 0; j < cnt; j++) dst[n + j] = ep_gemm_epi_scalar(e, tmp[j], m0 + r, n + j);
   }
-  if (n == n1) return;
-  if (b_padded) {  /* B readable up to the next multiple of NR: full vectors, partial store */
-    float tmp[2 * 4];
-    if (n1 - n <= 4) accumulate(mr, 1, K, a, b + n, ldb, acc);
-    else accumulate(mr, 2, K, a, b + n, ldb, acc);
-    for (uint32_t r = 0; r < mr; r++) {
-      f32x4_store(tmp, acc[r][0]); f32x4_store(tmp + 4, acc[r][1]);
-      float *dst = c + (uint64_t)(m0 + r) * ldc;
-      for (uint32_t j = n; j < n1; j++) dst[j] = ep_gemm_epi_scalar(e, tmp[j - n], m0 + r, j);
-    }
-    return;
-  }
-  if (n + 4 <= n1) {
-    accumulate(mr, 1, K, a, b + n, ldb, acc);
-    for (uint32_t r = 0; r < mr; r++)
-      epi_vec(e, m0 + r, n, 1, acc[r][0], acc[r][1], c + (uint64_t)(m0 + r) * ldc + n);
-    n += 4;
-  }
+}
+
+/* The last 1..3 columns [n, n1) of a panel of mr rows: one column at a time, vectorized down the panel's rows
+ * (0-3 and 2-5: two loads that stay inside the panel) instead of 6 scalar multiply-adds per depth; even and odd
+ * depths in two chains each, so the loop is not bound by FMA latency (a 7x7 plane's 49th column). The loop does
+ * not depend on mr: one copy for every row count. */
+EP_NOINLINE static void cols_tail(const uint32_t mr, const uint32_t m0, uint32_t n, const uint32_t n1, const uint32_t K,
+                                  const float *a, const float *b, const uint32_t ldb, float *c, const uint32_t ldc,
+                                  const ep_gemm_epi *e) {
   for (; n < n1; n++) {
-    /* Last 1..3 columns: one column at a time, vectorized down the panel's rows (0-3 and 2-5: two loads
-     * that stay inside the panel) instead of 6 scalar multiply-adds per depth; even and odd depths in two
-     * chains each, so the loop is not bound by FMA latency (a 7x7 plane's 49th column). */
     f32x4 lo = f32x4_zero(), hi = f32x4_zero(), lo1 = lo, hi1 = lo;
     const float *ap = a, *bp = b + n;
     uint32_t k = 0;
@@ -327,6 +326,44 @@ EP_AINLINE void panel(const uint32_t mr, uint32_t m0, uint32_t n0, uint32_t n1, 
     for (uint32_t r = 0; r < mr; r++)
       c[(uint64_t)(m0 + r) * ldc + n] = ep_gemm_epi_scalar(e, s[r], m0 + r, n);
   }
+}
+
+/* One panel of mr rows (a: its packed K x MR block) across columns [n0, n1) of C. */
+EP_AINLINE void panel(const uint32_t mr, uint32_t m0, uint32_t n0, uint32_t n1, uint32_t K, const float *a,
+                      const float *b, uint32_t ldb, int b_padded, float *c, uint32_t ldc, const ep_gemm_epi *e,
+                      const simple_epi *simple) {
+  f32x4 acc[MR][2];
+  uint32_t n = n0;
+  if (mr == 1) n = row_x16(m0, n0, n1, K, a, b, ldb, c, ldc, e);
+  if (simple && mr == MR) {   /* full panels only: the few edge panels are not worth the code */
+    /* The convolutions' epilogue, decided once per call: epi_vec re-reads and re-tests the descriptor per row
+     * (the stores to C may alias it), which weighs on short K. */
+#if EP_GEMM_TWO_PASS && !EP_GEMM_ONE_PASS6
+    for (; n + 2 * NR <= n1; n += 2 * NR) tile6x16(K, a, b, ldb, c, ldc, simple, m0, n);
+#endif
+    for (; n + NR <= n1; n += NR) {
+      accumulate(mr, 2, K, a, b + n, ldb, acc);
+      simple_tile6x8(simple, acc, c, ldc, m0, n);
+    }
+  }
+  /* With B readable up to the next multiple of NR (b_padded), a last tile of 5..7 columns is a full one with a
+   * partial store. */
+  for (; n + NR <= n1 || (b_padded && n + 4 < n1); n += NR) {
+    accumulate(mr, 2, K, a, b + n, ldb, acc);
+    if (n + NR > n1) { const gemm_tile t = tile_of(mr, acc); epi_partial(e, mr, m0, n, n1 - n, &t, c, ldc); return; }
+    if (mr % 2) { const gemm_tile t = tile_of(mr, acc); epi_rows(e, mr, m0, n, 2, &t, c, ldc); }
+    else for (uint32_t r = 0; r < mr; r++) epi_vec(e, m0 + r, n, 2, acc[r][0], acc[r][1], c + (uint64_t)(m0 + r) * ldc + n);
+  }
+  if (n == n1) return;
+  const uint32_t left = n1 - n;
+  if (b_padded || left >= 4) {
+    accumulate(mr, 1, K, a, b + n, ldb, acc);
+    const gemm_tile t = tile_of(mr, acc);
+    if (b_padded) { epi_partial(e, mr, m0, n, left, &t, c, ldc); return; }
+    epi_rows(e, mr, m0, n, 1, &t, c, ldc);
+    n += 4;
+  }
+  if (n < n1) cols_tail(mr, m0, n, n1, K, a, b, ldb, c, ldc, e);
 }
 
 /* ep_gemm_f32, or ep_gemm_f32_portable where the ISA has its own kernel (src/vec/ep_isa.h) */

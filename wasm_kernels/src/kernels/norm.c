@@ -120,7 +120,7 @@ ep_status ep_run_LAYERNORM(const ep_node *n) {
     f32x4 s0 = f32x4_zero(), s1 = f32x4_zero();
     for (; i + 8 <= D; i += 8) { s0 = f32x4_add(s0, f32x4_load(xp + i)); s1 = f32x4_add(s1, f32x4_load(xp + i + 4)); }
     float sum = f32x4_hsum(f32x4_add(s0, s1));
-    for (; i < D; i++) sum += xp[i];
+    EP_COMPACT_LOOP for (; i < D; i++) sum += xp[i];   /* tails (< 8 elements) stay loops: size */
     const float mean = sum * invD;
     const f32x4 vm = f32x4_splat(mean);
     s0 = f32x4_zero(); s1 = f32x4_zero();
@@ -129,24 +129,24 @@ ep_status ep_run_LAYERNORM(const ep_node *n) {
       s0 = f32x4_fma(s0, a, a); s1 = f32x4_fma(s1, b, b);
     }
     float ss = f32x4_hsum(f32x4_add(s0, s1));
-    for (; i < D; i++) { float d = xp[i] - mean; ss += d * d; }
+    EP_COMPACT_LOOP for (; i < D; i++) { float d = xp[i] - mean; ss += d * d; }
     const float inv = 1.0f / ep_sqrtf(ss * invD + eps);
     const f32x4 vi = f32x4_splat(inv);
     i = 0;
     if (g && bb) {
       for (; i + 4 <= D; i += 4)
         f32x4_store(yp + i, f32x4_fma(f32x4_load(bb + i), f32x4_mul(f32x4_sub(f32x4_load(xp + i), vm), vi), f32x4_load(g + i)));
-      for (; i < D; i++) yp[i] = (xp[i] - mean) * inv * g[i] + bb[i];
+      EP_COMPACT_LOOP for (; i < D; i++) yp[i] = (xp[i] - mean) * inv * g[i] + bb[i];
     } else if (g) {
       for (; i + 4 <= D; i += 4)
         f32x4_store(yp + i, f32x4_mul(f32x4_mul(f32x4_sub(f32x4_load(xp + i), vm), vi), f32x4_load(g + i)));
-      for (; i < D; i++) yp[i] = (xp[i] - mean) * inv * g[i];
+      EP_COMPACT_LOOP for (; i < D; i++) yp[i] = (xp[i] - mean) * inv * g[i];
     } else {
       for (; i + 4 <= D; i += 4) {
         f32x4 v = f32x4_mul(f32x4_sub(f32x4_load(xp + i), vm), vi);
         f32x4_store(yp + i, bb ? f32x4_add(v, f32x4_load(bb + i)) : v);
       }
-      for (; i < D; i++) yp[i] = (xp[i] - mean) * inv + (bb ? bb[i] : 0.0f);
+      EP_COMPACT_LOOP for (; i < D; i++) yp[i] = (xp[i] - mean) * inv + (bb ? bb[i] : 0.0f);
     }
     if (mean_out) mean_out[r] = mean;
     if (inv_out) inv_out[r] = inv;
@@ -191,8 +191,9 @@ static void softmax_row(int logsm, const float *x, float *y, uint64_t L) {
     }
     m = f32x4_hmax(f32x4_max(f32x4_max(m0, m1), f32x4_max(m2, m3)));
   }
-  for (; i + 4 <= L; i += 4) { float t = f32x4_hmax(f32x4_load(x + i)); m = t > m ? t : m; }
-  for (; i < L; i++) m = x[i] > m ? x[i] : m;
+  /* tails (< 4 vectors or elements) stay loops: size */
+  EP_COMPACT_LOOP for (; i + 4 <= L; i += 4) { float t = f32x4_hmax(f32x4_load(x + i)); m = t > m ? t : m; }
+  EP_COMPACT_LOOP for (; i < L; i++) m = x[i] > m ? x[i] : m;
   const f32x4 vmax = f32x4_splat(m);
   f32x4 s0 = f32x4_zero(), s1 = f32x4_zero();
   float sum = 0.0f;
@@ -207,23 +208,24 @@ static void softmax_row(int logsm, const float *x, float *y, uint64_t L) {
     s0 = f32x4_add(s0, e);
     if (!logsm) f32x4_store(y + i, e);
   }
-  for (; i < L; i++) { float e = ep_expf(x[i] - m); sum += e; if (!logsm) y[i] = e; }
+  EP_COMPACT_LOOP for (; i < L; i++) { float e = ep_expf(x[i] - m); sum += e; if (!logsm) y[i] = e; }
   sum += f32x4_hsum(f32x4_add(s0, s1));
   if (logsm) {
     const float sh = m + ep_logf(sum);
     const f32x4 vsh = f32x4_splat(sh);
     for (i = 0; i + 4 <= L; i += 4) f32x4_store(y + i, f32x4_sub(f32x4_load(x + i), vsh));
-    for (; i < L; i++) y[i] = x[i] - sh;
+    EP_COMPACT_LOOP for (; i < L; i++) y[i] = x[i] - sh;
   } else {
     const float r = 1.0f / sum;
     const f32x4 vr = f32x4_splat(r);
     for (i = 0; i + 4 <= L; i += 4) f32x4_store(y + i, f32x4_mul(f32x4_load(y + i), vr));
-    for (; i < L; i++) y[i] *= r;
+    EP_COMPACT_LOOP for (; i < L; i++) y[i] *= r;
   }
 }
 
 /* 4 interleaved columns (stride `inner`) of length L, vectorized across the columns. */
-static void softmax_cols4(int logsm, const float *x, float *y, uint64_t L, uint64_t inner) {
+/* Softmax off the last axis: rare, optimized for size. */
+EP_COLD static void softmax_cols4(int logsm, const float *x, float *y, uint64_t L, uint64_t inner) {
   f32x4 vm = f32x4_splat(neg_inf());
   for (uint64_t l = 0; l < L; l++) vm = f32x4_max(vm, f32x4_load(x + l * inner));
   f32x4 vs = f32x4_zero();
@@ -245,7 +247,7 @@ static void softmax_cols4(int logsm, const float *x, float *y, uint64_t L, uint6
 }
 
 /* One strided column (scalar). */
-static void softmax_col(int logsm, const float *x, float *y, uint64_t L, uint64_t inner) {
+EP_COLD static void softmax_col(int logsm, const float *x, float *y, uint64_t L, uint64_t inner) {
   float m = neg_inf(), sum = 0.0f;
   for (uint64_t l = 0; l < L; l++) m = x[l * inner] > m ? x[l * inner] : m;
   for (uint64_t l = 0; l < L; l++) { float e = ep_expf(x[l * inner] - m); sum += e; if (!logsm) y[l * inner] = e; }
