@@ -132,8 +132,8 @@ def test_minus_one_and_zero_dims_are_symbolic(tmp_path: Path) -> None:
     got = load_bundle(b).run({"x": x})["y"]
     np.testing.assert_allclose(got, _ort(m, {"x": x})[0], rtol=1e-5, atol=1e-6)
 
-    logs.clear()
-    b = package(m, "web", tmp_path / "c", log=logs.append)
+    logs.clear()   # --static: the dims are set to 1, and the notice says what the model wrote
+    b = package(m, "web", tmp_path / "c", log=logs.append, dynamic=False)
     notes = [ln for ln in logs if ln.startswith("notice: input 'x'")]
     assert any("symbolic dimension written as dim_value -1 set to 1 (axis 2; a dim_value <= 0 is read as any size"
                in n for n in notes), logs
@@ -141,6 +141,12 @@ def test_minus_one_and_zero_dims_are_symbolic(tmp_path: Path) -> None:
     assert not any("'?'" in n for n in notes)
     x1 = x[:, :, :1, :1].copy()
     np.testing.assert_allclose(load_bundle(b).run({"x": x1})["y"], _ort(m, {"x": x1})[0], rtol=1e-5, atol=1e-6)
+
+    # the default: both dims resolved at run time, one bundle for any size
+    b = package(m, "web", tmp_path / "d")
+    for shape in ((1, 3, 8, 5), (1, 3, 2, 7)):
+        xs = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+        np.testing.assert_allclose(load_bundle(b).run({"x": xs})["y"], _ort(m, {"x": xs})[0], rtol=1e-5, atol=1e-6)
 
 
 def test_ir3_initializers_listed_as_inputs_are_weights(tmp_path: Path) -> None:
