@@ -218,7 +218,8 @@ VITE_MAIN = """import load, { inputs } from 'cifar10net';
 import { detectVariant, VERSION } from 'edgepack';
 try {
   const s = await load({ backend: 'wasm' });
-  const out = await s.run({ image: { data: %s, dims: inputs[0].shape } });
+  const dims = inputs[0].shape.map((d) => (typeof d === 'number' ? d : 1));   // 'batch' is resolved per run
+  const out = await s.run({ image: { data: %s, dims } });
   window.result = { logits: Array.from(out.logits.data), best: detectVariant(), VERSION };
 } catch (e) { window.result = { error: `${e.name}: ${e.message}` }; }
 """ % PIXELS
