@@ -382,6 +382,7 @@ def convert_opset(model: onnx.ModelProto, opset: int, notices: list[str]) -> tup
 
     def io(g: onnx.GraphProto) -> list:
         return [(vi.name, vi.type.SerializeToString()) for vi in [*g.input, *g.output]]
+    _hardmax_as_2d(m.graph)
     try:
         converted = version_converter.convert_version(m, CONVERT_BELOW_OPSET)
         onnx.checker.check_model(converted)
@@ -395,6 +396,26 @@ def convert_opset(model: onnx.ModelProto, opset: int, notices: list[str]) -> tup
         return m, opset
     notices.append(f"opset {opset} converted to opset {CONVERT_BELOW_OPSET} by onnx.version_converter")
     return converted, CONVERT_BELOW_OPSET
+
+
+def _hardmax_as_2d(g: onnx.GraphProto) -> None:
+    """Hardmax before opset 13 works on the input flattened to 2-D at `axis`; onnx's converter keeps the node as
+    is, which would change its meaning (it rewrites Softmax and LogSoftmax this way itself): Shape, Flatten(axis),
+    Hardmax(axis=1), Reshape, valid at the old opset and the new one."""
+    from onnx import helper
+    nodes = []
+    for n in g.node:
+        if n.op_type != "Hardmax" or n.domain not in ("", "ai.onnx"):
+            nodes.append(n)
+            continue
+        axis = next((a.i for a in n.attribute if a.name == "axis"), 1)
+        x, y, tag = n.input[0], n.output[0], n.name or n.output[0]
+        nodes += [helper.make_node("Shape", [x], [f"{tag}/shape"], name=f"{tag}/Shape"),
+                  helper.make_node("Flatten", [x], [f"{tag}/2d"], name=f"{tag}/Flatten", axis=axis),
+                  helper.make_node("Hardmax", [f"{tag}/2d"], [f"{tag}/max2d"], name=tag, axis=1),
+                  helper.make_node("Reshape", [f"{tag}/max2d", f"{tag}/shape"], [y], name=f"{tag}/Reshape")]
+    del g.node[:]
+    g.node.extend(nodes)
 
 
 def _all_nodes(g: onnx.GraphProto):
