@@ -127,19 +127,9 @@ def test_android_library_threads_under_qemu(android_bundle: Path, feeds, want, t
     """The harness starts pthreads that enter the library's ep_worker_main, as Java threads do on a device:
     the android build's pool (LL/SC atomics, raw futex calls, no libc) on the SDOT and baseline CPUs."""
     harness = E.ensure_harness()
-    (tmp_path / "x.bin").write_bytes(np.ascontiguousarray(feeds["x"]).tobytes())
-    got = {}
-    for t in (1, 4):
-        r = subprocess.run(["qemu-aarch64", "-cpu", cpu, "-L", E.QEMU_SYSROOT, str(harness),
-                            str(android_bundle / "jniLibs/arm64-v8a/libedgepack.so"), "--threads", str(t),
-                            str(android_bundle / "assets/edgepack/model.plan"), str(tmp_path / "x.bin"), str(tmp_path / f"y{t}.bin")],
-                           capture_output=True, text=True, timeout=300)
-        assert r.returncode == 0, r.stdout + r.stderr
-        got[t] = np.fromfile(tmp_path / f"y{t}.bin", dtype=np.float32).reshape(want["y"].shape)
-    assert "pool=host" in r.stdout
-    assert sum(int(v) for v in re.search(r"tasks per thread: ([\d ]+)", r.stdout).group(1).split()[1:]) > 0, r.stdout
-    np.testing.assert_array_equal(got[4], got[1])
-    np.testing.assert_allclose(got[4], want["y"], rtol=TOL, atol=TOL)
+    _one_and_four_threads(["qemu-aarch64", "-cpu", cpu, "-L", E.QEMU_SYSROOT, str(harness),
+                           str(android_bundle / "jniLibs/arm64-v8a/libedgepack.so")],
+                          android_bundle / "assets/edgepack/model.plan", "pool=host", feeds, want, tmp_path)
 
 
 @needs_qemu
@@ -147,15 +137,21 @@ def test_pi5_library_starts_its_own_threads_under_qemu(pi5_bundle: Path, feeds, 
     """The pi5 libedgepack.so (glibc, dlopen'ed as an app or Python would): ep_edge_set_threads(4) starts its
     pthreads; same bits as 1 thread."""
     harness = E.ensure_harness()
+    _one_and_four_threads([*E.qemu_cmd("pi5"), str(harness), str(pi5_bundle / "libedgepack.so")],
+                          pi5_bundle / "model.plan", "pool=library", feeds, want, tmp_path)
+
+
+def _one_and_four_threads(harness_cmd: list[str], plan: Path, pool: str, feeds, want, tmp_path: Path) -> None:
+    """The dlopen harness (`harness_cmd`: qemu, harness, library) at 1 and 4 threads: the pool it reports, tasks
+    on the worker threads, the same bits both ways, and onnxruntime's answer."""
     (tmp_path / "x.bin").write_bytes(np.ascontiguousarray(feeds["x"]).tobytes())
     got = {}
     for t in (1, 4):
-        r = subprocess.run([*E.qemu_cmd("pi5"), str(harness), str(pi5_bundle / "libedgepack.so"), "--threads", str(t),
-                            str(pi5_bundle / "model.plan"), str(tmp_path / "x.bin"), str(tmp_path / f"y{t}.bin")],
-                           capture_output=True, text=True, timeout=300)
+        r = subprocess.run([*harness_cmd, "--threads", str(t), str(plan), str(tmp_path / "x.bin"),
+                            str(tmp_path / f"y{t}.bin")], capture_output=True, text=True, timeout=300)
         assert r.returncode == 0, r.stdout + r.stderr
         got[t] = np.fromfile(tmp_path / f"y{t}.bin", dtype=np.float32).reshape(want["y"].shape)
-    assert "pool=library" in r.stdout
+    assert pool in r.stdout
     assert sum(int(v) for v in re.search(r"tasks per thread: ([\d ]+)", r.stdout).group(1).split()[1:]) > 0, r.stdout
     np.testing.assert_array_equal(got[4], got[1])
     np.testing.assert_allclose(got[4], want["y"], rtol=TOL, atol=TOL)
