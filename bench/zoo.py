@@ -87,21 +87,19 @@ def qdq_path(name: str, samples: int = 8) -> Path:
 
 def kernel_shares(bundle: Path, runs: int = 10) -> dict[str, float]:
     """Share of run time per kernel (median per node over `runs`), edgepack SIMD under wasmtime."""
-    from packager.reference import random_inputs
     from packager.bundle import load_bundle
-    from packager.plan import layout
+    from packager.cli import node_times_ms
     from packager.plan.opcodes import Op
+    from packager.reference import random_inputs
     b = load_bundle(bundle, "simd")
     feeds = b.check_feeds(random_inputs(b.example_inputs()))
     s = b.session()
     s.set_shapes([tuple(feeds[spec["name"]].shape) for spec in b.inputs])
-    plan = layout.decode((bundle / "model.plan").read_bytes())
-    profiles = []
-    for _ in range(runs):
+
+    def write_inputs() -> None:
         for spec in b.inputs:
             s.write(spec["tensor"], feeds[spec["name"]])
-        profiles.append(s.profile())
-    per = np.median(np.array(profiles), axis=0)
+    plan, per = node_times_ms(b, s, write_inputs, runs)
     by: dict[str, float] = {}
     for n, t in zip(plan.nodes, per):
         by[Op(n.op).name] = by.get(Op(n.op).name, 0.0) + float(t)

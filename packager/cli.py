@@ -303,15 +303,20 @@ def cmd_bench(argv: list[str]) -> int:
     return 0
 
 
-def _print_profile(b, session, write_inputs, runs: int = 20) -> None:
+def node_times_ms(b, session, write_inputs, runs: int = 20):
+    """(the bundle's plan, median ms per plan node over `runs` profiled runs): `package bench --profile`, bench/zoo.py."""
     from .plan import layout
-    from .plan.opcodes import Op
     plan = layout.decode((b.path / "model.plan").read_bytes())
     profiles = []
     for _ in range(runs):
         write_inputs()
         profiles.append(session.profile())
-    per = np.median(np.array(profiles), axis=0) * 1e3
+    return plan, np.median(np.array(profiles), axis=0) * 1e3
+
+
+def _print_profile(b, session, write_inputs, runs: int = 20) -> None:
+    from .plan.opcodes import Op
+    plan, per = node_times_ms(b, session, write_inputs, runs)
     total = per.sum()
     print(f"{'node':>5} {'kernel':<16} {'ms':>8} {'share':>6}  output shape")
     for i in np.argsort(-per)[:25]:
