@@ -9,12 +9,14 @@ import json
 import math
 import subprocess
 import sys
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 import pytest
 
-from .browser_env import chromium, chromium_missing, serving
+from .browser_env import CHROMIUM, CHROMIUM_ARGS, chromium, chromium_missing, serving
 
 REPO = Path(__file__).resolve().parent.parent
 SCREENSHOT = REPO / ".cache" / "demo-screenshot.png"
@@ -67,6 +69,38 @@ def _draw(page, stroke: list[tuple[float, float]]) -> None:
     page.mouse.up()
 
 
+def _check_status(env: dict, status: str, rows: list[str]) -> None:
+    """The status line and the runtime rows say the same thing about WebGPU and threads."""
+    gpu_rows = [r for r in rows if r.startswith("edgepack WebGPU")]
+    if env["webgpu"]:
+        assert "WebGPU: present" in status and "not available" not in status, status
+        assert len(gpu_rows) == 3, rows   # one per panel: it runs, or says why this model does not
+        assert all("not available" not in r or "WebGPU is present" in r for r in gpu_rows), gpu_rows
+    else:
+        assert "WebGPU: not available" in status and "present" not in status and not gpu_rows, (status, rows)
+    assert f"{env['threads']} thread" in " ".join(rows)
+
+
+@contextmanager
+def _chromium_with(args: list[str]) -> Iterator[object]:
+    """Chromium launched like browser_env.chromium() with other flags (fake microphone, no WebGPU)."""
+    from playwright.sync_api import sync_playwright
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=args)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+def _open(browser, url: str):
+    page = browser.new_page()
+    page.goto(url + "/")
+    page.wait_for_function("document.body.dataset.state !== 'loading'", timeout=300_000)
+    assert page.evaluate("document.body.dataset.state") == "ready", page.evaluate("window.demo.error")
+    return page
+
+
 def test_demo_page_draw_speak_detect(demo) -> None:
     config = json.loads((demo / "models.json").read_text())
     with serving({"/": demo}, isolate_all=True) as url, chromium() as browser:
@@ -104,15 +138,8 @@ def test_demo_page_draw_speak_detect(demo) -> None:
         page.close()
     assert not errors, errors
 
-    # WebGPU: the status line and the rows say the same thing
-    gpu_rows = [r for r in rows if r.startswith("edgepack WebGPU")]
-    if env["webgpu"]:
-        assert "WebGPU: present" in status and "not available" not in status, status
-        assert len(gpu_rows) == 3, rows   # one per panel: it runs, or says why this model does not
-        assert all("not available" not in r or "WebGPU is present" in r for r in gpu_rows), gpu_rows
-    else:
-        assert "WebGPU: not available" in status and "present" not in status and not gpu_rows, (status, rows)
-    assert f"{env['threads']} thread" in " ".join(rows)
+    assert env["webgpu"], env   # Chromium on SwiftShader (browser_env): the WebGPU rows are exercised
+    _check_status(env, status, rows)
 
     # digits: every runtime recognises every drawn digit; edgepack's logits are onnxruntime-web's
     for want, answers in digits.items():
@@ -170,28 +197,33 @@ def test_serve_script_headers(demo) -> None:
 def test_demo_microphone(demo) -> None:
     """The microphone path (getUserMedia, 16 kHz AudioContext, one frame at a time): Chromium's fake capture device
     plays the sample speech in a loop; after a few seconds the trace has speech and silence."""
-    from playwright.sync_api import sync_playwright
-
-    from .browser_env import CHROMIUM, CHROMIUM_ARGS
     speech = demo / json.loads((demo / "models.json").read_text())["samples"]["speech"]
     args = [*CHROMIUM_ARGS, "--use-fake-ui-for-media-stream", "--use-fake-device-for-media-stream",
             f"--use-file-for-fake-audio-capture={speech}", "--autoplay-policy=no-user-gesture-required"]
-    with serving({"/": demo}, isolate_all=True) as url, sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=args)
-        try:
-            page = browser.new_page()
-            page.goto(url + "/")
-            page.wait_for_function("document.body.dataset.state !== 'loading'", timeout=300_000)
-            page.click("#vad-mic")
-            page.wait_for_function("document.getElementById('vad-source').textContent.includes('listening')", timeout=30_000)
-            page.wait_for_timeout(9_000)   # the file is 8.9 s: speech and silence both heard
-            page.click("#vad-stop")
-            _wait_runs(page, "vad", 1)
-            vad = page.evaluate("window.demo.vad")
-            source = page.locator("#vad-source").text_content()
-        finally:
-            browser.close()
+    with serving({"/": demo}, isolate_all=True) as url, _chromium_with(args) as browser:
+        page = _open(browser, url)
+        page.click("#vad-mic")
+        page.wait_for_function("document.getElementById('vad-source').textContent.includes('listening')", timeout=30_000)
+        page.wait_for_timeout(9_000)   # the file is 8.9 s: speech and silence both heard
+        page.click("#vad-stop")
+        _wait_runs(page, "vad", 1)
+        vad = page.evaluate("window.demo.vad")
+        source = page.locator("#vad-source").text_content()
     trace = np.asarray(vad["traces"][EDGEPACK])
     assert len(trace) > 100, source   # frames of 32 ms kept coming
     assert (trace > 0.5).sum() > 20 and (trace < 0.2).sum() > 20, trace.round(2).tolist()
     assert np.abs(trace - np.asarray(vad["traces"][ORT])).max() < 1e-3
+
+
+def test_demo_without_webgpu_says_so_once(demo) -> None:
+    """A Chromium whose navigator.gpu finds no adapter: the status says WebGPU is not available and why, and no
+    panel shows a WebGPU row (the page used to say 'WebGPU: present' next to 'not available' rows)."""
+    args = [a for a in CHROMIUM_ARGS if "webgpu" not in a] + ["--disable-features=WebGPU,Vulkan"]
+    with serving({"/": demo}, isolate_all=True) as url, _chromium_with(args) as browser:
+        page = _open(browser, url)
+        env = page.evaluate("window.demo.env")
+        status = page.locator("#status").text_content()
+        rows = page.locator("tbody tr").all_text_contents()
+    assert not env["webgpu"], env
+    _check_status(env, status, rows)
+    assert len(rows) == 6 and all("not available" not in r for r in rows), rows
