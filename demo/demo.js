@@ -216,9 +216,10 @@ async function decodeAudio(/** @type {ArrayBuffer} */ bytes, /** @type {number} 
 async function vadPanel(ort, env, m) {
   const root = byId('vad');
   const stateLen = m.stateDims.reduce((a, b) => a * b, 1);
+  const [AUDIO, STATE] = m.inputs, [PROB, STATE_OUT] = m.outputs;   // silero: input, state -> output, stateN
   const feeds = (/** @type {Float32Array} */ x, /** @type {Float32Array} */ st) => ({
-    input: { data: x, dims: [1, m.frame + m.context] }, state: { data: st, dims: m.stateDims },
-    sr: { data: BigInt64Array.of(BigInt(m.sampleRate)), dims: [] } });
+    [AUDIO]: { data: x, dims: [1, m.frame + m.context] }, [STATE]: { data: st, dims: m.stateDims },
+    sr: { data: BigInt64Array.of(BigInt(m.sampleRate)), dims: [] } });   // sr: only onnxruntime-web takes it
   const rts = await openRuntimes(ort, env, { bundle: m.bundle, onnx: m.onnx },
     feeds(new Float32Array(m.frame + m.context), new Float32Array(stateLen)));
   const live = rts.filter((r) => !r.error).map((r) => ({ rt: r, state: new Float32Array(stateLen), trace: /** @type {number[]} */ ([]), times: /** @type {number[]} */ ([]) }));
@@ -251,8 +252,7 @@ async function vadPanel(ort, env, m) {
     ctx.setLineDash([]);
   };
 
-  /** Frames of `pcm` (16 kHz mono) through every runtime, each carrying its own state; `context` the samples
-   * before the first frame. */
+  /** One frame through every runtime, each carrying its own state; `context`: the samples just before it. */
   const step = async (/** @type {Float32Array} */ frame, /** @type {Float32Array} */ context) => {
     const x = new Float32Array(m.context + m.frame);
     x.set(context, 0);
@@ -261,8 +261,8 @@ async function vadPanel(ort, env, m) {
       const t = performance.now();
       const y = await l.rt.run(feeds(x, l.state));
       l.times.push(performance.now() - t);
-      l.state = new Float32Array(y.stateN);
-      l.trace.push(y.output[0]);
+      l.state = new Float32Array(y[STATE_OUT]);
+      l.trace.push(y[PROB][0]);
     }
   };
   const finish = (/** @type {number} */ seconds) => {
