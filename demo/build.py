@@ -11,6 +11,7 @@ Models and samples are fetched or trained once into .cache/ (demo/models.py)."""
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import shutil
 import sys
@@ -32,8 +33,9 @@ def _io(bundle: Path) -> tuple[list[dict], list[dict]]:
 
 def build(out: Path, log=print) -> dict:
     from packager import package
-    sys.path.insert(0, str(HERE))
-    import models as M
+    spec = importlib.util.spec_from_file_location("edgepack_demo_models", HERE / "models.py")
+    M = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(M)
     if not all((ORT_DIST / f).exists() for f in ORT_FILES):
         raise SystemExit(f"error: onnxruntime-web is not installed in {ORT_DIST.parent} (run scripts/setup.sh)")
     try:

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import ast
+import importlib.util
 import json
 import shutil
 import subprocess
@@ -20,6 +21,7 @@ import sys
 import wave
 import zipfile
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 
@@ -30,6 +32,14 @@ DEMO_CACHE = CACHE / "demo"
 DIGITS_VERSION = 1   # bump when the training recipe changes: the cached model is retrained
 SPEECH = "Edgepack runs this voice activity detector in your browser. Then it waits in silence."
 SR = 16000
+
+
+def load_module(path: Path) -> ModuleType:
+    """A script of the repo's (not a package) as a module, under a name of its own."""
+    spec = importlib.util.spec_from_file_location(f"edgepack_demo_{path.stem}", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 class DemoModelError(Exception):
@@ -59,8 +69,8 @@ def train_digits(epochs: int = 60) -> tuple[object, dict]:
     """The drawing-robust digits CNN and its accuracies (held-out split: the same as demo/digits/train.py's)."""
     import torch
     from torch import nn
-    sys.path.insert(0, str(REPO / "demo" / "digits"))
-    from train import SEED, DigitsCNN, data
+    t = load_module(REPO / "demo" / "digits" / "train.py")   # the architecture, seed and split of the first model
+    SEED, DigitsCNN, data = t.SEED, t.DigitsCNN, t.data
     torch.manual_seed(SEED)
     torch.use_deterministic_algorithms(True)
     torch.set_num_threads(1)
