@@ -46,6 +46,7 @@ def build(out: Path, log=print) -> dict:
         speech, speech_spans = M.sample_speech()
     except M.DemoModelError as e:
         raise SystemExit(f"error: {e}") from None
+    out = out.resolve()
     if out.exists():
         shutil.rmtree(out)
     (out / "models").mkdir(parents=True)

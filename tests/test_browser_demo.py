@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 from contextlib import contextmanager
@@ -48,7 +49,8 @@ DROP = """async ([url, zone]) => {
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("demo") / "out"
-    r = subprocess.run([sys.executable, str(REPO / "demo" / "build.py"), "--out", str(out)], capture_output=True,
+    rel = os.path.relpath(out, REPO)   # relative, as scripts/demo.sh and the docs pass it
+    r = subprocess.run([sys.executable, str(REPO / "demo" / "build.py"), "--out", rel], capture_output=True,
                        text=True, timeout=900, cwd=REPO)
     assert r.returncode == 0, r.stdout + r.stderr
     return out
