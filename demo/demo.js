@@ -280,7 +280,7 @@ async function vadPanel(ort, env, m) {
   const runFile = async (/** @type {ArrayBuffer} */ bytes, /** @type {string} */ name) => {
     await stopMic();
     byId('vad-source').textContent = `${name}: decoding…`;
-    const pcm = await decodeAudio(bytes, m.sampleRate);
+    const pcm = await decodeAudio(bytes, m.sampleRate).catch((e) => { throw new Error(`${name}: not audio this browser decodes (${e.message})`); });
     byId('vad-source').textContent = `${name}: ${(pcm.length / m.sampleRate).toFixed(1)} s, ${Math.ceil(pcm.length / m.frame)} frames of ${result.frameMs} ms`;
     reset();
     pcmShown = pcm;
@@ -343,8 +343,9 @@ async function vadPanel(ort, env, m) {
     }
   });
   byId('vad-stop').addEventListener('click', () => stopMic());
-  dropTarget(byId('vad-drop'), /** @type {HTMLInputElement} */ (byId('vad-file')), async (f) => runFile(await f.arrayBuffer(), f.name));
-  byId('vad-sample').addEventListener('click', async () => runFile(await (await fetch(window.demoConfig.samples.speech)).arrayBuffer(), 'sample speech (espeak-ng)'));
+  const said = byId('vad-source');
+  dropTarget(byId('vad-drop'), /** @type {HTMLInputElement} */ (byId('vad-file')), said, async (f) => runFile(await f.arrayBuffer(), f.name));
+  byId('vad-sample').addEventListener('click', guarded(said, async () => runFile(await (await fetch(window.demoConfig.samples.speech)).arrayBuffer(), 'sample speech (espeak-ng)')));
 }
 
 // ---- detector: drop an image -------------------------------------------------------------------------------
@@ -382,7 +383,7 @@ async function detectorPanel(ort, env, m) {
   window.demo.detector = result;
 
   const detect = async (/** @type {Blob} */ blob, /** @type {string} */ name) => {
-    const img = await createImageBitmap(blob);
+    const img = await createImageBitmap(blob).catch((e) => { throw new Error(`${name}: not an image this browser decodes (${e.message})`); });
     const side = Math.max(img.width, img.height);
     const sq = $('canvas', { width: S, height: S });
     const sctx = /** @type {CanvasRenderingContext2D} */ (sq.getContext('2d'));
@@ -411,21 +412,33 @@ async function detectorPanel(ort, env, m) {
     result.runs += 1;
     root.dataset.runs = String(result.runs);
   };
-  dropTarget(byId('detector-drop'), /** @type {HTMLInputElement} */ (byId('detector-file')), (f) => detect(f, f.name));
-  byId('detector-sample').addEventListener('click', async () => detect(await (await fetch(window.demoConfig.samples.image)).blob(), 'sample image (Grace Hopper, matplotlib)'));
+  const said = byId('detector-source');
+  dropTarget(byId('detector-drop'), /** @type {HTMLInputElement} */ (byId('detector-file')), said, (f) => detect(f, f.name));
+  byId('detector-sample').addEventListener('click', guarded(said, async () => detect(await (await fetch(window.demoConfig.samples.image)).blob(), 'sample image (Grace Hopper, matplotlib)')));
 }
 
-/** A drop zone with a file input inside: a dropped or chosen file goes to `use`. */
-function dropTarget(/** @type {HTMLElement} */ zone, /** @type {HTMLInputElement} */ input, /** @type {(f: File) => any} */ use) {
+/** `action` with its failure (a file the browser cannot decode, ...) shown as one `error:` line in `said`. */
+const guarded = (/** @type {HTMLElement} */ said, /** @type {() => Promise<any>} */ action) => async () => {
+  try {
+    said.classList.remove('err');
+    await action();
+  } catch (e) {
+    said.textContent = `error: ${/** @type {Error} */ (e).message || e}`;
+    said.classList.add('err');
+  }
+};
+
+/** A drop zone with a file input inside: a dropped or chosen file goes to `use` (its failure shown in `said`). */
+function dropTarget(/** @type {HTMLElement} */ zone, /** @type {HTMLInputElement} */ input, /** @type {HTMLElement} */ said, /** @type {(f: File) => any} */ use) {
   zone.addEventListener('dragover', (e) => { e.preventDefault(); zone.classList.add('over'); });
   zone.addEventListener('dragleave', () => zone.classList.remove('over'));
   zone.addEventListener('drop', (e) => {
     e.preventDefault();
     zone.classList.remove('over');
     const f = e.dataTransfer?.files[0];
-    if (f) use(f);
+    if (f) guarded(said, () => use(f))();
   });
-  input.addEventListener('change', () => { if (input.files?.[0]) use(input.files[0]); });
+  input.addEventListener('change', () => { const f = input.files?.[0]; if (f) guarded(said, () => use(f))(); });
 }
 
 async function main() {

@@ -137,6 +137,11 @@ def test_demo_page_draw_speak_detect(demo) -> None:
         page.locator("#detector").scroll_into_view_if_needed()
         SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(SCREENSHOT), full_page=True)
+        bad = {}   # a file that is neither audio nor an image: one error line in the panel, nothing else changes
+        for panel in ("vad", "detector"):
+            page.evaluate(DROP, ["models.json", f"{panel}-drop"])
+            page.wait_for_function(f"document.getElementById('{panel}-source').textContent.startsWith('error:')")
+            bad[panel] = (page.locator(f"#{panel}-source").text_content(), page.evaluate(f"document.getElementById('{panel}').dataset.runs"))
         page.close()
     assert not errors, errors
 
@@ -168,6 +173,9 @@ def test_demo_page_draw_speak_detect(demo) -> None:
         assert a["label"] == b["label"] and all(abs(a[c] - b[c]) < 1.0 for c in "xywh"), (a, b)
     px = np.asarray(drawn, np.uint8).reshape(view[1], view[0], 4)[..., :3].astype(int)
     assert (np.abs(px - [10, 102, 194]).sum(-1) < 30).sum() > 200   # the box's outline, in edgepack's colour
+
+    assert bad["vad"][0].startswith("error: models.json: not audio this browser decodes") and bad["vad"][1] == "1", bad
+    assert bad["detector"][0].startswith("error: models.json: not an image this browser decodes") and bad["detector"][1] == "1", bad
 
     # the screenshot is the page with content, not a blank or an error page
     from PIL import Image
