@@ -95,6 +95,9 @@ def lower_dft(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     axis %= rank
     n, c = xs[axis], xs[-1]
     irfft = inverse and onesided
+    if onesided and not inverse and c == 2:
+        raise ctx.unsupported(node, "onesided=1 needs a real input (last dim 1): a complex signal has no conjugate "
+                                    "symmetry")
     length = _scalar(ctx, node, 1)
     length = (2 * (n - 1) if irfft else n) if length is None else length
     if length < 1:

@@ -1,0 +1,198 @@
+"""Issue 18's audio front-end ops, end to end: DFT, STFT, HannWindow/HammingWindow/BlackmanWindow and MelWeightMatrix
+packaged by packager.package, run under wasmtime (portable and SIMD builds) and Node, compared with onnxruntime;
+a log-mel front end (Whisper's shapes) as the real-world model; clear refusals for what the lowerings cannot do."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnx.reference
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from packager import load_bundle, package
+from packager.errors import PackagerError, UnsupportedError
+
+from .conftest import PORTABLE_AND_VECTOR
+from .lt_util import feeds_of, one_node, ort_run, ref_run
+from .test_web_node import _node_major, _node_run, _outputs
+
+RNG = np.random.default_rng(18)
+
+
+def _i64(v: int) -> np.ndarray:
+    return np.array(v, np.int64)
+
+
+def _check(m: onnx.ModelProto, feeds: dict[str, np.ndarray], tmp: Path, want: list[np.ndarray] | None = None,
+           rtol: float = 1e-4, atol: float = 1e-4, node: bool = False) -> None:
+    """Package once; every wasm build under wasmtime (and Node when asked) against onnxruntime."""
+    want = want if want is not None else ort_run(m, feeds)
+    out = package(m, out=tmp / "b", verify=False, input_shapes={k: v.shape for k, v in feeds.items()})
+    runs = {v: load_bundle(out, v).run(feeds) for v in PORTABLE_AND_VECTOR}
+    if node and _node_major() >= 20:
+        runs["node"] = _outputs(_node_run(tmp / "node", out, feeds, variant="simd"))
+    for where, got in runs.items():
+        for o, w in zip(m.graph.output, want):
+            assert got[o.name].shape == w.shape, (where, o.name)
+            np.testing.assert_allclose(got[o.name], w, rtol=rtol, atol=atol, err_msg=f"{where} {o.name}")
+
+
+# ---- DFT ------------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("shape,opset,length,axis,attrs", [
+    ((2, 16, 3, 1), 20, None, 1, {}),                            # real, along a middle axis
+    ((2, 16, 3, 1), 20, 20, -3, {"onesided": 1}),                # rfft, zero-padded to 20
+    ((2, 5, 12, 2), 20, 9, 2, {"inverse": 1}),                   # complex inverse, truncated to 9
+    ((3, 12, 2), 20, 16, -2, {}),                                # complex forward, zero-padded
+    ((2, 7, 4, 2), 17, None, 1, {"inverse": 1, "onesided": 1}),  # irfft: 7 one-sided bins -> 12 real samples
+    ((2, 7, 4, 2), 17, 11, 1, {"inverse": 1, "onesided": 1}),    # irfft of odd length
+    ((1, 400, 1), 17, None, 1, {}),                              # Whisper's n_fft, last signal axis
+])
+def test_dft(tmp_path: Path, shape, opset: int, length: int | None, axis: int, attrs: dict) -> None:
+    x = RNG.standard_normal(shape).astype(np.float32)
+    if opset >= 20:
+        ins = {"x": x, "L": None if length is None else _i64(length), "axis": _i64(axis)}
+        m = one_node("DFT", ins, ["y"], [k for k in ("L", "axis") if ins[k] is not None], opset=opset, **attrs)
+    else:
+        ins = {"x": x, "L": None if length is None else _i64(length)}
+        m = one_node("DFT", ins, ["y"], ["L"] if length else [], opset=opset, axis=axis, **attrs)
+    feeds = feeds_of(ins, ["L", "axis"])
+    want = ref_run(m, feeds)
+    atol = 2e-4 * np.sqrt(shape[axis])   # float32 sums of n terms of size ~1
+    if length != 11:   # onnxruntime's odd-length irfft reads one bin more than the spec's floor(n/2) + 1
+        np.testing.assert_allclose(ort_run(m, feeds)[0], want[0], rtol=1e-4, atol=atol)
+    _check(m, feeds, tmp_path, want, atol=atol, node=shape == (2, 5, 12, 2))
+
+
+# ---- STFT ------------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("shape,step,window,frame_length,onesided", [
+    ((2, 100, 1), 7, np.hanning(20), None, 1),
+    ((1, 128, 1), 8, None, 16, 0),
+    ((2, 64, 2), 5, np.hamming(12), 12, 0),      # complex signal
+    ((1, 50, 1), 50, None, 50, 1),               # one frame
+])
+def test_stft(tmp_path: Path, shape, step: int, window, frame_length: int | None, onesided: int) -> None:
+    ins = {"s": RNG.standard_normal(shape).astype(np.float32), "step": _i64(step),
+           "w": None if window is None else window.astype(np.float32),
+           "fl": None if frame_length is None else _i64(frame_length)}
+    consts = [k for k in ("step", "w", "fl") if ins[k] is not None]
+    m = one_node("STFT", ins, ["y"], consts, opset=17, onesided=onesided)
+    _check(m, feeds_of(ins, consts), tmp_path, node=shape == (2, 100, 1))
+
+
+def test_stft_onesided_default(tmp_path: Path) -> None:
+    """No onesided attribute: one-sided output (the spec's default), though onnx's shape inference says otherwise."""
+    s = RNG.standard_normal((1, 64, 1)).astype(np.float32)
+    node = helper.make_node("STFT", ["s", "step", "", "fl"], ["y"])
+    g = helper.make_graph([node], "t", [helper.make_tensor_value_info("s", TensorProto.FLOAT, s.shape)],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, (1, 7, 9, 2))],
+                          [numpy_helper.from_array(_i64(8), "step"), numpy_helper.from_array(_i64(16), "fl")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    want = ort_run(m, {"s": s})
+    assert want[0].shape == (1, 7, 9, 2)
+    _check(m, {"s": s}, tmp_path, want)
+
+
+# ---- window functions and MelWeightMatrix -------------------------------------------------------------------
+
+@pytest.mark.parametrize("op", ["HannWindow", "HammingWindow", "BlackmanWindow"])
+@pytest.mark.parametrize("periodic", [0, 1])
+def test_window_functions(tmp_path: Path, op: str, periodic: int) -> None:
+    """A window scaling a signal: the table is folded at package time; a size fed at run time is refused (it decides
+    the output's shape) unless bound as a constant."""
+    size = numpy_helper.from_array(_i64(33), "size")
+    nodes = [helper.make_node(op, ["size"], ["win"], periodic=periodic), helper.make_node("Mul", ["x", "win"], ["y"])]
+    g = helper.make_graph(nodes, "t", [helper.make_tensor_value_info("x", TensorProto.FLOAT, (2, 33))],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, (2, 33))], [size])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    x = RNG.standard_normal((2, 33)).astype(np.float32)
+    _check(m, {"x": x}, tmp_path, atol=1e-6)
+    del m.graph.initializer[:]
+    m.graph.input.append(helper.make_tensor_value_info("size", TensorProto.INT64, ()))
+    with pytest.raises(PackagerError, match=rf"{op} \(node 'win'"):   # refused, naming the node
+        package(m, out=tmp_path / "c", verify=False)
+    out = package(m, out=tmp_path / "d", verify=False, constants={"size": _i64(33)})   # --const size=...
+    np.testing.assert_allclose(load_bundle(out, "simd").run({"x": x})["y"], ort_run(m, {"x": x, "size": _i64(33)})[0],
+                               atol=1e-6)
+
+
+def test_mel_weight_matrix(tmp_path: Path) -> None:
+    ins = {"x": RNG.random((3, 201)).astype(np.float32), "n_mel": np.array(80, np.int32),
+           "dft": np.array(400, np.int32), "sr": np.array(16000, np.int32),
+           "lo": np.array(0.0, np.float32), "hi": np.array(8000.0, np.float32)}
+    mel = helper.make_node("MelWeightMatrix", ["n_mel", "dft", "sr", "lo", "hi"], ["mel"])
+    mm = helper.make_node("MatMul", ["x", "mel"], ["y"])
+    g = helper.make_graph([mel, mm], "t", [helper.make_tensor_value_info("x", TensorProto.FLOAT, (3, 201))],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, (3, 80))],
+                          [numpy_helper.from_array(v, k) for k, v in ins.items() if k != "x"])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    _check(m, {"x": ins["x"]}, tmp_path, atol=1e-5)
+
+
+# ---- a real-world-shaped model: Whisper's log-mel front end ------------------------------------------------
+
+def _log_mel_model(samples: int) -> onnx.ModelProto:
+    """signal [1, samples] -> reflect pad -> STFT (n_fft 400, hop 160, Hann) -> |X|^2 -> 80 mel bins -> log10."""
+    c = {"axes": np.array([2], np.int64), "pads": np.array([0, 200, 0, 200], np.int64), "step": _i64(160),
+         "win_n": _i64(400), "n_mel": np.array(80, np.int64), "dft": np.array(400, np.int64),
+         "sr": np.array(16000, np.int64), "lo": np.array(0.0, np.float32), "hi": np.array(8000.0, np.float32),
+         "last": np.array([-1], np.int64), "eps": np.array(1e-10, np.float32)}
+    nodes = [
+        helper.make_node("Pad", ["audio", "pads"], ["padded"], mode="reflect"),
+        helper.make_node("Unsqueeze", ["padded", "axes"], ["signal"]),
+        helper.make_node("HannWindow", ["win_n"], ["window"]),
+        helper.make_node("STFT", ["signal", "step", "window"], ["spec"], onesided=1),
+        helper.make_node("ReduceSumSquare", ["spec", "last"], ["power"], keepdims=0),
+        helper.make_node("MelWeightMatrix", ["n_mel", "dft", "sr", "lo", "hi"], ["mel_w"]),
+        helper.make_node("MatMul", ["power", "mel_w"], ["mel"]),
+        helper.make_node("Max", ["mel", "eps"], ["clamped"]),
+        helper.make_node("Log", ["clamped"], ["ln"]),
+    ]
+    frames = 1 + samples // 160
+    g = helper.make_graph(nodes, "log_mel", [helper.make_tensor_value_info("audio", TensorProto.FLOAT, (1, samples))],
+                          [helper.make_tensor_value_info("ln", TensorProto.FLOAT, (1, frames, 80))],
+                          [numpy_helper.from_array(v, k) for k, v in c.items()])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    m.ir_version = 8
+    return m
+
+
+def test_log_mel_front_end(tmp_path: Path) -> None:
+    t = np.arange(16000) / 16000
+    audio = (0.5 * np.sin(2 * np.pi * 440 * t) + 0.05 * RNG.standard_normal(16000)).astype(np.float32)[None]
+    m = _log_mel_model(16000)
+    # the same front end in float64: onnxruntime's float32 FFT is off by up to ~7e-3 on the faintest bins
+    padded = np.pad(audio[0].astype(np.float64), 200, mode="reflect")
+    window = 0.5 - 0.5 * np.cos(2 * np.pi * np.arange(400) / 400)
+    frames = np.stack([padded[i * 160:i * 160 + 400] * window for i in range(101)])
+    mel_m = onnx.reference.ReferenceEvaluator(m).run(["mel_w"], {"audio": audio})[0].astype(np.float64)
+    truth = np.log(np.maximum((np.abs(np.fft.rfft(frames, axis=1)) ** 2) @ mel_m, 1e-10))[None]
+    np.testing.assert_allclose(ort_run(m, {"audio": audio})[0], truth, atol=1e-2)
+    _check(m, {"audio": audio}, tmp_path, [truth.astype(np.float32)], rtol=0, atol=1e-3, node=True)
+
+
+# ---- refusals ---------------------------------------------------------------------------------------------------
+
+def test_refusals(tmp_path: Path) -> None:
+    x = RNG.standard_normal((2, 8, 1)).astype(np.float32)
+    g = helper.make_graph([helper.make_node("DFT", ["x"], ["y"], axis=1)], "t",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, ("b", "n", 1))],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ("b", "n", 2))])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(UnsupportedError, match=r"DFT .*signal's shape must be known at package time"):
+        package(m, out=tmp_path / "a", verify=False, dynamic=True)
+    m = one_node("DFT", {"x": x.astype(np.float16)}, ["y"], opset=17, axis=1)
+    with pytest.raises(UnsupportedError, match=r"DFT .*dtype float16"):
+        package(m, out=tmp_path / "b", verify=False)
+    m = one_node("DFT", {"x": x, "L": _i64(0)}, ["y"], ["L"], opset=17, axis=1)
+    with pytest.raises(PackagerError, match=r"DFT .*dft_length 0 must be at least 1"):
+        package(m, out=tmp_path / "c", verify=False)
+    s = {"s": RNG.standard_normal((1, 10, 1)).astype(np.float32), "step": _i64(2), "w": None, "fl": _i64(16)}
+    with pytest.raises(PackagerError, match=r"STFT"):
+        package(one_node("STFT", s, ["y"], ["step", "fl"], opset=17, onesided=1), out=tmp_path / "d", verify=False)
