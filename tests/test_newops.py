@@ -196,3 +196,67 @@ def test_refusals(tmp_path: Path) -> None:
     s = {"s": RNG.standard_normal((1, 10, 1)).astype(np.float32), "step": _i64(2), "w": None, "fl": _i64(16)}
     with pytest.raises(PackagerError, match=r"STFT"):
         package(one_node("STFT", s, ["y"], ["step", "fl"], opset=17, onesided=1), out=tmp_path / "d", verify=False)
+
+
+# ---- GridSample (GRID_SAMPLE kernel) -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("mode", ["nearest", "linear", "cubic"])
+@pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("align", [0, 1])
+def test_grid_sample_2d(tmp_path: Path, mode: str, padding: str, align: int) -> None:
+    """Every mode x padding x align_corners, the grid reaching 40% past the borders (padding matters)."""
+    ins = {"x": RNG.standard_normal((2, 3, 5, 7)).astype(np.float32),
+           "grid": RNG.uniform(-1.4, 1.4, (2, 4, 6, 2)).astype(np.float32)}
+    m = one_node("GridSample", ins, ["y"], opset=20, mode=mode, padding_mode=padding, align_corners=align)
+    _check(m, ins, tmp_path, rtol=1e-4, atol=1e-5, node=(mode, padding, align) == ("cubic", "reflection", 0))
+
+
+@pytest.mark.parametrize("mode,opset", [("nearest", 20), ("linear", 20), ("bilinear", 16)])
+def test_grid_sample_volumetric_and_opset16(tmp_path: Path, mode: str, opset: int) -> None:
+    shape, grid = ((1, 2, 3, 4, 5), (1, 2, 3, 4, 3)) if opset >= 20 else ((1, 2, 6, 6), (1, 5, 5, 2))
+    ins = {"x": RNG.standard_normal(shape).astype(np.float32), "grid": RNG.uniform(-1.2, 1.2, grid).astype(np.float32)}
+    m = one_node("GridSample", ins, ["y"], opset=opset, mode=mode, padding_mode="border")
+    _check(m, ins, tmp_path, rtol=1e-4, atol=1e-5)
+
+
+def test_flow_warp(tmp_path: Path) -> None:
+    """Optical-flow backward warping (RAFT/PWC-Net style): the identity grid plus a predicted flow, bilinear."""
+    h, w = 12, 16
+    ys, xs = np.meshgrid(np.linspace(-1, 1, h), np.linspace(-1, 1, w), indexing="ij")
+    base = np.stack([xs, ys], -1)[None].astype(np.float32)   # [1, H, W, 2], x first
+    nodes = [helper.make_node("Transpose", ["flow"], ["flow_hw"], perm=[0, 2, 3, 1]),
+             helper.make_node("Add", ["base", "flow_hw"], ["grid"]),
+             helper.make_node("GridSample", ["image", "grid"], ["warped"], align_corners=1)]
+    g = helper.make_graph(nodes, "warp", [helper.make_tensor_value_info("image", TensorProto.FLOAT, (1, 3, h, w)),
+                                          helper.make_tensor_value_info("flow", TensorProto.FLOAT, (1, 2, h, w))],
+                          [helper.make_tensor_value_info("warped", TensorProto.FLOAT, (1, 3, h, w))],
+                          [numpy_helper.from_array(base, "base")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 20)])
+    m.ir_version = 9
+    feeds = {"image": RNG.standard_normal((1, 3, h, w)).astype(np.float32),
+             "flow": (0.1 * RNG.standard_normal((1, 2, h, w))).astype(np.float32)}
+    _check(m, feeds, tmp_path, rtol=1e-4, atol=1e-5, node=True)
+
+
+def test_grid_sample_refusals(tmp_path: Path) -> None:
+    """Shapes resolved at run time, and a grid that does not match X, are refused at package time, naming the node."""
+    g = helper.make_graph([helper.make_node("GridSample", ["x", "grid"], ["y"], mode="linear")], "t",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, ("n", 2, 5, 5)),
+                           helper.make_tensor_value_info("grid", TensorProto.FLOAT, ("n", "h", "w", 2))],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ("n", 2, "h", "w"))])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 20)])
+    with pytest.raises(UnsupportedError, match=r"GridSample \(node 'y'.*shapes must be known at package time"):
+        package(m, out=tmp_path / "a", verify=False, dynamic=True)
+    m = one_node("GridSample", {"x": RNG.standard_normal((1, 2, 5, 5)).astype(np.float32),
+                                "grid": RNG.uniform(-1, 1, (1, 3, 3, 2)).astype(np.float32)}, ["y"], opset=20)
+    m.graph.node[0].input[1] = "x"   # X [1, 2, 5, 5] as its own grid
+    with pytest.raises(PackagerError, match=r"GridSample"):
+        package(m, out=tmp_path / "b", verify=False)
+
+
+def test_grid_sample_volumetric_cubic(tmp_path: Path) -> None:
+    """Tricubic (64 taps): onnxruntime supports cubic in 2-D only; the spec's reference evaluator is the judge."""
+    ins = {"x": RNG.standard_normal((1, 2, 4, 5, 6)).astype(np.float32),
+           "grid": RNG.uniform(-1.2, 1.2, (1, 2, 3, 3, 3)).astype(np.float32)}
+    m = one_node("GridSample", ins, ["y"], opset=20, mode="cubic", padding_mode="reflection")
+    _check(m, ins, tmp_path, ref_run(m, ins), rtol=1e-4, atol=1e-5)

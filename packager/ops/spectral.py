@@ -22,9 +22,9 @@ from .linalg import emit_matmul
 
 
 def _const_weight(ctx: LowerCtx, array: np.ndarray, hint: str) -> str:
-    """A package-time constant the MatMul/Conv lowerings read as they read a graph initializer."""
-    name = ctx.weight(np.ascontiguousarray(array, np.float32), hint)
-    ctx.graph.consts[name] = np.asarray(array, np.float32)
+    """A package-time constant that other lowerings (MatMul, Conv, ...) read as they read a graph initializer."""
+    name = ctx.weight(array, hint)
+    ctx.graph.consts[name] = array
     return name
 
 
@@ -109,7 +109,7 @@ def lower_dft(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     outer = [xs[d] for d in perm[:-2]]
     m = math.prod(outer)
     rows = view(ctx, transpose_to(ctx, node.input[0], perm), (m, n * c))
-    basis = _const_weight(ctx, dft_basis(n, c, length, n_out, inverse, irfft), "dft_basis")
+    basis = _const_weight(ctx, dft_basis(n, c, length, n_out, inverse, irfft).astype(np.float32), "dft_basis")
     y_shape = list(xs[:-1]) + [c_out]
     y_shape[axis] = n_out
     _expect(ctx, node, tuple(y_shape))
@@ -145,7 +145,8 @@ def lower_stft(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     _expect(ctx, node, (batch, frames, bins, 2))
     # filters [2 * bins, c, length]: output channel 2k + re/im
     basis = dft_basis(length, c, length, bins, False, False, window)
-    filters = _const_weight(ctx, basis.reshape(length, c, 2 * bins).transpose(2, 1, 0), "stft_filters")
+    filters = _const_weight(ctx, basis.reshape(length, c, 2 * bins).transpose(2, 1, 0).astype(np.float32),
+                            "stft_filters")
     xt = transpose_to(ctx, node.input[0], (0, 2, 1))   # [batch, c, s]: a view when c = 1
     conv_out = ctx.temp((batch, 2 * bins, frames), np.float32, "stft")
     emit_conv(ctx, helper.make_node("Conv", [xt, filters], [conv_out], strides=[step],
