@@ -260,3 +260,59 @@ def test_grid_sample_volumetric_cubic(tmp_path: Path) -> None:
            "grid": RNG.uniform(-1.2, 1.2, (1, 2, 3, 3, 3)).astype(np.float32)}
     m = one_node("GridSample", ins, ["y"], opset=20, mode="cubic", padding_mode="reflection")
     _check(m, ins, tmp_path, ref_run(m, ins), rtol=1e-4, atol=1e-5)
+
+
+# ---- RoiAlign ------------------------------------------------------------------------------------------------------
+
+ROIS = np.array([[0, 0, 9, 9], [0, 5, 4, 9], [5, 5, 9, 9], [-3, 2, 14, 13], [1.5, 2.2, 3.1, 2.4]], np.float32)
+
+
+@pytest.mark.parametrize("opset,attrs", [
+    (16, dict(output_height=5, output_width=5, sampling_ratio=2)),                          # half_pixel
+    (16, dict(output_height=3, output_width=4, sampling_ratio=2, spatial_scale=0.8,
+              coordinate_transformation_mode="output_half_pixel")),
+    (16, dict(output_height=2, output_width=3, sampling_ratio=3, mode="max")),
+    (10, dict(output_height=2, output_width=3, sampling_ratio=1)),                          # opset 10: no offset
+])
+def test_roi_align(tmp_path: Path, opset: int, attrs: dict) -> None:
+    """Boxes partly and wholly outside X, a sub-pixel box, both batch images; against onnxruntime."""
+    ins = {"x": RNG.standard_normal((2, 3, 10, 12)).astype(np.float32), "rois": ROIS,
+           "bi": np.array([0, 1, 0, 1, 1], np.int64)}
+    m = one_node("RoiAlign", ins, ["y"], opset=opset, **attrs)
+    _check(m, ins, tmp_path, rtol=1e-4, atol=1e-5, node=opset == 10)
+
+
+def test_detector_head(tmp_path: Path) -> None:
+    """A two-stage detector's box head: a stride-2 conv feature map, RoiAlign (7x7, 1/2 scale, sampling 2) of run-time
+    boxes, then Flatten -> Gemm -> Softmax class scores."""
+    rng = np.random.default_rng(3)
+    inits = {"w": (0.2 * rng.standard_normal((8, 3, 3, 3))).astype(np.float32),
+             "fc": (0.05 * rng.standard_normal((8 * 7 * 7, 5))).astype(np.float32)}
+    nodes = [helper.make_node("Conv", ["image", "w"], ["feat"], strides=[2, 2], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["feat"], ["act"]),
+             helper.make_node("RoiAlign", ["act", "boxes", "batch"], ["pooled"], output_height=7, output_width=7,
+                              sampling_ratio=2, spatial_scale=0.5),
+             helper.make_node("Flatten", ["pooled"], ["flat"]),
+             helper.make_node("Gemm", ["flat", "fc"], ["logits"]),
+             helper.make_node("Softmax", ["logits"], ["scores"], axis=1)]
+    g = helper.make_graph(nodes, "box_head",
+                          [helper.make_tensor_value_info("image", TensorProto.FLOAT, (1, 3, 32, 32)),
+                           helper.make_tensor_value_info("boxes", TensorProto.FLOAT, (6, 4)),
+                           helper.make_tensor_value_info("batch", TensorProto.INT64, (6,))],
+                          [helper.make_tensor_value_info("scores", TensorProto.FLOAT, (6, 5))],
+                          [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 16)])
+    m.ir_version = 8
+    xy = rng.uniform(0, 24, (6, 2))
+    boxes = np.concatenate([xy, xy + rng.uniform(4, 12, (6, 2))], 1).astype(np.float32)
+    feeds = {"image": rng.standard_normal((1, 3, 32, 32)).astype(np.float32), "boxes": boxes,
+             "batch": np.zeros(6, np.int64)}
+    _check(m, feeds, tmp_path, rtol=1e-4, atol=1e-5, node=True)
+
+
+def test_roi_align_adaptive_sampling_refused(tmp_path: Path) -> None:
+    ins = {"x": RNG.standard_normal((1, 1, 6, 6)).astype(np.float32), "rois": ROIS[:2],
+           "bi": np.zeros(2, np.int64)}
+    m = one_node("RoiAlign", ins, ["y"], opset=16, output_height=2, output_width=2)   # sampling_ratio 0
+    with pytest.raises(UnsupportedError, match=r"RoiAlign \(node 'y', opset 16\): sampling_ratio=0"):
+        package(m, out=tmp_path / "b", verify=False)

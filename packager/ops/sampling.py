@@ -53,6 +53,13 @@ class _Builder:
     def affine(self, a: str, mul: float, add: float) -> str:
         return self.bin("Add", self.bin("Mul", a, mul), add)
 
+    def reduce(self, op_type: str, a: str, axes: list[int]) -> str:
+        """keepdims=0 over axes: an input from opset 13 (ReduceSum) or 18 (the others), an attribute before."""
+        shape = [d for i, d in enumerate(self.ctx.shape(a)) if i not in axes]
+        if self.ctx.opset >= (13 if op_type == "ReduceSum" else 18):
+            return self.op(op_type, [a, self.const(axes, np.int64)], shape, keepdims=0)
+        return self.op(op_type, [a], shape, keepdims=0, axes=axes)
+
 
 def _reflect(b: _Builder, v: str, lo: float, hi: float) -> str:
     """v folded into [lo, hi] by reflections off its borders (identity inside): lo + R - |s - R|, s = (v - lo) mod 2R."""
@@ -153,7 +160,6 @@ def lower_grid_sample(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     if weight is not None:
         vals = b.bin("Mul", vals, b.op("Reshape", [weight, b.const([n, o * k, 1], np.int64)], (n, o * k, 1)))
     if k > 1:
-        vals = b.op("ReduceSum", [b.op("Reshape", [vals, b.const([n, o, k, c], np.int64)], (n, o, k, c)),
-                                  b.const([2], np.int64)], (n, o, c), keepdims=0)
+        vals = b.reduce("ReduceSum", b.op("Reshape", [vals, b.const([n, o, k, c], np.int64)], (n, o, k, c)), [2])
     out = b.op("Transpose", [b.op("Reshape", [vals, b.const([n, o, c], np.int64)], (n, o, c))], (n, c, o), perm=[0, 2, 1])
     b.op("Reshape", [out, b.const(list(ctx.shape(y)), np.int64)], ctx.shape(y), out=y)
