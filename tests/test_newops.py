@@ -316,3 +316,21 @@ def test_roi_align_adaptive_sampling_refused(tmp_path: Path) -> None:
     m = one_node("RoiAlign", ins, ["y"], opset=16, output_height=2, output_width=2)   # sampling_ratio 0
     with pytest.raises(UnsupportedError, match=r"RoiAlign \(node 'y', opset 16\): sampling_ratio=0"):
         package(m, out=tmp_path / "b", verify=False)
+
+
+# ---- MaxPool's Indices --------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("shape,attrs", [
+    ((2, 3, 7, 9), dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])),
+    ((1, 2, 6, 5), dict(kernel_shape=[2, 2], strides=[2, 2], storage_order=1, ceil_mode=1)),   # column-major
+    ((1, 2, 8, 8), dict(kernel_shape=[3, 2], dilations=[2, 1], pads=[2, 0, 1, 1])),
+    ((1, 2, 8, 7), dict(kernel_shape=[3, 3], strides=[2, 2], auto_pad="SAME_LOWER")),
+    ((2, 2, 11), dict(kernel_shape=[3], strides=[2])),
+])
+def test_maxpool_indices(tmp_path: Path, shape, attrs: dict) -> None:
+    """Values and Indices (int64, flat over N, C and the plane; ties: the first maximum) against onnxruntime."""
+    x = RNG.standard_normal(shape).astype(np.float32)
+    x.reshape(-1)[::5] = 0.5   # ties inside windows
+    ins = {"x": x}
+    m = one_node("MaxPool", ins, ["y", "i"], opset=12, **attrs)
+    _check(m, ins, tmp_path, atol=0, rtol=0, node=shape == (2, 3, 7, 9))
