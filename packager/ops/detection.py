@@ -12,10 +12,10 @@ import numpy as np
 import onnx
 
 from ..lower import LowerCtx, lowers
-from .sampling import _Builder
+from .builder import Builder
 
 
-def _axis_taps(b: _Builder, rois: str, lo_col: int, r: int, pooled: int, s: int, extent: int, scale: float,
+def _axis_taps(b: Builder, rois: str, lo_col: int, r: int, pooled: int, s: int, extent: int, scale: float,
                offset: float, half_pixel: bool) -> tuple[str, str]:
     """Pixel indices (float) and weights [R, pooled * s, 2] of the sampling points along one axis."""
     col = lambda k: b.op("Gather", [rois, b.const([k], np.int64)], (r, 1), axis=1)  # noqa: E731
@@ -61,7 +61,7 @@ def lower_roi_align(ctx: LowerCtx, node: onnx.NodeProto) -> None:
                                     "plane (give --input-shape)")
     n, c, h, w = xs
     r = rs[0]
-    b = _Builder(ctx, node)
+    b = Builder(ctx, node)
     offset = 0.5 if half_pixel else 0.0
     iy, wy = _axis_taps(b, rois, 1, r, oh, s, h, scale, offset, half_pixel)
     ix, wx = _axis_taps(b, rois, 0, r, ow, s, w, scale, offset, half_pixel)

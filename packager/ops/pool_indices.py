@@ -11,7 +11,7 @@ import numpy as np
 import onnx
 
 from ..lower import LowerCtx
-from .sampling import _Builder
+from .builder import Builder
 
 
 def emit_max_indices(ctx: LowerCtx, node: onnx.NodeProto, kernel: list[int], strides: list[int], dil: list[int],
@@ -31,7 +31,7 @@ def emit_max_indices(ctx: LowerCtx, node: onnx.NodeProto, kernel: list[int], str
             if all(0 <= v < e for v, e in zip(at, sp)):
                 where[o, t] = np.ravel_multi_index(at, sp)
                 value[o, t] = sum(v * s for v, s in zip(at, col_strides)) if storage_order else where[o, t]
-    b = _Builder(ctx, node)
+    b = Builder(ctx, node)
     rows = b.op("Reshape", [x, b.const([n * c, plane], np.int64)], (n * c, plane))
     padded = b.op("Concat", [rows, b.const(np.full((n * c, 1), -np.inf, np.float32))], (n * c, plane + 1), axis=1)
     windows = b.op("Gather", [padded, b.const(where, np.int64)], (n * c, n_out, taps), axis=1)

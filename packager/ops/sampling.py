@@ -13,55 +13,16 @@ import math
 
 import numpy as np
 import onnx
-from onnx import helper
 
-from ..lower import REGISTRY, LowerCtx, lowers
-from .spectral import _const_weight
+from ..lower import LowerCtx, lowers
+from .builder import Builder
 
 MODES = {"nearest": 1, "linear": 2, "bilinear": 2, "cubic": 4, "bicubic": 4}   # taps per dim; opset 16's names too
 PADDINGS = ("zeros", "border", "reflection")
 KEYS_A = -0.75
 
 
-class _Builder:
-    """ONNX ops on temporaries, each lowered by its registered lowering (shapes computed here)."""
-
-    def __init__(self, ctx: LowerCtx, node: onnx.NodeProto) -> None:
-        self.ctx, self.tag, self.k = ctx, node.name or node.output[0], 0
-
-    def const(self, value, dtype: type = np.float32) -> str:
-        return _const_weight(self.ctx, np.asarray(value, dtype), "gs_const")
-
-    def op(self, op_type: str, inputs: list[str], shape, dtype: type = np.float32, out: str | None = None,
-           **attrs) -> str:
-        self.k += 1
-        out = out or self.ctx.temp(tuple(int(d) for d in shape), dtype, f"gs_{op_type.lower()}")
-        REGISTRY[op_type](self.ctx, helper.make_node(op_type, inputs, [out], name=f"{self.tag}/{op_type}{self.k}",
-                                                     **attrs))
-        return out
-
-    def bin(self, op_type: str, a: str, b: str | float) -> str:
-        b = self.const(b) if isinstance(b, float) else b
-        return self.op(op_type, [a, b], np.broadcast_shapes(self.ctx.shape(a), self.ctx.shape(b)))
-
-    def un(self, op_type: str, a: str) -> str:
-        return self.op(op_type, [a], self.ctx.shape(a))
-
-    def clip(self, a: str, lo: float, hi: float) -> str:
-        return self.op("Clip", [a, self.const(lo), self.const(hi)], self.ctx.shape(a))
-
-    def affine(self, a: str, mul: float, add: float) -> str:
-        return self.bin("Add", self.bin("Mul", a, mul), add)
-
-    def reduce(self, op_type: str, a: str, axes: list[int]) -> str:
-        """keepdims=0 over axes: an input from opset 13 (ReduceSum) or 18 (the others), an attribute before."""
-        shape = [d for i, d in enumerate(self.ctx.shape(a)) if i not in axes]
-        if self.ctx.opset >= (13 if op_type == "ReduceSum" else 18):
-            return self.op(op_type, [a, self.const(axes, np.int64)], shape, keepdims=0)
-        return self.op(op_type, [a], shape, keepdims=0, axes=axes)
-
-
-def _reflect(b: _Builder, v: str, lo: float, hi: float) -> str:
+def _reflect(b: Builder, v: str, lo: float, hi: float) -> str:
     """v folded into [lo, hi] by reflections off its borders (identity inside): lo + R - |s - R|, s = (v - lo) mod 2R."""
     span = hi - lo
     if span <= 0:
@@ -71,7 +32,7 @@ def _reflect(b: _Builder, v: str, lo: float, hi: float) -> str:
     return b.bin("Sub", b.const(lo + span), b.un("Abs", b.bin("Sub", s, span)))
 
 
-def _keys(b: _Builder, t: str) -> list[str]:
+def _keys(b: Builder, t: str) -> list[str]:
     """Cubic weights of the taps at floor - 1 .. floor + 2 for fractions t: Keys' kernel at distances t + 1, t,
     1 - t, 2 - t."""
     a = KEYS_A
@@ -81,7 +42,7 @@ def _keys(b: _Builder, t: str) -> list[str]:
     return [outer(b.affine(t, 1.0, 1.0)), inner(t), inner(b.affine(t, -1.0, 1.0)), outer(b.affine(t, -1.0, 2.0))]
 
 
-def _dim_taps(b: _Builder, u: str, d: int, taps: int, pad: str, align: int) -> tuple[list[str], list[str]]:
+def _dim_taps(b: Builder, u: str, d: int, taps: int, pad: str, align: int) -> tuple[list[str], list[str]]:
     """Pixel indices (float, exact integers inside [0, d)) and weights of each tap along one dim of d pixels."""
     lo, hi = (0.0, d - 1.0) if align else (-0.5, d - 0.5)
     v = b.affine(u, (d - align) / 2, (d - 1) / 2)
@@ -133,7 +94,7 @@ def lower_grid_sample(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     n, c, dims = xs[0], xs[1], xs[2:]
     o = math.prod(gs[1:-1])
     taps = MODES[mode]
-    b = _Builder(ctx, node)
+    b = Builder(ctx, node)
     g = b.op("Reshape", [grid, b.const([n, o, r], np.int64)], (n, o, r))
     flat, weight = None, None
     for i, d in enumerate(dims):   # the grid lists x (the last dim) first

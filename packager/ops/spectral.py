@@ -16,16 +16,10 @@ import onnx
 from onnx import helper
 
 from ..lower import LowerCtx, lowers
+from .builder import const_weight
 from .conv import emit_conv
 from .data import transpose_to, view
 from .linalg import emit_matmul
-
-
-def _const_weight(ctx: LowerCtx, array: np.ndarray, hint: str) -> str:
-    """A package-time constant that other lowerings (MatMul, Conv, ...) read as they read a graph initializer."""
-    name = ctx.weight(array, hint)
-    ctx.graph.consts[name] = array
-    return name
 
 
 def dft_basis(n_in: int, c_in: int, length: int, n_out: int, inverse: bool, irfft: bool,
@@ -109,7 +103,7 @@ def lower_dft(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     outer = [xs[d] for d in perm[:-2]]
     m = math.prod(outer)
     rows = view(ctx, transpose_to(ctx, node.input[0], perm), (m, n * c))
-    basis = _const_weight(ctx, dft_basis(n, c, length, n_out, inverse, irfft).astype(np.float32), "dft_basis")
+    basis = const_weight(ctx, dft_basis(n, c, length, n_out, inverse, irfft).astype(np.float32), "dft_basis")
     y_shape = list(xs[:-1]) + [c_out]
     y_shape[axis] = n_out
     _expect(ctx, node, tuple(y_shape))
@@ -145,7 +139,7 @@ def lower_stft(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     _expect(ctx, node, (batch, frames, bins, 2))
     # filters [2 * bins, c, length]: output channel 2k + re/im
     basis = dft_basis(length, c, length, bins, False, False, window)
-    filters = _const_weight(ctx, basis.reshape(length, c, 2 * bins).transpose(2, 1, 0).astype(np.float32),
+    filters = const_weight(ctx, basis.reshape(length, c, 2 * bins).transpose(2, 1, 0).astype(np.float32),
                             "stft_filters")
     xt = transpose_to(ctx, node.input[0], (0, 2, 1))   # [batch, c, s]: a view when c = 1
     conv_out = ctx.temp((batch, 2 * bins, frames), np.float32, "stft")
