@@ -6,6 +6,7 @@ the runtime's JS to the first result (edgepack: import + load(bundle) + run, SHA
 onnxruntime-web: import + InferenceSession.create + run), alternating, median of --load-reps.
 
     python3 -m bench.browser_bench [--models mobilenetv2,resnet18,cifar10net,minilm_like] [--seconds 3]
+        (--models takes zoo models too: python3 -m bench.browser_bench --models mobilenet_v3_large,distilbert,...)
         [--rounds 8] [--slice 0.5] [--load-reps 5] [--threads N] [--json bench/results/browser.json]
 
 Single-threaded: edgepack threads=1 vs onnxruntime-web numThreads=1. With --threads N (N > 1), a second pass on a
@@ -99,10 +100,21 @@ LOADING = """async ({ which, m }) => {
 }"""
 
 
-def _prepare(root: Path, name: str) -> dict:
+def _source(name: str) -> Path:
+    """A benchmark model (.cache/models, scripts/setup.sh builds them) or a zoo model (built on demand)."""
+    from bench.models.registry import ZOO_NAMES
+    if name in ZOO_NAMES:
+        from bench.zoo import ensure_deps, model_path
+        ensure_deps()
+        return model_path(name)
     src = REPO / ".cache" / "models" / f"{name}.onnx"
     if not src.exists():
-        raise SystemExit(f"{src} missing: run scripts/setup.sh")
+        raise SystemExit(f"{src} missing: run scripts/setup.sh (or name a zoo model: bench/models/registry.py)")
+    return src
+
+
+def _prepare(root: Path, name: str) -> dict:
+    src = _source(name)
     bundle = package(src, out=root / "bundles" / name, verify=False, dynamic=False)   # static plan, batch 1
     (root / "onnx").mkdir(exist_ok=True)
     (root / "onnx" / f"{name}.onnx").write_bytes(src.read_bytes())

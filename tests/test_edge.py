@@ -129,6 +129,9 @@ def _npy_bytes(header: str, data: bytes, version: bytes = b"\x01\x00") -> bytes:
     ("object", _npy_bytes("{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (2, 3), }", bytes(24)),
      "structured arrays unsupported"),
     ("garbage", b"\x93NUMPY\x01\x00\xff\xff" + b"{" * 40, "header truncated"),
+    # numpy reads such a header as shape (2, 3) (the last key wins); the reader once appended the dims: (1, 6, 2, 3)
+    ("duplicate", _npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (1, 6), 'shape': (2, 3), }", bytes(24)),
+     "key 'shape' given twice"),
     ("missing", None, "missing input 'i'"),
 ])
 def test_cli_rejects_bad_inputs(pi5_small: Path, host_cli: Path, tmp_path: Path, case: str, content, msg: str) -> None:

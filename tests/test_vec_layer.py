@@ -44,6 +44,20 @@ def test_aarch64_neon(tmp_path: Path, arch: str, cpu: str) -> None:
     _check_line(r.stdout, "neon")
 
 
+@pytest.mark.skipif(shutil.which("aarch64-linux-gnu-gcc") is None or shutil.which("qemu-aarch64") is None,
+                    reason="aarch64 cross compiler or qemu-user missing")
+def test_aarch64_neon_ubsan(tmp_path: Path) -> None:
+    """The integer lanes wrap without undefined behaviour: gcc's arm_neon.h writes vaddq_s32/vmulq_s32 as signed C
+    vector arithmetic, which UBSan reports on overflow (the NEON fuzz run found it in the int8 epilogue)."""
+    exe = tmp_path / "vt"
+    subprocess.run(["aarch64-linux-gnu-gcc", "-mcpu=cortex-a76", *FLAGS, "-fsanitize=undefined",
+                    "-fno-sanitize-recover=all", str(SRC), "-o", str(exe)], check=True)
+    r = subprocess.run(["qemu-aarch64", "-L", "/usr/aarch64-linux-gnu", "-cpu", "cortex-a76", str(exe)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "runtime error" not in r.stderr, r.stdout + r.stderr
+    _check_line(r.stdout, "neon")
+
+
 @pytest.mark.skipif(CLANG19 is None or not Path(WASMLD).exists(), reason="clang-19 / wasm-ld missing")
 @pytest.mark.parametrize("flags,layer", [(["-msimd128"], "wasm-simd128"),
                                          (["-msimd128", "-mrelaxed-simd"], "wasm-simd128-relaxed"),

@@ -73,6 +73,9 @@ int ep_npy_parse(const uint8_t *p, size_t n, ep_npy *out, char *err, size_t errc
     if (h.i < h.n && h.s[h.i] == '}') { h.i++; break; }
     char key[32];
     if (qstr(&h, key, sizeof key) || expect(&h, ':')) FAIL(".npy header malformed");
+    if ((!strcmp(key, "descr") && have_descr) || (!strcmp(key, "fortran_order") && have_order) ||
+        (!strcmp(key, "shape") && have_shape))
+      FAIL(".npy header: key '%s' given twice", key);
     if (!strcmp(key, "descr")) {
       if (qstr(&h, descr, sizeof descr)) FAIL(".npy header: descr is not a plain dtype string (structured arrays unsupported)");
       have_descr = 1;

@@ -45,14 +45,18 @@ static inline float f32x4_hmax(f32x4 v) {
 static inline i32x4 i32x4_load(const int32_t *p) { return vld1q_s32(p); }
 static inline void i32x4_store(int32_t *p, i32x4 v) { vst1q_s32(p, v); }
 static inline i32x4 i32x4_splat(int32_t x) { return vdupq_n_s32(x); }
-static inline i32x4 i32x4_add(i32x4 a, i32x4 b) { return vaddq_s32(a, b); }
+/* Integer lanes wrap, as wasm's i32x4/i16x8 ops and vec_scalar.h do: gcc writes vaddq_s32 & co. as C vector
+ * arithmetic on signed lanes, where overflow is undefined, so the arithmetic goes through the unsigned forms. */
+#define EP_WRAP32(op, a, b) vreinterpretq_s32_u32(op(vreinterpretq_u32_s32(a), vreinterpretq_u32_s32(b)))
+#define EP_WRAP16(op, a, b) vreinterpretq_s16_u16(op(vreinterpretq_u16_s16(a), vreinterpretq_u16_s16(b)))
+static inline i32x4 i32x4_add(i32x4 a, i32x4 b) { return EP_WRAP32(vaddq_u32, a, b); }
 static inline i16x8 i16x8_load_i8(const int8_t *p) { return vmovl_s8(vld1_s8(p)); }
 static inline i16x8 i16x8_load_u8(const uint8_t *p) { return vreinterpretq_s16_u16(vmovl_u8(vld1_u8(p))); }
 /* acc[i] += a[2i]*b[2i] + a[2i+1]*b[2i+1]: widening multiplies of both halves, then pairwise add. */
 static inline i32x4 i32x4_dot_i16x8_add(i32x4 acc, i16x8 a, i16x8 b) {
   const int32x4_t lo = vmull_s16(vget_low_s16(a), vget_low_s16(b));
   const int32x4_t hi = vmull_high_s16(a, b);
-  return vaddq_s32(acc, vpaddq_s32(lo, hi));
+  return EP_WRAP32(vaddq_u32, acc, EP_WRAP32(vpaddq_u32, lo, hi));
 }
 static inline f32x4 f32x4_from_i32x4(i32x4 v) { return vcvtq_f32_s32(v); }
 
@@ -68,7 +72,7 @@ static inline i32x4 f32x4_lt(f32x4 a, f32x4 b) { return vreinterpretq_s32_u32(vc
 static inline i32x4 f32x4_le(f32x4 a, f32x4 b) { return vreinterpretq_s32_u32(vcleq_f32(a, b)); }
 static inline i32x4 f32x4_eq(f32x4 a, f32x4 b) { return vreinterpretq_s32_u32(vceqq_f32(a, b)); }
 static inline f32x4 f32x4_select(i32x4 mask, f32x4 a, f32x4 b) { return vbslq_f32(vreinterpretq_u32_s32(mask), a, b); }
-static inline i32x4 i32x4_sub(i32x4 a, i32x4 b) { return vsubq_s32(a, b); }
+static inline i32x4 i32x4_sub(i32x4 a, i32x4 b) { return EP_WRAP32(vsubq_u32, a, b); }
 static inline i32x4 i32x4_and(i32x4 a, i32x4 b) { return vandq_s32(a, b); }
 static inline i32x4 i32x4_or(i32x4 a, i32x4 b) { return vorrq_s32(a, b); }
 static inline i32x4 i32x4_xor(i32x4 a, i32x4 b) { return veorq_s32(a, b); }
@@ -96,7 +100,7 @@ static inline i32x4 i32x4_zip_hi(i32x4 a, i32x4 b) { return vzip2q_s32(a, b); }
 static inline i16x8 i16x8_load(const int16_t *p) { return vld1q_s16(p); }
 static inline void i16x8_store(int16_t *p, i16x8 v) { vst1q_s16(p, v); }
 static inline i16x8 i16x8_splat(int16_t x) { return vdupq_n_s16(x); }
-static inline i16x8 i16x8_sub(i16x8 a, i16x8 b) { return vsubq_s16(a, b); }
+static inline i16x8 i16x8_sub(i16x8 a, i16x8 b) { return EP_WRAP16(vsubq_u16, a, b); }
 static inline i16x8 i16x8_and(i16x8 a, i16x8 b) { return vandq_s16(a, b); }
 static inline i16x8 i16x8_zip_lo(i16x8 a, i16x8 b) { return vzip1q_s16(a, b); }
 static inline i16x8 i16x8_zip_hi(i16x8 a, i16x8 b) { return vzip2q_s16(a, b); }
@@ -104,7 +108,7 @@ static inline i16x8 i16x8_even(i16x8 a, i16x8 b) { return vuzp1q_s16(a, b); }
 static inline i16x8 i16x8_odd(i16x8 a, i16x8 b) { return vuzp2q_s16(a, b); }
 #define i16x8_pair_splat(v, L) vreinterpretq_s16_s32(vdupq_laneq_s32(vreinterpretq_s32_s16(v), (L)))
 static inline i16x8 i16x8_load_pair_splat(const int16_t *p) { return vreinterpretq_s16_s32(vld1q_dup_s32((const int32_t *)(const void *)p)); }
-static inline i32x4 i32x4_mul(i32x4 a, i32x4 b) { return vmulq_s32(a, b); }
+static inline i32x4 i32x4_mul(i32x4 a, i32x4 b) { return EP_WRAP32(vmulq_u32, a, b); }
 static inline i16x8 i16x8_narrow_i32x4(i32x4 a, i32x4 b) { return vcombine_s16(vqmovn_s32(a), vqmovn_s32(b)); }
 static inline i8x16 i8x16_narrow_i16x8(i16x8 a, i16x8 b) { return vcombine_s8(vqmovn_s16(a), vqmovn_s16(b)); }
 static inline i8x16 u8x16_narrow_i16x8(i16x8 a, i16x8 b) { return vreinterpretq_s8_u8(vcombine_u8(vqmovun_s16(a), vqmovun_s16(b))); }
@@ -114,7 +118,7 @@ static inline void i8x16_store_lo8(void *p, i8x16 v) { vst1_s8((int8_t *)p, vget
 
 
 /* ---- additions (int8 quads: the 4-way dot kernels' B packing, kernels/qgemm_quads.h) ---- */
-static inline i16x8 i16x8_add(i16x8 a, i16x8 b) { return vaddq_s16(a, b); }
+static inline i16x8 i16x8_add(i16x8 a, i16x8 b) { return EP_WRAP16(vaddq_u16, a, b); }
 static inline i16x8 i16x8_min(i16x8 a, i16x8 b) { return vminq_s16(a, b); }
 static inline i16x8 i16x8_max(i16x8 a, i16x8 b) { return vmaxq_s16(a, b); }
 static inline int i16x8_any_gt(i16x8 a, i16x8 b) { return vmaxvq_u16(vcgtq_s16(a, b)) != 0; }
