@@ -70,7 +70,8 @@ def check_model(model, targets: tuple[str, ...] = ("web", "pi5", "android"),
                 input_shapes: dict | None = None, constants: dict[str, np.ndarray] | None = None,
                 allow_domains: tuple[str, ...] = (), dynamic: bool = False, optimize: bool = True) -> CheckReport:
     from .api import _Stages
-    from .lower import _assemble, lower_ctx
+    from .lower import lower_ctx
+    from .lowering.assemble import assemble
     from .model_load import load_model
     from .passes.subgraphs import CONTROL_OPS
     name = model.graph.name if isinstance(model, onnx.ModelProto) else str(model)
@@ -108,7 +109,7 @@ def check_model(model, targets: tuple[str, ...] = ("web", "pi5", "android"),
             ctx, ins, outs = lower_ctx(graph, problems=problems)
             control = any(e.ctrl for e in ctx.emitted)
             if not problems and not control:
-                kernels = len(_assemble(ctx, ins, outs).plan.nodes)
+                kernels = len(assemble(ctx, ins, outs).plan.nodes)
             else:
                 kernels = len(ctx.emitted)
     except PackagerError as e:   # analysis (or the run-time-shape lowering) stopped: that is the refusal

@@ -14,7 +14,8 @@ from packager.bundle import load_bundle
 from packager.errors import RuntimeFailure
 from packager.plan import layout
 from packager.plan.opcodes import Op
-from packager.quantize.report import measure, reference_session
+from packager.quantize.report import measure
+from packager.reference import reference_session
 from packager.quantize.calib_data import CalibrationSet
 from packager.runtime.wasm import WasmPlan
 from packager.toolchain import ensure_wasm

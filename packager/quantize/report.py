@@ -7,15 +7,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import onnx
 
 from ..bundle import sha256
+from ..reference import Runner, reference_session
 from .calib_data import CalibrationSet
-
-Runner = Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]
 
 
 def bundle_runner(path: Path, target: str) -> tuple[Runner, str]:
@@ -37,21 +35,6 @@ def bundle_runner(path: Path, target: str) -> tuple[Runner, str]:
         wasm.run()
         return {o["name"]: wasm.read(o["tensor"], np.dtype(o["dtype"]), tuple(o["shape"])) for o in m["outputs"]}
     return run, "the bundle's plan on the edgepack C core (wasm SIMD build, wasmtime)"
-
-
-def reference_session(model: onnx.ModelProto) -> Runner:
-    """onnxruntime CPU, one session for every sample. QDQ models run with graph optimizations off, as in
-    packager.reference.reference_run: their Q/DQ nodes execute as written (exact QDQ semantics)."""
-    import onnxruntime as ort
-    from ..reference import QDQ_OPS, ort_model
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
-    so.log_severity_level = 3
-    if any(n.op_type in QDQ_OPS for n in model.graph.node):
-        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    sess = ort.InferenceSession(ort_model(model).SerializeToString(), so, providers=["CPUExecutionProvider"])
-    names = [o.name for o in sess.get_outputs()]
-    return lambda feeds: dict(zip(names, sess.run(names, feeds)))
 
 
 def cosine(a: np.ndarray, b: np.ndarray) -> float:
