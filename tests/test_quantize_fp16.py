@@ -33,8 +33,8 @@ def _plan(bundle: Path) -> layout.Plan:
 @pytest.mark.parametrize("model", ["cifar10net", "mobilenetv2", "minilm_like"])
 def test_fp16_bundle_runs_and_halves_weights(model, tmp_path):
     import onnx
-    fp32 = package(MODELS / f"{model}.onnx", "web", tmp_path / "fp32", quantize="none", verify=False, dynamic=False)
-    fp16 = package(MODELS / f"{model}.onnx", "web", tmp_path / "fp16", quantize="fp16", dynamic=False)
+    fp32 = package(MODELS / f"{model}.onnx", "web", tmp_path / "fp32", quantize="none", verify=False, dynamic=False, emit_onnx=True)
+    fp16 = package(MODELS / f"{model}.onnx", "web", tmp_path / "fp16", quantize="fp16", dynamic=False, emit_onnx=True)
     m32, m16 = (json.loads((p / "manifest.json").read_text()) for p in (fp32, fp16))
     ratio = m16["plan"]["weights_bytes"] / m32["plan"]["weights_bytes"]
     assert 0.49 <= ratio <= 0.52, ratio
