@@ -16,7 +16,6 @@ from .front import Front
 from .lower import lower
 from .manifest import build_manifest
 from .model_load import load_model
-from .optimizer import canonicalize
 from .passes.contrib import for_onnxruntime
 from .plan import layout
 from .quantize import DEFAULT_BUDGET, ImageOptions, parse_budget, quantize_step
@@ -56,6 +55,7 @@ def package(model: str | os.PathLike | onnx.ModelProto, target: str = "web", out
     name = Path(model).stem if not isinstance(model, onnx.ModelProto) else (model.graph.name or "model")
     # -- load (packager/model_load.py), contrib / function-bodied ops -> standard ONNX (packager/optimizer.py) --
     source = load_model(model, frozenset(allow_domains))
+    from .optimizer import canonicalize   # lazily, as every use of optimizer.py: onnx_ir imports sympy (~1 s)
     m, rewritten = canonicalize(source)
     for n in rewritten:
         log(f"notice: {n}")

@@ -8,7 +8,6 @@ import numpy as np
 import onnx
 
 from .analyze import analyze
-from .optimizer import optimize as run_optimizer, summary
 from .profile import check_strict_ops, explicit_attributes
 
 
@@ -33,6 +32,7 @@ class Front:
             explicit_attributes(graph.model, graph.shapes, graph.opset)
         reference, optimization = graph.model, None   # verification compares with the graph before optimization
         if self.optimize:
+            from .optimizer import optimize as run_optimizer, summary   # lazily: onnx_ir imports sympy (~1 s)
             optimization = run_optimizer(graph, len(self.m.graph.node), self.keep_metadata)
             graph, reference = optimization.graph, optimization.reference
             if not quiet:
