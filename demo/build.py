@@ -1,15 +1,17 @@
-"""Builds the web demo into demo/out/: each model packaged for the web (edgepack bundle), the same ONNX model for
-onnxruntime-web, a few samples, the web runtime and onnxruntime-web's wasm build, and the page (index.html,
-demo.js). Serve it with `python3 scripts/serve.py demo/out` and open the URL it prints.
+"""Builds the web demo into demo/out/: three models packaged for the web (edgepack bundles) next to the same ONNX
+files for onnxruntime-web, two samples to try them on, the web runtime, onnxruntime-web's wasm build and the page
+(index.html, demo.js). Serve it with `python3 scripts/serve.py demo/out` and open the URL it prints.
 
-    python3 demo/build.py [--out demo/out] [--models cifar10net,digits]
+    python3 demo/build.py [--out demo/out]
 
-Models: cifar10net (.cache/models, seeded random weights: its predictions mean nothing, it shows the pipeline
-and the latency) and the digits CNN (demo/digits/digits_cnn.onnx, trained on scikit-learn's digits, with its
-held-out test images and labels), when present."""
+- digits: a CNN trained here on scikit-learn's digits, robust to mouse drawing (demo/models.py): draw a digit.
+- vad: silero VAD 6.2.3 (its PyPI wheel), 32 ms frames carrying its state: the microphone or an audio file.
+- detector: nudenet 3.4.2's 320n.onnx (its PyPI wheel), YOLOv8-style boxes: drop an image.
+Models and samples are fetched or trained once into .cache/ (demo/models.py)."""
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import shutil
 import sys
@@ -21,83 +23,75 @@ REPO = Path(__file__).resolve().parent.parent
 HERE = REPO / "demo"
 ORT_DIST = REPO / "bench" / "node_modules" / "onnxruntime-web" / "dist"
 ORT_FILES = ("ort.wasm.min.mjs", "ort-wasm-simd-threaded.mjs", "ort-wasm-simd-threaded.wasm")
-CIFAR10 = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
-DIGITS_SAMPLES = 60
+VAD_FRAME, VAD_CONTEXT = 512, 64   # silero at 16 kHz: 32 ms frames, each with the previous 64 samples in front
 
 
-def _cifar10net() -> dict | None:
-    onnx_path = REPO / ".cache" / "models" / "cifar10net.onnx"
-    if not onnx_path.exists():
-        return None
-    rng = np.random.default_rng(7)   # smooth random colour fields, normalised like CIFAR-10 inputs
-    base = rng.standard_normal((8, 3, 4, 4)).astype(np.float32)
-    images = np.repeat(np.repeat(base, 8, axis=2), 8, axis=3) + 0.3 * rng.standard_normal((8, 3, 32, 32)).astype(np.float32)
-    return {"name": "cifar10net", "title": "cifar10net (CIFAR-10 CNN, seeded random weights)", "onnx": onnx_path,
-            "images": images[:, None], "labels": None, "classes": CIFAR10, "display": "rgb",
-            "note": "Random weights: the predicted classes mean nothing; the page shows that both runtimes agree and how fast they are."}
+def _io(bundle: Path) -> tuple[list[dict], list[dict]]:
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    return manifest["inputs"], manifest["outputs"]
 
 
-def _digits() -> dict | None:
-    d = HERE / "digits"
-    if not (d / "digits_cnn.onnx").exists() or not (d / "digits_test.npz").exists():
-        return None
-    z = np.load(d / "digits_test.npz")
-    return {"name": "digits", "title": "digits CNN (scikit-learn digits, 8x8)", "onnx": d / "digits_cnn.onnx",
-            "images": z["image"][:DIGITS_SAMPLES, None].astype(np.float32), "labels": z["labels"][:DIGITS_SAMPLES].tolist(),
-            "classes": [str(i) for i in range(10)], "display": "gray",
-            "note": f"The first {DIGITS_SAMPLES} images of the held-out test split (never seen in training); accuracy against their labels."}
-
-
-MODELS = {"cifar10net": _cifar10net, "digits": _digits}
-
-
-def build(out: Path, names: list[str], log=print) -> list[dict]:
+def build(out: Path, log=print) -> dict:
     from packager import package
+    spec = importlib.util.spec_from_file_location("edgepack_demo_models", HERE / "models.py")
+    M = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(M)
     if not all((ORT_DIST / f).exists() for f in ORT_FILES):
-        raise SystemExit(f"onnxruntime-web is not installed in {ORT_DIST.parent} (run scripts/setup.sh)")
+        raise SystemExit(f"error: onnxruntime-web is not installed in {ORT_DIST.parent} (run scripts/setup.sh)")
+    try:
+        digits, digits_stats = M.digits()
+        vad = M.silero_vad()
+        detector, labels = M.nudenet()
+        image = M.sample_image()
+        speech, speech_spans = M.sample_speech()
+    except M.DemoModelError as e:
+        raise SystemExit(f"error: {e}") from None
+    out = out.resolve()
     if out.exists():
         shutil.rmtree(out)
     (out / "models").mkdir(parents=True)
+    (out / "samples").mkdir()
     shutil.copytree(REPO / "web" / "src", out / "edgepack")
     (out / "ort").mkdir()
     for f in ORT_FILES:
         shutil.copyfile(ORT_DIST / f, out / "ort" / f)
     for f in ("index.html", "demo.js"):
         shutil.copyfile(HERE / f, out / f)
-    entries = []
-    for name in names:
-        m = MODELS[name]()
-        if m is None:
-            log(f"[demo] {name}: model not available here, skipped")
-            continue
+    shutil.copyfile(image, out / "samples" / "image.jpg")
+    shutil.copyfile(speech, out / "samples" / "speech.wav")
+
+    def pack(name: str, onnx_path: Path, **kw) -> tuple[list[dict], list[dict]]:
         d = out / "models" / name
-        bundle = package(m["onnx"], out=d / "bundle", dynamic=False)   # the static plan next to onnxruntime-web, batch 1
-        shutil.copyfile(m["onnx"], d / "model.onnx")
-        manifest = json.loads((bundle / "manifest.json").read_text())
-        (inp,), (outp,) = manifest["inputs"], manifest["outputs"]
-        images = m["images"].reshape(len(m["images"]), *inp["shape"]).astype(np.float32)
-        (d / "samples.bin").write_bytes(images.tobytes())
-        entries.append({"name": name, "title": m["title"], "note": m["note"], "bundle": f"models/{name}/bundle/",
-                        "onnx": f"models/{name}/model.onnx", "samples": f"models/{name}/samples.bin", "count": len(images),
-                        "input": inp["name"], "dims": inp["shape"], "output": outp["name"], "labels": m["labels"],
-                        "classes": m["classes"], "display": m["display"],
-                        "verification": manifest.get("verification", {})})
-        log(f"[demo] {name}: bundle {bundle.relative_to(out)}, {len(images)} samples")
-    (out / "models.json").write_text(json.dumps(entries, indent=1))
-    return entries
+        bundle = package(onnx_path, out=d / "bundle", dynamic=False, **kw)
+        shutil.copyfile(onnx_path, d / "model.onnx")
+        log(f"[demo] {name}: {bundle.relative_to(out)}")
+        return _io(bundle)
+
+    (di,), (do,) = pack("digits", digits)
+    vi, vo = pack("vad", vad, input_shapes={"input": (1, VAD_FRAME + VAD_CONTEXT), "state": (2, 1, 128)},
+                  constants={"sr": np.array(16000, np.int64)})
+    (ni,), (no,) = pack("detector", detector, input_shapes={"images": (1, 3, 320, 320)})
+    config = {
+        "digits": {"bundle": "models/digits/bundle/", "onnx": "models/digits/model.onnx", "input": di["name"],
+                   "dims": di["shape"], "output": do["name"], "testAccuracy": digits_stats["test_accuracy"],
+                   "testImages": digits_stats["test"]},
+        "vad": {"bundle": "models/vad/bundle/", "onnx": "models/vad/model.onnx", "frame": VAD_FRAME,
+                "context": VAD_CONTEXT, "sampleRate": 16000, "inputs": [i["name"] for i in vi],
+                "outputs": [o["name"] for o in vo], "stateDims": next(i["shape"] for i in vi if i["name"] == "state")},
+        "detector": {"bundle": "models/detector/bundle/", "onnx": "models/detector/model.onnx", "input": ni["name"],
+                     "size": ni["shape"][-1], "output": no["name"], "labels": labels},
+        "samples": {"image": "samples/image.jpg", "speech": "samples/speech.wav", "speechSpans": speech_spans},
+    }
+    (out / "models.json").write_text(json.dumps(config, indent=1))
+    log(f"[demo] digits CNN: held-out accuracy {digits_stats['test_accuracy']:.3f} ({digits_stats['test']} images)")
+    return config
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, default=HERE / "out")
-    ap.add_argument("--models", default=",".join(MODELS))
     a = ap.parse_args()
-    names = [n for n in a.models.split(",") if n]
-    bad = [n for n in names if n not in MODELS]
-    if bad:
-        sys.exit(f"unknown demo model(s) {', '.join(bad)} (available: {', '.join(MODELS)})")
-    if not build(a.out, names):
-        sys.exit("no demo model could be built")
+    build(a.out)
 
 
 if __name__ == "__main__":

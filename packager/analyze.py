@@ -419,6 +419,15 @@ def _hardmax_as_2d(g: onnx.GraphProto) -> None:
     g.node.extend(nodes)
 
 
+def _stft_onesided_explicit(g: onnx.GraphProto) -> None:
+    """STFT's onesided defaults to 1, but onnx's shape inference reads an absent attribute as 0 (a two-sided
+    output shape that neither the spec, onnx.reference nor onnxruntime computes): write the default out."""
+    from onnx import helper
+    for n in _all_nodes(g):
+        if n.op_type == "STFT" and n.domain in ("", "ai.onnx") and all(a.name != "onesided" for a in n.attribute):
+            n.attribute.append(helper.make_attribute("onesided", 1))
+
+
 def _all_nodes(g: onnx.GraphProto):
     """Every node of a graph and of its subgraphs (If/Loop/Scan bodies)."""
     for n in g.node:
@@ -483,6 +492,7 @@ def _analyze(model: onnx.ModelProto, opset: int, notices: list[str], input_shape
     del g.input[:]
     g.input.extend(keep_inputs)
     bind_inputs(model, input_shapes or {}, notices, strict)
+    _stft_onesided_explicit(g)
 
     consts: dict[str, np.ndarray] = {i.name: numpy_helper.to_array(i) for i in g.initializer}
     inputs = [vi.name for vi in g.input if vi.name not in consts]

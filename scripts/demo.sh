@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job on a fresh machine: set up the toolchain if missing, package the demo model for the web,
-# show what the bundle holds, run it next to onnxruntime, time it, and build the browser demo (edgepack and
-# onnxruntime-web side by side on cifar10net and the digits CNN).
+# show what the bundle holds, run it next to onnxruntime, time it, and build the browser demo (draw a digit, voice
+# activity, a detector: edgepack and onnxruntime-web side by side on the visitor's input).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh

@@ -98,13 +98,6 @@ def test_global_pool(tmp_path: Path, op: str) -> None:
     check(model(op, (1, 3, 3)), (1, 3, 3), tmp_path)
 
 
-def test_pool_indices_rejected(tmp_path: Path) -> None:
-    m = model("MaxPool", (1, 1, 4, 4), outputs=["y", "idx"], kernel_shape=[2, 2])
-    m.graph.output[1].type.tensor_type.elem_type = TensorProto.INT64
-    with pytest.raises(UnsupportedError, match="Indices"):
-        package(m, out=tmp_path / "b", verify=False)
-
-
 # ---- normalization ----------------------------------------------------------------------------------------
 
 def test_batchnorm_folded(tmp_path: Path) -> None:

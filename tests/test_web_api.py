@@ -389,6 +389,41 @@ console.log(out, e, seen.length, s.notes);
     assert r.returncode != 0 and "(progress: Progress) => void" in r.stdout, r.stdout
 
 
+def test_browser_and_node_entries(bundle, tmp_path) -> None:
+    """package.json's conditional exports: a browser build of `import ... from 'edgepack'` (esbuild, the
+    "browser" condition, what Vite resolves too) holds none of Node's built-ins, not even as names; a Node build
+    (the "node" condition: src/node.js) carries them and runs a bundle folder from the one bundled file."""
+    esbuild = WEB / "node_modules" / ".bin" / "esbuild"
+    if not esbuild.exists():
+        pytest.fail("esbuild is not installed: run scripts/setup.sh (npm ci in web/)")
+    app = tmp_path / "app"
+    (app / "node_modules").mkdir(parents=True)
+    (app / "node_modules" / "edgepack").symlink_to(WEB)
+    (app / "main.mjs").write_text(f"""
+import {{ load }} from 'edgepack';
+const s = await load({json.dumps(str(bundle))}, {{ threads: 2 }});
+const o = await s.run({{ a: {{ data: new Float32Array(16).fill(1), dims: [2, 8] }}, s: {{ data: new Float32Array(12).fill(1), dims: [2, 6] }} }});
+console.log(JSON.stringify({{ z: Array.from(o.z.data), threads: s.features.threads }}));
+await s.destroy();
+""")
+    built = {}
+    for platform in ("browser", "node"):
+        out = tmp_path / f"{platform}.mjs"
+        r = subprocess.run([str(esbuild), "main.mjs", "--bundle", "--format=esm", f"--platform={platform}",
+                            "--target=es2022", "--log-level=warning", f"--outfile={out}"], cwd=app, capture_output=True,
+                           text=True, timeout=120)
+        assert r.returncode == 0 and not r.stderr.strip(), r.stderr
+        built[platform] = out.read_text()
+    for name in ("node:crypto", "node:fs", "node:os", "registerNode({"):
+        assert name not in built["browser"], name
+        assert name in built["node"], name
+    (tmp_path / "node.mjs").rename(tmp_path / "elsewhere.mjs")   # nothing of web/src next to it
+    r = subprocess.run(["node", "elsewhere.mjs"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    res = json.loads(r.stdout.strip().splitlines()[-1])
+    assert res == {"z": [2.0] * 16, "threads": 2}, res
+
+
 def test_setup_installs_npm_locks_as_they_are(tmp_path) -> None:
     """scripts/setup.sh installs with `npm ci` (never rewrites a lock); web/'s lock installs on a fresh linux-x64
     folder (the optional platform packages esbuild and rollup need are recorded) and stays byte for byte."""

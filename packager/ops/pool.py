@@ -11,6 +11,7 @@ import onnx
 from ..lowering import LowerCtx, lowers
 from ..plan.opcodes import Op
 from . import conv   # THREAD_SLOTS, read when lowering (tests vary it)
+from .pool_indices import emit_max_indices
 
 POOL_MAX, POOL_AVG, POOL_LP = 0, 1, 2
 LIMIT = 1 << 24   # the kernel's bound on kernel/stride/dilation/pads
@@ -56,8 +57,8 @@ def pool_geometry(ctx: LowerCtx, node: onnx.NodeProto, in_sp: list[int], kernel:
 @lowers("MaxPool", "AveragePool", "LpPool")
 def lower_pool(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     x, y = node.input[0], node.output[0]
-    if len(node.output) > 1 and node.output[1]:
-        raise ctx.unsupported(node, "the optional Indices output is not supported")
+    if len(node.output) > 1 and node.output[1] and node.op_type != "MaxPool":
+        raise ctx.unsupported(node, f"{node.op_type} has one output")
     ctx.check_dtypes(node, [np.float32], [x, y])
     a = ctx.attrs(node)
     xs, ys = ctx.shape(x), ctx.shape(y)
@@ -100,6 +101,8 @@ def lower_pool(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     params.append(ceil_mode)   # (0 with SAME_*: the resolved pads give its size)
     # a row per thread (pool.c ep_scratch_POOL)
     ctx.emit(Op.POOL, [x], [y], params, scratch_bytes=4 * (xs[-1] + 8) * conv.THREAD_SLOTS)
+    if len(node.output) > 1 and node.output[1]:   # MaxPool's Indices
+        emit_max_indices(ctx, node, kernel, strides, dil, pb, outs, int(a.get("storage_order", 0)))
 
 
 @lowers("GlobalAveragePool", "GlobalMaxPool")

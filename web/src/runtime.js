@@ -3,6 +3,7 @@
 // Mirror of packager/runtime/wasm.py + packager/bundle.py. No dependencies; Node >= 20 and browsers.
 
 import { Sha256 } from './sha256.js';
+import { isNode, node } from './platform.js';
 
 /** @typedef {'auto'|'simd'|'scalar'|'relaxed'} Variant */
 /** A dim of a manifest shape: a number (fixed), a symbol name (resolved at run time: version-2 plans), or null
@@ -51,10 +52,6 @@ export function detectVariant() {
 }
 
 const align = (/** @type {number} */ n, a = 64) => Math.ceil(n / a) * a;
-const isNode = typeof process !== 'undefined' && !!process.versions?.node;
-/** A Node built-in, imported only when running in Node: the specifier is a variable so that bundlers for the
- * browser neither resolve nor shim it. @param {string} name @returns {Promise<any>} */
-const nodeModule = (name) => import(/* @vite-ignore */ /* webpackIgnore: true */ name);
 
 /** Progress of a load: `file` is the file being read, `loaded`/`total` its bytes (total: from manifest.json, else
  * Content-Length, else null); `bytesLoaded`/`bytesTotal` cover the files this load reads after the manifest.
@@ -66,7 +63,7 @@ const nodeModule = (name) => import(/* @vite-ignore */ /* webpackIgnore: true */
  * a LAN address have no crypto.subtle). @returns {Promise<Hasher>} */
 async function hasher() {
   if (isNode) {
-    const h = (await nodeModule('node:crypto')).createHash('sha256');
+    const h = (await node()).createHash('sha256');
     return { update: (b) => h.update(b), hex: () => h.digest('hex') };
   }
   return new Sha256();
@@ -170,10 +167,10 @@ async function bundleReader(source, options, notes) {
     const root = dir || `${s.replace(/\/+$/, '')}/`;
     return {
       read: async (name, onChunk, limit = null) => {
-        const fs = await nodeModule('node:fs/promises');
+        const fs = await node();
         let b;
         try {
-          b = new Uint8Array(await fs.readFile(dir ? new URL(name, dir) : root + name));
+          b = await fs.readFile(dir ? new URL(name, dir) : root + name);
         } catch (e) {
           throw new EdgepackError(`${s}: cannot read bundle file ${name} (${/** @type {any} */ (e).code || e})`);
         }
@@ -182,7 +179,7 @@ async function bundleReader(source, options, notes) {
         return b;
       },
       list: async () => {
-        const fs = await nodeModule('node:fs/promises');
+        const fs = await node();
         const ents = await fs.readdir(root, { recursive: true, withFileTypes: true });
         return ents.filter((/** @type {any} */ e) => !e.isDirectory()).map((/** @type {any} */ e) => {
           const parent = String(/** @type {any} */ (e).parentPath ?? /** @type {any} */ (e).path);
@@ -208,9 +205,9 @@ async function bundleReader(source, options, notes) {
     read: async (name, onChunk = () => {}, limit = null) => {
       const url = urlOf(name);
       if (isNode && url.protocol === 'file:') {   // a file map in Node: the files are on disk
-        const fs = await nodeModule('node:fs/promises');
+        const fs = await node();
         let b;
-        try { b = new Uint8Array(await fs.readFile(url)); } catch (e) {
+        try { b = await fs.readFile(url); } catch (e) {
           throw new EdgepackError(`${url}: cannot read bundle file (${/** @type {any} */ (e).code || e})`);
         }
         if (limit !== null && b.length > limit) throw new EdgepackError(`${name}: more than the ${limit} bytes manifest.json lists (tampered or corrupt)`);
@@ -606,7 +603,7 @@ async function optionalPart(part) {
  * memory bandwidth of a phone/laptop is the limit). @returns {Promise<number>} */
 async function autoThreads() {
   let n = globalThis.navigator?.hardwareConcurrency;
-  if (!n && isNode) n = (await nodeModule('node:os')).availableParallelism();
+  if (!n && isNode) n = (await node()).cores();
   return Math.max(1, Math.min(4, n || 1));
 }
 

@@ -4,18 +4,14 @@
 // in memory.atomic.wait32 until a kernel hands out tasks (wasm_kernels/src/parallel.c).
 // Browsers need crossOriginIsolated (COOP + COEP headers) for SharedArrayBuffer; Node always has it.
 
+import { isNode, node } from './platform.js';
+
 // Must match wasm_kernels/Makefile THREADS_MEMORY_INITIAL / THREADS_MEMORY_MAX (bytes / 64 KiB).
 const INITIAL_PAGES = 64;
 const MAX_PAGES = 32768;
 export const MAX_THREADS = 16;   // EP_MAX_THREADS in wasm_kernels/src/ep_parallel.h
 /** The shared memory's maximum: a version-2 plan's shape needing more is refused (runtime.js). */
 export const MAX_MEMORY_BYTES = MAX_PAGES * 65536;
-
-const isNode = typeof process !== 'undefined' && !!process.versions?.node;
-/** A Node built-in, imported only in Node. The specifier is a variable so that bundlers building for the browser
- * (Vite, webpack, esbuild) neither resolve nor shim it: a literal `import('node:os')` makes Vite print "Module
- * node:os has been externalized for browser compatibility" on every build. @param {string} name @returns {Promise<any>} */
-const nodeModule = (name) => import(/* @vite-ignore */ /* webpackIgnore: true */ name);
 
 // The worker's whole program (Node: CommonJS eval worker; browsers: classic Worker from a Blob URL).
 const WORKER_SOURCE = `
@@ -50,14 +46,14 @@ export function threadsSupported() {
 /** Default thread count: the machine's cores (at most MAX_THREADS). @returns {Promise<number>} */
 export async function defaultThreads() {
   let n = globalThis.navigator?.hardwareConcurrency;
-  if (!n && isNode) n = (await nodeModule('node:os')).availableParallelism?.() ?? (await nodeModule('node:os')).cpus().length;
+  if (!n && isNode) n = (await node()).cores();
   return Math.max(1, Math.min(MAX_THREADS, n || 1));
 }
 
 /** A worker speaking {post, on, terminate} over Node's worker_threads or the browser's Worker. */
 async function spawnWorker() {
   if (isNode) {
-    const { Worker } = await nodeModule('node:worker_threads');
+    const { Worker } = await node();
     const w = new Worker(WORKER_SOURCE, { eval: true });
     return { post: (/** @type {any} */ m) => w.postMessage(m), on: (/** @type {(m: any) => void} */ f) => w.on('message', f),
       onError: (/** @type {(e: any) => void} */ f) => w.on('error', f), unref: () => w.unref(), terminate: () => w.terminate() };
