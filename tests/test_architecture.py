@@ -108,6 +108,14 @@ def test_no_import_cycles_among_packager_modules() -> None:
         " <-> ".join(c) for c in found)
 
 
+def test_op_modules_import_the_registry_not_the_driver() -> None:
+    """An op module that imports packager.lower (the driver, which imports the QDQ fusion and through it op modules)
+    closes a cycle: the registration API is `from ..lowering import LowerCtx, lowers`."""
+    g = import_graph()
+    wrong = sorted(m for m in g if m.startswith("packager.ops.") and "packager.lower" in g[m])
+    assert not wrong, f"import LowerCtx, lowers, REGISTRY from packager.lowering, not packager.lower: {wrong}"
+
+
 def test_lower_py_is_the_driver_only() -> None:
     """The registry and the lowering context live in packager/lowering/; lower.py defines neither (it may name them,
     so op modules written against `from ..lower import lowers` still import)."""
