@@ -34,7 +34,8 @@ BUNDLES = REPO / ".cache" / "bundles-int8"
 def bundle(model: Path, name: str) -> Path:
     from packager import package
     out = BUNDLES / name
-    package(model, target="web", out=out, verify=False, dynamic=False)   # static plans, batch 1
+    package(model, target="web", out=out, verify=False, dynamic=False,
+            emit_onnx=True)   # static plans, batch 1; model.onnx: its size is reported with the plan's
     return out
 
 

@@ -39,7 +39,7 @@ class Graph:
     notices: list[str] = field(default_factory=list)
     folded: int = 0
     # Folded DequantizeLinear nodes by output name: a QDQ model's weights, biases and their scales stay
-    # reachable (in consts) for the integer lowerings (packager/ops/qdq_fusion.py).
+    # reachable (in consts) for the integer lowerings (packager/passes/qdq_fusion.py).
     dq_sources: dict[str, onnx.NodeProto] = field(default_factory=dict)
     # Plan version 2 (packager/dynamic.py): values left unfolded because they vary with the input shapes, and
     # whether the shapes bound here are only a probe (passes must not bake them into the graph).
@@ -191,8 +191,8 @@ def _leave_large(node: onnx.NodeProto, nbytes: int, opset: int) -> None:
     """A node of constant inputs whose output is too large to fold is left to run in the bundle when a kernel
     can compute it there (Expand, Tile, ...); otherwise it is refused here, naming the size and the limit
     (never 'no edgepack kernel': the op is not the problem)."""
-    from .lower import REGISTRY, _load_ops
-    _load_ops()
+    from .lowering.registry import REGISTRY, load_ops
+    load_ops()
     if node.op_type in REGISTRY and node.op_type not in ("ConstantOfShape", "Range"):
         return   # the kernel computes it at run time (Range/ConstantOfShape run only as shape arithmetic)
     limit = _fold_limit(node)
@@ -278,6 +278,7 @@ def _shapes_by_running(model: onnx.ModelProto, shapes: dict, dtypes: dict, missi
     """Last resort for shapes inference could not settle: run the model once on zeros and read them off.
     onnxruntime runs in a child process (packager/ort_isolated.py): a graph that crashes it is an error here."""
     from .ort_isolated import run_isolated
+    from .reference import ort_model
     m = copy.deepcopy(model)
     known_out = {o.name for o in m.graph.output}
     for name in missing:
@@ -291,7 +292,7 @@ def _shapes_by_running(model: onnx.ModelProto, shapes: dict, dtypes: dict, missi
         dt = helper.tensor_dtype_to_np_dtype(vi.type.tensor_type.elem_type)
         feeds[vi.name] = np.zeros(shapes[vi.name], dtype=dt)
     try:
-        outs = run_isolated(m, feeds, missing)
+        outs = run_isolated(ort_model(m), feeds, missing)
     except Exception as e:
         node = next(n for n in model.graph.node if missing[0] in n.output)
         probe = ", ".join(f"{k}={'x'.join(map(str, v.shape)) or 'scalar'}" for k, v in feeds.items())

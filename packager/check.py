@@ -69,8 +69,10 @@ def _expand(problems: list[PackagerError]) -> list[PackagerError]:
 def check_model(model, targets: tuple[str, ...] = ("web", "pi5", "android"),
                 input_shapes: dict | None = None, constants: dict[str, np.ndarray] | None = None,
                 allow_domains: tuple[str, ...] = (), dynamic: bool = False, optimize: bool = True) -> CheckReport:
-    from .api import _Stages
-    from .lower import _assemble, lower_ctx
+    from .front import Front
+    from .targets import get_target
+    from .lower import lower_ctx
+    from .lowering.assemble import assemble
     from .model_load import load_model
     from .passes.subgraphs import CONTROL_OPS
     name = model.graph.name if isinstance(model, onnx.ModelProto) else str(model)
@@ -90,34 +92,35 @@ def check_model(model, targets: tuple[str, ...] = ("web", "pi5", "android"),
     kernels = 0
     control = False
     try:
-        stages = _Stages(m, constants, False, optimize, False, lambda s: None)
+        front = Front(m, constants, False, optimize, False, lambda s: None)
         if dynamic:
-            from .api import _lower_dynamic
+            from .run_time_shapes import lower_run_time
             from .dynamic import find_symbols
             syms = find_symbols(m, input_shapes, constants)
             if syms.any:
-                graph, _, _, lowered, _ = _lower_dynamic(stages, syms)
+                graph, _, _, lowered, _ = lower_run_time(front, syms)
                 kernels = len(lowered.plan.nodes)
                 control = any(n.op_type in CONTROL_OPS for n in graph.nodes)
                 dynamic = True
             else:
                 dynamic = False
         if not dynamic:
-            graph, _, _ = stages.front(input_shapes, quiet=True)
+            graph, _, _ = front.run(input_shapes, quiet=True)
             report.notices = list(graph.notices)
             ctx, ins, outs = lower_ctx(graph, problems=problems)
             control = any(e.ctrl for e in ctx.emitted)
             if not problems and not control:
-                kernels = len(_assemble(ctx, ins, outs).plan.nodes)
+                kernels = len(assemble(ctx, ins, outs).plan.nodes)
             else:
                 kernels = len(ctx.emitted)
     except PackagerError as e:   # analysis (or the run-time-shape lowering) stopped: that is the refusal
         problems = _expand([e])
     for t in targets:
         tp = list(problems)
-        if control and t != "web" and not dynamic:   # as package(): If/Loop/Scan plans run on web bundles only
-            tp.append(PackagerError(f"If/Loop/Scan: web bundles only so far (their version-2 plans are not "
-                                    f"verified on the {t} runtime yet)"))
+        try:   # as package(): a target refuses the plans its runtime does not run
+            get_target(t).check(control_flow=control and not dynamic)
+        except PackagerError as e:
+            tp.append(e)
         report.targets.append(TargetReport(t, not tp, tp, kernels))
     return report
 

@@ -66,7 +66,8 @@ def _load_npy(path: str) -> np.ndarray:
 
 
 def cmd_package(argv: list[str]) -> int:
-    from .api import TARGETS, package
+    from .api import package
+    from .targets import TARGETS
     ap = argparse.ArgumentParser(prog="package", description="Package an ONNX model into a bundle for a target.",
                                  epilog="other verbs: package run|inspect|bench BUNDLE, package keygen --out KEY, "
                                         "package check MODEL (what each target can run, every node it cannot, "
@@ -98,7 +99,9 @@ def cmd_package(argv: list[str]) -> int:
     ap.add_argument("--no-optimize", action="store_true",
                     help="ship and lower the graph as analyzed: no stripping, no optimizer passes (docs/optimizer.md)")
     ap.add_argument("--keep-metadata", action="store_true",
-                    help="keep doc strings and metadata_props in the shipped model.onnx")
+                    help="keep doc strings and metadata_props in model.onnx (with --emit-onnx)")
+    ap.add_argument("--emit-onnx", action="store_true",
+                    help="also ship the optimized graph as model.onnx (no runtime loads it; the folder doubles)")
     _quant_args(ap)
     a = ap.parse_args(argv)
     out = a.out or str(Path(a.model).with_suffix("")) + ".bundle"
@@ -106,7 +109,7 @@ def cmd_package(argv: list[str]) -> int:
     path = package(a.model, target=a.target, out=out, input_shapes=dict(a.input_shape),
                    dynamic=True if a.dynamic else False if a.static else None,
                    constants={n: _load_npy(p) for n, p in a.const}, verify=not a.no_verify, allow_domains=tuple(a.allow_domain), sign=a.sign,
-                   profile=a.profile, optimize=not a.no_optimize, keep_metadata=a.keep_metadata,
+                   profile=a.profile, optimize=not a.no_optimize, keep_metadata=a.keep_metadata, emit_onnx=a.emit_onnx,
                    log=lambda s: print(s, file=sys.stderr), **_quant_kwargs(a))
     m = json.loads((path / "manifest.json").read_text())
     p = m["plan"]
@@ -340,7 +343,7 @@ def cmd_keygen(argv: list[str]) -> int:
 
 
 def cmd_check(argv: list[str]) -> int:
-    from .api import TARGETS
+    from .targets import TARGETS
     from .check import check_model, format_report
     ap = argparse.ArgumentParser(prog="package check",
                                  description="Without packaging: what each target can run, every node it cannot with "

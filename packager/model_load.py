@@ -265,9 +265,9 @@ def _read_model_file(p: Path) -> bytes:
 
 
 def _implemented(n: onnx.NodeProto) -> bool:
-    """A custom-domain op edgepack lowers itself (packager/lower.py lowers("domain.Op")): its own code, not the
+    """A custom-domain op edgepack lowers itself (packager/lowering/registry.py lowers("domain.Op")): its own code, not the
     model's, so it needs no --allow-domain."""
-    from .lower import lowered_custom_op   # (lazily: lower.py imports the whole packager)
+    from .lowering.registry import lowered_custom_op   # (lazily: it imports every op module)
     return lowered_custom_op(n.domain, n.op_type)
 
 

@@ -43,9 +43,9 @@ def _limits(nbytes: int) -> tuple[float, int]:
 
 def run_isolated(model: onnx.ModelProto, feeds: dict[str, np.ndarray], outputs: list[str] | None = None,
                  optimize: bool = True) -> dict[str, np.ndarray]:
-    """Run `model` once on `feeds` with onnxruntime CPU in a child process; the named outputs (default: all)."""
-    from .reference import ort_model
-    data = ort_model(model).SerializeToString()
+    """Run `model` (one onnxruntime loads: packager.reference.ort_model) once on `feeds` with onnxruntime CPU in a
+    child process; the named outputs (default: all)."""
+    data = model.SerializeToString()
     with tempfile.TemporaryDirectory(prefix="edgepack-ort-") as tmp:
         d = Path(tmp)
         (d / "model.onnx").write_bytes(data)

@@ -3,10 +3,14 @@ Shared by packaging (verification), quantization (the accuracy report), the edge
 benchmarks; it imports no stage, so no stage imports the pipeline (packager/api.py) back."""
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 import onnx
 
 from .errors import PackagerError
+
+Runner = Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]
 
 ORT_MAX_IR = 10
 
@@ -37,9 +41,22 @@ def reference_run(model: onnx.ModelProto, feeds: dict[str, np.ndarray], isolated
     onnxruntime raises OrtFailure instead of ending this process."""
     if isolated:
         from .ort_isolated import run_isolated
-        return run_isolated(model, feeds, optimize=not any(n.op_type in QDQ_OPS for n in model.graph.node))
-    from .quantize.report import reference_session
+        return run_isolated(ort_model(model), feeds, optimize=not any(n.op_type in QDQ_OPS for n in model.graph.node))
     return reference_session(model)(feeds)
+
+
+def reference_session(model: onnx.ModelProto) -> Runner:
+    """onnxruntime CPU, one session for every sample. QDQ models run with graph optimizations off, as in
+    reference_run: their Q/DQ nodes execute as written (exact QDQ semantics)."""
+    import onnxruntime as ort
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    so.log_severity_level = 3
+    if any(n.op_type in QDQ_OPS for n in model.graph.node):
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    sess = ort.InferenceSession(ort_model(model).SerializeToString(), so, providers=["CPUExecutionProvider"])
+    names = [o.name for o in sess.get_outputs()]
+    return lambda feeds: dict(zip(names, sess.run(names, feeds)))
 
 
 def compare(got: dict[str, np.ndarray], want: dict[str, np.ndarray]) -> dict:

@@ -15,7 +15,7 @@ echo; echo "== run on a random input, next to onnxruntime"
 python3 - "$OUT" "$MODEL" <<'PY'
 import sys, numpy as np, onnx
 from packager import load_bundle
-from packager.api import random_inputs, reference_run
+from packager.reference import random_inputs, reference_run
 b = load_bundle(sys.argv[1])
 feeds = random_inputs(b.example_inputs(), seed=42)   # run-time dims (the default for symbolic ones) at their example
 got = b.run(feeds)

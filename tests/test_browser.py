@@ -142,11 +142,11 @@ def _bundle(site, name: str, precision: str) -> Path | str:
             kwargs["calibration"] = _random_calibration(name, site["root"] / "data" / f"{name}-calibration.npz")
         try:
             try:
-                site["bundles"][key] = package(model_path(name), out=out, verify=False, dynamic=False, **kwargs)
+                site["bundles"][key] = package(model_path(name), out=out, verify=False, dynamic=False, emit_onnx=True, **kwargs)
             except TypeError as e:
                 if precision != "fp32" or "unexpected keyword argument" not in str(e):
                     raise
-                site["bundles"][key] = package(model_path(name), out=out, verify=False, dynamic=False)   # fp32 is all it makes
+                site["bundles"][key] = package(model_path(name), out=out, verify=False, dynamic=False, emit_onnx=True)   # fp32 is all it makes
         except TypeError as e:   # package() does not take this precision's arguments: not landed yet
             if "unexpected keyword argument" not in str(e):
                 raise

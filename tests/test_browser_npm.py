@@ -39,7 +39,7 @@ def test_vite_app_ships_the_bundle_and_runs_in_chromium(tmp_path) -> None:
         pytest.skip(f"runtime parts not in this build yet: {', '.join(missing)}")
     if not VITE.exists():
         pytest.fail("vite is not installed: run scripts/setup.sh (npm ci in web/)")
-    bundle = package(model_path("cifar10net"), out=tmp_path / "cifar10net", verify=False, dynamic=False)
+    bundle = package(model_path("cifar10net"), out=tmp_path / "cifar10net", verify=False, dynamic=False, emit_onnx=True)
     r = subprocess.run(["npm", "pack", "--pack-destination", str(tmp_path), *NPM_FLAGS], cwd=bundle, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     app = tmp_path / "app"

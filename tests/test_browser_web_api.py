@@ -44,7 +44,7 @@ def site(tmp_path_factory) -> dict:
     """cifar10net packaged and signed by the CLI, a copy with a flipped plan byte, a page and the runtime."""
     work = tmp_path_factory.mktemp("webapi")
     generate_keypair(work / "k.pem", work / "k.pub")
-    b = cli_package(model_path("cifar10net"), work / "b", "--no-verify", "--sign", str(work / "k.pem"))
+    b = cli_package(model_path("cifar10net"), work / "b", "--no-verify", "--emit-onnx", "--sign", str(work / "k.pem"))
     t = work / "t"
     shutil.copytree(b, t)
     plan = bytearray((t / "model.plan").read_bytes())

@@ -164,7 +164,7 @@ def test_default_is_run_time_shapes(tmp_path: Path) -> None:
 def test_shipped_model_runs_at_every_shape_too(make, tmp_path: Path) -> None:
     """The bundle's model.onnx (analyzed at a probe shape) declares the run-time dims again: onnxruntime runs it at
     other shapes, as the bundle does."""
-    out = package(make(), target="web", out=tmp_path / "b", verify=False)
+    out = package(make(), target="web", out=tmp_path / "b", verify=False, emit_onnx=True)
     shipped = onnx.load(str(out / "model.onnx"))
     dims = lambda vi: [d.dim_param or d.dim_value for d in vi.type.tensor_type.shape.dim]  # noqa: E731
     assert dims(shipped.graph.input[0]) == load_bundle(out).manifest["inputs"][0]["shape"]
@@ -237,7 +237,7 @@ def test_a_bug_in_the_v2_lowering_falls_back_and_is_named(tmp_path: Path, monkey
 
     def broken(*a, **k):
         raise KeyError("probe")
-    monkeypatch.setattr(api, "_lower_dynamic", broken)
+    monkeypatch.setattr(api, "lower_run_time", broken)
     lines: list[str] = []
     out = package(_elementwise_model(), target="web", out=tmp_path / "b", log=lines.append)
     notices = [x for x in lines if x.startswith("notice:")]

@@ -74,8 +74,9 @@ def _cli(cli: Path, bundle: Path, *args: str, qemu: bool = False) -> subprocess.
 @needs_qemu
 def test_pi5_bundle_layout_and_consistency(pi5_small: Path) -> None:
     m = json.loads((pi5_small / "manifest.json").read_text())
-    for f in ("libedgepack.so", "edgepack-run", "edgepack.h", "edgepack_runtime.py", "model.plan", "model.onnx", "README.md"):
+    for f in ("libedgepack.so", "edgepack-run", "edgepack.h", "edgepack_runtime.py", "model.plan", "README.md"):
         assert f in m["files"], f
+    assert "model.onnx" not in m["files"] and not (pi5_small / "model.onnx").exists()   # only with emit_onnx
     assert (pi5_small / "edgepack-run").stat().st_mode & 0o111
     elf = subprocess.run(["readelf", "-h", "-l", str(pi5_small / "edgepack-run")], capture_output=True, text=True).stdout
     assert "AArch64" in elf and "INTERP" not in elf  # static: no dynamic loader needed on the Pi
@@ -196,7 +197,7 @@ def test_cli_json_unicode_names(tmp_path: Path, host_cli: Path) -> None:
 @pytest.fixture(scope="module")
 def android_bundle(tmp_path_factory) -> tuple[Path, str]:
     return package(model_path("cifar10net"), target="android", out=tmp_path_factory.mktemp("android") / "c10",
-                   verify=False, dynamic=False), "cifar10net"
+                   verify=False, dynamic=False, emit_onnx=True), "cifar10net"
 
 
 def test_android_library_has_no_libc(android_bundle) -> None:
@@ -336,7 +337,7 @@ def test_neon_gemm_matches_portable_bits() -> None:
 
 def _pi5_model(name: str, tmp: Path) -> Path:
     try:
-        return package(model_path(name), target="pi5", out=tmp / name, verify=False, dynamic=False)
+        return package(model_path(name), target="pi5", out=tmp / name, verify=False, dynamic=False, emit_onnx=True)
     except PackagerError as e:
         if "not supported" in str(e) or "unsupported" in str(e).lower():
             pytest.skip(f"{name}: kernels not merged yet ({str(e).splitlines()[0][:120]})")

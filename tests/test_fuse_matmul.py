@@ -55,7 +55,7 @@ def _plan(path) -> layout.Plan:
 def test_ffn_block_is_two_matmul_kernels(s: int, grouping: str, tmp_path) -> None:
     # s = 19: A's rows in 4-row groups with a partial last one, B from panels; s = 5: the direct GEMM path
     model = _ffn(s, 24, 70, grouping)
-    path = package(model, target="web", out=tmp_path / "b")   # verify: the shipped graph against onnxruntime
+    path = package(model, target="web", out=tmp_path / "b", emit_onnx=True)   # verify: the shipped graph against onnxruntime
     plan = _plan(path)
     assert [Op(n.op).name for n in plan.nodes] == ["MATMUL", "MATMUL"]
     up, down = plan.nodes

@@ -295,8 +295,8 @@ def test_int8_models_agree_with_onnxruntime(name: str, placement: str, tmp_path:
     the int8 bundle's plan + model is <= 0.3x the float32 bundle's."""
     path = _qdq(name, placement)
     m = onnx.load(str(path))
-    out = package(path, out=tmp_path / "int8", verify=False, dynamic=False)
-    fp32 = package(model_path(name), out=tmp_path / "fp32", verify=False, dynamic=False)
+    out = package(path, out=tmp_path / "int8", verify=False, dynamic=False, emit_onnx=True)
+    fp32 = package(model_path(name), out=tmp_path / "fp32", verify=False, dynamic=False, emit_onnx=True)
     size = lambda b: sum((b / f).stat().st_size for f in ("model.plan", "model.onnx"))  # noqa: E731
     assert size(out) <= 0.3 * size(fp32), (size(out), size(fp32))
     feeds = _feeds(m, seed=1)

@@ -14,7 +14,8 @@ from packager import load_bundle, package
 from packager.analyze import analyze
 from packager.reference import reference_run
 from packager.errors import RuntimeFailure, UnsupportedError
-from packager.lower import REGISTRY, lower
+from packager.lower import lower
+from packager.lowering import REGISTRY
 from packager.plan import layout
 from packager.plan.opcodes import Op
 from packager.runtime.wasm import WasmPlan

@@ -159,10 +159,10 @@ def test_python_function_codes_are_the_generated_ones() -> None:
 
 
 def test_lowering_refuses_a_node_outside_its_spec(monkeypatch: pytest.MonkeyPatch) -> None:
-    """LowerCtx.emit checks kernel, arity and word counts against the spec (packager/lower.py, _check_spec)."""
-    from packager import lower
+    """LowerCtx.emit checks kernel, arity and word counts against the spec (packager/lowering/context.py, _check_spec)."""
+    from packager.lowering import context
     from packager.errors import PackagerError
-    from packager.lower import _check_spec
+    from packager.lowering.context import _check_spec
     _check_spec(Op.GLOBAL_POOL, ["x"], ["y"], [1])
     _check_spec(Op.MATMUL, ["a", "b", None, "r"], ["y"], [0, 0, 0, 0, 1])
     for args in ((Op.GLOBAL_POOL, ["x"], ["y"], [1, 0]), (Op.GLOBAL_POOL, ["x", "z"], ["y"], [1]),
@@ -170,7 +170,7 @@ def test_lowering_refuses_a_node_outside_its_spec(monkeypatch: pytest.MonkeyPatc
         with pytest.raises(PackagerError, match="spec"):
             _check_spec(*args)
     # An id reserved without a kernel (none is, now that 42..45 have theirs: pretend GLOBAL_POOL is one).
-    monkeypatch.setattr(lower, "NO_KERNEL", frozenset({Op[n] for n in RESERVED_OPS} | {Op.GLOBAL_POOL}))
+    monkeypatch.setattr(context, "NO_KERNEL", frozenset({Op[n] for n in RESERVED_OPS} | {Op.GLOBAL_POOL}))
     with pytest.raises(PackagerError, match="spec"):
         _check_spec(Op.GLOBAL_POOL, ["x"], ["y"], [1])
 

@@ -23,7 +23,7 @@ def _ops(model: onnx.ModelProto) -> list[str]:
 
 
 def test_cifar10net_unfused_ends_smaller_than_the_exporter_folded_graph(tmp_path) -> None:
-    path = package(model_path("cifar10net_unfused"), out=tmp_path / "b", dynamic=False)
+    path = package(model_path("cifar10net_unfused"), out=tmp_path / "b", dynamic=False, emit_onnx=True)
     shipped = onnx.load(str(path / "model.onnx"))
     onnx.checker.check_model(shipped, full_check=True)
     folded = onnx.load(str(model_path("cifar10net")), load_external_data=False)
@@ -49,7 +49,7 @@ def test_cli_no_optimize_and_inspect_report(tmp_path) -> None:
     r = subprocess.run(env_cmd + [src, "-o", str(tmp_path / "opt"), "--static"], cwd=REPO, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert "optimize: fold_batchnorm: 20 -> 17 nodes (BatchNormalization -3)" in r.stderr
-    r = subprocess.run(env_cmd + [src, "-o", str(tmp_path / "raw"), "--no-optimize", "--static"], cwd=REPO, capture_output=True,
+    r = subprocess.run(env_cmd + [src, "-o", str(tmp_path / "raw"), "--no-optimize", "--static", "--emit-onnx"], cwd=REPO, capture_output=True,
                        text=True)
     assert r.returncode == 0 and "optimize:" not in r.stderr, r.stderr
     raw = json.loads((tmp_path / "raw" / "manifest.json").read_text())
@@ -82,7 +82,7 @@ def _mixed(opset: int) -> onnx.ModelProto:
 
 @pytest.mark.parametrize("opset", [7, 9, 11, 13, 17, 21, 23])
 def test_every_pass_across_opsets(opset: int, tmp_path) -> None:
-    path = package(_mixed(opset), out=tmp_path / "b")
+    path = package(_mixed(opset), out=tmp_path / "b", emit_onnx=True)
     m = json.loads((path / "manifest.json").read_text())
     assert m["verification"]["max_abs_diff"] < 1e-4, m["verification"]
     shipped = onnx.load(str(path / "model.onnx"))
@@ -100,13 +100,13 @@ def test_metadata_kept_on_request_and_training_dropout_stripped(tmp_path) -> Non
                        [numpy_helper.from_array(np.array(0.5, np.float32), "ratio"),
                         numpy_helper.from_array(np.array(True), "train")], opset=13)
     helper.set_model_props(model, {"license": "MIT"})
-    path = package(model, out=tmp_path / "a")
+    path = package(model, out=tmp_path / "a", emit_onnx=True)
     m = json.loads((path / "manifest.json").read_text())
     assert m["stripped"]["training_dropout"] == ["d"] and m["stripped"]["metadata_props"] == 1
     shipped = onnx.load(str(path / "model.onnx"))
     assert [n.op_type for n in shipped.graph.node] == ["Relu"] and not shipped.metadata_props
     assert m["verification"]["max_abs_diff"] == 0.0
-    kept = onnx.load(str(package(model, out=tmp_path / "k", keep_metadata=True) / "model.onnx"))
+    kept = onnx.load(str(package(model, out=tmp_path / "k", keep_metadata=True, emit_onnx=True) / "model.onnx"))
     assert {p.key: p.value for p in kept.metadata_props} == {"license": "MIT"}
 
 
@@ -133,7 +133,7 @@ def test_a_failing_pass_is_skipped_and_recorded(tmp_path, monkeypatch) -> None:
     def broken(m) -> None:
         raise ValueError("cannot handle this graph")
     monkeypatch.setattr(optimizer, "PASSES", [("broken", "raises", broken)] + optimizer.PASSES)
-    path = package(model_path("cifar10net_unfused"), out=tmp_path / "b", dynamic=False)
+    path = package(model_path("cifar10net_unfused"), out=tmp_path / "b", dynamic=False, emit_onnx=True)
     m = json.loads((path / "manifest.json").read_text())
     assert m["optimizations"][1] == {"pass": "broken", "source": "raises",
                                      "skipped": "ValueError: cannot handle this graph"}
@@ -144,7 +144,7 @@ def test_a_failing_pass_is_skipped_and_recorded(tmp_path, monkeypatch) -> None:
 def test_a_bundles_model_onnx_packages_again(tmp_path) -> None:
     """The shipped graph (fused groups as local functions) is a model edgepack itself accepts: functions
     are inlined at load (bounded, acyclic), and the second bundle has the same plan."""
-    first = package(model_path("cifar10net_unfused"), out=tmp_path / "a", dynamic=False)
+    first = package(model_path("cifar10net_unfused"), out=tmp_path / "a", dynamic=False, emit_onnx=True)
     second = package(first / "model.onnx", out=tmp_path / "b", dynamic=False)
     assert (first / "model.plan").read_bytes() == (second / "model.plan").read_bytes()
 

@@ -15,7 +15,7 @@ from .conftest import f32, make_model, model_path
 
 
 def test_strict_bundle_states_everything(tmp_path: Path) -> None:
-    out = package(model_path("cifar10net"), out=tmp_path / "b", profile="strict", input_shapes={"image": (1, 3, 32, 32)})
+    out = package(model_path("cifar10net"), out=tmp_path / "b", profile="strict", input_shapes={"image": (1, 3, 32, 32)}, emit_onnx=True)
     manifest = json.loads((out / "manifest.json").read_text())
     prof = manifest["profile"]
     assert prof["name"] == "strict"

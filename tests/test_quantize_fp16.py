@@ -14,7 +14,8 @@ from packager.bundle import load_bundle
 from packager.errors import RuntimeFailure
 from packager.plan import layout
 from packager.plan.opcodes import Op
-from packager.quantize.report import measure, reference_session
+from packager.quantize.report import measure
+from packager.reference import reference_session
 from packager.quantize.calib_data import CalibrationSet
 from packager.runtime.wasm import WasmPlan
 from packager.toolchain import ensure_wasm
@@ -32,8 +33,8 @@ def _plan(bundle: Path) -> layout.Plan:
 @pytest.mark.parametrize("model", ["cifar10net", "mobilenetv2", "minilm_like"])
 def test_fp16_bundle_runs_and_halves_weights(model, tmp_path):
     import onnx
-    fp32 = package(MODELS / f"{model}.onnx", "web", tmp_path / "fp32", quantize="none", verify=False, dynamic=False)
-    fp16 = package(MODELS / f"{model}.onnx", "web", tmp_path / "fp16", quantize="fp16", dynamic=False)
+    fp32 = package(MODELS / f"{model}.onnx", "web", tmp_path / "fp32", quantize="none", verify=False, dynamic=False, emit_onnx=True)
+    fp16 = package(MODELS / f"{model}.onnx", "web", tmp_path / "fp16", quantize="fp16", dynamic=False, emit_onnx=True)
     m32, m16 = (json.loads((p / "manifest.json").read_text()) for p in (fp32, fp16))
     ratio = m16["plan"]["weights_bytes"] / m32["plan"]["weights_bytes"]
     assert 0.49 <= ratio <= 0.52, ratio

@@ -21,7 +21,8 @@ from packager.bundle import load_bundle
 from packager.model_load import load_model
 from packager.quantize import input_specs, quantize_step
 from packager.quantize.calib_data import load_calibration
-from packager.quantize.report import measure, reference_session
+from packager.quantize.report import measure
+from packager.reference import reference_session
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = ROOT / ".cache" / "models"
@@ -30,8 +31,8 @@ RANDOM_SAMPLES = {"cifar10net": 100, "mobilenetv2": 100, "resnet18": 50}
 
 
 def _int8_lowering() -> bool:
-    from packager.lower import REGISTRY, _load_ops
-    _load_ops()
+    from packager.lowering import REGISTRY, load_ops
+    load_ops()
     return "QuantizeLinear" in REGISTRY and "DynamicQuantizeLinear" in REGISTRY
 
 

@@ -211,7 +211,7 @@ def test_models_use_every_listed_kernel(model_plans) -> None:
 def all_dynamic(monkeypatch) -> None:
     """Every dim known only at run time but the innermost (channels / hidden size, which no dynamic plan varies:
     LayerNormalization refuses run-time normalized dims, its scale and bias being stored for them)."""
-    from packager.lower import LowerCtx
+    from packager.lowering import LowerCtx
 
     def fixed(self, name, axis=None):
         rank = len(self.shape(name))

@@ -9,7 +9,7 @@ from onnx import TensorProto, helper
 
 from packager.analyze import Graph
 from packager.errors import NeedsConstantError
-from packager.lower import LowerCtx
+from packager.lowering import LowerCtx
 from packager.ops import shape_ops
 from packager.plan.opcodes import Op
 

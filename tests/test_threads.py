@@ -52,7 +52,7 @@ def _check(tmp: Path, bundle: Path, threads: int, seed: int = 1, isa: str = "sim
 
 @pytest.mark.parametrize("name", MODELS)
 def test_model_two_threads(name: str, tmp_path: Path) -> None:
-    bundle = package(model_path(name), out=tmp_path / name, dynamic=False)
+    bundle = package(model_path(name), out=tmp_path / name, dynamic=False, emit_onnx=True)
     _check(tmp_path, bundle, 2)
 
 
@@ -89,7 +89,7 @@ def _convnet() -> onnx.ModelProto:
 
 @pytest.mark.parametrize("name", ["mobilenetv2", "resnet18", "minilm_like"])
 def test_model_two_threads_relaxed(name: str, tmp_path: Path) -> None:
-    bundle = package(model_path(name), out=tmp_path / name, dynamic=False)
+    bundle = package(model_path(name), out=tmp_path / name, dynamic=False, emit_onnx=True)
     _check(tmp_path, bundle, 2, isa="relaxed")
 
 
@@ -100,7 +100,7 @@ def test_odd_thread_counts(threads: int, isa: str, f4: bool, tmp_path: Path, mon
     monkeypatch.setattr(conv, "WINOGRAD_F4_MIN_CHANNEL_PAIRS", 1)   # its 24-channel Winograd layer
     p = tmp_path / "convnet.onnx"
     onnx.save(_convnet(), str(p))
-    _check(tmp_path, package(p, out=tmp_path / "b"), threads, isa=isa)
+    _check(tmp_path, package(p, out=tmp_path / "b", emit_onnx=True), threads, isa=isa)
 
 
 def test_plan_with_one_scratch_slot(tmp_path: Path, monkeypatch) -> None:
@@ -110,7 +110,7 @@ def test_plan_with_one_scratch_slot(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setattr(conv, "THREAD_SLOTS", 1)
     p = tmp_path / "convnet.onnx"
     onnx.save(_convnet(), str(p))
-    _check(tmp_path, package(p, out=tmp_path / "b"), 4)
+    _check(tmp_path, package(p, out=tmp_path / "b", emit_onnx=True), 4)
 
 
 def test_bad_thread_count(tmp_path: Path) -> None:

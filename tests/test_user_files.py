@@ -15,6 +15,7 @@ from packager import api
 from packager.api import package
 from packager.bundle import write_bundle
 from packager.errors import PackagerError
+from packager.targets.web import WebTarget
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
@@ -98,10 +99,10 @@ def test_failed_verification_keeps_previous_bundle(tmp_path: Path, reshape_model
     package(reshape_model, out=out, verify=False)
     before = snapshot(out)
 
-    def failing_verify(path: Path, *a, **k) -> None:
+    def failing_verify(target, path: Path, *a, **k) -> None:
         assert path != out and (path / "model.plan").is_file()   # runs on the staged bundle, before the swap
         raise PackagerError("verification: forced failure")
-    monkeypatch.setattr(api, "_verify", failing_verify)
+    monkeypatch.setattr(WebTarget, "verify", failing_verify)
     with pytest.raises(PackagerError, match="forced failure"):
         package(reshape_model, out=out)
     assert snapshot(out) == before
@@ -119,8 +120,9 @@ def test_failed_edge_consistency_keeps_previous_bundle(tmp_path: Path, reshape_m
     monkeypatch.setattr(edge, "ensure_edge", lambda target: {"libedgepack.so": Path(os.devnull),
                                                              "edgepack-run": Path(os.devnull)})
     out = tmp_path / "b"
-    staged = edge.stage_edge_bundle("pi5", out, {"format": "edgepack-bundle", "name": "m", "inputs": [], "outputs": []},
-                                    reshape_model, b"plan", verify=False)
+    pi5 = edge.EdgeTarget("pi5")
+    manifest = {"format": "edgepack-bundle", "name": "m", "inputs": [], "outputs": []}
+    staged = pi5.stage(out, manifest, reshape_model, b"plan")
     assert isinstance(staged, StagedBundle)
     staged.commit()
     before = snapshot(out)
@@ -128,9 +130,9 @@ def test_failed_edge_consistency_keeps_previous_bundle(tmp_path: Path, reshape_m
     def failing(*a, **k):
         raise PackagerError("consistency: forced failure")
     monkeypatch.setattr(edge, "consistency", failing)
-    with pytest.raises(PackagerError, match="forced failure"):
-        edge.write_edge_bundle("pi5", out, {"format": "edgepack-bundle", "name": "m", "inputs": [], "outputs": []},
-                               reshape_model, b"plan2", verify=True)
+    with pytest.raises(PackagerError, match="forced failure"), pi5.stage(out, manifest, reshape_model, b"plan2") as staged:
+        pi5.verify(staged.path, reshape_model, lambda s: None)   # as package(): verified before commit()
+        staged.commit()
     assert snapshot(out) == before
     assert [p.name for p in tmp_path.iterdir()] == ["b"]
 

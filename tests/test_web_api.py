@@ -61,7 +61,7 @@ def _two_in_model() -> onnx.ModelProto:
 
 @pytest.fixture(scope="module")
 def bundle(tmp_path_factory) -> Path:
-    return cli_package(_two_in_model(), tmp_path_factory.mktemp("api") / "two_in")
+    return cli_package(_two_in_model(), tmp_path_factory.mktemp("api") / "two_in", "--emit-onnx")
 
 
 @pytest.fixture(scope="module")

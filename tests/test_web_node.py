@@ -162,7 +162,7 @@ def bundles(tmp_path_factory) -> dict[str, Path | str]:
     out: dict[str, Path | str] = {}
     for name, make in MODELS.items():
         try:
-            out[name] = package(make(), out=tmp_path_factory.mktemp(name) / "bundle", verify=False)
+            out[name] = package(make(), out=tmp_path_factory.mktemp(name) / "bundle", verify=False, emit_onnx=True)
         except UnsupportedError as e:
             out[name] = str(e).splitlines()[0]
     return out

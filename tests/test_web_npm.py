@@ -66,8 +66,9 @@ def key(work) -> tuple[Path, str]:
 def project(work, key) -> Path:
     """A fresh npm project with three bundle packages installed: cifar10net and two_io from `npm pack`
     tarballs, a signed copy of two_io (renamed) from its directory."""
-    bundles = {"cifar10net": package(model_path("cifar10net"), out=work / "b" / "cifar10net", dynamic=False),
-               "two_io": package(_two_io_model(), out=work / "b" / "two_io")}
+    bundles = {"cifar10net": package(model_path("cifar10net"), out=work / "b" / "cifar10net", dynamic=False,
+                                     emit_onnx=True),
+               "two_io": package(_two_io_model(), out=work / "b" / "two_io", emit_onnx=True)}
     signed = package(_two_io_model(), out=work / "b" / "signed", sign=key[0])
     proj = work / "proj"
     proj.mkdir()
@@ -145,7 +146,8 @@ def test_installed_package_runs_like_onnxruntime(pkg, project, tmp_path) -> None
     assert res["ok"], res.get("error")
     assert res["name"] == manifest["name"] and [s["name"] for s in res["inputs"]] == list(feeds)
     assert res["backend"] == "wasm" and res["features"]["simd"] and res["features"]["webgpu"] is False
-    # model.onnx stays in the bundle folder, out of the tarball (package.json "files"): nothing loads it
+    # model.onnx (asked for: emit_onnx) stays in the bundle folder, out of the tarball (package.json "files"): nothing
+    # loads it
     assert not (installed / "model.onnx").exists()
     assert (project.parent / "b" / pkg / "model.onnx").is_file()
     want = reference_run(onnx.load(str(project.parent / "b" / pkg / "model.onnx")), feeds)

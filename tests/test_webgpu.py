@@ -86,7 +86,7 @@ def _run_case(page, tmp_path: Path, model: onnx.ModelProto, wasm: set[str] = fro
               positive: tuple[str, ...] = (), **opts) -> dict:
     """Packages `model`, runs it on WebGPU, compares with onnxruntime; the nodes placed on the wasm core
     must be exactly the kernels in `wasm`. Returns the open() info."""
-    bundle = package(model, out=tmp_path / "bundle", verify=False)
+    bundle = package(model, out=tmp_path / "bundle", verify=False, emit_onnx=True)
     info = page.open(bundle, **opts)
     assert "error" not in info, info
     on_wasm = {p["op"] for p in info["placement"] if p["on"] == "wasm"}
@@ -458,7 +458,7 @@ def test_resize_and_conv_transpose(page, tmp_path) -> None:
 def test_gather_index_out_of_range_is_an_error(page, tmp_path) -> None:
     model = _model([helper.make_node("Gather", ["table", "ids"], ["y"], axis=0)], [_i64("ids", [4])], [_f32("y", None)],
                    [_const("table", _w(10, 3))])
-    bundle = package(model, out=tmp_path / "b", verify=False)
+    bundle = package(model, out=tmp_path / "b", verify=False, emit_onnx=True)
     info = page.open(bundle)
     assert info["placement"] == [{"node": 0, "op": "GATHER", "on": "gpu"}]
     ok = page.run({"ids": np.array([0, 9, -10, 2], np.int64)})
@@ -559,7 +559,7 @@ def bench_bundles(tmp_path_factory) -> dict[str, Path]:
 def _bench_bundle(name: str, cache: dict, tmp_path_factory) -> Path:
     if name not in cache:
         cache[name] = package(model_path(name), target="web", out=tmp_path_factory.mktemp(name) / name, verify=False,
-                              dynamic=False)
+                              dynamic=False, emit_onnx=True)
     return cache[name]
 
 
@@ -612,7 +612,7 @@ def test_fp16_bundle(page, name, f16_weights, fp16_bundles, tmp_path_factory) ->
     f16Weights keeps them float16 in GPU memory (SwiftShader has no shader-f16: unpack2x16float reads them)."""
     if name not in fp16_bundles:
         fp16_bundles[name] = package(model_path(name), target="web", out=tmp_path_factory.mktemp(name) / name,
-                                     verify=False, quantize="fp16", dynamic=False)
+                                     verify=False, quantize="fp16", dynamic=False, emit_onnx=True)
     bundle = fp16_bundles[name]
     info = page.open(bundle, f16Weights=f16_weights)
     assert "error" not in info, info
@@ -634,7 +634,7 @@ def test_fp16_bundle(page, name, f16_weights, fp16_bundles, tmp_path_factory) ->
 
 @pytest.fixture(scope="module")
 def small_bundle(tmp_path_factory) -> Path:
-    return package(CONV_CASES["conv_group_stride_relu"], out=tmp_path_factory.mktemp("small") / "b", verify=False)
+    return package(CONV_CASES["conv_group_stride_relu"], out=tmp_path_factory.mktemp("small") / "b", verify=False, emit_onnx=True)
 
 
 def _open_error(page, bundle: Path, plan: bytes) -> str:

@@ -7,7 +7,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from ..lower import REGISTRY, LowerCtx
+from ..lowering import REGISTRY, LowerCtx
 
 
 def const_weight(ctx: LowerCtx, array: np.ndarray, hint: str) -> str:

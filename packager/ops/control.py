@@ -9,7 +9,7 @@ import onnx
 from onnx import helper, numpy_helper, shape_inference
 
 from ..errors import NeedsConstantError
-from ..lower import REGISTRY, Emitted, LowerCtx, Tensor, lowers
+from ..lowering import REGISTRY, Emitted, LowerCtx, Tensor, lowers
 from ..passes import subgraphs as sg
 from ..plan.opcodes import CODES, DTYPES, Op
 from ..reference import ORT_MAX_IR

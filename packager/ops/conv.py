@@ -10,7 +10,7 @@ from typing import Sequence
 import numpy as np
 import onnx
 
-from ..lower import LowerCtx, lowers
+from ..lowering import LowerCtx, lowers
 from ..plan.opcodes import Op
 # Epilogue activation codes (generated from wasm_kernels/spec/ops.json); quant.py and linalg.py take them from here.
 from ..plan.opspec import ACT_CLIP, ACT_COUNT, ACT_LEAKY_RELU, ACT_NONE, ACT_RELU  # noqa: F401

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
-from ..lower import LowerCtx, lowers
+from ..lowering import LowerCtx, lowers
 from ..plan.opcodes import Op
 
 LIMIT = 1 << 24

@@ -10,7 +10,7 @@ import numpy as np
 import onnx
 
 from ..errors import PackagerError
-from ..lower import LowerCtx, Tensor, lowers
+from ..lowering import LowerCtx, Tensor, lowers
 from ..plan.opcodes import MAX_IO, MAX_RANK, Op
 
 # Byte-size-generic kernels: any of these dtypes moves exactly.

@@ -10,7 +10,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from ..lower import LowerCtx, lowers
+from ..lowering import LowerCtx, lowers
 from ..plan.opcodes import Op
 from .data import transpose_to, view
 from .linalg import emit_matmul

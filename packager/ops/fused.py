@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import onnx
 
-from ..lower import LowerCtx, lowers_fused
+from ..lowering import LowerCtx, lowers_fused
 from .conv import emit_conv
 from .linalg import emit_gemm, emit_matmul
 

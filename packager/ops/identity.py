@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import onnx
 
-from ..lower import LowerCtx, lowers
+from ..lowering import LowerCtx, lowers
 from ..plan.opcodes import Op
 from .shape_ops import VIEW_UNSQUEEZE, emit_constant_of_shape, emit_range, emit_shape, emit_view
 

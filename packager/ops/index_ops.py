@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
-from ..lower import LowerCtx, lowers
+from ..lowering import LowerCtx, lowers
 from ..plan.opcodes import Op
 from ..plan.opspec import BinaryFn
 from .data import DATA_DTYPES, _axis, view

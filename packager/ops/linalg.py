@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
-from ..lower import LowerCtx, Tensor, lowers
+from ..lowering import LowerCtx, Tensor, lowers
 from ..plan.opcodes import Op
 from .conv import ACT_NONE, MR, Activation, act_params
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
-from ..lower import LowerCtx, lowers
+from ..lowering import LowerCtx, lowers
 from ..plan.opcodes import Op
 from . import conv   # THREAD_SLOTS, read when lowering (tests vary it)
 from .pool_indices import emit_max_indices

@@ -10,7 +10,7 @@ import math
 import numpy as np
 import onnx
 
-from ..lower import LowerCtx
+from ..lowering import LowerCtx
 from .builder import Builder
 
 

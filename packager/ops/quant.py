@@ -2,7 +2,7 @@
 
 Standalone ops: QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, QLinearConv, QLinearMatMul,
 ConvInteger, MatMulInteger. The QDQ patterns (DQ -> Conv/Gemm/MatMul [-> act] -> Q, DQ + DQ -> Q) are
-matched in qdq_fusion.py and emitted through `emit_qconv` / `emit_qmatmul` / `emit_qadd` here.
+matched in packager/passes/qdq_fusion.py and emitted through `emit_qconv` / `emit_qmatmul` / `emit_qadd` here.
 
 Requantization follows ONNX: the integer accumulator (bias included, int32) times
 mult = x_scale * w_scale / y_scale in f32, the activation, round half to even, + y_zero_point, saturate.
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import onnx
 
-from ..lower import LowerCtx, Tensor, lowers
+from ..lowering import LowerCtx, Tensor, lowers
 from ..plan.opcodes import CODES, Op
 from .conv import (ACT_CLIP, ACT_LEAKY_RELU, ACT_NONE, ACT_RELU, WINOGRAD_DYNAMIC_MAX_CHANNEL_PAIRS, Activation, conv_geometry,
                    winograd_eligible)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import onnx
 
-from ..lower import LowerCtx, lowers
+from ..lowering import LowerCtx, lowers
 from ..plan.opcodes import Op
 from ..plan.opspec import UnaryFn
 from .conv import ACT_NONE, act_params

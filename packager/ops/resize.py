@@ -10,7 +10,7 @@ from typing import Callable, Sequence
 import numpy as np
 import onnx
 
-from ..lower import LowerCtx, lowers
+from ..lowering import LowerCtx, lowers
 from ..plan.opcodes import Op
 from .data import DATA_DTYPES
 

@@ -14,7 +14,7 @@ import math
 import numpy as np
 import onnx
 
-from ..lower import LowerCtx, lowers
+from ..lowering import LowerCtx, lowers
 from .builder import Builder
 
 MODES = {"nearest": 1, "linear": 2, "bilinear": 2, "cubic": 4, "bicubic": 4}   # taps per dim; opset 16's names too

@@ -10,7 +10,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from ..lower import LowerCtx
+from ..lowering import LowerCtx
 from ..plan.opcodes import MAX_RANK, Op
 from .data import DATA_DTYPES, _value_words
 

@@ -15,7 +15,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from ..lower import LowerCtx, lowers
+from ..lowering import LowerCtx, lowers
 from .builder import const_weight
 from .conv import emit_conv
 from .data import transpose_to, view

@@ -6,7 +6,7 @@ EmbedLayerNormalization, ...) and its graph optimizations saved to disk (FusedCo
 becomes the standard nodes that compute the same thing (semantics from onnxruntime's
 docs/ContribOperators.md and CPU kernels, checked against onnxruntime in tests/test_contrib_ops.py), before
 analysis; edgepack's usual machinery then takes over: shape arithmetic folds, the QDQ groups
-(DequantizeLinear -> op -> QuantizeLinear) fuse into the int8 kernels (packager/ops/qdq_fusion.py), MatMul +
+(DequantizeLinear -> op -> QuantizeLinear) fuse into the int8 kernels (packager/passes/qdq_fusion.py), MatMul +
 constant bias and Conv/Gemm + activation fuse into one kernel.
 
 What a rewrite does not implement is refused with op, node, domain and the reason (UnsupportedError)."""

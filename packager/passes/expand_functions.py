@@ -20,8 +20,8 @@ MAX_ROUNDS = 4   # a body may call another function op (expanded in the next rou
 
 
 def _registry() -> dict:
-    from ..lower import REGISTRY, _load_ops
-    _load_ops()
+    from ..lowering.registry import REGISTRY, load_ops
+    load_ops()
     return REGISTRY
 
 

@@ -13,7 +13,7 @@ from . import layout
 from .opcodes import Op
 
 if TYPE_CHECKING:
-    from ..lower import LowerCtx, LoweredPlan
+    from ..lowering.context import LowerCtx, LoweredPlan
 
 # Inputs whose values a kernel's shape function reads: (op, input indices).
 SHAPE_INPUTS: dict[Op, tuple[int, ...]] = {
@@ -116,7 +116,7 @@ def resolve_views(ctx: "LowerCtx", varying: dict[str, tuple[bool, ...]]) -> None
             raise PackagerError(f"'{name}' views '{t.alias}' with other dims, which vary at run time: this lowering "
                                 f"needs fixed shapes (--input-shape)")
         pending.append((max(producer.get(t.alias, -1) + 1, n_prologue), t.alias, name))
-    from ..lower import Emitted
+    from ..lowering.context import Emitted
     for at, src, name in sorted(pending, reverse=True):   # from the end, so earlier positions stay valid
         ctx.emitted.insert(at, Emitted(Op.VIEW, [src], [name], [VIEW_SAME_DIMS, 0, 0], 0, f"view of {src}"))
 
@@ -128,7 +128,7 @@ def assemble_dynamic(ctx: "LowerCtx", inputs: list[str], outputs: list[str], var
                      bounds: dict[str, list[tuple[int, int]]]) -> "LoweredPlan":
     """A version-2 plan from a lowering context. varying: tensor name -> per-dim flag (True = resolved at run time);
     bounds: graph input -> per-dim (min, max), max 0 = unbounded."""
-    from ..lower import LoweredPlan
+    from ..lowering.context import LoweredPlan
     resolve_views(ctx, varying)
     names = list(ctx.tensors)
     ids = {n: i for i, n in enumerate(names)}
@@ -143,7 +143,7 @@ def assemble_dynamic(ctx: "LowerCtx", inputs: list[str], outputs: list[str], var
             raise PackagerError(f"shape arithmetic '{v}' has a run-time length: not supported yet")
         ctx.tensors[v].alias = None   # the values region holds its own copy
     values = {n for n in names if ctx.tensors[n].data is None and ctx.root(n) in produced}   # with their views
-    from ..lower import Lifetimes
+    from ..lowering.assemble import Lifetimes
     lifetimes = Lifetimes(ctx)
     touch, first, last = lifetimes.touch, lifetimes.first, lifetimes.last
 

@@ -80,7 +80,8 @@ def _random_set(graph, n: int, first_seed: int = 0) -> CalibrationSet:
 
 def _worst_cosine(float_model: onnx.ModelProto, data: CalibrationSet) -> Callable[[onnx.ModelProto], float]:
     """Score of a candidate model: its worst per-sample cosine similarity to the float32 model (onnxruntime)."""
-    from .report import cosine, reference_session
+    from ..reference import reference_session
+    from .report import cosine
     reference = reference_session(float_model)
     want = [reference(data.feed(i)) for i in range(data.count)]
 
@@ -214,7 +215,8 @@ def _auto_by_budget(graph, build: Callable[[str, dict], QuantResult], info: dict
                     budget: dict[str, float], log: Callable[[str], None]) -> QuantResult:
     """`auto` with data: the smallest precision whose measured accuracy (onnxruntime, the evaluation samples)
     keeps the budget; int8 (or int8-dynamic), then fp16, then float32, saying why each one was passed over."""
-    from .report import measure, reference_session
+    from ..reference import reference_session
+    from .report import measure
     reference = reference_session(graph.model)
     tried = []
     for mode in (info["mode"], "fp16"):

@@ -25,7 +25,7 @@ def _convertible(a: np.ndarray) -> bool:
 def store_weights_fp16(ctx) -> int:
     """In a LowerCtx, before assembly: float32 weights -> float16 weight + prologue CAST into an arena tensor
     of the original name. Returns how many tensors were converted."""
-    from ..lower import Emitted, Tensor
+    from ..lowering.context import Emitted, Tensor
     from ..plan import layout
     from ..plan.opcodes import Op
     prologue = []

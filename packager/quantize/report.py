@@ -7,51 +7,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 import onnx
 
 from ..bundle import sha256
+from ..reference import Runner, reference_session
 from .calib_data import CalibrationSet
 
-Runner = Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]
-
-
-def bundle_runner(path: Path, target: str) -> tuple[Runner, str]:
-    """Run the bundle's plan with its runtime: the bundle's wasm under wasmtime for web; for pi5/android the
-    same C core built as wasm SIMD on the bundle's own plan (the consistency report compares it with the
-    aarch64 build under qemu on seeded inputs)."""
-    m = json.loads((path / "manifest.json").read_text())
-    if target == "web":
-        from ..bundle import load_bundle
-        b = load_bundle(path)
-        return b.run, "the bundle's edgepack.wasm (SIMD) under wasmtime"
-    from ..runtime.wasm import WasmPlan
-    from ..toolchain import ensure_wasm
-    wasm = WasmPlan(ensure_wasm()["edgepack.wasm"], (path / m["runtime"]["plan"]).read_bytes())
-
-    def run(feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        for s in m["inputs"]:
-            wasm.write(s["tensor"], feeds[s["name"]])
-        wasm.run()
-        return {o["name"]: wasm.read(o["tensor"], np.dtype(o["dtype"]), tuple(o["shape"])) for o in m["outputs"]}
-    return run, "the bundle's plan on the edgepack C core (wasm SIMD build, wasmtime)"
-
-
-def reference_session(model: onnx.ModelProto) -> Runner:
-    """onnxruntime CPU, one session for every sample. QDQ models run with graph optimizations off, as in
-    packager.reference.reference_run: their Q/DQ nodes execute as written (exact QDQ semantics)."""
-    import onnxruntime as ort
-    from ..reference import QDQ_OPS, ort_model
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
-    so.log_severity_level = 3
-    if any(n.op_type in QDQ_OPS for n in model.graph.node):
-        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    sess = ort.InferenceSession(ort_model(model).SerializeToString(), so, providers=["CPUExecutionProvider"])
-    names = [o.name for o in sess.get_outputs()]
-    return lambda feeds: dict(zip(names, sess.run(names, feeds)))
+if TYPE_CHECKING:
+    from ..targets.base import Target
+    from . import QuantResult
 
 
 def cosine(a: np.ndarray, b: np.ndarray) -> float:
@@ -99,12 +66,24 @@ def measure(run: Runner, reference: Runner, data: CalibrationSet) -> dict:
     return outputs
 
 
-def accuracy_report(path: Path, target: str, float_model: onnx.ModelProto, data: CalibrationSet,
+def accuracy_report(runner: tuple[Runner, str], float_model: onnx.ModelProto, data: CalibrationSet,
                     precision: str, samples_note: str) -> dict:
-    run, how = bundle_runner(path, target)
+    """runner: the bundle run by its target's runtime (targets/base.Target.runner), and the words saying so."""
+    run, how = runner
     outputs = measure(run, reference_session(float_model), data)
     return {"precision": precision, "reference": "float32 model, onnxruntime CPU", "runtime": how,
             "samples": data.count, "data": samples_note, "outputs": outputs}
+
+
+def report_accuracy(path: Path, target: "Target", float_model: onnx.ModelProto, quant: "QuantResult",
+                    log: Callable[[str], None]) -> None:
+    """The bundle at `path`, run by its target's runtime, against the float32 model on the evaluation data, when
+    quantization has some: manifest 'accuracy' + accuracy.md."""
+    if quant.evaluate is None:
+        return
+    rep = accuracy_report(target.runner(path), float_model, quant.evaluate, quant.mode, quant.eval_note)
+    attach(path, rep, quant.info)
+    log(summary_line(rep))
 
 
 def summary_line(rep: dict) -> str:

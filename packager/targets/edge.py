@@ -4,10 +4,10 @@ The plan is the same bytes as for the web; what changes is the runtime shipped n
 by edge/Makefile from the same wasm_kernels/src sources with Debian's gcc-aarch64-linux-gnu:
 
   pi5      libedgepack.so (-mcpu=cortex-a76), static edgepack-run CLI, edgepack.h, ep_edge.h,
-           edgepack_runtime.py (ctypes + numpy), model.plan, model.onnx, README.md
+           edgepack_runtime.py (ctypes + numpy), model.plan, README.md (model.onnx with --emit-onnx)
   android  jniLibs/arm64-v8a/libedgepack.so (armv8-a, no libc), java/org/edgepack/Session.java,
            edgepack.aar, assets/edgepack/{model.plan, io.txt}, ort/model.ort +
-           ort/model.required_operators.config (ORT-Mobile), model.onnx, README.md
+           ort/model.required_operators.config (ORT-Mobile), README.md (model.onnx with --emit-onnx)
 
 Verification ("consistency" in the manifest): the same seeded inputs through onnxruntime, the
 wasm SIMD build (wasmtime) and the bundle's own aarch64 build under qemu-aarch64 (the CLI for pi5,
@@ -29,10 +29,11 @@ from typing import Callable
 import numpy as np
 import onnx
 
-from ..reference import compare, ort_model
 from ..bundle import StagedBundle, stage_bundle
 from ..errors import PackagerError
+from ..reference import Runner, compare, ort_model
 from ..toolchain import KERNELS, REPO
+from .base import Log, Target
 
 EDGE_TARGETS = ("pi5", "android")
 EDGE = REPO / "edge"
@@ -201,22 +202,45 @@ def ort_format(model: onnx.ModelProto, log: Callable[[str], None]) -> dict[str, 
         return {"ort/model.ort": ort.read_bytes(), "ort/model.required_operators.config": cfg.read_bytes()}
 
 
-def write_edge_bundle(target: str, out: Path, manifest: dict, model: onnx.ModelProto, plan_bytes: bytes,
-                      verify: bool = True, log: Callable[[str], None] = lambda s: None,
-                      reference: onnx.ModelProto | None = None) -> Path:
-    """Write a pi5 or android bundle (manifest already holds name, I/O, plan stats). `reference`: the model
-    onnxruntime runs for the comparison (default: `model`; api.package passes the unoptimized graph)."""
-    with stage_edge_bundle(target, out, manifest, model, plan_bytes, verify, log, reference) as staged:
-        return staged.commit()
+class EdgeTarget(Target):
+    """pi5 or android: the same plan, the aarch64 runtime next to it, checked for consistency under qemu."""
+
+    def __init__(self, name: str) -> None:
+        if name not in EDGE_TARGETS:
+            raise PackagerError(f"unknown edge target '{name}'")
+        self.name = name
+
+    def check(self, control_flow: bool) -> None:
+        if control_flow:   # not verified on the aarch64 runtime yet
+            raise PackagerError(f"If/Loop/Scan: web bundles only so far (their version-2 plans are not verified on the "
+                                f"{self.name} runtime yet): package for --target web")
+
+    def stage(self, out: Path, manifest: dict, shipped: onnx.ModelProto, plan_bytes: bytes, *, emit_onnx: bool = False,
+              signed: bool = False, log: Log = lambda s: None) -> StagedBundle:
+        return _stage(self.name, out, manifest, shipped, plan_bytes, emit_onnx, log)
+
+    def verify(self, path: Path, reference: onnx.ModelProto, log: Log, strict: bool = False) -> None:
+        consistency(path, self.name, reference, log)
+
+    def runner(self, path: Path) -> tuple[Runner, str]:
+        """The C core built as wasm SIMD on the bundle's own plan (the consistency report compares it with the
+        aarch64 build under qemu on seeded inputs)."""
+        from ..runtime.wasm import WasmPlan
+        from ..toolchain import ensure_wasm
+        m = json.loads((path / "manifest.json").read_text())
+        wasm = WasmPlan(ensure_wasm()["edgepack.wasm"], (path / m["runtime"]["plan"]).read_bytes())
+
+        def run(feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+            for s in m["inputs"]:
+                wasm.write(s["tensor"], feeds[s["name"]])
+            wasm.run()
+            return {o["name"]: wasm.read(o["tensor"], np.dtype(o["dtype"]), tuple(o["shape"])) for o in m["outputs"]}
+        return run, "the bundle's plan on the edgepack C core (wasm SIMD build, wasmtime)"
 
 
-def stage_edge_bundle(target: str, out: Path, manifest: dict, model: onnx.ModelProto, plan_bytes: bytes,
-                      verify: bool = True, log: Callable[[str], None] = lambda s: None,
-                      reference: onnx.ModelProto | None = None) -> StagedBundle:
-    """write_edge_bundle up to the swap: the bundle in its staging folder, consistency run there (a failure
-    leaves `out` untouched); the caller commit()s."""
-    if target not in EDGE_TARGETS:
-        raise PackagerError(f"unknown edge target '{target}'")
+def _stage(target: str, out: Path, manifest: dict, model: onnx.ModelProto, plan_bytes: bytes, emit_onnx: bool,
+           log: Log) -> StagedBundle:
+    """A pi5 or android bundle in its staging folder (manifest already holds name, I/O, plan stats)."""
     rt = ensure_edge(target)
     header = KERNELS / "include" / "edgepack.h"
     edge_header = EDGE / "neon" / "ep_edge.h"
@@ -228,7 +252,7 @@ def stage_edge_bundle(target: str, out: Path, manifest: dict, model: onnx.ModelP
         feeds=", ".join(f"'{s['name']}': x{i}" for i, s in enumerate(manifest["inputs"])))
     if "dims" in manifest:
         readme += _dynamic_readme(target, manifest)
-    files: dict[str, bytes | Path] = {"model.onnx": model.SerializeToString()}
+    files: dict[str, bytes | Path] = {"model.onnx": model.SerializeToString()} if emit_onnx else {}
     executables: tuple[str, ...] = ()
     if target == "pi5":
         files.update({"model.plan": plan_bytes, "libedgepack.so": rt["libedgepack.so"],
@@ -255,14 +279,9 @@ def stage_edge_bundle(target: str, out: Path, manifest: dict, model: onnx.ModelP
             runtime["ort_mobile"] = {"unavailable": ort}
             log(f"notice: {ort}")
     manifest = dict(manifest, runtime=runtime)
-    staged = stage_bundle(out, manifest, files, executables)
-    if verify:
-        try:
-            consistency(staged.path, target, reference if reference is not None else model, log)
-        except BaseException:   # a failed run: drop the staging folder, `out` stays as it was
-            staged.discard()
-            raise
-    return staged
+    return stage_bundle(out, manifest, files, executables)
+
+
 
 
 # ---------------------------------------------------------------- running the aarch64 builds

@@ -27,7 +27,7 @@ from onnx import helper
 
 from ..analyze import Graph
 from ..passes.fuse_epilogue import ACT_CLIP, ACT_LEAKY_RELU, ACT_RELU, activation_of
-from .quant import QOut, QParams, emit_qadd, emit_qconv, emit_qmatmul, emit_qmaxpool
+from ..ops.quant import QOut, QParams, emit_qadd, emit_qconv, emit_qmatmul, emit_qmaxpool
 
 FUSABLE_ACTS = (ACT_RELU, ACT_LEAKY_RELU, ACT_CLIP)
 VIEWS = ("Reshape", "Flatten", "Squeeze", "Unsqueeze")   # DQ -> view -> Q with one quantization: a view of the bytes
@@ -216,7 +216,7 @@ def fuse_qdq(nodes: list, graph: Graph) -> list:
             view.input[0], view.output[0] = xd[0], q[0].output[0]
 
             def emit(ctx, view=view):
-                from .identity import lower_view
+                from ..ops.identity import lower_view
                 lower_view(ctx, view)
             group(n, [q[0]], [xd[0], *view.input[1:]], QOut(q[0].output[0], q[1]), emit)
         elif n.op_type == "Add" and len(n.input) == 2:

@@ -1,0 +1,53 @@
+"""The front of the pipeline: analyze (bind, fold, infer shapes; packager/analyze.py), the strict profile's
+checks, then optimize (packager/optimizer.py), for given input shapes."""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+import onnx
+
+from .analyze import analyze
+from .profile import check_strict_ops, explicit_attributes
+
+
+class Front:
+    """The analyze and optimize stages for one set of input shapes (a static plan: one; run-time shapes: two
+    probes, packager/run_time_shapes.py)."""
+
+    def __init__(self, m: onnx.ModelProto, constants, strict: bool, optimize: bool, keep_metadata: bool,
+                 log: Callable[[str], None]) -> None:
+        self.m, self.constants, self.strict, self.optimize, self.keep_metadata, self.log = \
+            m, constants, strict, optimize, keep_metadata, log
+
+    def run(self, input_shapes, keep: frozenset[str] | None = None, quiet: bool = False):
+        """(graph, reference model, optimization or None). keep: a probe of run-time shapes (packager/dynamic.py)."""
+        graph = analyze(self.m, input_shapes, self.constants, strict=self.strict, keep=keep or frozenset(),
+                        dynamic=keep is not None)
+        if not quiet:
+            for n in graph.notices:
+                self.log(f"notice: {n}")
+        if self.strict:
+            check_strict_ops(graph.nodes, graph.opset)
+            explicit_attributes(graph.model, graph.shapes, graph.opset)
+        reference, optimization = graph.model, None   # verification compares with the graph before optimization
+        if self.optimize:
+            from .optimizer import optimize as run_optimizer, summary   # lazily: onnx_ir imports sympy (~1 s)
+            optimization = run_optimizer(graph, len(self.m.graph.node), self.keep_metadata)
+            graph, reference = optimization.graph, optimization.reference
+            if not quiet:
+                for line in summary(optimization.report, optimization.stripped):
+                    self.log(f"optimize: {line}")
+        return graph, reference, optimization
+
+    def source_model(self, model: onnx.ModelProto | None = None) -> onnx.ModelProto:
+        """The loaded model with --const inputs as initializers: onnxruntime runs it at any input shape."""
+        from onnx import numpy_helper
+        m = onnx.ModelProto()
+        m.CopyFrom(model if model is not None else self.m)
+        for name, value in (self.constants or {}).items():
+            m.graph.initializer.append(numpy_helper.from_array(np.asarray(value), name))
+        keep = [vi for vi in m.graph.input if vi.name not in (self.constants or {})]
+        del m.graph.input[:]
+        m.graph.input.extend(keep)
+        return m
