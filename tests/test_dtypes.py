@@ -124,8 +124,8 @@ _CMP = ["Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"]
 
 
 def _int_ops_model(dt: type) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
-    """Every integer BINARY function on dtype dt, with broadcasting, against onnxruntime's kernels for it
-    (Min/Max of (u)int16 and BitShift of the signed dtypes have none: left out)."""
+    """Every integer BINARY function on dtype dt, with broadcasting, and Abs / Neg / Clip, against onnxruntime's kernels
+    for it (Min/Max/Clip of (u)int16 and BitShift of the signed dtypes have none: left out)."""
     rng = np.random.default_rng(int(np.dtype(dt).num))
     a = _values(dt, rng, 60).reshape(3, 4, 5)
     b = _values(dt, rng, 5)
@@ -141,8 +141,15 @@ def _int_ops_model(dt: type) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
     if np.dtype(dt).kind == "u" and dt != np.uint16:
         nodes += [helper.make_node("BitShift", ["a", "sh"], [d], direction=d.upper()) for d in ("Left", "Right")]
         outs += [_info(d, dt, [3, 4, 5]) for d in ("Left", "Right")]
-    ins = [_info("a", dt, [3, 4, 5]), _info("b", dt, [5]), _info("sh", dt, [5])]
-    return _model(nodes, ins, outs), {"a": a, "b": b, "sh": sh}
+    for op in ("Abs", "Neg") if np.dtype(dt).kind == "i" else ("Abs",):   # through BINARY: 0 - x, max(x, 0 - x)
+        nodes.append(helper.make_node(op, ["a"], [op]))
+        outs.append(_info(op, dt, [3, 4, 5]))
+    if dt not in (np.int16, np.uint16):
+        nodes += [helper.make_node("Clip", ["a", "lo", "hi"], ["Clip"]), helper.make_node("Clip", ["a", "", "lo"], ["ClipHi"])]
+        outs += [_info("Clip", dt, [3, 4, 5]), _info("ClipHi", dt, [3, 4, 5])]
+    lo, hi = np.sort(rng.integers(np.iinfo(dt).min, np.iinfo(dt).max, 2, dtype=dt, endpoint=True))
+    ins = [_info(n, dt, s) for n, s in (("a", [3, 4, 5]), ("b", [5]), ("sh", [5]), ("lo", []), ("hi", []))]
+    return _model(nodes, ins, outs), {"a": a, "b": b, "sh": sh, "lo": np.array(lo, dt), "hi": np.array(hi, dt)}
 
 
 @pytest.mark.parametrize("dt", INTS, ids=_name)

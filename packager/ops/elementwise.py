@@ -89,8 +89,43 @@ def _unary(ctx: LowerCtx, node: onnx.NodeProto, params: list) -> None:
     ctx.emit(Op.UNARY, [node.input[0]], [node.output[0]], params)
 
 
+def _int_neg_abs(ctx: LowerCtx, node: onnx.NodeProto) -> None:
+    """Neg and Abs of an integer tensor through BINARY (wrapping, as numpy: -INT_MIN = INT_MIN):
+    Neg = 0 - x, Abs = max(x, 0 - x); Abs of an unsigned tensor is the tensor."""
+    x, y = node.input[0], node.output[0]
+    dt = ctx.dtype(x)
+    if node.op_type == "Abs" and dt.kind == "u":
+        ctx.alias(y, x)
+        return
+    neg = y if node.op_type == "Neg" else ctx.temp(ctx.shape(x), dt, "neg")
+    ctx.emit(Op.BINARY, [ctx.weight(np.zeros((), dt), "zero"), x], [neg], [BinaryFn.SUB])
+    if node.op_type == "Abs":
+        ctx.emit(Op.BINARY, [x, neg], [y], [BinaryFn.MAX])
+
+
+def _int_clip(ctx: LowerCtx, node: onnx.NodeProto) -> None:
+    """Clip of an integer tensor: min(max(x, lo), hi) through BINARY (hi wins when lo > hi, as the spec says);
+    an absent bound is no step."""
+    x, y = node.input[0], node.output[0]
+    steps = [(node.input[i], fn) for i, fn in ((1, BinaryFn.MAX), (2, BinaryFn.MIN)) if len(node.input) > i and node.input[i]]
+    ctx.check_dtypes(node, [ctx.dtype(x)], [y, *[b for b, _ in steps]])
+    if not steps:
+        ctx.alias(y, x)
+        return
+    acc = x
+    for k, (bound, fn) in enumerate(steps):
+        _check_broadcast(ctx, node, [acc, bound], y)
+        dst = y if k == len(steps) - 1 else ctx.temp(ctx.shape(y), ctx.dtype(x), "clip")
+        ctx.emit(Op.BINARY, [acc, bound], [dst], [fn])
+        acc = dst
+
+
 @lowers(*_SIMPLE_UNARY)
 def lower_simple_unary(ctx: LowerCtx, node: onnx.NodeProto) -> None:
+    if node.op_type in ("Neg", "Abs") and ctx.dtype(node.input[0]) in INT_DTYPES:
+        ctx.check_dtypes(node, [ctx.dtype(node.input[0])], [node.output[0]])
+        _int_neg_abs(ctx, node)
+        return
     ctx.check_dtypes(node, [np.float32, *_VIA_F32], [node.input[0], node.output[0]])
     if ctx.dtype(node.input[0]) != ctx.dtype(node.output[0]):
         raise ctx.unsupported(node, "input and output must share one dtype")
@@ -99,6 +134,9 @@ def lower_simple_unary(ctx: LowerCtx, node: onnx.NodeProto) -> None:
 
 @lowers("LeakyRelu", "HardSigmoid", "Gelu", "Clip")
 def lower_activation(ctx: LowerCtx, node: onnx.NodeProto) -> None:
+    if node.op_type == "Clip" and ctx.opset >= 11 and ctx.dtype(node.input[0]) in INT_DTYPES:
+        _int_clip(ctx, node)
+        return
     _f32_only(ctx, node)
     if node.op_type == "Clip":
         lo, hi = _clip_bounds(ctx, node)
