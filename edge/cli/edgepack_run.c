@@ -76,7 +76,7 @@ static void usage(int code) {
           "Runs BUNDLE/model.plan after checking its SHA-256 against BUNDLE/manifest.json.\n"
           "--public-key HEX|FILE: refuse the bundle unless manifest.sig is that Ed25519 key's signature of\n"
           "  manifest.json and every file matches its SHA-256 (no unlisted files). FILE: 64 hex chars or 32 raw bytes.\n"
-          "Inputs: .npy v1.0, C order, little-endian float32/int64 (bool, int8, uint8, int32, float16), shape and dtype as the manifest says.\n"
+          "Inputs: .npy v1.0, C order, little-endian, any dtype a plan holds (float32, int64, bool, (u)int8/16/32, uint64, float16, float64), shape and dtype as the manifest says.\n"
           "  Symbolic dims (--info lists them): any extent within their bounds, the same for one symbol in every input.\n"
           "--bench: random inputs unless given (symbolic dims at their example extent); warm-up by time, then latency percentiles.\n",
           g_prog, g_prog, g_prog);
@@ -122,17 +122,6 @@ static void fmt_spec(char *out, size_t cap, const io_spec *s, const ep_dims *dim
   if (k < cap) snprintf(out + k, cap - k, "]");
 }
 
-static uint32_t dtype_code(const char *s) {
-  if (!strcmp(s, "float32")) return EP_F32;
-  if (!strcmp(s, "int64")) return EP_I64;
-  if (!strcmp(s, "bool")) return EP_BOOL;
-  if (!strcmp(s, "int32")) return EP_I32;
-  if (!strcmp(s, "uint8")) return EP_U8;
-  if (!strcmp(s, "int8")) return EP_I8;
-  if (!strcmp(s, "float16")) return EP_F16;
-  return 0;
-}
-
 /* manifest["inputs"] or ["outputs"] into specs, cross-checked with the opened plan. */
 static uint32_t read_io(const ep_json *j, const char *key, io_spec *specs, const ep_ctx *ctx, int is_in, const ep_dims *dims) {
   const int v2 = ep_plan_version(ctx) == 2;
@@ -149,7 +138,7 @@ static uint32_t read_io(const ep_json *j, const char *key, io_spec *specs, const
     int64_t v;
     if (ep_json_str(j, ep_json_get(j, o, "name"), s->name, sizeof s->name) < 0)
       die(3, "manifest.json: %s[%u].name missing or too long", key, i);
-    if (ep_json_str(j, ep_json_get(j, o, "dtype"), dt, sizeof dt) < 0 || !(s->dtype = dtype_code(dt)))
+    if (ep_json_str(j, ep_json_get(j, o, "dtype"), dt, sizeof dt) < 0 || !(s->dtype = ep_dtype_from_str(dt)))
       die(3, "manifest.json: %s[%u].dtype missing or unknown", key, i);
     if (ep_json_int(j, ep_json_get(j, o, "tensor"), 0, 0x7fffffff, &v)) die(3, "manifest.json: %s[%u].tensor invalid", key, i);
     s->tensor = (uint32_t)v;
@@ -433,8 +422,7 @@ static void summarize(const io_spec *s, const uint8_t *data) {
   char sh[256];
   fmt_shape(sh, sizeof sh, s->rank, NULL, s->dims);
   printf("%s: %s%s", s->name, ep_dtype_str(s->dtype), sh);
-  uint32_t esz = s->dtype == EP_I64 ? 8 : (s->dtype == EP_BOOL || s->dtype == EP_I8 || s->dtype == EP_U8) ? 1
-               : s->dtype == EP_F16 ? 2 : 4;
+  const uint32_t esz = ep_dtype_esize(s->dtype);
   uint32_t n = s->nbytes / esz, show = n < 8 ? n : 8;
   printf(" = [");
   for (uint32_t i = 0; i < show; i++) {
@@ -444,6 +432,11 @@ static void summarize(const io_spec *s, const uint8_t *data) {
     else if (s->dtype == EP_I8) printf("%s%d", i ? ", " : "", (int)(int8_t)data[i]);
     else if (s->dtype == EP_U8) printf("%s%d", i ? ", " : "", (int)data[i]);
     else if (s->dtype == EP_I32) { int32_t v; memcpy(&v, data + 4 * i, 4); printf("%s%d", i ? ", " : "", (int)v); }
+    else if (s->dtype == EP_F64) { double v; memcpy(&v, data + 8 * i, 8); printf("%s%.6g", i ? ", " : "", v); }
+    else if (s->dtype == EP_I16) { int16_t v; memcpy(&v, data + 2 * i, 2); printf("%s%d", i ? ", " : "", (int)v); }
+    else if (s->dtype == EP_U16) { uint16_t v; memcpy(&v, data + 2 * i, 2); printf("%s%u", i ? ", " : "", (unsigned)v); }
+    else if (s->dtype == EP_U32) { uint32_t v; memcpy(&v, data + 4 * i, 4); printf("%s%u", i ? ", " : "", (unsigned)v); }
+    else if (s->dtype == EP_U64) { uint64_t v; memcpy(&v, data + 8 * i, 8); printf("%s%llu", i ? ", " : "", (unsigned long long)v); }
     else printf("%s?", i ? ", " : "");
   }
   printf("%s]\n", n > show ? ", ..." : "");

@@ -3,25 +3,30 @@
 #include <stdio.h>
 #include <string.h>
 
+/* numpy descr <-> ONNX dtype code, manifest name, element size. Only the dtypes a plan can hold. */
+static const struct { const char *descr, *name; uint32_t dtype, esize; } DESCRS[] = {
+  {"<f4", "float32", 1, 4}, {"<i8", "int64", 7, 8}, {"|b1", "bool", 9, 1}, {"|i1", "int8", 3, 1},
+  {"|u1", "uint8", 2, 1}, {"<i4", "int32", 6, 4}, {"<f2", "float16", 10, 2}, {"<f8", "float64", 11, 8},
+  {"<i2", "int16", 5, 2}, {"<u2", "uint16", 4, 2}, {"<u4", "uint32", 12, 4}, {"<u8", "uint64", 13, 8}};
+#define N_DESCRS (sizeof DESCRS / sizeof DESCRS[0])
+
 const char *ep_dtype_str(uint32_t dtype) {
-  switch (dtype) {
-    case 1: return "float32";
-    case 2: return "uint8";
-    case 3: return "int8";
-    case 6: return "int32";
-    case 7: return "int64";
-    case 9: return "bool";
-    case 10: return "float16";
-    default: return "unknown";
-  }
+  for (size_t i = 0; i < N_DESCRS; i++) if (DESCRS[i].dtype == dtype) return DESCRS[i].name;
+  return "unknown";
 }
 
-/* numpy descr <-> ONNX dtype code, element size. Only the dtypes a plan can hold. */
-static const struct { const char *descr; uint32_t dtype, esize; } DESCRS[] = {
-  {"<f4", 1, 4}, {"<i8", 7, 8}, {"|b1", 9, 1}, {"|i1", 3, 1}, {"|u1", 2, 1}, {"<i4", 6, 4}, {"<f2", 10, 2}};
+uint32_t ep_dtype_from_str(const char *name) {
+  for (size_t i = 0; i < N_DESCRS; i++) if (!strcmp(DESCRS[i].name, name)) return DESCRS[i].dtype;
+  return 0;
+}
+
+uint32_t ep_dtype_esize(uint32_t dtype) {
+  for (size_t i = 0; i < N_DESCRS; i++) if (DESCRS[i].dtype == dtype) return DESCRS[i].esize;
+  return 0;
+}
 
 static int npy_dtype(const char *descr, uint32_t *dtype, uint32_t *esize) {
-  for (size_t i = 0; i < sizeof DESCRS / sizeof DESCRS[0]; i++)
+  for (size_t i = 0; i < N_DESCRS; i++)
     if (!strcmp(descr, DESCRS[i].descr)) { *dtype = DESCRS[i].dtype; *esize = DESCRS[i].esize; return 1; }
   return 0;
 }
@@ -117,7 +122,7 @@ int ep_npy_parse(const uint8_t *p, size_t n, ep_npy *out, char *err, size_t errc
   uint32_t esize;
   if (!npy_dtype(descr, &out->dtype, &esize)) {
     if (descr[0] == '>') FAIL(".npy array is big-endian ('%s'): save it little-endian (a.astype(a.dtype.newbyteorder('<')))", descr);
-    FAIL(".npy dtype '%s' not supported (float32 '<f4', int64 '<i8'; also bool, int8, uint8, int32, float16)", descr);
+    FAIL(".npy dtype '%s' not supported (float32 '<f4', int64 '<i8'; also bool, int8, uint8, int16, uint16, int32, uint32, uint64, float16, float64)", descr);
   }
   uint64_t numel = 1;
   for (uint32_t i = 0; i < out->rank; i++) {
@@ -133,7 +138,7 @@ int ep_npy_parse(const uint8_t *p, size_t n, ep_npy *out, char *err, size_t errc
 
 size_t ep_npy_header(uint32_t dtype, uint32_t rank, const int32_t *dims, uint8_t *hdr, size_t cap) {
   const char *d = NULL;
-  for (size_t i = 0; i < sizeof DESCRS / sizeof DESCRS[0]; i++) if (DESCRS[i].dtype == dtype) d = DESCRS[i].descr;
+  for (size_t i = 0; i < N_DESCRS; i++) if (DESCRS[i].dtype == dtype) d = DESCRS[i].descr;
   if (!d || cap < 128 + 24 * (size_t)rank) return 0;
   char dict[512];
   int k = snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (", d);

@@ -37,7 +37,8 @@ class _Info(ctypes.Structure):   # ep_tensor_info
 
 
 _DTYPES = {"float32": np.float32, "int64": np.int64, "bool": np.bool_, "int32": np.int32, "uint8": np.uint8,
-           "int8": np.int8, "float16": np.float16}
+           "int8": np.int8, "float16": np.float16, "float64": np.float64, "int16": np.int16, "uint16": np.uint16,
+           "uint32": np.uint32, "uint64": np.uint64}
 
 
 class EdgepackError(RuntimeError):

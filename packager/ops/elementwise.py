@@ -10,7 +10,7 @@ import numpy as np
 import onnx
 
 from ..lowering import LowerCtx, lowers
-from ..plan.opcodes import Op
+from ..plan.opcodes import DTYPES, Op
 from ..plan.opspec import BinaryFn, UnaryFn
 
 FLT_MAX = float(np.finfo(np.float32).max)
@@ -26,7 +26,7 @@ _SIMPLE_UNARY = {
     "Cosh": UnaryFn.COSH, "Asinh": UnaryFn.ASINH, "Acosh": UnaryFn.ACOSH, "Atanh": UnaryFn.ATANH,
 }
 
-INT_DTYPES = (np.int32, np.int64, np.int8, np.uint8)
+INT_DTYPES = (np.int32, np.int64, np.int8, np.uint8, np.int16, np.uint16, np.uint32, np.uint64)
 
 
 def activation_params(ctx: LowerCtx, node: onnx.NodeProto) -> list[int | float] | None:
@@ -89,14 +89,54 @@ def _unary(ctx: LowerCtx, node: onnx.NodeProto, params: list) -> None:
     ctx.emit(Op.UNARY, [node.input[0]], [node.output[0]], params)
 
 
+def _int_neg_abs(ctx: LowerCtx, node: onnx.NodeProto) -> None:
+    """Neg and Abs of an integer tensor through BINARY (wrapping, as numpy: -INT_MIN = INT_MIN):
+    Neg = 0 - x, Abs = max(x, 0 - x); Abs of an unsigned tensor is the tensor."""
+    x, y = node.input[0], node.output[0]
+    dt = ctx.dtype(x)
+    if node.op_type == "Abs" and dt.kind == "u":
+        ctx.alias(y, x)
+        return
+    neg = y if node.op_type == "Neg" else ctx.temp(ctx.shape(x), dt, "neg")
+    ctx.emit(Op.BINARY, [ctx.weight(np.zeros((), dt), "zero"), x], [neg], [BinaryFn.SUB])
+    if node.op_type == "Abs":
+        ctx.emit(Op.BINARY, [x, neg], [y], [BinaryFn.MAX])
+
+
+def _int_clip(ctx: LowerCtx, node: onnx.NodeProto) -> None:
+    """Clip of an integer tensor: min(max(x, lo), hi) through BINARY (hi wins when lo > hi, as the spec says);
+    an absent bound is no step."""
+    x, y = node.input[0], node.output[0]
+    steps = [(node.input[i], fn) for i, fn in ((1, BinaryFn.MAX), (2, BinaryFn.MIN)) if len(node.input) > i and node.input[i]]
+    ctx.check_dtypes(node, [ctx.dtype(x)], [y, *[b for b, _ in steps]])
+    if not steps:
+        ctx.alias(y, x)
+        return
+    acc = x
+    for k, (bound, fn) in enumerate(steps):
+        _check_broadcast(ctx, node, [acc, bound], y)
+        dst = y if k == len(steps) - 1 else ctx.temp(ctx.shape(y), ctx.dtype(x), "clip")
+        ctx.emit(Op.BINARY, [acc, bound], [dst], [fn])
+        acc = dst
+
+
 @lowers(*_SIMPLE_UNARY)
 def lower_simple_unary(ctx: LowerCtx, node: onnx.NodeProto) -> None:
-    _f32_only(ctx, node)
-    _unary(ctx, node, [_SIMPLE_UNARY[node.op_type]])
+    if node.op_type in ("Neg", "Abs") and ctx.dtype(node.input[0]) in INT_DTYPES:
+        ctx.check_dtypes(node, [ctx.dtype(node.input[0])], [node.output[0]])
+        _int_neg_abs(ctx, node)
+        return
+    ctx.check_dtypes(node, [np.float32, *_VIA_F32], [node.input[0], node.output[0]])
+    if ctx.dtype(node.input[0]) != ctx.dtype(node.output[0]):
+        raise ctx.unsupported(node, "input and output must share one dtype")
+    via_f32(ctx, node, lambda ins, out: ctx.emit(Op.UNARY, [ins[0]], [out], [_SIMPLE_UNARY[node.op_type]]))
 
 
 @lowers("LeakyRelu", "HardSigmoid", "Gelu", "Clip")
 def lower_activation(ctx: LowerCtx, node: onnx.NodeProto) -> None:
+    if node.op_type == "Clip" and ctx.opset >= 11 and ctx.dtype(node.input[0]) in INT_DTYPES:
+        _int_clip(ctx, node)
+        return
     _f32_only(ctx, node)
     if node.op_type == "Clip":
         lo, hi = _clip_bounds(ctx, node)
@@ -125,22 +165,33 @@ def lower_param_unary(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     _unary(ctx, node, p)
 
 
-def as_f32(ctx: LowerCtx, name: str) -> str:
-    """A float16 tensor widened to a float32 temporary (CAST, exact); any other tensor as it is."""
-    if ctx.dtype(name) != np.float16:
+# Floats the kernels compute on as float32: float16 exactly (widened), float64 approximately (rounded, with a notice).
+_VIA_F32 = (np.dtype(np.float16), np.dtype(np.float64))
+
+
+def as_f32(ctx: LowerCtx, node: onnx.NodeProto, name: str) -> str:
+    """A float16 tensor widened to a float32 temporary (CAST, exact), a float64 one rounded to a float32 one (CAST;
+    the package's notices say that `node` computes in float32); any other tensor as it is."""
+    dt = ctx.dtype(name)
+    if dt not in _VIA_F32:
         return name
+    if dt == np.float64:
+        note = (f"{node.op_type} '{node.name or node.output[0]}': float64 computed in float32 (operands rounded to "
+                "float32, float32 range and precision, the result widened back)")
+        if note not in ctx.graph.notices:
+            ctx.graph.notices.append(note)
     t = ctx.temp(ctx.shape(name), np.float32, "f32")
     ctx.emit(Op.CAST, [name], [t])
     return t
 
 
 def via_f32(ctx: LowerCtx, node: onnx.NodeProto, emit) -> None:
-    """emit(inputs, output) on float32 copies of float16 operands, the result narrowed into the float16 output
-    (round to nearest even: what numpy's float16 arithmetic, computed in float32, gives). For ops whose float32
-    result is exact or rounded once (Mod, Max, Min)."""
+    """emit(inputs, output) on float32 copies of float16 / float64 operands, the result converted into the float16
+    / float64 output (float16: round to nearest even, what numpy's float16 arithmetic, computed in float32, gives;
+    float64: exact widening of the float32 result). Other dtypes pass through."""
     y = node.output[0]
-    ins = [as_f32(ctx, n) if n else n for n in node.input]
-    if ctx.dtype(y) != np.float16:
+    ins = [as_f32(ctx, node, n) if n else n for n in node.input]
+    if ctx.dtype(y) not in _VIA_F32:
         emit(ins, y)
         return
     t = ctx.temp(ctx.shape(y), np.float32, "f32_out")
@@ -156,7 +207,7 @@ def lower_isnan_isinf(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     if node.op_type == "IsInf":
         a = ctx.attrs(node)
         params = [UnaryFn.ISINF, float(int(a.get("detect_positive", 1)) != 0), float(int(a.get("detect_negative", 1)) != 0)]
-    ctx.emit(Op.UNARY, [as_f32(ctx, node.input[0])], [node.output[0]], params)
+    ctx.emit(Op.UNARY, [as_f32(ctx, node, node.input[0])], [node.output[0]], params)
 
 
 @lowers("Not")
@@ -198,21 +249,24 @@ def _legacy_broadcast(ctx: LowerCtx, node: onnx.NodeProto) -> None:
 @lowers(*_ARITH)
 def lower_arith(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     _legacy_broadcast(ctx, node)
-    ctx.check_dtypes(node, [np.float32, *INT_DTYPES])
+    ctx.check_dtypes(node, [np.float32, *_VIA_F32, *INT_DTYPES])
     if len({ctx.dtype(n) for n in [*node.input, node.output[0]]}) != 1:
         raise ctx.unsupported(node, "inputs and output must share one dtype")
-    _emit_binary(ctx, node, _ARITH[node.op_type])
+    _check_broadcast(ctx, node, list(node.input[:2]), node.output[0])
+    via_f32(ctx, node, lambda ins, out: ctx.emit(Op.BINARY, ins[:2], [out], [_ARITH[node.op_type]]))
 
 
 @lowers(*_CMP)
 def lower_compare(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     _legacy_broadcast(ctx, node)
-    allowed = [np.float32, *INT_DTYPES] + ([np.bool_] if node.op_type == "Equal" else [])
+    # float16 compares exactly as float32; float64 is not rounded to float32 here (it would change the answers)
+    allowed = [np.float32, np.float16, *INT_DTYPES] + ([np.bool_] if node.op_type == "Equal" else [])
     ctx.check_dtypes(node, allowed, list(node.input[:2]))
     ctx.check_dtypes(node, [np.bool_], [node.output[0]])
     if ctx.dtype(node.input[0]) != ctx.dtype(node.input[1]):
         raise ctx.unsupported(node, "inputs must share one dtype")
-    _emit_binary(ctx, node, _CMP[node.op_type])
+    _check_broadcast(ctx, node, list(node.input[:2]), node.output[0])
+    via_f32(ctx, node, lambda ins, out: ctx.emit(Op.BINARY, ins[:2], [out], [_CMP[node.op_type]]))
 
 
 @lowers(*_LOGIC)
@@ -289,13 +343,13 @@ def lower_variadic(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     t = node.op_type
     if not ins:
         raise ctx.unsupported(node, "no inputs")
-    allowed = [np.float32] if t in ("Sum", "Mean") else [np.float32, np.float16, *INT_DTYPES]
+    allowed = [np.float32, *_VIA_F32, *([] if t in ("Sum", "Mean") else INT_DTYPES)]
     ctx.check_dtypes(node, allowed, [*ins, out])
     if len({ctx.dtype(n) for n in [*ins, out]}) != 1:
         raise ctx.unsupported(node, "inputs and output must share one dtype")
     _check_broadcast(ctx, node, ins, out)
-    if ctx.dtype(out) == np.float16 and len(ins) > 1:   # Max / Min of float16: exact in float32
-        f32 = onnx.helper.make_node(t, [as_f32(ctx, n) for n in ins], [ctx.temp(ctx.shape(out), np.float32, "f32_out")])
+    if ctx.dtype(out) in _VIA_F32 and len(ins) > 1:   # Max / Min of float16 exact; Sum / Mean rounded at the end
+        f32 = onnx.helper.make_node(t, [as_f32(ctx, node, n) for n in ins], [ctx.temp(ctx.shape(out), np.float32, "f32_out")])
         lower_variadic(ctx, f32)
         ctx.emit(Op.CAST, [f32.output[0]], [out])
         return
@@ -327,25 +381,17 @@ def lower_where(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     ctx.emit(Op.WHERE, [c, x, y], [out])
 
 
-_CAST_OK = (np.float32, np.int64, np.int32, np.int8, np.uint8, np.bool_)
-
-
 @lowers("Cast", "CastLike")
 def lower_cast(ctx: LowerCtx, node: onnx.NodeProto) -> None:
+    """CAST between every pair of the plan's dtypes (float32, float16, float64, (u)int 8/16/32/64, bool)."""
     x, out = node.input[0], node.output[0]
     a = ctx.attrs(node)
-    if a.get("round_mode", b"up") not in (b"up", "up"):
-        raise ctx.unsupported(node, "round_mode applies to float8 targets, which are not supported")
-    if node.op_type == "Cast" and "to" in a:
-        to = int(a["to"])
-        if to not in (1, 2, 3, 6, 7, 9, 10):
-            name = onnx.TensorProto.DataType.Name(to)
-            raise ctx.unsupported(node, f"cast to {name} is not supported (float32, int64, int32, int8, uint8, "
-                                        f"bool; float16 to and from float32)")
-    ctx.check_dtypes(node, (*_CAST_OK, np.float16), [x, out])
-    pair = {ctx.dtype(x), ctx.dtype(out)}
-    if np.dtype(np.float16) in pair and not pair <= {np.dtype(np.float16), np.dtype(np.float32)}:
-        raise ctx.unsupported(node, "float16 casts only to and from float32")
+    to = int(a["to"]) if node.op_type == "Cast" and "to" in a else ctx.graph.dtypes.get(out, 0)
+    if to not in DTYPES:   # string, bfloat16, float8, int4/uint4, int2/uint2, float4, complex
+        name = onnx.TensorProto.DataType.Name(to) if to else "unknown"
+        supported = ", ".join(DTYPES[c].name for c in sorted(DTYPES))
+        raise ctx.unsupported(node, f"cast to {name} is not supported (supported: {supported})")
+    ctx.dtype(x)   # refuses a source dtype outside the plan's, naming it
     if ctx.shape(x) != ctx.shape(out):
         raise ctx.unsupported(node, "input and output shapes differ")
     ctx.emit(Op.CAST, [x], [out])

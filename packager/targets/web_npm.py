@@ -18,7 +18,8 @@ RUNTIME_DIR = "runtime"
 
 # manifest dtype -> the TypedArray carrying it (web/src/runtime.js ARRAYS)
 TS_ARRAYS = {"float32": "Float32Array", "int64": "BigInt64Array", "int32": "Int32Array", "int8": "Int8Array",
-             "uint8": "Uint8Array", "bool": "Uint8Array", "float16": "Uint16Array"}
+             "uint8": "Uint8Array", "bool": "Uint8Array", "float16": "Uint16Array", "float64": "Float64Array",
+             "int16": "Int16Array", "uint16": "Uint16Array", "uint32": "Uint32Array", "uint64": "BigUint64Array"}
 
 
 NPM_FILES = ["manifest.json", "manifest.sig", "model.plan", "*.wasm", "index.js", "index.d.ts", f"{RUNTIME_DIR}/"]

@@ -46,7 +46,8 @@ typedef enum {
 } ep_status;
 
 /* Tensor element types use ONNX TensorProto codes. */
-enum { EP_F32 = 1, EP_U8 = 2, EP_I8 = 3, EP_I32 = 6, EP_I64 = 7, EP_BOOL = 9, EP_F16 = 10 };
+enum { EP_F32 = 1, EP_U8 = 2, EP_I8 = 3, EP_U16 = 4, EP_I16 = 5, EP_I32 = 6, EP_I64 = 7, EP_BOOL = 9, EP_F16 = 10,
+       EP_F64 = 11, EP_U32 = 12, EP_U64 = 13 };
 
 #define EP_MAX_RANK 8
 

@@ -4,7 +4,8 @@
 export type Variant = 'auto' | 'simd' | 'scalar' | 'relaxed';
 
 /** Element types a bundle's inputs/outputs can have, as named in manifest.json. */
-export type DType = 'float32' | 'int64' | 'int32' | 'int8' | 'uint8' | 'bool' | 'float16';
+export type DType = 'float32' | 'int64' | 'int32' | 'int8' | 'uint8' | 'bool' | 'float16' | 'float64' | 'int16' | 'uint16'
+  | 'uint32' | 'uint64';
 
 /** The TypedArray carrying each dtype (bool as 0/1 bytes, float16 as raw bits). */
 export interface DataTypeMap {
@@ -15,6 +16,11 @@ export interface DataTypeMap {
   uint8: Uint8Array;
   bool: Uint8Array;
   float16: Uint16Array;
+  float64: Float64Array;
+  int16: Int16Array;
+  uint16: Uint16Array;
+  uint32: Uint32Array;
+  uint64: BigUint64Array;
 }
 export type TensorData = DataTypeMap[DType];
 

@@ -24,10 +24,11 @@ const PLAN_DYNAMIC = 2;   // plan version whose shapes are resolved at run time
 const MAX_DIM = 0x7fffffff;   // the core's dims are int32
 
 /** dtype name (manifest) -> TypedArray constructor that carries it.
- * @type {Record<string, Float32ArrayConstructor | BigInt64ArrayConstructor | Int32ArrayConstructor | Int8ArrayConstructor | Uint8ArrayConstructor | Uint16ArrayConstructor>} */
+ * @type {Record<string, Float32ArrayConstructor | Float64ArrayConstructor | BigInt64ArrayConstructor | BigUint64ArrayConstructor | Int32ArrayConstructor | Uint32ArrayConstructor | Int16ArrayConstructor | Int8ArrayConstructor | Uint8ArrayConstructor | Uint16ArrayConstructor>} */
 const ARRAYS = {
   float32: Float32Array, int64: BigInt64Array, int32: Int32Array, int8: Int8Array,
-  uint8: Uint8Array, bool: Uint8Array, float16: Uint16Array,
+  uint8: Uint8Array, bool: Uint8Array, float16: Uint16Array, float64: Float64Array,
+  int16: Int16Array, uint16: Uint16Array, uint32: Uint32Array, uint64: BigUint64Array,
 };
 
 export class EdgepackError extends Error {
@@ -298,7 +299,8 @@ function checkManifest(m) {
 }
 
 /** ONNX dtype codes a plan tensor carries -> manifest dtype names (packager/bundle.py DTYPES). */
-const PLAN_DTYPES = /** @type {Record<number, string>} */ ({ 1: 'float32', 2: 'uint8', 3: 'int8', 6: 'int32', 7: 'int64', 9: 'bool', 10: 'float16' });
+const PLAN_DTYPES = /** @type {Record<number, string>} */ ({ 1: 'float32', 2: 'uint8', 3: 'int8', 4: 'uint16', 5: 'int16', 6: 'int32',
+  7: 'int64', 9: 'bool', 10: 'float16', 11: 'float64', 12: 'uint32', 13: 'uint64' });
 
 /** The plan is the truth: each manifest input/output must be the plan's tensor of that dtype and those dims (a
  * run-time dim, -1 in the plan, where the manifest gives a symbol or null), else run() would reinterpret bytes.

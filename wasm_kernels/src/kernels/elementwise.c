@@ -3,15 +3,16 @@
  * UNARY   in: X; out: Y (same shape). params[0] = ep_unary_fn (kernels/activation.h), then that
  *         function's float parameter words. float32, except NOT (bool -> bool), ISNAN/ISINF (float32 -> bool).
  * BINARY  in: A, B; out: C. params[0] = ep_binary_fn (kernels/ep_fns.h). Full numpy broadcasting: A and B
- *         broadcast to exactly C's shape (checked). dtypes: arithmetic and Min/Max on f32, i64, i32,
- *         i8, u8 (integers wrap; Div truncates toward zero, x/0 gives 0, INT_MIN/-1 wraps); Pow and
- *         PRelu f32; comparisons on those or bool -> bool; And/Or/Xor bool; Mod/Fmod on the numeric
+ *         broadcast to exactly C's shape (checked). dtypes: arithmetic and Min/Max on f32 and the
+ *         (u)int 8/16/32/64 dtypes (integers wrap; Div truncates toward zero, x/0 gives 0, INT_MIN/-1 wraps);
+ *         Pow and PRelu f32; comparisons on those or bool -> bool; And/Or/Xor bool; Mod/Fmod on the numeric
  *         dtypes (integer x mod 0 = 0); Shl/Shr on the integers (shift outside [0, bits): 0, or -1 for Shr of a negative).
- * WHERE   in: Cond (bool), X, Y; out: Z. All three broadcast to Z; X, Y, Z share one dtype.
- * CAST    in: X; out: Y (same shape), between f32, i64, i32, i8, u8, bool, and f16 <-> f32. float ->
- *         integer truncates toward zero and saturates at the target's 64/32-bit range (NaN -> 0), then
- *         wraps to 8 bits for i8/u8; integer -> integer wraps; anything -> bool is x != 0. f16 -> f32 is
- *         exact (subnormals, inf, NaN kept); f32 -> f16 rounds to nearest even, overflow gives inf.
+ * WHERE   in: Cond (bool), X, Y; out: Z. All three broadcast to Z; X, Y, Z share one dtype (any).
+ * CAST    in: X; out: Y (same shape), between every pair of the plan's dtypes (f32, f16, f64, (u)int
+ *         8/16/32/64, bool). float -> integer truncates toward zero and saturates at the int64 (uint64) range,
+ *         int32's for i32 (NaN -> 0), then wraps to the narrower dtypes; integer -> integer wraps; anything ->
+ *         bool is x != 0. Float -> float and integer -> float round to nearest even once (f16 keeps
+ *         subnormals, inf, NaN; overflow gives inf).
  *         (A plan's float16 weights reach f32 kernels through a prologue CAST, run once in ep_bind.)
  *
  * Broadcasting: check() validates shapes; run() collapses the iteration space (drops size-1
@@ -321,25 +322,6 @@ static void row_bin_f32(const void *ctx, uint8_t *o, const uint8_t *const *in, c
 
 /* Integer and boolean rows (shape arithmetic, masks): optimized for size, no benchmark model spends time here. */
 EP_COLD_FILE_BEGIN
-/* Integer arithmetic, exact: wrapping add/sub/mul, C-style truncating div with x/0 -> 0 (no trap). */
-#define DEF_BIN_INT(T, UT, SUFFIX) \
-  static void row_bin_##SUFFIX(const void *ctx, uint8_t *o8, const uint8_t *const *in, const uint32_t *st, uint32_t n) { \
-    int32_t fn = *(const int32_t *)ctx; \
-    T *o = (T *)(void *)o8; const T *a = (const T *)(const void *)in[0], *b = (const T *)(const void *)in[1]; \
-    uint32_t sa = st[0], sb = st[1]; \
-    for (uint32_t i = 0; i < n; i++) { \
-      T x = a[sa ? i : 0], y = b[sb ? i : 0], r; \
-      switch (fn) { \
-        case EP_BIN_ADD: r = (T)((UT)x + (UT)y); break; \
-        case EP_BIN_SUB: r = (T)((UT)x - (UT)y); break; \
-        case EP_BIN_MUL: r = (T)((UT)x * (UT)y); break; \
-        case EP_BIN_DIV: r = y == 0 ? 0 : ((T)-1 < (T)0 && y == (T)-1) ? (T)(0 - (UT)x) : (T)(x / y); break; \
-        case EP_BIN_MIN: r = y < x ? y : x; break; \
-        default: r = x < y ? y : x; break; \
-      } \
-      o[i] = r; \
-    } \
-  }
 /* float Mod (sign of the divisor, numpy mod) and Fmod (sign of the dividend), exact: ep_fmodf */
 static void row_mod_f32(const void *ctx, uint8_t *o8, const uint8_t *const *in, const uint32_t *st, uint32_t n) {
   const int32_t fn = *(const int32_t *)ctx;
@@ -352,57 +334,28 @@ static void row_mod_f32(const void *ctx, uint8_t *o8, const uint8_t *const *in, 
     o[i] = r;
   }
 }
-DEF_BIN_INT(int64_t, uint64_t, i64)
-DEF_BIN_INT(int32_t, uint32_t, i32)
-DEF_BIN_INT(int8_t, uint8_t, i8)
-DEF_BIN_INT(uint8_t, uint8_t, u8)
-
-/* Comparisons -> bool (0/1 bytes). */
-#define DEF_CMP(T, SUFFIX) \
-  static void row_cmp_##SUFFIX(const void *ctx, uint8_t *o, const uint8_t *const *in, const uint32_t *st, uint32_t n) { \
-    int32_t fn = *(const int32_t *)ctx; \
-    const T *a = (const T *)(const void *)in[0], *b = (const T *)(const void *)in[1]; \
-    uint32_t sa = st[0], sb = st[1]; \
-    for (uint32_t i = 0; i < n; i++) { \
-      T x = a[sa ? i : 0], y = b[sb ? i : 0]; \
-      int r; \
-      switch (fn) { \
-        case EP_BIN_EQUAL: r = x == y; break; \
-        case EP_BIN_LESS: r = x < y; break; \
-        case EP_BIN_GREATER: r = x > y; break; \
-        case EP_BIN_LESS_EQUAL: r = x <= y; break; \
-        default: r = x >= y; break; \
-      } \
-      o[i] = (uint8_t)r; \
-    } \
-  }
-DEF_CMP(float, f32)
-DEF_CMP(int64_t, i64)
-DEF_CMP(int32_t, i32)
-DEF_CMP(int8_t, i8)
-DEF_CMP(uint8_t, u8)
-
-static void row_cmp_bool(const void *ctx, uint8_t *o, const uint8_t *const *in, const uint32_t *st, uint32_t n) {
-  int32_t fn = *(const int32_t *)ctx;
-  const uint8_t *a = in[0], *b = in[1];
+/* float32 comparisons -> bool (0/1 bytes). */
+static void row_cmp_f32(const void *ctx, uint8_t *o, const uint8_t *const *in, const uint32_t *st, uint32_t n) {
+  const int32_t fn = *(const int32_t *)ctx;
+  const float *a = (const float *)(const void *)in[0], *b = (const float *)(const void *)in[1];
   for (uint32_t i = 0; i < n; i++) {
-    int x = a[st[0] ? i : 0] != 0, y = b[st[1] ? i : 0] != 0, r;
+    const float x = a[st[0] ? i : 0], y = b[st[1] ? i : 0];
+    int r;
     switch (fn) {
       case EP_BIN_EQUAL: r = x == y; break;
       case EP_BIN_LESS: r = x < y; break;
       case EP_BIN_GREATER: r = x > y; break;
       case EP_BIN_LESS_EQUAL: r = x <= y; break;
-      case EP_BIN_GREATER_EQUAL: r = x >= y; break;
-      case EP_BIN_AND: r = x & y; break;
-      case EP_BIN_OR: r = x | y; break;
-      default: r = x ^ y; break;
+      default: r = x >= y; break;
     }
     o[i] = (uint8_t)r;
   }
 }
+
 EP_COLD_FILE_END
 
-static void row_int_ext(const void *ctx, uint8_t *o, const uint8_t *const *in, const uint32_t *st, uint32_t n);
+static void row_int(const void *ctx, uint8_t *o, const uint8_t *const *in, const uint32_t *st, uint32_t n);
+static int int_dtype(uint32_t dt);
 
 EP_COLD ep_status ep_check_BINARY(const ep_node *n) {
   EP_CHECK(n->n_params == 1, EP_E_PARAM);
@@ -412,7 +365,7 @@ EP_COLD ep_status ep_check_BINARY(const ep_node *n) {
   EP_CHECK(a && b, EP_E_SHAPE);
   EP_CHECK(a->dtype == b->dtype, EP_E_DTYPE);
   uint32_t dt = a->dtype;
-  int num = dt == EP_F32 || dt == EP_I64 || dt == EP_I32 || dt == EP_I8 || dt == EP_U8;
+  const int num = dt == EP_F32 || int_dtype(dt);
   if (fn <= EP_BIN_MAX || fn == EP_BIN_MOD || fn == EP_BIN_FMOD) EP_CHECK(num && c->dtype == dt, EP_E_DTYPE);
   else if (fn >= EP_BIN_SHL) EP_CHECK(num && dt != EP_F32 && c->dtype == dt, EP_E_DTYPE);
   else if (fn <= EP_BIN_PRELU) EP_CHECK(dt == EP_F32 && c->dtype == dt, EP_E_DTYPE);
@@ -431,17 +384,11 @@ ep_status ep_run_BINARY(const ep_node *n) {
     bcast_walk(n->out[0], ins, 2, row_bin_f32, &table[fn]);
   } else if (dt == EP_F32 && fn >= EP_BIN_MOD) {
     bcast_walk(n->out[0], ins, 2, row_mod_f32, &n->params[0]);
-  } else if (fn >= EP_BIN_MOD) {
-    const int32_t c2[2] = {fn, (int32_t)dt};
-    bcast_walk(n->out[0], ins, 2, row_int_ext, c2);
-  } else if (fn <= EP_BIN_MAX) {
-    row_fn f = dt == EP_I64 ? row_bin_i64 : dt == EP_I32 ? row_bin_i32 : dt == EP_I8 ? row_bin_i8 : row_bin_u8;
-    bcast_walk(n->out[0], ins, 2, f, &n->params[0]);
-  } else if (dt == EP_BOOL) {
-    bcast_walk(n->out[0], ins, 2, row_cmp_bool, &n->params[0]);
+  } else if (dt == EP_F32) {
+    bcast_walk(n->out[0], ins, 2, row_cmp_f32, &n->params[0]);
   } else {
-    row_fn f = dt == EP_F32 ? row_cmp_f32 : dt == EP_I64 ? row_cmp_i64 : dt == EP_I32 ? row_cmp_i32 : dt == EP_I8 ? row_cmp_i8 : row_cmp_u8;
-    bcast_walk(n->out[0], ins, 2, f, &n->params[0]);
+    const int32_t c2[2] = {fn, (int32_t)dt};
+    bcast_walk(n->out[0], ins, 2, row_int, c2);
   }
   return EP_OK;
 }
@@ -458,6 +405,7 @@ static void row_where(const void *ctx, uint8_t *o, const uint8_t *const *in, con
     switch (es) {
       case 4: ((uint32_t *)(void *)o)[i] = *(const uint32_t *)(const void *)src; break;
       case 8: ((uint64_t *)(void *)o)[i] = *(const uint64_t *)(const void *)src; break;
+      case 2: ((uint16_t *)(void *)o)[i] = *(const uint16_t *)(const void *)src; break;
       default: o[i] = *src; break;
     }
   }
@@ -469,7 +417,7 @@ EP_COLD ep_status ep_check_WHERE(const ep_node *n) {
   EP_CHECK(c && x && y, EP_E_SHAPE);
   EP_CHECK(c->dtype == EP_BOOL && x->dtype == z->dtype && y->dtype == z->dtype, EP_E_DTYPE);
   uint32_t es = ep_dtype_size(z->dtype);
-  EP_CHECK(es == 1 || es == 4 || es == 8, EP_E_DTYPE);
+  EP_CHECK(es != 0, EP_E_DTYPE);
   return bcast_check(n);
 }
 
@@ -481,10 +429,6 @@ ep_status ep_run_WHERE(const ep_node *n) {
 }
 
 /* ================================ cast ========================================================= */
-
-static int cast_dtype_ok(uint32_t d) {
-  return d == EP_F32 || d == EP_I64 || d == EP_I32 || d == EP_I8 || d == EP_U8 || d == EP_BOOL;
-}
 
 /* IEEE binary32 -> binary16 by bits (no hardware half type on the targets' baseline; the other way: util.c). */
 static uint16_t f32_bits_to_f16(uint32_t f) {
@@ -504,44 +448,125 @@ static uint16_t f32_bits_to_f16(uint32_t f) {
   return (uint16_t)half;
 }
 
-static int64_t f32_to_i64_sat(float x) {
-  if (x != x) return 0;
-  if (x >= 9223372036854775808.0f) return INT64_MAX;
-  if (x < -9223372036854775808.0f) return INT64_MIN;
-  return (int64_t)x;   /* in range: truncation toward zero, no trap */
+static int int_dtype(uint32_t dt) {
+  return dt == EP_I64 || dt == EP_U64 || dt == EP_I32 || dt == EP_U32 || dt == EP_I16 || dt == EP_U16 ||
+         dt == EP_I8 || dt == EP_U8;
 }
 
+/* Any integer or bool element widened to 64 bits: signed dtypes sign-extend, unsigned ones zero-extend, so
+ * every dtype but uint64 keeps its value as an int64; uint64 keeps its bits (callers order it unsigned). */
 static int64_t load_int(const uint8_t *p, uint32_t dt, uint32_t i) {
   switch (dt) {
-    case EP_I64: return ((const int64_t *)(const void *)p)[i];
+    case EP_I64: case EP_U64: return ((const int64_t *)(const void *)p)[i];
     case EP_I32: return ((const int32_t *)(const void *)p)[i];
+    case EP_U32: return ((const uint32_t *)(const void *)p)[i];
+    case EP_I16: return ((const int16_t *)(const void *)p)[i];
+    case EP_U16: return ((const uint16_t *)(const void *)p)[i];
     case EP_I8: return (int8_t)p[i];
     case EP_U8: return p[i];
     default: return p[i] != 0;   /* bool */
   }
 }
 
-/* Integer Mod / Fmod / Shl / Shr of every integer dtype through int64 (one instance: size): the dtype is
- * BINARY's output's, passed behind the function code. Results wrap to the dtype as the narrow types would. */
-static void row_int_ext(const void *ctx, uint8_t *o, const uint8_t *const *in, const uint32_t *st, uint32_t n) {
+/* The low bits of v in an integer dtype (wrapping, as the narrow types would), or bool as v != 0. */
+static void store_int(uint8_t *p, uint32_t dt, uint32_t i, uint64_t v) {
+  switch (ep_dtype_size(dt)) {
+    case 8: ((uint64_t *)(void *)p)[i] = v; break;
+    case 4: ((uint32_t *)(void *)p)[i] = (uint32_t)v; break;
+    case 2: ((uint16_t *)(void *)p)[i] = (uint16_t)v; break;
+    default: p[i] = dt == EP_BOOL ? v != 0 : (uint8_t)v; break;
+  }
+}
+
+/* Every integer (and bool) BINARY function through 64 bits, one instance for all dtypes: ctx = {fn, dtype}.
+ * Only uint64 needs unsigned order, division and shifts; the other dtypes' values are exact in int64.
+ * Add/Sub/Mul wrap; Div truncates toward zero (x/0 = 0, INT_MIN/-1 wraps, no trap); Mod takes the divisor's
+ * sign (numpy), Fmod the dividend's (x mod 0 = 0); Shl/Shr by a count outside [0, bits) give 0 (Shr of a
+ * negative: -1). Comparisons and And/Or/Xor store bool. */
+static void row_int(const void *ctx, uint8_t *o, const uint8_t *const *in, const uint32_t *st, uint32_t n) {
   const int32_t fn = ((const int32_t *)ctx)[0];
   const uint32_t dt = (uint32_t)((const int32_t *)ctx)[1], bits = 8u * ep_dtype_size(dt);
+  const int u64 = dt == EP_U64;
+  const uint32_t odt = fn >= EP_BIN_EQUAL && fn <= EP_BIN_XOR ? EP_BOOL : dt;
   for (uint32_t i = 0; i < n; i++) {
     const int64_t x = load_int(in[0], dt, st[0] ? i : 0), y = load_int(in[1], dt, st[1] ? i : 0);
-    int64_t r;
-    if (fn == EP_BIN_SHL || fn == EP_BIN_SHR) {
-      const int out = y < 0 || y >= (int64_t)bits;   /* shift outside [0, bits): 0, or -1 for Shr of a negative */
-      r = fn == EP_BIN_SHL ? (out ? 0 : (int64_t)((uint64_t)x << y)) : (out ? (x < 0 ? -1 : 0) : x >> y);
-    } else {   /* C remainder (x % 0 = 0, no INT_MIN % -1 trap), then numpy's sign of the divisor for Mod */
-      r = (y == 0 || y == -1) ? 0 : x % y;
-      if (fn == EP_BIN_MOD && r != 0 && ((r < 0) != (y < 0))) r += y;
+    const uint64_t ux = (uint64_t)x, uy = (uint64_t)y;
+    const int lt = u64 ? ux < uy : x < y, eq = x == y;
+    uint64_t r;
+    switch (fn) {
+      case EP_BIN_ADD: r = ux + uy; break;
+      case EP_BIN_SUB: r = ux - uy; break;
+      case EP_BIN_MUL: r = ux * uy; break;
+      case EP_BIN_DIV: r = y == 0 ? 0 : u64 ? ux / uy : y == -1 ? 0 - ux : (uint64_t)(x / y); break;
+      case EP_BIN_MIN: r = lt ? ux : uy; break;
+      case EP_BIN_MAX: r = lt ? uy : ux; break;
+      case EP_BIN_EQUAL: r = (uint64_t)eq; break;
+      case EP_BIN_LESS: r = (uint64_t)lt; break;
+      case EP_BIN_GREATER: r = (uint64_t)(!lt && !eq); break;
+      case EP_BIN_LESS_EQUAL: r = (uint64_t)(lt || eq); break;
+      case EP_BIN_GREATER_EQUAL: r = (uint64_t)!lt; break;
+      case EP_BIN_AND: r = ux & uy; break;
+      case EP_BIN_OR: r = ux | uy; break;
+      case EP_BIN_XOR: r = ux ^ uy; break;
+      case EP_BIN_SHL: r = uy >= bits ? 0 : ux << uy; break;   /* a negative count is a huge unsigned one */
+      case EP_BIN_SHR:
+        r = u64 ? (uy >= 64 ? 0 : ux >> uy) : uy >= bits ? (x < 0 ? ~0ull : 0) : (uint64_t)(x >> y);
+        break;
+      default:   /* MOD, FMOD: C remainder without the x % 0 and INT64_MIN % -1 traps */
+        if (u64) { r = uy == 0 ? 0 : ux % uy; break; }
+        {
+          int64_t m = (y == 0 || y == -1) ? 0 : x % y;
+          if (fn == EP_BIN_MOD && m != 0 && ((m < 0) != (y < 0))) m += y;
+          r = (uint64_t)m;
+        }
+        break;
     }
-    switch (dt) {
-      case EP_I64: ((int64_t *)(void *)o)[i] = r; break;
-      case EP_I32: ((int32_t *)(void *)o)[i] = (int32_t)(uint32_t)(uint64_t)r; break;
-      default: o[i] = (uint8_t)(uint64_t)r; break;
-    }
+    store_int(o, odt, i, r);
   }
+}
+
+/* CAST between every pair of float32, float16, float64, the (u)int 8/16/32/64 dtypes and bool. A float
+ * source is read as a double (exact), an integer one as 64 bits. float -> integer truncates toward zero
+ * (NaN -> 0), saturating at the int64 (uint64 for uint64) range and at int32's for int32, then wraps to the
+ * narrower dtypes; integer -> integer wraps; anything -> bool is x != 0; int -> float rounds to nearest even. */
+static int float_dtype(uint32_t dt) { return dt == EP_F32 || dt == EP_F16 || dt == EP_F64; }
+
+static double load_float(const uint8_t *p, uint32_t dt, uint32_t i) {
+  union { uint32_t u; float f; } b;
+  switch (dt) {
+    case EP_F64: return ((const double *)(const void *)p)[i];
+    case EP_F16: b.u = ep_f16_to_f32_bits(((const uint16_t *)(const void *)p)[i]); return (double)b.f;
+    default: return (double)((const float *)(const void *)p)[i];
+  }
+}
+
+/* float32 nearest to d, but rounded to odd when inexact, so that rounding it once more to float16 rounds d
+ * correctly (no double rounding). */
+static uint32_t f64_to_f32_odd_bits(double d) {
+  union { uint32_t u; float f; } b;
+  b.f = (float)d;
+  const double back = (double)b.f;
+  if (back != d && d == d) {
+    if ((back < 0 ? -back : back) > (d < 0 ? -d : d)) b.u -= 1u;   /* toward zero, then set the sticky bit */
+    b.u |= 1u;
+  }
+  return b.u;
+}
+
+static void store_float(uint8_t *p, uint32_t dt, uint32_t i, double d) {
+  switch (dt) {
+    case EP_F64: ((double *)(void *)p)[i] = d; break;
+    case EP_F32: ((float *)(void *)p)[i] = (float)d; break;
+    default: ((uint16_t *)(void *)p)[i] = f32_bits_to_f16(f64_to_f32_odd_bits(d)); break;
+  }
+}
+
+static uint64_t f64_to_int(double d, uint32_t dt) {
+  if (d != d) return 0;
+  if (dt == EP_U64 && d >= 9223372036854775808.0) return d >= 18446744073709551616.0 ? ~0ull : (uint64_t)d;
+  const int64_t v = d >= 9223372036854775808.0 ? INT64_MAX : d < -9223372036854775808.0 ? INT64_MIN : (int64_t)d;
+  if (dt == EP_I32) return (uint64_t)(v > INT32_MAX ? INT32_MAX : v < INT32_MIN ? INT32_MIN : v);
+  return (uint64_t)v;
 }
 
 EP_COLD ep_status ep_check_CAST(const ep_node *n) {
@@ -549,53 +574,34 @@ EP_COLD ep_status ep_check_CAST(const ep_node *n) {
   const ep_tensor *x = n->in[0], *y = n->out[0];
   EP_CHECK(x, EP_E_SHAPE);
   EP_CHECK(ep_same_shape(x, y), EP_E_SHAPE);
-  if (x->dtype == EP_F16 || y->dtype == EP_F16) {   /* float16 only to/from float32 (or a plain copy) */
-    EP_CHECK((x->dtype == EP_F16 || x->dtype == EP_F32) && (y->dtype == EP_F16 || y->dtype == EP_F32), EP_E_DTYPE);
-    return EP_OK;
-  }
-  EP_CHECK(cast_dtype_ok(x->dtype) && cast_dtype_ok(y->dtype), EP_E_DTYPE);
+  EP_CHECK(ep_dtype_size(x->dtype) && ep_dtype_size(y->dtype), EP_E_DTYPE);   /* every dtype of the plan */
   return EP_OK;
 }
 
 ep_status ep_run_CAST(const ep_node *n) {
   const ep_tensor *x = n->in[0], *y = n->out[0];
-  uint32_t count = (uint32_t)y->numel, sd = x->dtype, dd = y->dtype;
+  const uint32_t count = (uint32_t)y->numel, sd = x->dtype, dd = y->dtype;
   const uint8_t *src = x->data;
   uint8_t *dst = y->data;
   if (sd == dd) { ep_memcpy(dst, src, count * ep_dtype_size(sd)); return EP_OK; }
-  if (sd == EP_F16) {
+  if (sd == EP_F16 && dd == EP_F32) {   /* the bind-time widening of float16 weights: keep it direct */
     const uint16_t *h = (const uint16_t *)(const void *)src;
     uint32_t *o = (uint32_t *)(void *)dst;
     for (uint32_t i = 0; i < count; i++) o[i] = ep_f16_to_f32_bits(h[i]);
     return EP_OK;
   }
-  if (dd == EP_F16) {
-    const uint32_t *f = (const uint32_t *)(const void *)src;
-    uint16_t *o = (uint16_t *)(void *)dst;
-    for (uint32_t i = 0; i < count; i++) o[i] = f32_bits_to_f16(f[i]);
-    return EP_OK;
-  }
-  if (dd == EP_F32) {
-    float *o = ep_f32(y);
-    if (sd == EP_U8) { for (uint32_t i = 0; i < count; i++) o[i] = (float)src[i]; }
-    else { for (uint32_t i = 0; i < count; i++) o[i] = (float)load_int(src, sd, i); }
-    return EP_OK;
-  }
+  const int sf = float_dtype(sd), df = float_dtype(dd);
   for (uint32_t i = 0; i < count; i++) {
-    int64_t v;
-    if (sd == EP_F32) {
-      float f = ((const float *)(const void *)src)[i];
-      if (dd == EP_BOOL) { dst[i] = f != 0.0f; continue; }
-      v = f32_to_i64_sat(f);
-      if (dd == EP_I32) v = v > INT32_MAX ? INT32_MAX : v < INT32_MIN ? INT32_MIN : v;
+    if (sf) {
+      const double d = load_float(src, sd, i);
+      if (df) store_float(dst, dd, i, d);
+      else if (dd == EP_BOOL) dst[i] = d != 0.0;
+      else store_int(dst, dd, i, f64_to_int(d, dd));
     } else {
-      v = load_int(src, sd, i);
-    }
-    switch (dd) {
-      case EP_I64: ((int64_t *)(void *)dst)[i] = v; break;
-      case EP_I32: ((int32_t *)(void *)dst)[i] = (int32_t)(uint32_t)(uint64_t)v; break;
-      case EP_I8: case EP_U8: dst[i] = (uint8_t)(uint64_t)v; break;
-      default: dst[i] = v != 0; break;
+      const int64_t v = load_int(src, sd, i);
+      if (!df) { store_int(dst, dd, i, (uint64_t)v); continue; }
+      if (dd == EP_F32) ((float *)(void *)dst)[i] = sd == EP_U64 ? (float)(uint64_t)v : (float)v;
+      else store_float(dst, dd, i, sd == EP_U64 ? (double)(uint64_t)v : (double)v);   /* f16: exact via f64 below 2^53 */
     }
   }
   return EP_OK;

@@ -14,7 +14,7 @@ const NAMES = Object.freeze(Object.fromEntries(Object.entries(OP).map(([k, v]) =
 export const opName = (op) => NAMES[op] ?? `kernel ${op}`;
 
 /** Element size per ONNX dtype code the plan may carry. */
-export const DTYPE_SIZE = Object.freeze({ 1: 4, 2: 1, 3: 1, 6: 4, 7: 8, 9: 1, 10: 2 });
+export const DTYPE_SIZE = Object.freeze({ 1: 4, 2: 1, 3: 1, 4: 2, 5: 2, 6: 4, 7: 8, 9: 1, 10: 2, 11: 8, 12: 4, 13: 8 });
 export const F32 = 1, I32 = 6, I64 = 7, F16 = 10;
 export const ARENA = 0, WEIGHTS = 1;
 
