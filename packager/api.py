@@ -3,13 +3,14 @@ from __future__ import annotations
 
 import datetime
 import os
+from functools import partial
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 import onnx
 
-from . import __version__
+from . import __version__, weights
 from .analyze import analyze
 from .bundle import FORMAT, FORMAT_VERSION, WASM_VARIANTS, check_output, load_bundle, stage_bundle, dtype_name
 from .errors import PackagerError
@@ -26,6 +27,7 @@ TARGETS = ("web", "pi5", "android")
 PROFILES = ("default", "strict")
 
 
+@weights.scoped   # large weights are held once, in packager/weights.py, for the run
 def package(model: str | os.PathLike | onnx.ModelProto, target: str = "web", out: str | os.PathLike = "out",
             input_shapes: dict[str, tuple[int, ...]] | None = None,
             constants: dict[str, np.ndarray] | None = None, verify: bool = True,
@@ -104,7 +106,6 @@ def package(model: str | os.PathLike | onnx.ModelProto, target: str = "web", out
         if lowered.plan.version != layout.VERSION and target != "web":   # If/Loop/Scan: a version-2 plan
             raise PackagerError(f"If/Loop/Scan: web bundles only so far (their version-2 plans are not verified on the "
                                 f"{target} runtime yet): package for --target web")
-    plan_bytes = layout.encode(lowered.plan)
     runtime = ensure_wasm()
 
     def dims(n: str, t: int) -> list:
@@ -146,10 +147,11 @@ def package(model: str | os.PathLike | onnx.ModelProto, target: str = "web", out
             {"kernel": Op(n.op).name, "onnx_node": src} for n, src in zip(lowered.plan.nodes, lowered.node_sources)]
     if target != "web":  # edge targets: aarch64 runtime files + consistency report (packager/targets/edge.py)
         from .targets.edge import stage_edge_bundle
-        staged = stage_edge_bundle(target, out, manifest, shipped, plan_bytes,
+        staged = stage_edge_bundle(target, out, manifest, shipped, layout.encode(lowered.plan),
                                    verify=verify or strict, log=log, reference=reference)
     else:
-        files: dict = {"model.onnx": shipped.SerializeToString(), "model.plan": plan_bytes}
+        # written streaming into the bundle: a 1-2 GB model's weights are never joined in memory
+        files: dict = {"model.onnx": partial(weights.write_model, shipped), "model.plan": partial(layout.write, lowered.plan)}
         files.update({f: runtime[f] for f in WASM_VARIANTS.values()})
         from .targets.web_npm import npm_files   # the bundle is an npm package too (package.json, index.js, .d.ts)
         files.update(npm_files(manifest, files, signed=sign is not None))

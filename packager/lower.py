@@ -54,7 +54,7 @@ class Tensor:
     name: str
     dtype: int
     shape: tuple[int, ...]
-    data: bytes | None = None       # weights: the bytes to store in the plan
+    data: bytes | memoryview | None = None   # weights: the bytes to store in the plan (a view: never copied)
     alias: str | None = None        # arena tensor sharing another's bytes
 
     @property
@@ -170,7 +170,7 @@ class LowerCtx:
         if array.dtype not in CODES:
             raise PackagerError(f"weight dtype {array.dtype} not storable")
         name = self._fresh(hint)
-        self.tensors[name] = Tensor(name, CODES[array.dtype], tuple(array.shape), array.tobytes())
+        self.tensors[name] = Tensor(name, CODES[array.dtype], tuple(array.shape), _bytes_view(array))
         return name
 
     def temp(self, shape: Sequence[int], dtype: type = np.float32, hint: str = "t") -> str:
@@ -242,8 +242,16 @@ class LowerCtx:
                                    self.opset, f"tensor '{name}' has dtype "
                                    f"{onnx.TensorProto.DataType.Name(code) if code else 'unknown'}, unsupported")
         c = self.graph.consts.get(name)
-        data = np.ascontiguousarray(c).astype(DTYPES[code], copy=False).tobytes() if c is not None else None
+        data = _bytes_view(np.ascontiguousarray(c).astype(DTYPES[code], copy=False)) if c is not None else None
         self.tensors[name] = Tensor(name, code, shape, data)
+
+
+def _bytes_view(a: np.ndarray) -> memoryview:
+    """A weight's bytes without copying them (a 1-2 GB weight is held once: docs/security.md, "Large models")."""
+    a = np.ascontiguousarray(a)
+    if a.dtype.byteorder == ">":
+        a = a.astype(a.dtype.newbyteorder("<"))
+    return memoryview(a.reshape(-1).view(np.uint8)).toreadonly()
 
 
 def lowered_custom_op(domain: str, op_type: str) -> bool:
@@ -417,15 +425,13 @@ def _assemble(ctx: LowerCtx, inputs: list[str], outputs: list[str]) -> LoweredPl
                 touch(n, n_steps)
     for name in outputs:
         touch(name, n_steps)
-    # Weights: concatenated, each 64-aligned.
-    weights = bytearray()
+    # Weights: in order, each 64-aligned (pieces joined only when the plan is written).
+    weights = layout.Weights()
     w_off: dict[str, int] = {}
     for n in names:
         t = ctx.tensors[n]
         if t.data is not None:
-            w_off[n] = len(weights)
-            weights += t.data
-            weights += b"\0" * (-len(weights) % layout.ALIGN)
+            w_off[n] = weights.add(t.data)
     blocks = [Block(ids[r], ctx.tensors[r].nbytes, first[r], last[r]) for r in first if ctx.tensors[r].data is None]
     scratch_key = {}
     for step, e in enumerate(ctx.emitted):
@@ -449,7 +455,7 @@ def _assemble(ctx: LowerCtx, inputs: list[str], outputs: list[str]) -> LoweredPl
              for s, e in enumerate(ctx.emitted)]
     arena = (arena + layout.ALIGN - 1) // layout.ALIGN * layout.ALIGN
     check_wasm32(arena, "the arena (all intermediate tensors at once)")
-    plan = layout.Plan(tensors, nodes, [ids[i] for i in inputs], [ids[o] for o in outputs], bytes(weights), arena)
+    plan = layout.Plan(tensors, nodes, [ids[i] for i in inputs], [ids[o] for o in outputs], weights, arena)
     intermediates = sum(ctx.tensors[r].nbytes for r in first if ctx.tensors[r].data is None) + \
         sum(e.scratch_bytes for e in ctx.emitted)
     return LoweredPlan(plan, names, [e.onnx_node for e in ctx.emitted], intermediates)

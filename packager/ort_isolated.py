@@ -44,15 +44,20 @@ def _limits(nbytes: int) -> tuple[float, int]:
 def run_isolated(model: onnx.ModelProto, feeds: dict[str, np.ndarray], outputs: list[str] | None = None,
                  optimize: bool = True) -> dict[str, np.ndarray]:
     """Run `model` once on `feeds` with onnxruntime CPU in a child process; the named outputs (default: all)."""
-    from .reference import ort_model
-    data = ort_model(model).SerializeToString()
+    from .reference import ORT_MAX_IR
+    from .weights import save_external
+
+    def for_ort(m: onnx.ModelProto) -> None:   # onnx writes newer IR versions than onnxruntime reads
+        m.ir_version = min(m.ir_version, ORT_MAX_IR)
     with tempfile.TemporaryDirectory(prefix="edgepack-ort-") as tmp:
         d = Path(tmp)
-        (d / "model.onnx").write_bytes(data)
+        # large weights go to model.onnx.data, streamed from the weight store: the child reads them from disk
+        path = save_external(model, d, edit=for_ort)
+        model_bytes = path.stat().st_size + (d / "model.onnx.data").stat().st_size
         np.savez(d / "feeds.npz", **{f"i{k}": v for k, v in enumerate(feeds.values())})
         (d / "names.txt").write_text("\n".join(["1" if optimize else "0", str(len(feeds)), *feeds,
                                                 *(outputs or [])]) + "\n")
-        seconds, memory = _limits(len(data) + sum(v.nbytes for v in feeds.values()))
+        seconds, memory = _limits(model_bytes + sum(v.nbytes for v in feeds.values()))
 
         def limit() -> None:   # in the child, before exec
             import resource

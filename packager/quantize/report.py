@@ -44,12 +44,13 @@ def reference_session(model: onnx.ModelProto) -> Runner:
     packager.reference.reference_run: their Q/DQ nodes execute as written (exact QDQ semantics)."""
     import onnxruntime as ort
     from ..reference import QDQ_OPS, ort_model
+    from ..weights import inline
     so = ort.SessionOptions()
     so.intra_op_num_threads = 1
     so.log_severity_level = 3
     if any(n.op_type in QDQ_OPS for n in model.graph.node):
         so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    sess = ort.InferenceSession(ort_model(model).SerializeToString(), so, providers=["CPUExecutionProvider"])
+    sess = ort.InferenceSession(inline(ort_model(model)).SerializeToString(), so, providers=["CPUExecutionProvider"])
     names = [o.name for o in sess.get_outputs()]
     return lambda feeds: dict(zip(names, sess.run(names, feeds)))
 

@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import urllib.parse
+from functools import partial
 from pathlib import Path
 from typing import Callable
 
@@ -33,6 +34,7 @@ from ..reference import compare, ort_model
 from ..bundle import StagedBundle, stage_bundle
 from ..errors import PackagerError
 from ..toolchain import KERNELS, REPO
+from ..weights import write_model
 
 EDGE_TARGETS = ("pi5", "android")
 EDGE = REPO / "edge"
@@ -189,7 +191,7 @@ def ort_format(model: onnx.ModelProto, log: Callable[[str], None]) -> dict[str, 
     m = ort_model(model)
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "model.onnx"
-        src.write_bytes(m.SerializeToString())
+        write_model(m, src)
         r = subprocess.run([sys.executable, "-m", "onnxruntime.tools.convert_onnx_models_to_ort", str(src),
                             "--output_dir", str(Path(tmp) / "ort"), "--optimization_style", "Fixed"],
                            capture_output=True, text=True, timeout=600)
@@ -228,7 +230,7 @@ def stage_edge_bundle(target: str, out: Path, manifest: dict, model: onnx.ModelP
         feeds=", ".join(f"'{s['name']}': x{i}" for i, s in enumerate(manifest["inputs"])))
     if "dims" in manifest:
         readme += _dynamic_readme(target, manifest)
-    files: dict[str, bytes | Path] = {"model.onnx": model.SerializeToString()}
+    files: dict = {"model.onnx": partial(write_model, model)}   # streamed: large weights are not copied
     executables: tuple[str, ...] = ()
     if target == "pi5":
         files.update({"model.plan": plan_bytes, "libedgepack.so": rt["libedgepack.so"],
