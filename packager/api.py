@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import tempfile
 from functools import partial
 from pathlib import Path
 from typing import Callable
@@ -147,8 +148,10 @@ def package(model: str | os.PathLike | onnx.ModelProto, target: str = "web", out
             {"kernel": Op(n.op).name, "onnx_node": src} for n, src in zip(lowered.plan.nodes, lowered.node_sources)]
     if target != "web":  # edge targets: aarch64 runtime files + consistency report (packager/targets/edge.py)
         from .targets.edge import stage_edge_bundle
-        staged = stage_edge_bundle(target, out, manifest, shipped, layout.encode(lowered.plan),
-                                   verify=verify or strict, log=log, reference=reference)
+        with tempfile.TemporaryDirectory(prefix="edgepack-plan-") as tmp:   # the plan is never one bytes object
+            layout.write(lowered.plan, Path(tmp) / "model.plan")
+            staged = stage_edge_bundle(target, out, manifest, shipped, Path(tmp) / "model.plan",
+                                       verify=verify or strict, log=log, reference=reference)
     else:
         # written streaming into the bundle: a 1-2 GB model's weights are never joined in memory
         files: dict = {"model.onnx": partial(weights.write_model, shipped), "model.plan": partial(layout.write, lowered.plan)}

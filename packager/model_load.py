@@ -197,7 +197,7 @@ def _load_external(model: onnx.ModelProto, base: Path) -> None:
             os.close(fd)
         if data is None:
             raise ModelLoadError(f"tensor '{t.name}': short read from '{location}'")
-        if at < main and length >= weights.MIN_BYTES and length == _nbytes(t):
+        if at < main and weights.active() and length >= weights.MIN_BYTES and length == _nbytes(t):
             weights.stow(t, data)   # read once, into the array the packager uses: no copy in the protobuf
             continue
         t.raw_data = data.tobytes()

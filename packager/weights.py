@@ -6,8 +6,8 @@ one read-only numpy array, and the graph holds a reference in its place: a Tenso
 marked EXTERNAL at location 'edgepack-store:<key>'. Such a reference is never a file: onnx's loader must not read it,
 and nothing leaves the packager holding one: inline() / write_model() / save_external() put the bytes back.
 
-The arrays of one packaging run are released when it ends (scoped); refs made outside any scope live as long as the
-process (tests analyzing a model directly)."""
+Only inside a scope (one packaging run: api.package) are tensors stored, and its arrays are released when it ends;
+outside one (a test analyzing a model directly) tensors stay ordinary TensorProtos, as onnx makes them."""
 from __future__ import annotations
 
 import contextlib
@@ -44,16 +44,20 @@ def is_ref(t: onnx.TensorProto) -> bool:
     return key_of(t) is not None
 
 
+def active() -> bool:
+    """Inside a scope: large tensors are stored."""
+    return bool(_scopes)
+
+
 def put(a: np.ndarray) -> str:
-    """Store `a` (read-only from now on; not copied) and return its key."""
+    """Store `a` (read-only from now on; not copied) and return its key. Inside a scope only."""
     k = _keys.get(id(a))
     if k is not None and _arrays.get(k) is a:
         return k
     a.flags.writeable = False
     k = str(next(_next))
     _arrays[k], _keys[id(a)] = a, k
-    if _scopes:
-        _scopes[-1].append(k)
+    _scopes[-1].append(k)
     return k
 
 
@@ -81,7 +85,7 @@ def to_array(t: onnx.TensorProto) -> np.ndarray:
 def from_array(a: np.ndarray, name: str) -> onnx.TensorProto:
     """numpy_helper.from_array, but an array of MIN_BYTES or more becomes a store reference (no copy)."""
     a = np.asarray(a)
-    if a.nbytes >= MIN_BYTES and a.dtype.byteorder in "=<|" and \
+    if _scopes and a.nbytes >= MIN_BYTES and a.dtype.byteorder in "=<|" and \
             storable(onnx.helper.np_dtype_to_tensor_dtype(a.dtype)) is not None:
         return ref(np.ascontiguousarray(a), name)
     return numpy_helper.from_array(a, name)
@@ -91,7 +95,7 @@ def stow(t: onnx.TensorProto, data: np.ndarray | None = None) -> None:
     """Turn `t` into a store reference in place. data: its bytes as a uint8 array (external data just read);
     else its raw_data is moved. Small tensors and types numpy cannot hold as they are stay as they are."""
     dt = storable(t.data_type)
-    if dt is None:
+    if dt is None or not _scopes:
         return
     if data is None:
         if not t.HasField("raw_data") or len(t.raw_data) < MIN_BYTES:
@@ -279,7 +283,7 @@ def ir_close(model) -> None:
     """Before serializing an onnx-ir model: large initializers (stored ones, and those its passes made) become
     store references again, so serializing copies no weight."""
     import onnx_ir as ir
-    for v in model.graph.initializers.values():
+    for v in model.graph.initializers.values() if _scopes else ():
         t = v.const_value
         if t is None or isinstance(t, ir.ExternalTensor) or t.nbytes < MIN_BYTES:
             continue

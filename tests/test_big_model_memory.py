@@ -99,3 +99,21 @@ def test_tampered_large_plan_refused_as_it_loads(tmp_path: Path) -> None:
         f.write(b"\x01\x02\x03\x04")
     with pytest.raises(Exception, match="changed after its SHA-256 was checked"):
         b.run({"x": x})
+
+
+def test_model_cannot_name_a_store_reference(tmp_path: Path) -> None:
+    """A model's own external data at 'edgepack-store:<key>' is a file name like any other (never a stored array
+    of this process): not found, refused."""
+    from packager.errors import ModelLoadError
+    m = _model_with(np.ones((4, 4), np.float32))
+    w = m.graph.initializer[0]
+    w.ClearField("raw_data")
+    w.data_location = TensorProto.EXTERNAL
+    for k, v in (("location", weights.PREFIX + "0"), ("length", "64")):
+        e = w.external_data.add()
+        e.key, e.value = k, v
+    onnx.save(m, tmp_path / "m.onnx")
+    with weights.scope():
+        weights.put(np.zeros((4, 4), np.float32))
+        with pytest.raises(ModelLoadError, match="not found"):
+            load_model(tmp_path / "m.onnx")

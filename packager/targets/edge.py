@@ -31,7 +31,7 @@ import numpy as np
 import onnx
 
 from ..reference import compare, ort_model
-from ..bundle import StagedBundle, stage_bundle
+from ..bundle import StagedBundle, sha256, stage_bundle
 from ..errors import PackagerError
 from ..toolchain import KERNELS, REPO
 from ..weights import write_model
@@ -170,13 +170,14 @@ def qemu_available() -> bool:
     return shutil.which(QEMU) is not None
 
 
-def io_txt(manifest: dict, plan_bytes: bytes | None = None) -> str:
+def io_txt(manifest: dict, plan_bytes: bytes | Path | None = None) -> str:
     """Graph I/O names for the Java wrapper (no JSON parser on plain Java): kind TAB url-encoded name; and
     model.plan's SHA-256 (the manifest's hash of assets/edgepack/model.plan), which Session.load checks."""
     lines = ["# edgepack io.txt: kind<TAB>name (URL-encoded), in the plan's order"
              + ("; inputs: <TAB>dims, comma-separated, a number or a (URL-encoded) symbol" if "dims" in manifest else "")]
     if plan_bytes is not None:
-        lines.append(f"sha256\tmodel.plan\t{hashlib.sha256(plan_bytes).hexdigest()}")
+        digest = sha256(plan_bytes) if isinstance(plan_bytes, Path) else hashlib.sha256(plan_bytes).hexdigest()
+        lines.append(f"sha256\tmodel.plan\t{digest}")
     for kind in ("input", "output"):
         for s in manifest[kind + "s"]:
             line = f"{kind}\t{urllib.parse.quote(s['name'], safe='')}"
@@ -212,7 +213,7 @@ def write_edge_bundle(target: str, out: Path, manifest: dict, model: onnx.ModelP
         return staged.commit()
 
 
-def stage_edge_bundle(target: str, out: Path, manifest: dict, model: onnx.ModelProto, plan_bytes: bytes,
+def stage_edge_bundle(target: str, out: Path, manifest: dict, model: onnx.ModelProto, plan_bytes: bytes | Path,
                       verify: bool = True, log: Callable[[str], None] = lambda s: None,
                       reference: onnx.ModelProto | None = None) -> StagedBundle:
     """write_edge_bundle up to the swap: the bundle in its staging folder, consistency run there (a failure
@@ -338,12 +339,12 @@ def consistency(path: Path, target: str, model: onnx.ModelProto, log: Callable[[
     """Same seeded inputs through onnxruntime, the wasm SIMD build and this bundle's aarch64 build;
     pairwise max differences into manifest['consistency'] (and 'verification': NEON vs onnxruntime)."""
     from ..reference import random_inputs, reference_run
-    from ..runtime.wasm import WasmPlan
+    from ..runtime.wasm import PlanFile, WasmPlan
     from ..toolchain import ensure_wasm
     mpath = path / "manifest.json"
     m = json.loads(mpath.read_text())
     feeds = random_inputs(example_specs(m))
-    plan = (path / m["runtime"]["plan"]).read_bytes()
+    plan = PlanFile(path / m["runtime"]["plan"])   # copied into wasm memory in chunks (a 2 GB plan: once)
     results: dict[str, dict[str, np.ndarray]] = {}
     notes: dict[str, str] = {}
     try:
