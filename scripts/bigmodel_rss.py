@@ -9,6 +9,7 @@ packages a chain of N Relu/Neg nodes end to end and reports its wall time. Figur
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import subprocess
@@ -55,8 +56,9 @@ def chain_model(folder: Path, n: int) -> Path:
     return p
 
 
-def package_rss(model: Path, target: str, out: Path, extra: tuple[str, ...] = ()) -> tuple[int, float, str]:
-    """(peak RSS bytes, wall seconds, stderr tail) of one `package` run under /usr/bin/time -v."""
+def package_rss(model: Path, target: str, out: Path, extra: tuple[str, ...] = ()) -> tuple[int, float, float, str]:
+    """(peak RSS bytes, wall seconds, CPU seconds (user + system, children included: less sensitive to the load
+    than wall time), verification line) of one `package` run under /usr/bin/time -v."""
     cmd = ["/usr/bin/time", "-v", sys.executable, "-m", "packager.cli", str(model), "--target", target,
            "-o", str(out), *extra]
     t0 = time.perf_counter()
@@ -65,8 +67,9 @@ def package_rss(model: Path, target: str, out: Path, extra: tuple[str, ...] = ()
     m = re.search(r"Maximum resident set size \(kbytes\): (\d+)", r.stderr)
     if r.returncode != 0 or m is None:
         raise SystemExit(f"package failed ({r.returncode}):\n{r.stderr[-3000:]}")
+    cpu = sum(float(x) for x in re.findall(r"(?:User|System) time \(seconds\): ([\d.]+)", r.stderr))
     tail = [ln for ln in r.stderr.splitlines() if "verified" in ln or "consistency" in ln.lower()]
-    return int(m.group(1)) * 1024, wall, (tail[-1].strip() if tail else "")
+    return int(m.group(1)) * 1024, wall, cpu, (tail[-1].strip() if tail else "not verified (see the manifest)")
 
 
 def main() -> None:
@@ -84,15 +87,16 @@ def main() -> None:
             model = matmul_model(Path(tmp), int(mb * 1e6))
             size = model.stat().st_size + (Path(tmp) / "w.bin").stat().st_size
             for target in targets:
-                rss, wall, tail = package_rss(model, target, Path(tmp) / f"out-{target}")
+                rss, wall, cpu, tail = package_rss(model, target, Path(tmp) / f"out-{target}")
                 print(f"{size / 1e6:.0f} MB model, --target {target}: peak RSS {rss / 1e6:.0f} MB = "
-                      f"{rss / size:.2f}x the model, {wall:.0f} s  {tail}", flush=True)
+                      f"{rss / size:.2f}x the model, {wall:.0f} s ({cpu:.0f} s CPU)  {tail}", flush=True)
     if args.chain:
         with tempfile.TemporaryDirectory(prefix="edgepack-chain-", dir=args.tmp) as tmp:
             model = chain_model(Path(tmp), args.chain)
-            rss, wall, tail = package_rss(model, targets[0], Path(tmp) / "out")
-            print(f"chain of {args.chain} nodes, --target {targets[0]}: {wall:.1f} s end to end, "
-                  f"peak RSS {rss / 1e6:.0f} MB  {tail}", flush=True)
+            rss, wall, cpu, tail = package_rss(model, targets[0], Path(tmp) / "out")
+            verification = json.loads((Path(tmp) / "out" / "manifest.json").read_text()).get("verification")
+            print(f"chain of {args.chain} nodes, --target {targets[0]}: {wall:.1f} s end to end ({cpu:.1f} s CPU), "
+                  f"peak RSS {rss / 1e6:.0f} MB  {tail}; verification {verification}", flush=True)
 
 
 if __name__ == "__main__":
