@@ -11,6 +11,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper, shape_inference
 
+from . import weights
 from .errors import NeedsConstantError, PackagerError, UnsupportedError, with_opset
 from .passes import subgraphs as sg
 
@@ -234,7 +235,7 @@ def _refuse_huge_constant_shapes(model: onnx.ModelProto) -> None:
         k = _SHAPED_BY_INPUT.get(n.op_type)
         if k is None or len(n.input) <= k or n.input[k] not in consts:
             continue
-        dims = numpy_helper.to_array(consts[n.input[k]]).astype(np.float64).reshape(-1)
+        dims = weights.to_array(consts[n.input[k]]).astype(np.float64).reshape(-1)
         value = next((a.t for a in n.attribute if a.name == "value"), None)
         src = consts.get(n.input[0]) if k == 1 else value
         itemsize = helper.tensor_dtype_to_np_dtype(src.data_type).itemsize if src is not None else 4
@@ -386,7 +387,7 @@ def convert_opset(model: onnx.ModelProto, opset: int, notices: list[str]) -> tup
     _hardmax_as_2d(m.graph)
     try:
         converted = version_converter.convert_version(m, CONVERT_BELOW_OPSET)
-        onnx.checker.check_model(converted)
+        weights.check_model(converted)
         if io(converted.graph) != io(m.graph):
             # Scan 8 -> 9 drops the batch axis of its graph's inputs: the user feeds what the model says
             raise ValueError("the conversion changes the model's inputs or outputs")
@@ -487,14 +488,14 @@ def _analyze(model: onnx.ModelProto, opset: int, notices: list[str], input_shape
     for name, value in constants.items():
         if name not in {vi.name for vi in g.input}:
             raise PackagerError(f"--const names '{name}', which is not an input of the model")
-        g.initializer.append(numpy_helper.from_array(np.asarray(value), name))
+        g.initializer.append(weights.from_array(np.asarray(value), name))
     keep_inputs = [vi for vi in g.input if vi.name not in constants]
     del g.input[:]
     g.input.extend(keep_inputs)
     bind_inputs(model, input_shapes or {}, notices, strict)
     _stft_onesided_explicit(g)
 
-    consts: dict[str, np.ndarray] = {i.name: numpy_helper.to_array(i) for i in g.initializer}
+    consts: dict[str, np.ndarray] = {i.name: weights.to_array(i) for i in g.initializer}   # stored: not copied
     inputs = [vi.name for vi in g.input if vi.name not in consts]
     outputs = [o.name for o in g.output]
     folded = 0
@@ -576,7 +577,7 @@ def _analyze(model: onnx.ModelProto, opset: int, notices: list[str], input_shape
     model.graph.node.extend(remaining)
     del model.graph.initializer[:]
     produced = {o for n in remaining for o in n.output}
-    model.graph.initializer.extend(numpy_helper.from_array(v, k) for k, v in consts.items()
+    model.graph.initializer.extend(weights.from_array(v, k) for k, v in consts.items()
                                    if k in used and k not in produced)
     del model.graph.value_info[:]
     model = _infer(model)

@@ -4,12 +4,14 @@ packager/targets/base.Target, the only way this file knows a target."""
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 import onnx
 
+from . import weights
 from .bundle import check_output
 from .errors import PackagerError
 from .front import Front
@@ -27,6 +29,7 @@ __all__ = ["package", "TARGETS", "PROFILES"]
 PROFILES = ("default", "strict")
 
 
+@weights.scoped   # large weights are held once, in packager/weights.py, for the run
 def package(model: str | os.PathLike | onnx.ModelProto, target: str = "web", out: str | os.PathLike = "out",
             input_shapes: dict[str, tuple[int, ...]] | None = None,
             constants: dict[str, np.ndarray] | None = None, verify: bool = True,
@@ -108,12 +111,14 @@ def package(model: str | os.PathLike | onnx.ModelProto, target: str = "web", out
     # an earlier bundle stays until commit --
     manifest = build_manifest(name, tgt.name, source, graph, lowered, rewritten + graph.notices, profile, quant.info,
                               optimization, syms, io_dims)
-    with tgt.stage(out, manifest, shipped, layout.encode(lowered.plan), emit_onnx=emit_onnx, signed=sign is not None,
-                   log=log) as staged:
-        if verify or strict:
-            tgt.verify(staged.path, reference, log, strict)
-        report_accuracy(staged.path, tgt, float_model, quant, log)
-        if sign is not None:   # last: the signature covers the final manifest
-            from .signing import sign_bundle
-            sign_bundle(staged.path, Path(sign))
-        return staged.commit()
+    with tempfile.TemporaryDirectory(prefix="edgepack-plan-") as tmp:   # the plan is never one bytes object
+        plan = Path(tmp) / "model.plan"
+        layout.write(lowered.plan, plan)
+        with tgt.stage(out, manifest, shipped, plan, emit_onnx=emit_onnx, signed=sign is not None, log=log) as staged:
+            if verify or strict:
+                tgt.verify(staged.path, reference, log, strict)
+            report_accuracy(staged.path, tgt, float_model, quant, log)
+            if sign is not None:   # last: the signature covers the final manifest
+                from .signing import sign_bundle
+                sign_bundle(staged.path, Path(sign))
+            return staged.commit()

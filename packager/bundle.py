@@ -8,7 +8,7 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import numpy as np
@@ -22,8 +22,17 @@ WASM_VARIANTS = {"simd": "edgepack.wasm", "scalar": "edgepack-scalar.wasm", "rel
                  "threads": "edgepack-threads.wasm", "threads-relaxed": "edgepack-threads-relaxed.wasm"}
 
 
+HASH_CHUNK = 16 << 20
+VERIFIED_MAX = 32 << 20   # a larger model.plan is not kept in memory after its check: hashed again as it loads
+
+
 def sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    """A file's SHA-256, read in chunks (a 2 GB plan never sits in memory to be hashed)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(HASH_CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 def _load_manifest(mpath: Path) -> object:
@@ -190,10 +199,11 @@ def _umask() -> int:
     return mask
 
 
-def stage_bundle(out: Path, manifest: dict, files: dict[str, bytes | Path],
+def stage_bundle(out: Path, manifest: dict, files: dict[str, "bytes | Path | Callable[[Path], object]"],
                  executables: tuple[str, ...] = ()) -> StagedBundle:
     """Write files (names may hold sub-directories) and a manifest holding their SHA-256 into a private
-    temp folder beside `out`; the caller verifies there, then commit()s (use it as a context manager)."""
+    temp folder beside `out`; the caller verifies there, then commit()s (use it as a context manager).
+    A file given as a callable writes itself to the path it is called with (large files, streamed)."""
     staged = StagedBundle(out)
     try:
         entries = {}
@@ -202,6 +212,8 @@ def stage_bundle(out: Path, manifest: dict, files: dict[str, bytes | Path],
             dst.parent.mkdir(parents=True, exist_ok=True)
             if isinstance(src, Path):
                 shutil.copyfile(src, dst)
+            elif callable(src):
+                src(dst)
             else:
                 dst.write_bytes(src)
             dst.chmod(0o755 if name in executables else 0o644)
@@ -269,10 +281,11 @@ class Bundle:
                 raise BundleError(f"manifest lists a file outside the bundle: {name}")
             if not p.is_file():
                 raise BundleError(f"bundle file missing: {name}")
-            data = p.read_bytes()
-            if hashlib.sha256(data).hexdigest() != meta.get("sha256"):
+            keep = name in WASM_VARIANTS.values() or (name == "model.plan" and p.stat().st_size <= VERIFIED_MAX)
+            data = p.read_bytes() if keep else None
+            if (hashlib.sha256(data).hexdigest() if keep else sha256(p)) != meta.get("sha256"):
                 raise BundleError(f"bundle file {name} does not match its SHA-256 in manifest.json (tampered or corrupt)")
-            if name == "model.plan" or name in WASM_VARIANTS.values():   # run exactly the bytes checked here
+            if keep:   # run exactly the bytes checked here (a larger plan is checked again as it loads: session())
                 self._verified[name] = data
 
     @property
@@ -298,20 +311,27 @@ class Bundle:
                 if not (self.path / wasm_name).is_file():
                     raise BundleError(f"{self.path}: runtime file {wasm_name} missing")
                 code = (self.path / wasm_name).read_bytes()
-            if plan is None:
-                plan = (self.path / "model.plan").read_bytes()
-            self._check_io_against_plan(plan)
+            if plan is None:   # a large plan (or no verification): copied into the instance in chunks
+                from .runtime.wasm import PlanFile
+                if not (self.path / "model.plan").is_file():
+                    raise BundleError(f"{self.path}: model.plan missing")
+                files = self.manifest.get("files")
+                digest = files.get("model.plan", {}).get("sha256") if self._verified and isinstance(files, dict) else None
+                plan = PlanFile(self.path / "model.plan", digest)
+                self._check_io_against_plan(plan.head(), head_only=True)
+            else:
+                self._check_io_against_plan(plan)
             self._session = WasmPlan(code, plan)
             sources = self.manifest.get("plan", {}).get("node_sources")
             if isinstance(sources, list):
                 self._session.node_names = [str(x) for x in sources]
         return self._session
 
-    def _check_io_against_plan(self, plan: bytes) -> None:
+    def _check_io_against_plan(self, plan: bytes, head_only: bool = False) -> None:
         """The plan is the truth: the manifest's inputs and outputs must name its graph inputs and outputs with their
         dtypes and dims (a run-time dim where the manifest gives a symbol), or data would be reinterpreted."""
         from .plan import layout
-        p = layout.decode(plan)
+        p = layout.decode(plan, head_only)
         for kind, specs, ids in (("input", self.inputs, p.inputs), ("output", self.outputs, p.outputs)):
             if len(specs) != len(ids):
                 raise BundleError(f"manifest.json lists {len(specs)} {kind}s, the plan has {len(ids)}")

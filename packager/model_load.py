@@ -18,8 +18,10 @@ import os
 import stat
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
+import numpy as np
 import onnx
 
+from . import weights
 from .errors import ModelLoadError
 from .passes import contrib
 
@@ -152,7 +154,8 @@ def _load_external(model: onnx.ModelProto, base: Path) -> None:
     """Read every external tensor through _open_beneath. The bytes read in all are bounded by the data
     files' sizes, each file counted once: 64 tensors naming one 16 MiB file cannot make 1 GiB."""
     budget, used, seen = 0, 0, set()
-    for t in _all_tensors(model):
+    main = len(model.graph.initializer)   # _all_tensors yields these first; large ones go to packager/weights.py
+    for at, t in enumerate(_all_tensors(model)):
         if t.data_location != onnx.TensorProto.EXTERNAL:
             if t.external_data:
                 raise ModelLoadError(f"tensor '{t.name}': has external_data entries but is not marked external")
@@ -189,14 +192,40 @@ def _load_external(model: onnx.ModelProto, base: Path) -> None:
                                      f"more than their files hold ({budget} bytes, each file counted once): "
                                      f"tensors overlap in '{location}' (refused: it multiplies memory)")
             used += length
-            data = os.pread(fd, length, offset)
+            data = _pread(fd, length, offset)
         finally:
             os.close(fd)
-        if len(data) != length:
+        if data is None:
             raise ModelLoadError(f"tensor '{t.name}': short read from '{location}'")
-        t.raw_data = data
+        if at < main and weights.active() and length >= weights.MIN_BYTES and length == _nbytes(t):
+            weights.stow(t, data)   # read once, into the array the packager uses: no copy in the protobuf
+            continue
+        t.raw_data = data.tobytes()
         del t.external_data[:]
         t.data_location = onnx.TensorProto.DEFAULT
+
+
+def _pread(fd: int, length: int, offset: int) -> np.ndarray | None:
+    """length bytes at offset, read straight into one array (a large read in several calls); None if short."""
+    out = np.empty(length, dtype=np.uint8)
+    view, at = memoryview(out), 0
+    while at < length:
+        n = os.preadv(fd, [view[at:at + (1 << 30)]], offset + at)
+        if n <= 0:
+            return None
+        at += n
+    return out
+
+
+def _nbytes(t: onnx.TensorProto) -> int | None:
+    """The bytes a tensor of its dims and type holds, for the types the weight store keeps (else None)."""
+    dt = weights.storable(t.data_type)
+    if dt is None or any(d < 0 for d in t.dims):
+        return None
+    n = dt.itemsize
+    for d in t.dims:
+        n *= d
+    return n
 
 
 _PACKED_BITS = {onnx.TensorProto.INT4: 4, onnx.TensorProto.UINT4: 4, onnx.TensorProto.FLOAT4E2M1: 4,
@@ -216,6 +245,8 @@ def check_tensor_data(model: onnx.ModelProto) -> None:
     for t in _dense_tensors(model):
         if any(d < 0 for d in t.dims):
             raise ModelLoadError(f"tensor '{t.name}': negative dimension in {list(t.dims)}")
+        if weights.is_ref(t):   # stored only when its length was the bytes its dims and type need
+            continue
         n = 1
         for d in t.dims:
             n *= d
@@ -367,12 +398,14 @@ def load_model(model: str | os.PathLike | onnx.ModelProto, allow_domains: frozen
             raise ModelLoadError(f"{p}: not a readable ONNX model ({type(e).__name__}: {str(e)[:200]})") from None
         _load_external(m, p.resolve().parent)
     check_tensor_data(m)   # before onnx (checker, inliner) reads any tensor
+    if not isinstance(model, onnx.ModelProto):   # (never the caller's own ModelProto)
+        weights.stow_model(m)   # large inline initializers too: the graph protobuf is copied often, its weights not
     if len(m.functions):
         m = inline_functions(m)
     m = contrib.adopt_ort_ops(m)   # onnxruntime's default-domain contrib ops (SimplifiedLayerNormalization)
     check_graph(m, allow_domains)
     try:
-        onnx.checker.check_model(m)
+        weights.check_model(m)
     except Exception as e:
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise ModelLoadError(f"invalid ONNX model: {msg}") from None

@@ -45,14 +45,16 @@ def run_isolated(model: onnx.ModelProto, feeds: dict[str, np.ndarray], outputs: 
                  optimize: bool = True) -> dict[str, np.ndarray]:
     """Run `model` (one onnxruntime loads: packager.reference.ort_model) once on `feeds` with onnxruntime CPU in a
     child process; the named outputs (default: all)."""
-    data = model.SerializeToString()
+    from .weights import save_external
     with tempfile.TemporaryDirectory(prefix="edgepack-ort-") as tmp:
         d = Path(tmp)
-        (d / "model.onnx").write_bytes(data)
+        # large weights go to model.onnx.data, streamed from the weight store: the child reads them from disk
+        path = save_external(model, d)
+        model_bytes = path.stat().st_size + (d / "model.onnx.data").stat().st_size
         np.savez(d / "feeds.npz", **{f"i{k}": v for k, v in enumerate(feeds.values())})
         (d / "names.txt").write_text("\n".join(["1" if optimize else "0", str(len(feeds)), *feeds,
                                                 *(outputs or [])]) + "\n")
-        seconds, memory = _limits(len(data) + sum(v.nbytes for v in feeds.values()))
+        seconds, memory = _limits(model_bytes + sum(v.nbytes for v in feeds.values()))
 
         def limit() -> None:   # in the child, before exec
             import resource

@@ -54,7 +54,8 @@ def reference_session(model: onnx.ModelProto) -> Runner:
     so.log_severity_level = 3
     if any(n.op_type in QDQ_OPS for n in model.graph.node):
         so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    sess = ort.InferenceSession(ort_model(model).SerializeToString(), so, providers=["CPUExecutionProvider"])
+    from .weights import inline
+    sess = ort.InferenceSession(inline(ort_model(model)).SerializeToString(), so, providers=["CPUExecutionProvider"])
     names = [o.name for o in sess.get_outputs()]
     return lambda feeds: dict(zip(names, sess.run(names, feeds)))
 

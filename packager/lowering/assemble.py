@@ -39,15 +39,12 @@ def assemble(ctx: LowerCtx, inputs: list[str], outputs: list[str]) -> LoweredPla
                 touch(n, n_steps)
     for name in outputs:
         touch(name, n_steps)
-    # Weights: concatenated, each 64-aligned.
-    weights = bytearray()
+    weights = layout.Weights()   # in order, each 64-aligned: pieces joined only when the plan is written
     w_off: dict[str, int] = {}
     for n in names:
         t = ctx.tensors[n]
         if t.data is not None:
-            w_off[n] = len(weights)
-            weights += t.data
-            weights += b"\0" * (-len(weights) % layout.ALIGN)
+            w_off[n] = weights.add(t.data)
     blocks = [Block(ids[r], ctx.tensors[r].nbytes, first[r], last[r]) for r in first if ctx.tensors[r].data is None]
     scratch_key = {}
     for step, e in enumerate(ctx.emitted):
@@ -71,7 +68,7 @@ def assemble(ctx: LowerCtx, inputs: list[str], outputs: list[str]) -> LoweredPla
              for s, e in enumerate(ctx.emitted)]
     arena = (arena + layout.ALIGN - 1) // layout.ALIGN * layout.ALIGN
     check_wasm32(arena, "the arena (all intermediate tensors at once)")
-    plan = layout.Plan(tensors, nodes, [ids[i] for i in inputs], [ids[o] for o in outputs], bytes(weights), arena)
+    plan = layout.Plan(tensors, nodes, [ids[i] for i in inputs], [ids[o] for o in outputs], weights, arena)
     intermediates = sum(ctx.tensors[r].nbytes for r in first if ctx.tensors[r].data is None) + \
         sum(e.scratch_bytes for e in ctx.emitted)
     return LoweredPlan(plan, names, [e.onnx_node for e in ctx.emitted], intermediates)

@@ -23,7 +23,7 @@ class Tensor:
     name: str
     dtype: int
     shape: tuple[int, ...]
-    data: bytes | None = None       # weights: the bytes to store in the plan
+    data: bytes | memoryview | None = None   # weights: the bytes to store in the plan (a view: never copied)
     alias: str | None = None        # arena tensor sharing another's bytes
 
     @property
@@ -139,7 +139,7 @@ class LowerCtx:
         if array.dtype not in CODES:
             raise PackagerError(f"weight dtype {array.dtype} not storable")
         name = self._fresh(hint)
-        self.tensors[name] = Tensor(name, CODES[array.dtype], tuple(array.shape), array.tobytes())
+        self.tensors[name] = Tensor(name, CODES[array.dtype], tuple(array.shape), bytes_view(array))
         return name
 
     def temp(self, shape: Sequence[int], dtype: type = np.float32, hint: str = "t") -> str:
@@ -211,7 +211,7 @@ class LowerCtx:
                                    self.opset, f"tensor '{name}' has dtype "
                                    f"{onnx.TensorProto.DataType.Name(code) if code else 'unknown'}, unsupported")
         c = self.graph.consts.get(name)
-        data = np.ascontiguousarray(c).astype(DTYPES[code], copy=False).tobytes() if c is not None else None
+        data = bytes_view(np.ascontiguousarray(c).astype(DTYPES[code], copy=False)) if c is not None else None
         self.tensors[name] = Tensor(name, code, shape, data)
 
 
@@ -223,3 +223,11 @@ def check_wasm32(nbytes: int, what: str) -> None:
     if nbytes > WASM32_BYTES:
         raise PackagerError(f"{what} needs {nbytes / 2**30:.1f} GiB: more than a wasm32 memory holds (4 GiB); "
                             f"give smaller input shapes (--input-shape)")
+
+
+def bytes_view(a: np.ndarray) -> memoryview:
+    """A weight's bytes without copying them (a 1-2 GB weight is held once: docs/security.md, "Large models")."""
+    a = np.ascontiguousarray(a)
+    if a.dtype.byteorder == ">":
+        a = a.astype(a.dtype.newbyteorder("<"))
+    return memoryview(a.reshape(-1).view(np.uint8)).toreadonly()

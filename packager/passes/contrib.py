@@ -19,6 +19,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from .. import weights
 from ..errors import UnsupportedError
 
 DOMAIN = "com.microsoft"
@@ -57,7 +58,7 @@ class _Shapes:
         g = inferred.graph
         self.types: dict[str, onnx.TypeProto] = {vi.name: vi.type for vi in [*g.input, *g.value_info, *g.output]
                                                  if vi.type.HasField("tensor_type")}
-        self.consts: dict[str, np.ndarray] = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+        self.consts: dict[str, np.ndarray] = {t.name: weights.to_array(t) for t in model.graph.initializer}
         for n in model.graph.node:   # Constant nodes: exporters and onnxruntime's tools write scales this way
             if n.op_type == "Constant" and n.domain in STANDARD and n.attribute and n.attribute[0].name == "value":
                 self.consts[n.output[0]] = numpy_helper.to_array(n.attribute[0].t)

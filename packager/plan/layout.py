@@ -64,13 +64,42 @@ class NodeEntry:
     flags: int = 0         # NODE_PROLOGUE
 
 
+class Weights:
+    """The weights section as 64-aligned pieces (views of the packer's arrays), joined only on disk: a plan of
+    1-2 GB of weights is written without a second copy of them in memory (issue 21)."""
+
+    def __init__(self) -> None:
+        self.pieces: list[memoryview] = []
+        self.size = 0
+
+    def add(self, data) -> int:
+        """Append a buffer (bytes, memoryview, contiguous array; not copied); returns its offset."""
+        at = self.size
+        view = memoryview(data).cast("B")
+        pad = -len(view) % ALIGN
+        self.pieces.append(view)
+        if pad:
+            self.pieces.append(memoryview(bytes(pad)))
+        self.size += len(view) + pad
+        return at
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __bytes__(self) -> bytes:
+        return b"".join(self.pieces)
+
+    def __eq__(self, other) -> bool:
+        return bytes(self) == bytes(other)
+
+
 @dataclass
 class Plan:
     tensors: list[TensorEntry]
     nodes: list[NodeEntry]
     inputs: list[int]
     outputs: list[int]
-    weights: bytes
+    weights: bytes | Weights
     arena_bytes: int
     extra: dict = field(default_factory=dict)
     dynamic: Dynamic | None = None           # set: a version-2 plan
@@ -86,6 +115,24 @@ def _align(n: int, a: int = ALIGN) -> int:
 
 def encode(plan: Plan) -> bytes:
     """Serialize a plan. Sections: header, tensor table, node table, int pool, [v2: lifetimes], weights (64-aligned)."""
+    return b"".join([_head(plan), *_pieces(plan)])
+
+
+def write(plan: Plan, path) -> int:
+    """encode(plan) written to `path`, the weights streamed piece by piece; returns the bytes written."""
+    with open(path, "wb") as f:
+        f.write(_head(plan))
+        for piece in _pieces(plan):
+            f.write(piece)
+        return f.tell()
+
+
+def _pieces(plan: Plan) -> list:
+    return plan.weights.pieces if isinstance(plan.weights, Weights) else [plan.weights]
+
+
+def _head(plan: Plan) -> bytes:
+    """Every byte of the encoded plan before its weights."""
     dyn = plan.dynamic
     ints: list[int] = list(plan.inputs) + list(plan.outputs)
     bounds_at = 0
@@ -110,7 +157,7 @@ def encode(plan: Plan) -> bytes:
     end = life_off + (LIFE_BYTES * len(plan.tensors) if dyn is not None else 0)
     weights_off = _align(end)
     total = weights_off + len(plan.weights)
-    out = bytearray(total)
+    out = bytearray(weights_off)
     _HEADER.pack_into(out, 0, MAGIC, plan.version, header, total, len(plan.tensors), len(plan.nodes),
                       len(plan.inputs), len(plan.outputs), tensors_off, nodes_off, ints_off, len(ints),
                       weights_off, len(plan.weights), plan.arena_bytes if dyn is None else 0, 0)
@@ -124,12 +171,19 @@ def encode(plan: Plan) -> bytes:
     for i, b in enumerate(node_blobs):
         out[nodes_off + i * NODE_BYTES: nodes_off + (i + 1) * NODE_BYTES] = b
     out[ints_off: ints_off + 4 * len(ints)] = np.asarray(ints, dtype="<i4").tobytes()
-    out[weights_off:] = plan.weights
     return bytes(out)
 
 
-def decode(data: bytes) -> Plan:
-    """Parse a plan for inspection. Checks section bounds; the C core does the full validation."""
+def weights_offset(data: bytes) -> int:
+    """Where the weights start, from a plan's header (the bytes before are what decode(head_only=True) needs)."""
+    if len(data) < HEADER_BYTES:
+        raise BundleError("plan truncated: shorter than its header")
+    return _HEADER.unpack_from(data, 0)[12]
+
+
+def decode(data: bytes, head_only: bool = False) -> Plan:
+    """Parse a plan for inspection. Checks section bounds; the C core does the full validation.
+    head_only: `data` is the plan up to its weights (weights_offset bytes): tables only, weights left empty."""
     if len(data) < HEADER_BYTES:
         raise BundleError("plan truncated: shorter than its header")
     (magic, version, hdr, total, n_t, n_n, n_in, n_out, t_off, n_off, i_off, i_cnt, w_off, w_bytes, arena,
@@ -138,9 +192,9 @@ def decode(data: bytes) -> Plan:
         raise BundleError("not an edgepack plan (bad magic)")
     if version not in (VERSION, VERSION_DYNAMIC):
         raise BundleError(f"plan version {version} not supported (this packager reads {VERSION} and {VERSION_DYNAMIC})")
-    if total != len(data) or any(off + size > len(data) for off, size in
-                                 [(t_off, n_t * TENSOR_BYTES), (n_off, n_n * NODE_BYTES), (i_off, 4 * i_cnt),
-                                  (w_off, w_bytes)]):
+    if (total != len(data) and not head_only) or any(off + size > len(data) for off, size in
+                                                     [(t_off, n_t * TENSOR_BYTES), (n_off, n_n * NODE_BYTES),
+                                                      (i_off, 4 * i_cnt)] + ([] if head_only else [(w_off, w_bytes)])):
         raise BundleError("plan truncated or section out of bounds")
     ints = np.frombuffer(data, dtype="<i4", count=i_cnt, offset=i_off).tolist()
     tensors = []
@@ -166,8 +220,8 @@ def decode(data: bytes) -> Plan:
             bounds.append([(ints[at + 2 * k], ints[at + 2 * k + 1]) for k in range(rank)])
             at += 2 * rank
         dyn = Dynamic([tuple(x) for x in life], bounds, values_bytes, max_arena, n_main)
-    return Plan(tensors, nodes, ints[:n_in], ints[n_in:n_in + n_out], bytes(data[w_off:w_off + w_bytes]), arena,
-                dynamic=dyn)
+    return Plan(tensors, nodes, ints[:n_in], ints[n_in:n_in + n_out],
+                b"" if head_only else bytes(data[w_off:w_off + w_bytes]), arena, dynamic=dyn)
 
 
 def f32_bits(x: float) -> int:

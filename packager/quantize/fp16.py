@@ -11,15 +11,23 @@ import copy
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
+
+from .. import weights
 
 MIN_ELEMS = 64          # smaller tensors (scalars, tiny biases) stay float32: nothing to save, one node less
 F16_MAX = 65504.0       # largest finite float16
 
 
 def _convertible(a: np.ndarray) -> bool:
-    return a.dtype == np.float32 and a.size >= MIN_ELEMS and bool(np.all(np.isfinite(a))) and \
-        float(np.abs(a).max()) <= F16_MAX
+    if a.dtype != np.float32 or a.size < MIN_ELEMS:
+        return False
+    flat = a.reshape(-1)
+    for at in range(0, flat.size, 1 << 20):   # in slices: no temporary as large as a 1-2 GB weight
+        part = flat[at:at + (1 << 20)]
+        if not np.all(np.isfinite(part)) or float(np.abs(part).max()) > F16_MAX:
+            return False
+    return True
 
 
 def store_weights_fp16(ctx) -> int:
@@ -54,11 +62,11 @@ def model_with_fp16_weights(model: onnx.ModelProto) -> onnx.ModelProto:
     g = m.graph
     casts, inits = [], []
     for init in g.initializer:
-        a = numpy_helper.to_array(init)
+        a = weights.to_array(init)
         if not _convertible(a):
             inits.append(init)
             continue
-        inits.append(numpy_helper.from_array(a.astype(np.float16), f"{init.name}__fp16"))
+        inits.append(weights.from_array(a.astype(np.float16), f"{init.name}__fp16"))
         casts.append(helper.make_node("Cast", [f"{init.name}__fp16"], [init.name], to=TensorProto.FLOAT,
                                       name=f"{init.name}__widen"))
     del g.initializer[:]
@@ -73,7 +81,7 @@ def fp16_weight_bytes(model: onnx.ModelProto) -> tuple[int, int]:
     """(float32 bytes of all initializers, bytes once stored as float16) for the report."""
     before = after = 0
     for init in model.graph.initializer:
-        a = numpy_helper.to_array(init)
+        a = weights.to_array(init)
         before += a.nbytes
         after += a.nbytes // 2 if _convertible(a) else a.nbytes
     return before, after

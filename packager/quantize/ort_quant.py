@@ -17,6 +17,7 @@ import onnx
 from ..errors import PackagerError
 from .calib_data import CalibrationSet
 from ..reference import ort_model
+from ..weights import inline, write_model
 from .progress import Progress
 
 CALIBRATION_METHODS = ("minmax", "percentile", "entropy")
@@ -69,7 +70,7 @@ def quantize_int8_static(model: onnx.ModelProto, data: CalibrationSet, method: s
 
     with _quiet_ort(), tempfile.TemporaryDirectory(prefix="edgepack-quant-") as tmp:
         src, pre, out = Path(tmp, "model.onnx"), Path(tmp, "pre.onnx"), Path(tmp, "qdq.onnx")
-        onnx.save(ort_model(model), src)
+        write_model(ort_model(model), src)
         try:   # shape inference + onnxruntime's basic graph cleanup: what its quantizer expects to see
             quant_pre_process(str(src), str(pre), skip_symbolic_shape=True)
         except Exception as e:  # noqa: BLE001 - pre-processing is an optimization; quantize the model as is
@@ -96,7 +97,7 @@ def _dynamic(model: onnx.ModelProto, tmp: Path, exclude: list[str] | None = None
     from onnxruntime.quantization import QuantType, quantize_dynamic
     out = tmp / "dyn.onnx"
     try:
-        quantize_dynamic(model, str(out), op_types_to_quantize=["MatMul"], per_channel=False, reduce_range=True,
+        quantize_dynamic(inline(model), str(out), op_types_to_quantize=["MatMul"], per_channel=False, reduce_range=True,
                          weight_type=QuantType.QInt8, nodes_to_exclude=exclude or [], nodes_to_quantize=only or [],
                          extra_options={"MatMulConstBOnly": True})
     except Exception as e:  # noqa: BLE001

@@ -24,6 +24,8 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from .. import weights
+
 PRODUCERS = ("Conv", "Gemm", "MatMul")
 ACTIVATIONS = ("Relu", "LeakyRelu", "Clip")
 
@@ -41,7 +43,7 @@ class PlacementReport:
 
 
 def _consts(g: onnx.GraphProto) -> dict[str, np.ndarray]:
-    out = {i.name: numpy_helper.to_array(i) for i in g.initializer}
+    out = {i.name: weights.to_array(i) for i in g.initializer}
     for n in g.node:
         if n.op_type == "Constant" and n.attribute and n.attribute[0].name == "value":
             out[n.output[0]] = numpy_helper.to_array(n.attribute[0].t)

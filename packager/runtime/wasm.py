@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import wasmtime
 
-from ..errors import RuntimeFailure
+from ..errors import BundleError, RuntimeFailure
 
 PAGE = 65536
 
@@ -36,11 +36,46 @@ def _align(n: int, a: int = 64) -> int:
     return (n + a - 1) // a * a
 
 
+class PlanFile:
+    """A plan on disk, copied into an instance's memory in chunks (a plan of 1-2 GB of weights is never one bytes
+    object beside the instance's copy). sha256: the digest the bytes copied must have, else the copy fails (what
+    runs is what was checked, although the file is read twice)."""
+
+    CHUNK = 16 << 20
+
+    def __init__(self, path: Path, sha256: str | None = None) -> None:
+        self.path, self.sha256 = Path(path), sha256
+        self.size = self.path.stat().st_size
+
+    def head(self) -> bytes:
+        """The plan's bytes before its weights (header and tables: what decode(head_only=True) reads)."""
+        from ..plan import layout
+        with open(self.path, "rb") as f:
+            first = f.read(layout.HEADER_BYTES)
+            return first + f.read(max(0, layout.weights_offset(first) - len(first)))
+
+    def copy_to(self, write) -> None:
+        """write(chunk, offset) for every chunk, exactly self.size bytes, then the digest check."""
+        h = hashlib.sha256()
+        with open(self.path, "rb") as f:
+            at = 0
+            while at < self.size:
+                chunk = f.read(min(self.CHUNK, self.size - at))
+                if not chunk:
+                    raise BundleError(f"{self.path}: shorter than when it was checked")
+                h.update(chunk)
+                write(chunk, at)
+                at += len(chunk)
+        if self.sha256 is not None and h.hexdigest() != self.sha256:
+            raise BundleError(f"{self.path} changed after its SHA-256 was checked (tampered or corrupt)")
+
+
 class WasmPlan:
     """One wasm instance holding one plan and its arena. Tensor ids come from the manifest."""
 
-    def __init__(self, wasm: Path | str | bytes, plan: bytes) -> None:
-        """wasm: the runtime's path, or its bytes (as verified against the manifest)."""
+    def __init__(self, wasm: Path | str | bytes, plan: "bytes | PlanFile") -> None:
+        """wasm: the runtime's path, or its bytes (as verified against the manifest); plan: its bytes, or a PlanFile
+        (copied in chunks)."""
         self.store = wasmtime.Store(_engine())
         inst = wasmtime.Instance(self.store, _module(wasm), [])
         self.ex = inst.exports(self.store)
@@ -48,14 +83,18 @@ class WasmPlan:
             self.ex["_initialize"](self.store)
         self.mem: wasmtime.Memory = self.ex["memory"]
         plan_ptr = _align(self.ex["ep_heap_base"](self.store))
-        self._reserve(plan_ptr + len(plan))
-        self.mem.write(self.store, plan, plan_ptr)
-        self._check(self.ex["ep_open"](self.store, plan_ptr, len(plan)), "opening the plan")
+        size = plan.size if isinstance(plan, PlanFile) else len(plan)
+        self._reserve(plan_ptr + size)
+        if isinstance(plan, PlanFile):
+            plan.copy_to(lambda chunk, at: self.mem.write(self.store, chunk, plan_ptr + at))
+        else:
+            self.mem.write(self.store, plan, plan_ptr)
+        self._check(self.ex["ep_open"](self.store, plan_ptr, size), "opening the plan")
         self.vec = self._cstr(self.ex["ep_vec_name"](self.store))
         self.dynamic = "ep_plan_version" in self.ex and self.ex["ep_plan_version"](self.store) == 2
         self._shapes: list[tuple[int, ...]] | None = None
         self.node_names: list[str] = []   # plan node -> "KERNEL (ONNX node)", for error messages
-        end = plan_ptr + len(plan)
+        end = plan_ptr + size
         if self.dynamic:   # version 2: the core's state after the plan, then the arena (planned per shape)
             state_ptr = _align(end)
             state_bytes = self.ex["ep_state_bytes"](self.store)

@@ -24,10 +24,10 @@ class Target(ABC):
         control_flow, one with If/Loop/Scan (a version-2 plan). Default: every plan runs."""
 
     @abstractmethod
-    def stage(self, out: Path, manifest: dict, shipped: onnx.ModelProto, plan_bytes: bytes, *, emit_onnx: bool,
+    def stage(self, out: Path, manifest: dict, shipped: onnx.ModelProto, plan: Path, *, emit_onnx: bool,
               signed: bool, log: Log) -> StagedBundle:
-        """The bundle in its staging folder (packager/bundle.py): plan, runtime files, manifest; the optimized
-        graph as model.onnx only when emit_onnx."""
+        """The bundle in its staging folder (packager/bundle.py): the plan (a file: large plans are never held in
+        memory), runtime files, manifest; the optimized graph as model.onnx only when emit_onnx."""
 
     @abstractmethod
     def verify(self, path: Path, reference: onnx.ModelProto, log: Log, strict: bool = False) -> None:

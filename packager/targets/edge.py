@@ -23,16 +23,18 @@ import subprocess
 import sys
 import tempfile
 import urllib.parse
+from functools import partial
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 import onnx
 
-from ..bundle import StagedBundle, stage_bundle
+from ..bundle import StagedBundle, sha256, stage_bundle
 from ..errors import PackagerError
 from ..reference import Runner, compare, ort_model
 from ..toolchain import KERNELS, REPO
+from ..weights import write_model
 from .base import Log, Target
 
 EDGE_TARGETS = ("pi5", "android")
@@ -169,13 +171,14 @@ def qemu_available() -> bool:
     return shutil.which(QEMU) is not None
 
 
-def io_txt(manifest: dict, plan_bytes: bytes | None = None) -> str:
+def io_txt(manifest: dict, plan_bytes: bytes | Path | None = None) -> str:
     """Graph I/O names for the Java wrapper (no JSON parser on plain Java): kind TAB url-encoded name; and
     model.plan's SHA-256 (the manifest's hash of assets/edgepack/model.plan), which Session.load checks."""
     lines = ["# edgepack io.txt: kind<TAB>name (URL-encoded), in the plan's order"
              + ("; inputs: <TAB>dims, comma-separated, a number or a (URL-encoded) symbol" if "dims" in manifest else "")]
     if plan_bytes is not None:
-        lines.append(f"sha256\tmodel.plan\t{hashlib.sha256(plan_bytes).hexdigest()}")
+        digest = sha256(plan_bytes) if isinstance(plan_bytes, Path) else hashlib.sha256(plan_bytes).hexdigest()
+        lines.append(f"sha256\tmodel.plan\t{digest}")
     for kind in ("input", "output"):
         for s in manifest[kind + "s"]:
             line = f"{kind}\t{urllib.parse.quote(s['name'], safe='')}"
@@ -190,7 +193,7 @@ def ort_format(model: onnx.ModelProto, log: Callable[[str], None]) -> dict[str, 
     m = ort_model(model)
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "model.onnx"
-        src.write_bytes(m.SerializeToString())
+        write_model(m, src)
         r = subprocess.run([sys.executable, "-m", "onnxruntime.tools.convert_onnx_models_to_ort", str(src),
                             "--output_dir", str(Path(tmp) / "ort"), "--optimization_style", "Fixed"],
                            capture_output=True, text=True, timeout=600)
@@ -215,9 +218,9 @@ class EdgeTarget(Target):
             raise PackagerError(f"If/Loop/Scan: web bundles only so far (their version-2 plans are not verified on the "
                                 f"{self.name} runtime yet): package for --target web")
 
-    def stage(self, out: Path, manifest: dict, shipped: onnx.ModelProto, plan_bytes: bytes, *, emit_onnx: bool = False,
+    def stage(self, out: Path, manifest: dict, shipped: onnx.ModelProto, plan: Path, *, emit_onnx: bool = False,
               signed: bool = False, log: Log = lambda s: None) -> StagedBundle:
-        return _stage(self.name, out, manifest, shipped, plan_bytes, emit_onnx, log)
+        return _stage(self.name, out, manifest, shipped, plan, emit_onnx, log)
 
     def verify(self, path: Path, reference: onnx.ModelProto, log: Log, strict: bool = False) -> None:
         consistency(path, self.name, reference, log)
@@ -225,10 +228,10 @@ class EdgeTarget(Target):
     def runner(self, path: Path) -> tuple[Runner, str]:
         """The C core built as wasm SIMD on the bundle's own plan (the consistency report compares it with the
         aarch64 build under qemu on seeded inputs)."""
-        from ..runtime.wasm import WasmPlan
+        from ..runtime.wasm import PlanFile, WasmPlan
         from ..toolchain import ensure_wasm
         m = json.loads((path / "manifest.json").read_text())
-        wasm = WasmPlan(ensure_wasm()["edgepack.wasm"], (path / m["runtime"]["plan"]).read_bytes())
+        wasm = WasmPlan(ensure_wasm()["edgepack.wasm"], PlanFile(path / m["runtime"]["plan"]))
 
         def run(feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
             for s in m["inputs"]:
@@ -238,7 +241,7 @@ class EdgeTarget(Target):
         return run, "the bundle's plan on the edgepack C core (wasm SIMD build, wasmtime)"
 
 
-def _stage(target: str, out: Path, manifest: dict, model: onnx.ModelProto, plan_bytes: bytes, emit_onnx: bool,
+def _stage(target: str, out: Path, manifest: dict, model: onnx.ModelProto, plan_bytes: Path, emit_onnx: bool,
            log: Log) -> StagedBundle:
     """A pi5 or android bundle in its staging folder (manifest already holds name, I/O, plan stats)."""
     rt = ensure_edge(target)
@@ -252,7 +255,7 @@ def _stage(target: str, out: Path, manifest: dict, model: onnx.ModelProto, plan_
         feeds=", ".join(f"'{s['name']}': x{i}" for i, s in enumerate(manifest["inputs"])))
     if "dims" in manifest:
         readme += _dynamic_readme(target, manifest)
-    files: dict[str, bytes | Path] = {"model.onnx": model.SerializeToString()} if emit_onnx else {}
+    files: dict = {"model.onnx": partial(write_model, model)} if emit_onnx else {}   # streamed: weights not copied
     executables: tuple[str, ...] = ()
     if target == "pi5":
         files.update({"model.plan": plan_bytes, "libedgepack.so": rt["libedgepack.so"],
@@ -355,12 +358,12 @@ def consistency(path: Path, target: str, model: onnx.ModelProto, log: Callable[[
     """Same seeded inputs through onnxruntime, the wasm SIMD build and this bundle's aarch64 build;
     pairwise max differences into manifest['consistency'] (and 'verification': NEON vs onnxruntime)."""
     from ..reference import random_inputs, reference_run
-    from ..runtime.wasm import WasmPlan
+    from ..runtime.wasm import PlanFile, WasmPlan
     from ..toolchain import ensure_wasm
     mpath = path / "manifest.json"
     m = json.loads(mpath.read_text())
     feeds = random_inputs(example_specs(m))
-    plan = (path / m["runtime"]["plan"]).read_bytes()
+    plan = PlanFile(path / m["runtime"]["plan"])   # copied into wasm memory in chunks (a 2 GB plan: once)
     results: dict[str, dict[str, np.ndarray]] = {}
     notes: dict[str, str] = {}
     try:

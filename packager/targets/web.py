@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 
 import onnx
@@ -11,6 +12,7 @@ from ..bundle import WASM_VARIANTS, StagedBundle, load_bundle, stage_bundle
 from ..errors import PackagerError
 from ..reference import Runner, compare, random_inputs, reference_run
 from ..toolchain import ensure_wasm
+from ..weights import write_model
 from .base import Log, Target
 from .web_npm import npm_files
 
@@ -18,12 +20,12 @@ from .web_npm import npm_files
 class WebTarget(Target):
     name = "web"
 
-    def stage(self, out: Path, manifest: dict, shipped: onnx.ModelProto, plan_bytes: bytes, *, emit_onnx: bool,
+    def stage(self, out: Path, manifest: dict, shipped: onnx.ModelProto, plan: Path, *, emit_onnx: bool,
               signed: bool, log: Log) -> StagedBundle:
         runtime = ensure_wasm()
-        files: dict = {"model.plan": plan_bytes}
+        files: dict = {"model.plan": plan}   # copied file to file: a 1-2 GB plan is never joined in memory
         if emit_onnx:
-            files["model.onnx"] = shipped.SerializeToString()
+            files["model.onnx"] = partial(write_model, shipped)   # streamed from the weight store
         files.update({f: runtime[f] for f in WASM_VARIANTS.values()})
         files.update(npm_files(manifest, files, signed=signed))   # the bundle is an npm package too
         return stage_bundle(out, manifest, files)
