@@ -416,8 +416,17 @@ EP_COLD void ep_qgemm_colsum(const int16_t *b, uint32_t ldb, uint32_t K, uint32_
 
 EP_COLD void ep_qgemm_pack_a(uint32_t M, uint32_t K, const uint8_t *x, uint64_t rs, int is_u8, int8_t *dst) {
   const uint32_t Kp = (K + 1) / 2;
+  const uint8_t flip = is_u8 ? 0x80u : 0u;   /* u - 128 as int8 is u ^ 0x80 */
   for (uint32_t m0 = 0; m0 < M; m0 += MR) {
-    for (uint32_t p = 0; p < Kp; p++) {
+    uint32_t p = 0;
+    if (m0 + MR <= M)   /* full panel, whole pairs: no per-element bounds test (QMATMUL packs X every run) */
+      for (; 2 * p + 1 < K; p++)
+        for (uint32_t r = 0; r < MR; r++, dst += 2) {
+          const uint8_t *s = x + (uint64_t)(m0 + r) * rs + 2 * p;
+          dst[0] = (int8_t)(s[0] ^ flip);
+          dst[1] = (int8_t)(s[1] ^ flip);
+        }
+    for (; p < Kp; p++) {
       for (uint32_t r = 0; r < MR; r++) {
         for (uint32_t j = 0; j < 2; j++) {
           const uint32_t k = 2 * p + j;
