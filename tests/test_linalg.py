@@ -336,6 +336,36 @@ def test_matmul_tile_row_groups(m, tmp_path, monkeypatch):
     _run_all_variants(mod, {"x": a, "r": r, "c": c}, tmp_path, want={"y": ref(a @ w + c + r).astype(np.float32)})
 
 
+# One row by a constant B (a decoder's token step): GEMM's GEMV with B stored as [N, K], fused epilogues included;
+# a B that is the transpose of a stored table (GPT-2's tied embedding) is not stored a second time.
+@pytest.mark.parametrize("sa,fused", [((1, 1, 37), False), ((37,), False), ((1, 37), True), ((1, 1, 37), True)])
+def test_matmul_one_row_gemv(sa, fused, tmp_path, monkeypatch):
+    from packager.ops.linalg import emit_matmul
+    rng = np.random.default_rng(8)
+    n, k = 70, sa[-1]
+    table = rng.standard_normal((n, k)).astype(np.float32)
+    a = rng.standard_normal(sa).astype(np.float32)
+    c, r = rng.standard_normal(n).astype(np.float32), rng.standard_normal((*sa[:-1], n)).astype(np.float32)
+    ids = np.array([3], np.int64)
+    nodes = [helper.make_node("Gather", ["table", "ids"], ["e"]), helper.make_node("MatMul", ["a", "w"], ["y"])]
+    mod = _model(nodes, [_vi("a", sa), _vi("r", r.shape), _vi("c", c.shape),
+                         helper.make_tensor_value_info("ids", TensorProto.INT64, [1])],
+                 [_vi("y", r.shape), _vi("e", (1, k))],
+                 [onnx.numpy_helper.from_array(table, "table"), onnx.numpy_helper.from_array(np.ascontiguousarray(table.T), "w")])
+    want = a @ table.T
+    if fused:
+        monkeypatch.setitem(REGISTRY, "MatMul", lambda ctx, nd: emit_matmul(ctx, nd, bias="c", activation=(1, ()),
+                                                                               residual="r"))
+        want = np.maximum(want + c + r, 0)
+    out = _run_all_variants(mod, {"a": a, "r": r, "c": c, "ids": ids}, tmp_path,
+                            want={"y": want.astype(np.float32), "e": table[ids]})
+    plan = layout.decode((out / "model.plan").read_bytes())
+    assert Op.MATMUL not in {nd.op for nd in plan.nodes}
+    (gemm,) = [nd for nd in plan.nodes if nd.op == Op.GEMM]
+    (gather,) = [nd for nd in plan.nodes if nd.op == Op.GATHER]
+    assert gemm.params[1] == 1 and gemm.inputs[1] == gather.inputs[0]   # transB, and the table stored once
+
+
 @pytest.mark.parametrize("sc,attrs", [((40,), dict(alpha=0.5, beta=2.0)), ((19, 1), dict(beta=-1.0)), ((19, 40), {}),
                                       ((1,), dict(alpha=-2.0))])
 def test_gemm_tile_epilogues(sc, attrs, tmp_path):

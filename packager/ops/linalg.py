@@ -1,15 +1,15 @@
 """Gemm -> GEMM (fused bias/activation/residual epilogue), MatMul -> MATMUL (batched, broadcast).
 
 A constant B is stored as [K, N] (the layout the micro-kernel reads), or as [N, K] with transB when M = 1
-(the kernel's dot products read B's rows); a runtime B with transB and M > 1 is transposed into scratch by the
-kernel. `emit_gemm` is the fusion pass's entry point."""
+(the kernel's dot products read B's rows; a one-row MatMul by a constant B becomes that GEMV too); a runtime B
+with transB and M > 1 is transposed into scratch by the kernel. `emit_gemm` is the fusion pass's entry point."""
 from __future__ import annotations
 
 import numpy as np
 import onnx
 
 from ..lowering import LowerCtx, Tensor, lowers
-from ..plan.opcodes import Op
+from ..plan.opcodes import DTYPES, Op
 from .conv import ACT_NONE, MR, Activation, act_params
 
 BIAS_NONE, BIAS_ROW, BIAS_COL, BIAS_FULL, BIAS_SCALAR = 0, 1, 2, 3, 4
@@ -147,8 +147,15 @@ def emit_matmul(ctx: LowerCtx, node: onnx.NodeProto, bias: str | None = None,
         va, vy = (*ba_p, m, k) if r else (m, k), (*batch, m, n)
         vb = (*bb_p, k, n) if r else (k, n)
     ctx._ensure(node.output[0])
-    # B in panels pays from 16 rows of A on; when A's rows vary from run to run, for any constant B
     rows_fixed = all(ctx.fixed(a_name, i) for i in range(len(sa) - 1))
+    if bias is not None and (len(sb) < 2 or int(np.prod(ctx.shape(bias), dtype=np.int64)) != n):
+        raise ctx.unsupported(node, f"fused bias of shape {ctx.shape(bias)} is not {n} values along N")
+    if residual is not None and tuple(ctx.shape(residual)) != out_shape:
+        raise ctx.unsupported(node, f"fused residual of shape {ctx.shape(residual)} is not {out_shape}")
+    if m == 1 and fold and rows_fixed and not bb and len(sb) >= 2 and ctx.const(b_name) is not None:
+        emit_gemv(ctx, node, a_name, np.asarray(ctx.const(b_name), np.float32).reshape(k, n), bias, activation, residual)
+        return
+    # B in panels pays from 16 rows of A on; when A's rows vary from run to run, for any constant B
     bc = ctx.const(b_name) if PACK_CONST_B and len(sb) >= 2 and not bb and (m >= 16 or not rows_fixed) else None
     if bc is not None:   # constant B stored in 16-column panels: the kernel multiplies it with no copy per run
         ins = [view(ctx, a_name, va, "a"), ctx.weight(panels_b(np.asarray(bc, np.float32).reshape(k, n)), "bpanels")]
@@ -156,10 +163,6 @@ def emit_matmul(ctx: LowerCtx, node: onnx.NodeProto, bias: str | None = None,
         ins = [view(ctx, a_name, va, "a"), view(ctx, b_name, vb, "b")]
     params: list = []
     if bias is not None or residual is not None or activation[0] != ACT_NONE:
-        if bias is not None and (len(sb) < 2 or int(np.prod(ctx.shape(bias), dtype=np.int64)) != n):
-            raise ctx.unsupported(node, f"fused bias of shape {ctx.shape(bias)} is not {n} values along N")
-        if residual is not None and tuple(ctx.shape(residual)) != out_shape:
-            raise ctx.unsupported(node, f"fused residual of shape {ctx.shape(residual)} is not {out_shape}")
         ins += [view(ctx, bias, (n,), "bias") if bias is not None else None,
                 view(ctx, residual, vy, "r") if residual is not None else None]
         params = [BIAS_COL if bias is not None else BIAS_NONE, *act_params(activation)]
@@ -168,6 +171,30 @@ def emit_matmul(ctx: LowerCtx, node: onnx.NodeProto, bias: str | None = None,
         ctx.emit(Op.MATMUL, ins, [view(ctx, node.output[0], vy, "y")], params, scratch_bytes=packed_rows_bytes(m, k))
         return
     ctx.emit(Op.MATMUL, ins, [view(ctx, node.output[0], vy, "y")], params, scratch_bytes=a_and_b_bytes(m, k, n))
+
+
+def stored_once(ctx: LowerCtx, array: np.ndarray, hint: str) -> str:
+    """ctx.weight(array), or the weight already stored with the same dtype, shape and bytes: GPT-2's output
+    projection is its token embedding's table (tied), 154 MB that the Gather already stores."""
+    data = array.tobytes()
+    for t in ctx.tensors.values():
+        if t.data is not None and t.shape == array.shape and DTYPES.get(t.dtype) == array.dtype and t.data == data:
+            return t.name
+    return ctx.weight(array, hint)
+
+
+def emit_gemv(ctx: LowerCtx, node: onnx.NodeProto, a_name: str, b: np.ndarray, bias: str | None,
+              activation: Activation, residual: str | None) -> None:
+    """A MatMul of one row by a constant B [K, N] (a decoder's token step) as GEMM's GEMV: B stored as [N, K], so
+    each output is one dot product over a contiguous row and B streams once (as [K, N] the tiles read it N floats
+    apart per depth and compute 6-row tiles for one row). A B^T equal to a weight already stored (a tied
+    embedding's table) is stored once (stored_once)."""
+    k, n = b.shape
+    ins = [view(ctx, a_name, (1, k), "a"), stored_once(ctx, np.ascontiguousarray(b.T), "bT"),
+           view(ctx, bias, (n,), "bias") if bias is not None else None,
+           view(ctx, residual, (1, n), "r") if residual is not None else None]
+    ctx.emit(Op.GEMM, ins, [view(ctx, node.output[0], (1, n), "y")],
+             [0, 1, 1.0, 1.0, BIAS_COL if bias is not None else BIAS_NONE, *act_params(activation)])
 
 
 B_PANELS = 1   # MATMUL's 5th param: B is stored as [ceil(N/16), K, 16] panels, then N (docs/plan-format.md)

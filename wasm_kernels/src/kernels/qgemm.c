@@ -397,20 +397,36 @@ void ep_qgemm_pack_b(int16_t *b, uint32_t ldb, uint32_t K, uint32_t N, const uin
   if (colsum) ep_qgemm_colsum(b, ldb, K, ldb, colsum);
 }
 
+/* Column sums of packed B, accumulated a k-pair row at a time: 4 columns' pairs per i32x4 dot with ones (QMATMUL
+ * calls it per run for its W: a scalar loop here cost about as much as packing W). An odd K's last pair repeats
+ * row K-1: only its first element counts. */
 EP_COLD void ep_qgemm_colsum(const int16_t *b, uint32_t ldb, uint32_t K, uint32_t N, int32_t *colsum) {
   const uint32_t Kp = (K + 1) / 2;
+  const i16x8 ones = i16x8_splat(1);
   for (uint32_t n = 0; n < N; n++) colsum[n] = 0;
   for (uint32_t p = 0; p < Kp; p++) {
     const int16_t *d = b + (uint64_t)p * ldb * 2;
+    uint32_t n = 0;
+    if (2 * p + 1 < K)
+      for (; n + 4 <= N; n += 4) i32x4_store(colsum + n, i32x4_dot_i16x8_add(i32x4_load(colsum + n), i16x8_load(d + 2 * n), ones));
     const int odd = 2 * p + 1 == K;
-    for (uint32_t n = 0; n < N; n++) colsum[n] += (int32_t)d[2 * n] + (odd ? 0 : d[2 * n + 1]);
+    for (; n < N; n++) colsum[n] += (int32_t)d[2 * n] + (odd ? 0 : d[2 * n + 1]);
   }
 }
 
 EP_COLD void ep_qgemm_pack_a(uint32_t M, uint32_t K, const uint8_t *x, uint64_t rs, int is_u8, int8_t *dst) {
   const uint32_t Kp = (K + 1) / 2;
+  const uint8_t flip = is_u8 ? 0x80u : 0u;   /* u - 128 as int8 is u ^ 0x80 */
   for (uint32_t m0 = 0; m0 < M; m0 += MR) {
-    for (uint32_t p = 0; p < Kp; p++) {
+    uint32_t p = 0;
+    if (m0 + MR <= M)   /* full panel, whole pairs: no per-element bounds test (QMATMUL packs X every run) */
+      for (; 2 * p + 1 < K; p++)
+        for (uint32_t r = 0; r < MR; r++, dst += 2) {
+          const uint8_t *s = x + (uint64_t)(m0 + r) * rs + 2 * p;
+          dst[0] = (int8_t)(s[0] ^ flip);
+          dst[1] = (int8_t)(s[1] ^ flip);
+        }
+    for (; p < Kp; p++) {
       for (uint32_t r = 0; r < MR; r++) {
         for (uint32_t j = 0; j < 2; j++) {
           const uint32_t k = 2 * p + j;
