@@ -1,5 +1,5 @@
-"""DEPTHWISE_CONV's channels-as-lanes path (conv.c dw_lanes_*: 3x3, dilation 1, stride 1 or 2, 4 channels per
-vector) gives the same bits as the phased path it replaces. A plan packaged with THREAD_SLOTS = 1 has one plane
+"""DEPTHWISE_CONV's channels-as-lanes path (conv.c dw_lanes_*: windows up to 7x7 taps, any stride and dilation, 4
+channels per vector) gives the same bits as the phased path it replaces. A plan packaged with THREAD_SLOTS = 1 has one plane
 of scratch, too little for the interleaved plane of 4 channels, so the kernel takes the phased path; the default
 plan (4 slots, run on one thread) takes the lanes path. Both are run on every wasm build and compared bit for bit,
 and against onnxruntime (the scalar wasm build has no lanes path: it runs the phased one both times)."""
@@ -29,21 +29,34 @@ CASES = [
     ((1, 4, 6, 4), 1, (0, 0, 0, 2)),      # W = 4, OW = 4: one step per row
     ((1, 4, 5, 9), 2, (2, 2, 2, 2)),      # stride 2, wide pads
     ((1, 4, 3, 3), 1, (1, 1, 1, 1)),      # W < 4: phased path
+    # other windows (dw_lanes_any): kernel, dilation
+    ((1, 8, 14, 14), 1, (2, 2, 2, 2), 5),       # 5x5 (mobilenet_v3, efficientnet)
+    ((1, 6, 13, 11), 2, (2, 2, 2, 2), 5),       # 5x5 stride 2, odd sizes, C % 4 = 2
+    ((1, 8, 7, 7), 1, (3, 3, 3, 3), 7),         # 7x7 on a 7x7 plane (convnext)
+    ((1, 4, 12, 9), 1, (2, 2, 2, 2), 3, 2),     # 3x3 dilation 2
+    ((1, 5, 10, 10), (2, 1), (1, 2, 1, 2), (3, 5)),   # 3x5, strides 2x1
+    ((1, 4, 9, 9), 1, (0, 0, 0, 0), 9),         # 9x9: more taps than the lanes path holds: phased path
 ]
 
 ACTS = [None, ("Relu", {}), ("Clip", {}), ("LeakyRelu", {"alpha": 0.1}), ("Sigmoid", {}), ("HardSwish", {}),
         ("HardSigmoid", {"alpha": 0.3, "beta": 0.4}), ("Tanh", {})]
 
 
-def _model(x_shape, stride, pads, act, residual, seed=0):
+def _pair(v) -> tuple[int, int]:
+    return tuple(v) if isinstance(v, tuple) else (v, v)
+
+
+def _model(x_shape, stride, pads, kernel=3, dilation=1, act=None, residual=False, seed=0):
     rng = np.random.default_rng(seed)
     c = x_shape[1]
-    inits = [onnx.numpy_helper.from_array(rng.standard_normal((c, 1, 3, 3)).astype(np.float32), "w"),
+    (sh, sw), (kh, kw), (dh, dw) = _pair(stride), _pair(kernel), _pair(dilation)
+    inits = [onnx.numpy_helper.from_array(rng.standard_normal((c, 1, kh, kw)).astype(np.float32), "w"),
              onnx.numpy_helper.from_array(rng.standard_normal(c).astype(np.float32), "b")]
     t, l, b, r = pads
-    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], group=c, strides=[stride, stride], pads=[t, l, b, r])]
-    oh = (x_shape[2] + t + b - 3) // stride + 1
-    ow = (x_shape[3] + l + r - 3) // stride + 1
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], group=c, strides=[sh, sw], pads=[t, l, b, r],
+                              dilations=[dh, dw])]
+    oh = (x_shape[2] + t + b - dh * (kh - 1) - 1) // sh + 1
+    ow = (x_shape[3] + l + r - dw * (kw - 1) - 1) // sw + 1
     ins = [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x_shape))]
     feeds = {"x": rng.standard_normal(x_shape).astype(np.float32)}
     last = "c"
@@ -91,27 +104,31 @@ def _lanes_vs_phased(model, feeds, tmp_path, monkeypatch):
     return lanes_b
 
 
-@pytest.mark.parametrize("case", CASES, ids=[f"{c[0]}s{c[1]}p{''.join(map(str, c[2]))}" for c in CASES])
+def _case_id(c) -> str:
+    return f"{c[0]}s{c[1]}p{''.join(map(str, c[2]))}" + "".join(f"{k}{v}" for k, v in zip("kd", c[3:]))
+
+
+@pytest.mark.parametrize("case", CASES, ids=[_case_id(c) for c in CASES])
 @pytest.mark.parametrize("act,residual", [(None, False), (("Relu", {}), True), (("Clip", {}), False)])
 def test_lanes_same_bits(case, act, residual, tmp_path, monkeypatch) -> None:
-    model, feeds = _model(*case, act, residual)
+    model, feeds = _model(*case, act=act, residual=residual)
     _one_dw_node(_lanes_vs_phased(model, feeds, tmp_path, monkeypatch))
 
 
 @pytest.mark.parametrize("act", ACTS, ids=[a[0] if a else "none" for a in ACTS])
 @pytest.mark.parametrize("residual", [False, True])
 def test_lanes_epilogues(act, residual, tmp_path, monkeypatch) -> None:
-    model, feeds = _model((2, 10, 9, 7), 1, (1, 1, 1, 1), act, residual, seed=1)
+    model, feeds = _model((2, 10, 9, 7), 1, (1, 1, 1, 1), act=act, residual=residual, seed=1)
     _lanes_vs_phased(model, feeds, tmp_path, monkeypatch)
 
 
-@pytest.mark.parametrize("case", CASES, ids=[f"{c[0]}s{c[1]}p{''.join(map(str, c[2]))}" for c in CASES])
+@pytest.mark.parametrize("case", CASES, ids=[_case_id(c) for c in CASES])
 def test_lanes_under_asan(case, tmp_path, monkeypatch) -> None:
     """The ASan + UBSan edgepack-run (edge/build/asan) on the lanes path, with a residual and an activation."""
     from packager.bundle import Bundle
 
     from .conformance import runner_asan
-    model, feeds = _model(*case, ("HardSwish", {}), True, seed=2)
+    model, feeds = _model(*case, act=("HardSwish", {}), residual=True, seed=2)
     out, _ = _run(model, feeds, tmp_path, "lanes", monkeypatch, 4)
     status, why, got = runner_asan.run_asan_cli(runner_asan.build_cli(), out, feeds, Bundle(out).outputs, timeout=600)
     assert status == "ok", why

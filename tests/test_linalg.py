@@ -211,12 +211,14 @@ def test_winograd_not_below_threshold():
 
 
 def test_winograd_tile_choice():
-    """F(4x4) on planes of 16 or more 4x4 tiles with 128x128 channel pairs or more, its U made by a WINOGRAD_FILTER
+    """F(4x4) on planes of 16 or more 4x4 tiles with 64x64 channel pairs or more, its U made by a WINOGRAD_FILTER
     prologue from the taps the plan carries (9 floats a filter, not 36); F(2x2), U in the plan, elsewhere."""
     ops = _ops(_conv_model((1, 128, 14, 14), (128, 128, 3, 3), pads=[1, 1, 1, 1])[0])
     assert ops == [Op.WINOGRAD_FILTER, Op.WINOGRAD_CONV_F4]
     assert _ops(_conv_model((1, 128, 12, 12), (128, 128, 3, 3), pads=[1, 1, 1, 1])[0]) == [Op.WINOGRAD_CONV]
-    assert _ops(_conv_model((1, 64, 56, 56), (64, 64, 3, 3), pads=[1, 1, 1, 1])[0]) == [Op.WINOGRAD_CONV]
+    assert _ops(_conv_model((1, 64, 16, 16), (64, 64, 3, 3), pads=[1, 1, 1, 1])[0]) == [Op.WINOGRAD_FILTER,
+                                                                                 Op.WINOGRAD_CONV_F4]
+    assert _ops(_conv_model((1, 32, 32, 32), (32, 32, 3, 3), pads=[1, 1, 1, 1])[0]) == [Op.WINOGRAD_CONV]
 
 
 @pytest.mark.parametrize("act,params,ref", [

@@ -138,13 +138,13 @@ WINOGRAD_G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0,
 # F(4x4, 3x3) takes 36 products per 16 outputs against F(2x2)'s 16 per 4 (1.78x fewer), but each block streams
 # a U 2.25x larger: on planes of few 4x4 tiles (ResNet's 7x7: 4 tiles) that stream costs more than it saves.
 # Its U is 4x the filter taps, so the plan carries the taps and a WINOGRAD_FILTER prologue node makes U at bind.
-# Layers with fewer than 128x128 channel pairs stay F(2x2): their transforms eat more of the gain (resnet18's
-# 64-channel layers: 0.93x), and the int8 path, whose exact integer Winograd is F(2x2) only (int16 cannot hold
-# F(4x4)'s U), must stay 1.8x faster than float32 on models made of them (cifar10net: F(4x4) would make its
-# float32 bundle 0.82x of the time and its int8 speed-up 1.5x). docs/design.md.
+# Layers with fewer than 64x64 channel pairs stay F(2x2): there the transforms outweigh the saved multiplies (single
+# layers, Node relaxed: 16 channels at 56x56 and 32 at 32x32 slower with F(4x4), 64 at 16x16 and 96 at 28x28
+# faster; docs/design.md). The choice is float32's fastest, whatever it does to the int8/float32 ratio (the int8
+# path's exact integer Winograd is F(2x2) only).
 WINOGRAD_F4 = True          # False: every Winograd conv is F(2x2) (tests compare the two)
 WINOGRAD_F4_MIN_TILES = 16  # 4x4 output tiles of the plane (14x14 and up)
-WINOGRAD_F4_MIN_CHANNEL_PAIRS = 128 * 128
+WINOGRAD_F4_MIN_CHANNEL_PAIRS = 64 * 64
 # When the plane varies from run to run (a dynamic plan), the choice is by channels alone: F(4x4) (and the int8 path's
 # Winograd, quant.py) up to 256x256 channel pairs. Deeper layers sit on small planes in CNNs (resnet18's 512 channels
 # at 7x7), where U's bytes outweigh the saved multiplies: F(4x4)'s U, made at bind, is arena memory (2.8x F(2x2)'s).

@@ -417,16 +417,19 @@ EP_NOINLINE static void dw_rows3x2(float *dst, const float *r0, uint64_t rs, uin
   dw_rows3(2, dst, r0, rs, o1, o2, wc, bias, OW, lo, hi);
 }
 
-/* ---- Channels as lanes (3x3, dilation 1, stride 1x1 or 2x2, any pads): 4 channels per vector. The 4 channels
- * are interleaved into one zero-padded plane (pixel (h, w) is the vector at (h * Wp + w) * 4, no column phases),
- * so every tap of every output pixel is one full vector load: no row tails, no per-row calls. Four output pixels
- * per step (4 accumulators, one kernel row per loop iteration: 3 weights + 6 (stride 1) or 9 (stride 2) loads),
- * then a 4x4 transpose stores 4 columns of each channel; a row's last step ends at OW, overlapping the previous
- * one (outputs are a pure function of the plane). Same sums in the same order as dw_vecs3: bias, then the taps
- * in row-major order. Needs C >= 4, W >= 4, OW >= 4 and the interleaved plane (Hp * Wp * 4 floats) in one
- * thread's share of the scratch: a single thread has THREAD_SLOTS = 4 phased planes, which always hold it; with
- * 2-4 threads each has 1-2 phased planes and the node takes the phased path. Faster at every plane size of
- * mobilenetv2 (112x112 to 7x7, docs/depthwise.md), so there is no size threshold. */
+/* ---- Channels as lanes (any window up to 7x7 taps, any stride and dilation, any pads): 4 channels per vector. The
+ * 4 channels are interleaved into one zero-padded plane (pixel (h, w) is the vector at (h * Wp + w) * 4, no column
+ * phases), so every tap of every output pixel is one full vector load: no row tails, no per-row calls. Four output
+ * pixels per step (4 independent accumulators, one kernel row per loop iteration: per tap 1 weight + 4 input
+ * loads), then a 4x4 transpose stores 4 columns of each channel; a row's last step ends at OW, overlapping the
+ * previous one (outputs are a pure function of the plane). Same sums in the same order as the phased path: bias,
+ * then the taps in row-major order. Needs C >= 4, W >= 4, OW >= 4 and the interleaved plane (Hp * Wp * 4 floats)
+ * in one thread's share of the scratch: a single thread has THREAD_SLOTS = 4 phased planes, which always hold it;
+ * with 2-4 threads each has 1-2 phased planes and the node takes the phased path. 3x3 at stride 1 or 2 (dilation 1)
+ * has its own instances with the window as constants; other windows (5x5 and 7x7, dilated, stride 2 or mixed)
+ * take one generic instance, whose 4 accumulators replace the phased path's single chain of dependent FMAs per
+ * vector. Faster at every plane size measured (docs/depthwise.md), so there is no size threshold. */
+#define DW_LANES_TAPS 49
 #if (defined(__wasm__) && !defined(__wasm_simd128__)) || defined(EP_THREADS)
 /* Not in the scalar wasm build (vector ops as loops, for engines without SIMD) nor the threaded ones (with 2+
  * threads a thread's scratch never holds the interleaved plane): the phased path only, for size. The host builds
@@ -434,6 +437,15 @@ EP_NOINLINE static void dw_rows3x2(float *dst, const float *r0, uint64_t rs, uin
 #define DW_LANES 0
 #else
 #define DW_LANES 1
+#endif
+/* The phased 3x3 row kernels (dw_row3, dw_rows3x2) serve the builds without the lanes path and the threads of a
+ * multi-threaded aarch64 run (each thread's scratch too small for the interleaved plane). In the single-threaded
+ * wasm SIMD builds only the C % 4 channels left over by the lanes path would reach them: the generic phased loop
+ * serves those (same sums in the same order), for 2 KB less code. */
+#if defined(__wasm__) && DW_LANES
+#define DW_ROWS3 0
+#else
+#define DW_ROWS3 1
 #endif
 EP_AINLINE void dw_t4(f32x4 *a, f32x4 *b, f32x4 *c, f32x4 *d) {   /* 4x4 transpose in place */
   const f32x4 ac0 = f32x4_zip_lo(*a, *c), ac1 = f32x4_zip_hi(*a, *c), bd0 = f32x4_zip_lo(*b, *d), bd1 = f32x4_zip_hi(*b, *d);
@@ -457,8 +469,11 @@ EP_NOINLINE static void dw_lanes_fill(float *plane, const float *xc, uint64_t hw
   }
 }
 
-/* All output rows of 4 channels (yc, yc + ohw, ..); wt: the 9 taps' weight vectors (tap-major), sw 1 or 2. */
-EP_AINLINE void dw_lanes_plane(const uint32_t sw, float *yc, uint64_t ohw, const float *plane, uint32_t wp,
+/* The window of the lanes path: kernel size, strides, dilations. */
+typedef struct { uint32_t kh, kw, sh, sw, dh, dw; } dw_win;
+
+/* All output rows of 4 channels (yc, yc + ohw, ..); wt: the taps' weight vectors (tap-major). */
+EP_AINLINE void dw_lanes_plane(const dw_win k, float *yc, uint64_t ohw, const float *plane, uint32_t wp,
                                const float *wt, f32x4 bias, uint32_t OH, uint32_t OW, f32x4 lo, f32x4 hi) {
   const uint64_t rs = (uint64_t)wp * 4;
   for (uint32_t oh = 0; oh < OH; oh++) {
@@ -466,16 +481,17 @@ EP_AINLINE void dw_lanes_plane(const uint32_t sw, float *yc, uint64_t ohw, const
     for (uint32_t ow = 0; ow < OW; ow += 4) {
       if (ow > OW - 4) ow = OW - 4;
       f32x4 a0 = bias, a1 = bias, a2 = bias, a3 = bias;
-      const float *r = plane + (uint64_t)oh * sw * rs + (uint64_t)ow * sw * 4, *wk = wt;
+      const float *r = plane + (uint64_t)oh * k.sh * rs + (uint64_t)ow * k.sw * 4, *wk = wt;
       EP_COMPACT_LOOP
-      for (uint32_t i = 0; i < 3; i++, r += rs, wk += 12) {
-        const f32x4 w0 = f32x4_load(wk), w1 = f32x4_load(wk + 4), w2 = f32x4_load(wk + 8);
-#define DW_L(k, j) f32x4_load(r + 4 * ((k) * sw + (j)))
-        a0 = f32x4_fma(a0, DW_L(0, 0), w0); a0 = f32x4_fma(a0, DW_L(0, 1), w1); a0 = f32x4_fma(a0, DW_L(0, 2), w2);
-        a1 = f32x4_fma(a1, DW_L(1, 0), w0); a1 = f32x4_fma(a1, DW_L(1, 1), w1); a1 = f32x4_fma(a1, DW_L(1, 2), w2);
-        a2 = f32x4_fma(a2, DW_L(2, 0), w0); a2 = f32x4_fma(a2, DW_L(2, 1), w1); a2 = f32x4_fma(a2, DW_L(2, 2), w2);
-        a3 = f32x4_fma(a3, DW_L(3, 0), w0); a3 = f32x4_fma(a3, DW_L(3, 1), w1); a3 = f32x4_fma(a3, DW_L(3, 2), w2);
-#undef DW_L
+      for (uint32_t i = 0; i < k.kh; i++, r += k.dh * rs) {
+        const float *c = r;
+        for (uint32_t j = 0; j < k.kw; j++, wk += 4, c += 4 * k.dw) {
+          const f32x4 w = f32x4_load(wk);
+          a0 = f32x4_fma(a0, f32x4_load(c), w);
+          a1 = f32x4_fma(a1, f32x4_load(c + 4 * k.sw), w);
+          a2 = f32x4_fma(a2, f32x4_load(c + 8 * k.sw), w);
+          a3 = f32x4_fma(a3, f32x4_load(c + 12 * k.sw), w);
+        }
       }
       a0 = dw_clamp(a0, lo, hi); a1 = dw_clamp(a1, lo, hi); a2 = dw_clamp(a2, lo, hi); a3 = dw_clamp(a3, lo, hi);
       dw_t4(&a0, &a1, &a2, &a3);
@@ -485,14 +501,21 @@ EP_AINLINE void dw_lanes_plane(const uint32_t sw, float *yc, uint64_t ohw, const
   }
 }
 
-EP_NOINLINE static void dw_lanes_s1(float *yc, uint64_t ohw, const float *plane, uint32_t wp, const float *wt,
-                                    f32x4 bias, uint32_t OH, uint32_t OW, f32x4 lo, f32x4 hi) {
-  dw_lanes_plane(1, yc, ohw, plane, wp, wt, bias, OH, OW, lo, hi);
+EP_NOINLINE static void dw_lanes_s1(const dw_win *k, float *yc, uint64_t ohw, const float *plane, uint32_t wp,
+                                    const float *wt, f32x4 bias, uint32_t OH, uint32_t OW, f32x4 lo, f32x4 hi) {
+  (void)k;
+  dw_lanes_plane((dw_win){3, 3, 1, 1, 1, 1}, yc, ohw, plane, wp, wt, bias, OH, OW, lo, hi);
 }
 
-EP_NOINLINE static void dw_lanes_s2(float *yc, uint64_t ohw, const float *plane, uint32_t wp, const float *wt,
-                                    f32x4 bias, uint32_t OH, uint32_t OW, f32x4 lo, f32x4 hi) {
-  dw_lanes_plane(2, yc, ohw, plane, wp, wt, bias, OH, OW, lo, hi);
+EP_NOINLINE static void dw_lanes_s2(const dw_win *k, float *yc, uint64_t ohw, const float *plane, uint32_t wp,
+                                    const float *wt, f32x4 bias, uint32_t OH, uint32_t OW, f32x4 lo, f32x4 hi) {
+  (void)k;
+  dw_lanes_plane((dw_win){3, 3, 2, 2, 1, 1}, yc, ohw, plane, wp, wt, bias, OH, OW, lo, hi);
+}
+
+EP_NOINLINE static void dw_lanes_any(const dw_win *k, float *yc, uint64_t ohw, const float *plane, uint32_t wp,
+                                     const float *wt, f32x4 bias, uint32_t OH, uint32_t OW, f32x4 lo, f32x4 hi) {
+  dw_lanes_plane(*k, yc, ohw, plane, wp, wt, bias, OH, OW, lo, hi);
 }
 
 typedef struct {
@@ -502,6 +525,9 @@ typedef struct {
   uint64_t plane_floats;
   uint64_t slot_floats;   /* scratch per thread (>= plane_floats) */
   uint64_t lanes_floats;  /* the interleaved plane of the lanes path; 0 when the node does not take it */
+  dw_win win;
+  void (*lanes)(const dw_win *, float *, uint64_t, const float *, uint32_t, const float *, f32x4, uint32_t, uint32_t,
+                f32x4, f32x4);
 } dw_job;
 
 /* Channels (of all images) [bc0, bc1) of the output: chunk t. A row's tail may be stored as whole
@@ -536,13 +562,13 @@ static void dw_task(void *ctx, uint32_t t, uint32_t thread) {
     if (DW_LANES && d->lanes_floats && c + 4 <= g.C && bc + 4 <= bc1) {
       const uint32_t wp = g.W + g.pl + g.pr;
       if (zeroed != 2) { zero_f32(plane, (uint32_t)d->lanes_floats); zeroed = 2; }
-      float wt[36];
-      for (uint32_t k = 0; k < 9; k++)
-        for (uint32_t l = 0; l < 4; l++) wt[4 * k + l] = w[(uint64_t)(c + l) * 9 + k];
+      float wt[4 * DW_LANES_TAPS];
+      for (uint32_t k = 0; k < kk; k++)
+        for (uint32_t l = 0; l < 4; l++) wt[4 * k + l] = w[(uint64_t)(c + l) * kk + k];
       const f32x4 bv = bias ? f32x4_load(bias + c) : f32x4_zero();
       float *yc = y + bc * ohw;
       dw_lanes_fill(plane, x + bc * hw, hw, &g, wp);
-      (g.sw == 1 ? dw_lanes_s1 : dw_lanes_s2)(yc, ohw, plane, wp, wt, bv, g.OH, g.OW, lo, hi);
+      d->lanes(&d->win, yc, ohw, plane, wp, wt, bv, g.OH, g.OW, lo, hi);
       if (!simple)
         for (uint32_t l = 0; l < 4; l++) dw_post(yc + l * ohw, res ? res + (bc + l) * ohw : 0, ohw, act, p0, p1);
       bc += 3;
@@ -554,7 +580,7 @@ static void dw_task(void *ctx, uint32_t t, uint32_t thread) {
     float *yc = y + bc * ohw;
     dw_fill(plane, x + bc * hw, &g, pw);
     const uint32_t ow_last = g.OW >= 4 ? g.OW - 4 : 0;
-    if (g.kh == 3 && g.kw == 3 && g.OW >= 4) {
+    if (DW_ROWS3 && g.kh == 3 && g.kw == 3 && g.OW >= 4) {
       const uint32_t o1 = DW_OFF(1u), o2 = DW_OFF(2u);
       uint32_t oh = 0;
       if (g.sh == 1 && g.dh == 1)
@@ -606,9 +632,12 @@ ep_status ep_run_DEPTHWISE_CONV(const ep_node *n) {
   d.slot_floats = n->scratch_bytes / 4u / threads;
   const ep_conv_geom *g = &d.g;
   d.lanes_floats = ((uint64_t)g->H + g->pt + g->pb) * ((uint64_t)g->W + g->pl + g->pr) * 4u;
-  if (!(g->kh == 3 && g->kw == 3 && g->dh == 1 && g->dw == 1 && g->sh == g->sw && g->sw <= 2 && g->C >= 4 &&
-        g->W >= 4 && g->OW >= 4 && d.lanes_floats <= d.slot_floats))
+  if (!((uint64_t)g->kh * g->kw <= DW_LANES_TAPS && g->C >= 4 && g->W >= 4 && g->OW >= 4 &&
+        d.lanes_floats <= d.slot_floats))
     d.lanes_floats = 0;
+  d.win = (dw_win){g->kh, g->kw, g->sh, g->sw, g->dh, g->dw};
+  const int k3 = g->kh == 3 && g->kw == 3 && g->dh == 1 && g->dw == 1 && g->sh == g->sw;
+  d.lanes = !DW_LANES ? 0 : k3 && g->sw == 1 ? dw_lanes_s1 : k3 && g->sw == 2 ? dw_lanes_s2 : dw_lanes_any;
   ep_parallel_for(d.parts, threads, dw_task, &d);
   return EP_OK;
 }
