@@ -28,7 +28,7 @@ def _axis(ctx: LowerCtx, node: onnx.NodeProto, axis: int, rank: int) -> int:
     return axis + rank if axis < 0 else axis
 
 
-def view(ctx: LowerCtx, src: str, shape: Sequence[int]) -> str:
+def view(ctx: LowerCtx, src: str, shape: Sequence[int], hint: str = "view") -> str:
     """`src` reinterpreted with another shape of the same size (no kernel)."""
     shape = tuple(int(d) for d in shape)
     if ctx.shape(src) == shape:
@@ -36,7 +36,7 @@ def view(ctx: LowerCtx, src: str, shape: Sequence[int]) -> str:
     ctx._ensure(src)
     t = ctx.tensors[src]
     assert math.prod(shape) == math.prod(t.shape), (shape, t.shape)
-    name = ctx._fresh("view")
+    name = ctx._fresh(hint)
     if t.data is not None:   # a view of a weight is a weight
         ctx.tensors[name] = Tensor(name, t.dtype, shape, t.data)
     else:

@@ -8,9 +8,10 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
-from ..lowering import LowerCtx, Tensor, lowers
+from ..lowering import LowerCtx, lowers
 from ..plan.opcodes import DTYPES, Op
 from .conv import ACT_NONE, MR, Activation, act_params
+from .data import view
 
 BIAS_NONE, BIAS_ROW, BIAS_COL, BIAS_FULL, BIAS_SCALAR = 0, 1, 2, 3, 4
 
@@ -32,21 +33,6 @@ def a_and_b_bytes(m: int, k: int, n: int) -> int:
     """Scratch of GEMM (no transB) and MATMUL: packed A, and B in panels when that pays (packed_b_bytes)."""
     b = packed_b_bytes(m, k, n)
     return (packed_rows_bytes(m, k) if b else packed_a_bytes(m, k)) + b
-
-
-def view(ctx: LowerCtx, src: str, shape: tuple[int, ...], hint: str = "v") -> str:
-    """A new tensor with `src`'s bytes and another shape (no kernel runs)."""
-    ctx._ensure(src)
-    t = ctx.tensors[src]
-    if tuple(shape) == t.shape:
-        return src
-    assert int(np.prod(shape, dtype=np.int64)) == int(np.prod(t.shape, dtype=np.int64))
-    name = ctx._fresh(hint)
-    if t.data is not None:
-        ctx.tensors[name] = Tensor(name, t.dtype, tuple(shape), t.data)
-    else:
-        ctx.tensors[name] = Tensor(name, t.dtype, tuple(shape), alias=src)
-    return name
 
 
 def emit_gemm(ctx: LowerCtx, node: onnx.NodeProto, activation: Activation = (ACT_NONE, ()),

@@ -92,6 +92,12 @@ class Weights:
     def __eq__(self, other) -> bool:
         return bytes(self) == bytes(other)
 
+    def __deepcopy__(self, memo: dict) -> "Weights":
+        """The pieces are read-only views: a copy of the plan shares them."""
+        w = Weights()
+        w.pieces, w.size = list(self.pieces), self.size
+        return w
+
 
 @dataclass
 class Plan:
