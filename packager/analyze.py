@@ -109,6 +109,10 @@ def bind_inputs(model: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...]]
         del shape.dim[:]
         for w in new:
             shape.dim.add().dim_value = w
+    for vi in model.graph.output:   # read as any size there too: inference gives it from the inputs' shapes
+        for d in vi.type.tensor_type.shape.dim:
+            if d.HasField("dim_value") and d.dim_value <= 0:
+                d.Clear()
     for name in input_shapes:
         if name not in {vi.name for vi in model.graph.input}:
             raise PackagerError(f"--input-shape names '{name}', which is not an input of the model "

@@ -337,34 +337,50 @@ def emit_qmaxpool(ctx: LowerCtx, node: onnx.NodeProto, x: str, out: str) -> None
 
 # ------------------------------------------------------------------------------------ standalone ops
 
-def _axis_params(ctx: LowerCtx, node: onnx.NodeProto, x: str, scale: np.ndarray) -> list[int]:
+def _axis_params(ctx: LowerCtx, node: onnx.NodeProto, x: str, scale_shape: tuple[int, ...]) -> list[int]:
     a = ctx.attrs(node)
     if int(a.get("block_size", 0)):
         raise ctx.unsupported(node, "blocked quantization (block_size)")
     rank = len(ctx.shape(x))
     axis = int(a.get("axis", 1))
     axis = axis + rank if axis < 0 else axis
-    if np.asarray(scale).size != 1:
-        if np.asarray(scale).ndim != 1 or not 0 <= axis < rank or ctx.shape(x)[axis] != np.asarray(scale).size:
-            raise ctx.unsupported(node, f"scale of shape {np.asarray(scale).shape} does not match axis {axis}")
-    return [axis if np.asarray(scale).size != 1 else 0]
+    size = int(np.prod(scale_shape, dtype=np.int64))
+    if size != 1:
+        if len(scale_shape) != 1 or not 0 <= axis < rank or ctx.shape(x)[axis] != size:
+            raise ctx.unsupported(node, f"scale of shape {tuple(scale_shape)} does not match axis {axis}")
+    return [axis if size != 1 else 0]
+
+
+def _qparam_inputs(ctx: LowerCtx, node: onnx.NodeProto, x: str, zp_dtype: np.dtype, hint: str) -> tuple[list[str], list[int]]:
+    """(the kernel's [X, scale, zero_point?] inputs, its params) for Q/DQ. A constant scale / zero point is stored
+    as a weight (the zero point cast to zp_dtype); one fed at run time is read by the kernel as it comes, so it
+    must already have the kernel's dtype."""
+    scale, zp = node.input[1], _opt(node, 2)
+    ins = [x]
+    for name, dt, what in ((scale, np.dtype(np.float32), "qs"), (zp, zp_dtype, "qz")):
+        if not name:
+            continue
+        v = ctx.const(name)
+        if v is None:
+            if ctx.dtype(name) != dt:
+                raise ctx.unsupported(node, f"'{name}' fed at run time has dtype {ctx.dtype(name)}, not {dt}")
+            ins.append(name)
+        else:
+            v = np.asarray(v)
+            if what == "qs" and v.dtype != np.float32:
+                raise ctx.unsupported(node, f"scale dtype {v.dtype} (only float32)")
+            ins.append(ctx.weight(v.astype(dt).reshape(-1), hint + what[1]))
+    return ins, _axis_params(ctx, node, x, tuple(ctx.shape(scale)))
 
 
 @lowers("QuantizeLinear")
 def lower_quantize(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     x = node.input[0]
     ctx.check_dtypes(node, [np.float32], [x])
-    zp_name = node.input[2] if len(node.input) > 2 and node.input[2] else ""
-    s, z = ctx.require_const(node, node.input[1], zp_name)
     out_dt = ctx.dtype(node.output[0]) if node.output[0] in ctx.graph.dtypes else None
     if out_dt not in (np.dtype(np.uint8), np.dtype(np.int8)):
         raise ctx.unsupported(node, f"output dtype {out_dt} (only uint8 / int8 quantization)")
-    if np.asarray(s).dtype != np.float32:
-        raise ctx.unsupported(node, f"scale dtype {np.asarray(s).dtype} (only float32)")
-    params = _axis_params(ctx, node, x, s)
-    ins = [x, ctx.weight(np.asarray(s, np.float32).reshape(-1), "qs")]
-    if z is not None:
-        ins.append(ctx.weight(np.asarray(z).astype(out_dt).reshape(-1), "qz"))
+    ins, params = _qparam_inputs(ctx, node, x, out_dt, "q")
     ctx.emit(Op.QUANTIZE_LINEAR, ins, [node.output[0]], params)
 
 
@@ -372,14 +388,7 @@ def lower_quantize(ctx: LowerCtx, node: onnx.NodeProto) -> None:
 def lower_dequantize(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     x = node.input[0]
     ctx.check_dtypes(node, [np.uint8, np.int8, np.int32], [x])
-    zp_name = node.input[2] if len(node.input) > 2 and node.input[2] else ""
-    s, z = ctx.require_const(node, node.input[1], zp_name)
-    if np.asarray(s).dtype != np.float32:
-        raise ctx.unsupported(node, f"scale dtype {np.asarray(s).dtype} (only float32)")
-    params = _axis_params(ctx, node, x, s)
-    ins = [x, ctx.weight(np.asarray(s, np.float32).reshape(-1), "dqs")]
-    if z is not None:
-        ins.append(ctx.weight(np.asarray(z).astype(ctx.dtype(x)).reshape(-1), "dqz"))
+    ins, params = _qparam_inputs(ctx, node, x, ctx.dtype(x), "dq")
     ctx.emit(Op.DEQUANTIZE_LINEAR, ins, [node.output[0]], params)
 
 
