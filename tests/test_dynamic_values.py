@@ -183,3 +183,35 @@ def test_a_dim_written_as_zero_may_be_fed_empty(tmp_path: Path) -> None:
     for n in (0, 2):
         x = np.linspace(-1, 1, 3 * n, dtype=np.float32).reshape(n, 3)
         np.testing.assert_array_equal(b.run({"x": x})["y"], np.maximum(x, 0))
+
+
+def _conv_integer(cin: int = 3, k: int = 3) -> onnx.ModelProto:
+    """ConvInteger with w and both zero points fed (onnxruntime takes only a per-tensor w zero point; the
+    conformance case test_convinteger_with_padding has a per-channel one), then MatMulInteger with b's per-column
+    zero point fed: both through float32, exact for these sizes."""
+    return _model([helper.make_node("ConvInteger", ["x", "w", "xz", "wz"], ["y"], pads=[1, 1, 1, 1]),
+                   helper.make_node("MatMulInteger", ["a", "b", "az", "bz"], ["z"])],
+                  [helper.make_tensor_value_info("x", U8, ["n", cin, 6, 5]), helper.make_tensor_value_info("w", U8, [4, cin, k, k]),
+                   helper.make_tensor_value_info("xz", U8, []), helper.make_tensor_value_info("wz", U8, []),
+                   helper.make_tensor_value_info("a", U8, ["m", 7]), helper.make_tensor_value_info("b", U8, [7, 5]),
+                   helper.make_tensor_value_info("az", U8, []), helper.make_tensor_value_info("bz", U8, [5])],
+                  [helper.make_tensor_value_info("y", TensorProto.INT32, ["n", 4, 6, 5]),
+                   helper.make_tensor_value_info("z", TensorProto.INT32, ["m", 5])])
+
+
+def test_integer_conv_and_matmul_with_run_time_weights(tmp_path: Path) -> None:
+    m = _conv_integer()
+    out = _bundles(tmp_path, "ci", m)
+    rng = np.random.default_rng(7)
+    runs = [_feeds(m, rng, n) for n in (1, 2)]
+    for variant in ("simd", "scalar"):
+        b = load_bundle(out, variant)
+        for feeds in runs:
+            got, want = b.run(feeds), _reference(m, feeds)
+            for k in ("y", "z"):
+                np.testing.assert_array_equal(got[k], want[k])
+
+
+def test_integer_conv_too_deep_for_exact_float_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(PackagerError, match=r"ConvInteger .*288 products per output: more than the 258"):
+        package(_conv_integer(cin=32), target="web", out=tmp_path / "b", dynamic=True)

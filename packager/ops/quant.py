@@ -16,8 +16,10 @@ import onnx
 
 from ..lower import LowerCtx, Tensor, lowers
 from ..plan.opcodes import CODES, Op
+from ..plan.opspec import BinaryFn
+from .linalg import emit_matmul
 from .conv import (ACT_CLIP, ACT_LEAKY_RELU, ACT_NONE, ACT_RELU, WINOGRAD_DYNAMIC_MAX_CHANNEL_PAIRS, Activation, conv_geometry,
-                   winograd_eligible)
+                   emit_conv, winograd_eligible)
 
 MR, NR = 4, 8                     # EP_QGEMM_MR / EP_QGEMM_NR (qgemm.h)
 PANEL_BYTES = 256 * 1024          # int16-pair B block budget (cache resident)
@@ -427,11 +429,54 @@ def lower_qlinear_conv(ctx: LowerCtx, node: onnx.NodeProto) -> None:
                bias_is_int=True)
 
 
+# float32 holds every integer up to 2^24 exactly: a sum of K products of two 8-bit values less their zero
+# points (each at most 255 * 255) is exact in float32 while K stays at or below this.
+EXACT_F32_TERMS = (1 << 24) // (255 * 255)
+
+
+def _centered_f32(ctx: LowerCtx, name: str, zp: str, zp_shape: tuple[int, ...]) -> str:
+    """name - zp in float32 (CAST, then BINARY SUB with zp viewed as zp_shape to broadcast): exact for 8-bit."""
+    xf = ctx.temp(ctx.shape(name), np.float32, "f32")
+    ctx.emit(Op.CAST, [name], [xf])
+    if not zp:
+        return xf
+    zf = ctx.temp(zp_shape, np.float32, "zp")
+    ctx.emit(Op.CAST, [view(ctx, zp, zp_shape)], [zf])
+    d = ctx.temp(ctx.shape(name), np.float32, "centered")
+    ctx.emit(Op.BINARY, [xf, zf], [d], [BinaryFn.SUB])
+    return d
+
+
+def _integer_via_f32(ctx: LowerCtx, node: onnx.NodeProto, k: int, a: str, b: str, float_op: str,
+                     az: str, bz: str, bz_shape: tuple[int, ...], emit) -> None:
+    """ConvInteger / MatMulInteger with an operand or zero point fed at run time (the int8 kernels need them at
+    package time): both operands less their zero points in float32, the float kernel, its int32 result cast
+    back; exact while the K products summed stay within EXACT_F32_TERMS."""
+    if k > EXACT_F32_TERMS:
+        raise ctx.unsupported(node, f"input(s) fed at run time with {k} products per output: more than the "
+                                    f"{EXACT_F32_TERMS} a float32 sum holds exactly; bind them with --const")
+    for z in (az, bz):
+        if z and int(np.prod(ctx.shape(z), dtype=np.int64)) not in (1, bz_shape[0] if z == bz else 1):
+            raise ctx.unsupported(node, f"zero point '{z}' of shape {list(ctx.shape(z))}")
+    af = _centered_f32(ctx, a, az, ())
+    bf = _centered_f32(ctx, b, bz, bz_shape if bz and int(np.prod(ctx.shape(bz))) > 1 else ())
+    yf = ctx.temp(ctx.shape(node.output[0]), np.float32, "acc")
+    fnode = onnx.helper.make_node(float_op, [af, bf], [yf], name=node.name)
+    fnode.attribute.extend(a for a in node.attribute)
+    emit(ctx, fnode)
+    ctx.emit(Op.CAST, [yf], [node.output[0]])
+
+
 @lowers("ConvInteger")
 def lower_conv_integer(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     x, w = node.input[0], node.input[1]
     ctx.check_dtypes(node, [np.uint8, np.int8], [x])
     xdt = ctx.dtype(x)
+    if any(n and ctx.const(n) is None for n in (w, _opt(node, 2), _opt(node, 3))):
+        ws = ctx.shape(w)
+        _integer_via_f32(ctx, node, int(np.prod(ws[1:])), x, w, "Conv", _opt(node, 2), _opt(node, 3),
+                         (ws[0],) + (1,) * (len(ws) - 1), emit_conv)
+        return
     (wv,) = ctx.require_const(node, w)
     xz = ctx.require_const(node, _opt(node, 2))[0] if _opt(node, 2) else None
     wz = ctx.require_const(node, _opt(node, 3))[0] if _opt(node, 3) else None
@@ -472,6 +517,10 @@ def lower_matmul_integer(ctx: LowerCtx, node: onnx.NodeProto) -> None:
             az_tensor = view(ctx, az_name, (1,))
         else:
             azv = int(scalar(ctx, node, c, "a_zero_point"))
+    if bz_name and ctx.const(bz_name) is None:
+        _integer_via_f32(ctx, node, ctx.shape(a)[-1], a, b, "MatMul", az_name, bz_name, (ctx.shape(b)[-1],),
+                         emit_matmul)
+        return
     bz = ctx.require_const(node, bz_name)[0] if bz_name else None
     emit_qmatmul(ctx, node, a, QParams(1.0, azv, adt), _matmul_w(ctx, node, b), None, bz, None,
                  QOut(node.output[0], raw_i32=True), x_zp_tensor=az_tensor)
