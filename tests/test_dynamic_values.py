@@ -215,3 +215,41 @@ def test_integer_conv_and_matmul_with_run_time_weights(tmp_path: Path) -> None:
 def test_integer_conv_too_deep_for_exact_float_is_refused(tmp_path: Path) -> None:
     with pytest.raises(PackagerError, match=r"ConvInteger .*288 products per output: more than the 258"):
         package(_conv_integer(cin=32), target="web", out=tmp_path / "b", dynamic=True)
+
+
+def _recurrent(op: str, gates: int, hidden: int = 5, inputs: int = 3, **attrs) -> onnx.ModelProto:
+    """op over X[seq, batch, inputs] in both directions with W, R, B (and LSTM's P) graph inputs."""
+    names = ["X", "W", "R", "B", "", "", ""] + (["P"] if op == "LSTM" else [])
+    ins = [helper.make_tensor_value_info("X", F, ["seq", "batch", inputs]),
+           helper.make_tensor_value_info("W", F, [2, gates * hidden, inputs]),
+           helper.make_tensor_value_info("R", F, [2, gates * hidden, hidden]),
+           helper.make_tensor_value_info("B", F, [2, 2 * gates * hidden])]
+    if op == "LSTM":
+        ins.append(helper.make_tensor_value_info("P", F, [2, 3 * hidden]))
+    else:
+        names = names[:4]
+    return _model([helper.make_node(op, names, ["Y", "Yh"], hidden_size=hidden, direction="bidirectional", **attrs)],
+                  ins, [helper.make_tensor_value_info("Y", F, ["seq", 2, "batch", hidden]),
+                        helper.make_tensor_value_info("Yh", F, [2, "batch", hidden])])
+
+
+@pytest.mark.parametrize("name,model", [
+    ("gru", lambda: _recurrent("GRU", 3)),
+    ("gru_linear_before_reset", lambda: _recurrent("GRU", 3, linear_before_reset=1)),
+    ("lstm_peepholes", lambda: _recurrent("LSTM", 4, hidden=17)),   # R^T's panels padded past 16 columns
+    ("rnn", lambda: _recurrent("RNN", 1)),
+])
+def test_recurrent_weights_fed_at_run_time(tmp_path: Path, name: str, model) -> None:
+    m = model()
+    out = _bundles(tmp_path, name, m)
+    rng = np.random.default_rng(8)
+    runs = [_feeds(m, rng, n) for n in (2, 3)]
+    for variant in ("simd", "scalar"):
+        b = load_bundle(out, variant)
+        for feeds in runs:
+            got, want = b.run(feeds), _reference(m, feeds)
+            for k in ("Y", "Yh"):
+                np.testing.assert_allclose(got[k], want[k], rtol=1e-4, atol=1e-5)
+    if _node_major() >= 20:
+        for feeds, run in zip(runs, _node_runs(tmp_path / "node", out, runs)["runs"]):
+            np.testing.assert_allclose(_outputs(run)["Y"], _reference(m, feeds)["Y"], rtol=1e-4, atol=1e-5)
