@@ -253,3 +253,21 @@ def test_recurrent_weights_fed_at_run_time(tmp_path: Path, name: str, model) -> 
     if _node_major() >= 20:
         for feeds, run in zip(runs, _node_runs(tmp_path / "node", out, runs)["runs"]):
             np.testing.assert_allclose(_outputs(run)["Y"], _reference(m, feeds)["Y"], rtol=1e-4, atol=1e-5)
+
+
+def test_qlinear_matmul_scales_fed_at_run_time(tmp_path: Path) -> None:
+    names = ["a", "as", "az", "b", "bs", "bz", "ys", "yz"]
+    types = [U8, F, U8, U8, F, U8, F, U8]
+    shapes = [["m", 6], [], [], [6, 5], [], [], [], []]
+    m = _model([helper.make_node("QLinearMatMul", names, ["y"])],
+               [helper.make_tensor_value_info(n, t, s) for n, t, s in zip(names, types, shapes)],
+               [helper.make_tensor_value_info("y", U8, ["m", 5])])
+    out = _bundles(tmp_path, "qmm", m)
+    rng = np.random.default_rng(9)
+    for variant in ("simd", "scalar"):
+        b = load_bundle(out, variant)
+        for rows in (1, 4):
+            feeds = {"a": rng.integers(0, 255, (rows, 6)).astype(np.uint8), "b": rng.integers(0, 255, (6, 5)).astype(np.uint8),
+                     "as": np.array(0.0173, np.float32), "bs": np.array(0.0091, np.float32), "ys": np.array(0.37, np.float32),
+                     "az": np.array(131, np.uint8), "bz": np.array(120, np.uint8), "yz": np.array(97, np.uint8)}
+            np.testing.assert_array_equal(b.run(feeds)["y"], _reference(m, feeds)["y"])

@@ -448,10 +448,11 @@ def _centered_f32(ctx: LowerCtx, name: str, zp: str, zp_shape: tuple[int, ...]) 
 
 
 def _integer_via_f32(ctx: LowerCtx, node: onnx.NodeProto, k: int, a: str, b: str, float_op: str,
-                     az: str, bz: str, bz_shape: tuple[int, ...], emit) -> None:
-    """ConvInteger / MatMulInteger with an operand or zero point fed at run time (the int8 kernels need them at
-    package time): both operands less their zero points in float32, the float kernel, its int32 result cast
-    back; exact while the K products summed stay within EXACT_F32_TERMS."""
+                     az: str, bz: str, bz_shape: tuple[int, ...], emit) -> str:
+    """The integer product of ConvInteger / MatMulInteger / QLinearMatMul with an operand, scale or zero point fed
+    at run time (the int8 kernels need them at package time): both operands less their zero points in float32,
+    the float kernel; exact while the K products summed stay within EXACT_F32_TERMS. Returns the float32 result
+    (integers)."""
     if k > EXACT_F32_TERMS:
         raise ctx.unsupported(node, f"input(s) fed at run time with {k} products per output: more than the "
                                     f"{EXACT_F32_TERMS} a float32 sum holds exactly; bind them with --const")
@@ -462,9 +463,9 @@ def _integer_via_f32(ctx: LowerCtx, node: onnx.NodeProto, k: int, a: str, b: str
     bf = _centered_f32(ctx, b, bz, bz_shape if bz and int(np.prod(ctx.shape(bz))) > 1 else ())
     yf = ctx.temp(ctx.shape(node.output[0]), np.float32, "acc")
     fnode = onnx.helper.make_node(float_op, [af, bf], [yf], name=node.name)
-    fnode.attribute.extend(a for a in node.attribute)
+    fnode.attribute.extend(a for a in node.attribute if node.op_type != "QLinearMatMul")
     emit(ctx, fnode)
-    ctx.emit(Op.CAST, [yf], [node.output[0]])
+    return yf
 
 
 @lowers("ConvInteger")
@@ -474,8 +475,9 @@ def lower_conv_integer(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     xdt = ctx.dtype(x)
     if any(n and ctx.const(n) is None for n in (w, _opt(node, 2), _opt(node, 3))):
         ws = ctx.shape(w)
-        _integer_via_f32(ctx, node, int(np.prod(ws[1:])), x, w, "Conv", _opt(node, 2), _opt(node, 3),
-                         (ws[0],) + (1,) * (len(ws) - 1), emit_conv)
+        yf = _integer_via_f32(ctx, node, int(np.prod(ws[1:])), x, w, "Conv", _opt(node, 2), _opt(node, 3),
+                              (ws[0],) + (1,) * (len(ws) - 1), emit_conv)
+        ctx.emit(Op.CAST, [yf], [node.output[0]])
         return
     (wv,) = ctx.require_const(node, w)
     xz = ctx.require_const(node, _opt(node, 2))[0] if _opt(node, 2) else None
@@ -494,12 +496,49 @@ def _matmul_w(ctx: LowerCtx, node: onnx.NodeProto, name: str) -> str | np.ndarra
 
 @lowers("QLinearMatMul")
 def lower_qlinear_matmul(ctx: LowerCtx, node: onnx.NodeProto) -> None:
+    if any(ctx.const(node.input[i]) is None for i in (1, 2, 4, 5, 6, 7) if _opt(node, i)):
+        _qlinear_matmul_at_run_time(ctx, node)
+        return
     a, aq, b, yq = _qlinear_io(ctx, node)
     bs, bz = ctx.require_const(node, node.input[4], node.input[5])
     if np.asarray(bs).dtype != np.float32:
         raise ctx.unsupported(node, f"scale dtype {np.asarray(bs).dtype} (only float32)")
     emit_qmatmul(ctx, node, a, aq, _matmul_w(ctx, node, b), np.asarray(bs, np.float64), bz, None,
                  QOut(node.output[0], yq))
+
+
+def _qlinear_matmul_at_run_time(ctx: LowerCtx, node: onnx.NodeProto) -> None:
+    """QLinearMatMul with a scale or zero point fed at run time: the integer product through float32 (exact, see
+    _integer_via_f32), times a_scale * b_scale / y_scale computed in float32 as the ONNX reference does, then
+    QUANTIZE_LINEAR with scale 1 and y's zero point: saturate(round_half_even(C * m) + y_zp). C * m is rounded to
+    float32 before the rounding to an integer (the reference keeps it in float64; onnxruntime rounds it to
+    float32 too)."""
+    a, b, y = node.input[0], node.input[3], node.output[0]
+    ctx.check_dtypes(node, [np.uint8, np.int8], [a, b, y])
+    scales = [node.input[i] for i in (1, 4, 6)]
+    ctx.check_dtypes(node, [np.float32], scales)
+    n = ctx.shape(b)[-1]
+    for name, per_col in zip(scales, (False, True, False)):
+        if int(np.prod(ctx.shape(name), dtype=np.int64)) not in ((1, n) if per_col else (1,)):
+            raise ctx.unsupported(node, f"scale '{name}' of shape {list(ctx.shape(name))}")
+    c = _integer_via_f32(ctx, node, ctx.shape(a)[-1], a, b, "MatMul", _opt(node, 2), _opt(node, 5), (n,),
+                         emit_matmul)
+    flat = [view(ctx, s_, (n,) if int(np.prod(ctx.shape(s_))) == n else ()) for s_ in scales]
+    m_shape = (n,) if any(ctx.shape(f) == (n,) for f in flat) else ()
+    ab = ctx.temp(m_shape, np.float32, "ab")
+    ctx.emit(Op.BINARY, flat[:2], [ab], [BinaryFn.MUL])
+    m = ctx.temp(m_shape, np.float32, "mult")
+    ctx.emit(Op.BINARY, [ab, flat[2]], [m], [BinaryFn.DIV])
+    d = ctx.temp(ctx.shape(c), np.float32, "requant")
+    ctx.emit(Op.BINARY, [c, m], [d], [BinaryFn.MUL])
+    yz = _opt(node, 7)
+    if yz and ctx.dtype(yz) != ctx.dtype(y):
+        raise ctx.unsupported(node, f"y_zero_point dtype {ctx.dtype(yz)} is not y's {ctx.dtype(y)}")
+    ins = [d, ctx.weight(np.ones(1, np.float32), "one")]
+    if yz:
+        ins.append(view(ctx, yz, (1,)) if ctx.const(yz) is None else
+                   ctx.weight(np.asarray(ctx.const(yz)).astype(ctx.dtype(y)).reshape(-1), "qz"))
+    ctx.emit(Op.QUANTIZE_LINEAR, ins, [y], [0])
 
 
 @lowers("MatMulInteger")
@@ -518,8 +557,9 @@ def lower_matmul_integer(ctx: LowerCtx, node: onnx.NodeProto) -> None:
         else:
             azv = int(scalar(ctx, node, c, "a_zero_point"))
     if bz_name and ctx.const(bz_name) is None:
-        _integer_via_f32(ctx, node, ctx.shape(a)[-1], a, b, "MatMul", az_name, bz_name, (ctx.shape(b)[-1],),
-                         emit_matmul)
+        yf = _integer_via_f32(ctx, node, ctx.shape(a)[-1], a, b, "MatMul", az_name, bz_name, (ctx.shape(b)[-1],),
+                              emit_matmul)
+        ctx.emit(Op.CAST, [yf], [node.output[0]])
         return
     bz = ctx.require_const(node, bz_name)[0] if bz_name else None
     emit_qmatmul(ctx, node, a, QParams(1.0, azv, adt), _matmul_w(ctx, node, b), None, bz, None,
