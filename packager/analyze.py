@@ -74,12 +74,14 @@ def bind_inputs(model: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...]]
     """Give every graph input a fully static shape (in place): --input-shape values, else 1 with a notice
     (strict: an error). A dim_value <= 0 counts as symbolic: exporters write -1 or 0 for 'any size'."""
     inits = {i.name for i in model.graph.initializer}
+    zero_as_any = False
     for vi in model.graph.input:
         if vi.name in inits:
             continue
         if not vi.type.HasField("tensor_type"):
             raise UnsupportedError("graph input", vi.name, default_opset(model), "only tensor inputs are supported")
         dims = _dims(vi.type)
+        zero_as_any |= 0 in dims
         raw = list(vi.type.tensor_type.shape.dim) if vi.type.tensor_type.HasField("shape") else []
         if vi.name in input_shapes:
             want = tuple(int(d) for d in input_shapes[vi.name])
@@ -110,6 +112,11 @@ def bind_inputs(model: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...]]
         del shape.dim[:]
         for w in new:
             shape.dim.add().dim_value = w
+    if zero_as_any:   # a model that writes 0 for 'any size' on its inputs does on its outputs too: inference gives it
+        for vi in model.graph.output:
+            for d in vi.type.tensor_type.shape.dim:
+                if d.HasField("dim_value") and d.dim_value <= 0:
+                    d.Clear()
     for name in input_shapes:
         if name not in {vi.name for vi in model.graph.input}:
             raise PackagerError(f"--input-shape names '{name}', which is not an input of the model "

@@ -67,7 +67,7 @@ def _dims(vi: onnx.ValueInfoProto) -> list[int | str | None]:
 def find_symbols(model: onnx.ModelProto, input_shapes: dict[str, tuple] | None,
                  constants: dict[str, np.ndarray] | None) -> Symbols:
     """Symbolic dims of the graph inputs, after --input-shape (an int fixes a dim, a (min, max) pair bounds it).
-    A dim_value of 0 or -1 (some exporters write those) counts as symbolic."""
+    A dim_value of 0 or -1 (some exporters write those) counts as symbolic; a 0 one is bounded [0..], not [1..]."""
     given = dict(input_shapes or {})
     inits = {i.name for i in model.graph.initializer} | set(constants or {})
     dims: dict[str, list[str | None]] = {}
@@ -91,7 +91,8 @@ def find_symbols(model: onnx.ModelProto, input_shapes: dict[str, tuple] | None,
             else:
                 names.append(d if isinstance(d, str) else f"{vi.name}_{k}")
                 ext.append(-1)
-                bnd.append(tuple(int(x) for x in w) if w is not None else None)
+                # a dim_value 0 may be an exporter's "unknown" or a real empty dim: it may be fed as 0
+                bnd.append(tuple(int(x) for x in w) if w is not None else (0, 0) if d == 0 else None)
         dims[vi.name], fixed[vi.name], bounds[vi.name] = names, ext, bnd
     syms = Symbols(dims, fixed, bounds)
     _choose_probes(syms)

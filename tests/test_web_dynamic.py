@@ -79,7 +79,7 @@ s.destroy();
 console.log(JSON.stringify(res));
 """
 
-CTORS = {"float32": "Float32Array", "int64": "BigInt64Array", "bool": "Uint8Array"}
+CTORS = {"float32": "Float32Array", "int64": "BigInt64Array", "bool": "Uint8Array", "uint8": "Uint8Array"}
 
 # variant name -> (load variant, load options, node flags)
 BUILDS = {

@@ -1,5 +1,6 @@
 """Conv: 1-D and 2-D, groups, strides, dilations, pads, auto_pad -> CONV (GEMM on packed weights) or
-DEPTHWISE_CONV (group == Cin == Cout). Weights are packed here into the micro-kernel's panel layout.
+DEPTHWISE_CONV (group == Cin == Cout). Constant weights are packed here into the micro-kernel's panel layout;
+weights fed at run time are packed by kernels in the plan (pack_panels_at_run_time).
 
 `emit_conv(ctx, node, activation=(code, params), residual=name)` is the entry point the fusion pass
 uses to fold a following activation and/or residual Add into the conv's epilogue."""
@@ -12,6 +13,7 @@ import onnx
 
 from ..lowering import LowerCtx, lowers
 from ..plan.opcodes import Op
+from .data import PAD_MODES, transpose_to, view
 # Epilogue activation codes (generated from wasm_kernels/spec/ops.json); quant.py and linalg.py take them from here.
 from ..plan.opspec import ACT_CLIP, ACT_COUNT, ACT_LEAKY_RELU, ACT_NONE, ACT_RELU  # noqa: F401
 
@@ -52,6 +54,19 @@ def pack_panels(w2d: np.ndarray) -> np.ndarray:
     padded = np.zeros((tiles * MR, k), np.float32)
     padded[:m] = w2d
     return np.ascontiguousarray(padded.reshape(tiles, MR, k).transpose(0, 2, 1)).reshape(-1)
+
+
+def pack_panels_at_run_time(ctx: LowerCtx, w: str, groups: int, mg: int, kg: int) -> str:
+    """pack_panels per group of a W fed at run time, as kernels: [G, mg, kg] padded to whole panels of MR rows
+    (PAD), then each panel k-major (TRANSPOSE); returns the packed tensor, flat as CONV reads it."""
+    rows = _round_up(mg, MR)
+    src = view(ctx, w, (groups, mg, kg))
+    if rows != mg:
+        padded = ctx.temp((groups, rows, kg), np.float32, "wpad")
+        ctx.emit(Op.PAD, [src], [padded], [PAD_MODES["constant"], 0, 0, 0, 0, 0, 0, rows - mg, 0])
+        src = padded
+    panels = transpose_to(ctx, view(ctx, src, (groups, rows // MR, MR, kg)), (0, 1, 3, 2))
+    return view(ctx, panels, (groups * rows * kg,))
 
 
 def _round_up(x: int, m: int) -> int:
@@ -209,17 +224,19 @@ def emit_conv(ctx: LowerCtx, node: onnx.NodeProto, activation: Activation = (ACT
     if residual is not None:
         ctx.check_dtypes(node, [np.float32], [residual])
     g = conv_geometry(ctx, node)
-    (w,) = ctx.require_const(node, node.input[1])
-    w = np.asarray(w, np.float32)
+    w = ctx.const(node.input[1])
+    w = None if w is None else np.asarray(w, np.float32)   # None: W is fed at run time
     bias = node.input[2] if len(node.input) > 2 and node.input[2] else None
     out = output or node.output[0]
     act = act_params(activation)
     window = [g["kh"], g["kw"], g["sh"], g["sw"], g["dh"], g["dw"], g["pt"], g["pl"], g["pb"], g["pr"]]
     if g["group"] == g["cin"] == g["cout"]:
-        ctx.emit(Op.DEPTHWISE_CONV, [node.input[0], ctx.weight(w.reshape(g["cout"], -1), "dw"), bias, residual],
+        wdw = view(ctx, node.input[1], (g["cout"], g["kh"] * g["kw"])) if w is None else \
+            ctx.weight(w.reshape(g["cout"], -1), "dw")
+        ctx.emit(Op.DEPTHWISE_CONV, [node.input[0], wdw, bias, residual],
                  [out], window + act, scratch_bytes=dw_scratch_bytes(g))
         return
-    if winograd_eligible(g):
+    if w is not None and winograd_eligible(g):
         m = winograd_tile(g)
         nt, scratch = winograd_tiles(g, m)
         nt = 0 if ctx.dynamic else nt   # a dynamic plan's blocks are sized by the core (winograd.c wg_tiles)
@@ -234,8 +251,12 @@ def emit_conv(ctx: LowerCtx, node: onnx.NodeProto, activation: Activation = (ACT
         return
     G = g["group"]
     mg, kg = g["cout"] // G, g["cin"] // G * g["kh"] * g["kw"]
-    w2d = w.reshape(G, mg, kg)
-    packed = np.concatenate([pack_panels(w2d[i]) for i in range(G)]) if G > 1 else pack_panels(w2d[0])
+    if w is None:
+        packed = pack_panels_at_run_time(ctx, node.input[1], G, mg, kg)
+    else:
+        w2d = w.reshape(G, mg, kg)
+        packed = ctx.weight(np.concatenate([pack_panels(w2d[i]) for i in range(G)]) if G > 1 else pack_panels(w2d[0]),
+                            "wpk")
     # 1x1 stride-1 convs read X in place: no copy, and a plane whose size is not a multiple of 8 (7x7: 49)
     # computes its last columns one at a time down the weight panel instead of padding every row to 56.
     direct = g["kh"] == g["kw"] == g["sh"] == g["sw"] == 1 and not any(window[6:])
@@ -247,7 +268,7 @@ def emit_conv(ctx: LowerCtx, node: onnx.NodeProto, activation: Activation = (ACT
         nt = min(max(8 * NR, PANEL_FLOATS // max(kg, 1) // NR * NR), _round_up(n, NR))   # conv.c conv_nt
         scratch = kg * nt * 4
         nt = 0 if ctx.dynamic else nt   # a dynamic plan's panel width is derived by the core (conv_nt)
-    ctx.emit(Op.CONV, [node.input[0], ctx.weight(packed, "wpk"), bias, residual], [out],
+    ctx.emit(Op.CONV, [node.input[0], packed, bias, residual], [out],
              [G, MR, *window, nt, *act, g["cout"]], scratch_bytes=scratch)
 
 

@@ -6,6 +6,8 @@ Broadcasting is done by the kernels from the tensor shapes; every attribute defa
 difference is resolved here so the kernels get explicit values."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import onnx
 
@@ -81,6 +83,21 @@ def _clip_bounds(ctx: LowerCtx, node: onnx.NodeProto) -> tuple[float, float]:
     return out[0], out[1]
 
 
+def _clip_at_run_time(ctx: LowerCtx, node: onnx.NodeProto, bounds: list[str]) -> None:
+    """Clip with a bound fed at run time: min(max(x, lo), hi) as BINARY MAX then MIN (both propagate NaN, and
+    lo > hi gives hi, as ONNX says); the bounds are scalars broadcast over x."""
+    ctx.check_dtypes(node, [np.float32], [b for b in bounds if b])
+    for b in bounds:
+        if b and math.prod(ctx.shape(b)) != 1:
+            raise ctx.unsupported(node, f"min/max must be scalars ('{b}' has shape {list(ctx.shape(b))})")
+    steps = [(b, fn) for b, fn in zip(bounds, (BinaryFn.MAX, BinaryFn.MIN)) if b]
+    acc = node.input[0]
+    for k, (b, fn) in enumerate(steps):
+        dst = node.output[0] if k == len(steps) - 1 else ctx.temp(ctx.shape(acc), np.float32, "clip")
+        ctx.emit(Op.BINARY, [acc, b], [dst], [fn])
+        acc = dst
+
+
 def _f32_only(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     ctx.check_dtypes(node, [np.float32], [node.input[0], node.output[0]])
 
@@ -139,6 +156,10 @@ def lower_activation(ctx: LowerCtx, node: onnx.NodeProto) -> None:
         return
     _f32_only(ctx, node)
     if node.op_type == "Clip":
+        bounds = [node.input[i] if len(node.input) > i else "" for i in (1, 2)]
+        if ctx.opset >= 11 and any(b and ctx.const(b) is None for b in bounds):
+            _clip_at_run_time(ctx, node, bounds)
+            return
         lo, hi = _clip_bounds(ctx, node)
         _unary(ctx, node, [UnaryFn.CLIP, lo, hi])
         return

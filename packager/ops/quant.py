@@ -16,8 +16,10 @@ import onnx
 
 from ..lowering import LowerCtx, Tensor, lowers
 from ..plan.opcodes import CODES, Op
+from ..plan.opspec import BinaryFn
+from .linalg import emit_matmul
 from .conv import (ACT_CLIP, ACT_LEAKY_RELU, ACT_NONE, ACT_RELU, WINOGRAD_DYNAMIC_MAX_CHANNEL_PAIRS, Activation, conv_geometry,
-                   winograd_eligible)
+                   emit_conv, winograd_eligible)
 
 MR, NR = 4, 8                     # EP_QGEMM_MR / EP_QGEMM_NR (qgemm.h)
 PANEL_BYTES = 256 * 1024          # int16-pair B block budget (cache resident)
@@ -337,34 +339,50 @@ def emit_qmaxpool(ctx: LowerCtx, node: onnx.NodeProto, x: str, out: str) -> None
 
 # ------------------------------------------------------------------------------------ standalone ops
 
-def _axis_params(ctx: LowerCtx, node: onnx.NodeProto, x: str, scale: np.ndarray) -> list[int]:
+def _axis_params(ctx: LowerCtx, node: onnx.NodeProto, x: str, scale_shape: tuple[int, ...]) -> list[int]:
     a = ctx.attrs(node)
     if int(a.get("block_size", 0)):
         raise ctx.unsupported(node, "blocked quantization (block_size)")
     rank = len(ctx.shape(x))
     axis = int(a.get("axis", 1))
     axis = axis + rank if axis < 0 else axis
-    if np.asarray(scale).size != 1:
-        if np.asarray(scale).ndim != 1 or not 0 <= axis < rank or ctx.shape(x)[axis] != np.asarray(scale).size:
-            raise ctx.unsupported(node, f"scale of shape {np.asarray(scale).shape} does not match axis {axis}")
-    return [axis if np.asarray(scale).size != 1 else 0]
+    size = int(np.prod(scale_shape, dtype=np.int64))
+    if size != 1:
+        if len(scale_shape) != 1 or not 0 <= axis < rank or ctx.shape(x)[axis] != size:
+            raise ctx.unsupported(node, f"scale of shape {tuple(scale_shape)} does not match axis {axis}")
+    return [axis if size != 1 else 0]
+
+
+def _qparam_inputs(ctx: LowerCtx, node: onnx.NodeProto, x: str, zp_dtype: np.dtype, hint: str) -> tuple[list[str], list[int]]:
+    """(the kernel's [X, scale, zero_point?] inputs, its params) for Q/DQ. A constant scale / zero point is stored
+    as a weight (the zero point cast to zp_dtype); one fed at run time is read by the kernel as it comes, so it
+    must already have the kernel's dtype."""
+    scale, zp = node.input[1], _opt(node, 2)
+    ins = [x]
+    for name, dt, what in ((scale, np.dtype(np.float32), "qs"), (zp, zp_dtype, "qz")):
+        if not name:
+            continue
+        v = ctx.const(name)
+        if v is None:
+            if ctx.dtype(name) != dt:
+                raise ctx.unsupported(node, f"'{name}' fed at run time has dtype {ctx.dtype(name)}, not {dt}")
+            ins.append(name)
+        else:
+            v = np.asarray(v)
+            if what == "qs" and v.dtype != np.float32:
+                raise ctx.unsupported(node, f"scale dtype {v.dtype} (only float32)")
+            ins.append(ctx.weight(v.astype(dt).reshape(-1), hint + what[1]))
+    return ins, _axis_params(ctx, node, x, tuple(ctx.shape(scale)))
 
 
 @lowers("QuantizeLinear")
 def lower_quantize(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     x = node.input[0]
     ctx.check_dtypes(node, [np.float32], [x])
-    zp_name = node.input[2] if len(node.input) > 2 and node.input[2] else ""
-    s, z = ctx.require_const(node, node.input[1], zp_name)
     out_dt = ctx.dtype(node.output[0]) if node.output[0] in ctx.graph.dtypes else None
     if out_dt not in (np.dtype(np.uint8), np.dtype(np.int8)):
         raise ctx.unsupported(node, f"output dtype {out_dt} (only uint8 / int8 quantization)")
-    if np.asarray(s).dtype != np.float32:
-        raise ctx.unsupported(node, f"scale dtype {np.asarray(s).dtype} (only float32)")
-    params = _axis_params(ctx, node, x, s)
-    ins = [x, ctx.weight(np.asarray(s, np.float32).reshape(-1), "qs")]
-    if z is not None:
-        ins.append(ctx.weight(np.asarray(z).astype(out_dt).reshape(-1), "qz"))
+    ins, params = _qparam_inputs(ctx, node, x, out_dt, "q")
     ctx.emit(Op.QUANTIZE_LINEAR, ins, [node.output[0]], params)
 
 
@@ -372,14 +390,7 @@ def lower_quantize(ctx: LowerCtx, node: onnx.NodeProto) -> None:
 def lower_dequantize(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     x = node.input[0]
     ctx.check_dtypes(node, [np.uint8, np.int8, np.int32], [x])
-    zp_name = node.input[2] if len(node.input) > 2 and node.input[2] else ""
-    s, z = ctx.require_const(node, node.input[1], zp_name)
-    if np.asarray(s).dtype != np.float32:
-        raise ctx.unsupported(node, f"scale dtype {np.asarray(s).dtype} (only float32)")
-    params = _axis_params(ctx, node, x, s)
-    ins = [x, ctx.weight(np.asarray(s, np.float32).reshape(-1), "dqs")]
-    if z is not None:
-        ins.append(ctx.weight(np.asarray(z).astype(ctx.dtype(x)).reshape(-1), "dqz"))
+    ins, params = _qparam_inputs(ctx, node, x, ctx.dtype(x), "dq")
     ctx.emit(Op.DEQUANTIZE_LINEAR, ins, [node.output[0]], params)
 
 
@@ -418,11 +429,56 @@ def lower_qlinear_conv(ctx: LowerCtx, node: onnx.NodeProto) -> None:
                bias_is_int=True)
 
 
+# float32 holds every integer up to 2^24 exactly: a sum of K products of two 8-bit values less their zero
+# points (each at most 255 * 255) is exact in float32 while K stays at or below this.
+EXACT_F32_TERMS = (1 << 24) // (255 * 255)
+
+
+def _centered_f32(ctx: LowerCtx, name: str, zp: str, zp_shape: tuple[int, ...]) -> str:
+    """name - zp in float32 (CAST, then BINARY SUB with zp viewed as zp_shape to broadcast): exact for 8-bit."""
+    xf = ctx.temp(ctx.shape(name), np.float32, "f32")
+    ctx.emit(Op.CAST, [name], [xf])
+    if not zp:
+        return xf
+    zf = ctx.temp(zp_shape, np.float32, "zp")
+    ctx.emit(Op.CAST, [view(ctx, zp, zp_shape)], [zf])
+    d = ctx.temp(ctx.shape(name), np.float32, "centered")
+    ctx.emit(Op.BINARY, [xf, zf], [d], [BinaryFn.SUB])
+    return d
+
+
+def _integer_via_f32(ctx: LowerCtx, node: onnx.NodeProto, k: int, a: str, b: str, float_op: str,
+                     az: str, bz: str, bz_shape: tuple[int, ...], emit) -> str:
+    """The integer product of ConvInteger / MatMulInteger / QLinearMatMul with an operand, scale or zero point fed
+    at run time (the int8 kernels need them at package time): both operands less their zero points in float32,
+    the float kernel; exact while the K products summed stay within EXACT_F32_TERMS. Returns the float32 result
+    (integers)."""
+    if k > EXACT_F32_TERMS:
+        raise ctx.unsupported(node, f"input(s) fed at run time with {k} products per output: more than the "
+                                    f"{EXACT_F32_TERMS} a float32 sum holds exactly; bind them with --const")
+    for z in (az, bz):
+        if z and int(np.prod(ctx.shape(z), dtype=np.int64)) not in (1, bz_shape[0] if z == bz else 1):
+            raise ctx.unsupported(node, f"zero point '{z}' of shape {list(ctx.shape(z))}")
+    af = _centered_f32(ctx, a, az, ())
+    bf = _centered_f32(ctx, b, bz, bz_shape if bz and int(np.prod(ctx.shape(bz))) > 1 else ())
+    yf = ctx.temp(ctx.shape(node.output[0]), np.float32, "acc")
+    fnode = onnx.helper.make_node(float_op, [af, bf], [yf], name=node.name)
+    fnode.attribute.extend(a for a in node.attribute if node.op_type != "QLinearMatMul")
+    emit(ctx, fnode)
+    return yf
+
+
 @lowers("ConvInteger")
 def lower_conv_integer(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     x, w = node.input[0], node.input[1]
     ctx.check_dtypes(node, [np.uint8, np.int8], [x])
     xdt = ctx.dtype(x)
+    if any(n and ctx.const(n) is None for n in (w, _opt(node, 2), _opt(node, 3))):
+        ws = ctx.shape(w)
+        yf = _integer_via_f32(ctx, node, int(np.prod(ws[1:])), x, w, "Conv", _opt(node, 2), _opt(node, 3),
+                              (ws[0],) + (1,) * (len(ws) - 1), emit_conv)
+        ctx.emit(Op.CAST, [yf], [node.output[0]])
+        return
     (wv,) = ctx.require_const(node, w)
     xz = ctx.require_const(node, _opt(node, 2))[0] if _opt(node, 2) else None
     wz = ctx.require_const(node, _opt(node, 3))[0] if _opt(node, 3) else None
@@ -440,12 +496,49 @@ def _matmul_w(ctx: LowerCtx, node: onnx.NodeProto, name: str) -> str | np.ndarra
 
 @lowers("QLinearMatMul")
 def lower_qlinear_matmul(ctx: LowerCtx, node: onnx.NodeProto) -> None:
+    if any(ctx.const(node.input[i]) is None for i in (1, 2, 4, 5, 6, 7) if _opt(node, i)):
+        _qlinear_matmul_at_run_time(ctx, node)
+        return
     a, aq, b, yq = _qlinear_io(ctx, node)
     bs, bz = ctx.require_const(node, node.input[4], node.input[5])
     if np.asarray(bs).dtype != np.float32:
         raise ctx.unsupported(node, f"scale dtype {np.asarray(bs).dtype} (only float32)")
     emit_qmatmul(ctx, node, a, aq, _matmul_w(ctx, node, b), np.asarray(bs, np.float64), bz, None,
                  QOut(node.output[0], yq))
+
+
+def _qlinear_matmul_at_run_time(ctx: LowerCtx, node: onnx.NodeProto) -> None:
+    """QLinearMatMul with a scale or zero point fed at run time: the integer product through float32 (exact, see
+    _integer_via_f32), times a_scale * b_scale / y_scale computed in float32 as the ONNX reference does, then
+    QUANTIZE_LINEAR with scale 1 and y's zero point: saturate(round_half_even(C * m) + y_zp). C * m is rounded to
+    float32 before the rounding to an integer (the reference keeps it in float64; onnxruntime rounds it to
+    float32 too)."""
+    a, b, y = node.input[0], node.input[3], node.output[0]
+    ctx.check_dtypes(node, [np.uint8, np.int8], [a, b, y])
+    scales = [node.input[i] for i in (1, 4, 6)]
+    ctx.check_dtypes(node, [np.float32], scales)
+    n = ctx.shape(b)[-1]
+    for name, per_col in zip(scales, (False, True, False)):
+        if int(np.prod(ctx.shape(name), dtype=np.int64)) not in ((1, n) if per_col else (1,)):
+            raise ctx.unsupported(node, f"scale '{name}' of shape {list(ctx.shape(name))}")
+    c = _integer_via_f32(ctx, node, ctx.shape(a)[-1], a, b, "MatMul", _opt(node, 2), _opt(node, 5), (n,),
+                         emit_matmul)
+    flat = [view(ctx, s_, (n,) if int(np.prod(ctx.shape(s_))) == n else ()) for s_ in scales]
+    m_shape = (n,) if any(ctx.shape(f) == (n,) for f in flat) else ()
+    ab = ctx.temp(m_shape, np.float32, "ab")
+    ctx.emit(Op.BINARY, flat[:2], [ab], [BinaryFn.MUL])
+    m = ctx.temp(m_shape, np.float32, "mult")
+    ctx.emit(Op.BINARY, [ab, flat[2]], [m], [BinaryFn.DIV])
+    d = ctx.temp(ctx.shape(c), np.float32, "requant")
+    ctx.emit(Op.BINARY, [c, m], [d], [BinaryFn.MUL])
+    yz = _opt(node, 7)
+    if yz and ctx.dtype(yz) != ctx.dtype(y):
+        raise ctx.unsupported(node, f"y_zero_point dtype {ctx.dtype(yz)} is not y's {ctx.dtype(y)}")
+    ins = [d, ctx.weight(np.ones(1, np.float32), "one")]
+    if yz:
+        ins.append(view(ctx, yz, (1,)) if ctx.const(yz) is None else
+                   ctx.weight(np.asarray(ctx.const(yz)).astype(ctx.dtype(y)).reshape(-1), "qz"))
+    ctx.emit(Op.QUANTIZE_LINEAR, ins, [y], [0])
 
 
 @lowers("MatMulInteger")
@@ -463,6 +556,11 @@ def lower_matmul_integer(ctx: LowerCtx, node: onnx.NodeProto) -> None:
             az_tensor = view(ctx, az_name, (1,))
         else:
             azv = int(scalar(ctx, node, c, "a_zero_point"))
+    if bz_name and ctx.const(bz_name) is None:
+        yf = _integer_via_f32(ctx, node, ctx.shape(a)[-1], a, b, "MatMul", az_name, bz_name, (ctx.shape(b)[-1],),
+                              emit_matmul)
+        ctx.emit(Op.CAST, [yf], [node.output[0]])
+        return
     bz = ctx.require_const(node, bz_name)[0] if bz_name else None
     emit_qmatmul(ctx, node, a, QParams(1.0, azv, adt), _matmul_w(ctx, node, b), None, bz, None,
                  QOut(node.output[0], raw_i32=True), x_zp_tensor=az_tensor)

@@ -15,9 +15,10 @@ import onnx
 
 from ..lowering import LowerCtx, lowers
 from ..plan.opcodes import Op
-from ..plan.opspec import UnaryFn
+from ..plan.opspec import BinaryFn, UnaryFn
 from .conv import ACT_NONE, act_params
-from .linalg import B_PANELS, BIAS_COL, packed_rows_bytes, panels_b, view
+from .data import PAD_MODES, emit_concat, slice_words, transpose_to
+from .linalg import B_PANELS, BIAS_COL, PANEL, a_and_b_bytes, packed_rows_bytes, panels_b, view
 
 KINDS = {"RNN": 0, "GRU": 1, "LSTM": 2}
 GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
@@ -78,12 +79,96 @@ def _activation_words(ctx: LowerCtx, node: onnx.NodeProto, names: list[str], alp
 
 @dataclass
 class Weights:
-    """One recurrent node's constant operands in ONNX layout: W [D, G*H, I], R [D, G*H, H], B [D, 2*G*H] or None,
-    P [D, 3H] or None."""
-    w: np.ndarray
-    r: np.ndarray
-    b: np.ndarray | None
-    p: np.ndarray | None
+    """One recurrent node's operands in ONNX layout: W [D, G*H, I], R [D, G*H, H], B [D, 2*G*H] or None,
+    P [D, 3H] or None. Each a constant, or the name of a tensor fed at run time (packed by kernels in the plan)."""
+    w: np.ndarray | str
+    r: np.ndarray | str
+    b: np.ndarray | str | None
+    p: np.ndarray | str | None
+
+
+Packed = tuple[str, bool, str, "str | None", str, "str | None"]   # W^T, whether in panels, bias, Rbh, R^T, P
+
+
+def _pack_constant(ctx: LowerCtx, wts: Weights, nd: int, hidden: int, gh: int, lbr: int,
+                   segs: list[tuple[int, int]]) -> Packed:
+    """Constant operands packed at package time: W^T in 16-column panels; R^T per direction in panels, a segment at
+    a time (GRU without linear_before_reset multiplies h's columns separately): [D, panels, H, 16], what
+    recurrent.c streams."""
+    w, r = np.asarray(wts.w, np.float32), np.asarray(wts.r, np.float32)
+    bias = np.zeros((nd, gh), np.float32)
+    rbh = None
+    if wts.b is not None:
+        bb = np.asarray(wts.b, np.float32).reshape(nd, 2 * gh)
+        wb, rb = bb[:, :gh], bb[:, gh:]
+        bias = wb + rb
+        if lbr:   # Rbh stays inside r * (H Rh^T + Rbh)
+            bias[:, 2 * hidden:] = wb[:, 2 * hidden:]
+            rbh = ctx.weight(np.ascontiguousarray(rb[:, 2 * hidden:]), "rbh")
+    if lbr and rbh is None:
+        rbh = ctx.weight(np.zeros((nd, hidden), np.float32), "rbh")
+    wt = np.ascontiguousarray(w.transpose(2, 0, 1).reshape(w.shape[2], nd * gh))   # [I, D*G*H]
+    rt = ctx.weight(np.stack([np.concatenate([panels_b(np.ascontiguousarray(r[d].T[:, a0:a0 + w])) for a0, w in segs])
+                              for d in range(nd)]), "rTpanels")
+    p = ctx.weight(np.asarray(wts.p, np.float32).reshape(nd, 3 * hidden), "P") if wts.p is not None else None
+    return ctx.weight(panels_b(wt), "wpanels"), True, ctx.weight(bias.reshape(-1), "bias"), rbh, rt, p
+
+
+def _const_or_name(ctx: LowerCtx, v: np.ndarray | str, hint: str) -> str:
+    return ctx.weight(np.asarray(v, np.float32), hint) if isinstance(v, np.ndarray) else v
+
+
+def _slice_last(ctx: LowerCtx, src: str, a0: int, width: int) -> str:
+    """src[..., a0:a0 + width] (SLICE), src itself when that is all of it."""
+    shape = ctx.shape(src)
+    if a0 == 0 and width == shape[-1]:
+        return src
+    out = ctx.temp((*shape[:-1], width), np.float32, "seg")
+    r = len(shape)
+    ctx.emit(Op.SLICE, [src], [out], slice_words(r, [a0], [a0 + width], [r - 1], [1]))
+    return out
+
+
+def _pack_at_run_time(ctx: LowerCtx, wts: Weights, nd: int, hidden: int, gh: int, lbr: int,
+                      segs: list[tuple[int, int]]) -> Packed:
+    """_pack_constant's layouts made by kernels from operands fed at run time: W^T as a plain [I, D*G*H] B
+    (TRANSPOSE), the biases by SLICE and BINARY ADD, R^T's panels by TRANSPOSE, SLICE, PAD (to 16 columns)."""
+    w, r = _const_or_name(ctx, wts.w, "W"), _const_or_name(ctx, wts.r, "R")
+    ins = ctx.shape(w)[2]
+    wt = view(ctx, transpose_to(ctx, w, (2, 0, 1)), (ins, nd * gh), "wT")
+    rbh = None
+    if wts.b is None:
+        bias = ctx.weight(np.zeros(nd * gh, np.float32), "bias")
+    else:
+        bb = view(ctx, _const_or_name(ctx, wts.b, "B"), (nd, 2 * gh), "b2")
+        keep = 2 * hidden if lbr else gh   # with linear_before_reset, Rbh stays inside r * (H Rh^T + Rbh)
+        summed = ctx.temp((nd, keep), np.float32, "bsum")
+        ctx.emit(Op.BINARY, [_slice_last(ctx, bb, 0, keep), _slice_last(ctx, bb, gh, keep)], [summed], [BinaryFn.ADD])
+        bias = summed
+        if lbr:
+            bias = ctx.temp((nd, gh), np.float32, "bias")
+            emit_concat(ctx, [summed, _slice_last(ctx, bb, 2 * hidden, hidden)], bias, 1)
+            rbh = _slice_last(ctx, bb, gh + 2 * hidden, hidden)
+        bias = view(ctx, bias, (nd * gh,), "bias1")
+    if lbr and rbh is None:
+        rbh = ctx.weight(np.zeros((nd, hidden), np.float32), "rbh")
+    rT = transpose_to(ctx, r, (0, 2, 1))   # [D, H, G*H]
+    panels = []
+    for a0, width in segs:
+        seg = _slice_last(ctx, rT, a0, width)
+        cols = -(-width // PANEL) * PANEL
+        if cols != width:
+            padded = ctx.temp((nd, hidden, cols), np.float32, "rpad")
+            ctx.emit(Op.PAD, [seg], [padded], [PAD_MODES["constant"], 0, 0, 0, 0, 0, 0, 0, cols - width])
+            seg = padded
+        panels.append(transpose_to(ctx, view(ctx, seg, (nd, hidden, cols // PANEL, PANEL), "r4"), (0, 2, 1, 3)))
+    n_panels = sum(ctx.shape(t)[1] for t in panels)
+    rt = panels[0]
+    if len(panels) > 1:
+        rt = ctx.temp((nd, n_panels, hidden, PANEL), np.float32, "rTpanels")
+        emit_concat(ctx, panels, rt, 1)
+    p = view(ctx, _const_or_name(ctx, wts.p, "P"), (nd, 3 * hidden), "P2") if wts.p is not None else None
+    return wt, False, bias, rbh, rt, p
 
 
 def emit_recurrent(ctx: LowerCtx, node: onnx.NodeProto, op: str, wts: Weights, x: str, seq_lens: str | None,
@@ -101,18 +186,19 @@ def emit_recurrent(ctx: LowerCtx, node: onnx.NodeProto, op: str, wts: Weights, x
     if layout not in (0, 1):
         raise ctx.unsupported(node, f"layout {layout} is not 0 or 1")
     g = GATES[op]
-    w, r = np.asarray(wts.w, np.float32), np.asarray(wts.r, np.float32)
-    if w.ndim != 3 or r.ndim != 3 or w.shape[0] != nd or r.shape[0] != nd or w.shape[1] % g or r.shape[1] != w.shape[1]:
-        raise ctx.unsupported(node, f"W {list(w.shape)} / R {list(r.shape)} do not match {nd} direction(s) of {g} gates")
-    hidden = w.shape[1] // g
-    if int(a.get("hidden_size", hidden)) != hidden or r.shape[2] != hidden:
-        raise ctx.unsupported(node, f"hidden_size {a.get('hidden_size')} does not match W {list(w.shape)}, R {list(r.shape)}")
+    ws_, rs_ = (np.shape(v) if isinstance(v, np.ndarray) else tuple(ctx.shape(v)) for v in (wts.w, wts.r))
+    if len(ws_) != 3 or len(rs_) != 3 or ws_[0] != nd or rs_[0] != nd or ws_[1] % g or rs_[1] != ws_[1]:
+        raise ctx.unsupported(node, f"W {list(ws_)} / R {list(rs_)} do not match {nd} direction(s) of {g} gates")
+    hidden = ws_[1] // g
+    if int(a.get("hidden_size", hidden)) != hidden or rs_[2] != hidden:
+        raise ctx.unsupported(node, f"hidden_size {a.get('hidden_size')} does not match W {list(ws_)}, R {list(rs_)}")
     ctx.check_dtypes(node, [np.float32], [x, h0 or "", c0 or "", *outputs])
+    ctx.check_dtypes(node, [np.float32], [v for v in (wts.w, wts.r, wts.b, wts.p) if isinstance(v, str)])
     if seq_lens:
         ctx.check_dtypes(node, [np.int32], [seq_lens])
     xs = tuple(ctx.shape(x))
-    if len(xs) != 3 or xs[2] != w.shape[2]:
-        raise ctx.unsupported(node, f"X of shape {list(xs)} does not match W {list(w.shape)} (layout {layout})")
+    if len(xs) != 3 or xs[2] != ws_[2]:
+        raise ctx.unsupported(node, f"X of shape {list(xs)} does not match W {list(ws_)} (layout {layout})")
     seq, batch = (xs[1], xs[0]) if layout else (xs[0], xs[1])
     clip = a.get("clip")
     if clip is not None and not float(clip) > 0:
@@ -131,34 +217,22 @@ def emit_recurrent(ctx: LowerCtx, node: onnx.NodeProto, op: str, wts: Weights, x
 
     # Input projections: XW = X . W^T + (Wb + Rb) for every step and direction at once.
     gh = g * hidden
-    bias = np.zeros((nd, gh), np.float32)
-    rbh = None
-    if wts.b is not None:
-        bb = np.asarray(wts.b, np.float32).reshape(nd, 2 * gh)
-        wb, rb = bb[:, :gh], bb[:, gh:]
-        bias = wb + rb
-        if lbr:   # Rbh stays inside r * (H Rh^T + Rbh)
-            bias[:, 2 * hidden:] = wb[:, 2 * hidden:]
-            rbh = ctx.weight(np.ascontiguousarray(rb[:, 2 * hidden:]), "rbh")
-    if lbr and rbh is None:
-        rbh = ctx.weight(np.zeros((nd, hidden), np.float32), "rbh")
-    wt = np.ascontiguousarray(w.transpose(2, 0, 1).reshape(w.shape[2], nd * gh))   # [I, D*G*H]
+    segs = [(0, 2 * hidden), (2 * hidden, hidden)] if op == "GRU" and not lbr else [(0, gh)]
+    packed = _pack_constant(ctx, wts, nd, hidden, gh, lbr, segs) if isinstance(wts.w, np.ndarray) and \
+        isinstance(wts.r, np.ndarray) and not isinstance(wts.b, str) and not isinstance(wts.p, str) else \
+        _pack_at_run_time(ctx, wts, nd, hidden, gh, lbr, segs)
+    wt, b_panels, bias, rbh, rt, p = packed
     fold = ctx.fixed(x)   # fixed dims: one [S*B, I] GEMM instead of S products of B rows
     a_in = view(ctx, x, (seq * batch, xs[2]), "x2") if fold else x
     xw_shape = (seq * batch, nd * gh) if fold else (xs[0], xs[1], nd * gh)
     xw = ctx.temp(xw_shape, np.float32, "xw")
     rows = xw_shape[-2]
-    ctx.emit(Op.MATMUL, [a_in, ctx.weight(panels_b(wt), "wpanels"), ctx.weight(bias.reshape(-1), "bias"), None], [xw],
-             [BIAS_COL, *act_params((ACT_NONE, ())), B_PANELS, nd * gh], scratch_bytes=packed_rows_bytes(rows, xs[2]))
+    ctx.emit(Op.MATMUL, [a_in, wt, bias, None], [xw],
+             [BIAS_COL, *act_params((ACT_NONE, ())), *([B_PANELS, nd * gh] if b_panels else [])],
+             scratch_bytes=packed_rows_bytes(rows, xs[2]) if b_panels else a_and_b_bytes(rows, xs[2], nd * gh))
     if fold:
         xw = view(ctx, xw, (xs[0], xs[1], nd * gh), "xw3")
 
-    # R^T per direction in 16-column panels, a segment at a time (GRU without linear_before_reset multiplies h's
-    # columns separately): [D, panels, H, 16], what recurrent.c streams
-    segs = [(0, 2 * hidden), (2 * hidden, hidden)] if op == "GRU" and not lbr else [(0, gh)]
-    rt = ctx.weight(np.stack([np.concatenate([panels_b(np.ascontiguousarray(r[d].T[:, a0:a0 + w])) for a0, w in segs])
-                              for d in range(nd)]), "rTpanels")
-    p = ctx.weight(np.asarray(wts.p, np.float32).reshape(nd, 3 * hidden), "P") if wts.p is not None else None
     y_shape = (batch, seq, nd, hidden) if layout else (seq, nd, batch, hidden)
     h_shape = (batch, nd, hidden) if layout else (nd, batch, hidden)
     outs = []
@@ -184,12 +258,17 @@ def _opt(node: onnx.NodeProto, k: int) -> str | None:
     return node.input[k] if len(node.input) > k and node.input[k] else None
 
 
+def _const_or_input(ctx: LowerCtx, name: str) -> np.ndarray | str:
+    c = ctx.const(name)
+    return name if c is None else np.asarray(c)
+
+
 @lowers("RNN", "GRU", "LSTM")
 def lower_recurrent(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     op = node.op_type
-    w, r = ctx.require_const(node, node.input[1], node.input[2])
-    b = ctx.require_const(node, _opt(node, 3))[0] if _opt(node, 3) else None
-    p = ctx.require_const(node, _opt(node, 7))[0] if op == "LSTM" and _opt(node, 7) else None
+    w, r = (_const_or_input(ctx, node.input[k]) for k in (1, 2))
+    b = _const_or_input(ctx, _opt(node, 3)) if _opt(node, 3) else None
+    p = _const_or_input(ctx, _opt(node, 7)) if op == "LSTM" and _opt(node, 7) else None
     emit_recurrent(ctx, node, op, Weights(w, r, b, p), node.input[0], _opt(node, 4), _opt(node, 5),
                    _opt(node, 6) if op == "LSTM" else None, list(node.output))
 
