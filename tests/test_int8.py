@@ -292,13 +292,14 @@ MODEL_CASES = [("cifar10net", "fusion"), ("cifar10net", "naive"), ("mobilenetv2"
 def test_int8_models_agree_with_onnxruntime(name: str, placement: str, tmp_path: Path) -> None:
     """Tolerance: max |ours - ORT unoptimized| <= 2% of the output's range and the same top-1; within 50% of
     the range of ORT optimized (its int8 kernels round differently, see the module docstring);
-    the int8 bundle's plan + model is <= 0.3x the float32 bundle's."""
+    the int8 bundle's plan + model is <= 0.31x the float32 bundle's (cifar10net 0.296 before float32 took Winograd
+    F(4x4) from 64x64 channel pairs, whose plan is 2% smaller: 0.302; the int8 plan did not change)."""
     path = _qdq(name, placement)
     m = onnx.load(str(path))
     out = package(path, out=tmp_path / "int8", verify=False, dynamic=False, emit_onnx=True)
     fp32 = package(model_path(name), out=tmp_path / "fp32", verify=False, dynamic=False, emit_onnx=True)
     size = lambda b: sum((b / f).stat().st_size for f in ("model.plan", "model.onnx"))  # noqa: E731
-    assert size(out) <= 0.3 * size(fp32), (size(out), size(fp32))
+    assert size(out) <= 0.31 * size(fp32), (size(out), size(fp32))
     feeds = _feeds(m, seed=1)
     exact, opt = _ort(path, feeds, optimized=False), _ort(path, feeds, optimized=True)
     runs = {}

@@ -17,6 +17,7 @@ import onnx
 from ..lowering import LowerCtx, Tensor, lowers
 from ..plan.opcodes import CODES, Op
 from ..plan.opspec import BinaryFn
+from .data import view
 from .linalg import emit_matmul
 from .conv import (ACT_CLIP, ACT_LEAKY_RELU, ACT_NONE, ACT_RELU, WINOGRAD_DYNAMIC_MAX_CHANNEL_PAIRS, Activation, conv_geometry,
                    emit_conv, winograd_eligible)
@@ -215,17 +216,6 @@ def qwinograd_tiles(g: dict) -> tuple[int, int]:
     nt = min(tiles, _round_up(-(-tiles // blocks), NR))
     ldb, rw = _round_up(nt, NR), _round_up(2 * tw + 16, 8)
     return nt, 16 * kp * ldb * 4 + (16 * MR * ldb + 8) * 4 + 8 * rw * 2
-
-
-def view(ctx: LowerCtx, src: str, shape: tuple[int, ...], hint: str = "v") -> str:
-    """A reshaped alias of an arena tensor (no kernel)."""
-    ctx._ensure(src)
-    t = ctx.tensors[src]
-    if tuple(shape) == tuple(t.shape):
-        return src
-    name = ctx._fresh(hint)
-    ctx.tensors[name] = Tensor(name, t.dtype, tuple(int(d) for d in shape), t.data, None if t.data is not None else src)
-    return name
 
 
 def emit_qmatmul(ctx: LowerCtx, node: onnx.NodeProto, x: str, xq: QParams, w: str | np.ndarray, w_scale: np.ndarray | None,

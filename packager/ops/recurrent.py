@@ -18,7 +18,8 @@ from ..plan.opcodes import Op
 from ..plan.opspec import BinaryFn, UnaryFn
 from .conv import ACT_NONE, act_params
 from .data import PAD_MODES, emit_concat, slice_words, transpose_to
-from .linalg import B_PANELS, BIAS_COL, PANEL, a_and_b_bytes, packed_rows_bytes, panels_b, view
+from .data import view
+from .linalg import B_PANELS, BIAS_COL, PANEL, a_and_b_bytes, packed_rows_bytes, panels_b
 
 KINDS = {"RNN": 0, "GRU": 1, "LSTM": 2}
 GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
