@@ -82,6 +82,10 @@ def find_symbols(model: onnx.ModelProto, input_shapes: dict[str, tuple] | None,
             raise PackagerError(f"--input-shape {vi.name}: rank {len(want)} given, the model says rank {len(model_dims)}")
         names, ext, bnd = [], [], []
         for k, (d, w) in enumerate(zip(model_dims or [None] * len(want), want)):
+            if not (w is None or isinstance(w, (int, np.integer)) or
+                    (isinstance(w, (tuple, list)) and len(w) == 2 and all(isinstance(x, (int, np.integer)) for x in w))):
+                raise PackagerError(f"--input-shape {vi.name}: dim {k} is {w!r}; give a size, a (min, max) pair "
+                                    f"(max 0: unbounded) or None")
             if isinstance(w, (int, np.integer)):
                 names.append(None); ext.append(int(w)); bnd.append(None)
             elif isinstance(d, int) and d > 0:

@@ -305,3 +305,15 @@ def test_models_run_every_shape_from_one_bundle(model_bundles: dict[str, Path], 
         for k, w in want.items():
             assert got[k].shape == w.shape
             np.testing.assert_allclose(got[k], w, rtol=1e-4, atol=1e-4 * float(np.abs(w).max()))
+
+
+@pytest.mark.parametrize("shape", [("batch", 4), (2, "4"), ((1, "a"), 4), (2.5, 4)])
+def test_input_shape_of_wrong_kind_is_a_clear_error(shape, tmp_path) -> None:
+    """A dim given as something other than a size, a (min, max) pair or None: an error naming input and dim (a
+    string against a dim the model fixes was a TypeError from a comparison)."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])
+    m = helper.make_model(helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y]),
+                          opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(PackagerError, match=r"--input-shape x: dim \d is"):
+        package(m, out=tmp_path / "b", input_shapes={"x": shape}, verify=False)
