@@ -114,6 +114,7 @@ def package(model: str | os.PathLike | onnx.ModelProto, target: str = "web", out
     with tempfile.TemporaryDirectory(prefix="edgepack-plan-") as tmp:   # the plan is never one bytes object
         plan = Path(tmp) / "model.plan"
         layout.write(lowered.plan, plan)
+        del lowered   # the plan's weights (views, or copies a lowering made: transposed, packed) are on disk now
         with tgt.stage(out, manifest, shipped, plan, emit_onnx=emit_onnx, signed=sign is not None, log=log) as staged:
             if verify or strict:
                 tgt.verify(staged.path, reference, log, strict)

@@ -162,9 +162,9 @@ def emit_matmul(ctx: LowerCtx, node: onnx.NodeProto, bias: str | None = None,
 def stored_once(ctx: LowerCtx, array: np.ndarray, hint: str) -> str:
     """ctx.weight(array), or the weight already stored with the same dtype, shape and bytes: GPT-2's output
     projection is its token embedding's table (tied), 154 MB that the Gather already stores."""
-    data = array.tobytes()
-    for t in ctx.tensors.values():
-        if t.data is not None and t.shape == array.shape and DTYPES.get(t.dtype) == array.dtype and t.data == data:
+    for t in ctx.tensors.values():   # compared in place: a copy of a 1-2 GB weight's bytes would double it
+        if (t.data is not None and t.shape == array.shape and DTYPES.get(t.dtype) == array.dtype and
+                np.array_equal(np.frombuffer(t.data, array.dtype).reshape(array.shape), array)):
             return t.name
     return ctx.weight(array, hint)
 
