@@ -48,16 +48,20 @@ def manifests(tmp: Path) -> dict[str, bytes]:
 def npys() -> dict[str, bytes]:
     out: dict[str, bytes] = {}
     shapes = [(), (3,), (2, 3), (1, 2, 2, 2), (0, 4)]
-    for dt in ["<f4", "<i8", "|b1", "|i1", "|u1", "<i4", "<f2"]:
+    for dt in ["<f4", "<i8", "|b1", "|i1", "|u1", "<i4", "<f2", "<f8", "<i2", "<u2", "<u4", "<u8"]:
         for k, s in enumerate(shapes):
             buf = io.BytesIO()
             np.save(buf, np.zeros(s, dtype=np.dtype(dt)))
             out[f"{np.dtype(dt).name}_{k}"] = buf.getvalue()
     for name, arr in [("fortran", np.asfortranarray(np.zeros((2, 3), np.float32))),
-                      ("bigendian", np.zeros(3, ">f4")), ("float64", np.zeros(2, np.float64))]:
+                      ("bigendian", np.zeros(3, ">f4")), ("complex64", np.zeros(2, np.complex64))]:
         buf = io.BytesIO()
         np.save(buf, arr)
         out[name] = buf.getvalue()
+    # regression seed: a repeated key (the reader once appended the second shape's dims to the first's)
+    h = b"{'descr': '<i4', 'fortran_order': False, 'shape': (5, 4), 'shape': (0, 2), }"
+    h += b" " * (-(10 + len(h) + 1) % 64) + b"\n"
+    out["dup_shape_key"] = b"\x93NUMPY\x01\x00" + len(h).to_bytes(2, "little") + h
     return out
 
 
