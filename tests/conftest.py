@@ -1,6 +1,8 @@
 """Shared fixtures: the benchmark models (built by scripts/setup.sh) and small hand-made models."""
 from __future__ import annotations
 
+import shutil
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -64,3 +66,12 @@ def reshape_model() -> onnx.ModelProto:
     shape = numpy_helper.from_array(np.array([3, 2], dtype=np.int64), "s")
     return make_model([helper.make_node("Reshape", ["x", "s"], ["y"], name="reshape0")],
                       [f32("x", [2, 3])], [f32("y", [3, 2])], [shape])
+
+
+def have_libfuzzer(tmp: Path) -> bool:
+    """clang-19 links a libFuzzer + ASan + UBSan harness here (Debian: libclang-rt-19-dev)."""
+    if not shutil.which("clang-19"):
+        return False
+    (tmp / "f.c").write_text("int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n) { return 0; }\n")
+    return subprocess.run(["clang-19", "-fsanitize=fuzzer,address,undefined", str(tmp / "f.c"), "-o", str(tmp / "f")],
+                          capture_output=True).returncode == 0

@@ -5,24 +5,16 @@ timeout (10 s per plan: a real hang, the harness caps the arena) fails the test.
 from __future__ import annotations
 
 import base64
-import shutil
 import subprocess
 import zlib
 from pathlib import Path
 
 import pytest
 
+from .conftest import have_libfuzzer
+
 REPO = Path(__file__).resolve().parent.parent
 KERNELS = REPO / "wasm_kernels"
-
-
-def _have_libfuzzer(tmp: Path) -> bool:
-    if not shutil.which("clang-19"):
-        return False
-    (tmp / "f.c").write_text("int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n) { return 0; }\n")
-    r = subprocess.run(["clang-19", "-fsanitize=fuzzer,address,undefined", str(tmp / "f.c"), "-o", str(tmp / "f")],
-                       capture_output=True)
-    return r.returncode == 0
 
 
 def test_seed_corpus_is_small_and_covers_every_kernel() -> None:
@@ -40,7 +32,7 @@ def test_seed_corpus_is_small_and_covers_every_kernel() -> None:
 
 
 def test_fuzz_plan_60s(tmp_path: Path) -> None:
-    if not _have_libfuzzer(tmp_path):
+    if not have_libfuzzer(tmp_path):
         pytest.skip("clang-19 with libFuzzer (Debian: libclang-rt-19-dev) not installed")
     before = set((KERNELS / "build" / "fuzz").glob("*-*"))
     r = subprocess.run(["make", "-s", "-C", str(KERNELS), "fuzz", "FUZZ_SECONDS=60", f"FUZZ_CORPUS={tmp_path / 'corpus'}"],

@@ -12,21 +12,15 @@ from pathlib import Path
 
 import pytest
 
+from .conftest import have_libfuzzer
+
 REPO = Path(__file__).resolve().parent.parent
 EDGE = REPO / "edge"
 
 
-def _have_libfuzzer(tmp: Path) -> bool:
-    if not shutil.which("clang-19"):
-        return False
-    (tmp / "f.c").write_text("int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n) { return 0; }\n")
-    return subprocess.run(["clang-19", "-fsanitize=fuzzer,address,undefined", str(tmp / "f.c"), "-o", str(tmp / "f")],
-                          capture_output=True).returncode == 0
-
-
 @pytest.mark.parametrize("harness,min_runs", [("json", 10_000), ("npy", 10_000), ("crypto", 100)])
 def test_cli_parser_fuzz_20s(tmp_path: Path, harness: str, min_runs: int) -> None:
-    if not _have_libfuzzer(tmp_path):
+    if not have_libfuzzer(tmp_path):
         pytest.skip("clang-19 with libFuzzer (Debian: libclang-rt-19-dev) not installed")
     exe = EDGE / "build" / "fuzz" / f"fuzz_{harness}"
     subprocess.run(["make", "-s", "-C", str(EDGE), str(exe.relative_to(EDGE))], check=True, capture_output=True)
