@@ -22,7 +22,6 @@ PORTABLE_AND_VECTOR = ("simd", "scalar")
 
 def build_models(outdir: Path, *names: str) -> None:
     """The project's model script (bench/models), in a child process: torch stays out of the test process."""
-    import subprocess
     import sys
     subprocess.run([sys.executable, "-m", "bench.models", str(outdir), *names], check=True, capture_output=True,
                    cwd=REPO)
