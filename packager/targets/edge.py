@@ -16,7 +16,6 @@ manifest says the NEON build was not run, and why.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 import subprocess
@@ -171,14 +170,13 @@ def qemu_available() -> bool:
     return shutil.which(QEMU) is not None
 
 
-def io_txt(manifest: dict, plan_bytes: bytes | Path | None = None) -> str:
+def io_txt(manifest: dict, plan: Path | None = None) -> str:
     """Graph I/O names for the Java wrapper (no JSON parser on plain Java): kind TAB url-encoded name; and
     model.plan's SHA-256 (the manifest's hash of assets/edgepack/model.plan), which Session.load checks."""
     lines = ["# edgepack io.txt: kind<TAB>name (URL-encoded), in the plan's order"
              + ("; inputs: <TAB>dims, comma-separated, a number or a (URL-encoded) symbol" if "dims" in manifest else "")]
-    if plan_bytes is not None:
-        digest = sha256(plan_bytes) if isinstance(plan_bytes, Path) else hashlib.sha256(plan_bytes).hexdigest()
-        lines.append(f"sha256\tmodel.plan\t{digest}")
+    if plan is not None:
+        lines.append(f"sha256\tmodel.plan\t{sha256(plan)}")
     for kind in ("input", "output"):
         for s in manifest[kind + "s"]:
             line = f"{kind}\t{urllib.parse.quote(s['name'], safe='')}"
@@ -241,7 +239,7 @@ class EdgeTarget(Target):
         return run, "the bundle's plan on the edgepack C core (wasm SIMD build, wasmtime)"
 
 
-def _stage(target: str, out: Path, manifest: dict, model: onnx.ModelProto, plan_bytes: Path, emit_onnx: bool,
+def _stage(target: str, out: Path, manifest: dict, model: onnx.ModelProto, plan: Path, emit_onnx: bool,
            log: Log) -> StagedBundle:
     """A pi5 or android bundle in its staging folder (manifest already holds name, I/O, plan stats)."""
     rt = ensure_edge(target)
@@ -258,7 +256,7 @@ def _stage(target: str, out: Path, manifest: dict, model: onnx.ModelProto, plan_
     files: dict = {"model.onnx": partial(write_model, model)} if emit_onnx else {}   # streamed: weights not copied
     executables: tuple[str, ...] = ()
     if target == "pi5":
-        files.update({"model.plan": plan_bytes, "libedgepack.so": rt["libedgepack.so"],
+        files.update({"model.plan": plan, "libedgepack.so": rt["libedgepack.so"],
                       "edgepack-run": rt["edgepack-run"], "edgepack.h": header, "ep_edge.h": edge_header,
                       "edgepack_runtime.py": EDGE / "python" / "edgepack_runtime.py", "README.md": readme.encode()})
         executables = ("edgepack-run",)
@@ -266,7 +264,7 @@ def _stage(target: str, out: Path, manifest: dict, model: onnx.ModelProto, plan_
                    "library": "libedgepack.so", "cli": "edgepack-run", "header": "edgepack.h", "python": "edgepack_runtime.py",
                    "plan": "model.plan"}
     else:
-        files.update({"assets/edgepack/model.plan": plan_bytes, "assets/edgepack/io.txt": io_txt(manifest, plan_bytes).encode(),
+        files.update({"assets/edgepack/model.plan": plan, "assets/edgepack/io.txt": io_txt(manifest, plan).encode(),
                       "jniLibs/arm64-v8a/libedgepack.so": rt["libedgepack.so"], "edgepack.aar": rt["edgepack.aar"],
                       "java/org/edgepack/Session.java": EDGE / "android" / "java" / "org" / "edgepack" / "Session.java",
                       "include/edgepack.h": header, "README.md": readme.encode()})
