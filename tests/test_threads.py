@@ -147,9 +147,13 @@ try {
   const one = await load('bundle/', { variant: 'simd' }), two = await load('bundle/', { threads: 2 });
   const x = one.inputs[0];
   const feeds = { [x.name]: { data: Float32Array.from({ length: x.shape.reduce((a, b) => a * b, 1) }, (_, i) => Math.sin(i)), dims: x.shape } };
-  const a = await one.run(feeds), b = await two.run(feeds);
+  const a = await one.run(feeds);
+  // several runs: on a loaded machine the caller may finish a whole run's tasks before a worker wakes
   let diff = 0;
-  for (const k in a) for (let i = 0; i < a[k].data.length; i++) diff = Math.max(diff, Math.abs(a[k].data[i] - b[k].data[i]));
+  for (let r = 0; r < 20; r++) {
+    const b = await two.run(feeds);
+    for (const k in a) for (let i = 0; i < a[k].data.length; i++) diff = Math.max(diff, Math.abs(a[k].data[i] - b[k].data[i]));
+  }
   const ex = two._threads.instance.exports;
   window.result = { ok: true, isolated: crossOriginIsolated, diff, worker_tasks: ex.ep_thread_tasks(1) };
   await two.close();
