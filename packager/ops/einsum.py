@@ -1,4 +1,4 @@
-"""Einsum of one or two float32 operands as REDUCE (sum over labels no one else needs), TRANSPOSE and one batched
+"""Einsum of one or two float32 operands (float16 / float64 through float32) as REDUCE (sum over labels no one else needs), TRANSPOSE and one batched
 MATMUL: A -> [batch, m, k], B -> [batch, k, n], their product viewed and transposed into the output's order.
 Refused precisely: more than two operands, a label repeated within one operand (a diagonal or trace), labels
 shared with different extents (broadcasting a size-1 dim)."""
@@ -13,6 +13,7 @@ from onnx import helper
 from ..lowering import LowerCtx, lowers
 from ..plan.opcodes import Op
 from .data import transpose_to, view
+from .elementwise import in_f32
 from .linalg import emit_matmul
 
 
@@ -55,6 +56,8 @@ def _reduce_to(ctx: LowerCtx, src: str, labels: str, keep: str) -> tuple[str, st
 
 @lowers("Einsum")
 def lower_einsum(ctx: LowerCtx, node: onnx.NodeProto) -> None:
+    if in_f32(ctx, node, lower_einsum):   # float16 / float64 contracted in float32, the result rounded back
+        return
     ctx.check_dtypes(node, [np.float32])
     eq = ctx.attrs(node)["equation"]
     eq = eq.decode() if isinstance(eq, bytes) else eq

@@ -220,6 +220,28 @@ def via_f32(ctx: LowerCtx, node: onnx.NodeProto, emit) -> None:
     ctx.emit(Op.CAST, [t], [y])
 
 
+def in_f32(ctx: LowerCtx, node: onnx.NodeProto, lower) -> bool:
+    """When `node` has float16 / float64 inputs or outputs: lower(ctx, a copy of node on float32 copies of them)
+    (as_f32, with its notice), each float16 / float64 output converted back from a float32 temporary (CAST); True.
+    False (nothing emitted) when node has none: the caller lowers it as it is. For ops whose float32 kernel gives
+    the float16 / float64 answer within float32's rounding (scans, reductions, contractions)."""
+    names = [n for n in [*node.input, *node.output] if n]
+    if not any(ctx.dtype(n) in _VIA_F32 for n in names):
+        return False
+    outs = [ctx.temp(ctx.shape(o), np.float32, "f32_out") if o and ctx.dtype(o) in _VIA_F32 else o for o in node.output]
+    f32 = onnx.NodeProto()
+    f32.CopyFrom(node)
+    f32.name = node.name or node.output[0]   # refusals name the model's node, not a temporary
+    del f32.input[:], f32.output[:]
+    f32.input.extend(as_f32(ctx, node, n) if n else n for n in node.input)
+    f32.output.extend(outs)
+    lower(ctx, f32)
+    for o, t in zip(node.output, outs):
+        if o != t:
+            ctx.emit(Op.CAST, [t], [o])
+    return True
+
+
 @lowers("IsNaN", "IsInf")
 def lower_isnan_isinf(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     ctx.check_dtypes(node, [np.float32, np.float16], [node.input[0]])
@@ -323,6 +345,22 @@ def lower_bitshift(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     _emit_binary(ctx, node, BinaryFn.SHL if d == "LEFT" else BinaryFn.SHR)
 
 
+_BITWISE = {"BitwiseAnd": BinaryFn.BIT_AND, "BitwiseOr": BinaryFn.BIT_OR, "BitwiseXor": BinaryFn.BIT_XOR}
+
+
+@lowers(*_BITWISE, "BitwiseNot")
+def lower_bitwise(ctx: LowerCtx, node: onnx.NodeProto) -> None:
+    """Bitwise ops on integers through BINARY's 64-bit integer rows; BitwiseNot is x ^ (all ones)."""
+    ctx.check_dtypes(node, INT_DTYPES)
+    if len({ctx.dtype(n) for n in [*node.input, node.output[0]]}) != 1:
+        raise ctx.unsupported(node, "inputs and output must share one dtype")
+    if node.op_type == "BitwiseNot":
+        ones = ctx.weight(np.array(-1).astype(ctx.dtype(node.input[0])), "ones")
+        ctx.emit(Op.BINARY, [node.input[0], ones], [node.output[0]], [BinaryFn.BIT_XOR])
+        return
+    _emit_binary(ctx, node, _BITWISE[node.op_type])
+
+
 @lowers("PRelu")
 def lower_prelu(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     ctx.check_dtypes(node, [np.float32])
@@ -336,8 +374,13 @@ def lower_prelu(ctx: LowerCtx, node: onnx.NodeProto) -> None:
 @lowers("Pow")
 def lower_pow(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     x, y, out = node.input[0], node.input[1], node.output[0]
+    if in_f32(ctx, node, lower_pow):
+        return
+    if ctx.dtype(x) in (np.int32, np.int64) and ctx.dtype(out) == ctx.dtype(x):
+        _int_pow(ctx, node)
+        return
     ctx.check_dtypes(node, [np.float32], [x, out])
-    ctx.check_dtypes(node, [np.float32, np.int32, np.int64], [y])
+    ctx.check_dtypes(node, [np.float32, *INT_DTYPES], [y])
     _check_broadcast(ctx, node, [x, y], out)
     c = ctx.const(y)
     if c is not None:
@@ -355,6 +398,20 @@ def lower_pow(ctx: LowerCtx, node: onnx.NodeProto) -> None:
         ctx.emit(Op.CAST, [y], [t])
         y = t
     ctx.emit(Op.BINARY, [x, y], [out], [BinaryFn.POW])
+
+
+def _int_pow(ctx: LowerCtx, node: onnx.NodeProto) -> None:
+    """Pow of an int32 / int64 base: the float32 power, rounded to the nearest integer (ROUND: the float power of
+    integers may land a hair off), then CAST back. Exact while |x^y| < 2^24; the package's notices say so."""
+    x, out = node.input[0], node.output[0]
+    note = f"Pow '{node.name or out}': integer power computed in float32 (exact while |result| < 2^24)"
+    if note not in ctx.graph.notices:
+        ctx.graph.notices.append(note)
+    xf, pf, rf = (ctx.temp(ctx.shape(n), np.float32, h) for n, h in ((x, "pow_x"), (out, "pow_f"), (out, "pow_r")))
+    ctx.emit(Op.CAST, [x], [xf])
+    lower_pow(ctx, onnx.helper.make_node("Pow", [xf, node.input[1]], [pf], name=node.name))
+    ctx.emit(Op.UNARY, [pf], [rf], [UnaryFn.ROUND])
+    ctx.emit(Op.CAST, [rf], [out])
 
 
 @lowers("Min", "Max", "Sum", "Mean")

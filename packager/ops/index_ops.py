@@ -1,6 +1,7 @@
 """The long tail of index ops real models and the ONNX conformance cases use.
 
-AXIS (wasm_kernels/src/kernels/axis_ops.c): ArgMax, ArgMin, Hardmax, TopK, CumSum along one axis.
+AXIS (wasm_kernels/src/kernels/axis_ops.c): ArgMax, ArgMin, Hardmax, TopK, CumSum, CumProd along one axis
+(float16 / float64 CumSum and CumProd through float32).
 SCATTER: ScatterElements (and the older Scatter), ScatterND, with their reductions. GATHER_ND: GatherND.
 Rewrites onto existing kernels (no C code): Trilu -> WHERE with a constant mask, OneHot -> compare + WHERE,
 Compress with a constant condition -> GATHER with constant indices, ReverseSequence with constant
@@ -15,9 +16,10 @@ from ..lowering import LowerCtx, lowers
 from ..plan.opcodes import Op
 from ..plan.opspec import BinaryFn
 from .data import DATA_DTYPES, _axis, view
+from .elementwise import in_f32
 
 NUM_DTYPES = (np.float32, np.int32, np.int64, np.int8, np.uint8)
-AX_ARGMAX, AX_ARGMIN, AX_HARDMAX, AX_TOPK, AX_CUMSUM = range(5)
+AX_ARGMAX, AX_ARGMIN, AX_HARDMAX, AX_TOPK, AX_CUMSUM, AX_CUMPROD = range(6)
 REDUCTIONS = {"none": 0, "add": 1, "mul": 2, "max": 3, "min": 4}
 
 
@@ -110,9 +112,11 @@ def lower_topk(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     ctx.emit(Op.AXIS, [x, kin] if kin else [x], [vals, idx], [AX_TOPK, axis, largest, k], scratch_bytes=4 * xs[axis])
 
 
-@lowers("CumSum")
-def lower_cumsum(ctx: LowerCtx, node: onnx.NodeProto) -> None:
+@lowers("CumSum", "CumProd")
+def lower_cumulative(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     x, y = node.input[0], node.output[0]
+    if in_f32(ctx, node, lower_cumulative):
+        return
     ctx.check_dtypes(node, [np.float32, np.int32, np.int64], [x, y])
     a = ctx.attrs(node)
     xs = ctx.shape(x)
@@ -122,7 +126,7 @@ def lower_cumsum(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     ex, rev = int(a.get("exclusive", 0)), int(a.get("reverse", 0))
     if ex not in (0, 1) or rev not in (0, 1):
         raise ctx.unsupported(node, "exclusive and reverse must be 0 or 1")
-    ctx.emit(Op.AXIS, [x], [y], [AX_CUMSUM, axis, ex, rev])
+    ctx.emit(Op.AXIS, [x], [y], [AX_CUMSUM if node.op_type == "CumSum" else AX_CUMPROD, axis, ex, rev])
 
 
 def _const_indices_in_range(ctx: LowerCtx, node: onnx.NodeProto, idx: str, limits) -> None:

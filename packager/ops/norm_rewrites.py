@@ -1,9 +1,10 @@
-"""InstanceNormalization, GroupNormalization and LRN as existing kernels (no C code of their own).
+"""InstanceNormalization, GroupNormalization, LRN and LpNormalization as existing kernels (no C code of their own).
 
 InstanceNormalization: LAYERNORM over the spatial dims (one mean/variance per (n, c)), then the per-channel
 scale and bias (BINARY). GroupNormalization: X viewed as [N, G, C/G * spatial], LAYERNORM over the last dim,
 viewed back, then the per-channel scale and bias. LRN: x^2 summed over the channel window by an average POOL
-(count_include_pad, so the divisor is `size`), then (bias + alpha * avg)^-beta * x."""
+(count_include_pad, so the divisor is `size`), then (bias + alpha * avg)^-beta * x. LpNormalization: REDUCE L1 / L2
+and a DIV."""
 from __future__ import annotations
 
 import numpy as np
@@ -13,7 +14,10 @@ from ..lowering import LowerCtx, lowers
 from ..plan.opcodes import Op
 from ..plan.opspec import BinaryFn, UnaryFn
 from . import conv
-from .data import view
+from .data import _axis, view
+from .reduce import KINDS
+
+R_L1, R_L2 = KINDS["ReduceL1"], KINDS["ReduceL2"]
 
 
 def _per_channel(ctx: LowerCtx, node: onnx.NodeProto, name: str, c: int, rank: int) -> str:
@@ -107,3 +111,23 @@ def lower_lrn(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     ctx.emit(Op.BINARY, [t1, ctx.weight(np.array(bias, np.float32), "bias")], [t2], [BinaryFn.ADD])
     ctx.emit(Op.UNARY, [t2], [t3], [UnaryFn.POW, -beta])
     ctx.emit(Op.BINARY, [x, t3], [y], [BinaryFn.MUL])
+
+
+@lowers("LpNormalization")
+def lower_lp_norm(ctx: LowerCtx, node: onnx.NodeProto) -> None:
+    """x / ||x||_p along one axis: REDUCE (L1 or L2, the axis kept as 1), the norm raised to the smallest positive
+    float (a zero norm means a zero row, which then divides to 0 as onnx's reference has it), BINARY DIV."""
+    x, y = node.input[0], node.output[0]
+    ctx.check_dtypes(node, [np.float32])
+    a = ctx.attrs(node)
+    xs = ctx.shape(x)
+    p = int(a.get("p", 2))
+    if p not in (1, 2) or not xs:
+        raise ctx.unsupported(node, f"p={p} on an input of rank {len(xs)}: p is 1 or 2, the input not a scalar")
+    axis = _axis(ctx, node, int(a.get("axis", -1)), len(xs))
+    norm = ctx.temp(tuple(1 if i == axis else d for i, d in enumerate(xs)), np.float32, "lp_norm")
+    ctx.emit(Op.REDUCE, [x], [norm], [R_L1 if p == 1 else R_L2, 1 << axis])
+    safe = ctx.temp(ctx.shape(norm), np.float32, "lp_safe")
+    tiny = ctx.weight(np.array(np.nextafter(np.float32(0), np.float32(1))), "tiny")
+    ctx.emit(Op.BINARY, [norm, tiny], [safe], [BinaryFn.MAX])
+    ctx.emit(Op.BINARY, [x, safe], [y], [BinaryFn.DIV])

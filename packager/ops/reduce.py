@@ -1,7 +1,7 @@
 """Reductions: ReduceSum/Mean/Max/Min/Prod/L1/L2/SumSquare/LogSum/LogSumExp -> REDUCE.
 
 Axes come from the attribute (older opsets) or from a constant second input (ReduceSum >= 13, the
-others >= 18); they are resolved here into a bit mask over the input dims."""
+others >= 18); they are resolved here into a bit mask over the input dims. float16 and float64 through float32."""
 from __future__ import annotations
 
 import numpy as np
@@ -9,6 +9,7 @@ import onnx
 
 from ..lowering import LowerCtx, lowers
 from ..plan.opcodes import Op
+from .elementwise import in_f32
 
 KINDS = {"ReduceSum": 0, "ReduceMean": 1, "ReduceMax": 2, "ReduceMin": 3, "ReduceProd": 4, "ReduceL1": 5,
          "ReduceL2": 6, "ReduceSumSquare": 7, "ReduceLogSum": 8, "ReduceLogSumExp": 9}
@@ -18,6 +19,8 @@ R_LSE = 9
 @lowers(*KINDS)
 def lower_reduce(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     x, y = node.input[0], node.output[0]
+    if in_f32(ctx, node, lower_reduce):   # float16 / float64: the float32 kernel, the result rounded back
+        return
     boolean = node.op_type in ("ReduceMax", "ReduceMin") and ctx.dtype(x) == np.bool_   # any / all
     ctx.check_dtypes(node, [np.bool_] if boolean else [np.float32], [x, y])
     a = ctx.attrs(node)

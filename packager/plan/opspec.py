@@ -54,7 +54,7 @@ class Op(enum.IntEnum):
     LOOP = 47  # plan v2 control flow: run a body while i < M and cond, carrying values, stacking scan outputs
     SCAN = 48  # plan v2 control flow: run a body per slice of the scan inputs, carrying states, stacking scan outputs
     RECURRENT = 49  # the recurrence of ONNX RNN / GRU / LSTM after the input projections (one MATMUL before it)
-    AXIS = 52  # ArgMax / ArgMin / Hardmax / TopK / CumSum along one axis (f32, i32, i64, i8, u8)
+    AXIS = 52  # ArgMax / ArgMin / Hardmax / TopK / CumSum / CumProd along one axis (f32, i32, i64, i8, u8)
     SCATTER = 53  # ScatterElements / ScatterND with reduction none/add/mul/max/min
     GATHER_ND = 54  # GatherND with batch_dims
 
@@ -234,6 +234,9 @@ class BinaryFn(enum.IntEnum):
     FMOD = 17  # sign of the dividend (C fmod); f32 and integers, x fmod 0 = 0 for integers
     SHL = 18  # integers: A << B; B outside [0, bits) gives 0
     SHR = 19  # integers: A >> B (arithmetic for signed); B outside [0, bits) gives 0, or -1 for negative signed A
+    BIT_AND = 20  # integers: A & B
+    BIT_OR = 21  # integers: A | B
+    BIT_XOR = 22  # integers: A ^ B (BitwiseNot: A ^ all ones)
 
 
 # Epilogue activation codes (CONV, DEPTHWISE_CONV, GEMM, MATMUL, WINOGRAD_CONV*, the int8 kernels).

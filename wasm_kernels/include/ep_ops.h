@@ -48,7 +48,7 @@
   X(47, LOOP)                    /* plan v2 control flow: run a body while i < M and cond, carrying values, stacking scan outputs */ \
   X(48, SCAN)                    /* plan v2 control flow: run a body per slice of the scan inputs, carrying states, stacking scan outputs */ \
   X(49, RECURRENT)               /* the recurrence of ONNX RNN / GRU / LSTM after the input projections (one MATMUL before it) */ \
-  X(52, AXIS)                    /* ArgMax / ArgMin / Hardmax / TopK / CumSum along one axis (f32, i32, i64, i8, u8) */ \
+  X(52, AXIS)                    /* ArgMax / ArgMin / Hardmax / TopK / CumSum / CumProd along one axis (f32, i32, i64, i8, u8) */ \
   X(53, SCATTER)                 /* ScatterElements / ScatterND with reduction none/add/mul/max/min */ \
   X(54, GATHER_ND)               /* GatherND with batch_dims */
 

@@ -7,7 +7,7 @@
  *   mode 3 TopK: Y (values) and Indices (int64) of X's dims with k on axis; a = largest; b = k, or -1: k is K's
  *          value (int64, read by the shape function); sorted, equal values by index, NaN above every number.
  *          scratch: 4 * n bytes (a heap of row indices).
- *   mode 4 CumSum: Y = X's shape; a = exclusive, b = reverse; integers wrap.
+ *   mode 4 CumSum / 5 CumProd: Y = X's shape; a = exclusive, b = reverse; integers wrap.
  * SCATTER in: data, indices (i64/i32), updates  out: Y (data's shape)  params: [mode, axis, reduction]
  *   mode 0 ScatterElements along axis; 1 ScatterND (axis 0). reduction 0 none, 1 add, 2 mul, 3 max, 4 min.
  *   Every index is validated before Y is written (EP_E_INDEX); negative indices count from the end.
@@ -17,7 +17,7 @@
 #include "ep_shape.h"
 EP_COLD_FILE_BEGIN   /* no benchmark model spends time here: smallest code */
 
-enum { AX_ARGMAX, AX_ARGMIN, AX_HARDMAX, AX_TOPK, AX_CUMSUM, AX_MODES };   /* as in shape/shape_axis.c */
+enum { AX_ARGMAX, AX_ARGMIN, AX_HARDMAX, AX_TOPK, AX_CUMSUM, AX_CUMPROD, AX_MODES };   /* as in shape/shape_axis.c */
 enum { RED_NONE, RED_ADD, RED_MUL, RED_MAX, RED_MIN, RED_KINDS };
 
 static int num_dtype(uint32_t dt) { return dt == EP_F32 || dt == EP_I64 || dt == EP_I32 || dt == EP_I8 || dt == EP_U8; }
@@ -66,7 +66,7 @@ ep_status ep_check_AXIS(const ep_node *n) {
   EP_CHECK(x && n->n_params == 4 && n->params[0] >= 0 && n->params[0] < AX_MODES, EP_E_PARAM);
   const int32_t mode = n->params[0], a = n->params[2], b = n->params[3];
   EP_CHECK(n->params[1] >= 0 && (uint32_t)n->params[1] < x->rank && (a == 0 || a == 1), EP_E_PARAM);
-  EP_CHECK(mode == AX_TOPK ? b >= -1 : (mode == AX_CUMSUM ? (b == 0 || b == 1) : b == 0), EP_E_PARAM);
+  EP_CHECK(mode == AX_TOPK ? b >= -1 : (mode >= AX_CUMSUM ? (b == 0 || b == 1) : b == 0), EP_E_PARAM);
   EP_CHECK((mode == AX_TOPK) == (n->n_out == 2) && (mode == AX_TOPK || n->n_in == 1), EP_E_PARAM);
   EP_CHECK(num_dtype(x->dtype), EP_E_DTYPE);
   EP_CHECK(mode <= AX_ARGMIN ? y->dtype == EP_I64 : y->dtype == x->dtype, EP_E_DTYPE);
@@ -130,17 +130,22 @@ ep_status ep_run_AXIS(const ep_node *n) {
           h[0] = h[--m];
           sift(&ord, h, m, 0);
         }
-      } else if (mode == AX_CUMSUM) {
-        int64_t acc = 0;
-        float facc = 0.0f;
+      } else if (mode >= AX_CUMSUM) {
+        const int prod = mode == AX_CUMPROD;   /* the running value starts at the operation's identity */
+        uint64_t acc = (uint64_t)prod;
+        float facc = (float)prod;
         for (uint64_t j = 0; j < len; j++) {
           const uint64_t at = base + (b ? len - 1 - j : j) * inner;
           float fv = 0.0f;
-          int64_t v = 0;
-          if (dt == EP_F32) fv = ep_f32(xt)[at]; else v = ld_int(x, dt, at);
-          if (!a) { facc += fv; acc = (int64_t)((uint64_t)acc + (uint64_t)v); }
-          if (dt == EP_F32) ep_f32(yt)[at] = facc; else st_int(y, dt, at, acc);
-          if (a) { facc += fv; acc = (int64_t)((uint64_t)acc + (uint64_t)v); }
+          uint64_t v = 0;
+          if (dt == EP_F32) fv = ep_f32(xt)[at]; else v = (uint64_t)ld_int(x, dt, at);
+          for (int pass = 0; pass < 2; pass++) {   /* exclusive: store, then accumulate */
+            if (pass == a) {
+              if (prod) { facc *= fv; acc *= v; } else { facc += fv; acc += v; }
+            } else {
+              if (dt == EP_F32) ep_f32(yt)[at] = facc; else st_int(y, dt, at, (int64_t)acc);
+            }
+          }
         }
       } else {
         uint64_t best = 0;   /* ArgMax, Hardmax: NaN highest; ArgMin: NaN lowest; so NaN wins either way */

@@ -482,7 +482,7 @@ static void store_int(uint8_t *p, uint32_t dt, uint32_t i, uint64_t v) {
  * Only uint64 needs unsigned order, division and shifts; the other dtypes' values are exact in int64.
  * Add/Sub/Mul wrap; Div truncates toward zero (x/0 = 0, INT_MIN/-1 wraps, no trap); Mod takes the divisor's
  * sign (numpy), Fmod the dividend's (x mod 0 = 0); Shl/Shr by a count outside [0, bits) give 0 (Shr of a
- * negative: -1). Comparisons and And/Or/Xor store bool. */
+ * negative: -1). Comparisons and And/Or/Xor store bool; BitAnd/BitOr/BitXor the dtype. */
 static void row_int(const void *ctx, uint8_t *o, const uint8_t *const *in, const uint32_t *st, uint32_t n) {
   const int32_t fn = ((const int32_t *)ctx)[0];
   const uint32_t dt = (uint32_t)((const int32_t *)ctx)[1], bits = 8u * ep_dtype_size(dt);
@@ -505,9 +505,9 @@ static void row_int(const void *ctx, uint8_t *o, const uint8_t *const *in, const
       case EP_BIN_GREATER: r = (uint64_t)(!lt && !eq); break;
       case EP_BIN_LESS_EQUAL: r = (uint64_t)(lt || eq); break;
       case EP_BIN_GREATER_EQUAL: r = (uint64_t)!lt; break;
-      case EP_BIN_AND: r = ux & uy; break;
-      case EP_BIN_OR: r = ux | uy; break;
-      case EP_BIN_XOR: r = ux ^ uy; break;
+      case EP_BIN_AND: case EP_BIN_BIT_AND: r = ux & uy; break;
+      case EP_BIN_OR: case EP_BIN_BIT_OR: r = ux | uy; break;
+      case EP_BIN_XOR: case EP_BIN_BIT_XOR: r = ux ^ uy; break;
       case EP_BIN_SHL: r = uy >= bits ? 0 : ux << uy; break;   /* a negative count is a huge unsigned one */
       case EP_BIN_SHR:
         r = u64 ? (uy >= 64 ? 0 : ux >> uy) : uy >= bits ? (x < 0 ? ~0ull : 0) : (uint64_t)(x >> y);

@@ -77,6 +77,9 @@ enum ep_binary_fn {
   EP_BIN_FMOD = 17,             /* sign of the dividend (C fmod); f32 and integers, x fmod 0 = 0 for integers */
   EP_BIN_SHL = 18,              /* integers: A << B; B outside [0, bits) gives 0 */
   EP_BIN_SHR = 19,              /* integers: A >> B (arithmetic for signed); B outside [0, bits) gives 0, or -1 for negative signed A */
-  EP_BIN_COUNT = 20
+  EP_BIN_BIT_AND = 20,          /* integers: A & B */
+  EP_BIN_BIT_OR = 21,           /* integers: A | B */
+  EP_BIN_BIT_XOR = 22,          /* integers: A ^ B (BitwiseNot: A ^ all ones) */
+  EP_BIN_COUNT = 23
 };
 #endif

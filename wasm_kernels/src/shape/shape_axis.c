@@ -4,10 +4,10 @@
 #include "conv_linalg.h"
 EP_COLD_FILE_BEGIN
 
-enum { AX_ARGMAX, AX_ARGMIN, AX_HARDMAX, AX_TOPK, AX_CUMSUM };   /* AXIS's modes (kernels/axis_ops.c) */
+enum { AX_ARGMAX, AX_ARGMIN, AX_HARDMAX, AX_TOPK, AX_CUMSUM, AX_CUMPROD };   /* AXIS's modes (kernels/axis_ops.c) */
 
 /* [mode, axis, a, b]: ArgMax/ArgMin drop axis or keep it as 1 (Y's rank says which); TopK puts k (b, or K's
- * value when b = -1) on it; Hardmax and CumSum keep X's dims. */
+ * value when b = -1) on it; Hardmax, CumSum and CumProd keep X's dims. */
 ep_status ep_shape_AXIS(ep_node *n) {
   const ep_tensor *x = n->in[0];
   if (!x || n->n_params != 4 || n->params[1] < 0 || (uint32_t)n->params[1] >= x->rank) return EP_E_SHAPE;
@@ -25,7 +25,7 @@ ep_status ep_shape_AXIS(ep_node *n) {
     if (k < 0 || k > x->dims[axis] || n->n_out != 2) return EP_E_SHAPE;
   }
   for (uint32_t i = 0; i < x->rank; i++) {
-    if (i != axis || mode == AX_HARDMAX || mode == AX_CUMSUM) d[r++] = x->dims[i];
+    if (i != axis || mode == AX_HARDMAX || mode >= AX_CUMSUM) d[r++] = x->dims[i];
     else if (mode == AX_TOPK) d[r++] = (int32_t)k;
     else if (n->out[0]->rank == x->rank) d[r++] = 1;   /* ArgMax/ArgMin keepdims */
   }

@@ -31,6 +31,7 @@ export const UNARY_NPARAMS = Object.freeze([0, 0, 1, 2, 0, 2, 0, 0, 0, 0, 0, 0, 
 export const BINARY = Object.freeze({
   ADD: 0, SUB: 1, MUL: 2, DIV: 3, MIN: 4, MAX: 5, POW: 6, PRELU: 7, EQUAL: 8, LESS: 9, GREATER: 10,
   LESS_EQUAL: 11, GREATER_EQUAL: 12, AND: 13, OR: 14, XOR: 15, MOD: 16, FMOD: 17, SHL: 18, SHR: 19,
+  BIT_AND: 20, BIT_OR: 21, BIT_XOR: 22,
 });
 
 /** Inputs (or outputs) per node. */
