@@ -1,4 +1,4 @@
-"""EyeLike, BitCast, CenterCropPad and Col2Im as existing kernels (no C code of their own).
+"""EyeLike, BitCast, CenterCropPad, Col2Im and TensorScatter as existing kernels (no C code of their own).
 
 EyeLike: its output depends on the input's shape only: a package-time constant, COPYed to the output. BitCast:
 COPY between two tensors of one byte size (the plan's dtype of the output is the new one; the bytes are kept).
@@ -124,3 +124,42 @@ def lower_col2im(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     inner = np.ravel_multi_index(tuple(np.indices(image).reshape(r, -1) + np.array(pads[:r]).reshape(r, 1)), padded)
     kept = b.op("Gather", [summed, b.const(inner, np.int64)], (n, c, math.prod(image)), axis=2)
     b.op("Reshape", [kept, b.const([n, c, *image], np.int64)], (n, c, *image), out=y)
+
+
+@lowers("TensorScatter")
+def lower_tensor_scatter(ctx: LowerCtx, node: onnx.NodeProto) -> None:
+    """A KV-cache write: SCATTER (ScatterElements along axis) of the update at rows write_indices[b] + s (modulo
+    the cache's length for mode circular); the indices are built in the plan from write_indices (fed at run
+    time) and a constant 0..S-1. In mode linear a row past the cache's end is refused at run time."""
+    past, upd, y = node.input[0], node.input[1], node.output[0]
+    wi = node.input[2] if len(node.input) > 2 else ""
+    a = ctx.attrs(node)
+    mode = a.get("mode", b"linear")
+    mode = mode.decode() if isinstance(mode, bytes) else str(mode)
+    ps, us = ctx.shape(past), ctx.shape(upd)
+    r = len(ps)
+    axis = int(a.get("axis", -2))
+    axis = axis + r if axis < 0 else axis
+    if mode not in ("linear", "circular") or not 1 <= axis < r or len(us) != r or \
+            any(p != u for i, (p, u) in enumerate(zip(ps, us)) if i != axis) or us[axis] > ps[axis]:
+        raise ctx.unsupported(node, f"mode={mode!r}, axis={a.get('axis', -2)}, past_cache {list(ps)}, update {list(us)}: "
+                                    "mode linear or circular, 1 <= axis < rank, the update the cache's shape but "
+                                    "at most as long on axis")
+    if not (ctx.fixed(past) and ctx.fixed(upd)):
+        raise ctx.unsupported(node, "past_cache's and update's shapes must be known at package time")
+    ctx.check_dtypes(node, DATA_DTYPES, [past, upd, y])
+    if wi:
+        ctx.check_dtypes(node, [np.int64], [wi])
+    b = Builder(ctx, node)
+    col = [1] * r
+    col[0] = ps[0]
+    start = b.op("Reshape", [wi, b.const(col, np.int64)], col, np.int64) if wi else b.const(np.zeros(col), np.int64)
+    row = [1] * r
+    row[axis] = us[axis]
+    steps = b.const(np.arange(us[axis]).reshape(row), np.int64)
+    at = np.broadcast_shapes(tuple(col), tuple(row))
+    idx = b.op("Add", [start, steps], at, np.int64)
+    if mode == "circular":
+        idx = b.op("Mod", [idx, b.const(ps[axis], np.int64)], at, np.int64)
+    idx = b.op("Expand", [idx, b.const(list(us), np.int64)], us, np.int64)
+    b.op("ScatterElements", [past, idx, upd], ps, ctx.dtype(past), out=y, axis=axis)

@@ -18,6 +18,7 @@ from ..lowering import LowerCtx, Tensor, lowers
 from ..plan.opcodes import CODES, Op
 from ..plan.opspec import BinaryFn
 from .data import view
+from .elementwise import as_f32
 from .linalg import emit_matmul
 from .conv import (ACT_CLIP, ACT_LEAKY_RELU, ACT_NONE, ACT_RELU, WINOGRAD_DYNAMIC_MAX_CHANNEL_PAIRS, Activation, conv_geometry,
                    emit_conv, winograd_eligible)
@@ -506,7 +507,8 @@ def _qlinear_matmul_at_run_time(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     a, b, y = node.input[0], node.input[3], node.output[0]
     ctx.check_dtypes(node, [np.uint8, np.int8], [a, b, y])
     scales = [node.input[i] for i in (1, 4, 6)]
-    ctx.check_dtypes(node, [np.float32], scales)
+    ctx.check_dtypes(node, [np.float32, np.float16], scales)
+    scales = [as_f32(ctx, node, s_) for s_ in scales]   # float16 scales widen exactly
     n = ctx.shape(b)[-1]
     for name, per_col in zip(scales, (False, True, False)):
         if int(np.prod(ctx.shape(name), dtype=np.int64)) not in ((1, n) if per_col else (1,)):
