@@ -13,6 +13,7 @@ from .errors import PackagerError
 Runner = Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]
 
 ORT_MAX_IR = 10
+ORT_MAX_OPSET = 26   # onnxruntime 1.31 refuses models stamped with an opset still under development
 
 
 def random_inputs(specs: list[dict], seed: int = 0) -> dict[str, np.ndarray]:
@@ -73,9 +74,37 @@ def compare(got: dict[str, np.ndarray], want: dict[str, np.ndarray]) -> dict:
     return {"max_abs_diff": worst_abs, "max_rel_diff": worst_rel}
 
 
+def _nodes(graph: onnx.GraphProto):
+    """Every node of graph and of its subgraphs (If / Loop / Scan bodies)."""
+    for n in graph.node:
+        yield n
+        for a in n.attribute:
+            for g in [a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs):
+                yield from _nodes(g)
+
+
+def _same_ops_at(graph: onnx.GraphProto, opset: int, older: int) -> bool:
+    """Whether every default-domain op of graph means at opset `older` what it means at `opset` (same schema)."""
+    for n in _nodes(graph):
+        if n.domain not in ("", "ai.onnx"):
+            continue
+        try:
+            if onnx.defs.get_schema(n.op_type, opset, "").since_version != \
+                    onnx.defs.get_schema(n.op_type, older, "").since_version:
+                return False
+        except onnx.defs.SchemaError:
+            return False
+    return True
+
+
 def ort_model(model: onnx.ModelProto) -> onnx.ModelProto:
-    """A copy onnxruntime loads: onnx writes newer IR versions than onnxruntime reads."""
+    """A copy onnxruntime loads: onnx writes newer IR versions than onnxruntime reads, and opsets newer than it
+    accepts (an opset under development): restamped to ORT_MAX_OPSET when every op is unchanged since then."""
     m = onnx.ModelProto()
     m.CopyFrom(model)
     m.ir_version = min(m.ir_version, ORT_MAX_IR)
+    for imp in m.opset_import:
+        if imp.domain in ("", "ai.onnx") and imp.version > ORT_MAX_OPSET and \
+                _same_ops_at(m.graph, imp.version, ORT_MAX_OPSET):
+            imp.version = ORT_MAX_OPSET
     return m
