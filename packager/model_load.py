@@ -24,6 +24,7 @@ import onnx
 from . import weights
 from .errors import ModelLoadError
 from .passes import contrib
+from .passes.expand_functions import preview_function
 
 MAX_MODEL_BYTES = 2 * 1024**3 - 1          # protobuf's hard limit
 ALLOWED_KEYS = frozenset({"location", "offset", "length", "checksum"})
@@ -309,7 +310,7 @@ def check_graph(model: onnx.ModelProto, allow_domains: frozenset[str] = frozense
     custom: dict[str, list[onnx.NodeProto]] = {}   # every refused custom-domain node, grouped by op, in one error
     for n in g.node:
         if n.domain not in STANDARD_DOMAINS and n.domain not in allow_domains and not contrib.supported(n) and \
-                not _implemented(n):
+                not _implemented(n) and not preview_function(n, model):
             custom.setdefault(f"{n.domain}.{n.op_type}", []).append(n)
         for i in n.input:
             if i not in defined:

@@ -452,7 +452,8 @@ def lower_where(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     c, x, y = node.input[:3]
     out = node.output[0]
     ctx.check_dtypes(node, [np.bool_], [c])
-    ctx.check_dtypes(node, [np.float32, np.int64, np.int32, np.bool_, np.uint8, np.int8], [x, y, out])
+    ctx.check_dtypes(node, [np.float32, np.int64, np.int32, np.bool_, np.uint8, np.int8, np.float16, np.float64,
+                            np.int16, np.uint16, np.uint32, np.uint64], [x, y, out])   # WHERE moves bytes
     if not ctx.dtype(x) == ctx.dtype(y) == ctx.dtype(out):
         raise ctx.unsupported(node, "X, Y and output must share one dtype")
     _check_broadcast(ctx, node, [c, x, y], out)

@@ -12,6 +12,7 @@ from ..lowering import LowerCtx, lowers
 from ..plan.opcodes import DTYPES, Op
 from .conv import ACT_NONE, MR, Activation, act_params
 from .data import view
+from .elementwise import in_f32
 
 BIAS_NONE, BIAS_ROW, BIAS_COL, BIAS_FULL, BIAS_SCALAR = 0, 1, 2, 3, 4
 
@@ -91,6 +92,8 @@ def lower_gemm(ctx: LowerCtx, node: onnx.NodeProto) -> None:
 
 @lowers("MatMul")
 def lower_matmul(ctx: LowerCtx, node: onnx.NodeProto) -> None:
+    if in_f32(ctx, node, lower_matmul):   # float16 / float64: a float32 product, rounded back
+        return
     emit_matmul(ctx, node)
 
 

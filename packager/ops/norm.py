@@ -7,6 +7,7 @@ import onnx
 
 from ..lowering import LowerCtx, lowers
 from ..plan.opcodes import Op
+from .elementwise import in_f32
 
 
 @lowers("BatchNormalization")
@@ -91,6 +92,8 @@ def lower_layernorm(ctx: LowerCtx, node: onnx.NodeProto) -> None:
 @lowers("Softmax", "LogSoftmax")
 def lower_softmax(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     x, y = node.input[0], node.output[0]
+    if in_f32(ctx, node, lower_softmax):   # float16 / float64 through float32
+        return
     ctx.check_dtypes(node, [np.float32], [x, y])
     r = len(ctx.shape(x))
     if r == 0:

@@ -3,7 +3,8 @@ has_function / has_context_dependent_function: Attention-23, RMSNormalization, R
 GroupNormalization, MeanVarianceNormalization, the window functions, the losses, Swish, ...): each such node
 is replaced by its body, built by onnx itself (the schema's function, or its context-dependent builder given the
 node's input types) and inlined by onnx.inliner (which adapts a body written for another opset with onnx's
-version converter), so the body's ops lower as usual.
+version converter), so the body's ops lower as usual. onnx's preview-domain ops defined so (ai.onnx.preview
+FlexAttention) are accepted without --allow-domain and expanded the same way.
 
 Runs on the loaded model before analysis (packager/optimizer.py canonicalize), so shape inference and
 constant folding see the body: its shape arithmetic (Shape, Range, ...) folds at package time. A body op
@@ -16,6 +17,7 @@ import onnx.inliner
 from onnx import helper
 
 STANDARD = ("", "ai.onnx")
+PREVIEW = "ai.onnx.preview"   # onnx's own ops still in preview (FlexAttention): expanded like the standard ones
 MAX_ROUNDS = 4   # a body may call another function op (expanded in the next round)
 
 
@@ -29,18 +31,25 @@ def _default_opset(model: onnx.ModelProto) -> int:
     return next((i.version for i in model.opset_import if i.domain in STANDARD), 1)
 
 
-def expandable(op_type: str, opset: int) -> bool:
-    """Whether onnx defines `op_type` (default domain, at `opset`) by a function body (whether that body can be
+def expandable(op_type: str, opset: int, domain: str = "") -> bool:
+    """Whether onnx defines `op_type` (in `domain`, at `opset`) by a function body (whether that body can be
     used at this opset is decided when it is built: _body)."""
     try:
-        s = onnx.defs.get_schema(op_type, opset, "")
+        s = onnx.defs.get_schema(op_type, opset, domain)
     except onnx.defs.SchemaError:
         return False
     return bool(s.has_context_dependent_function or (s.has_function and s.function_opset_versions))
 
 
-def opset_of(model: onnx.ModelProto) -> int:
-    return _default_opset(model)
+def opset_of(model: onnx.ModelProto, domain: str = "") -> int:
+    if domain in STANDARD:
+        return _default_opset(model)
+    return next((i.version for i in model.opset_import if i.domain == domain), 1)
+
+
+def preview_function(n: onnx.NodeProto, model: onnx.ModelProto) -> bool:
+    """A node of onnx's preview domain that onnx defines by a function body (expanded here, so no custom code)."""
+    return n.domain == PREVIEW and expandable(n.op_type, opset_of(model, PREVIEW), PREVIEW)
 
 
 def _with_defaults(node: onnx.NodeProto, opset: int) -> onnx.NodeProto:
@@ -99,9 +108,10 @@ def _expand_node(node: onnx.NodeProto, model: onnx.ModelProto, types: dict[str, 
     if any(i not in types for i in ins):
         return None
     outs = [o for o in node.output if o]
-    node = _with_defaults(node, opset_of(model))
+    opset = opset_of(model, node.domain)
+    node = _with_defaults(node, opset)
     try:
-        fn = _body(node, opset_of(model), types)
+        fn = _body(node, opset, types)
         if fn is None or not fn.node:
             return None
         fn.domain, fn.name = LOCAL, node.op_type
@@ -155,8 +165,8 @@ def expand_functions(model: onnx.ModelProto) -> tuple[onnx.ModelProto, dict[str,
     opset = _default_opset(model)
     expanded: dict[str, int] = {}
     for _ in range(MAX_ROUNDS):
-        todo = {i for i, n in enumerate(model.graph.node) if n.domain in STANDARD and n.op_type not in registry
-                and expandable(n.op_type, opset)}   # indices: protobuf wrappers have no stable identity
+        todo = {i for i, n in enumerate(model.graph.node) if (n.domain in STANDARD and n.op_type not in registry
+                and expandable(n.op_type, opset)) or preview_function(n, model)}   # indices: no stable identity
         if not todo:
             break
         if not expanded:
