@@ -1,7 +1,7 @@
 """The long tail, third part (issue 18): LpNormalization, CumProd (AXIS mode 5), EyeLike, BitCast, CenterCropPad,
-Col2Im, TensorScatter, BitwiseAnd/Or/Xor/Not (BINARY 20..22), integer Pow, and float16 / float64 CumSum,
-ReduceLogSumExp, Einsum, MatMul, Softmax through float32 (packager/ops/layout_rewrites.py, norm_rewrites.py,
-index_ops.py, elementwise.py). One model built with onnx.helper holds them all: packaged by the CLI for web, run
+Col2Im, TensorScatter, DeformConv, BitwiseAnd/Or/Xor/Not (BINARY 20..22), integer Pow, and float16 / float64 CumSum,
+ReduceLogSumExp, Einsum, MatMul, Softmax through float32 (packager/ops/layout_rewrites.py, deform_conv.py,
+norm_rewrites.py, index_ops.py, elementwise.py). One model built with onnx.helper holds them all: packaged by the CLI for web, run
 under wasmtime (SIMD and scalar builds) and in Node, packaged for pi5 and run by edgepack-run under qemu-aarch64,
 each output compared with onnxruntime. Refusals: a clear `error:` line naming op, node and opset."""
 from __future__ import annotations
@@ -39,7 +39,10 @@ def _feeds() -> dict[str, np.ndarray]:
             "cols": RNG.standard_normal((1, 8, 30)).astype(np.float32),
             "cache": RNG.standard_normal((2, 5, 3)).astype(np.float32),
             "upd": RNG.standard_normal((2, 2, 3)).astype(np.float32),
-            "wi": np.array([1, 4], np.int64)}
+            "wi": np.array([1, 4], np.int64),
+            "dx": RNG.standard_normal((1, 4, 6, 7)).astype(np.float32),
+            "doff": RNG.standard_normal((1, 2 * 2 * 9, 5, 6)).astype(np.float32),
+            "dmask": RNG.uniform(0, 1, (1, 2 * 9, 5, 6)).astype(np.float32)}
 
 
 NODES = [  # (op, inputs, output, attributes)
@@ -63,10 +66,12 @@ NODES = [  # (op, inputs, output, attributes)
     ("BitwiseXor", ["xl", "xl2"], "bxor", {}),
     ("BitwiseNot", ["xu"], "bnot", {}),
     ("Pow", ["xp", "pe"], "pw", {}),
+    ("DeformConv", ["dx", "dw", "doff", "db", "dmask"], "dc", {"group": 2, "offset_group": 2, "pads": [1, 0, 0, 1]}),
 ]
 CONSTS = {"ax0": np.array(0, np.int64), "ax1": np.array(1, np.int64), "ax2": np.array(2, np.int64),
           "axes2": np.array([2], np.int64), "crop": np.array([3, 9], np.int64), "image": np.array([5, 6], np.int64),
-          "block": np.array([2, 2], np.int64), "pe": np.array([0, 1, 2, 3], np.int64)}
+          "block": np.array([2, 2], np.int64), "pe": np.array([0, 1, 2, 3], np.int64),
+          "dw": RNG.standard_normal((6, 2, 3, 3)).astype(np.float32), "db": RNG.standard_normal(6).astype(np.float32)}
 OUTPUTS = [out for _, _, out, _ in NODES if out not in ("xh", "xd")]
 
 
@@ -140,7 +145,7 @@ def test_edgepack_run_under_qemu(packaged) -> None:
     for k, v in feeds.items():
         np.save(d / f"in_{k}.npy", v)
         args += ["--input", f"{k}={d / f'in_{k}.npy'}"]
-    checked = ["lp1", "cp", "cpl", "cs16", "lse", "c2i", "ts", "band", "bor", "bxor", "bnot", "pw"]
+    checked = ["lp1", "cp", "cpl", "cs16", "lse", "c2i", "ts", "band", "bor", "bxor", "bnot", "pw", "dc"]
     for o in checked:
         args += ["--output", f"{o}={d / f'out_{o}.npy'}"]
     run = subprocess.run([*E.qemu_cmd("pi5"), str(d / "pi5" / "edgepack-run"), str(d / "pi5"), *args],
