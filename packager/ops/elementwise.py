@@ -171,6 +171,8 @@ def lower_activation(ctx: LowerCtx, node: onnx.NodeProto) -> None:
 
 @lowers("Elu", "Selu", "Celu", "ThresholdedRelu")
 def lower_param_unary(ctx: LowerCtx, node: onnx.NodeProto) -> None:
+    if in_f32(ctx, node, lower_param_unary):
+        return
     _f32_only(ctx, node)
     a = ctx.attrs(node)
     t = node.op_type
