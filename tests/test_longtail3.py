@@ -56,6 +56,7 @@ NODES = [  # (op, inputs, output, attributes)
     ("ReduceLogSumExp", ["xd", "axes2"], "lse", {"keepdims": 0}),
     ("Einsum", ["xd", "xd"], "ein", {"equation": "ijk,ijl->ikl"}),
     ("Softmax", ["xh"], "sm16", {}),
+    ("MatMul", ["xh", "wh"], "mm16", {}),   # a float16 weight: widened once at bind
     ("EyeLike", ["xl"], "eye", {"k": 1, "dtype": T.FLOAT}),
     ("BitCast", ["x"], "bc", {"to": T.INT32}),
     ("CenterCropPad", ["img", "crop"], "ccp", {"axes": [1, 2]}),
@@ -71,7 +72,8 @@ NODES = [  # (op, inputs, output, attributes)
 CONSTS = {"ax0": np.array(0, np.int64), "ax1": np.array(1, np.int64), "ax2": np.array(2, np.int64),
           "axes2": np.array([2], np.int64), "crop": np.array([3, 9], np.int64), "image": np.array([5, 6], np.int64),
           "block": np.array([2, 2], np.int64), "pe": np.array([0, 1, 2, 3], np.int64),
-          "dw": RNG.standard_normal((6, 2, 3, 3)).astype(np.float32), "db": RNG.standard_normal(6).astype(np.float32)}
+          "dw": RNG.standard_normal((6, 2, 3, 3)).astype(np.float32), "db": RNG.standard_normal(6).astype(np.float32),
+          "wh": RNG.standard_normal((5, 3)).astype(np.float16)}
 OUTPUTS = [out for _, _, out, _ in NODES if out not in ("xh", "xd")]
 
 

@@ -204,7 +204,10 @@ def as_f32(ctx: LowerCtx, node: onnx.NodeProto, name: str) -> str:
         if note not in ctx.graph.notices:
             ctx.graph.notices.append(note)
     t = ctx.temp(ctx.shape(name), np.float32, "f32")
-    ctx.emit(Op.CAST, [name], [t])
+    if ctx.const(name) is not None:   # a weight: widened once at bind (a prologue CAST), not on every run
+        ctx.prologue(Op.CAST, [name], [t])
+    else:
+        ctx.emit(Op.CAST, [name], [t])
     return t
 
 
