@@ -383,11 +383,12 @@ def test_conformance_subset_aarch64_matches_wasm() -> None:
     """A fast slice of the ONNX node cases on the Pi 5 CLI under qemu: same status as wasm, case by case.
     The whole suite: python -m tests.conformance.runner_aarch64."""
     from .conformance.runner_aarch64 import run_all
+    from .test_conformance import KNOWN_FAILURES
     results = run_all({"Conv", "Gemm", "MaxPool", "Softmax", "Clip", "Gather", "Where"}, "cortex-a76")
     assert results
     diff = [(r["case"], r["wasm"], r["aarch64"], r["aarch64_why"]) for r in results if r["wasm"] != r["aarch64"]]
     assert not diff, diff
-    assert not [r for r in results if r["aarch64"] in ("fail", "crash")]
+    assert not [r for r in results if r["aarch64"] in ("fail", "crash") and r["case"] not in KNOWN_FAILURES]
     assert sum(r["aarch64"] == "pass" for r in results) >= 30
 
 
