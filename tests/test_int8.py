@@ -54,7 +54,7 @@ def _feeds(model: onnx.ModelProto, seed: int = 0) -> dict:
 
 def test_conformance_int8_ops() -> None:
     """Every backend node case of the int8 ops either passes (SIMD and scalar) or is refused with a clear
-    error (float8, int4, int16, float16 scales, blocked quantization): none fails or crashes."""
+    error (float8, int4, int16, blocked quantization): none fails or crashes."""
     from tests.conformance.runner import run_all
     for variant in VARIANTS:
         res = run_all(set(INT8_OPS), variant)
