@@ -327,6 +327,11 @@ def emit_qmaxpool(ctx: LowerCtx, node: onnx.NodeProto, x: str, out: str) -> None
     ctx.emit(Op.QMAXPOOL, [x], [out], [*kernel, *strides, *dil, pb[0], pb[1], pe[0], pe[1], ceil_mode])
 
 
+def emit_qlut(ctx: LowerCtx, x: str, table: np.ndarray, out: str) -> None:
+    """y = table[x as an unsigned byte]: a QDQ region elementwise in one 8-bit tensor (packager/passes/qdq_lut.py)."""
+    ctx.emit(Op.QLUT, [x, ctx.weight(np.ascontiguousarray(table).reshape(256), "qlut")], [out], [])
+
+
 # ------------------------------------------------------------------------------------ standalone ops
 
 def _axis_params(ctx: LowerCtx, node: onnx.NodeProto, x: str, scale_shape: tuple[int, ...]) -> list[int]:
