@@ -3,6 +3,8 @@ lookup whose table onnxruntime computes at package time (packager/passes/qdq_lut
 onnxruntime running the region unoptimized, on every build."""
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +16,7 @@ from onnx import TensorProto, helper, numpy_helper
 from packager import load_bundle, package
 from packager.plan import layout
 from packager.plan.opcodes import Op
+from packager.targets import edge as E
 
 from .conftest import VARIANTS, make_model
 from .param_mutants import check_hostile_params
@@ -91,3 +94,15 @@ def test_qlut_refuses_hostile_plans(tmp_path: Path) -> None:
     plan = (package(_model("silu", np.uint8), out=tmp_path / "b", verify=False) / "model.plan").read_bytes()
     assert Op.QLUT in [n.op for n in layout.decode(plan).nodes]
     check_hostile_params([plan], tmp_path, seed=1, min_op=int(Op.QLUT))
+
+
+@pytest.mark.skipif(shutil.which("qemu-aarch64") is None or shutil.which("aarch64-linux-gnu-gcc") is None,
+                    reason="qemu-user / gcc-aarch64-linux-gnu missing")
+def test_qlut_on_pi5_under_qemu(tmp_path: Path) -> None:
+    """The aarch64 build (Pi 5 CLI under qemu) gives onnxruntime's bytes too."""
+    m = _model("silu", np.int8)
+    b = package(m, target="pi5", out=tmp_path / "pi5", verify=False)
+    assert Op.QLUT in _ops(b)
+    feeds = {"x": np.random.default_rng(5).normal(0, 3, SHAPE).astype(np.float32)}
+    got = E.run_cli(b, feeds, json.loads((b / "manifest.json").read_text())["outputs"], qemu=E.qemu_cmd("pi5"))
+    np.testing.assert_array_equal(got["y"], _ort_unoptimized(m, feeds))
