@@ -29,7 +29,8 @@ def _qdq(x: str, s: str, z: str, y: str) -> list:
 
 
 def _model(kind: str, zdt: type) -> onnx.ModelProto:
-    """x -> Q -> DQ -> region -> Q -> DQ -> y. kind: silu (ORT's export: Sigmoid -> Q -> DQ, Mul), hardswish, sigmoid
+    """x -> Q -> DQ -> region -> Q -> DQ -> y. kind: silu (ORT's export: Sigmoid -> Q -> DQ, Mul), gelu (four Q/DQ
+    pairs inside), hardswish, sigmoid
     (a region with scalar constants), or per_channel (a Mul by a [C,1,1] constant: not one byte's function)."""
     z0 = np.array(7 if zdt == np.int8 else 131, zdt)
     inits = [numpy_helper.from_array(np.array(v, np.float32), n) for v, n in ((0.047, "xs"), (0.0041, "ss"), (0.029, "ys"))]
@@ -39,6 +40,13 @@ def _model(kind: str, zdt: type) -> onnx.ModelProto:
     if kind == "silu":
         nodes += [helper.make_node("Sigmoid", ["xd"], ["sg"]), *_qdq("sg", "ss", "sz", "sgd"),
                   helper.make_node("Mul", ["xd", "sgd"], ["r"])]
+    elif kind == "gelu":   # onnxruntime's export of torch's GELU: a Q/DQ pair after every op
+        inits += [numpy_helper.from_array(np.array(v, np.float32), n) for v, n in ((1.4142135, "r2"), (1.0, "one"), (0.5, "half"),
+                                                                                   (0.0079, "es"), (0.0081, "as"), (0.031, "ms"))]
+        nodes += [helper.make_node("Div", ["xd", "r2"], ["dv"]), helper.make_node("Erf", ["dv"], ["e"]), *_qdq("e", "es", "sz", "ed"),
+                  helper.make_node("Add", ["ed", "one"], ["a"]), *_qdq("a", "as", "sz", "ad"),
+                  helper.make_node("Mul", ["xd", "ad"], ["m"]), *_qdq("m", "ms", "sz", "md"),
+                  helper.make_node("Mul", ["md", "half"], ["r"])]
     elif kind == "hardswish":
         nodes += [helper.make_node("HardSwish", ["xd"], ["r"])]
     elif kind == "sigmoid":
@@ -62,7 +70,7 @@ def _ops(bundle: Path) -> list[int]:
     return [n.op for n in layout.decode((bundle / "model.plan").read_bytes()).nodes]
 
 
-@pytest.mark.parametrize("kind", ["silu", "hardswish", "sigmoid"])
+@pytest.mark.parametrize("kind", ["silu", "gelu", "hardswish", "sigmoid"])
 @pytest.mark.parametrize("zdt", [np.int8, np.uint8], ids=["int8", "uint8"])
 def test_region_is_one_table_with_onnxruntimes_bytes(kind: str, zdt: type, tmp_path: Path) -> None:
     m = _model(kind, zdt)

@@ -3,7 +3,7 @@
 A region reads one 8-bit tensor x through DequantizeLinear nodes, applies elementwise float ops (Sigmoid, Mul,
 Clip, ..., scalar constants only) and intermediate Q/DQ pairs, and ends in one QuantizeLinear: its output byte is a
 function of the input byte alone. onnxruntime's SiLU export is one: `DQ(x) -> Sigmoid -> Q -> DQ; Mul(DQ(x), ·) -> Q`
-(EfficientNet, YOLO). Such a region runs as QLUT with a 256-entry table that onnxruntime itself computes at package
+(EfficientNet, YOLO), and its GELU `Div -> Erf -> Q -> DQ -> Add -> Q -> DQ -> Mul -> Q -> DQ -> Mul -> Q` (transformers). Such a region runs as QLUT with a 256-entry table that onnxruntime itself computes at package
 time, on the region's own nodes, for every byte value: the reference's own arithmetic, byte for byte.
 
 Regions are claimed from the last QuantizeLinear backwards, so the largest one wins (a SiLU's inner Sigmoid -> Q
@@ -71,6 +71,27 @@ def find_regions(nodes: list, graph: Graph, producers: dict, consumers: dict,
                 return False
         return True
 
+    def closed(members: list) -> bool:
+        """Only the final Q's output (members[0]) is read outside the region."""
+        ids = {id(m) for m in members}
+        return not any(o in graph_out or any(id(c) not in ids for c in consumers.get(o, []))
+                       for m in members[1:] for o in m.output)
+
+    def absorb(members: list, leaves: dict, base) -> tuple[list, dict] | None:
+        """The largest closed region with one 8-bit source from here, absorbing intermediate Q/DQ pairs whose Q
+        reads an elementwise op (a SiLU's Sigmoid -> Q; each step of onnxruntime's GELU export); None if none."""
+        here = (members, leaves) if len({d.input[0] for d in leaves.values()}) == 1 and closed(members) else None
+        for k, d in leaves.items():
+            pq = producers.get(d.input[0])
+            if not (isinstance(pq, onnx.NodeProto) and pq.op_type == "QuantizeLinear" and scalar_q(pq)
+                    and isinstance(producers.get(pq.input[0]), onnx.NodeProto)
+                    and producers[pq.input[0]].op_type in ELEMENTWISE):
+                continue
+            m2, l2 = [*members, d, pq], {i: v for i, v in leaves.items() if i != k}
+            deeper = absorb(m2, l2, base) if grow(pq.input[0], base, m2, l2) else None
+            return deeper or here   # the first absorbable leaf only: a path, not a search
+        return here
+
     def region_at(q: onnx.NodeProto) -> LutRegion | None:
         if not scalar_q(q) or graph.dtypes.get(q.output[0]) not in BYTES:
             return None
@@ -80,25 +101,10 @@ def find_regions(nodes: list, graph: Graph, producers: dict, consumers: dict,
         members, leaves = [q], {}
         if not grow(q.input[0], base, members, leaves):
             return None
-        # More than one 8-bit source: absorb intermediate Q/DQ pairs (a SiLU's Sigmoid -> Q) until one is left.
-        while len({d.input[0] for d in leaves.values()}) > 1:
-            for k, d in list(leaves.items()):
-                pq = producers.get(d.input[0])
-                if (isinstance(pq, onnx.NodeProto) and pq.op_type == "QuantizeLinear" and scalar_q(pq)
-                        and isinstance(producers.get(pq.input[0]), onnx.NodeProto)
-                        and producers[pq.input[0]].op_type in ELEMENTWISE):
-                    del leaves[k]
-                    members += [d, pq]
-                    if not grow(pq.input[0], base, members, leaves):
-                        return None
-                    break
-            else:
-                return None
-        ids = {id(m) for m in members}
-        for m in members[1:]:   # closed: only the final Q's output leaves the region
-            for o in m.output:
-                if o in graph_out or any(id(c) not in ids for c in consumers.get(o, [])):
-                    return None
+        found = absorb(members, leaves, base)
+        if found is None:
+            return None
+        members, leaves = found
         x = next(iter(leaves.values())).input[0]
         if graph.dtypes.get(x) not in BYTES:
             return None
