@@ -17,7 +17,7 @@ import onnx
 from ..lowering import LowerCtx, Tensor, lowers
 from ..plan.opcodes import CODES, Op
 from ..plan.opspec import BinaryFn
-from .data import view
+from .data import transpose_to, view
 from .elementwise import as_f32
 from .linalg import emit_matmul
 from .conv import (ACT_CLIP, ACT_LEAKY_RELU, ACT_NONE, ACT_RELU, WINOGRAD_DYNAMIC_MAX_CHANNEL_PAIRS, Activation, conv_geometry,
@@ -248,23 +248,27 @@ def emit_qmatmul(ctx: LowerCtx, node: onnx.NodeProto, x: str, xq: QParams, w: st
     acc_scale = np.float64(xq.scale) * ws
     b = bias_i32(bias, acc_scale)
     mult = None if out.raw_i32 else (acc_scale / (out.q.scale if out.q else 1.0)).astype(np.float32)
-    one_row = int(np.prod(xs[:-1], dtype=np.int64)) == 1 and all(ctx.fixed(x, a) for a in range(len(xs) - 1))
-    if isinstance(w, np.ndarray) and one_row and x_zp_tensor is None:
-        # One row (a batch-1 classifier head): X [1, K] is an NCHW [1, K, 1, 1] tensor, so this is a 1x1
-        # QCONV with W^T packed at package time, instead of packing all of W at every run.
+    rows = int(np.prod(xs[:-1], dtype=np.int64))
+    fixed = all(ctx.fixed(x, a) for a in range(len(xs) - 1))
+    if isinstance(w, np.ndarray) and fixed and x_zp_tensor is None and (rows == 1 or rows >= NR):
+        # X W = (W^T X^T)^T: a 1x1 QCONV on W^T packed at package time (QMATMUL packs all of W at every run) over
+        # X^T as a [1, K, 1, rows] image, between two 8-bit transposes (none for one row: X [1, K] is NCHW already).
         wi, wz = weights_i8(np.ascontiguousarray(w.T), wzp)
-        y4 = ctx._fresh("qfc")
         code = CODES[np.dtype(np.int32)] if out.raw_i32 else CODES[np.dtype(out.q.dtype)] if out.q else CODES[np.dtype(np.float32)]
-        ctx.tensors[y4] = Tensor(y4, code, (1, N, 1, 1))
-        ins = [view(ctx, x, (1, K, 1, 1)), ctx.weight(pack_qpanels(wi), "qwpk"), ctx.weight(b, "qb") if b is not None else None,
+        xt = transpose_to(ctx, view(ctx, x, (rows, K)), (1, 0))
+        y4 = ctx._fresh("qfc")
+        ctx.tensors[y4] = Tensor(y4, code, (1, N, 1, rows))
+        ins = [view(ctx, xt, (1, K, 1, rows)), ctx.weight(pack_qpanels(wi), "qwpk"), ctx.weight(b, "qb") if b is not None else None,
                ctx.weight(mult, "qm") if mult is not None else None, ctx.weight(wz, "wzp") if np.any(wz) else None]
         while ins and ins[-1] is None:
             ins.pop()
         kp = -(-K // 2)
-        ctx.emit(Op.QCONV, ins, [y4], [1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, NR, xq.zp, out.q.zp if out.q else 0,
+        nt = min(_round_up(rows, NR), max(NR, PANEL_BYTES // (kp * 4) // NR * NR))   # qconv.c qconv_nt
+        ctx.emit(Op.QCONV, ins, [y4], [1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, nt, xq.zp, out.q.zp if out.q else 0,
                                        *epilogue_act(activation, out), N],
-                 scratch_bytes=kp * NR * 4 + NR * 4 + (NR * 4 if len(ins) > 4 else 0))
-        ctx.tensors[out.name] = Tensor(out.name, code, tuple(ys), alias=y4)
+                 scratch_bytes=kp * nt * 4 + nt * 4 + (nt * 4 if len(ins) > 4 else 0))
+        yr = transpose_to(ctx, view(ctx, y4, (N, rows)), (1, 0))
+        ctx.tensors[out.name] = Tensor(out.name, code, tuple(ys), alias=yr)
         return
     # Batch: Y's batch dims equal X's; W's all 1 (a 2-D weight folds X's batch into M) or equal.
     if len(ws_shape) == 2:
@@ -326,6 +330,11 @@ def emit_qmaxpool(ctx: LowerCtx, node: onnx.NodeProto, x: str, out: str) -> None
         raise ctx.unsupported(node, f"output shape {ys} differs from the computed {(xs[0], xs[1], *outs)}")
     # The 11-word form: end pads and ceil_mode, from which the kernel's shape function derives OH, OW.
     ctx.emit(Op.QMAXPOOL, [x], [out], [*kernel, *strides, *dil, pb[0], pb[1], pe[0], pe[1], ceil_mode])
+
+
+def emit_qlut(ctx: LowerCtx, x: str, table: np.ndarray, out: str) -> None:
+    """y = table[x as an unsigned byte]: a QDQ region elementwise in one 8-bit tensor (packager/passes/qdq_lut.py)."""
+    ctx.emit(Op.QLUT, [x, ctx.weight(np.ascontiguousarray(table).reshape(256), "qlut")], [out], [])
 
 
 # ------------------------------------------------------------------------------------ standalone ops

@@ -7,6 +7,7 @@ integer kernels (packager/ops/quant.py emits them).
   DQ(a) + DQ(b) [-> activation] -> Q      QADD (a residual Add between quantized tensors)
   DQ(x) -> MaxPool -> Q (same scale/zp)   QMAXPOOL on the 8-bit values (max commutes with DQ)
   DQ(x) -> Reshape/Flatten/... -> Q (same scale/zp)   the same view of the 8-bit tensor (no kernel)
+  DQ(x) -> elementwise float ops [-> Q -> DQ ...] -> Q   QLUT, a 256-entry table (a SiLU; qdq_lut.py)
 
 The weights' DequantizeLinear nodes were folded by analyze (Graph.dq_sources keeps them), so the integer
 weights and scales are recovered from there. x must come from a runtime DequantizeLinear with a
@@ -26,8 +27,10 @@ import onnx
 from onnx import helper
 
 from ..analyze import Graph
+from ..ort_isolated import OrtFailure
 from ..passes.fuse_epilogue import ACT_CLIP, ACT_LEAKY_RELU, ACT_RELU, activation_of
-from ..ops.quant import QOut, QParams, emit_qadd, emit_qconv, emit_qmatmul, emit_qmaxpool
+from ..ops.quant import QOut, QParams, emit_qadd, emit_qconv, emit_qlut, emit_qmatmul, emit_qmaxpool
+from .qdq_lut import find_regions, tables
 
 FUSABLE_ACTS = (ACT_RELU, ACT_LEAKY_RELU, ACT_CLIP)
 VIEWS = ("Reshape", "Flatten", "Squeeze", "Unsqueeze")   # DQ -> view -> Q with one quantization: a view of the bytes
@@ -72,6 +75,13 @@ def fuse_qdq(nodes: list, graph: Graph) -> list:
             return None
         c = consts.get(name)
         return np.asarray(c).reshape(()) if c is not None and np.asarray(c).size == 1 else None
+
+    def scalar_q(n: onnx.NodeProto) -> bool:
+        """A Q or DQ with constant per-tensor float32 scale and zero point, its quantized side 8-bit."""
+        s = scalar_const(n.input[1]) if len(n.input) > 1 else None
+        z = scalar_const(n.input[2]) if len(n.input) > 2 and n.input[2] else np.zeros((), np.uint8)
+        q8 = graph.dtypes.get(n.input[0] if n.op_type == "DequantizeLinear" else n.output[0]) in (2, 3)
+        return s is not None and z is not None and s.dtype == np.float32 and q8
 
     def runtime_dq(name: str) -> tuple[str, QParams] | None:
         p = producers.get(name)
@@ -138,6 +148,20 @@ def fuse_qdq(nodes: list, graph: Graph) -> list:
         step.emit_plan = emit
         steps[id(members[-1])] = step
         taken.update(id(m) for m in members)
+
+    regions = find_regions(nodes, graph, producers, consumers, scalar_q)
+    try:
+        luts = tables(regions, graph) if regions else []
+    except OrtFailure:   # the regions then run as their float ops, slower but the same
+        luts = []
+    for r, t in zip(regions, luts):
+        def emit(ctx, r=r, t=t):
+            emit_qlut(ctx, r.x, t, r.out)
+        q = r.members[0]   # the final Q: the region's last node
+        step = QStep("QDQ:QLUT", q.name or r.out, [r.x], [r.out], q)
+        step.emit_plan = emit
+        steps[id(q)] = step
+        taken.update(id(m) for m in r.members)
 
     for n in nodes:
         if not isinstance(n, onnx.NodeProto) or id(n) in taken or n.domain not in ("", "ai.onnx"):

@@ -57,6 +57,7 @@ class Op(enum.IntEnum):
     AXIS = 52  # ArgMax / ArgMin / Hardmax / TopK / CumSum / CumProd along one axis (f32, i32, i64, i8, u8)
     SCATTER = 53  # ScatterElements / ScatterND with reduction none/add/mul/max/min
     GATHER_ND = 54  # GatherND with batch_dims
+    QLUT = 73  # an 8-bit elementwise region of a QDQ graph (DQ -> float ops -> Q, e.g. SiLU) as a 256-entry table
 
 
 # Ids reserved in the format whose kernel does not exist yet: no runtime accepts them, the packager emits none.
@@ -111,6 +112,7 @@ ARITY: dict[Op, tuple[int, int, int, int]] = {
     Op.AXIS: (1, 2, 1, 2),
     Op.SCATTER: (3, 3, 1, 1),
     Op.GATHER_ND: (2, 2, 1, 1),
+    Op.QLUT: (2, 2, 1, 1),
 }
 
 # The parameter word counts a node may carry; None: variable (the op has a list of words).
@@ -162,6 +164,7 @@ N_PARAMS: dict[Op, tuple[int, ...] | None] = {
     Op.AXIS: (4,),
     Op.SCATTER: (3,),
     Op.GATHER_ND: (1,),
+    Op.QLUT: (0,),
 }
 
 

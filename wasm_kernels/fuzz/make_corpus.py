@@ -102,7 +102,7 @@ def extra_models() -> list:
 def qdq_models() -> list:
     """QDQ graphs for the int8 kernels the node tests do not produce: a depthwise conv with relu
     (QDEPTHWISE_CONV), a residual add (QADD) and a max pool (QMAXPOOL), between Q and DQ nodes; a 3x3 conv
-    (QWINOGRAD_CONV)."""
+    (QWINOGRAD_CONV); a SiLU as onnxruntime exports it (QLUT)."""
     from onnx import TensorProto, helper, numpy_helper
     rng = np.random.default_rng(1)
     c = lambda a, n: numpy_helper.from_array(np.asarray(a), n)  # noqa: E731
@@ -124,7 +124,11 @@ def qdq_models() -> list:
               *q("r", "s", "z", "y")]
     wg = helper.make_graph(wnodes, "qwino", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 5, 4])],
                            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 5, 3])], winits)
-    return [helper.make_model(x, opset_imports=[helper.make_opsetid("", 17)]) for x in (g, wg)]
+    snodes = [*q("x", "s", "z", "xd"), helper.make_node("Sigmoid", ["xd"], ["sg"]), *q("sg", "s", "z", "sgd"),
+              helper.make_node("Mul", ["xd", "sgd"], ["m"]), *q("m", "s", "z", "y")]
+    sg = helper.make_graph(snodes, "qsilu", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 5, 5])],
+                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 5, 5])], inits[:2])
+    return [helper.make_model(x, opset_imports=[helper.make_opsetid("", 17)]) for x in (g, wg, sg)]
 
 
 def v2_kernel_plans() -> dict[str, bytes]:

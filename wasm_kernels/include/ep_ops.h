@@ -50,7 +50,8 @@
   X(49, RECURRENT)               /* the recurrence of ONNX RNN / GRU / LSTM after the input projections (one MATMUL before it) */ \
   X(52, AXIS)                    /* ArgMax / ArgMin / Hardmax / TopK / CumSum / CumProd along one axis (f32, i32, i64, i8, u8) */ \
   X(53, SCATTER)                 /* ScatterElements / ScatterND with reduction none/add/mul/max/min */ \
-  X(54, GATHER_ND)               /* GatherND with batch_dims */
+  X(54, GATHER_ND)               /* GatherND with batch_dims */ \
+  X(73, QLUT)                    /* an 8-bit elementwise region of a QDQ graph (DQ -> float ops -> Q, e.g. SiLU) as a 256-entry table */
 
 enum ep_op {
 #define EP_OP_ENUM(n, name) EP_OP_##name = n,

@@ -12,7 +12,8 @@
  *   y = saturate(round(act(sa*(a - za) + sb*(b - zb)) / sy) + zy), activation params in Y's units.
  * QMAXPOOL: X u8/i8 [N,C,H,W] -> Y (same dtype) [N,C,OH,OW]. params: [kh, kw, sh, sw, dh, dw, pt, pl]
  *   (kh..dw 1..65535, pads 0..65535), or those and [pb, pr, ceil_mode], which determine OH, OW (shape/shape_quantize.c). Output (oh, ow) is the max of the taps (oh*sh - pt + i*dh,
- *   ow*sw - pl + j*dw) inside X; a window entirely in the padding gives the dtype's minimum. */
+ *   ow*sw - pl + j*dw) inside X; a window entirely in the padding gives the dtype's minimum.
+ * QLUT: X u8/i8, T u8/i8 [256 elements] -> Y (T's dtype, X's shape). No params. y = T[x as an unsigned byte]. */
 #include "qgemm.h"
 #include "gemm.h"
 #include "ep_shape.h"
@@ -344,3 +345,37 @@ ep_status ep_run_QMAXPOOL(const ep_node *n) {
   return EP_OK;
 }
 
+/* --------------------------------------------------------------------------------------------- QLUT */
+
+EP_COLD_FILE_BEGIN
+ep_status ep_check_QLUT(const ep_node *n) {
+  const ep_tensor *x = n->in[0], *t = n->in[1], *y = n->out[0];
+  EP_CHECK(n->n_params == 0, EP_E_PARAM);
+  EP_CHECK(x && t && y, EP_E_OP);
+  EP_CHECK(x->dtype == EP_U8 || x->dtype == EP_I8, EP_E_DTYPE);
+  EP_CHECK((t->dtype == EP_U8 || t->dtype == EP_I8) && y->dtype == t->dtype, EP_E_DTYPE);
+  EP_CHECK(t->numel == 256 && ep_same_shape(x, y), EP_E_SHAPE);
+  return EP_OK;
+}
+EP_COLD_FILE_END
+
+/* Speed-compiled: a SiLU of a QDQ model runs here over whole activation maps. Y may be X (8 bytes are read before
+ * they are written). The 8-byte steps (one load and one store each) are left out of the emscripten scalar fallback
+ * (EP_FORCE_SCALAR) for its size. */
+ep_status ep_run_QLUT(const ep_node *n) {
+  const uint8_t *x = n->in[0]->data, *t = n->in[1]->data;
+  uint8_t *y = n->out[0]->data;
+  const uint64_t cnt = n->in[0]->numel;
+  uint64_t i = 0;
+#if !defined(EP_FORCE_SCALAR)
+  for (; i + 8 <= cnt; i += 8) {
+    uint64_t v, r = 0;
+    __builtin_memcpy(&v, x + i, 8);
+    for (uint32_t k = 0; k < 8; k++) r |= (uint64_t)t[(v >> (8 * k)) & 255] << (8 * k);
+    __builtin_memcpy(y + i, &r, 8);
+  }
+#endif
+  EP_COMPACT_LOOP
+  for (; i < cnt; i++) y[i] = t[x[i]];
+  return EP_OK;
+}

@@ -38,6 +38,7 @@ static const ep_shape_entry table[EP_OP_COUNT] = {
   [EP_OP_QMATMUL] = {ep_shape_QMATMUL, ep_scratch_QMATMUL},
   [EP_OP_QADD] = {ep_shape_first, 0},
   [EP_OP_QMAXPOOL] = {ep_shape_QMAXPOOL, 0},
+  [EP_OP_QLUT] = {ep_shape_first, 0},
   [EP_OP_QWINOGRAD_CONV] = {ep_shape_QWINOGRAD_CONV, ep_scratch_QWINOGRAD_CONV},
   [EP_OP_WINOGRAD_CONV_F4] = {ep_shape_WINOGRAD_CONV_F4, ep_scratch_WINOGRAD_CONV_F4},
   [EP_OP_WINOGRAD_FILTER] = {ep_shape_WINOGRAD_FILTER, 0},
