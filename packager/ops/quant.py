@@ -15,9 +15,10 @@ import numpy as np
 import onnx
 
 from ..lowering import LowerCtx, Tensor, lowers
-from ..plan.opcodes import CODES, Op
+from ..plan.opcodes import CODES, DTYPES, Op
 from ..plan.opspec import BinaryFn
 from .data import view
+from .elementwise import HALF, as_f32
 from .linalg import emit_matmul
 from .conv import (ACT_CLIP, ACT_LEAKY_RELU, ACT_NONE, ACT_RELU, WINOGRAD_DYNAMIC_MAX_CHANNEL_PAIRS, Activation, conv_geometry,
                    emit_conv, winograd_eligible)
@@ -26,6 +27,9 @@ MR, NR = 4, 8                     # EP_QGEMM_MR / EP_QGEMM_NR (qgemm.h)
 PANEL_BYTES = 256 * 1024          # int16-pair B block budget (cache resident)
 DW_MAX_TAPS = 256                 # QDEPTHWISE_CONV's tap limit (qconv.c)
 Q_DTYPES = (np.uint8, np.int8)
+# Quantized dtypes QUANTIZE_LINEAR / DEQUANTIZE_LINEAR also take, element by element (4/2-bit integers, float8, float4)
+NARROW_Q = tuple(DTYPES[c] for c in (21, 22, 25, 26, 17, 18, 19, 20, 23))
+_SMALL_FLOAT_Q = tuple(DTYPES[c] for c in (17, 18, 19, 20, 23))
 
 
 @dataclass
@@ -346,7 +350,7 @@ def _axis_params(ctx: LowerCtx, node: onnx.NodeProto, x: str, scale_shape: tuple
 def _qparam_inputs(ctx: LowerCtx, node: onnx.NodeProto, x: str, zp_dtype: np.dtype, hint: str) -> tuple[list[str], list[int]]:
     """(the kernel's [X, scale, zero_point?] inputs, its params) for Q/DQ. A constant scale / zero point is stored
     as a weight (the zero point cast to zp_dtype); one fed at run time is read by the kernel as it comes, so it
-    must already have the kernel's dtype."""
+    must already have the kernel's dtype (a float16 / bfloat16 scale is widened to float32 by a CAST, exactly)."""
     scale, zp = node.input[1], _opt(node, 2)
     ins = [x]
     for name, dt, what in ((scale, np.dtype(np.float32), "qs"), (zp, zp_dtype, "qz")):
@@ -354,13 +358,15 @@ def _qparam_inputs(ctx: LowerCtx, node: onnx.NodeProto, x: str, zp_dtype: np.dty
             continue
         v = ctx.const(name)
         if v is None:
-            if ctx.dtype(name) != dt:
+            if what == "qs" and ctx.dtype(name) in HALF:
+                name = as_f32(ctx, node, name)
+            elif ctx.dtype(name) != dt:
                 raise ctx.unsupported(node, f"'{name}' fed at run time has dtype {ctx.dtype(name)}, not {dt}")
             ins.append(name)
         else:
             v = np.asarray(v)
-            if what == "qs" and v.dtype != np.float32:
-                raise ctx.unsupported(node, f"scale dtype {v.dtype} (only float32)")
+            if what == "qs" and v.dtype not in (np.float32, *HALF):
+                raise ctx.unsupported(node, f"scale dtype {v.dtype} (only float32, float16, bfloat16)")
             ins.append(ctx.weight(v.astype(dt).reshape(-1), hint + what[1]))
     return ins, _axis_params(ctx, node, x, tuple(ctx.shape(scale)))
 
@@ -368,20 +374,29 @@ def _qparam_inputs(ctx: LowerCtx, node: onnx.NodeProto, x: str, zp_dtype: np.dty
 @lowers("QuantizeLinear")
 def lower_quantize(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     x = node.input[0]
-    ctx.check_dtypes(node, [np.float32], [x])
+    ctx.check_dtypes(node, [np.float32, *HALF], [x])
     out_dt = ctx.dtype(node.output[0]) if node.output[0] in ctx.graph.dtypes else None
-    if out_dt not in (np.dtype(np.uint8), np.dtype(np.int8)):
-        raise ctx.unsupported(node, f"output dtype {out_dt} (only uint8 / int8 quantization)")
-    ins, params = _qparam_inputs(ctx, node, x, out_dt, "q")
-    ctx.emit(Op.QUANTIZE_LINEAR, ins, [node.output[0]], params)
+    if out_dt not in (*Q_DTYPES, *NARROW_Q):
+        raise ctx.unsupported(node, f"output dtype {out_dt} (supported: {', '.join(np.dtype(d).name for d in (*Q_DTYPES, *NARROW_Q))})")
+    saturate = int(ctx.attrs(node).get("saturate", 1))
+    if saturate not in (0, 1):
+        raise ctx.unsupported(node, f"saturate={saturate} must be 0 or 1")
+    ins, params = _qparam_inputs(ctx, node, as_f32(ctx, node, x), out_dt, "q")
+    ctx.emit(Op.QUANTIZE_LINEAR, ins, [node.output[0]], params + ([saturate] if out_dt in _SMALL_FLOAT_Q else []))
 
 
 @lowers("DequantizeLinear")
 def lower_dequantize(ctx: LowerCtx, node: onnx.NodeProto) -> None:
-    x = node.input[0]
-    ctx.check_dtypes(node, [np.uint8, np.int8, np.int32], [x])
+    x, y = node.input[0], node.output[0]
+    ctx.check_dtypes(node, [np.uint8, np.int8, np.int32, *NARROW_Q], [x])
+    ctx.check_dtypes(node, [np.float32, *HALF], [y])
     ins, params = _qparam_inputs(ctx, node, x, ctx.dtype(x), "dq")
-    ctx.emit(Op.DEQUANTIZE_LINEAR, ins, [node.output[0]], params)
+    if ctx.dtype(y) == np.float32:
+        ctx.emit(Op.DEQUANTIZE_LINEAR, ins, [y], params)
+        return
+    t = ctx.temp(ctx.shape(y), np.float32, "f32_out")   # a float16 / bfloat16 output: rounded once from float32
+    ctx.emit(Op.DEQUANTIZE_LINEAR, ins, [t], params)
+    ctx.emit(Op.CAST, [t], [y])
 
 
 @lowers("DynamicQuantizeLinear")

@@ -27,11 +27,10 @@ uint32_t ep_f16_to_f32_bits(uint32_t h) {
 }
 
 uint32_t ep_dtype_size(uint32_t dtype) {
-  switch (dtype) {
-    case EP_F32: case EP_I32: case EP_U32: return 4;
-    case EP_I64: case EP_U64: case EP_F64: return 8;
-    case EP_U8: case EP_I8: case EP_BOOL: return 1;
-    case EP_F16: case EP_I16: case EP_U16: return 2;
+  switch (dtype) {   /* the plan's dtype table (wasm_kernels/spec/ops.json) */
+#define EP_DTYPE_SIZE(code, name, bytes) case code: return bytes;
+    EP_DTYPE_LIST(EP_DTYPE_SIZE)
+#undef EP_DTYPE_SIZE
     default: return 0;
   }
 }

@@ -1,10 +1,12 @@
 /* QUANTIZE_LINEAR, DEQUANTIZE_LINEAR, DYNAMIC_QUANTIZE_LINEAR and QADD (ONNX semantics: division
  * by the scale, round half to even, saturation to the 8-bit range).
  *
- * QUANTIZE_LINEAR: X f32, scale f32, zp? (Y's dtype) -> Y u8/i8 (X's shape). params: [axis].
- *   Per tensor when scale has 1 element, else per axis: scale and zp have dims[axis] elements.
- *   y = saturate(round(x / scale) + zp)
- * DEQUANTIZE_LINEAR: X u8/i8/i32, scale f32, zp? (X's dtype) -> Y f32. params: [axis]. y = (x - zp) * scale
+ * QUANTIZE_LINEAR: X f32, scale f32, zp? (Y's dtype) -> Y u8/i8, (u)int4/2, float8 or float4 (X's shape). params:
+ *   [axis] or [axis, saturate]. Per tensor when scale has 1 element, else per axis: scale and zp have dims[axis]
+ *   elements. Integers: y = saturate(round(x / scale) + zp); small floats: y = (x / scale + zp) rounded to the
+ *   format, saturating as CAST's saturate word says (default 1).
+ * DEQUANTIZE_LINEAR: X u8/i8/i32, (u)int4/2, float8 or float4, scale f32, zp? (X's dtype) -> Y f32. params: [axis].
+ *   y = (x - zp) * scale
  * DYNAMIC_QUANTIZE_LINEAR: X f32 -> Y u8, Y_scale f32 [1 element], Y_zero_point u8 [1 element]. No params.
  *   scale = (max(0, max x) - min(0, min x)) / 255, zp = saturate(round(-min(0, min x) / scale)).
  *   An all-zero X gives scale 0, zp 0, Y 0.
@@ -16,6 +18,7 @@
 #include "qgemm.h"
 #include "gemm.h"
 #include "ep_shape.h"
+#include "kernels/lowp.h"
 
 /* Whole file optimized for size (wasm size budget): the time is in ep_qgemm (qgemm.c). */
 EP_COLD_FILE_BEGIN
@@ -28,14 +31,36 @@ static int32_t elem_i(const uint8_t *p, uint32_t dtype, uint64_t i) {
   switch (dtype) {
     case EP_U8: return p[i];
     case EP_I8: return (int8_t)p[i];
-    default: return ((const int32_t *)(const void *)p)[i];
+    case EP_I32: return ((const int32_t *)(const void *)p)[i];
+    default: return ep_narrow_load(dtype, p[i]);   /* (u)int4, (u)int2 */
   }
+}
+
+/* The 4- and 2-bit integers and the small floats: Q/DQ element by element (no vector path; rare dtypes). */
+static int narrow_q(uint32_t dt) {
+  return dt == EP_I4 || dt == EP_U4 || dt == EP_I2 || dt == EP_U2 || (ep_small_float(dt) && ep_dtype_size(dt) == 1);
+}
+
+static float elem_f(const uint8_t *p, uint32_t dt, uint64_t i) {
+  return ep_small_float(dt) ? (float)ep_small_float_value(dt, p[i]) : (float)elem_i(p, dt, i);
+}
+
+/* round half to even, then + zp, clamped to the dtype's range; small floats: v + zp rounded to the format. */
+static uint8_t quantize_narrow(float v, float zp, uint32_t dt, int saturate) {
+  if (ep_small_float(dt)) return (uint8_t)ep_small_float_code(dt, (double)(v + zp), saturate, EP_ROUND_NEAREST);
+  const float a = v < 0.0f ? -v : v;
+  if (a < 8388608.0f) v = v < 0.0f ? -((a + 8388608.0f) - 8388608.0f) : (a + 8388608.0f) - 8388608.0f;
+  const int sgn = dt == EP_I4 || dt == EP_I2;
+  const float hi = (float)((dt == EP_I4 || dt == EP_U4 ? 16 : 4) >> sgn) - 1.0f, lo = sgn ? -hi - 1.0f : 0.0f;
+  v += zp;
+  v = v != v ? zp : v < lo ? lo : v > hi ? hi : v;
+  return (uint8_t)(int8_t)v;
 }
 
 /* Per-axis decomposition shared by Q and DQ: outer x C x inner; C == 1 for per-tensor. */
 static ep_status check_axis(const ep_node *n, const ep_tensor *x, uint32_t qdtype, uint64_t *outer, uint64_t *C,
                             uint64_t *inner) {
-  EP_CHECK(n->n_params == 1, EP_E_PARAM);
+  EP_CHECK(n->n_params == 1 || (n->n_params == 2 && (uint32_t)n->params[1] <= 1u), EP_E_PARAM);
   const ep_tensor *s = n->in[1], *zp = n->n_in > 2 ? n->in[2] : 0;
   EP_CHECK(s && s->dtype == EP_F32, EP_E_DTYPE);
   EP_CHECK(ep_same_shape(x, n->out[0]), EP_E_SHAPE);
@@ -57,7 +82,7 @@ static ep_status check_axis(const ep_node *n, const ep_tensor *x, uint32_t qdtyp
 
 ep_status ep_check_QUANTIZE_LINEAR(const ep_node *n) {
   const ep_tensor *x = n->in[0], *y = n->out[0];
-  EP_CHECK(x && y && x->dtype == EP_F32 && (y->dtype == EP_U8 || y->dtype == EP_I8), EP_E_DTYPE);
+  EP_CHECK(x && y && x->dtype == EP_F32 && (y->dtype == EP_U8 || y->dtype == EP_I8 || narrow_q(y->dtype)), EP_E_DTYPE);
   uint64_t o, c, i;
   return check_axis(n, x, y->dtype, &o, &c, &i);
 }
@@ -111,12 +136,18 @@ ep_status ep_run_QUANTIZE_LINEAR(const ep_node *n) {
   uint64_t outer, C, inner;
   check_axis(n, x, dt, &outer, &C, &inner);
   const float *s = ep_f32(n->in[1]);
+  const int narrow = narrow_q(dt), saturate = n->n_params == 2 ? n->params[1] : 1;
   for (uint64_t c = 0; c < C; c++)
-    if (zp && !zp_in_range(dt, elem_i(zp->data, dt, c))) return EP_E_PARAM;
+    if (zp && !narrow && !zp_in_range(dt, elem_i(zp->data, dt, c))) return EP_E_PARAM;
   for (uint64_t o = 0; o < outer; o++)
     for (uint64_t c = 0; c < C; c++) {
       const uint64_t at = (o * C + c) * inner;
-      quantize_run(ep_f32(x) + at, s[c], zp ? elem_i(zp->data, dt, c) : 0, dt, n->out[0]->data + at, inner);
+      if (!narrow) {
+        quantize_run(ep_f32(x) + at, s[c], zp ? elem_i(zp->data, dt, c) : 0, dt, n->out[0]->data + at, inner);
+        continue;
+      }
+      const float z = zp ? elem_f(zp->data, dt, c) : 0.0f;
+      for (uint64_t i = 0; i < inner; i++) n->out[0]->data[at + i] = quantize_narrow(ep_f32(x)[at + i] / s[c], z, dt, saturate);
     }
   return EP_OK;
 }
@@ -125,7 +156,9 @@ ep_status ep_run_QUANTIZE_LINEAR(const ep_node *n) {
 
 ep_status ep_check_DEQUANTIZE_LINEAR(const ep_node *n) {
   const ep_tensor *x = n->in[0], *y = n->out[0];
-  EP_CHECK(x && y && y->dtype == EP_F32 && (x->dtype == EP_U8 || x->dtype == EP_I8 || x->dtype == EP_I32), EP_E_DTYPE);
+  EP_CHECK(x && y && y->dtype == EP_F32 && (x->dtype == EP_U8 || x->dtype == EP_I8 || x->dtype == EP_I32 || narrow_q(x->dtype)),
+           EP_E_DTYPE);
+  EP_CHECK(n->n_params == 1, EP_E_PARAM);
   uint64_t o, c, i;
   return check_axis(n, x, x->dtype, &o, &c, &i);
 }
@@ -140,9 +173,9 @@ ep_status ep_run_DEQUANTIZE_LINEAR(const ep_node *n) {
   for (uint64_t o = 0; o < outer; o++)
     for (uint64_t c = 0; c < C; c++) {
       const uint64_t at = (o * C + c) * inner;
-      const float z = zp ? (float)elem_i(zp->data, dt, c) : 0.0f;
-      uint64_t i = dt == EP_I32 ? 0 : dequantize_fast(x->data + at, dt == EP_U8, (int32_t)z, s[c], y + at, inner);
-      for (; i < inner; i++) y[at + i] = ((float)elem_i(x->data, dt, at + i) - z) * s[c];
+      const float z = zp ? elem_f(zp->data, dt, c) : 0.0f;
+      uint64_t i = dt == EP_U8 || dt == EP_I8 ? dequantize_fast(x->data + at, dt == EP_U8, (int32_t)z, s[c], y + at, inner) : 0;
+      for (; i < inner; i++) y[at + i] = (elem_f(x->data, dt, at + i) - z) * s[c];
     }
   return EP_OK;
 }
