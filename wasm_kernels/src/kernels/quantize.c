@@ -3,10 +3,11 @@
  *
  * QUANTIZE_LINEAR: X f32, scale f32, zp? (Y's dtype) -> Y u8/i8, (u)int4/2, float8 or float4 (X's shape). params:
  *   [axis] or [axis, saturate]. Per tensor when scale has 1 element, else per axis: scale and zp have dims[axis]
- *   elements. Integers: y = saturate(round(x / scale) + zp); small floats: y = (x / scale + zp) rounded to the
- *   format, saturating as CAST's saturate word says (default 1).
+ *   elements. Integers: y = saturate(round(x / scale) + zp); small floats: y = x / scale (+ zp for float4 only: a
+ *   float8 zero point must be 0 and is not read, as onnx's reference) rounded to the format, saturating as CAST's
+ *   saturate word says (default 1).
  * DEQUANTIZE_LINEAR: X u8/i8/i32, (u)int4/2, float8 or float4, scale f32, zp? (X's dtype) -> Y f32. params: [axis].
- *   y = (x - zp) * scale
+ *   y = (x - zp) * scale (float8 and float4: zp not read, as onnx's reference)
  * DYNAMIC_QUANTIZE_LINEAR: X f32 -> Y u8, Y_scale f32 [1 element], Y_zero_point u8 [1 element]. No params.
  *   scale = (max(0, max x) - min(0, min x)) / 255, zp = saturate(round(-min(0, min x) / scale)).
  *   An all-zero X gives scale 0, zp 0, Y 0.
@@ -45,16 +46,14 @@ static float elem_f(const uint8_t *p, uint32_t dt, uint64_t i) {
   return ep_small_float(dt) ? (float)ep_small_float_value(dt, p[i]) : (float)elem_i(p, dt, i);
 }
 
-/* round half to even, then + zp, clamped to the dtype's range; small floats: v + zp rounded to the format. */
-static uint8_t quantize_narrow(float v, float zp, uint32_t dt, int saturate) {
-  if (ep_small_float(dt)) return (uint8_t)ep_small_float_code(dt, (double)(v + zp), saturate, EP_ROUND_NEAREST);
-  const float a = v < 0.0f ? -v : v;
-  if (a < 8388608.0f) v = v < 0.0f ? -((a + 8388608.0f) - 8388608.0f) : (a + 8388608.0f) - 8388608.0f;
+/* A 4/2-bit integer saturated at 8 bits (quantize_run) saturated again to its own range: the same as once. */
+static void narrow_saturate(uint8_t *y, uint32_t dt, uint64_t cnt) {
   const int sgn = dt == EP_I4 || dt == EP_I2;
-  const float hi = (float)((dt == EP_I4 || dt == EP_U4 ? 16 : 4) >> sgn) - 1.0f, lo = sgn ? -hi - 1.0f : 0.0f;
-  v += zp;
-  v = v != v ? zp : v < lo ? lo : v > hi ? hi : v;
-  return (uint8_t)(int8_t)v;
+  const int32_t hi = ((dt == EP_I4 || dt == EP_U4 ? 16 : 4) >> sgn) - 1, lo = sgn ? -hi - 1 : 0;
+  for (uint64_t i = 0; i < cnt; i++) {
+    const int32_t v = sgn ? (int8_t)y[i] : y[i];
+    y[i] = (uint8_t)(v < lo ? lo : v > hi ? hi : v);
+  }
 }
 
 /* Per-axis decomposition shared by Q and DQ: outer x C x inner; C == 1 for per-tensor. */
@@ -142,12 +141,16 @@ ep_status ep_run_QUANTIZE_LINEAR(const ep_node *n) {
   for (uint64_t o = 0; o < outer; o++)
     for (uint64_t c = 0; c < C; c++) {
       const uint64_t at = (o * C + c) * inner;
-      if (!narrow) {
-        quantize_run(ep_f32(x) + at, s[c], zp ? elem_i(zp->data, dt, c) : 0, dt, n->out[0]->data + at, inner);
+      uint8_t *y = n->out[0]->data + at;
+      if (ep_small_float(dt)) {   /* y = (x / s + zp) rounded to the format; float8 zero points unused (ONNX: 0) */
+        const float z = zp && dt == EP_F4E2M1 ? elem_f(zp->data, dt, c) : 0.0f;
+        for (uint64_t i = 0; i < inner; i++)
+          y[i] = (uint8_t)ep_small_float_code(dt, (double)(ep_f32(x)[at + i] / s[c] + z), saturate, EP_ROUND_NEAREST);
         continue;
       }
-      const float z = zp ? elem_f(zp->data, dt, c) : 0.0f;
-      for (uint64_t i = 0; i < inner; i++) n->out[0]->data[at + i] = quantize_narrow(ep_f32(x)[at + i] / s[c], z, dt, saturate);
+      const int sgn = dt == EP_I8 || dt == EP_I4 || dt == EP_I2;
+      quantize_run(ep_f32(x) + at, s[c], zp ? elem_i(zp->data, dt, c) : 0, sgn ? EP_I8 : EP_U8, y, inner);
+      if (narrow) narrow_saturate(y, dt, inner);
     }
   return EP_OK;
 }
@@ -173,7 +176,7 @@ ep_status ep_run_DEQUANTIZE_LINEAR(const ep_node *n) {
   for (uint64_t o = 0; o < outer; o++)
     for (uint64_t c = 0; c < C; c++) {
       const uint64_t at = (o * C + c) * inner;
-      const float z = zp ? elem_f(zp->data, dt, c) : 0.0f;
+      const float z = zp && !ep_small_float(dt) ? elem_f(zp->data, dt, c) : 0.0f;   /* as onnx's reference */
       uint64_t i = dt == EP_U8 || dt == EP_I8 ? dequantize_fast(x->data + at, dt == EP_U8, (int32_t)z, s[c], y + at, inner) : 0;
       for (; i < inner; i++) y[at + i] = (elem_f(x->data, dt, at + i) - z) * s[c];
     }
