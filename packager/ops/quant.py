@@ -15,7 +15,7 @@ import numpy as np
 import onnx
 
 from ..lowering import LowerCtx, Tensor, lowers
-from ..plan.opcodes import CODES, DTYPES, Op
+from ..plan.opcodes import CODES, DTYPES, FLOAT8, Op
 from ..plan.opspec import BinaryFn
 from .data import view
 from .elementwise import HALF, as_f32
@@ -27,9 +27,10 @@ MR, NR = 4, 8                     # EP_QGEMM_MR / EP_QGEMM_NR (qgemm.h)
 PANEL_BYTES = 256 * 1024          # int16-pair B block budget (cache resident)
 DW_MAX_TAPS = 256                 # QDEPTHWISE_CONV's tap limit (qconv.c)
 Q_DTYPES = (np.uint8, np.int8)
-# Quantized dtypes QUANTIZE_LINEAR / DEQUANTIZE_LINEAR also take, element by element (4/2-bit integers, float8, float4)
-NARROW_Q = tuple(DTYPES[c] for c in (21, 22, 25, 26, 17, 18, 19, 20, 23))
-_SMALL_FLOAT_Q = tuple(DTYPES[c] for c in (17, 18, 19, 20, 23))
+# 4/2-bit integers: QUANTIZE_LINEAR / DEQUANTIZE_LINEAR take them as the 8-bit ones (then saturate to their range)
+NARROW_Q = tuple(DTYPES[c] for c in (21, 22, 25, 26))
+# float8 and float4 quantization: a division or product by the scale (BINARY) and a CAST (its saturate word)
+SMALL_FLOAT_Q = tuple(DTYPES[c] for c in (17, 18, 19, 20, 23))
 
 
 @dataclass
@@ -376,27 +377,55 @@ def lower_quantize(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     x = node.input[0]
     ctx.check_dtypes(node, [np.float32, *HALF], [x])
     out_dt = ctx.dtype(node.output[0]) if node.output[0] in ctx.graph.dtypes else None
-    if out_dt not in (*Q_DTYPES, *NARROW_Q):
-        raise ctx.unsupported(node, f"output dtype {out_dt} (supported: {', '.join(np.dtype(d).name for d in (*Q_DTYPES, *NARROW_Q))})")
+    if out_dt not in (*Q_DTYPES, *NARROW_Q, *SMALL_FLOAT_Q):
+        supported = ', '.join(np.dtype(d).name for d in (*Q_DTYPES, *NARROW_Q, *SMALL_FLOAT_Q))
+        raise ctx.unsupported(node, f"output dtype {out_dt} (supported: {supported})")
+    ins, params = _qparam_inputs(ctx, node, as_f32(ctx, node, x), out_dt, "q")
+    if out_dt in SMALL_FLOAT_Q:
+        _quantize_small_float(ctx, node, ins, params[0], out_dt)
+        return
+    ctx.emit(Op.QUANTIZE_LINEAR, ins, [node.output[0]], params)
+
+
+def _scale_view(ctx: LowerCtx, name: str, x: str, axis: int) -> str:
+    """A per-axis scale (or zero point) as a view broadcasting along X's axis: [C, 1, ..., 1]."""
+    n = int(np.prod(ctx.shape(name), dtype=np.int64))
+    return view(ctx, name, (n,) + (1,) * (len(ctx.shape(x)) - 1 - axis) if n != 1 else ())
+
+
+def _quantize_small_float(ctx: LowerCtx, node: onnx.NodeProto, ins: list[str], axis: int, out_dt: np.dtype) -> None:
+    """y = x / scale (+ zero point for float4; a float8 one must be 0 and is not read, as onnx's reference) rounded
+    to the format by CAST, saturating as the node's `saturate` says (float4 always saturates)."""
     saturate = int(ctx.attrs(node).get("saturate", 1))
     if saturate not in (0, 1):
         raise ctx.unsupported(node, f"saturate={saturate} must be 0 or 1")
-    ins, params = _qparam_inputs(ctx, node, as_f32(ctx, node, x), out_dt, "q")
-    ctx.emit(Op.QUANTIZE_LINEAR, ins, [node.output[0]], params + ([saturate] if out_dt in _SMALL_FLOAT_Q else []))
+    x, y = ins[0], node.output[0]
+    t = ctx.temp(ctx.shape(x), np.float32, "q_div")
+    ctx.emit(Op.BINARY, [x, _scale_view(ctx, ins[1], x, axis)], [t], [BinaryFn.DIV])
+    if len(ins) > 2 and out_dt == DTYPES[23]:
+        z = ctx.temp(ctx.shape(ins[2]), np.float32, "q_zp")
+        ctx.emit(Op.CAST, [ins[2]], [z])
+        t2 = ctx.temp(ctx.shape(x), np.float32, "q_add")
+        ctx.emit(Op.BINARY, [t, _scale_view(ctx, z, x, axis)], [t2], [BinaryFn.ADD])
+        t = t2
+    ctx.emit(Op.CAST, [t], [y], [saturate, 0] if CODES[out_dt] in FLOAT8 else [])
 
 
 @lowers("DequantizeLinear")
 def lower_dequantize(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     x, y = node.input[0], node.output[0]
-    ctx.check_dtypes(node, [np.uint8, np.int8, np.int32, *NARROW_Q], [x])
+    ctx.check_dtypes(node, [np.uint8, np.int8, np.int32, *NARROW_Q, *SMALL_FLOAT_Q], [x])
     ctx.check_dtypes(node, [np.float32, *HALF], [y])
     ins, params = _qparam_inputs(ctx, node, x, ctx.dtype(x), "dq")
-    if ctx.dtype(y) == np.float32:
-        ctx.emit(Op.DEQUANTIZE_LINEAR, ins, [y], params)
-        return
-    t = ctx.temp(ctx.shape(y), np.float32, "f32_out")   # a float16 / bfloat16 output: rounded once from float32
-    ctx.emit(Op.DEQUANTIZE_LINEAR, ins, [t], params)
-    ctx.emit(Op.CAST, [t], [y])
+    y32 = y if ctx.dtype(y) == np.float32 else ctx.temp(ctx.shape(y), np.float32, "f32_out")
+    if ctx.dtype(x) in SMALL_FLOAT_Q:   # y = f32(x) * scale: a float8 / float4 zero point is not read (as the reference)
+        t = ctx.temp(ctx.shape(x), np.float32, "dq_f32")
+        ctx.emit(Op.CAST, [x], [t])
+        ctx.emit(Op.BINARY, [t, _scale_view(ctx, ins[1], x, params[0])], [y32], [BinaryFn.MUL])
+    else:
+        ctx.emit(Op.DEQUANTIZE_LINEAR, ins, [y32], params)
+    if y32 != y:   # a float16 / bfloat16 output: rounded once from float32
+        ctx.emit(Op.CAST, [y32], [y])
 
 
 @lowers("DynamicQuantizeLinear")

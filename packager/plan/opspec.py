@@ -35,8 +35,8 @@ class Op(enum.IntEnum):
     RESIZE = 23  # table-driven separable resampling
     DEPTHWISE_CONV = 24  # depthwise convolution (group == Cin == Cout), fused epilogue
     WINOGRAD_CONV = 25  # 3x3 stride-1 conv as Winograd F(2x2,3x3)
-    QUANTIZE_LINEAR = 26  # int8 family (ids 26..39): float32 -> u8/i8 (and (u)int4/2, float8, float4)
-    DEQUANTIZE_LINEAR = 27  # int8 family: u8/i8/i32 (and (u)int4/2, float8, float4) -> float32
+    QUANTIZE_LINEAR = 26  # int8 family (ids 26..39): float32 -> u8/i8 (and (u)int4/2)
+    DEQUANTIZE_LINEAR = 27  # int8 family: u8/i8/i32 (and (u)int4/2) -> float32
     DYNAMIC_QUANTIZE_LINEAR = 28  # int8 family: float32 -> u8 with a scale and zero point computed at run time
     QCONV = 29  # integer conv through the int8 GEMM, requantizing epilogue
     QDEPTHWISE_CONV = 30  # integer depthwise conv, requantizing epilogue
@@ -140,7 +140,7 @@ N_PARAMS: dict[Op, tuple[int, ...] | None] = {
     Op.RESIZE: None,
     Op.DEPTHWISE_CONV: (13,),
     Op.WINOGRAD_CONV: (15, 16),
-    Op.QUANTIZE_LINEAR: (1, 2),
+    Op.QUANTIZE_LINEAR: (1,),
     Op.DEQUANTIZE_LINEAR: (1,),
     Op.DYNAMIC_QUANTIZE_LINEAR: (0,),
     Op.QCONV: (17, 18),

@@ -29,8 +29,8 @@
   X(23, RESIZE)                  /* table-driven separable resampling */ \
   X(24, DEPTHWISE_CONV)          /* depthwise convolution (group == Cin == Cout), fused epilogue */ \
   X(25, WINOGRAD_CONV)           /* 3x3 stride-1 conv as Winograd F(2x2,3x3) */ \
-  X(26, QUANTIZE_LINEAR)         /* int8 family (ids 26..39): float32 -> u8/i8 (and (u)int4/2, float8, float4) */ \
-  X(27, DEQUANTIZE_LINEAR)       /* int8 family: u8/i8/i32 (and (u)int4/2, float8, float4) -> float32 */ \
+  X(26, QUANTIZE_LINEAR)         /* int8 family (ids 26..39): float32 -> u8/i8 (and (u)int4/2) */ \
+  X(27, DEQUANTIZE_LINEAR)       /* int8 family: u8/i8/i32 (and (u)int4/2) -> float32 */ \
   X(28, DYNAMIC_QUANTIZE_LINEAR) /* int8 family: float32 -> u8 with a scale and zero point computed at run time */ \
   X(29, QCONV)                   /* integer conv through the int8 GEMM, requantizing epilogue */ \
   X(30, QDEPTHWISE_CONV)         /* integer depthwise conv, requantizing epilogue */ \

@@ -15,17 +15,6 @@ void *ep_memset(void *dst, int c, uint32_t n) {
   return dst;
 }
 
-/* IEEE binary16 -> binary32 by bits (no hardware half type on the targets' baseline). */
-uint32_t ep_f16_to_f32_bits(uint32_t h) {
-  uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1Fu, man = h & 0x3FFu;
-  if (exp == 0x1Fu) return sign | 0x7F800000u | (man << 13);           /* inf, NaN (payload kept) */
-  if (exp != 0) return sign | ((exp + 112u) << 23) | (man << 13);        /* normal: rebias 15 -> 127 */
-  if (man == 0) return sign;                                             /* +-0 */
-  uint32_t e = 113u;                                                     /* subnormal: normalize */
-  while (!(man & 0x400u)) { man <<= 1; e--; }
-  return sign | (e << 23) | ((man & 0x3FFu) << 13);
-}
-
 uint32_t ep_dtype_size(uint32_t dtype) {
   switch (dtype) {   /* the plan's dtype table (wasm_kernels/spec/ops.json) */
 #define EP_DTYPE_SIZE(code, name, bytes) case code: return bytes;

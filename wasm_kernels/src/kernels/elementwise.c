@@ -560,12 +560,6 @@ ep_status ep_run_CAST(const ep_node *n) {
   const uint8_t *src = x->data;
   uint8_t *dst = y->data;
   if (sd == dd) { ep_memcpy(dst, src, count * ep_dtype_size(sd)); return EP_OK; }
-  if (sd == EP_F16 && dd == EP_F32) {   /* the bind-time widening of float16 weights: keep it direct */
-    const uint16_t *h = (const uint16_t *)(const void *)src;
-    uint32_t *o = (uint32_t *)(void *)dst;
-    for (uint32_t i = 0; i < count; i++) o[i] = ep_f16_to_f32_bits(h[i]);
-    return EP_OK;
-  }
   static const int32_t ONNX_DEFAULT[2] = {1, EP_ROUND_UP};   /* saturate, round_mode */
   const int32_t *mode = n->n_params == 2 ? n->params : ONNX_DEFAULT;
   const int sf = float_dtype(sd), df = float_dtype(dd);

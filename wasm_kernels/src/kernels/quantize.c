@@ -1,13 +1,11 @@
 /* QUANTIZE_LINEAR, DEQUANTIZE_LINEAR, DYNAMIC_QUANTIZE_LINEAR and QADD (ONNX semantics: division
  * by the scale, round half to even, saturation to the 8-bit range).
  *
- * QUANTIZE_LINEAR: X f32, scale f32, zp? (Y's dtype) -> Y u8/i8, (u)int4/2, float8 or float4 (X's shape). params:
- *   [axis] or [axis, saturate]. Per tensor when scale has 1 element, else per axis: scale and zp have dims[axis]
- *   elements. Integers: y = saturate(round(x / scale) + zp); small floats: y = x / scale (+ zp for float4 only: a
- *   float8 zero point must be 0 and is not read, as onnx's reference) rounded to the format, saturating as CAST's
- *   saturate word says (default 1).
- * DEQUANTIZE_LINEAR: X u8/i8/i32, (u)int4/2, float8 or float4, scale f32, zp? (X's dtype) -> Y f32. params: [axis].
- *   y = (x - zp) * scale (float8 and float4: zp not read, as onnx's reference)
+ * QUANTIZE_LINEAR: X f32, scale f32, zp? (Y's dtype) -> Y u8/i8 or (u)int4/2 (X's shape). params: [axis].
+ *   Per tensor when scale has 1 element, else per axis: scale and zp have dims[axis] elements.
+ *   y = saturate(round(x / scale) + zp)
+ * DEQUANTIZE_LINEAR: X u8/i8/i32 or (u)int4/2, scale f32, zp? (X's dtype) -> Y f32. params: [axis]. y = (x - zp) * scale
+ * (float8 / float4 quantization is BINARY and CAST: packager/ops/quant.py.)
  * DYNAMIC_QUANTIZE_LINEAR: X f32 -> Y u8, Y_scale f32 [1 element], Y_zero_point u8 [1 element]. No params.
  *   scale = (max(0, max x) - min(0, min x)) / 255, zp = saturate(round(-min(0, min x) / scale)).
  *   An all-zero X gives scale 0, zp 0, Y 0.
@@ -37,14 +35,7 @@ static int32_t elem_i(const uint8_t *p, uint32_t dtype, uint64_t i) {
   }
 }
 
-/* The 4- and 2-bit integers and the small floats: Q/DQ element by element (no vector path; rare dtypes). */
-static int narrow_q(uint32_t dt) {
-  return dt == EP_I4 || dt == EP_U4 || dt == EP_I2 || dt == EP_U2 || (ep_small_float(dt) && ep_dtype_size(dt) == 1);
-}
-
-static float elem_f(const uint8_t *p, uint32_t dt, uint64_t i) {
-  return ep_small_float(dt) ? (float)ep_small_float_value(dt, p[i]) : (float)elem_i(p, dt, i);
-}
+static int narrow_q(uint32_t dt) { return dt == EP_I4 || dt == EP_U4 || dt == EP_I2 || dt == EP_U2; }
 
 /* A 4/2-bit integer saturated at 8 bits (quantize_run) saturated again to its own range: the same as once. */
 static void narrow_saturate(uint8_t *y, uint32_t dt, uint64_t cnt) {
@@ -59,7 +50,7 @@ static void narrow_saturate(uint8_t *y, uint32_t dt, uint64_t cnt) {
 /* Per-axis decomposition shared by Q and DQ: outer x C x inner; C == 1 for per-tensor. */
 static ep_status check_axis(const ep_node *n, const ep_tensor *x, uint32_t qdtype, uint64_t *outer, uint64_t *C,
                             uint64_t *inner) {
-  EP_CHECK(n->n_params == 1 || (n->n_params == 2 && (uint32_t)n->params[1] <= 1u), EP_E_PARAM);
+  EP_CHECK(n->n_params == 1, EP_E_PARAM);
   const ep_tensor *s = n->in[1], *zp = n->n_in > 2 ? n->in[2] : 0;
   EP_CHECK(s && s->dtype == EP_F32, EP_E_DTYPE);
   EP_CHECK(ep_same_shape(x, n->out[0]), EP_E_SHAPE);
@@ -135,19 +126,13 @@ ep_status ep_run_QUANTIZE_LINEAR(const ep_node *n) {
   uint64_t outer, C, inner;
   check_axis(n, x, dt, &outer, &C, &inner);
   const float *s = ep_f32(n->in[1]);
-  const int narrow = narrow_q(dt), saturate = n->n_params == 2 ? n->params[1] : 1;
+  const int narrow = narrow_q(dt);
   for (uint64_t c = 0; c < C; c++)
     if (zp && !narrow && !zp_in_range(dt, elem_i(zp->data, dt, c))) return EP_E_PARAM;
   for (uint64_t o = 0; o < outer; o++)
     for (uint64_t c = 0; c < C; c++) {
       const uint64_t at = (o * C + c) * inner;
       uint8_t *y = n->out[0]->data + at;
-      if (ep_small_float(dt)) {   /* y = (x / s + zp) rounded to the format; float8 zero points unused (ONNX: 0) */
-        const float z = zp && dt == EP_F4E2M1 ? elem_f(zp->data, dt, c) : 0.0f;
-        for (uint64_t i = 0; i < inner; i++)
-          y[i] = (uint8_t)ep_small_float_code(dt, (double)(ep_f32(x)[at + i] / s[c] + z), saturate, EP_ROUND_NEAREST);
-        continue;
-      }
       const int sgn = dt == EP_I8 || dt == EP_I4 || dt == EP_I2;
       quantize_run(ep_f32(x) + at, s[c], zp ? elem_i(zp->data, dt, c) : 0, sgn ? EP_I8 : EP_U8, y, inner);
       if (narrow) narrow_saturate(y, dt, inner);
@@ -176,9 +161,9 @@ ep_status ep_run_DEQUANTIZE_LINEAR(const ep_node *n) {
   for (uint64_t o = 0; o < outer; o++)
     for (uint64_t c = 0; c < C; c++) {
       const uint64_t at = (o * C + c) * inner;
-      const float z = zp && !ep_small_float(dt) ? elem_f(zp->data, dt, c) : 0.0f;   /* as onnx's reference */
+      const float z = zp ? (float)elem_i(zp->data, dt, c) : 0.0f;
       uint64_t i = dt == EP_U8 || dt == EP_I8 ? dequantize_fast(x->data + at, dt == EP_U8, (int32_t)z, s[c], y + at, inner) : 0;
-      for (; i < inner; i++) y[at + i] = (elem_f(x->data, dt, at + i) - z) * s[c];
+      for (; i < inner; i++) y[at + i] = ((float)elem_i(x->data, dt, at + i) - z) * s[c];
     }
   return EP_OK;
 }
