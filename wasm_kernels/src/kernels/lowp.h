@@ -1,6 +1,7 @@
 /* The plan's small float formats (float16, bfloat16, the float8s, float4e2m1, float8e8m0) as codes: one encoder and
- * one decoder for all, parameterized by a per-format table (lowp.c). CAST and the float8/4-bit QUANTIZE_LINEAR /
- * DEQUANTIZE_LINEAR read and write them through these. */
+ * one decoder for all, parameterized by a per-format table (lowp.c), and the 4/2-bit integers' storage. CAST converts
+ * through them, WINOGRAD_FILTER reads float16 weights with them, QUANTIZE_LINEAR / DEQUANTIZE_LINEAR the 4/2-bit
+ * integers. */
 #ifndef EP_LOWP_H
 #define EP_LOWP_H
 #include "ep_kernel.h"
