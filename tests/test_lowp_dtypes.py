@@ -170,7 +170,8 @@ def test_special_values_bits(tmp_path: Path) -> None:
 
 def _qdq_model() -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
     """QuantizeLinear / DequantizeLinear to and from float8, float4 and (u)int4/2: per tensor with a zero point,
-    per axis, a float16 scale and output, saturate 0; every scale and zero point fed at run time."""
+    per axis, a float16 scale and output, saturate 0; int16 per axis and blocked int4; every scale and zero point
+    fed at run time."""
     rng = np.random.default_rng(4)
     x = (rng.standard_normal((3, 8)) * 40).astype(np.float32)
     x[0, :4] = [1e6, -1e6, 2.5, -0.0]   # no infinities: the reference rounds them to INT32_MIN for integers
@@ -194,6 +195,15 @@ def _qdq_model() -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
                       helper.make_node("Cast", [s], ["s16"], to=10),
                       helper.make_node("DequantizeLinear", [q, "s16", z], ["y16"])]
             outs += [_info("q_nosat", d, [3, 8]), _info("y16", 10, [3, 8])]
+    # (u)int16 per axis and blocked int4 (block_size 4 along axis 1: the scale [3, 2]), through float32 steps
+    feeds["si16"], feeds["zi16"] = (rng.random(3) * 0.01 + 0.001).astype(np.float32), np.array([-7, 0, 300], np.int16)
+    feeds["sb"], feeds["zb"] = (rng.random((3, 2)) * 4 + 0.5).astype(np.float32), np.array([[1, -2], [0, 3], [-8, 7]], DTYPES[22])
+    ins += [_info("si16", 1, [3]), _info("zi16", 5, [3]), _info("sb", 1, [3, 2]), _info("zb", 22, [3, 2])]
+    nodes += [helper.make_node("QuantizeLinear", ["x", "si16", "zi16"], ["q_i16"], axis=0),
+              helper.make_node("DequantizeLinear", ["q_i16", "si16", "zi16"], ["y_i16"], axis=0),
+              helper.make_node("QuantizeLinear", ["x", "sb", "zb"], ["q_blk"], axis=1, block_size=4),
+              helper.make_node("DequantizeLinear", ["q_blk", "sb", "zb"], ["y_blk"], axis=1, block_size=4)]
+    outs += [_info("q_i16", 5, [3, 8]), _info("y_i16", 1, [3, 8]), _info("q_blk", 22, [3, 8]), _info("y_blk", 1, [3, 8])]
     return _model(nodes, ins, outs), feeds
 
 
