@@ -4,9 +4,10 @@
     python3 scripts/gen_opspec.py           rewrite the generated files that differ
     python3 scripts/gen_opspec.py --check   write nothing; exit 1 naming each file that differs
 
-Generated: the C kernel ids (ep_ops.h), the dispatch table's arity rows (src/ep_ops_table.h), the UNARY/BINARY
-function codes (src/kernels/ep_fns.h), their Python (packager/plan/opspec.py) and JS (web/src/webgpu/opcodes.js)
-twins, and the marked sections of docs/plan-format.md (the prose around them is kept). How to add an op:
+Generated: the C kernel ids and the plan's dtype table (ep_ops.h), the dispatch table's arity rows
+(src/ep_ops_table.h), the UNARY/BINARY function codes (src/kernels/ep_fns.h), their Python (packager/plan/opspec.py)
+and JS (web/src/webgpu/opcodes.js, web/src/dtypes.js) twins, and the marked sections of docs/plan-format.md (the
+prose around them is kept). How to add an op:
 docs/adding-an-op.md. Standard library only: the build and the tests run it without the packager installed."""
 from __future__ import annotations
 
@@ -67,11 +68,22 @@ class Fn:
 
 
 @dataclass(frozen=True)
+class DType:
+    code: int       # ONNX TensorProto code: the tensor entry's dtype byte
+    name: str       # the manifest's name (numpy's, ml_dtypes' for the low-precision ones)
+    bytes: int      # element size in the plan
+    array: str      # the JS TypedArray carrying it
+    c: str          # edgepack.h's EP_<c>
+    kernels: str    # which kernels compute on it (docs)
+
+
+@dataclass(frozen=True)
 class Spec:
     max_io: int
     ops: tuple[OpSpec, ...]
     unary: tuple[Fn, ...]
     binary: tuple[Fn, ...]
+    dtypes: tuple[DType, ...] = ()
 
     @property
     def act_count(self) -> int:
@@ -155,7 +167,11 @@ def load(path: Path = SPEC) -> Spec:
         raise SpecError("fusable unary functions come first")
     if any(len(f.params) > 2 for f in unary[:act]):
         raise SpecError("an epilogue carries at most 2 activation parameters (p0, p1)")
-    return Spec(max_io, tuple(ops), unary, binary)
+    dtypes = tuple(DType(t["code"], t["name"], t["bytes"], t["array"], t["c"], t["kernels"]) for t in d["dtypes"])
+    if [t.code for t in dtypes] != sorted({t.code for t in dtypes}) or any(
+            not 1 <= t.code <= 255 or t.bytes not in (1, 2, 4, 8) or not NAME.match(t.c) for t in dtypes):
+        raise SpecError("dtypes: distinct codes 1..255 in order, element sizes 1/2/4/8, C names")
+    return Spec(max_io, tuple(ops), unary, binary, dtypes)
 
 
 # ------------------------------------------------------------------------------------------ C
@@ -174,6 +190,10 @@ def gen_ep_ops_h(s: Spec) -> str:
 #define EP_OPS_H
 #define EP_OP_LIST(X) \\
 {CONT.join(rows)}
+
+/* The plan's dtypes, X(code, EP_ name, element bytes): ONNX TensorProto codes (edgepack.h names them). */
+#define EP_DTYPE_LIST(X) \\
+{CONT.join(f"  X({t.code}, {t.c}, {t.bytes})" for t in s.dtypes)}
 
 enum ep_op {{
 #define EP_OP_ENUM(n, name) EP_OP_##name = n,
@@ -271,6 +291,7 @@ def gen_opspec_py(s: Spec) -> str:
     unary = "\n".join(f"    {f.name} = {f.code}" + (f"  # {_fn_note(f)}" if _fn_note(f) else "") for f in s.unary)
     binary = "\n".join(f"    {f.name} = {f.code}" + (f"  # {f.meaning}" if f.meaning else "") for f in s.binary)
     acts = "\n".join(f"ACT_{f.name} = {f.code}" for f in s.unary if f.fusable)
+    dtypes = "\n".join(f"    {t.code}: ({t.name!r}, {t.bytes}, {t.array!r})," for t in s.dtypes)
     return f'''"""{GENERATED}.
 
 Kernel ids, arity and function codes of the plan (docs/plan-format.md, docs/adding-an-op.md)."""
@@ -313,6 +334,11 @@ class BinaryFn(enum.IntEnum):
 # Epilogue activation codes (CONV, DEPTHWISE_CONV, GEMM, MATMUL, WINOGRAD_CONV*, the int8 kernels).
 {acts}
 ACT_COUNT = {s.act_count}
+
+# The plan's dtypes: ONNX code -> (manifest / numpy name, element bytes, the JS TypedArray carrying it).
+DTYPE_TABLE: dict[int, tuple[str, int, str]] = {{
+{dtypes}
+}}
 '''
 
 
@@ -361,6 +387,18 @@ export const BINARY = Object.freeze({{
 
 /** Inputs (or outputs) per node. */
 export const MAX_IO = {s.max_io};
+"""
+
+
+def gen_dtypes_js(s: Spec) -> str:
+    rows = "\n".join(f"  {t.code}: Object.freeze({{ name: '{t.name}', bytes: {t.bytes}, array: {t.array} }})," for t in s.dtypes)
+    return f"""// {GENERATED}
+// The plan's dtypes (docs/plan-format.md, "Dtypes"): ONNX code -> the manifest's name, element bytes, the TypedArray
+// carrying it (bfloat16 as raw bits, the float8/float4 formats as raw codes, (u)int4/2 one value per element).
+
+export const DTYPES = Object.freeze({{
+{rows}
+}});
 """
 
 
@@ -436,9 +474,14 @@ def doc_binary(s: Spec) -> str:
 SECTION = re.compile(r"(<!-- generated:(\S+) .*?-->\n)(.*?)(<!-- end generated:\2 -->)", re.S)
 
 
+def doc_dtypes(s: Spec) -> str:
+    rows = [f"| {t.code} | {t.name} | {t.bytes} | {t.array} | {_md(t.kernels)} |" for t in s.dtypes]
+    return "\n".join(["| code | dtype | bytes | JS TypedArray | computed on by |", "|---|---|---|---|---|", *rows]) + "\n"
+
+
 def gen_doc(s: Spec, text: str) -> str:
     blocks = {"ops": doc_ops(s), "unary-fns": doc_unary(s), "binary-fns": doc_binary(s),
-              "activations": doc_activations(s)}
+              "activations": doc_activations(s), "dtypes": doc_dtypes(s)}
     blocks.update({f"op:{o.name}": doc_op(o, s) for o in s.ops})
     found: set[str] = set()
 
@@ -469,6 +512,7 @@ def outputs(s: Spec) -> dict[Path, str]:
         REPO / "wasm_kernels" / "src" / "kernels" / "ep_fns.h": gen_ep_fns_h(s),
         REPO / "packager" / "plan" / "opspec.py": gen_opspec_py(s),
         REPO / "web" / "src" / "webgpu" / "opcodes.js": gen_opcodes_js(s),
+        REPO / "web" / "src" / "dtypes.js": gen_dtypes_js(s),
         doc: gen_doc(s, doc.read_text()),
     }
 

@@ -185,8 +185,7 @@ def test_node_feeds_and_returns_every_dtype(tmp_path: Path, cast_bundle) -> None
 
 def test_unsupported_dtypes_refused(tmp_path: Path) -> None:
     x = _info("x", np.float32, [3])
-    for k, (to, name) in enumerate([(TensorProto.BFLOAT16, "BFLOAT16"), (TensorProto.FLOAT8E4M3FN, "FLOAT8E4M3FN"),
-                                     (TensorProto.STRING, "STRING"), (TensorProto.INT4, "INT4")]):
+    for k, (to, name) in enumerate([(TensorProto.STRING, "STRING"), (TensorProto.COMPLEX64, "COMPLEX64")]):
         m = _model([helper.make_node("Cast", ["x"], ["y"], to=to)], [x], [helper.make_tensor_value_info("y", to, [3])],
                    opset=21)
         with pytest.raises(PackagerError, match=f"Cast.*cast to {name} is not supported"):

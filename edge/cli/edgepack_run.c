@@ -76,7 +76,7 @@ static void usage(int code) {
           "Runs BUNDLE/model.plan after checking its SHA-256 against BUNDLE/manifest.json.\n"
           "--public-key HEX|FILE: refuse the bundle unless manifest.sig is that Ed25519 key's signature of\n"
           "  manifest.json and every file matches its SHA-256 (no unlisted files). FILE: 64 hex chars or 32 raw bytes.\n"
-          "Inputs: .npy v1.0, C order, little-endian, any dtype a plan holds (float32, int64, bool, (u)int8/16/32, uint64, float16, float64), shape and dtype as the manifest says.\n"
+          "Inputs: .npy v1.0, C order, little-endian, any dtype a plan holds (float32, int64, bool, (u)int8/16/32, uint64, float16, float64; bfloat16 as uint16 bits, float8/float4 as uint8 codes, (u)int4/2 as (u)int8 values), shape and dtype as the manifest says.\n"
           "  Symbolic dims (--info lists them): any extent within their bounds, the same for one symbol in every input.\n"
           "--bench: random inputs unless given (symbolic dims at their example extent); warm-up by time, then latency percentiles.\n",
           g_prog, g_prog, g_prog);
@@ -341,8 +341,10 @@ static void check_input(io_spec *s, const char *file, const ep_npy *npy, ep_dims
   char got_s[256], want_s[256], err[512];
   fmt_shape(got_s, sizeof got_s, npy->rank, npy->dims, NULL);
   fmt_spec(want_s, sizeof want_s, s, dims);
-  if (npy->dtype != s->dtype)
-    die(2, "input '%s' (%s): dtype %s, expected %s", s->name, file, ep_dtype_str(npy->dtype), ep_dtype_str(s->dtype));
+  if (npy->dtype != ep_dtype_carrier(s->dtype))   /* a low-precision input comes in its carrier's descr (ep_npy.h) */
+    die(2, "input '%s' (%s): dtype %s, expected %s%s%s", s->name, file, ep_dtype_str(npy->dtype), ep_dtype_str(s->dtype),
+        s->dtype == ep_dtype_carrier(s->dtype) ? "" : " as its .npy carrier ", s->dtype == ep_dtype_carrier(s->dtype) ? "" :
+        ep_dtype_str(ep_dtype_carrier(s->dtype)));
   if (npy->rank != s->rank) die(2, "input '%s' (%s): shape %s, expected %s", s->name, file, got_s, want_s);
   for (uint32_t d = 0; d < s->rank; d++) {
     if (s->sym[d] < 0) {
@@ -423,20 +425,22 @@ static void summarize(const io_spec *s, const uint8_t *data) {
   fmt_shape(sh, sizeof sh, s->rank, NULL, s->dims);
   printf("%s: %s%s", s->name, ep_dtype_str(s->dtype), sh);
   const uint32_t esz = ep_dtype_esize(s->dtype);
+  const int narrow_int = s->dtype == EP_I4 || s->dtype == EP_U4 || s->dtype == EP_I2 || s->dtype == EP_U2;
+  const uint32_t dt = narrow_int ? ep_dtype_carrier(s->dtype) : s->dtype;   /* small floats: '?' */
   uint32_t n = s->nbytes / esz, show = n < 8 ? n : 8;
   printf(" = [");
   for (uint32_t i = 0; i < show; i++) {
-    if (s->dtype == EP_F32) { float v; memcpy(&v, data + 4 * i, 4); printf("%s%.6g", i ? ", " : "", (double)v); }
-    else if (s->dtype == EP_I64) { int64_t v; memcpy(&v, data + 8 * i, 8); printf("%s%lld", i ? ", " : "", (long long)v); }
-    else if (s->dtype == EP_BOOL) printf("%s%d", i ? ", " : "", data[i] != 0);
-    else if (s->dtype == EP_I8) printf("%s%d", i ? ", " : "", (int)(int8_t)data[i]);
-    else if (s->dtype == EP_U8) printf("%s%d", i ? ", " : "", (int)data[i]);
-    else if (s->dtype == EP_I32) { int32_t v; memcpy(&v, data + 4 * i, 4); printf("%s%d", i ? ", " : "", (int)v); }
-    else if (s->dtype == EP_F64) { double v; memcpy(&v, data + 8 * i, 8); printf("%s%.6g", i ? ", " : "", v); }
-    else if (s->dtype == EP_I16) { int16_t v; memcpy(&v, data + 2 * i, 2); printf("%s%d", i ? ", " : "", (int)v); }
-    else if (s->dtype == EP_U16) { uint16_t v; memcpy(&v, data + 2 * i, 2); printf("%s%u", i ? ", " : "", (unsigned)v); }
-    else if (s->dtype == EP_U32) { uint32_t v; memcpy(&v, data + 4 * i, 4); printf("%s%u", i ? ", " : "", (unsigned)v); }
-    else if (s->dtype == EP_U64) { uint64_t v; memcpy(&v, data + 8 * i, 8); printf("%s%llu", i ? ", " : "", (unsigned long long)v); }
+    if (dt == EP_F32) { float v; memcpy(&v, data + 4 * i, 4); printf("%s%.6g", i ? ", " : "", (double)v); }
+    else if (dt == EP_I64) { int64_t v; memcpy(&v, data + 8 * i, 8); printf("%s%lld", i ? ", " : "", (long long)v); }
+    else if (dt == EP_BOOL) printf("%s%d", i ? ", " : "", data[i] != 0);
+    else if (dt == EP_I8) printf("%s%d", i ? ", " : "", (int)(int8_t)data[i]);
+    else if (dt == EP_U8) printf("%s%d", i ? ", " : "", (int)data[i]);
+    else if (dt == EP_I32) { int32_t v; memcpy(&v, data + 4 * i, 4); printf("%s%d", i ? ", " : "", (int)v); }
+    else if (dt == EP_F64) { double v; memcpy(&v, data + 8 * i, 8); printf("%s%.6g", i ? ", " : "", v); }
+    else if (dt == EP_I16) { int16_t v; memcpy(&v, data + 2 * i, 2); printf("%s%d", i ? ", " : "", (int)v); }
+    else if (dt == EP_U16) { uint16_t v; memcpy(&v, data + 2 * i, 2); printf("%s%u", i ? ", " : "", (unsigned)v); }
+    else if (dt == EP_U32) { uint32_t v; memcpy(&v, data + 4 * i, 4); printf("%s%u", i ? ", " : "", (unsigned)v); }
+    else if (dt == EP_U64) { uint64_t v; memcpy(&v, data + 8 * i, 8); printf("%s%llu", i ? ", " : "", (unsigned long long)v); }
     else printf("%s?", i ? ", " : "");
   }
   printf("%s]\n", n > show ? ", ..." : "");

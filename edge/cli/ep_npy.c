@@ -3,11 +3,17 @@
 #include <stdio.h>
 #include <string.h>
 
-/* numpy descr <-> ONNX dtype code, manifest name, element size. Only the dtypes a plan can hold. */
+/* numpy descr <-> ONNX dtype code, manifest name, element size. Only the dtypes a plan can hold. numpy has no
+ * descr of its own for the low-precision ones (ml_dtypes saves them as '<V2', '<V1', '<f1', which numpy cannot load
+ * back): they travel in the descr of their carrier, listed first (bfloat16 as '<u2' raw bits, the float8 and float4
+ * formats as '|u1' raw codes, int4/int2 as '|i1' values, uint4/uint2 as '|u1' values). */
 static const struct { const char *descr, *name; uint32_t dtype, esize; } DESCRS[] = {
   {"<f4", "float32", 1, 4}, {"<i8", "int64", 7, 8}, {"|b1", "bool", 9, 1}, {"|i1", "int8", 3, 1},
   {"|u1", "uint8", 2, 1}, {"<i4", "int32", 6, 4}, {"<f2", "float16", 10, 2}, {"<f8", "float64", 11, 8},
-  {"<i2", "int16", 5, 2}, {"<u2", "uint16", 4, 2}, {"<u4", "uint32", 12, 4}, {"<u8", "uint64", 13, 8}};
+  {"<i2", "int16", 5, 2}, {"<u2", "uint16", 4, 2}, {"<u4", "uint32", 12, 4}, {"<u8", "uint64", 13, 8},
+  {"<u2", "bfloat16", 16, 2}, {"|u1", "float8_e4m3fn", 17, 1}, {"|u1", "float8_e4m3fnuz", 18, 1},
+  {"|u1", "float8_e5m2", 19, 1}, {"|u1", "float8_e5m2fnuz", 20, 1}, {"|u1", "uint4", 21, 1}, {"|i1", "int4", 22, 1},
+  {"|u1", "float4_e2m1fn", 23, 1}, {"|u1", "float8_e8m0fnu", 24, 1}, {"|u1", "uint2", 25, 1}, {"|i1", "int2", 26, 1}};
 #define N_DESCRS (sizeof DESCRS / sizeof DESCRS[0])
 
 const char *ep_dtype_str(uint32_t dtype) {
@@ -22,6 +28,13 @@ uint32_t ep_dtype_from_str(const char *name) {
 
 uint32_t ep_dtype_esize(uint32_t dtype) {
   for (size_t i = 0; i < N_DESCRS; i++) if (DESCRS[i].dtype == dtype) return DESCRS[i].esize;
+  return 0;
+}
+
+uint32_t ep_dtype_carrier(uint32_t dtype) {
+  for (size_t i = 0; i < N_DESCRS; i++)
+    if (DESCRS[i].dtype == dtype)
+      for (size_t k = 0; k <= i; k++) if (!strcmp(DESCRS[k].descr, DESCRS[i].descr)) return DESCRS[k].dtype;
   return 0;
 }
 

@@ -39,6 +39,13 @@ class _Info(ctypes.Structure):   # ep_tensor_info
 _DTYPES = {"float32": np.float32, "int64": np.int64, "bool": np.bool_, "int32": np.int32, "uint8": np.uint8,
            "int8": np.int8, "float16": np.float16, "float64": np.float64, "int16": np.int16, "uint16": np.uint16,
            "uint32": np.uint32, "uint64": np.uint64}
+try:   # bfloat16, float8, float4, (u)int4/2 (docs/plan-format.md, "Dtypes") as ml_dtypes' arrays, when it is installed
+    import ml_dtypes
+    _DTYPES.update({n: getattr(ml_dtypes, n) for n in (
+        "bfloat16", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "uint4", "int4", "float4_e2m1fn",
+        "float8_e8m0fnu", "uint2", "int2")})
+except ImportError:
+    pass
 
 
 class EdgepackError(RuntimeError):

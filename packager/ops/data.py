@@ -11,12 +11,10 @@ import onnx
 
 from ..errors import PackagerError
 from ..lowering import LowerCtx, Tensor, lowers
-from ..plan.opcodes import MAX_IO, MAX_RANK, Op
+from ..plan.opcodes import DTYPES, MAX_IO, MAX_RANK, Op
 
-# Byte-size-generic kernels: any of these dtypes moves exactly.
-# Data movement copies elements by size: every dtype of the plan.
-DATA_DTYPES = (np.float32, np.int64, np.bool_, np.int32, np.int8, np.uint8, np.float16, np.float64, np.int16,
-               np.uint16, np.uint32, np.uint64)
+# Data movement copies elements by size: every dtype of the plan moves exactly.
+DATA_DTYPES = tuple(DTYPES.values())
 PAD_MODES = {"constant": 0, "reflect": 1, "edge": 2, "wrap": 3}
 
 

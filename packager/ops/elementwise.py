@@ -12,7 +12,7 @@ import numpy as np
 import onnx
 
 from ..lowering import LowerCtx, lowers
-from ..plan.opcodes import DTYPES, Op
+from ..plan.opcodes import DTYPES, FLOAT8, Op
 from ..plan.opspec import BinaryFn, UnaryFn
 
 FLT_MAX = float(np.finfo(np.float32).max)
@@ -188,12 +188,14 @@ def lower_param_unary(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     _unary(ctx, node, p)
 
 
-# Floats the kernels compute on as float32: float16 exactly (widened), float64 approximately (rounded, with a notice).
-_VIA_F32 = (np.dtype(np.float16), np.dtype(np.float64))
+# Floats the kernels compute on as float32: float16 and bfloat16 exactly (widened), float64 approximately (rounded,
+# with a notice).
+HALF = (np.dtype(np.float16), DTYPES[16])
+_VIA_F32 = (*HALF, np.dtype(np.float64))
 
 
 def as_f32(ctx: LowerCtx, node: onnx.NodeProto, name: str) -> str:
-    """A float16 tensor widened to a float32 temporary (CAST, exact), a float64 one rounded to a float32 one (CAST;
+    """A float16 / bfloat16 tensor widened to a float32 temporary (CAST, exact), a float64 one rounded to a float32 one (CAST;
     the package's notices say that `node` computes in float32); any other tensor as it is."""
     dt = ctx.dtype(name)
     if dt not in _VIA_F32:
@@ -212,8 +214,8 @@ def as_f32(ctx: LowerCtx, node: onnx.NodeProto, name: str) -> str:
 
 
 def via_f32(ctx: LowerCtx, node: onnx.NodeProto, emit) -> None:
-    """emit(inputs, output) on float32 copies of float16 / float64 operands, the result converted into the float16
-    / float64 output (float16: round to nearest even, what numpy's float16 arithmetic, computed in float32, gives;
+    """emit(inputs, output) on float32 copies of float16 / bfloat16 / float64 operands, the result converted into the
+    output's dtype (float16, bfloat16: round to nearest even, what numpy's float16 arithmetic, computed in float32, gives;
     float64: exact widening of the float32 result). Other dtypes pass through."""
     y = node.output[0]
     ins = [as_f32(ctx, node, n) if n else n for n in node.input]
@@ -249,7 +251,7 @@ def in_f32(ctx: LowerCtx, node: onnx.NodeProto, lower) -> bool:
 
 @lowers("IsNaN", "IsInf")
 def lower_isnan_isinf(ctx: LowerCtx, node: onnx.NodeProto) -> None:
-    ctx.check_dtypes(node, [np.float32, np.float16], [node.input[0]])
+    ctx.check_dtypes(node, [np.float32, *HALF], [node.input[0]])
     ctx.check_dtypes(node, [np.bool_], [node.output[0]])
     params = [UnaryFn.ISNAN]
     if node.op_type == "IsInf":
@@ -307,8 +309,8 @@ def lower_arith(ctx: LowerCtx, node: onnx.NodeProto) -> None:
 @lowers(*_CMP)
 def lower_compare(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     _legacy_broadcast(ctx, node)
-    # float16 compares exactly as float32; float64 is not rounded to float32 here (it would change the answers)
-    allowed = [np.float32, np.float16, *INT_DTYPES] + ([np.bool_] if node.op_type == "Equal" else [])
+    # float16 / bfloat16 compare exactly as float32; float64 is not rounded to float32 here (it would change the answers)
+    allowed = [np.float32, *HALF, *INT_DTYPES] + ([np.bool_] if node.op_type == "Equal" else [])
     ctx.check_dtypes(node, allowed, list(node.input[:2]))
     ctx.check_dtypes(node, [np.bool_], [node.output[0]])
     if ctx.dtype(node.input[0]) != ctx.dtype(node.input[1]):
@@ -326,7 +328,7 @@ def lower_logic(ctx: LowerCtx, node: onnx.NodeProto) -> None:
 
 @lowers("Mod")
 def lower_mod(ctx: LowerCtx, node: onnx.NodeProto) -> None:
-    ctx.check_dtypes(node, [np.float32, np.float16, *INT_DTYPES])
+    ctx.check_dtypes(node, [np.float32, *HALF, *INT_DTYPES])
     if len({ctx.dtype(n) for n in [*node.input, node.output[0]]}) != 1:
         raise ctx.unsupported(node, "inputs and output must share one dtype")
     fmod = int(ctx.attrs(node).get("fmod", 0))
@@ -465,17 +467,29 @@ def lower_where(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     ctx.emit(Op.WHERE, [c, x, y], [out])
 
 
+_ROUND_MODES = {"up": 0, "down": 1, "nearest": 2}   # CAST's round_mode word (wasm_kernels/src/kernels/lowp.h)
+
+
 @lowers("Cast", "CastLike")
 def lower_cast(ctx: LowerCtx, node: onnx.NodeProto) -> None:
-    """CAST between every pair of the plan's dtypes (float32, float16, float64, (u)int 8/16/32/64, bool)."""
+    """CAST between every pair of the plan's dtypes; into a float8 one with [saturate, round_mode]."""
     x, out = node.input[0], node.output[0]
     a = ctx.attrs(node)
     to = int(a["to"]) if node.op_type == "Cast" and "to" in a else ctx.graph.dtypes.get(out, 0)
-    if to not in DTYPES:   # string, bfloat16, float8, int4/uint4, int2/uint2, float4, complex
+    if to not in DTYPES:   # string, complex, float6
         name = onnx.TensorProto.DataType.Name(to) if to else "unknown"
         supported = ", ".join(DTYPES[c].name for c in sorted(DTYPES))
         raise ctx.unsupported(node, f"cast to {name} is not supported (supported: {supported})")
     ctx.dtype(x)   # refuses a source dtype outside the plan's, naming it
     if ctx.shape(x) != ctx.shape(out):
         raise ctx.unsupported(node, "input and output shapes differ")
-    ctx.emit(Op.CAST, [x], [out])
+    words: list[int] = []
+    if to in FLOAT8:
+        saturate = int(a.get("saturate", 1))
+        mode = a.get("round_mode", b"up")
+        mode = mode.decode() if isinstance(mode, bytes) else str(mode)
+        if saturate not in (0, 1) or mode not in _ROUND_MODES:
+            raise ctx.unsupported(node, f"saturate={saturate}, round_mode={mode!r}: saturate must be 0 or 1, "
+                                        f"round_mode one of {', '.join(_ROUND_MODES)}")
+        words = [saturate, _ROUND_MODES[mode]]
+    ctx.emit(Op.CAST, [x], [out], words)

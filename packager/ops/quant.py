@@ -11,14 +11,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import ml_dtypes
 import numpy as np
 import onnx
 
 from ..lowering import LowerCtx, Tensor, lowers
-from ..plan.opcodes import CODES, Op
-from ..plan.opspec import BinaryFn
+from ..plan.opcodes import CODES, DTYPES, FLOAT8, Op
+from ..plan.opspec import BinaryFn, UnaryFn
 from .data import transpose_to, view
-from .elementwise import as_f32
+from .elementwise import HALF, as_f32
 from .linalg import emit_matmul
 from .conv import (ACT_CLIP, ACT_LEAKY_RELU, ACT_NONE, ACT_RELU, WINOGRAD_DYNAMIC_MAX_CHANNEL_PAIRS, Activation, conv_geometry,
                    emit_conv, winograd_eligible)
@@ -27,6 +28,12 @@ MR, NR = 4, 8                     # EP_QGEMM_MR / EP_QGEMM_NR (qgemm.h)
 PANEL_BYTES = 256 * 1024          # int16-pair B block budget (cache resident)
 DW_MAX_TAPS = 256                 # QDEPTHWISE_CONV's tap limit (qconv.c)
 Q_DTYPES = (np.uint8, np.int8)
+# 4/2-bit integers: QUANTIZE_LINEAR / DEQUANTIZE_LINEAR take them as the 8-bit ones (then saturate to their range)
+NARROW_Q = tuple(DTYPES[c] for c in (21, 22, 25, 26))
+# (u)int16 and blocked quantization: in float32 (BINARY, UNARY ROUND / CLIP, CAST), exact for these ranges
+WIDE_Q = (np.dtype(np.int16), np.dtype(np.uint16))
+# float8 and float4 quantization: a division or product by the scale (BINARY) and a CAST (its saturate word)
+SMALL_FLOAT_Q = tuple(DTYPES[c] for c in (17, 18, 19, 20, 23))
 
 
 @dataclass
@@ -342,7 +349,7 @@ def emit_qlut(ctx: LowerCtx, x: str, table: np.ndarray, out: str) -> None:
 def _axis_params(ctx: LowerCtx, node: onnx.NodeProto, x: str, scale_shape: tuple[int, ...]) -> list[int]:
     a = ctx.attrs(node)
     if int(a.get("block_size", 0)):
-        raise ctx.unsupported(node, "blocked quantization (block_size)")
+        return [_blocked_axis(ctx, node, x, scale_shape)]
     rank = len(ctx.shape(x))
     axis = int(a.get("axis", 1))
     axis = axis + rank if axis < 0 else axis
@@ -353,45 +360,140 @@ def _axis_params(ctx: LowerCtx, node: onnx.NodeProto, x: str, scale_shape: tuple
     return [axis if size != 1 else 0]
 
 
+def _blocked_axis(ctx: LowerCtx, node: onnx.NodeProto, x: str, scale_shape: tuple[int, ...]) -> int:
+    """Blocked quantization's axis, once the scale's shape is X's with dims[axis] / block_size blocks."""
+    a = ctx.attrs(node)
+    xs, bs = ctx.shape(x), int(a["block_size"])
+    axis = int(a.get("axis", 1))
+    axis = axis + len(xs) if axis < 0 else axis
+    if not 0 <= axis < len(xs) or bs <= 0 or xs[axis] % bs or tuple(scale_shape) != (*xs[:axis], xs[axis] // bs, *xs[axis + 1:]):
+        raise ctx.unsupported(node, f"block_size={bs} on axis {axis}: the scale's shape {tuple(scale_shape)} must be "
+                                    f"X's {tuple(xs)} with that axis divided into whole blocks")
+    return axis
+
+
 def _qparam_inputs(ctx: LowerCtx, node: onnx.NodeProto, x: str, zp_dtype: np.dtype, hint: str) -> tuple[list[str], list[int]]:
     """(the kernel's [X, scale, zero_point?] inputs, its params) for Q/DQ. A constant scale / zero point is stored
     as a weight (the zero point cast to zp_dtype); one fed at run time is read by the kernel as it comes, so it
-    must already have the kernel's dtype."""
+    must already have the kernel's dtype (a float16 / bfloat16 scale is widened to float32 by a CAST, exactly)."""
     scale, zp = node.input[1], _opt(node, 2)
     ins = [x]
+    keep_shape = bool(int(ctx.attrs(node).get("block_size", 0)))   # blocked: the views need the scale's dims
     for name, dt, what in ((scale, np.dtype(np.float32), "qs"), (zp, zp_dtype, "qz")):
         if not name:
             continue
         v = ctx.const(name)
         if v is None:
-            if ctx.dtype(name) != dt:
+            if what == "qs" and ctx.dtype(name) in HALF:
+                name = as_f32(ctx, node, name)
+            elif ctx.dtype(name) != dt:
                 raise ctx.unsupported(node, f"'{name}' fed at run time has dtype {ctx.dtype(name)}, not {dt}")
             ins.append(name)
         else:
             v = np.asarray(v)
-            if what == "qs" and v.dtype != np.float32:
-                raise ctx.unsupported(node, f"scale dtype {v.dtype} (only float32)")
-            ins.append(ctx.weight(v.astype(dt).reshape(-1), hint + what[1]))
+            if what == "qs" and v.dtype not in (np.float32, *HALF):
+                raise ctx.unsupported(node, f"scale dtype {v.dtype} (only float32, float16, bfloat16)")
+            ins.append(ctx.weight(v.astype(dt) if keep_shape else v.astype(dt).reshape(-1), hint + what[1]))
     return ins, _axis_params(ctx, node, x, tuple(ctx.shape(scale)))
 
 
 @lowers("QuantizeLinear")
 def lower_quantize(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     x = node.input[0]
-    ctx.check_dtypes(node, [np.float32], [x])
+    ctx.check_dtypes(node, [np.float32, *HALF], [x])
     out_dt = ctx.dtype(node.output[0]) if node.output[0] in ctx.graph.dtypes else None
-    if out_dt not in (np.dtype(np.uint8), np.dtype(np.int8)):
-        raise ctx.unsupported(node, f"output dtype {out_dt} (only uint8 / int8 quantization)")
-    ins, params = _qparam_inputs(ctx, node, x, out_dt, "q")
-    ctx.emit(Op.QUANTIZE_LINEAR, ins, [node.output[0]], params)
+    if out_dt not in (*Q_DTYPES, *NARROW_Q, *WIDE_Q, *SMALL_FLOAT_Q):
+        supported = ', '.join(np.dtype(d).name for d in (*Q_DTYPES, *NARROW_Q, *WIDE_Q, *SMALL_FLOAT_Q))
+        raise ctx.unsupported(node, f"output dtype {out_dt} (supported: {supported})")
+    ins, params = _qparam_inputs(ctx, node, as_f32(ctx, node, x), out_dt, "q")
+    if out_dt in SMALL_FLOAT_Q:
+        _quantize_small_float(ctx, node, ins, params[0], out_dt)
+    elif out_dt in WIDE_Q or int(ctx.attrs(node).get("block_size", 0)):
+        _quantize_via_f32(ctx, node, ins, params[0], out_dt)
+    else:
+        ctx.emit(Op.QUANTIZE_LINEAR, ins, [node.output[0]], params)
+
+
+def _blocked_views(ctx: LowerCtx, node: onnx.NodeProto, ins: list[str], axis: int) -> tuple[str, list[str], tuple[int, ...]]:
+    """X and its scale / zero point as views that broadcast: per axis [C, 1, ..., 1]; blocked, X split along the axis
+    into [blocks, block_size] and the scale [blocks, 1]. Returns (X view, [scale, zp] views, X's shape)."""
+    x, xs = ins[0], ctx.shape(ins[0])
+    bs = int(ctx.attrs(node).get("block_size", 0))
+    if not bs:
+        return x, [_scale_view(ctx, q, x, axis) for q in ins[1:]], xs
+    split = (*xs[:axis], xs[axis] // bs, bs, *xs[axis + 1:])
+    return view(ctx, x, split), [view(ctx, q, (*xs[:axis], xs[axis] // bs, 1, *xs[axis + 1:])) for q in ins[1:]], split
+
+
+def _quantize_via_f32(ctx: LowerCtx, node: onnx.NodeProto, ins: list[str], axis: int, out_dt: np.dtype) -> None:
+    """Integer quantization the kernel lacks ((u)int16, blocked scales) in float32: x / scale, round half to even,
+    + zero point, clamp to the dtype's range, CAST (exact: integers below 2^24 after the clamp)."""
+    xv, (sv, *zv), shape = _blocked_views(ctx, node, ins, axis)
+    t = ctx.temp(shape, np.float32, "q_div")
+    ctx.emit(Op.BINARY, [xv, sv], [t], [BinaryFn.DIV])
+    r = ctx.temp(shape, np.float32, "q_round")
+    ctx.emit(Op.UNARY, [t], [r], [UnaryFn.ROUND])
+    if zv:
+        z = ctx.temp(ctx.shape(zv[0]), np.float32, "q_zp")
+        ctx.emit(Op.CAST, [zv[0]], [z])
+        t = ctx.temp(shape, np.float32, "q_add")
+        ctx.emit(Op.BINARY, [r, z], [t], [BinaryFn.ADD])
+        r = t
+    info = ml_dtypes.iinfo(out_dt)
+    c = ctx.temp(shape, np.float32, "q_clip")
+    ctx.emit(Op.UNARY, [r], [c], [UnaryFn.CLIP, float(info.min), float(info.max)])
+    ctx.emit(Op.CAST, [view(ctx, c, ctx.shape(node.output[0]))], [node.output[0]])
+
+
+def _scale_view(ctx: LowerCtx, name: str, x: str, axis: int) -> str:
+    """A per-axis scale (or zero point) as a view broadcasting along X's axis: [C, 1, ..., 1]."""
+    n = int(np.prod(ctx.shape(name), dtype=np.int64))
+    return view(ctx, name, (n,) + (1,) * (len(ctx.shape(x)) - 1 - axis) if n != 1 else ())
+
+
+def _quantize_small_float(ctx: LowerCtx, node: onnx.NodeProto, ins: list[str], axis: int, out_dt: np.dtype) -> None:
+    """y = x / scale (+ zero point for float4; a float8 one must be 0 and is not read, as onnx's reference) rounded
+    to the format by CAST, saturating as the node's `saturate` says (float4 always saturates)."""
+    saturate = int(ctx.attrs(node).get("saturate", 1))
+    if saturate not in (0, 1):
+        raise ctx.unsupported(node, f"saturate={saturate} must be 0 or 1")
+    x, y = ins[0], node.output[0]
+    t = ctx.temp(ctx.shape(x), np.float32, "q_div")
+    ctx.emit(Op.BINARY, [x, _scale_view(ctx, ins[1], x, axis)], [t], [BinaryFn.DIV])
+    if len(ins) > 2 and out_dt == DTYPES[23]:
+        z = ctx.temp(ctx.shape(ins[2]), np.float32, "q_zp")
+        ctx.emit(Op.CAST, [ins[2]], [z])
+        t2 = ctx.temp(ctx.shape(x), np.float32, "q_add")
+        ctx.emit(Op.BINARY, [t, _scale_view(ctx, z, x, axis)], [t2], [BinaryFn.ADD])
+        t = t2
+    ctx.emit(Op.CAST, [t], [y], [saturate, 0] if CODES[out_dt] in FLOAT8 else [])
 
 
 @lowers("DequantizeLinear")
 def lower_dequantize(ctx: LowerCtx, node: onnx.NodeProto) -> None:
-    x = node.input[0]
-    ctx.check_dtypes(node, [np.uint8, np.int8, np.int32], [x])
+    x, y = node.input[0], node.output[0]
+    ctx.check_dtypes(node, [np.uint8, np.int8, np.int32, *NARROW_Q, *WIDE_Q, *SMALL_FLOAT_Q], [x])
+    ctx.check_dtypes(node, [np.float32, *HALF], [y])
     ins, params = _qparam_inputs(ctx, node, x, ctx.dtype(x), "dq")
-    ctx.emit(Op.DEQUANTIZE_LINEAR, ins, [node.output[0]], params)
+    y32 = y if ctx.dtype(y) == np.float32 else ctx.temp(ctx.shape(y), np.float32, "f32_out")
+    if ctx.dtype(x) in (*WIDE_Q, *SMALL_FLOAT_Q) or int(ctx.attrs(node).get("block_size", 0)):
+        # in float32: y = (f32(x) - f32(zp)) * scale; a float8 / float4 zero point is not read (as the reference)
+        t = ctx.temp(ctx.shape(x), np.float32, "dq_f32")
+        ctx.emit(Op.CAST, [x], [t])
+        if ctx.dtype(x) in SMALL_FLOAT_Q:
+            ins = ins[:2]
+        xv, (sv, *zv), shape = _blocked_views(ctx, node, [t, *ins[1:]], params[0])
+        if zv:
+            z = ctx.temp(ctx.shape(zv[0]), np.float32, "dq_zp")
+            ctx.emit(Op.CAST, [zv[0]], [z])
+            d = ctx.temp(shape, np.float32, "dq_sub")
+            ctx.emit(Op.BINARY, [xv, z], [d], [BinaryFn.SUB])
+            xv = d
+        ctx.emit(Op.BINARY, [xv, sv], [view(ctx, y32, shape)], [BinaryFn.MUL])
+    else:
+        ctx.emit(Op.DEQUANTIZE_LINEAR, ins, [y32], params)
+    if y32 != y:   # a float16 / bfloat16 output: rounded once from float32
+        ctx.emit(Op.CAST, [y32], [y])
 
 
 @lowers("DynamicQuantizeLinear")

@@ -35,8 +35,8 @@ class Op(enum.IntEnum):
     RESIZE = 23  # table-driven separable resampling
     DEPTHWISE_CONV = 24  # depthwise convolution (group == Cin == Cout), fused epilogue
     WINOGRAD_CONV = 25  # 3x3 stride-1 conv as Winograd F(2x2,3x3)
-    QUANTIZE_LINEAR = 26  # int8 family (ids 26..39): float32 -> u8/i8
-    DEQUANTIZE_LINEAR = 27  # int8 family: u8/i8/i32 -> float32
+    QUANTIZE_LINEAR = 26  # int8 family (ids 26..39): float32 -> u8/i8 (and (u)int4/2)
+    DEQUANTIZE_LINEAR = 27  # int8 family: u8/i8/i32 (and (u)int4/2) -> float32
     DYNAMIC_QUANTIZE_LINEAR = 28  # int8 family: float32 -> u8 with a scale and zero point computed at run time
     QCONV = 29  # integer conv through the int8 GEMM, requantizing epilogue
     QDEPTHWISE_CONV = 30  # integer depthwise conv, requantizing epilogue
@@ -120,7 +120,7 @@ N_PARAMS: dict[Op, tuple[int, ...] | None] = {
     Op.UNARY: None,
     Op.BINARY: (1,),
     Op.WHERE: (0,),
-    Op.CAST: (0,),
+    Op.CAST: (0, 2),
     Op.CONV: (16, 17),
     Op.CONV_TRANSPOSE: None,
     Op.GEMM: (8,),
@@ -254,3 +254,30 @@ ACT_TANH = 7
 ACT_GELU = 8
 ACT_GELU_TANH = 9
 ACT_COUNT = 10
+
+# The plan's dtypes: ONNX code -> (manifest / numpy name, element bytes, the JS TypedArray carrying it).
+DTYPE_TABLE: dict[int, tuple[str, int, str]] = {
+    1: ('float32', 4, 'Float32Array'),
+    2: ('uint8', 1, 'Uint8Array'),
+    3: ('int8', 1, 'Int8Array'),
+    4: ('uint16', 2, 'Uint16Array'),
+    5: ('int16', 2, 'Int16Array'),
+    6: ('int32', 4, 'Int32Array'),
+    7: ('int64', 8, 'BigInt64Array'),
+    9: ('bool', 1, 'Uint8Array'),
+    10: ('float16', 2, 'Uint16Array'),
+    11: ('float64', 8, 'Float64Array'),
+    12: ('uint32', 4, 'Uint32Array'),
+    13: ('uint64', 8, 'BigUint64Array'),
+    16: ('bfloat16', 2, 'Uint16Array'),
+    17: ('float8_e4m3fn', 1, 'Uint8Array'),
+    18: ('float8_e4m3fnuz', 1, 'Uint8Array'),
+    19: ('float8_e5m2', 1, 'Uint8Array'),
+    20: ('float8_e5m2fnuz', 1, 'Uint8Array'),
+    21: ('uint4', 1, 'Uint8Array'),
+    22: ('int4', 1, 'Int8Array'),
+    23: ('float4_e2m1fn', 1, 'Uint8Array'),
+    24: ('float8_e8m0fnu', 1, 'Uint8Array'),
+    25: ('uint2', 1, 'Uint8Array'),
+    26: ('int2', 1, 'Int8Array'),
+}

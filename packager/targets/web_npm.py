@@ -11,15 +11,14 @@ import json
 import re
 from pathlib import Path
 
+from ..plan.opspec import DTYPE_TABLE
 from ..toolchain import REPO
 
 WEB_SRC = REPO / "web" / "src"
 RUNTIME_DIR = "runtime"
 
-# manifest dtype -> the TypedArray carrying it (web/src/runtime.js ARRAYS)
-TS_ARRAYS = {"float32": "Float32Array", "int64": "BigInt64Array", "int32": "Int32Array", "int8": "Int8Array",
-             "uint8": "Uint8Array", "bool": "Uint8Array", "float16": "Uint16Array", "float64": "Float64Array",
-             "int16": "Int16Array", "uint16": "Uint16Array", "uint32": "Uint32Array", "uint64": "BigUint64Array"}
+# manifest dtype -> the TypedArray carrying it (the plan's dtype table, as web/src/dtypes.js)
+TS_ARRAYS = {name: array for name, _, array in DTYPE_TABLE.values()}
 
 
 NPM_FILES = ["manifest.json", "manifest.sig", "model.plan", "*.wasm", "index.js", "index.d.ts", f"{RUNTIME_DIR}/"]

@@ -113,6 +113,16 @@ def package_case(case, out: Path, mode: str = "bound") -> dict:
     raise PackagerError("too many inputs must be bound as constants")
 
 
+def _small_float(dt: np.dtype) -> bool:
+    """A float dtype, numpy's or ml_dtypes' (bfloat16, float8, float4: numpy's kind for most is 'V')."""
+    import ml_dtypes
+    try:
+        ml_dtypes.finfo(dt)
+        return True
+    except (TypeError, ValueError):
+        return False
+
+
 def check_outputs(got: dict, expected, out_names: list[str]) -> tuple[str, str]:
     """('pass', '') when every output matches the case's expected value, else ('fail', why)."""
     for name, want in zip(out_names, expected):
@@ -120,7 +130,11 @@ def check_outputs(got: dict, expected, out_names: list[str]) -> tuple[str, str]:
         have = got.get(name)
         if have is None or have.shape != want.shape:
             return "fail", f"output {name}: shape {None if have is None else have.shape} != {want.shape}"
-        if want.dtype.kind == "f":
+        if want.dtype.kind == "f" or _small_float(want.dtype):
+            if want.dtype.char not in "efd":   # bfloat16, float8, float4 (ml_dtypes), compared as values
+                if have.dtype != want.dtype:
+                    return "fail", f"output {name}: dtype {have.dtype} != {want.dtype}"
+                have, want = have.astype(np.float64), want.astype(np.float64)
             if not np.allclose(have, want, rtol=RTOL, atol=ATOL, equal_nan=True):
                 err = np.nanmax(np.abs(have.astype(np.float64) - want))
                 return "fail", f"output {name}: max abs diff {err:.3g}"

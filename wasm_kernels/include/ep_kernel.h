@@ -50,7 +50,6 @@ static inline float ep_param_f32(const ep_node *n, uint32_t i) {
 static inline float *ep_f32(const ep_tensor *t) { return (float *)(void *)t->data; }
 static inline int64_t *ep_i64(const ep_tensor *t) { return (int64_t *)(void *)t->data; }
 uint32_t ep_dtype_size(uint32_t dtype);   /* 0 for unknown */
-uint32_t ep_f16_to_f32_bits(uint32_t h);  /* IEEE binary16 -> binary32, by bits */
 int ep_same_shape(const ep_tensor *a, const ep_tensor *b);
 #define EP_CHECK(cond, err) do { if (!(cond)) return (err); } while (0)
 

@@ -29,8 +29,8 @@
   X(23, RESIZE)                  /* table-driven separable resampling */ \
   X(24, DEPTHWISE_CONV)          /* depthwise convolution (group == Cin == Cout), fused epilogue */ \
   X(25, WINOGRAD_CONV)           /* 3x3 stride-1 conv as Winograd F(2x2,3x3) */ \
-  X(26, QUANTIZE_LINEAR)         /* int8 family (ids 26..39): float32 -> u8/i8 */ \
-  X(27, DEQUANTIZE_LINEAR)       /* int8 family: u8/i8/i32 -> float32 */ \
+  X(26, QUANTIZE_LINEAR)         /* int8 family (ids 26..39): float32 -> u8/i8 (and (u)int4/2) */ \
+  X(27, DEQUANTIZE_LINEAR)       /* int8 family: u8/i8/i32 (and (u)int4/2) -> float32 */ \
   X(28, DYNAMIC_QUANTIZE_LINEAR) /* int8 family: float32 -> u8 with a scale and zero point computed at run time */ \
   X(29, QCONV)                   /* integer conv through the int8 GEMM, requantizing epilogue */ \
   X(30, QDEPTHWISE_CONV)         /* integer depthwise conv, requantizing epilogue */ \
@@ -52,6 +52,32 @@
   X(53, SCATTER)                 /* ScatterElements / ScatterND with reduction none/add/mul/max/min */ \
   X(54, GATHER_ND)               /* GatherND with batch_dims */ \
   X(73, QLUT)                    /* an 8-bit elementwise region of a QDQ graph (DQ -> float ops -> Q, e.g. SiLU) as a 256-entry table */
+
+/* The plan's dtypes, X(code, EP_ name, element bytes): ONNX TensorProto codes (edgepack.h names them). */
+#define EP_DTYPE_LIST(X) \
+  X(1, F32, 4) \
+  X(2, U8, 1) \
+  X(3, I8, 1) \
+  X(4, U16, 2) \
+  X(5, I16, 2) \
+  X(6, I32, 4) \
+  X(7, I64, 8) \
+  X(9, BOOL, 1) \
+  X(10, F16, 2) \
+  X(11, F64, 8) \
+  X(12, U32, 4) \
+  X(13, U64, 8) \
+  X(16, BF16, 2) \
+  X(17, F8E4M3FN, 1) \
+  X(18, F8E4M3FNUZ, 1) \
+  X(19, F8E5M2, 1) \
+  X(20, F8E5M2FNUZ, 1) \
+  X(21, U4, 1) \
+  X(22, I4, 1) \
+  X(23, F4E2M1, 1) \
+  X(24, F8E8M0, 1) \
+  X(25, U2, 1) \
+  X(26, I2, 1)
 
 enum ep_op {
 #define EP_OP_ENUM(n, name) EP_OP_##name = n,

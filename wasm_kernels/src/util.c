@@ -15,23 +15,11 @@ void *ep_memset(void *dst, int c, uint32_t n) {
   return dst;
 }
 
-/* IEEE binary16 -> binary32 by bits (no hardware half type on the targets' baseline). */
-uint32_t ep_f16_to_f32_bits(uint32_t h) {
-  uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1Fu, man = h & 0x3FFu;
-  if (exp == 0x1Fu) return sign | 0x7F800000u | (man << 13);           /* inf, NaN (payload kept) */
-  if (exp != 0) return sign | ((exp + 112u) << 23) | (man << 13);        /* normal: rebias 15 -> 127 */
-  if (man == 0) return sign;                                             /* +-0 */
-  uint32_t e = 113u;                                                     /* subnormal: normalize */
-  while (!(man & 0x400u)) { man <<= 1; e--; }
-  return sign | (e << 23) | ((man & 0x3FFu) << 13);
-}
-
 uint32_t ep_dtype_size(uint32_t dtype) {
-  switch (dtype) {
-    case EP_F32: case EP_I32: case EP_U32: return 4;
-    case EP_I64: case EP_U64: case EP_F64: return 8;
-    case EP_U8: case EP_I8: case EP_BOOL: return 1;
-    case EP_F16: case EP_I16: case EP_U16: return 2;
+  switch (dtype) {   /* the plan's dtype table (wasm_kernels/spec/ops.json) */
+#define EP_DTYPE_SIZE(code, name, bytes) case code: return bytes;
+    EP_DTYPE_LIST(EP_DTYPE_SIZE)
+#undef EP_DTYPE_SIZE
     default: return 0;
   }
 }

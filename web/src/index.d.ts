@@ -3,11 +3,14 @@
 /** Which build of the runtime to load: 'auto' picks the best one the engine validates. */
 export type Variant = 'auto' | 'simd' | 'scalar' | 'relaxed';
 
-/** Element types a bundle's inputs/outputs can have, as named in manifest.json. */
+/** Element types a bundle's inputs/outputs can have, as named in manifest.json (the plan's dtype table, dtypes.js). */
 export type DType = 'float32' | 'int64' | 'int32' | 'int8' | 'uint8' | 'bool' | 'float16' | 'float64' | 'int16' | 'uint16'
-  | 'uint32' | 'uint64';
+  | 'uint32' | 'uint64' | 'bfloat16' | 'float8_e4m3fn' | 'float8_e4m3fnuz' | 'float8_e5m2' | 'float8_e5m2fnuz' | 'uint4'
+  | 'int4' | 'float4_e2m1fn' | 'float8_e8m0fnu' | 'uint2' | 'int2';
 
-/** The TypedArray carrying each dtype (bool as 0/1 bytes, float16 as raw bits). */
+/** The TypedArray carrying each dtype: bool as 0/1 bytes, float16 and bfloat16 as raw bits, the float8 and float4
+ * formats as raw codes (one per byte), int4/int2 and uint4/uint2 one value per element (not packed two per byte as
+ * ONNX stores them and onnxruntime-web's int4 tensors hold them). */
 export interface DataTypeMap {
   float32: Float32Array;
   int64: BigInt64Array;
@@ -21,6 +24,17 @@ export interface DataTypeMap {
   uint16: Uint16Array;
   uint32: Uint32Array;
   uint64: BigUint64Array;
+  bfloat16: Uint16Array;
+  float8_e4m3fn: Uint8Array;
+  float8_e4m3fnuz: Uint8Array;
+  float8_e5m2: Uint8Array;
+  float8_e5m2fnuz: Uint8Array;
+  uint4: Uint8Array;
+  int4: Int8Array;
+  float4_e2m1fn: Uint8Array;
+  float8_e8m0fnu: Uint8Array;
+  uint2: Uint8Array;
+  int2: Int8Array;
 }
 export type TensorData = DataTypeMap[DType];
 

@@ -4,6 +4,7 @@
 
 import { Sha256 } from './sha256.js';
 import { isNode, node } from './platform.js';
+import { DTYPES } from './dtypes.js';
 
 /** @typedef {'auto'|'simd'|'scalar'|'relaxed'} Variant */
 /** A dim of a manifest shape: a number (fixed), a symbol name (resolved at run time: version-2 plans), or null
@@ -23,13 +24,8 @@ const PAGE = 65536;
 const PLAN_DYNAMIC = 2;   // plan version whose shapes are resolved at run time
 const MAX_DIM = 0x7fffffff;   // the core's dims are int32
 
-/** dtype name (manifest) -> TypedArray constructor that carries it.
- * @type {Record<string, Float32ArrayConstructor | Float64ArrayConstructor | BigInt64ArrayConstructor | BigUint64ArrayConstructor | Int32ArrayConstructor | Uint32ArrayConstructor | Int16ArrayConstructor | Int8ArrayConstructor | Uint8ArrayConstructor | Uint16ArrayConstructor>} */
-const ARRAYS = {
-  float32: Float32Array, int64: BigInt64Array, int32: Int32Array, int8: Int8Array,
-  uint8: Uint8Array, bool: Uint8Array, float16: Uint16Array, float64: Float64Array,
-  int16: Int16Array, uint16: Uint16Array, uint32: Uint32Array, uint64: BigUint64Array,
-};
+/** dtype name (manifest) -> TypedArray constructor that carries it (the plan's dtype table, dtypes.js). */
+const ARRAYS = Object.fromEntries(Object.values(DTYPES).map((t) => [t.name, t.array]));
 
 export class EdgepackError extends Error {
   /** @param {string} message @param {number} [status] runtime status code, when the wasm core refused */
@@ -298,9 +294,8 @@ function checkManifest(m) {
     throw new EdgepackError(`manifest.json: bad dims (bounds of the symbolic dims) ${JSON.stringify(m.dims)?.slice(0, 200)}`);
 }
 
-/** ONNX dtype codes a plan tensor carries -> manifest dtype names (packager/bundle.py DTYPES). */
-const PLAN_DTYPES = /** @type {Record<number, string>} */ ({ 1: 'float32', 2: 'uint8', 3: 'int8', 4: 'uint16', 5: 'int16', 6: 'int32',
-  7: 'int64', 9: 'bool', 10: 'float16', 11: 'float64', 12: 'uint32', 13: 'uint64' });
+/** ONNX dtype codes a plan tensor carries -> manifest dtype names. */
+const PLAN_DTYPES = /** @type {Record<number, string>} */ (Object.fromEntries(Object.entries(DTYPES).map(([c, t]) => [c, t.name])));
 
 /** The plan is the truth: each manifest input/output must be the plan's tensor of that dtype and those dims (a
  * run-time dim, -1 in the plan, where the manifest gives a symbol or null), else run() would reinterpret bytes.

@@ -8,11 +8,12 @@
  *         Pow and PRelu f32; comparisons on those or bool -> bool; And/Or/Xor bool; Mod/Fmod on the numeric
  *         dtypes (integer x mod 0 = 0); Shl/Shr on the integers (shift outside [0, bits): 0, or -1 for Shr of a negative).
  * WHERE   in: Cond (bool), X, Y; out: Z. All three broadcast to Z; X, Y, Z share one dtype (any).
- * CAST    in: X; out: Y (same shape), between every pair of the plan's dtypes (f32, f16, f64, (u)int
- *         8/16/32/64, bool). float -> integer truncates toward zero and saturates at the int64 (uint64) range,
- *         int32's for i32 (NaN -> 0), then wraps to the narrower dtypes; integer -> integer wraps; anything ->
- *         bool is x != 0. Float -> float and integer -> float round to nearest even once (f16 keeps
- *         subnormals, inf, NaN; overflow gives inf).
+ * CAST    in: X; out: Y (same shape), between every pair of the plan's dtypes (f32, f64, the small floats of
+ *         lowp.c, (u)int 2/4/8/16/32/64, bool). params: none, or [saturate, round_mode] (float8 targets; ONNX's
+ *         defaults 1, up without them). float -> integer truncates toward zero and saturates at the int64 (uint64)
+ *         range, int32's for i32 (NaN -> 0), then wraps to the narrower dtypes; integer -> integer wraps; anything ->
+ *         bool is x != 0. Float -> float and integer -> float round to nearest even once (keeping subnormals, inf,
+ *         NaN where the format has them; overflow as lowp.h says).
  *         (A plan's float16 weights reach f32 kernels through a prologue CAST, run once in ep_bind.)
  *
  * Broadcasting: check() validates shapes; run() collapses the iteration space (drops size-1
@@ -23,6 +24,7 @@
 #include "ep_math.h"
 #include "ep_math_vec.h"
 #include "kernels/activation.h"
+#include "kernels/lowp.h"
 #include "ep_shape.h"
 
 /* enum ep_binary_fn: kernels/ep_fns.h (generated from wasm_kernels/spec/ops.json, through activation.h). */
@@ -430,27 +432,9 @@ ep_status ep_run_WHERE(const ep_node *n) {
 
 /* ================================ cast ========================================================= */
 
-/* IEEE binary32 -> binary16 by bits (no hardware half type on the targets' baseline; the other way: util.c). */
-static uint16_t f32_bits_to_f16(uint32_t f) {
-  uint32_t sign = (f >> 16) & 0x8000u, exp = (f >> 23) & 0xFFu, man = f & 0x7FFFFFu;
-  if (exp == 0xFFu) return (uint16_t)(sign | 0x7C00u | (man ? 0x200u | (man >> 13) : 0));
-  int32_t e = (int32_t)exp - 112;                                        /* half exponent */
-  if (e >= 31) return (uint16_t)(sign | 0x7C00u);                        /* overflow -> inf */
-  if (e <= 0) {                                                          /* subnormal half or zero */
-    if (e < -10) return (uint16_t)sign;
-    man |= 0x800000u;
-    uint32_t shift = (uint32_t)(14 - e), half = man >> shift, rem = man & ((1u << shift) - 1u), mid = 1u << (shift - 1);
-    if (rem > mid || (rem == mid && (half & 1u))) half++;
-    return (uint16_t)(sign | half);
-  }
-  uint32_t half = sign | ((uint32_t)e << 10) | (man >> 13), rem = man & 0x1FFFu;
-  if (rem > 0x1000u || (rem == 0x1000u && (half & 1u))) half++;        /* carry may roll into inf: correct */
-  return (uint16_t)half;
-}
-
 static int int_dtype(uint32_t dt) {
   return dt == EP_I64 || dt == EP_U64 || dt == EP_I32 || dt == EP_U32 || dt == EP_I16 || dt == EP_U16 ||
-         dt == EP_I8 || dt == EP_U8;
+         dt == EP_I8 || dt == EP_U8 || dt == EP_I4 || dt == EP_U4 || dt == EP_I2 || dt == EP_U2;
 }
 
 /* Any integer or bool element widened to 64 bits: signed dtypes sign-extend, unsigned ones zero-extend, so
@@ -464,7 +448,8 @@ static int64_t load_int(const uint8_t *p, uint32_t dt, uint32_t i) {
     case EP_U16: return ((const uint16_t *)(const void *)p)[i];
     case EP_I8: return (int8_t)p[i];
     case EP_U8: return p[i];
-    default: return p[i] != 0;   /* bool */
+    case EP_BOOL: return p[i] != 0;
+    default: return ep_narrow_load(dt, p[i]);   /* (u)int4, (u)int2 */
   }
 }
 
@@ -474,7 +459,7 @@ static void store_int(uint8_t *p, uint32_t dt, uint32_t i, uint64_t v) {
     case 8: ((uint64_t *)(void *)p)[i] = v; break;
     case 4: ((uint32_t *)(void *)p)[i] = (uint32_t)v; break;
     case 2: ((uint16_t *)(void *)p)[i] = (uint16_t)v; break;
-    default: p[i] = dt == EP_BOOL ? v != 0 : (uint8_t)v; break;
+    default: p[i] = dt == EP_BOOL ? v != 0 : dt == EP_U8 || dt == EP_I8 ? (uint8_t)v : ep_narrow_int(dt, v); break;
   }
 }
 
@@ -525,39 +510,29 @@ static void row_int(const void *ctx, uint8_t *o, const uint8_t *const *in, const
   }
 }
 
-/* CAST between every pair of float32, float16, float64, the (u)int 8/16/32/64 dtypes and bool. A float
- * source is read as a double (exact), an integer one as 64 bits. float -> integer truncates toward zero
- * (NaN -> 0), saturating at the int64 (uint64 for uint64) range and at int32's for int32, then wraps to the
- * narrower dtypes; integer -> integer wraps; anything -> bool is x != 0; int -> float rounds to nearest even. */
-static int float_dtype(uint32_t dt) { return dt == EP_F32 || dt == EP_F16 || dt == EP_F64; }
+/* CAST between every pair of the plan's dtypes. A float source is read as a double (exact), an integer one as 64
+ * bits. float -> integer truncates toward zero (NaN -> 0), saturating at the int64 (uint64 for uint64) range and at
+ * int32's for int32, then wraps to the narrower dtypes; integer -> integer wraps; anything -> bool is x != 0; into a
+ * float dtype rounds to nearest even once (the small formats: lowp.c, with params [saturate, round_mode]). */
+static int float_dtype(uint32_t dt) { return dt == EP_F32 || dt == EP_F64 || ep_small_float(dt); }
 
 static double load_float(const uint8_t *p, uint32_t dt, uint32_t i) {
-  union { uint32_t u; float f; } b;
   switch (dt) {
     case EP_F64: return ((const double *)(const void *)p)[i];
-    case EP_F16: b.u = ep_f16_to_f32_bits(((const uint16_t *)(const void *)p)[i]); return (double)b.f;
-    default: return (double)((const float *)(const void *)p)[i];
+    case EP_F32: return (double)((const float *)(const void *)p)[i];
+    default: return ep_small_float_value(dt, ep_dtype_size(dt) == 2 ? ((const uint16_t *)(const void *)p)[i] : p[i]);
   }
 }
 
-/* float32 nearest to d, but rounded to odd when inexact, so that rounding it once more to float16 rounds d
- * correctly (no double rounding). */
-static uint32_t f64_to_f32_odd_bits(double d) {
-  union { uint32_t u; float f; } b;
-  b.f = (float)d;
-  const double back = (double)b.f;
-  if (back != d && d == d) {
-    if ((back < 0 ? -back : back) > (d < 0 ? -d : d)) b.u -= 1u;   /* toward zero, then set the sticky bit */
-    b.u |= 1u;
-  }
-  return b.u;
-}
-
-static void store_float(uint8_t *p, uint32_t dt, uint32_t i, double d) {
+static void store_float(uint8_t *p, uint32_t dt, uint32_t i, double d, const int32_t *mode) {
   switch (dt) {
     case EP_F64: ((double *)(void *)p)[i] = d; break;
     case EP_F32: ((float *)(void *)p)[i] = (float)d; break;
-    default: ((uint16_t *)(void *)p)[i] = f32_bits_to_f16(f64_to_f32_odd_bits(d)); break;
+    default: {
+      const uint32_t c = ep_small_float_code(dt, d, mode[0], mode[1]);
+      if (ep_dtype_size(dt) == 2) ((uint16_t *)(void *)p)[i] = (uint16_t)c;
+      else p[i] = (uint8_t)c;
+    }
   }
 }
 
@@ -570,7 +545,8 @@ static uint64_t f64_to_int(double d, uint32_t dt) {
 }
 
 EP_COLD ep_status ep_check_CAST(const ep_node *n) {
-  EP_CHECK(n->n_params == 0, EP_E_PARAM);
+  EP_CHECK(n->n_params == 0 || (n->n_params == 2 && (uint32_t)n->params[0] <= 1u && (uint32_t)n->params[1] <= EP_ROUND_NEAREST),
+           EP_E_PARAM);
   const ep_tensor *x = n->in[0], *y = n->out[0];
   EP_CHECK(x, EP_E_SHAPE);
   EP_CHECK(ep_same_shape(x, y), EP_E_SHAPE);
@@ -584,24 +560,20 @@ ep_status ep_run_CAST(const ep_node *n) {
   const uint8_t *src = x->data;
   uint8_t *dst = y->data;
   if (sd == dd) { ep_memcpy(dst, src, count * ep_dtype_size(sd)); return EP_OK; }
-  if (sd == EP_F16 && dd == EP_F32) {   /* the bind-time widening of float16 weights: keep it direct */
-    const uint16_t *h = (const uint16_t *)(const void *)src;
-    uint32_t *o = (uint32_t *)(void *)dst;
-    for (uint32_t i = 0; i < count; i++) o[i] = ep_f16_to_f32_bits(h[i]);
-    return EP_OK;
-  }
+  static const int32_t ONNX_DEFAULT[2] = {1, EP_ROUND_UP};   /* saturate, round_mode */
+  const int32_t *mode = n->n_params == 2 ? n->params : ONNX_DEFAULT;
   const int sf = float_dtype(sd), df = float_dtype(dd);
   for (uint32_t i = 0; i < count; i++) {
     if (sf) {
       const double d = load_float(src, sd, i);
-      if (df) store_float(dst, dd, i, d);
+      if (df) store_float(dst, dd, i, d, mode);
       else if (dd == EP_BOOL) dst[i] = d != 0.0;
       else store_int(dst, dd, i, f64_to_int(d, dd));
     } else {
       const int64_t v = load_int(src, sd, i);
       if (!df) { store_int(dst, dd, i, (uint64_t)v); continue; }
       if (dd == EP_F32) ((float *)(void *)dst)[i] = sd == EP_U64 ? (float)(uint64_t)v : (float)v;
-      else store_float(dst, dd, i, sd == EP_U64 ? (double)(uint64_t)v : (double)v);   /* f16: exact via f64 below 2^53 */
+      else store_float(dst, dd, i, sd == EP_U64 ? (double)(uint64_t)v : (double)v, mode);   /* exact via f64 below 2^53 */
     }
   }
   return EP_OK;

@@ -1,10 +1,11 @@
 /* QUANTIZE_LINEAR, DEQUANTIZE_LINEAR, DYNAMIC_QUANTIZE_LINEAR and QADD (ONNX semantics: division
  * by the scale, round half to even, saturation to the 8-bit range).
  *
- * QUANTIZE_LINEAR: X f32, scale f32, zp? (Y's dtype) -> Y u8/i8 (X's shape). params: [axis].
+ * QUANTIZE_LINEAR: X f32, scale f32, zp? (Y's dtype) -> Y u8/i8 or (u)int4/2 (X's shape). params: [axis].
  *   Per tensor when scale has 1 element, else per axis: scale and zp have dims[axis] elements.
  *   y = saturate(round(x / scale) + zp)
- * DEQUANTIZE_LINEAR: X u8/i8/i32, scale f32, zp? (X's dtype) -> Y f32. params: [axis]. y = (x - zp) * scale
+ * DEQUANTIZE_LINEAR: X u8/i8/i32 or (u)int4/2, scale f32, zp? (X's dtype) -> Y f32. params: [axis]. y = (x - zp) * scale
+ * (float8 / float4 quantization is BINARY and CAST: packager/ops/quant.py.)
  * DYNAMIC_QUANTIZE_LINEAR: X f32 -> Y u8, Y_scale f32 [1 element], Y_zero_point u8 [1 element]. No params.
  *   scale = (max(0, max x) - min(0, min x)) / 255, zp = saturate(round(-min(0, min x) / scale)).
  *   An all-zero X gives scale 0, zp 0, Y 0.
@@ -17,6 +18,7 @@
 #include "qgemm.h"
 #include "gemm.h"
 #include "ep_shape.h"
+#include "kernels/lowp.h"
 
 /* Whole file optimized for size (wasm size budget): the time is in ep_qgemm (qgemm.c). */
 EP_COLD_FILE_BEGIN
@@ -29,7 +31,20 @@ static int32_t elem_i(const uint8_t *p, uint32_t dtype, uint64_t i) {
   switch (dtype) {
     case EP_U8: return p[i];
     case EP_I8: return (int8_t)p[i];
-    default: return ((const int32_t *)(const void *)p)[i];
+    case EP_I32: return ((const int32_t *)(const void *)p)[i];
+    default: return ep_narrow_load(dtype, p[i]);   /* (u)int4, (u)int2 */
+  }
+}
+
+static int narrow_q(uint32_t dt) { return dt == EP_I4 || dt == EP_U4 || dt == EP_I2 || dt == EP_U2; }
+
+/* A 4/2-bit integer saturated at 8 bits (quantize_run) saturated again to its own range: the same as once. */
+static void narrow_saturate(uint8_t *y, uint32_t dt, uint64_t cnt) {
+  const int sgn = dt == EP_I4 || dt == EP_I2;
+  const int32_t hi = ((dt == EP_I4 || dt == EP_U4 ? 16 : 4) >> sgn) - 1, lo = sgn ? -hi - 1 : 0;
+  for (uint64_t i = 0; i < cnt; i++) {
+    const int32_t v = sgn ? (int8_t)y[i] : y[i];
+    y[i] = (uint8_t)(v < lo ? lo : v > hi ? hi : v);
   }
 }
 
@@ -58,7 +73,7 @@ static ep_status check_axis(const ep_node *n, const ep_tensor *x, uint32_t qdtyp
 
 ep_status ep_check_QUANTIZE_LINEAR(const ep_node *n) {
   const ep_tensor *x = n->in[0], *y = n->out[0];
-  EP_CHECK(x && y && x->dtype == EP_F32 && (y->dtype == EP_U8 || y->dtype == EP_I8), EP_E_DTYPE);
+  EP_CHECK(x && y && x->dtype == EP_F32 && (y->dtype == EP_U8 || y->dtype == EP_I8 || narrow_q(y->dtype)), EP_E_DTYPE);
   uint64_t o, c, i;
   return check_axis(n, x, y->dtype, &o, &c, &i);
 }
@@ -112,12 +127,16 @@ ep_status ep_run_QUANTIZE_LINEAR(const ep_node *n) {
   uint64_t outer, C, inner;
   check_axis(n, x, dt, &outer, &C, &inner);
   const float *s = ep_f32(n->in[1]);
+  const int narrow = narrow_q(dt);
   for (uint64_t c = 0; c < C; c++)
-    if (zp && !zp_in_range(dt, elem_i(zp->data, dt, c))) return EP_E_PARAM;
+    if (zp && !narrow && !zp_in_range(dt, elem_i(zp->data, dt, c))) return EP_E_PARAM;
   for (uint64_t o = 0; o < outer; o++)
     for (uint64_t c = 0; c < C; c++) {
       const uint64_t at = (o * C + c) * inner;
-      quantize_run(ep_f32(x) + at, s[c], zp ? elem_i(zp->data, dt, c) : 0, dt, n->out[0]->data + at, inner);
+      uint8_t *y = n->out[0]->data + at;
+      const int sgn = dt == EP_I8 || dt == EP_I4 || dt == EP_I2;
+      quantize_run(ep_f32(x) + at, s[c], zp ? elem_i(zp->data, dt, c) : 0, sgn ? EP_I8 : EP_U8, y, inner);
+      if (narrow) narrow_saturate(y, dt, inner);
     }
   return EP_OK;
 }
@@ -126,7 +145,9 @@ ep_status ep_run_QUANTIZE_LINEAR(const ep_node *n) {
 
 ep_status ep_check_DEQUANTIZE_LINEAR(const ep_node *n) {
   const ep_tensor *x = n->in[0], *y = n->out[0];
-  EP_CHECK(x && y && y->dtype == EP_F32 && (x->dtype == EP_U8 || x->dtype == EP_I8 || x->dtype == EP_I32), EP_E_DTYPE);
+  EP_CHECK(x && y && y->dtype == EP_F32 && (x->dtype == EP_U8 || x->dtype == EP_I8 || x->dtype == EP_I32 || narrow_q(x->dtype)),
+           EP_E_DTYPE);
+  EP_CHECK(n->n_params == 1, EP_E_PARAM);
   uint64_t o, c, i;
   return check_axis(n, x, x->dtype, &o, &c, &i);
 }
@@ -142,7 +163,7 @@ ep_status ep_run_DEQUANTIZE_LINEAR(const ep_node *n) {
     for (uint64_t c = 0; c < C; c++) {
       const uint64_t at = (o * C + c) * inner;
       const float z = zp ? (float)elem_i(zp->data, dt, c) : 0.0f;
-      uint64_t i = dt == EP_I32 ? 0 : dequantize_fast(x->data + at, dt == EP_U8, (int32_t)z, s[c], y + at, inner);
+      uint64_t i = dt == EP_U8 || dt == EP_I8 ? dequantize_fast(x->data + at, dt == EP_U8, (int32_t)z, s[c], y + at, inner) : 0;
       for (; i < inner; i++) y[at + i] = ((float)elem_i(x->data, dt, at + i) - z) * s[c];
     }
   return EP_OK;

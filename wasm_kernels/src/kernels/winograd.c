@@ -22,6 +22,7 @@
 #include "winograd_bt.h"
 #include "ep_parallel.h"
 #include "shape/conv_linalg.h"
+#include "kernels/lowp.h"
 
 #define WG_NPARAMS 15   /* + 1: word 15 = Cout (the form a run-time shape needs: U rounds it up) */
 #define MAXDIM 65535
@@ -556,8 +557,7 @@ EP_COLD ep_status ep_run_WINOGRAD_FILTER(const ep_node *n) {
       float tmp[4] = {0.0f, 0.0f, 0.0f, 0.0f};
       for (uint32_t l = 0; l < cnt; l++) {
         if (!half) { tmp[l] = t[k * P + p + l]; continue; }
-        const uint32_t bits = ep_f16_to_f32_bits(th[k * P + p + l]);
-        ep_memcpy(&tmp[l], &bits, 4);
+        tmp[l] = (float)ep_small_float_value(EP_F16, th[k * P + p + l]);
       }
       g[k] = f32x4_load(tmp);
     }

@@ -3,6 +3,7 @@
 // (it opens the same plan); the op builders re-check what their index math relies on.
 
 import { EdgepackError } from '../runtime.js';
+import { DTYPES } from '../dtypes.js';
 import { MAX_IO, OP } from './opcodes.js';
 
 /** Kernel ids, generated from wasm_kernels/spec/ops.json (opcodes.js). */
@@ -14,7 +15,7 @@ const NAMES = Object.freeze(Object.fromEntries(Object.entries(OP).map(([k, v]) =
 export const opName = (op) => NAMES[op] ?? `kernel ${op}`;
 
 /** Element size per ONNX dtype code the plan may carry. */
-export const DTYPE_SIZE = Object.freeze({ 1: 4, 2: 1, 3: 1, 4: 2, 5: 2, 6: 4, 7: 8, 9: 1, 10: 2, 11: 8, 12: 4, 13: 8 });
+export const DTYPE_SIZE = Object.freeze(Object.fromEntries(Object.entries(DTYPES).map(([c, t]) => [c, t.bytes])));
 export const F32 = 1, I32 = 6, I64 = 7, F16 = 10;
 export const ARENA = 0, WEIGHTS = 1;
 
