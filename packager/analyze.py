@@ -46,6 +46,7 @@ class Graph:
     # whether the shapes bound here are only a probe (passes must not bake them into the graph).
     keep: frozenset[str] = frozenset()
     dynamic: bool = False
+    value_dim: int = 0                      # the probe extent of dims value inputs decide (analyze's argument)
     source_opset: int | None = None        # the model's own opset when it was converted (errors name that one)
 
 
@@ -314,6 +315,17 @@ def _shapes_by_running(model: onnx.ModelProto, shapes: dict, dtypes: dict, missi
         dtypes[name] = helper.np_dtype_to_tensor_dtype(val.dtype)
 
 
+def _probe_value_dims(model: onnx.ModelProto, shapes: dict, missing: list[str], extent: int) -> None:
+    """Outputs whose rank shape inference knows but not every dim (they depend on value inputs' values): each
+    unknown dim gets the probe extent."""
+    g = model.graph
+    for vi in [*g.value_info, *g.output]:
+        tt = vi.type.tensor_type
+        if vi.name in missing and vi.name not in shapes and tt.HasField("shape"):
+            shapes[vi.name] = tuple(int(x) if isinstance(x, int) and (x > 0 or _is_zero_dim(vi, i)) else extent
+                                    for i, x in enumerate(_dims(vi.type)))
+
+
 def _scalar(consts: dict[str, np.ndarray], name: str):
     v = consts.get(name) if name else None
     return None if v is None or v.size != 1 else v.reshape(-1)[0]
@@ -467,9 +479,11 @@ def _drop_unused_optional_outputs(nodes: list[onnx.NodeProto], outputs: list[str
 
 def analyze(model: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...]] | None = None,
             constants: dict[str, np.ndarray] | None = None, strict: bool = False,
-            keep: frozenset[str] = frozenset(), dynamic: bool = False) -> Graph:
+            keep: frozenset[str] = frozenset(), dynamic: bool = False, value_dim: int = 0) -> Graph:
     """keep: values not to fold although computable here (they vary with the input shapes: packager/dynamic.py);
-    dynamic: input_shapes are a probe of a plan whose shapes are resolved at run time."""
+    dynamic: input_shapes are a probe of a plan whose shapes are resolved at run time; value_dim: the model has
+    value inputs (their values decide shapes, known only at run time): a dim shape inference leaves unknown gets
+    this probe extent (packager/dynamic.VALUE_DIM_PROBES), so that it becomes a run-time dim."""
     model = copy.deepcopy(model)
     notices: list[str] = []
     opset = default_opset(model)
@@ -477,7 +491,7 @@ def analyze(model: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...]] | N
     if opset < CONVERT_BELOW_OPSET:
         model, opset = convert_opset(model, opset, notices)
     try:
-        graph = _analyze(model, opset, notices, input_shapes, constants, strict, keep, dynamic)
+        graph = _analyze(model, opset, notices, input_shapes, constants, strict, keep, dynamic, value_dim)
     except (UnsupportedError, NeedsConstantError) as e:
         raise (with_opset(e, source_opset) if source_opset != opset else e) from None
     graph.source_opset = source_opset if source_opset != opset else None
@@ -485,7 +499,7 @@ def analyze(model: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...]] | N
 
 
 def _analyze(model: onnx.ModelProto, opset: int, notices: list[str], input_shapes, constants, strict: bool,
-             keep: frozenset[str], dynamic: bool) -> Graph:
+             keep: frozenset[str], dynamic: bool, value_dim: int = 0) -> Graph:
     if not MIN_OPSET <= opset <= MAX_OPSET:
         raise UnsupportedError("model", model.graph.name or "graph", opset,
                                f"opset {opset} is outside the supported range {MIN_OPSET}..{MAX_OPSET}")
@@ -603,7 +617,10 @@ def _analyze(model: onnx.ModelProto, opset: int, notices: list[str], input_shape
                 raise NeedsConstantError("Loop", n.name or n.output[0], opset, need)
     if all(o in control for o in missing):
         missing = []   # the lowering derives If/Loop/Scan outputs from their bodies (packager/ops/control.py)
+    if missing and value_dim:
+        _probe_value_dims(model, shapes, missing, value_dim)
+        missing = [o for o in missing if o not in shapes]
     if missing:
         _shapes_by_running(model, shapes, dtypes, missing)
     return Graph(model, opset, remaining, inputs, outputs, shapes, dtypes, consts, notices, folded, dq_sources,
-                 keep, dynamic)
+                 keep, dynamic, value_dim)

@@ -27,10 +27,11 @@ class Symbols:
     probe_a: dict[str, int] = field(default_factory=dict)   # symbol -> extent
     probe_b: dict[str, int] = field(default_factory=dict)
     example: dict[str, int] = field(default_factory=dict)   # a small shape the packager verifies the bundle at
+    values: list[str] = field(default_factory=list)   # value inputs: graph inputs whose values decide shapes
 
     @property
     def any(self) -> bool:
-        return any(s for dims in self.dims.values() for s in dims)
+        return bool(self.values) or any(s for dims in self.dims.values() for s in dims)
 
     def names(self) -> list[str]:
         return sorted(self.probe_a)
@@ -98,9 +99,40 @@ def find_symbols(model: onnx.ModelProto, input_shapes: dict[str, tuple] | None,
                 # a dim_value 0 may be an exporter's "unknown" or a real empty dim: it may be fed as 0
                 bnd.append(tuple(int(x) for x in w) if w is not None else (0, 0) if d == 0 else None)
         dims[vi.name], fixed[vi.name], bounds[vi.name] = names, ext, bnd
-    syms = Symbols(dims, fixed, bounds)
+    syms = Symbols(dims, fixed, bounds, values=value_inputs(model, constants, fixed, dims))
     _choose_probes(syms)
     return syms
+
+
+# Inputs whose values decide an output's shape and that a version-2 kernel reads while the core resolves shapes
+# (packager/plan/dynamic.SHAPE_INPUTS): ONNX op -> (input indices, the first opset where they are inputs).
+VALUE_SLOTS: dict[str, tuple[tuple[int, ...], int]] = {
+    "Reshape": ((1,), 5), "Expand": ((1,), 8), "ConstantOfShape": ((0,), 9), "Range": ((0, 1, 2), 11),
+    "TopK": ((1,), 10),
+}
+# Probe extents of the dims that value inputs decide (packager/analyze.py): they differ, so those dims are
+# resolved at run time; odd primes, so that they rarely meet a fixed dim by chance.
+VALUE_DIM_PROBES = (29, 31)
+
+
+def value_inputs(model: onnx.ModelProto, constants: dict | None, fixed: dict[str, list[int]],
+                 dims: dict[str, list[str | None]]) -> list[str]:
+    """Graph inputs that feed a shape-deciding input of VALUE_SLOTS directly: fed at run time, their values go to
+    the values region before the core resolves shapes (docs/plan-format.md, "Value inputs"). Such an input needs
+    fixed dims (its own length decides ranks)."""
+    from .analyze import default_opset
+    opset = default_opset(model)
+    inits = {i.name for i in model.graph.initializer} | set(constants or {})
+    out: list[str] = []
+    for n in model.graph.node:
+        slots, since = VALUE_SLOTS.get(n.op_type, ((), 0))
+        if n.domain not in ("", "ai.onnx") or opset < since:
+            continue
+        for k in slots:
+            name = n.input[k] if k < len(n.input) else ""
+            if name and name in fixed and name not in inits and name not in out and not any(dims[name]):
+                out.append(name)
+    return out
 
 
 def _choose_probes(syms: Symbols) -> None:
@@ -183,7 +215,7 @@ def bounded_memory(plan, syms: Symbols, wasm: "str | object") -> tuple[int, int]
     out (the most a run can take: packager/plan/layout.py writes the first into the plan). None otherwise."""
     from .plan import layout
     from .runtime.wasm import WasmPlan
-    if any(syms.hi(s) is None for s in syms.names()):
+    if syms.values or any(syms.hi(s) is None for s in syms.names()):   # values decide sizes: no bound
         return None
     top = {s: syms.hi(s) for s in syms.names()}
     session = WasmPlan(wasm, layout.encode(plan))
