@@ -71,6 +71,7 @@ def find_symbols(model: onnx.ModelProto, input_shapes: dict[str, tuple] | None,
     A dim_value of 0 or -1 (some exporters write those) counts as symbolic; a 0 one is bounded [0..], not [1..]."""
     given = dict(input_shapes or {})
     inits = {i.name for i in model.graph.initializer} | set(constants or {})
+    valued = value_slot_inputs(model, inits)
     dims: dict[str, list[str | None]] = {}
     fixed: dict[str, list[int]] = {}
     bounds: dict[str, list[Bound | None]] = {}
@@ -89,7 +90,7 @@ def find_symbols(model: onnx.ModelProto, input_shapes: dict[str, tuple] | None,
                                     f"(max 0: unbounded) or None")
             if isinstance(w, (int, np.integer)):
                 names.append(None); ext.append(int(w)); bnd.append(None)
-            elif isinstance(d, int) and d > 0:
+            elif isinstance(d, int) and (d > 0 or (d == 0 and vi.name in valued)):   # a value input's 0 is empty
                 if w is not None and not (w[0] <= d and (not w[1] or d <= w[1])):
                     raise PackagerError(f"--input-shape {vi.name}: the model fixes dim {k} to {d}")
                 names.append(None); ext.append(d); bnd.append(None)
@@ -99,7 +100,7 @@ def find_symbols(model: onnx.ModelProto, input_shapes: dict[str, tuple] | None,
                 # a dim_value 0 may be an exporter's "unknown" or a real empty dim: it may be fed as 0
                 bnd.append(tuple(int(x) for x in w) if w is not None else (0, 0) if d == 0 else None)
         dims[vi.name], fixed[vi.name], bounds[vi.name] = names, ext, bnd
-    syms = Symbols(dims, fixed, bounds, values=value_inputs(model, constants, fixed, dims))
+    syms = Symbols(dims, fixed, bounds, values=[n for n in valued if n in dims and not any(dims[n])])
     _choose_probes(syms)
     return syms
 
@@ -108,21 +109,21 @@ def find_symbols(model: onnx.ModelProto, input_shapes: dict[str, tuple] | None,
 # (packager/plan/dynamic.SHAPE_INPUTS): ONNX op -> (input indices, the first opset where they are inputs).
 VALUE_SLOTS: dict[str, tuple[tuple[int, ...], int]] = {
     "Reshape": ((1,), 5), "Expand": ((1,), 8), "ConstantOfShape": ((0,), 9), "Range": ((0, 1, 2), 11),
-    "TopK": ((1,), 10),
+    "TopK": ((1,), 10), "ReduceSum": ((1,), 13),
+    **{f"Reduce{k}": ((1,), 18) for k in ("Mean", "Max", "Min", "Prod", "L1", "L2", "SumSquare", "LogSum", "LogSumExp")},
 }
 # Probe extents of the dims that value inputs decide (packager/analyze.py): they differ, so those dims are
 # resolved at run time; odd primes, so that they rarely meet a fixed dim by chance.
 VALUE_DIM_PROBES = (29, 31)
 
 
-def value_inputs(model: onnx.ModelProto, constants: dict | None, fixed: dict[str, list[int]],
-                 dims: dict[str, list[str | None]]) -> list[str]:
-    """Graph inputs that feed a shape-deciding input of VALUE_SLOTS directly: fed at run time, their values go to
-    the values region before the core resolves shapes (docs/plan-format.md, "Value inputs"). Such an input needs
-    fixed dims (its own length decides ranks)."""
+def value_slot_inputs(model: onnx.ModelProto, inits: set[str]) -> list[str]:
+    """Graph inputs (not initializers) that feed a shape-deciding input of VALUE_SLOTS directly: fed at run time,
+    their values go to the values region before the core resolves shapes (docs/plan-format.md, "Value inputs").
+    Only those with fixed dims become value inputs (their own length decides ranks)."""
     from .analyze import default_opset
     opset = default_opset(model)
-    inits = {i.name for i in model.graph.initializer} | set(constants or {})
+    graph_inputs = {vi.name for vi in model.graph.input} - inits
     out: list[str] = []
     for n in model.graph.node:
         slots, since = VALUE_SLOTS.get(n.op_type, ((), 0))
@@ -130,7 +131,7 @@ def value_inputs(model: onnx.ModelProto, constants: dict | None, fixed: dict[str
             continue
         for k in slots:
             name = n.input[k] if k < len(n.input) else ""
-            if name and name in fixed and name not in inits and name not in out and not any(dims[name]):
+            if name in graph_inputs and name not in out:
                 out.append(name)
     return out
 

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 SHAPE_INPUTS: dict[Op, tuple[int, ...]] = {
     Op.VIEW: (1,), Op.EXPAND: (1,), Op.RANGE: (0, 1, 2), Op.CONSTANT_OF_SHAPE: (0,),
     Op.AXIS: (1,),   # TopK's run-time k
+    Op.REDUCE: (1,),   # run-time axes
 }
 VALUES_ALIGN = 8
 
