@@ -378,7 +378,8 @@ static void set_shapes(ep_ctx *ctx, const io_spec *ins, uint32_t n_in, const uin
     }
     die(2, "input '%s': shape %s refused by the plan: %s (status %d)", ins[i].name, sh, ep_status_str(st), (int)st);
   }
-  char named[256] = "";
+  const char *named = NULL;   /* the first value input, for the error */
+  uint32_t n_values = 0;
   for (uint32_t i = 0; i < n_in; i++) {
     uint8_t *v = ep_input_values(ctx, i);
     if (!v) continue;
@@ -387,13 +388,12 @@ static void set_shapes(ep_ctx *ctx, const io_spec *ins, uint32_t n_in, const uin
       die(2, "input '%s' decides shapes by its values: give it (--input %s=FILE.npy) with %u bytes", ins[i].name, ins[i].name,
           ep_tensor_describe(ctx, ins[i].tensor, &info) == EP_OK ? info.nbytes : 0u);
     memcpy(v, data[i], info.nbytes);
-    const size_t at = strlen(named);
-    snprintf(named + at, sizeof named - at, "%s'%s'", at ? ", " : "", ins[i].name);
+    if (!n_values++) named = ins[i].name;
   }
   const ep_status st = ep_resolve(ctx);
-  if (st != EP_OK && named[0])
-    die(2, "the values of input(s) %s decide shapes and give none this plan can run: %s (status %d)", named,
-        ep_status_str(st), (int)st);
+  if (st != EP_OK && named)
+    die(2, "the values of input '%s'%s decide shapes and give none this plan can run: %s (status %d)", named,
+        n_values > 1 ? " (and the other value inputs)" : "", ep_status_str(st), (int)st);
   if (st == EP_E_LIMIT) die(2, "these input shapes need more memory than the plan allows: %s", ep_status_str(st));
   if (st != EP_OK) die(4, "resolving the input shapes failed: %s (status %d)", ep_status_str(st), (int)st);
 }
