@@ -187,12 +187,23 @@ def lower_trilu(ctx: LowerCtx, node: onnx.NodeProto) -> None:
         raise ctx.unsupported(node, f"input rank {len(xs)} < 2")
     if not (ctx.fixed(x, -1) and ctx.fixed(x, -2)):
         raise ctx.unsupported(node, "the last two dims must be static (the mask is a constant of their size)")
-    k = _scalar_const(ctx, node, node.input[1], "k") if len(node.input) > 1 and node.input[1] else 0
     upper = int(ctx.attrs(node).get("upper", 1))
     rows, cols = xs[-2], xs[-1]
+    zero = ctx.weight(np.zeros((), ctx.dtype(x)), "trilu_zero")
+    kin = node.input[1] if len(node.input) > 1 and node.input[1] else ""
+    if kin and ctx.const(kin) is None:   # k fed at run time: keep where col - row >= k (upper) or <= k (lower)
+        ctx.check_dtypes(node, [np.int64], [kin])
+        if ctx.shape(kin) not in ((), (1,)):
+            raise ctx.unsupported(node, f"k of shape {ctx.shape(kin)} is not a scalar")
+        diag = np.arange(cols, dtype=np.int64)[None, :] - np.arange(rows, dtype=np.int64)[:, None]
+        keep = ctx.temp((rows, cols), np.bool_, "trilu_keep")
+        fn = BinaryFn.GREATER_EQUAL if upper else BinaryFn.LESS_EQUAL
+        ctx.emit(Op.BINARY, [ctx.weight(diag, "trilu_diag"), kin], [keep], [int(fn)])
+        ctx.emit(Op.WHERE, [keep, x, zero], [y])
+        return
+    k = _scalar_const(ctx, node, kin, "k") if kin else 0
     keep = np.ones((rows, cols), np.bool_)
     keep = np.triu(keep, k) if upper else np.tril(keep, k)   # where X is kept, zero elsewhere
-    zero = ctx.weight(np.zeros((), ctx.dtype(x)), "trilu_zero")
     ctx.emit(Op.WHERE, [ctx.weight(keep, "trilu_mask"), x, zero], [y])
 
 
