@@ -514,6 +514,10 @@ def _analyze(model: onnx.ModelProto, opset: int, notices: list[str], input_shape
     del g.input[:]
     g.input.extend(keep_inputs)
     bind_inputs(model, input_shapes or {}, notices, strict)
+    if value_dim:   # outputs' dims may follow run-time values: shape inference (or the probe extent) decides them
+        for o in g.output:
+            for d in o.type.tensor_type.shape.dim:
+                d.Clear()
     _stft_onesided_explicit(g)
 
     consts: dict[str, np.ndarray] = {i.name: weights.to_array(i) for i in g.initializer}   # stored: not copied

@@ -100,7 +100,8 @@ def find_symbols(model: onnx.ModelProto, input_shapes: dict[str, tuple] | None,
                 # a dim_value 0 may be an exporter's "unknown" or a real empty dim: it may be fed as 0
                 bnd.append(tuple(int(x) for x in w) if w is not None else (0, 0) if d == 0 else None)
         dims[vi.name], fixed[vi.name], bounds[vi.name] = names, ext, bnd
-    syms = Symbols(dims, fixed, bounds, values=[n for n in valued if n in dims and not any(dims[n])])
+    syms = Symbols(dims, fixed, bounds, values=[n for n in valued if n in dims and not any(dims[n])
+                                                and int(np.prod(fixed[n], dtype=np.int64)) <= MAX_VALUE_ELEMENTS])
     _choose_probes(syms)
     return syms
 
@@ -112,28 +113,38 @@ VALUE_SLOTS: dict[str, tuple[tuple[int, ...], int]] = {
     "TopK": ((1,), 10), "ReduceSum": ((1,), 13),
     **{f"Reduce{k}": ((1,), 18) for k in ("Mean", "Max", "Min", "Prod", "L1", "L2", "SumSquare", "LogSum", "LogSumExp")},
 }
+MAX_VALUE_ELEMENTS = 4096   # a larger input is data, not shape parameters (the values region holds 16 MiB)
 # Probe extents of the dims that value inputs decide (packager/analyze.py): they differ, so those dims are
 # resolved at run time; odd primes, so that they rarely meet a fixed dim by chance.
 VALUE_DIM_PROBES = (29, 31)
 
 
 def value_slot_inputs(model: onnx.ModelProto, inits: set[str]) -> list[str]:
-    """Graph inputs (not initializers) that feed a shape-deciding input of VALUE_SLOTS directly: fed at run time,
-    their values go to the values region before the core resolves shapes (docs/plan-format.md, "Value inputs").
-    Only those with fixed dims become value inputs (their own length decides ranks)."""
+    """Graph inputs (not initializers) that a shape-deciding input of VALUE_SLOTS is computed from (directly, or
+    through nodes that then run while the core resolves shapes; a Shape or Size reads only dims and ends the
+    chain): fed at run time, their values go to the values region before the core resolves shapes
+    (docs/plan-format.md, "Value inputs"). Only small ones with fixed dims become value inputs."""
     from .analyze import default_opset
     opset = default_opset(model)
     graph_inputs = {vi.name for vi in model.graph.input} - inits
+    producer = {o: n for n in model.graph.node for o in n.output if o}
     out: list[str] = []
+    seen: set[str] = set()
+    todo = []
     for n in model.graph.node:
         slots, since = VALUE_SLOTS.get(n.op_type, ((), 0))
-        if n.domain not in ("", "ai.onnx") or opset < since:
+        if n.domain in ("", "ai.onnx") and opset >= since:
+            todo += [n.input[k] for k in slots if k < len(n.input) and n.input[k]]
+    while todo:
+        name = todo.pop()
+        if name in seen:
             continue
-        for k in slots:
-            name = n.input[k] if k < len(n.input) else ""
-            if name in graph_inputs and name not in out:
-                out.append(name)
-    return out
+        seen.add(name)
+        if name in graph_inputs:
+            out.append(name)
+        elif name in producer and producer[name].op_type not in ("Shape", "Size"):
+            todo += [i for i in producer[name].input if i]
+    return sorted(out)
 
 
 def _choose_probes(syms: Symbols) -> None:
