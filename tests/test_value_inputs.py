@@ -1,5 +1,5 @@
 """Value inputs (issue 18): graph inputs whose values decide shapes (Reshape's shape, Reduce's axes, TopK's k,
-Expand's shape, Range's bounds, ConstantOfShape's shape) fed at run time. Each model is packaged as it comes
+Expand's shape, Range's bounds, Unsqueeze's axes) fed at run time, and Trilu's k (no shape: a mask made per run). Each model is packaged as it comes
 (package(..., dynamic=True): a version-2 plan whose value inputs live in the values region), then run with
 different values on successive runs of one session (the core re-resolves when only values change) under wasmtime
 (SIMD and scalar builds), in Node and with edgepack-run under qemu-aarch64, each compared with onnxruntime. Values
@@ -67,6 +67,9 @@ CASES = {
                              [_vi("a", I64, []), _vi("b", I64, []), _vi("d", I64, [])], [_vi("y", I64, ["n"])]),
               [{"a": i64(1).reshape(()), "b": i64(9).reshape(()), "d": i64(2).reshape(())},
                {"a": i64(5).reshape(()), "b": i64(-3).reshape(()), "d": i64(-3).reshape(())}]),
+    "unsqueeze": (lambda: _model(helper.make_node("Unsqueeze", ["x", "axes"], ["y"]),
+                                 [_vi("x", F, [2, 3, 4]), _vi("axes", I64, [2])], [_vi("y", F, ["a", "b", "c", "d", "e"])]),
+                  [{"x": X, "axes": i64(0, 4)}, {"x": X, "axes": i64(1, -1)}]),
     # k is no shape: a mask computed at run time from col - row and k (BINARY, WHERE), in any plan
     "trilu": (lambda: _model(helper.make_node("Trilu", ["x", "k"], ["y"], upper=0), [_vi("x", F, [2, 3, 4]), _vi("k", I64, [])],
                              [_vi("y", F, [2, 3, 4])]),
@@ -74,8 +77,14 @@ CASES = {
 }
 
 
+_BUNDLES: dict[tuple[str, str], Path] = {}
+
+
 def _bundle(tmp: Path, name: str, target: str = "web") -> Path:
-    return package(CASES[name][0](), target=target, out=tmp / f"{name}_{target}", dynamic=True)
+    """Packaged once per test module (the bad-value tests reuse the bundles the run tests made)."""
+    if (name, target) not in _BUNDLES:
+        _BUNDLES[name, target] = package(CASES[name][0](), target=target, out=tmp / f"{name}_{target}", dynamic=True)
+    return _BUNDLES[name, target]
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -104,6 +113,7 @@ def test_values_fed_at_run_time(tmp_path: Path, name: str) -> None:
     ("topk", {"x": X, "k": i64(5)}, r"input values 'k' = \[5\] decide shapes"),
     ("expand", {"x": X[0, :, :1].copy(), "s": i64(2, 4, 5)}, r"input values 's'"),
     ("range", {"a": i64(0).reshape(()), "b": i64(2**40).reshape(()), "d": i64(1).reshape(())}, r"input values 'a' = 0, 'b'"),
+    ("unsqueeze", {"x": X, "axes": i64(1, 1)}, r"input values 'axes' = \[1, 1\] decide shapes"),
 ])
 def test_bad_values_are_a_clear_error(tmp_path: Path, name: str, feeds: dict, says: str) -> None:
     b = load_bundle(_bundle(tmp_path, name), "simd")
