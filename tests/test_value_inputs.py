@@ -1,5 +1,5 @@
 """Value inputs (issue 18): graph inputs whose values decide shapes (Reshape's shape, Reduce's axes, TopK's k,
-Expand's shape, Range's bounds, Unsqueeze's axes) fed at run time, and Trilu's k (no shape: a mask made per run). Each model is packaged as it comes
+Expand's shape, Range's bounds, Unsqueeze's axes, OneHot's depth) fed at run time, and Trilu's k (no shape: a mask made per run). Each model is packaged as it comes
 (package(..., dynamic=True): a version-2 plan whose value inputs live in the values region), then run with
 different values on successive runs of one session (the core re-resolves when only values change) under wasmtime
 (SIMD and scalar builds), in Node and with edgepack-run under qemu-aarch64, each compared with onnxruntime. Values
@@ -70,6 +70,10 @@ CASES = {
     "unsqueeze": (lambda: _model(helper.make_node("Unsqueeze", ["x", "axes"], ["y"]),
                                  [_vi("x", F, [2, 3, 4]), _vi("axes", I64, [2])], [_vi("y", F, ["a", "b", "c", "d", "e"])]),
                   [{"x": X, "axes": i64(0, 4)}, {"x": X, "axes": i64(1, -1)}]),
+    "onehot": (lambda: _model(helper.make_node("OneHot", ["i", "depth", "v"], ["y"], axis=1),
+                              [_vi("i", I64, [2, 3]), _vi("depth", F, []), _vi("v", F, [2])], [_vi("y", F, [2, "d", 3])]),
+               [{"i": i64(0, 2, -1, 4, 1, -5).reshape(2, 3), "depth": np.array(5.7, np.float32), "v": np.array([0, 3], np.float32)},
+                {"i": i64(0, 2, -1, 4, 1, -5).reshape(2, 3), "depth": np.array(3, np.float32), "v": np.array([1, 2], np.float32)}]),
     # k is no shape: a mask computed at run time from col - row and k (BINARY, WHERE), in any plan
     "trilu": (lambda: _model(helper.make_node("Trilu", ["x", "k"], ["y"], upper=0), [_vi("x", F, [2, 3, 4]), _vi("k", I64, [])],
                              [_vi("y", F, [2, 3, 4])]),
