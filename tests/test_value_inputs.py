@@ -120,9 +120,13 @@ def test_values_fed_at_run_time(tmp_path: Path, name: str) -> None:
     ("unsqueeze", {"x": X, "axes": i64(1, 1)}, r"input values 'axes' = \[1, 1\] decide shapes"),
 ])
 def test_bad_values_are_a_clear_error(tmp_path: Path, name: str, feeds: dict, says: str) -> None:
-    b = load_bundle(_bundle(tmp_path, name), "simd")
+    out = _bundle(tmp_path, name)
+    b = load_bundle(out, "simd")
     with pytest.raises(InputError, match=says):
         b.run(feeds)
+    if name == "reshape" and _node_major() >= 20:   # the JS runtime: a refusal naming the values, then a good run
+        runs = _node_runs(tmp_path / "node", out, [feeds, CASES[name][1][0]])["runs"]
+        assert "values of 's' [5,5]" in runs[0]["error"] and "error" not in runs[1], runs
     good = CASES[name][1][0]   # the session stays usable
     np.testing.assert_allclose(b.run(good)[next(iter(_reference(CASES[name][0](), good)))],
                                next(iter(_reference(CASES[name][0](), good).values())), rtol=1e-5, atol=1e-6)

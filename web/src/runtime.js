@@ -456,7 +456,7 @@ export class Session {
       const s = this.inputs[i], d = feeds[s.name].data, n = ex.ep_tensor_nbytes(s.tensor) >>> 0;
       if (d.byteLength !== n) throw new EdgepackError(`input '${s.name}': ${d.byteLength} bytes, the plan expects ${n}`);
       new Uint8Array(this.memory.buffer, ex.ep_input_values(i) >>> 0, n).set(new Uint8Array(d.buffer, d.byteOffset, n));
-      what += `, values of '${s.name}' [${Array.from(d, String)}]`;
+      what += `, values of '${s.name}' [${Array.from(/** @type {ArrayLike<unknown>} */ (/** @type {unknown} */ (d)), String)}]`;
     }
     this._check(ex.ep_resolve(), `resolving shapes for inputs ${what}`);
     this._bind(`inputs ${what}`);
