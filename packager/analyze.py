@@ -262,6 +262,35 @@ def _infer(model: onnx.ModelProto) -> onnx.ModelProto:
         raise PackagerError(f"shape inference failed: {e}") from e
 
 
+def _value_rank_hints(model: onnx.ModelProto) -> onnx.ModelProto:
+    """With value inputs: a Reduce* whose axes are a run-time input has no shape for onnx's inference when keepdims
+    is 0; its rank is still known (the input's less the axes' length), so it is written as a value_info of unknown
+    dims and inference runs again, giving the nodes after it their ranks too (the probe extents then fill the dims)."""
+    for _ in range(4):
+        g = model.graph
+        types = {vi.name: vi.type.tensor_type for vi in [*g.input, *g.value_info, *g.output] if vi.type.HasField("tensor_type")}
+        ranks = {n: len(t.shape.dim) for n, t in types.items() if t.HasField("shape")}
+        ranks.update({i.name: len(i.dims) for i in g.initializer})
+        added = False
+        for n in g.node:
+            if not n.op_type.startswith("Reduce") or len(n.input) < 2 or not n.output or n.output[0] in ranks:
+                continue
+            x, axes = n.input[0], n.input[1]
+            a = {at.name: at.i for at in n.attribute}
+            if x not in ranks or axes not in ranks or ranks[axes] != 1 or not types.get(axes, None) or \
+                    not types[axes].shape.dim[0].HasField("dim_value") or x not in types:
+                continue
+            count = types[axes].shape.dim[0].dim_value
+            r = ranks[x] if a.get("keepdims", 1) or (count == 0 and a.get("noop_with_empty_axes", 0)) else \
+                0 if count == 0 else ranks[x] - count
+            g.value_info.append(helper.make_tensor_value_info(n.output[0], types[x].elem_type, [None] * max(r, 0)))
+            added = True
+        if not added:
+            return model
+        model = _infer(model)
+    return model
+
+
 def _collect_types(model: onnx.ModelProto) -> tuple[dict[str, tuple[int, ...]], dict[str, int]]:
     shapes, dtypes = {}, {}
     g = model.graph
@@ -606,6 +635,8 @@ def _analyze(model: onnx.ModelProto, opset: int, notices: list[str], input_shape
                                    if k in used and k not in produced)
     del model.graph.value_info[:]
     model = _infer(model)
+    if value_dim:
+        model = _value_rank_hints(model)
     shapes2, dtypes2 = _collect_types(model)
     shapes.update(shapes2)
     dtypes.update(dtypes2)
