@@ -6,6 +6,7 @@ different values on successive runs of one session (the core re-resolves when on
 that give no valid shape are a clear error naming the input, never a crash."""
 from __future__ import annotations
 
+import importlib.util
 import shutil
 import subprocess
 from pathlib import Path
@@ -150,3 +151,20 @@ def test_edgepack_run_under_qemu(tmp_path: Path) -> None:
             continue
         assert r.returncode == 0, r.stderr
         np.testing.assert_allclose(np.load(d / "y.npy"), _reference(m, feeds)["y"], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.skipif(shutil.which("aarch64-linux-gnu-gcc") is None, reason="gcc-aarch64-linux-gnu missing")
+def test_edge_python_module(tmp_path: Path) -> None:
+    """The pi5 bundle's own Python module (on the host build of the core, as tests/test_edge_dynamic.py runs it)."""
+    out = _bundle(tmp_path, "reduce_sum", "pi5")
+    r = subprocess.run(["make", "-s", "-C", str(E.EDGE), "build/host/libedgepack.so"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    spec = importlib.util.spec_from_file_location("edgepack_runtime", out / "edgepack_runtime.py")
+    rt = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(rt)
+    s = rt.Session(out, lib=E.EDGE / "build/host/libedgepack.so")
+    m = CASES["reduce_sum"][0]()
+    for feeds in CASES["reduce_sum"][1]:
+        np.testing.assert_allclose(s.run(feeds)["y"], _reference(m, feeds)["y"], rtol=1e-5, atol=1e-6)
+    with pytest.raises(rt.EdgepackError, match=r"input values 'axes' = \[-4\] decide shapes"):
+        s.run({"x": X, "axes": i64(-4)})
