@@ -46,6 +46,7 @@ class Graph:
     # whether the shapes bound here are only a probe (passes must not bake them into the graph).
     keep: frozenset[str] = frozenset()
     dynamic: bool = False
+    value_dim: int = 0                      # the probe extent of dims value inputs decide (analyze's argument)
     source_opset: int | None = None        # the model's own opset when it was converted (errors name that one)
 
 
@@ -261,6 +262,35 @@ def _infer(model: onnx.ModelProto) -> onnx.ModelProto:
         raise PackagerError(f"shape inference failed: {e}") from e
 
 
+def _value_rank_hints(model: onnx.ModelProto) -> onnx.ModelProto:
+    """With value inputs: a Reduce* whose axes are a run-time input has no shape for onnx's inference when keepdims
+    is 0; its rank is still known (the input's less the axes' length), so it is written as a value_info of unknown
+    dims and inference runs again, giving the nodes after it their ranks too (the probe extents then fill the dims)."""
+    for _ in range(4):
+        g = model.graph
+        types = {vi.name: vi.type.tensor_type for vi in [*g.input, *g.value_info, *g.output] if vi.type.HasField("tensor_type")}
+        ranks = {n: len(t.shape.dim) for n, t in types.items() if t.HasField("shape")}
+        ranks.update({i.name: len(i.dims) for i in g.initializer})
+        added = False
+        for n in g.node:
+            if not n.op_type.startswith("Reduce") or len(n.input) < 2 or not n.output or n.output[0] in ranks:
+                continue
+            x, axes = n.input[0], n.input[1]
+            a = {at.name: at.i for at in n.attribute}
+            if x not in ranks or axes not in ranks or ranks[axes] != 1 or not types.get(axes, None) or \
+                    not types[axes].shape.dim[0].HasField("dim_value") or x not in types:
+                continue
+            count = types[axes].shape.dim[0].dim_value
+            r = ranks[x] if a.get("keepdims", 1) or (count == 0 and a.get("noop_with_empty_axes", 0)) else \
+                0 if count == 0 else ranks[x] - count
+            g.value_info.append(helper.make_tensor_value_info(n.output[0], types[x].elem_type, [None] * max(r, 0)))
+            added = True
+        if not added:
+            return model
+        model = _infer(model)
+    return model
+
+
 def _collect_types(model: onnx.ModelProto) -> tuple[dict[str, tuple[int, ...]], dict[str, int]]:
     shapes, dtypes = {}, {}
     g = model.graph
@@ -312,6 +342,17 @@ def _shapes_by_running(model: onnx.ModelProto, shapes: dict, dtypes: dict, missi
         val = np.asarray(outs[name])
         shapes[name] = tuple(val.shape)
         dtypes[name] = helper.np_dtype_to_tensor_dtype(val.dtype)
+
+
+def _probe_value_dims(model: onnx.ModelProto, shapes: dict, missing: list[str], extent: int) -> None:
+    """Outputs whose rank shape inference knows but not every dim (they depend on value inputs' values): each
+    unknown dim gets the probe extent."""
+    g = model.graph
+    for vi in [*g.value_info, *g.output]:
+        tt = vi.type.tensor_type
+        if vi.name in missing and vi.name not in shapes and tt.HasField("shape"):
+            shapes[vi.name] = tuple(int(x) if isinstance(x, int) and (x > 0 or _is_zero_dim(vi, i)) else extent
+                                    for i, x in enumerate(_dims(vi.type)))
 
 
 def _scalar(consts: dict[str, np.ndarray], name: str):
@@ -467,9 +508,11 @@ def _drop_unused_optional_outputs(nodes: list[onnx.NodeProto], outputs: list[str
 
 def analyze(model: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...]] | None = None,
             constants: dict[str, np.ndarray] | None = None, strict: bool = False,
-            keep: frozenset[str] = frozenset(), dynamic: bool = False) -> Graph:
+            keep: frozenset[str] = frozenset(), dynamic: bool = False, value_dim: int = 0) -> Graph:
     """keep: values not to fold although computable here (they vary with the input shapes: packager/dynamic.py);
-    dynamic: input_shapes are a probe of a plan whose shapes are resolved at run time."""
+    dynamic: input_shapes are a probe of a plan whose shapes are resolved at run time; value_dim: the model has
+    value inputs (their values decide shapes, known only at run time): a dim shape inference leaves unknown gets
+    this probe extent (packager/dynamic.VALUE_DIM_PROBES), so that it becomes a run-time dim."""
     model = copy.deepcopy(model)
     notices: list[str] = []
     opset = default_opset(model)
@@ -477,7 +520,7 @@ def analyze(model: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...]] | N
     if opset < CONVERT_BELOW_OPSET:
         model, opset = convert_opset(model, opset, notices)
     try:
-        graph = _analyze(model, opset, notices, input_shapes, constants, strict, keep, dynamic)
+        graph = _analyze(model, opset, notices, input_shapes, constants, strict, keep, dynamic, value_dim)
     except (UnsupportedError, NeedsConstantError) as e:
         raise (with_opset(e, source_opset) if source_opset != opset else e) from None
     graph.source_opset = source_opset if source_opset != opset else None
@@ -485,7 +528,7 @@ def analyze(model: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...]] | N
 
 
 def _analyze(model: onnx.ModelProto, opset: int, notices: list[str], input_shapes, constants, strict: bool,
-             keep: frozenset[str], dynamic: bool) -> Graph:
+             keep: frozenset[str], dynamic: bool, value_dim: int = 0) -> Graph:
     if not MIN_OPSET <= opset <= MAX_OPSET:
         raise UnsupportedError("model", model.graph.name or "graph", opset,
                                f"opset {opset} is outside the supported range {MIN_OPSET}..{MAX_OPSET}")
@@ -500,6 +543,10 @@ def _analyze(model: onnx.ModelProto, opset: int, notices: list[str], input_shape
     del g.input[:]
     g.input.extend(keep_inputs)
     bind_inputs(model, input_shapes or {}, notices, strict)
+    if value_dim:   # outputs' dims may follow run-time values: shape inference (or the probe extent) decides them
+        for o in g.output:
+            for d in o.type.tensor_type.shape.dim:
+                d.Clear()
     _stft_onesided_explicit(g)
 
     consts: dict[str, np.ndarray] = {i.name: weights.to_array(i) for i in g.initializer}   # stored: not copied
@@ -588,6 +635,8 @@ def _analyze(model: onnx.ModelProto, opset: int, notices: list[str], input_shape
                                    if k in used and k not in produced)
     del model.graph.value_info[:]
     model = _infer(model)
+    if value_dim:
+        model = _value_rank_hints(model)
     shapes2, dtypes2 = _collect_types(model)
     shapes.update(shapes2)
     dtypes.update(dtypes2)
@@ -603,7 +652,10 @@ def _analyze(model: onnx.ModelProto, opset: int, notices: list[str], input_shape
                 raise NeedsConstantError("Loop", n.name or n.output[0], opset, need)
     if all(o in control for o in missing):
         missing = []   # the lowering derives If/Loop/Scan outputs from their bodies (packager/ops/control.py)
+    if missing and value_dim:
+        _probe_value_dims(model, shapes, missing, value_dim)
+        missing = [o for o in missing if o not in shapes]
     if missing:
         _shapes_by_running(model, shapes, dtypes, missing)
     return Graph(model, opset, remaining, inputs, outputs, shapes, dtypes, consts, notices, folded, dq_sources,
-                 keep, dynamic)
+                 keep, dynamic, value_dim)

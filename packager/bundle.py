@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import BundleError, InputError
+from .errors import BundleError, InputError, RuntimeFailure
 from .plan.opcodes import DTYPES
 
 FORMAT = "edgepack-bundle"
@@ -387,12 +387,26 @@ class Bundle:
                              f"{', '.join(repr(i['name']) for i in self.inputs)}), got {type(feeds).__name__}")
         feeds = self.check_feeds(feeds)
         s = self.session()
-        s.set_shapes([tuple(feeds[spec["name"]].shape) for spec in self.inputs])
-        for spec in self.inputs:
-            s.write(spec["tensor"], feeds[spec["name"]])
+        set_inputs(s, self.inputs, feeds)
         s.run()
         return {o["name"]: s.read(o["tensor"], np.dtype(o["dtype"]), None if s.dynamic else tuple(o["shape"]))
                 for o in self.outputs}
+
+
+def set_inputs(s: WasmPlan, specs: list[dict], feeds: dict[str, np.ndarray]) -> None:
+    """Give a session its inputs: dims and the value inputs' values (version 2; values that give no valid shape are
+    an InputError naming those inputs), then the other inputs' bytes."""
+    values = {i: feeds[specs[i]["name"]] for i in s.value_inputs()}
+    try:
+        s.set_shapes([tuple(feeds[spec["name"]].shape) for spec in specs], values)
+    except RuntimeFailure as e:
+        if not values:
+            raise
+        said = ", ".join(f"'{specs[i]['name']}' = {np.asarray(v).tolist()}" for i, v in values.items())
+        raise InputError(f"input values {said} decide shapes and give none this bundle can run: {e}") from None
+    for i, spec in enumerate(specs):
+        if i not in values:
+            s.write(spec["tensor"], feeds[spec["name"]])
 
 
 def load_bundle(path: Path | str, variant: str = "simd", public_key=None) -> Bundle:

@@ -269,7 +269,7 @@ def cmd_inspect(argv: list[str]) -> int:
 
 def cmd_bench(argv: list[str]) -> int:
     from .reference import random_inputs
-    from .bundle import load_bundle
+    from .bundle import load_bundle, set_inputs
     ap = argparse.ArgumentParser(prog="package bench",
                                  description="Latency of a bundle under wasmtime: warm-up by time, then percentiles.")
     ap.add_argument("bundle")
@@ -281,7 +281,7 @@ def cmd_bench(argv: list[str]) -> int:
     b = load_bundle(a.bundle, a.variant)
     feeds = b.check_feeds(random_inputs(b.example_inputs()))
     s = b.session()
-    s.set_shapes([tuple(feeds[spec["name"]].shape) for spec in b.inputs])
+    set_inputs(s, b.inputs, feeds)   # value inputs' random values may give no valid shape: an InputError naming them
 
     def write_inputs() -> None:   # every run: the arena may reuse an input's bytes once it is consumed
         for spec in b.inputs:

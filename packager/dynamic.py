@@ -27,10 +27,11 @@ class Symbols:
     probe_a: dict[str, int] = field(default_factory=dict)   # symbol -> extent
     probe_b: dict[str, int] = field(default_factory=dict)
     example: dict[str, int] = field(default_factory=dict)   # a small shape the packager verifies the bundle at
+    values: list[str] = field(default_factory=list)   # value inputs: graph inputs whose values decide shapes
 
     @property
     def any(self) -> bool:
-        return any(s for dims in self.dims.values() for s in dims)
+        return bool(self.values) or any(s for dims in self.dims.values() for s in dims)
 
     def names(self) -> list[str]:
         return sorted(self.probe_a)
@@ -70,6 +71,7 @@ def find_symbols(model: onnx.ModelProto, input_shapes: dict[str, tuple] | None,
     A dim_value of 0 or -1 (some exporters write those) counts as symbolic; a 0 one is bounded [0..], not [1..]."""
     given = dict(input_shapes or {})
     inits = {i.name for i in model.graph.initializer} | set(constants or {})
+    valued = value_slot_inputs(model, inits)
     dims: dict[str, list[str | None]] = {}
     fixed: dict[str, list[int]] = {}
     bounds: dict[str, list[Bound | None]] = {}
@@ -88,7 +90,7 @@ def find_symbols(model: onnx.ModelProto, input_shapes: dict[str, tuple] | None,
                                     f"(max 0: unbounded) or None")
             if isinstance(w, (int, np.integer)):
                 names.append(None); ext.append(int(w)); bnd.append(None)
-            elif isinstance(d, int) and d > 0:
+            elif isinstance(d, int) and (d > 0 or (d == 0 and vi.name in valued)):   # a value input's 0 is empty
                 if w is not None and not (w[0] <= d and (not w[1] or d <= w[1])):
                     raise PackagerError(f"--input-shape {vi.name}: the model fixes dim {k} to {d}")
                 names.append(None); ext.append(d); bnd.append(None)
@@ -98,9 +100,52 @@ def find_symbols(model: onnx.ModelProto, input_shapes: dict[str, tuple] | None,
                 # a dim_value 0 may be an exporter's "unknown" or a real empty dim: it may be fed as 0
                 bnd.append(tuple(int(x) for x in w) if w is not None else (0, 0) if d == 0 else None)
         dims[vi.name], fixed[vi.name], bounds[vi.name] = names, ext, bnd
-    syms = Symbols(dims, fixed, bounds)
+    syms = Symbols(dims, fixed, bounds, values=[n for n in valued if n in dims and not any(dims[n])
+                                                and int(np.prod(fixed[n], dtype=np.int64)) <= MAX_VALUE_ELEMENTS])
     _choose_probes(syms)
     return syms
+
+
+# Inputs whose values decide an output's shape and that a version-2 kernel reads while the core resolves shapes
+# (packager/plan/dynamic.SHAPE_INPUTS): ONNX op -> (input indices, the first opset where they are inputs).
+VALUE_SLOTS: dict[str, tuple[tuple[int, ...], int]] = {
+    "Reshape": ((1,), 5), "Expand": ((1,), 8), "ConstantOfShape": ((0,), 9), "Range": ((0, 1, 2), 11),
+    "TopK": ((1,), 10), "ReduceSum": ((1,), 13), "Squeeze": ((1,), 13), "Unsqueeze": ((1,), 13),
+    "OneHot": ((1,), 9),
+    **{f"Reduce{k}": ((1,), 18) for k in ("Mean", "Max", "Min", "Prod", "L1", "L2", "SumSquare", "LogSum", "LogSumExp")},
+}
+MAX_VALUE_ELEMENTS = 4096   # a larger input is data, not shape parameters (the values region holds 16 MiB)
+# Probe extents of the dims that value inputs decide (packager/analyze.py): they differ, so those dims are
+# resolved at run time; odd primes, so that they rarely meet a fixed dim by chance.
+VALUE_DIM_PROBES = (29, 31)
+
+
+def value_slot_inputs(model: onnx.ModelProto, inits: set[str]) -> list[str]:
+    """Graph inputs (not initializers) that a shape-deciding input of VALUE_SLOTS is computed from (directly, or
+    through nodes that then run while the core resolves shapes; a Shape or Size reads only dims and ends the
+    chain): fed at run time, their values go to the values region before the core resolves shapes
+    (docs/plan-format.md, "Value inputs"). Only small ones with fixed dims become value inputs."""
+    from .analyze import default_opset
+    opset = default_opset(model)
+    graph_inputs = {vi.name for vi in model.graph.input} - inits
+    producer = {o: n for n in model.graph.node for o in n.output if o}
+    out: list[str] = []
+    seen: set[str] = set()
+    todo = []
+    for n in model.graph.node:
+        slots, since = VALUE_SLOTS.get(n.op_type, ((), 0))
+        if n.domain in ("", "ai.onnx") and opset >= since:
+            todo += [n.input[k] for k in slots if k < len(n.input) and n.input[k]]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        if name in graph_inputs:
+            out.append(name)
+        elif name in producer and producer[name].op_type not in ("Shape", "Size"):
+            todo += [i for i in producer[name].input if i]
+    return sorted(out)
 
 
 def _choose_probes(syms: Symbols) -> None:
@@ -183,7 +228,7 @@ def bounded_memory(plan, syms: Symbols, wasm: "str | object") -> tuple[int, int]
     out (the most a run can take: packager/plan/layout.py writes the first into the plan). None otherwise."""
     from .plan import layout
     from .runtime.wasm import WasmPlan
-    if any(syms.hi(s) is None for s in syms.names()):
+    if syms.values or any(syms.hi(s) is None for s in syms.names()):   # values decide sizes: no bound
         return None
     top = {s: syms.hi(s) for s in syms.names()}
     session = WasmPlan(wasm, layout.encode(plan))

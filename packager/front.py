@@ -20,10 +20,11 @@ class Front:
         self.m, self.constants, self.strict, self.optimize, self.keep_metadata, self.log = \
             m, constants, strict, optimize, keep_metadata, log
 
-    def run(self, input_shapes, keep: frozenset[str] | None = None, quiet: bool = False):
-        """(graph, reference model, optimization or None). keep: a probe of run-time shapes (packager/dynamic.py)."""
+    def run(self, input_shapes, keep: frozenset[str] | None = None, quiet: bool = False, value_dim: int = 0):
+        """(graph, reference model, optimization or None). keep: a probe of run-time shapes (packager/dynamic.py);
+        value_dim: that probe's extent of the dims value inputs decide (packager/analyze.py)."""
         graph = analyze(self.m, input_shapes, self.constants, strict=self.strict, keep=keep or frozenset(),
-                        dynamic=keep is not None)
+                        dynamic=keep is not None, value_dim=value_dim)
         if not quiet:
             for n in graph.notices:
                 self.log(f"notice: {n}")

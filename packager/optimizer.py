@@ -118,7 +118,7 @@ def optimize(graph: Graph, source_nodes: int, keep_metadata: bool = False) -> Op
         fused.CopyFrom(ship)
         if fuse_graph(fused, g2.shapes, g2.consts, g2.opset):
             lowered, ship = analyze(onnx.inliner.inline_local_functions(fused), bound, keep=graph.keep,
-                                    dynamic=graph.dynamic), fused
+                                    dynamic=graph.dynamic, value_dim=graph.value_dim), fused
         report.append(_record("fuse_epilogue", FUSE_SOURCE, before, _ops(ship.graph.node)))
     except Exception as e:  # noqa: BLE001 - an optimization, never a reason to refuse a model
         report.append({"pass": "fuse_epilogue", "source": FUSE_SOURCE, "skipped": _why(e)})
@@ -168,7 +168,7 @@ def _run_passes(model: onnx.ModelProto, skipped: dict[int, str], bound: dict, gr
     proto = ir.serde.serialize_model(m)
     before = _ops(proto.graph.node)
     try:
-        g2 = analyze(proto, bound, keep=graph.keep, dynamic=graph.dynamic)
+        g2 = analyze(proto, bound, keep=graph.keep, dynamic=graph.dynamic, value_dim=graph.value_dim)
     except Exception as e:  # noqa: BLE001 - blame the last pass that changed the graph
         changed = [i for i, r in enumerate(records) if r.get("changed") and "skipped" not in r]
         if not changed:

@@ -104,26 +104,28 @@ def lower_run_time(front: Front, syms, quiet: bool = False):
         for line in held:
             log(line)
         return out
-    from .dynamic import bounded_memory, compare_lowerings, varying_axes, varying_values
+    from .dynamic import VALUE_DIM_PROBES, bounded_memory, compare_lowerings, varying_axes, varying_values
     from .lower import lower_ctx
     from .plan.dynamic import assemble_dynamic
     shapes_a, shapes_b = syms.shapes(syms.probe_a), syms.shapes(syms.probe_b)
-    keep = varying_values(analyze(front.m, shapes_a, front.constants).consts,
-                          analyze(front.m, shapes_b, front.constants).consts)
-    graph_a, reference, optimization = front.run(shapes_a, keep)
-    graph_b, _, _ = front.run(shapes_b, keep, quiet=True)
+    va, vb = VALUE_DIM_PROBES if syms.values else (0, 0)
+    keep = varying_values(analyze(front.m, shapes_a, front.constants, value_dim=va).consts,
+                          analyze(front.m, shapes_b, front.constants, value_dim=vb).consts)
+    graph_a, reference, optimization = front.run(shapes_a, keep, value_dim=va)
+    graph_b, _, _ = front.run(shapes_b, keep, quiet=True, value_dim=vb)
     axes = varying_axes(graph_a.shapes, graph_b.shapes)
     ctx_a, ins, outs = lower_ctx(graph_a, dynamic_axes=axes)
     ctx_b, _, _ = lower_ctx(graph_b, dynamic_axes=axes)
     varying = compare_lowerings(ctx_a, ctx_b)
     bounds = {n: [b if b else (1, 0) for b in bs] for n, bs in syms.bounds.items()}
-    lowered = assemble_dynamic(ctx_a, ins, outs, varying, bounds)
+    lowered = assemble_dynamic(ctx_a, ins, outs, varying, bounds, frozenset(syms.values))
     wasm = ensure_wasm()["edgepack.wasm"]
     bound = bounded_memory(lowered.plan, syms, wasm)
-    if bound is None:   # the core resolves the plan at the example shape (a kernel without a shape function fails here)
-        from .runtime.wasm import WasmPlan
-        WasmPlan(wasm, layout.encode(lowered.plan)).set_shapes(
-            [syms.shapes(syms.example)[n] for n in syms.dims])
+    if bound is None:   # the core opens the plan (every run-time dim has a shape function) and resolves it at the
+        from .runtime.wasm import WasmPlan   # example shape; not with value inputs, whose values are the user's
+        session = WasmPlan(wasm, layout.encode(lowered.plan))
+        if not syms.values:
+            session.set_shapes([syms.shapes(syms.example)[n] for n in syms.dims])
     if bound is not None:   # the plan promises this arena at most; the manifest states it with the rest of memory
         lowered.plan.dynamic.max_arena_bytes = bound[0]
         lowered.report["max_memory_bytes"] = bound[1]

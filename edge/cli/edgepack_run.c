@@ -359,9 +359,10 @@ static void check_input(io_spec *s, const char *file, const ep_npy *npy, ep_dims
   }
 }
 
-/* Version 2: the inputs' dims to the core, then resolve (every tensor's dims, the arena plan). The core checks
- * the plan's own bounds too: a refusal names the input and dimension. */
-static void set_shapes(ep_ctx *ctx, const io_spec *ins, uint32_t n_in) {
+/* Version 2: the inputs' dims to the core, the value inputs' values (they decide shapes: data[i], NULL when not
+ * given), then resolve (every tensor's dims, the arena plan). The core checks the plan's own bounds too: a refusal
+ * names the input and dimension; values that give no valid shape name the value inputs. */
+static void set_shapes(ep_ctx *ctx, const io_spec *ins, uint32_t n_in, const uint8_t *const *data, const uint64_t *nbytes) {
   for (uint32_t i = 0; i < n_in; i++) {
     const ep_status st = ep_set_input_shape(ctx, i, ins[i].rank, ins[i].dims);
     if (st == EP_OK) continue;
@@ -379,7 +380,22 @@ static void set_shapes(ep_ctx *ctx, const io_spec *ins, uint32_t n_in) {
     }
     die(2, "input '%s': shape %s refused by the plan: %s (status %d)", ins[i].name, sh, ep_status_str(st), (int)st);
   }
+  const char *named = NULL;   /* the first value input, for the error */
+  uint32_t n_values = 0;
+  for (uint32_t i = 0; i < n_in; i++) {
+    uint8_t *v = ep_input_values(ctx, i);
+    if (!v) continue;
+    ep_tensor_info info;
+    if (!data[i] || ep_tensor_describe(ctx, ins[i].tensor, &info) != EP_OK || nbytes[i] != info.nbytes)
+      die(2, "input '%s' decides shapes by its values: give it (--input %s=FILE.npy) with %u bytes", ins[i].name, ins[i].name,
+          ep_tensor_describe(ctx, ins[i].tensor, &info) == EP_OK ? info.nbytes : 0u);
+    memcpy(v, data[i], info.nbytes);
+    if (!n_values++) named = ins[i].name;
+  }
   const ep_status st = ep_resolve(ctx);
+  if (st != EP_OK && named)
+    die(2, "the values of input '%s'%s decide shapes and give none this plan can run: %s (status %d)", named,
+        n_values > 1 ? " (and the other value inputs)" : "", ep_status_str(st), (int)st);
   if (st == EP_E_LIMIT) die(2, "these input shapes need more memory than the plan allows: %s", ep_status_str(st));
   if (st != EP_OK) die(4, "resolving the input shapes failed: %s (status %d)", ep_status_str(st), (int)st);
 }
@@ -608,13 +624,18 @@ int main(int argc, char **argv) {
       if (ins[k].sym[d] >= 0) ins[k].dims[d] = (int32_t)ep_dims_extent(&dims, (uint32_t)ins[k].sym[d]);
   }
   if (v2) {
-    set_shapes(&ctx, ins, n_in);
+    const uint8_t *vals[MAX_IO] = {0};
+    uint64_t val_bytes[MAX_IO] = {0};
+    for (uint32_t k = 0; k < n_in; k++)
+      if (given[k]) { vals[k] = npy_files[k] + npys[k].data_off; val_bytes[k] = npys[k].nbytes; }
+    set_shapes(&ctx, ins, n_in, vals, val_bytes);
     bind_arena(&ctx, &arena, &arena_cap);
     for (uint32_t k = 0; k < n_in; k++) refresh(&ctx, &ins[k]);
     for (uint32_t k = 0; k < n_out; k++) refresh(&ctx, &outs[k]);
   }
   for (uint32_t k = 0; k < n_in; k++) {
     uint8_t *t = ep_tensor_data(&ctx, ins[k].tensor);
+    if (v2 && ep_input_values(&ctx, k)) { free(npy_files[k]); npy_files[k] = NULL; continue; }   /* written already */
     if (!t && ins[k].nbytes) die(4, "input '%s' has no place in the arena", ins[k].name);
     if (!given[k]) { fill_random(&ins[k], t); continue; }
     if (npys[k].nbytes != ins[k].nbytes)

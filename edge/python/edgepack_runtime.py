@@ -116,7 +116,8 @@ class Session:
                                 ("ep_set_state", ctypes.c_int, [vp, vp, u32]),
                                 ("ep_set_input_shape", ctypes.c_int, [vp, u32, u32, ctypes.POINTER(i32)]),
                                 ("ep_input_bound", ctypes.c_int, [vp, u32, u32, ctypes.POINTER(i32), ctypes.POINTER(i32)]),
-                                ("ep_resolve", ctypes.c_int, [vp]), ("ep_edge_set_threads", u32, [u32]),
+                                ("ep_resolve", ctypes.c_int, [vp]), ("ep_input_values", vp, [vp, u32]),
+                                ("ep_edge_set_threads", u32, [u32]),
                                 ("ep_thread_tasks", u32, [u32])]:
             f = getattr(L, name)
             f.restype, f.argtypes = res, args
@@ -141,6 +142,8 @@ class Session:
            [L.ep_output_id(c, i) for i in range(L.ep_num_outputs(c))] != [s["tensor"] for s in self.outputs]:
             raise EdgepackError("manifest.json inputs/outputs disagree with the plan")
         self.vector_layer = L.ep_vec_name().decode()
+        # version 2: inputs whose values decide shapes, written before resolving (docs/plan-format.md, "Value inputs")
+        self._values = [i for i in range(len(self.inputs)) if self.dynamic and L.ep_input_values(c, i)]
 
     def _bind(self) -> None:
         """Bind an arena of ep_arena_bytes(): a larger one when this shape needs more, else the same one again
@@ -150,9 +153,10 @@ class Session:
             self._arena = _aligned(n)
         self._check(self.lib.ep_bind(self._ctx.ctypes.data, self._arena.ctypes.data, self._arena.size), "binding the arena")
 
-    def _set_shapes(self, shapes: list[tuple[int, ...]]) -> None:
-        """Version 2: the inputs' dims to the core, resolve, arena; nothing when they did not change."""
-        if not self.dynamic or shapes == self._shapes:
+    def _set_shapes(self, shapes: list[tuple[int, ...]], arrays: list[np.ndarray] | None = None) -> None:
+        """Version 2: the inputs' dims and the value inputs' values to the core, resolve, arena; nothing when the
+        dims did not change and no input's values decide shapes (else the core compares the values itself)."""
+        if not self.dynamic or (shapes == self._shapes and not self._values):
             return
         self._shapes = None
         c = self._ctx.ctypes.data
@@ -167,7 +171,15 @@ class Session:
                         raise EdgepackError(f"input '{spec['name']}': dimension {k} is {x}, outside the plan's bounds "
                                             f"[{lo.value}..{hi.value or ''}]")
                 self._check(st, f"input '{spec['name']}' shape {list(shape)}")
-        self._check(self.lib.ep_resolve(c), f"resolving input shapes {[list(x) for x in shapes]}")
+        for i in self._values:
+            a = np.ascontiguousarray(arrays[i])
+            ctypes.memmove(self.lib.ep_input_values(c, i), a.ctypes.data, a.nbytes)
+        st = self.lib.ep_resolve(c)
+        if st != 0 and self._values:
+            said = ", ".join(f"'{self.inputs[i]['name']}' = {np.asarray(arrays[i]).tolist()}" for i in self._values)
+            raise EdgepackError(f"input values {said} decide shapes and give none this bundle can run: "
+                                f"{self.lib.ep_status_str(st).decode()} (status {st})")
+        self._check(st, f"resolving input shapes {[list(x) for x in shapes]}")
         self._bind()
         self._shapes = list(shapes)
 
@@ -234,9 +246,10 @@ class Session:
 
     def write_inputs(self, feeds: dict[str, np.ndarray]) -> None:
         arrays = self.check_feeds(feeds)
-        self._set_shapes([a.shape for a in arrays])
-        for s, a in zip(self.inputs, arrays):
-            self._view(s)[...] = a
+        self._set_shapes([a.shape for a in arrays], arrays)
+        for i, (s, a) in enumerate(zip(self.inputs, arrays)):
+            if i not in self._values:   # written before resolving
+                self._view(s)[...] = a
 
     def _use_threads(self) -> None:
         """The pool's thread count is per process: set this session's before each run (starts workers once)."""

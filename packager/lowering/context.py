@@ -85,8 +85,8 @@ class LowerCtx:
     # -- queries ---------------------------------------------------------------------------------
     @property
     def dynamic(self) -> bool:
-        """True when some shapes of this plan are resolved at run time (plan v2)."""
-        return bool(self.dynamic_axes)
+        """True when some shapes of this plan are resolved at run time (plan v2), or decided by value inputs."""
+        return bool(self.dynamic_axes) or bool(getattr(self.graph, "value_dim", 0))
 
     def fixed(self, name: str, axis: int | None = None) -> bool:
         """Whether `name`'s extent on `axis` (default: every axis) is the same for every run."""

@@ -392,6 +392,10 @@ def lower_pad(ctx: LowerCtx, node: onnx.NodeProto) -> None:
 def lower_expand(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     x, y = node.input[0], node.output[0]
     ctx.check_dtypes(node, DATA_DTYPES, [x, y])
+    if ctx.dynamic and ctx.const(node.input[1]) is None:   # a value input: the shape function reads it
+        ctx.check_dtypes(node, [np.int64], [node.input[1]])
+        ctx.emit(Op.EXPAND, [x, node.input[1]], [y], [])
+        return
     shape = _const_ints(ctx, node, node.input[1])
     xs = list(ctx.shape(x))
     r = max(len(xs), len(shape))

@@ -15,7 +15,7 @@ def _runtime_view(ctx: LowerCtx, node: onnx.NodeProto) -> bool:
     if not ctx.dynamic:
         return False
     x, y = node.input[0], node.output[0]
-    target = node.input[1] if node.op_type == "Reshape" and len(node.input) > 1 else ""
+    target = node.input[1] if node.op_type in ("Reshape", "Squeeze", "Unsqueeze") and len(node.input) > 1 else ""
     return not (ctx.fixed(x) and ctx.fixed(y)) or bool(target and ctx.const(target) is None)
 
 

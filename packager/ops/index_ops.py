@@ -191,12 +191,23 @@ def lower_trilu(ctx: LowerCtx, node: onnx.NodeProto) -> None:
         raise ctx.unsupported(node, f"input rank {len(xs)} < 2")
     if not (ctx.fixed(x, -1) and ctx.fixed(x, -2)):
         raise ctx.unsupported(node, "the last two dims must be static (the mask is a constant of their size)")
-    k = _scalar_const(ctx, node, node.input[1], "k") if len(node.input) > 1 and node.input[1] else 0
     upper = int(ctx.attrs(node).get("upper", 1))
     rows, cols = xs[-2], xs[-1]
+    zero = ctx.weight(np.zeros((), ctx.dtype(x)), "trilu_zero")
+    kin = node.input[1] if len(node.input) > 1 and node.input[1] else ""
+    if kin and ctx.const(kin) is None:   # k fed at run time: keep where col - row >= k (upper) or <= k (lower)
+        ctx.check_dtypes(node, [np.int64], [kin])
+        if ctx.shape(kin) not in ((), (1,)):
+            raise ctx.unsupported(node, f"k of shape {ctx.shape(kin)} is not a scalar")
+        diag = np.arange(cols, dtype=np.int64)[None, :] - np.arange(rows, dtype=np.int64)[:, None]
+        keep = ctx.temp((rows, cols), np.bool_, "trilu_keep")
+        fn = BinaryFn.GREATER_EQUAL if upper else BinaryFn.LESS_EQUAL
+        ctx.emit(Op.BINARY, [ctx.weight(diag, "trilu_diag"), kin], [keep], [int(fn)])
+        ctx.emit(Op.WHERE, [keep, x, zero], [y])
+        return
+    k = _scalar_const(ctx, node, kin, "k") if kin else 0
     keep = np.ones((rows, cols), np.bool_)
     keep = np.triu(keep, k) if upper else np.tril(keep, k)   # where X is kept, zero elsewhere
-    zero = ctx.weight(np.zeros((), ctx.dtype(x)), "trilu_zero")
     ctx.emit(Op.WHERE, [ctx.weight(keep, "trilu_mask"), x, zero], [y])
 
 
@@ -206,6 +217,8 @@ def lower_onehot(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     y = node.output[0]
     ctx.check_dtypes(node, NUM_DTYPES, [ind])
     ctx.check_dtypes(node, [np.float32, np.int64, np.int32, np.bool_, np.uint8, np.int8], [values, y])
+    if ctx.dynamic and ctx.const(depth_n) is None:
+        return _onehot_run_time_depth(ctx, node)
     depth_v = np.asarray(ctx.require_const(node, depth_n)[0]).reshape(-1)
     if depth_v.size != 1:
         raise ctx.unsupported(node, "depth must hold one value")
@@ -233,13 +246,58 @@ def lower_onehot(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     classes = ctx.weight(np.arange(depth, dtype=idt).reshape((depth,) + (1,) * (r - 1 - axis)), "classes")
     hit = ctx.temp(want, np.bool_, "onehot_hit")
     ctx.emit(Op.BINARY, [view(ctx, norm, tuple(ins[:axis]) + (1,) + tuple(ins[axis:])), classes], [hit], [BinaryFn.EQUAL])
+    off, on = _onehot_values(ctx, values)
+    ctx.emit(Op.WHERE, [hit, on, off], [y])
+
+
+def _onehot_values(ctx: LowerCtx, values: str) -> tuple[str, str]:
+    """OneHot's off and on values as scalars: weights when constant, else gathered from the input per run."""
     c = ctx.const(values)
     if c is not None:
-        off, on = (ctx.weight(np.asarray(c).reshape(-1)[i:i + 1].reshape(()), "onehot_v") for i in (0, 1))
-    else:
-        off, on = (ctx.temp((1,), ctx.dtype(values), "onehot_v") for _ in range(2))   # (a plan stores scalars as [1])
-        for i, t in ((0, off), (1, on)):
-            ctx.emit(Op.GATHER, [values, ctx.weight(np.array([i], np.int64), "i")], [t], [0, 0])
+        return tuple(ctx.weight(np.asarray(c).reshape(-1)[i:i + 1].reshape(()), "onehot_v") for i in (0, 1))
+    off, on = (ctx.temp((1,), ctx.dtype(values), "onehot_v") for _ in range(2))   # (a plan stores scalars as [1])
+    for i, t in ((0, off), (1, on)):
+        ctx.emit(Op.GATHER, [values, ctx.weight(np.array([i], np.int64), "i")], [t], [0, 0])
+    return off, on
+
+
+def _onehot_run_time_depth(ctx: LowerCtx, node: onnx.NodeProto) -> None:
+    """OneHot whose depth is a value input (a version-2 plan): the classes are RANGE(0, depth, 1), of a run-time
+    length, unsqueezed to the output's rank; indices (as int64, negative ones + depth) equal to a class pick `on`."""
+    from .shape_ops import VIEW_UNSQUEEZE
+    ind, depth_n, values = node.input[:3]
+    y = node.output[0]
+    if ctx.shape(depth_n) not in ((), (1,)):
+        raise ctx.unsupported(node, f"depth of shape {ctx.shape(depth_n)} is not a scalar")
+    ins, ys = ctx.shape(ind), ctx.shape(y)
+    r = len(ins) + 1
+    axis = _axis(ctx, node, int(ctx.attrs(node).get("axis", -1)), r)
+    if len(ys) != r or ctx.shape(values) != (2,) or ctx.dtype(values) != ctx.dtype(y):
+        raise ctx.unsupported(node, f"output {ys} / values {ctx.shape(values)} do not fit indices {ins} / (2,)")
+    i64 = np.dtype(np.int64)
+    depth = depth_n
+    if ctx.dtype(depth_n) != i64:   # a float depth is truncated, as the reference does (a resolve-time CAST)
+        depth = ctx.temp(ctx.shape(depth_n), i64, "onehot_depth")
+        ctx.emit(Op.CAST, [depth_n], [depth])
+    if ctx.dtype(ind) != i64:
+        t = ctx.temp(ins, i64, "onehot_idx")
+        ctx.emit(Op.CAST, [ind], [t])
+        ind = t
+    d = ys[axis]   # the probe's extent: the classes' length is resolved from the depth's value
+    classes = ctx.temp((d,), i64, "onehot_classes")
+    ctx.emit(Op.RANGE, [ctx.weight(np.array(0, i64), "zero"), depth, ctx.weight(np.array(1, i64), "one")], [classes])
+    after = r - 1 - axis
+    shaped = ctx.temp((d,) + (1,) * after, i64, "onehot_classes_nd")
+    ctx.emit(Op.VIEW, [classes], [shaped], [VIEW_UNSQUEEZE, 0, after, *range(1, after + 1)])
+    neg = ctx.temp(ins, np.bool_, "onehot_neg")
+    ctx.emit(Op.BINARY, [ind, ctx.weight(np.zeros((), i64), "zero")], [neg], [BinaryFn.LESS])
+    shifted = ctx.temp(ins, i64, "onehot_shift")
+    ctx.emit(Op.BINARY, [ind, depth], [shifted], [BinaryFn.ADD])
+    norm = ctx.temp(ins, i64, "onehot_norm")
+    ctx.emit(Op.WHERE, [neg, shifted, ind], [norm])
+    hit = ctx.temp(ys, np.bool_, "onehot_hit")
+    ctx.emit(Op.BINARY, [view(ctx, norm, tuple(ins[:axis]) + (1,) + tuple(ins[axis:])), shaped], [hit], [BinaryFn.EQUAL])
+    off, on = _onehot_values(ctx, values)
     ctx.emit(Op.WHERE, [hit, on, off], [y])
 
 

@@ -1,7 +1,9 @@
 """Reductions: ReduceSum/Mean/Max/Min/Prod/L1/L2/SumSquare/LogSum/LogSumExp -> REDUCE.
 
 Axes come from the attribute (older opsets) or from a constant second input (ReduceSum >= 13, the
-others >= 18); they are resolved here into a bit mask over the input dims. float16 and float64 through float32."""
+others >= 18); they are resolved here into a bit mask over the input dims. float16 and float64 through float32.
+Axes fed at run time (a value input of a version-2 plan) go to the kernel as its second input: it derives the mask
+from their values."""
 from __future__ import annotations
 
 import numpy as np
@@ -31,6 +33,11 @@ def lower_reduce(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     keepdims = int(a.get("keepdims", 1))
     if axes_from_input:
         axes = None
+        if len(node.input) > 1 and node.input[1] and ctx.dynamic and ctx.const(node.input[1]) is None and not boolean:
+            # a value input: the kernel takes the axes from its values (known while the core resolves shapes)
+            ctx.check_dtypes(node, [np.int64], [node.input[1]])
+            ctx.emit(Op.REDUCE, [x, node.input[1]], [y], [KINDS[node.op_type], 0, noop])
+            return
         if len(node.input) > 1 and node.input[1]:
             axes = [int(v) for v in np.asarray(ctx.require_const(node, node.input[1])[0]).reshape(-1)]
     else:

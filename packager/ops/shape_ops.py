@@ -52,6 +52,11 @@ def emit_view(ctx: LowerCtx, node: onnx.NodeProto) -> None:
         params = [VIEW_RESHAPE, int(a.get("allowzero", 0)) if ctx.opset >= 14 else 0, 0]
     elif node.op_type == "Flatten":
         params = [VIEW_FLATTEN, int(ctx.attrs(node).get("axis", 1)), 0]
+    elif node.op_type in ("Squeeze", "Unsqueeze") and ctx.opset >= 13 and len(node.input) > 1 and node.input[1] \
+            and ctx.const(node.input[1]) is None:   # axes fed at run time: the kernel reads their values
+        ctx.check_dtypes(node, [np.int64], [node.input[1]])
+        ins.append(node.input[1])
+        params = [VIEW_SQUEEZE if node.op_type == "Squeeze" else VIEW_UNSQUEEZE, 0, 0]
     elif node.op_type in ("Squeeze", "Unsqueeze"):
         axes = _axes(ctx, node)
         if len(axes) > MAX_RANK:

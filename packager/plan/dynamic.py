@@ -19,13 +19,15 @@ if TYPE_CHECKING:
 SHAPE_INPUTS: dict[Op, tuple[int, ...]] = {
     Op.VIEW: (1,), Op.EXPAND: (1,), Op.RANGE: (0, 1, 2), Op.CONSTANT_OF_SHAPE: (0,),
     Op.AXIS: (1,),   # TopK's run-time k
+    Op.REDUCE: (1,),   # run-time axes
 }
 VALUES_ALIGN = 8
 
 
-def resolve_steps(ctx: "LowerCtx") -> set[int]:
+def resolve_steps(ctx: "LowerCtx", value_inputs: frozenset[str] = frozenset()) -> set[int]:
     """The emitted steps that must run while resolving: producers of shape inputs, transitively (SHAPE reads
-    only its input's dims, so the chain stops there), and views of what they produce."""
+    only its input's dims, so the chain stops there; a value input is written by the host before resolving),
+    and views of what they produce."""
     producer = {o: s for s, e in enumerate(ctx.emitted) for o in e.outputs}
     marked: set[int] = set()
     todo = [e.inputs[k] for e in ctx.emitted for k in SHAPE_INPUTS.get(Op(e.op), ()) if k < len(e.inputs) and e.inputs[k]]
@@ -34,7 +36,7 @@ def resolve_steps(ctx: "LowerCtx") -> set[int]:
             name = todo.pop()
             while name not in producer and ctx.tensors[name].alias:
                 name = ctx.tensors[name].alias
-            if ctx.tensors[name].data is not None:   # a weight: known already
+            if ctx.tensors[name].data is not None or name in value_inputs:   # a weight or a value input: known
                 continue
             step = producer.get(name)
             if step is None:
@@ -125,9 +127,11 @@ VIEW_SAME_DIMS = 3   # VIEW mode 3 (Unsqueeze) with no axis: the output has the 
 
 
 def assemble_dynamic(ctx: "LowerCtx", inputs: list[str], outputs: list[str], varying: dict[str, tuple[bool, ...]],
-                     bounds: dict[str, list[tuple[int, int]]]) -> "LoweredPlan":
+                     bounds: dict[str, list[tuple[int, int]]],
+                     value_inputs: frozenset[str] = frozenset()) -> "LoweredPlan":
     """A version-2 plan from a lowering context. varying: tensor name -> per-dim flag (True = resolved at run time);
-    bounds: graph input -> per-dim (min, max), max 0 = unbounded."""
+    bounds: graph input -> per-dim (min, max), max 0 = unbounded; value_inputs: graph inputs whose values decide
+    shapes, in the values region (the host writes them before resolving)."""
     from ..lowering.context import LoweredPlan
     resolve_views(ctx, varying)
     names = list(ctx.tensors)
@@ -136,8 +140,12 @@ def assemble_dynamic(ctx: "LowerCtx", inputs: list[str], outputs: list[str], var
     order, steps, ranges = place_bodies(ctx.emitted)
     n_total = len(order)   # lifetimes' "after the last node"
     _check_run_dims(ctx, order, outputs)
-    resolve = resolve_steps(ctx)
-    produced = {o for s in resolve for o in ctx.emitted[s].outputs}
+    resolve = resolve_steps(ctx, value_inputs)
+    value_inputs = frozenset(n for n in value_inputs if n in ctx.tensors)
+    for n in value_inputs:
+        if any(varying.get(n, ())) or n in outputs:
+            raise PackagerError(f"input '{n}' decides shapes by its values: it needs fixed dims and may not be an output")
+    produced = {o for s in resolve for o in ctx.emitted[s].outputs} | value_inputs
     for v in produced:
         if any(varying.get(v, ())):
             raise PackagerError(f"shape arithmetic '{v}' has a run-time length: not supported yet")
@@ -148,7 +156,8 @@ def assemble_dynamic(ctx: "LowerCtx", inputs: list[str], outputs: list[str], var
     touch, first, last = lifetimes.touch, lifetimes.first, lifetimes.last
 
     for name in inputs:
-        touch(name, -1)
+        if name not in values:
+            touch(name, -1)
     for at, e in enumerate(order):
         step = steps[at]
         if at < n_steps and step in resolve:

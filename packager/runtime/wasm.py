@@ -112,15 +112,27 @@ class WasmPlan:
         self._check(self.ex["ep_bind"](self.store, self.arena_ptr, arena_bytes), "binding the arena")
         self.memory_bound = max(self.memory_bound, self.arena_ptr + arena_bytes)   # highest linear-memory byte touched
 
-    def set_shapes(self, shapes: list[tuple[int, ...]]) -> None:
-        """Version 2: the graph inputs' dims for the next runs (resolved, and the arena re-planned, on a change)."""
-        if not self.dynamic or shapes == self._shapes:
+    def value_inputs(self) -> list[int]:
+        """Version 2: the graph inputs whose values decide shapes (written by set_shapes, before resolving)."""
+        if not self.dynamic or "ep_input_values" not in self.ex:
+            return []
+        return [i for i in range(self.ex["ep_num_inputs"](self.store)) if self.ex["ep_input_values"](self.store, i)]
+
+    def set_shapes(self, shapes: list[tuple[int, ...]], values: "dict[int, np.ndarray] | None" = None) -> None:
+        """Version 2: the graph inputs' dims for the next runs, and the value inputs' values (input index -> array;
+        value_inputs()); resolved, and the arena re-planned, when either changed (the core compares the values)."""
+        if not self.dynamic or (shapes == self._shapes and not values):
             return
         self._shapes = None
         buf = self.ex["ep_dims_buffer"](self.store)
         for i, dims in enumerate(shapes):
             self.mem.write(self.store, np.asarray(dims, dtype="<i4").tobytes(), buf)
             self._check(self.ex["ep_set_input_shape"](self.store, i, len(dims)), f"input {i}'s shape {list(dims)}")
+        for i, array in (values or {}).items():
+            ptr, data = self.ex["ep_input_values"](self.store, i), np.ascontiguousarray(array).tobytes()
+            if not ptr or len(data) != self.ex["ep_tensor_nbytes"](self.store, self.ex["ep_input_id"](self.store, i)):
+                raise RuntimeFailure(f"input {i}: not a value input of {len(data)} bytes")
+            self.mem.write(self.store, data, ptr)
         status = self.ex["ep_resolve"](self.store)
         if status:
             node = self.ex["ep_failed_node"](self.store)
@@ -139,7 +151,11 @@ class WasmPlan:
     def _reserve(self, end: int) -> None:
         have = self.mem.data_len(self.store)
         if end > have:
-            self.mem.grow(self.store, (end - have + PAGE - 1) // PAGE)
+            try:
+                self.mem.grow(self.store, (end - have + PAGE - 1) // PAGE)
+            except wasmtime.WasmtimeError:
+                raise RuntimeFailure(f"edgepack runtime refused a run: it needs {end} bytes of memory, more than the "
+                                     f"wasm instance can grow to") from None
 
     def _cstr(self, ptr: int) -> str:
         raw = self.mem.read(self.store, ptr, ptr + 256)

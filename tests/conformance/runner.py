@@ -101,7 +101,8 @@ def package_case(case, out: Path, mode: str = "bound") -> dict:
     consts: dict[str, np.ndarray] = {}
     for _ in range(4):
         try:
-            package(case.model, target="web", out=out, constants=consts, verify=False,
+            # dynamic=False: a shape-deciding input is refused (then bound), not taken as a value input
+            package(case.model, target="web", out=out, constants=consts, verify=False, dynamic=False,
                     input_shapes={n: tuple(v.shape) for n, v in feeds.items()
                                   if n not in consts and isinstance(v, np.ndarray) and v.dtype.kind in "biuf"})
             return {n: v for n, v in feeds.items() if n not in consts}

@@ -11,7 +11,9 @@
  *   ep_open(); state = 64-aligned ep_state_bytes(ctx) bytes, kept alive; ep_set_state(ctx, state, bytes);
  *   per run: ep_set_input_shape(ctx, i, rank, dims) for every input (ep_input_bound() gives each dim's
  *     [min, max], max 0 = unbounded; EP_E_LIMIT above a bound, EP_E_INPUT for a wrong rank or fixed dim);
- *     ep_resolve(ctx) (returns at once when no dim changed; EP_E_LIMIT: more memory than the plan allows);
+ *     for every value input (ep_input_values(ctx, i) not NULL: its values decide shapes), write its values there;
+ *     ep_resolve(ctx) (returns at once when no dim and no value input changed; EP_E_LIMIT: more memory than the
+ *     plan allows; EP_E_SHAPE: values that give no valid shape);
  *     ep_arena_bytes(ctx) is what this shape needs: ep_bind() an arena at least that large (64-aligned;
  *     binding the same address again costs nothing, a moved arena re-runs the plan's prologue);
  *     write inputs at ep_tensor_data(), ep_run(), read outputs there, their dims and byte sizes from
@@ -71,6 +73,7 @@ typedef struct {
   uint8_t *state;         /* host-provided: input dims, resolved dims, offsets, values region */
   uint32_t state_bytes;
   uint32_t resolved;      /* the state holds a resolved plan for the current input dims */
+  uint32_t value_inputs;  /* graph inputs in the values region (their values decide shapes): the state keeps a copy */
   uint32_t prologue_bytes;/* arena bytes [0, prologue_bytes) hold the prologue's outputs, same for every shape */
   const uint8_t *prologue_arena; /* the arena the prologue last ran in (v2: rerun only when it moves) */
   uint32_t bound_bytes;   /* size of the arena given to ep_bind */
@@ -120,6 +123,9 @@ ep_status ep_input_bound(const ep_ctx *ctx, uint32_t i, uint32_t k, int32_t *min
 /* Resolve every tensor's dims for the inputs' dims, run the shape arithmetic and plan the arena; afterwards
  * ep_arena_bytes() is what this shape needs (bind a larger arena, or the same one again, before running). */
 ep_status ep_resolve(ep_ctx *ctx);
+/* Where graph input i's values go when they decide shapes (a value input: the host writes them before
+ * ep_resolve, which re-resolves when they changed); NULL for other inputs, a version-1 plan or no state. */
+uint8_t *ep_input_values(const ep_ctx *ctx, uint32_t i);
 /* The node the last ep_resolve or ep_run failed at (its index in plan order). */
 uint32_t ep_failed_node(const ep_ctx *ctx);
 /* Tests: re-derive each node's output dims and scratch through the kernels' shape functions and compare

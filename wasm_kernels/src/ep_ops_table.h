@@ -19,7 +19,7 @@ _Static_assert(EP_MAX_IO == 16, "ops.json max_io differs from EP_MAX_IO");
   K(BATCHNORM, 3, 5, 1, 1)                        /* X, a|scale, b|B, mean?, var? -> Y */ \
   K(SOFTMAX, 1, 1, 1, 1)                          /* X -> Y */ \
   K(LAYERNORM, 1, 3, 1, 3)                        /* X, scale?, bias? -> Y, Mean?, InvStdDev? */ \
-  K(REDUCE, 1, 1, 1, 1)                           /* X -> Y */ \
+  K(REDUCE, 1, 2, 1, 1)                           /* X, axes? -> Y */ \
   K(CONCAT, 1, EP_MAX_IO, 1, 1)                   /* X0, X1?, ... -> Y */ \
   K(SPLIT, 1, 1, 1, EP_MAX_IO)                    /* X -> Y0, Y1?, ... */ \
   K(SLICE, 1, 1, 1, 1)                            /* X -> Y */ \

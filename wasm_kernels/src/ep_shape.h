@@ -47,6 +47,9 @@ ep_status ep_shape_agrees(const ep_node *n, ep_shape_fn f);
 /* SLICE's ONNX form on one axis of extent d (src/shape/shape_data.c): first index and length of
  * start:end:step after negative indices and clamping, as onnxruntime resolves them (step != 0). */
 void ep_slice_axis(int64_t d, int64_t start, int64_t end, int64_t step, int64_t *first, int64_t *len);
+/* REDUCE's mask of reduced dims (src/shape/shape_reduce.c): word 1 ([kind, mask]), or from the axes input's values
+ * ([kind, 0, noop_with_empty_axes]); EP_E_SHAPE for axes unknown, out of range or repeated. */
+ep_status ep_reduce_mask(const ep_node *n, uint32_t *mask);
 /* SHAPE's [start, end) normalized against a rank (src/shape/shape_dims.c): first dim and count. */
 void ep_shape_span(uint32_t rank, const int32_t *params, uint32_t *first, uint32_t *count);
 #endif

@@ -26,6 +26,7 @@ uint64_t ep_state_layout(const ep_ctx *c, uint8_t *base, ep_state_view *v) {
   EP_PART(max_off, uint32_t, nt + nn);
   EP_PART(max_bytes, uint32_t, nt + nn);
   EP_PART(values, uint8_t, c->values_bytes);
+  EP_PART(seen, uint8_t, c->value_inputs ? c->values_bytes : 0u);
   EP_PART(t_run, uint8_t, nt);
 #undef EP_PART
   return at;
@@ -255,6 +256,7 @@ static ep_status open_v2_tables(ep_ctx *c) {
   }
   for (uint32_t i = 0; i < c->n_inputs + c->n_outputs; i++) {   /* inputs live from the start, outputs to the end */
     const int32_t id = ep_int_at(c, i), r = root_of(c, id);
+    if (i < c->n_inputs && ep_tensor_entry(c, (uint32_t)id)[EP_T_STORAGE] == EP_STORAGE_VALUES) continue;
     if (i < c->n_inputs ? (r != id || ep_life(c, (uint32_t)r, 1) != -1) : ep_life(c, (uint32_t)r, 2) != (int32_t)c->n_nodes)
       return EP_E_BOUNDS;
   }
@@ -338,6 +340,8 @@ ep_status ep_open(ep_ctx *c, const uint8_t *plan, uint32_t len) {
     ep_tensor t; uint32_t storage;
     const ep_status s = decode_entry(c, (uint32_t)id, &t, &storage);
     if (s) return s;
+    /* a version-2 input may be a value input: its values, in the values region, decide shapes */
+    if (storage == EP_STORAGE_VALUES && v2 && i < c->n_inputs) { c->value_inputs++; continue; }
     if (storage != EP_STORAGE_ARENA) return EP_E_TENSOR;
   }
   c->inputs_at = 0;

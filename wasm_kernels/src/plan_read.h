@@ -35,7 +35,8 @@ typedef struct {
   uint32_t *order;      /* n_tensors + n_nodes: the memory planner's work list */
   uint32_t *max_off;    /* n_tensors + n_nodes: bounded plans, each block's offset at the bounds (tensors, then scratch) */
   uint32_t *max_bytes;  /* n_tensors + n_nodes: and its size there */
-  uint8_t *values;      /* values_bytes: tensors computed while resolving (storage EP_STORAGE_VALUES) */
+  uint8_t *values;      /* values_bytes: tensors computed while resolving (storage EP_STORAGE_VALUES) and value inputs */
+  uint8_t *seen;        /* values_bytes when the plan has value inputs (else none): their values at the last resolve */
   uint8_t *t_run;       /* n_tensors: 1 = an If output whose dims its branch sets at run time (subplans.c) */
 } ep_state_view;
 /* Total bytes of the state; fills *v from base when base is not NULL. */

@@ -301,17 +301,43 @@ static ep_status bounded_layout(ep_ctx *c, const ep_state_view *sv) {
   return EP_OK;
 }
 
+uint8_t *ep_input_values(const ep_ctx *c, uint32_t i) {
+  if (!c || !c->opened || !c->state || c->version != EP_PLAN_VERSION_DYNAMIC || i >= c->n_inputs) return 0;
+  const uint8_t *e = input_entry(c, i);
+  if (e[EP_T_STORAGE] != EP_STORAGE_VALUES) return 0;
+  ep_state_view sv;
+  ep_state_layout(c, c->state, &sv);
+  return sv.values + ep_rd32(e + EP_T_OFFSET);
+}
+
+/* Value inputs' bytes against their copy at the last resolve (copy: take them as the new copy). 1 if any differs. */
+static int value_inputs_changed(const ep_ctx *c, const ep_state_view *sv, int copy) {
+  int changed = 0;
+  for (uint32_t i = 0; c->value_inputs && i < c->n_inputs; i++) {
+    const uint8_t *e = input_entry(c, i);
+    if (e[EP_T_STORAGE] != EP_STORAGE_VALUES) continue;
+    const uint32_t off = ep_rd32(e + EP_T_OFFSET), n = ep_rd32(e + EP_T_NBYTES);
+    for (uint32_t b = off; b < off + n; b++) {
+      if (sv->seen[b] != sv->values[b]) changed = 1;
+      if (copy) sv->seen[b] = sv->values[b];
+    }
+  }
+  return changed;
+}
+
 ep_status ep_resolve(ep_ctx *c) {
   if (!c || !c->opened) return EP_E_STATE;
   if (c->version != EP_PLAN_VERSION_DYNAMIC) return EP_OK;
   if (!c->state) return EP_E_STATE;
-  if (c->resolved) return EP_OK;
   ep_state_view sv;
   ep_state_layout(c, c->state, &sv);
+  if (c->resolved && !value_inputs_changed(c, &sv, 0)) return EP_OK;
+  c->resolved = 0;
   c->arena_bytes = 0;
   ep_status s = resolve_and_plan(c, &sv);
   if (!s && c->max_arena_bytes && c->arena_bytes > c->max_arena_bytes) s = bounded_layout(c, &sv);
   if (s) { c->arena_bytes = 0; return s; }
+  value_inputs_changed(c, &sv, 1);
   c->resolved = 1;
   return EP_OK;
 }

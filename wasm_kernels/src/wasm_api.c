@@ -1,7 +1,8 @@
 /* WebAssembly exports: one context per instance. The host (web/src, packager/runtime) places the
  * plan at ep_heap_base(), calls ep_wasm_open, grows memory for the arena, then ep_wasm_bind/run.
  * Version 2 plans (run-time shapes): the host places the state (ep_state_bytes) after the plan, sets it,
- * writes each input's dims into ep_dims_buffer() and calls ep_set_input_shape, then ep_resolve, and binds
+ * writes each input's dims into ep_dims_buffer() and calls ep_set_input_shape, writes each value input at
+ * ep_input_values(i), then calls ep_resolve, and binds
  * an arena of ep_arena_bytes (the same address again, grown when a larger shape needs more). */
 #include "edgepack.h"
 
@@ -36,6 +37,7 @@ EXPORT(ep_set_input_shape) int32_t ep_wasm_set_input_shape(uint32_t i, uint32_t 
   return rank > EP_MAX_RANK ? EP_E_INPUT : ep_set_input_shape(&g_ctx, i, rank, g_dims);
 }
 EXPORT(ep_resolve) int32_t ep_wasm_resolve(void) { return ep_resolve(&g_ctx); }
+EXPORT(ep_input_values) uint32_t ep_wasm_input_values(uint32_t i) { return (uint32_t)(uintptr_t)ep_input_values(&g_ctx, i); }
 EXPORT(ep_failed_node) uint32_t ep_wasm_failed_node(void) { return ep_failed_node(&g_ctx); }
 /* Rank and dims of a tensor as resolved (dims written to ep_dims_buffer()); -1 on a bad id. */
 EXPORT(ep_tensor_dims) int32_t ep_wasm_tensor_dims(uint32_t id) {

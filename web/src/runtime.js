@@ -359,6 +359,9 @@ export class Session {
     /** The input dims the arena is resolved and bound for, flattened (null: none yet, or the last resolve failed).
      * @type {number[] | null} */
     this._shapes = null;
+    /** Version 2: indices of the value inputs (their values decide shapes: written before resolving). @type {number[]} */
+    this._valueInputs = this.dynamic && typeof ex.ep_input_values === 'function'
+      ? this.inputs.map((_, i) => i).filter((i) => ex.ep_input_values(i) >>> 0) : [];
     if (!this.dynamic) this._bind();
     this.vec = this._cstr(ex.ep_vec_name() >>> 0);
     if (this.dynamic !== (manifest.plan?.version === PLAN_DYNAMIC) ||
@@ -428,20 +431,28 @@ export class Session {
     return this.ex.ep_tensor_dims(s.tensor) === s.shape.length;
   }
 
-  /** Version 2: resolves the plan for these input dims and binds an arena of the size they need, unless the dims
-   * are the last ones (then nothing runs: a repeated shape costs one comparison). @param {number[][]} shapes */
-  _setShapes(shapes) {
+  /** Version 2: resolves the plan for these input dims (and the value inputs' values, from feeds) and binds an arena
+   * of the size they need, unless the dims are the last ones and no input's values decide shapes (then nothing runs:
+   * a repeated shape costs one comparison; with value inputs the core compares their values itself).
+   * @param {number[][]} shapes @param {Record<string, Tensor>} feeds */
+  _setShapes(shapes, feeds) {
     const flat = shapes.flat();
     const last = this._shapes;
-    if (last && last.length === flat.length && last.every((d, i) => d === flat[i])) return;
+    if (!this._valueInputs.length && last && last.length === flat.length && last.every((d, i) => d === flat[i])) return;
     this._shapes = null;   // until resolved and bound: a failure leaves no stale shape behind
     const ex = this.ex;
-    const what = shapes.map((d, i) => `'${this.inputs[i].name}' [${d}]`).join(', ');
+    let what = shapes.map((d, i) => `'${this.inputs[i].name}' [${d}]`).join(', ');
     shapes.forEach((d, i) => {
       // a fresh view each time: growing the memory detaches the old buffer
       new Int32Array(this.memory.buffer, ex.ep_dims_buffer() >>> 0, d.length).set(d);
       this._check(ex.ep_set_input_shape(i, d.length), `input '${this.inputs[i].name}' of shape [${d}]`);
     });
+    for (const i of this._valueInputs) {
+      const s = this.inputs[i], d = feeds[s.name].data, n = ex.ep_tensor_nbytes(s.tensor) >>> 0;
+      if (d.byteLength !== n) throw new EdgepackError(`input '${s.name}': ${d.byteLength} bytes, the plan expects ${n}`);
+      new Uint8Array(this.memory.buffer, ex.ep_input_values(i) >>> 0, n).set(new Uint8Array(d.buffer, d.byteOffset, n));
+      what += `, values of '${s.name}' [${Array.from(/** @type {ArrayLike<unknown>} */ (/** @type {unknown} */ (d)), String)}]`;
+    }
     this._check(ex.ep_resolve(), `resolving shapes for inputs ${what}`);
     this._bind(`inputs ${what}`);
     this._shapes = flat;
@@ -537,8 +548,9 @@ export class Session {
    * @returns {Record<string, {data: any, dims: number[], dtype: string}>} */
   runSync(feeds) {
     this.checkFeeds(feeds);
-    if (this.dynamic) this._setShapes(this.inputs.map((s) => Array.from(feeds[s.name].dims, Number)));
-    for (const s of this.inputs) {
+    if (this.dynamic) this._setShapes(this.inputs.map((s) => Array.from(feeds[s.name].dims, Number)), feeds);
+    for (const [i, s] of this.inputs.entries()) {
+      if (this._valueInputs.includes(i)) continue;   // written before resolving
       const [ptr, n] = this._span(s.tensor);
       const d = feeds[s.name].data;
       if (d.byteLength !== n) throw new EdgepackError(`input '${s.name}': ${d.byteLength} bytes, the plan expects ${n}`);

@@ -2,7 +2,8 @@
  *
  * SHAPE             in: any tensor (data never read) -> out: int64 [count]. params [start, end] (ONNX Shape-15,
  *                   normalized against the input's rank here, clamped). Writes the input's dims in [start, end).
- * VIEW              in: data, shape? (int64, Reshape only) -> out: same dtype and element count.
+ * VIEW              in: data, shape? (int64: Reshape's target, or Squeeze/Unsqueeze's axes when n_axes is 0)
+ *                   -> out: same dtype and element count.
  *                   params [mode, a, n_axes, axes...]: 0 Reshape (a = allowzero), 1 Flatten (a = axis), 2 Squeeze,
  *                   3 Unsqueeze. Copies the bytes unless the output is the input's own bytes (then nothing).
  * RANGE             in: start, limit, delta (one element each; int32, int64 or float32) -> out: 1-D of their dtype,
@@ -38,7 +39,7 @@ ep_status ep_check_VIEW(const ep_node *n) {
   EP_CHECK(x->dtype == y->dtype, EP_E_DTYPE);
   EP_CHECK(x->numel == y->numel && x->numel * ep_dtype_size(x->dtype) <= 0xFFFFFFFFu, EP_E_SHAPE);
   if (n->params[0] == 0) EP_CHECK(s && s->dtype == EP_I64 && s->rank == 1 && s->numel == y->rank, EP_E_SHAPE);
-  else EP_CHECK(!s, EP_E_OP);
+  else if (s) EP_CHECK(n->params[0] >= 2 && n->params[2] == 0 && s->dtype == EP_I64 && s->rank == 1, EP_E_OP);   /* run-time axes */
   return agrees_if(!s || s->data, n, ep_shape_VIEW);
 }
 

@@ -1,7 +1,8 @@
 /* REDUCE: float32 reduction over a set of axes.
  *   in: X (rank r <= 8)   out: Y with the kept dims of X, either with reduced dims as 1 (keepdims) or dropped.
  *   params: [kind, mask]  mask bit i set = dim i reduced (mask 0: no dim reduced, the per-element transform
- *   still applies, as ONNX noop_with_empty_axes specifies for ReduceL2/LogSum/...).
+ *   still applies, as ONNX noop_with_empty_axes specifies for ReduceL2/LogSum/...);
+ *   or [kind, 0, noop_with_empty_axes] with input axes (int64 values, read per run: ep_reduce_mask).
  *   kind: 0 sum, 1 mean, 2 max, 3 min, 4 prod, 5 L1, 6 L2, 7 sum-square, 8 log-sum, 9 log-sum-exp.
  *   scratch: log-sum-exp needs 4 * numel(Y) bytes (the per-output maxima); others none.
  *   An empty reduction gives the identity: 0 (sum, L1, L2, sum-square), 1 (prod), -inf (max, log-sum,
@@ -28,9 +29,10 @@ typedef struct {
 
 ep_status ep_check_REDUCE(const ep_node *n) {
   const ep_tensor *x = n->in[0], *y = n->out[0];
-  EP_CHECK(x && n->n_params == 2 && n->params[0] >= 0 && n->params[0] < R_KINDS, EP_E_PARAM);
+  uint32_t mask;
+  EP_CHECK(x && n->n_params >= 2 && n->params[0] >= 0 && n->params[0] < R_KINDS, EP_E_PARAM);
   EP_CHECK(x->dtype == EP_F32 && y->dtype == EP_F32, EP_E_DTYPE);
-  EP_CHECK(n->params[1] >= 0 && (uint32_t)n->params[1] < (1u << x->rank), EP_E_PARAM);
+  EP_CHECK(ep_reduce_mask(n, &mask) == EP_OK, EP_E_PARAM);
   EP_CHECK(ep_shape_agrees(n, ep_shape_REDUCE) == EP_OK, EP_E_SHAPE);   /* y: x without (or with 1 at) the masked dims */
   if (n->params[0] == R_LSE) EP_CHECK((uint64_t)n->scratch_bytes >= 4u * y->numel, EP_E_PARAM);
   return EP_OK;
@@ -156,7 +158,9 @@ ep_status ep_run_REDUCE(const ep_node *n) {
   int op = kind == R_MAX ? OP_MAX : kind == R_MIN ? OP_MIN : kind == R_PROD ? OP_MUL : kind == R_L1 ? OP_ABS
          : (kind == R_L2 || kind == R_SSQ) ? OP_SQ : kind == R_LSE ? OP_MAX : OP_ADD;
   coll c;
-  collapse(xt, (uint32_t)n->params[1], &c);
+  uint32_t mask;
+  if (ep_reduce_mask(n, &mask)) return EP_E_PARAM;   /* checked: the axes' values can only have changed by a resolve */
+  collapse(xt, mask, &c);
   float *m = 0;
   if (kind == R_LSE) {   /* pass 1: maxima into scratch */
     m = (float *)(void *)n->scratch;

@@ -51,13 +51,25 @@ static ep_status reshape_dims(const ep_tensor *x, const ep_tensor *s, int32_t al
 }
 
 /* [mode, a, n_axes, axes...]: 0 Reshape (input 1's values, a = allowzero), 1 Flatten (a = axis), 2 Squeeze
- * (axes; none = every dim of extent 1), 3 Unsqueeze (axes in the output's rank). The element count stays. */
+ * (axes; none = every dim of extent 1), 3 Unsqueeze (axes in the output's rank); Squeeze/Unsqueeze with n_axes 0
+ * and an input 1 take the axes from its int64 values. The element count stays. */
 ep_status ep_shape_VIEW(ep_node *n) {
-  const ep_tensor *x = n->in[0];
+  const ep_tensor *x = n->in[0], *v = n->n_in > 1 ? n->in[1] : 0;
   ep_tensor *y = n->out[0];
   const int32_t *p = n->params;
   if (!x || n->n_params < 3 || (uint32_t)p[2] > EP_MAX_RANK || n->n_params != 3u + (uint32_t)p[2]) return EP_E_SHAPE;
-  const uint32_t mode = (uint32_t)p[0], xr = x->rank, na = (uint32_t)p[2], ro = mode == 3 ? xr + na : xr;
+  int32_t axes[EP_MAX_RANK];
+  uint32_t na = (uint32_t)p[2];
+  for (uint32_t i = 0; i < na; i++) axes[i] = p[3 + i];
+  if (p[0] >= 2 && v) {   /* run-time axes (a value input) */
+    if (na || !v->data || v->dtype != EP_I64 || v->rank != 1 || v->numel > EP_MAX_RANK) return EP_E_SHAPE;
+    for (na = 0; na < v->numel; na++) {
+      const int64_t a = ep_value_at(v, na);
+      if (a < -EP_MAX_RANK * 2 || a > EP_MAX_RANK * 2) return EP_E_SHAPE;
+      axes[na] = (int32_t)a;
+    }
+  }
+  const uint32_t mode = (uint32_t)p[0], xr = x->rank, ro = mode == 3 ? xr + na : xr;
   int32_t d[EP_MAX_RANK];
   uint32_t r = 0, marked = 0;
   if (mode == 0) {
@@ -73,7 +85,7 @@ ep_status ep_shape_VIEW(ep_node *n) {
   } else if (mode <= 3) {
     if (ro > EP_MAX_RANK) return EP_E_SHAPE;
     for (uint32_t i = 0; i < na; i++) {
-      const uint32_t ax = (uint32_t)(p[3 + i] < 0 ? p[3 + i] + (int32_t)ro : p[3 + i]);
+      const uint32_t ax = (uint32_t)(axes[i] < 0 ? axes[i] + (int32_t)ro : axes[i]);
       if (ax >= ro || (marked >> ax) & 1u || (mode == 2 && x->dims[ax] != 1)) return EP_E_SHAPE;
       marked |= 1u << ax;
     }
