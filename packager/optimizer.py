@@ -25,6 +25,7 @@ from .passes.fold_batchnorm import fold_batchnorm
 from .passes.fuse_graph import fuse_graph
 from .passes.matmul_gemm import matmul_add_to_gemm
 from .passes.reshape import collapse_reshapes
+from .passes.scale import hoist_matmul_scale
 from .passes.strip import strip_proto, strip_training
 from .passes.transpose import eliminate_transposes
 
@@ -36,6 +37,8 @@ PASSES: list[tuple[str, str, Callable[[ir.Model], object]]] = [
     ("fold_batchnorm", "onnxscript fuse_batchnorm rules (Conv, ConvTranspose, Gemm) + inference-mode check",
      fold_batchnorm),
     ("matmul_add_to_gemm", "onnxscript matmul_add_to_gemm rules + 2-D / bias broadcast checks", matmul_add_to_gemm),
+    ("hoist_matmul_scale", "a scalar Mul/Div after a MatMul onto its smaller or constant operand (edgepack)",
+     hoist_matmul_scale),
     ("eliminate_transposes", "onnxscript transpose_transpose / no_op_transpose rules; push through "
      "elementwise ops (edgepack)", eliminate_transposes),
     ("collapse_reshapes", "view-op chains -> one Reshape to the static shape (edgepack)", collapse_reshapes),
@@ -47,6 +50,7 @@ NEEDS: dict[str, frozenset[str]] = {
     "eliminate_identity": frozenset({"Identity", "Dropout"}),
     "fold_batchnorm": frozenset({"BatchNormalization"}),
     "matmul_add_to_gemm": frozenset({"MatMul"}),
+    "hoist_matmul_scale": frozenset({"MatMul"}),
     "eliminate_transposes": frozenset({"Transpose"}),
     "collapse_reshapes": frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze"}),
 }

@@ -108,3 +108,29 @@ def test_batched_matmul_takes_a_residual(tmp_path) -> None:
     want = reference_run(model, feeds)["y"]
     for variant in ("simd", "scalar"):
         np.testing.assert_allclose(load_bundle(path, variant).run(feeds)["y"], want, rtol=TOL, atol=TOL)
+
+
+@pytest.mark.parametrize("grouping", ["a", "b"])
+def test_conv_and_gemm_take_the_gelu_chain(grouping: str, tmp_path) -> None:
+    # EfficientFormer's 1x1 MLPs and Whisper's stem: Conv -> GELU written out as five nodes (opset 17, no Gelu op).
+    # One CONV kernel with the GELU epilogue, applied per row of each finished column block: K = 72 blocks the
+    # 24x24 plane into 448 + 128 columns; 5 output channels leave a partial row panel. Then Gemm -> GELU.
+    rng = np.random.default_rng(6)
+    inits = [_const("w", rng.standard_normal((5, 8, 3, 3)) * 0.3), _const("b", rng.standard_normal(5)),
+             _const("wg", rng.standard_normal((5 * 24 * 24, 30)) * 0.05), _const("bg", rng.standard_normal(30)),
+             _const("sqrt2", np.sqrt(2.0)), _const("rsqrt2", 1.0 / np.sqrt(2.0)), _const("one", 1.0), _const("half", 0.5)]
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]), *_gelu("c", "a", grouping, "c_"),
+             helper.make_node("Flatten", ["a"], ["f"]), helper.make_node("Gemm", ["f", "wg", "bg"], ["g"]),
+             *_gelu("g", "y", grouping, "g_")]
+    model = make_model(nodes, [f32("x", [1, 8, 24, 24])], [f32("y", [1, 30])], inits)
+    path = package(model, target="web", out=tmp_path / "b", emit_onnx=True)   # verify: the shipped graph too
+    plan = _plan(path)
+    assert [Op(n.op).name for n in plan.nodes] == ["CONV", "GEMM"]
+    assert plan.nodes[0].params[13] == ACT_GELU and plan.nodes[1].params[5] == ACT_GELU
+    shipped = onnx.load(path / "model.onnx").graph.node
+    assert [n.domain or n.op_type for n in shipped] == ["ai.edgepack.fused", "Flatten", "ai.edgepack.fused"]
+    x = np.random.default_rng(7).standard_normal((1, 8, 24, 24)).astype(np.float32)
+    want = reference_run(model, {"x": x})["y"]
+    for variant in ("simd", "relaxed", "scalar"):
+        got = load_bundle(path, variant).run({"x": x})["y"]
+        np.testing.assert_allclose(got, want, rtol=TOL, atol=TOL, err_msg=variant)

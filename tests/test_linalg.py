@@ -302,6 +302,9 @@ MATMUL_CASES = [
     ((40, 24), (24, 70), True),
     ((2, 1, 18, 7), (3, 7, 35), False),
     ((17, 5), (5, 3), True),
+    # A larger than B's panels (attention's P*V): each A row group against every panel (matmul.c a_outer)
+    ((2, 3, 45, 45), (2, 3, 45, 20), False),
+    ((50, 40), (40, 9), True),
 ]
 
 

@@ -17,6 +17,7 @@ from packager.passes.cleanup import eliminate_identity, remove_dead
 from packager.passes.fold_batchnorm import fold_batchnorm
 from packager.passes.matmul_gemm import matmul_add_to_gemm
 from packager.passes.reshape import collapse_reshapes
+from packager.passes.scale import hoist_matmul_scale
 from packager.passes.strip import strip_proto, strip_training
 from packager.passes.transpose import eliminate_transposes
 
@@ -117,6 +118,31 @@ def test_matmul_add_to_gemm_only_when_gemm_can_express_it() -> None:
     assert _apply(matmul_add_to_gemm, model)[2] == Counter({"MatMul": 1, "Add": 1})
     model = make_model(nodes, [f32("x", [3, 5])], [f32("y", [2, 3, 4])], [_w("w", 5, 4), _w("b", 2, 1, 4)])
     assert _apply(matmul_add_to_gemm, model)[2] == Counter({"MatMul": 1, "Add": 1})
+
+
+def _scale_inputs(model: onnx.ModelProto) -> list[list[str]]:
+    out, _, _ = _apply(hoist_matmul_scale, onnx.shape_inference.infer_shapes(model))
+    return [list(n.input) for n in out.graph.node if n.op_type in ("Mul", "Div")]
+
+
+def test_scalar_scale_moves_onto_the_smaller_or_constant_operand() -> None:
+    # attention's scores: scale Q (2x40x8), not the 2x40x40 product; either Mul operand order
+    for order in (["s", "m"], ["m", "s"]):
+        nodes = [helper.make_node("MatMul", ["q", "k"], ["m"]), helper.make_node("Mul", order, ["y"])]
+        model = make_model(nodes, [f32("q", [2, 40, 8]), f32("k", [2, 8, 40])], [f32("y", [2, 40, 40])],
+                           [numpy_helper.from_array(np.array(0.125, np.float32), "s")])
+        assert _scale_inputs(model) in ([["q", "s"]], [["s", "q"]])
+    # a constant operand takes it (analysis folds it into the weights), even where x is smaller
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Div", ["m", "d"], ["y"])]
+    model = make_model(nodes, [f32("x", [3, 5])], [f32("y", [3, 40])], [_w("w", 5, 40), _w("d", 1, 1)])
+    assert _scale_inputs(model) == [["w", "d"]]
+    # nothing to gain (P*V: P 40x40, V 40x8 as large as the product), a scale per column, or c of higher rank
+    cases = [([2, 40, 40], [2, 40, 8], [1]), ([40, 8], [8, 40], [40]), ([40, 8], [8, 40], [1, 1, 1])]
+    for sa, sb, sc in cases:
+        nodes = [helper.make_node("MatMul", ["a", "b"], ["m"]), helper.make_node("Mul", ["m", "c"], ["y"])]
+        y = list(np.broadcast_shapes((*sa[:-1], sb[-1]), tuple(sc)))
+        model = make_model(nodes, [f32("a", sa), f32("b", sb)], [f32("y", y)], [_w("c", *sc)])
+        assert _scale_inputs(model) == [["m", "c"]], (sa, sb, sc)
 
 
 def test_transposes_cancel_and_move_through_elementwise() -> None:

@@ -1,6 +1,7 @@
 """Epilogue fusion: Conv/Gemm [+ residual Add] [+ activation] become one kernel node; so does
-MatMul [+ constant bias Add along N] [+ residual Add] [+ activation], where the activation may also be the
-Erf form of GELU that exporters write out as nodes (x * 0.5 * (1 + erf(x / sqrt 2)), either grouping).
+MatMul [+ constant bias Add along N] [+ residual Add] [+ activation]. For every head the activation may also be
+the Erf form of GELU that exporters write out as nodes (x * 0.5 * (1 + erf(x / sqrt 2)), either grouping):
+a Conv's (EfficientFormer's 1x1 MLPs, Whisper's stem) as well as a MatMul's.
 
 The fused kernel applies bias, adds the residual and runs the activation while each output tile is
 still in registers: one pass over memory instead of three. The group is emitted where its LAST node
@@ -32,7 +33,7 @@ class Fused:
     residual: str | None = None
     absorbed: list[onnx.NodeProto] = field(default_factory=list)
     bias: str | None = None                # MatMul only: a constant of N elements added along the last dim
-    chain: list[onnx.NodeProto] = field(default_factory=list)   # MatMul only: the original nodes, in order
+    chain: list[onnx.NodeProto] = field(default_factory=list)   # MatMul or GELU-chain groups: the original nodes, in order
 
 
 def activation_of(node: onnx.NodeProto, consts: dict[str, np.ndarray], opset: int) -> tuple[int, list[float]] | None:
@@ -165,7 +166,7 @@ def fuse_epilogues(nodes: list[onnx.NodeProto], outputs: list[str], shapes: dict
             if other != y and other not in consts and shapes.get(other) == shapes.get(y) == shapes.get(add.output[0]):
                 group.residual, y, last = other, add.output[0], add
                 group.absorbed.append(add)
-        gelu = gelu_erf_chain(y, free_consumers, consts) if n.op_type == "MatMul" else None
+        gelu = gelu_erf_chain(y, free_consumers, consts)
         act = None if gelu else sole_consumer(y)
         if gelu and ACT_GELU in activations:
             group.activation, y, last = (ACT_GELU, []), gelu[-1].output[0], gelu[-1]
@@ -181,7 +182,7 @@ def fuse_epilogues(nodes: list[onnx.NodeProto], outputs: list[str], shapes: dict
         head.CopyFrom(n)
         head.output[0] = y
         group.head = head
-        if n.op_type == "MatMul":
+        if n.op_type == "MatMul" or gelu:   # several absorbed nodes: the shipped graph's body is the original chain
             group.chain = [n, *group.absorbed]
         groups[id(last)] = group
         absorbed.add(id(n))

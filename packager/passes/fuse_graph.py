@@ -101,7 +101,7 @@ def fuse_graph(model: onnx.ModelProto, shapes: dict, consts: dict, opset: int) -
 
 
 def _chain_call(step: Fused, functions: dict, opset: int) -> onnx.NodeProto:
-    """A group given as its original nodes (MatMul groups: the bias Add and the GELU's five nodes have no
+    """A group given as its original nodes (MatMul groups and GELU chains: the bias Add and the GELU's five nodes have no
     attributes to pass): the body is those nodes with the group's outside inputs as formals X0.. (constants
     included: a function body cannot see the graph's initializers) and its output as Y."""
     produced = {o for n in step.chain for o in n.output}

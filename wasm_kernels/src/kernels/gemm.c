@@ -372,6 +372,18 @@ void EP_GEMM_F32_PORTABLE(uint32_t M, uint32_t N, uint32_t K, const float *a_pac
   /* Block N so a K x nb block of B (re-read once per row panel) stays in L2 (128 KB: 2% faster than 512 KB). */
   uint32_t nb = K ? (32768u / K) & ~(uint32_t)(NR - 1) : N;
   if (nb < NR) nb = NR;
+  /* A polynomial activation (sigmoid .. gelu_tanh) once per row of each finished N block (in cache), not per vector
+   * through ep_gemm_act4, whose call and constant set-up cost more than the function: Conv + GELU ran 18x slower. */
+  ep_gemm_epi inner;
+  int32_t post[3] = {EP_ACT_NONE, 0, 0};
+  if (e->act >= EP_ACT_COUNT_INLINE) {
+    inner = *e;
+    inner.act = EP_ACT_NONE;
+    post[0] = e->act;
+    ep_memcpy(&post[1], &e->p0, 4);
+    ep_memcpy(&post[2], &e->p1, 4);
+    e = &inner;
+  }
   simple_epi se;
   const simple_epi *simple = simple_of(e, &se);
   for (uint32_t n0 = 0; n0 < N; n0 += nb) {
@@ -387,6 +399,8 @@ void EP_GEMM_F32_PORTABLE(uint32_t M, uint32_t N, uint32_t K, const float *a_pac
         default: panel(1, m0, n0, n1, K, a, b, ldb, b_padded, c, ldc, e, simple); break;
       }
     }
+    if (post[0] != EP_ACT_NONE)
+      for (uint32_t m = 0; m < M; m++) ep_apply_activation(c + (uint64_t)m * ldc + n0, n1 - n0, post[0], post + 1);
   }
 }
 

@@ -163,41 +163,58 @@ typedef struct {
   const ep_gemm_epi *e;   /* its act is applied by the micro-kernel only when computed inline (see act below) */
   int32_t act, act_w[2];  /* a polynomial activation, applied to the task's columns once computed, or EP_ACT_NONE */
   uint32_t parts;
+  int a_outer;            /* A larger than B: each A group (from L1) against all the task's panels (from L2) */
 } panels_job;
 
-/* Chunk t of the B panels: each panel against every row group of A. */
+/* Rows m0 .. m0+mr of Y (A's group at a) at B panel j. */
+static void panel_tile(const panels_job *g, const float *a, uint32_t m0, uint32_t mr, uint32_t j) {
+  const float *b = g->b + (uint64_t)j * PW * g->K;
+#if TILE6
+  for (uint32_t h = 0; h < PW && j * PW + h < g->N; h += 8) {   /* both halves of the panel: A group from L1 */
+    const uint32_t n0 = j * PW + h, w = g->N - n0 < 8 ? g->N - n0 : 8;
+    f32x4 acc[2 * EP_GEMM_MR];
+    if (mr > 4) dot6x8(g->K, a, b + h, PW, acc);
+    else dot4x8(g->K, a, b + h, PW, acc);
+    tile_store(g->e, m0, mr, n0, w, acc, g->y, g->N);
+  }
+#else
+  const uint32_t n0 = j * PW, w = g->N - n0 < PW ? g->N - n0 : PW;
+  const ep_gemm_epi e = ep_gemm_epi_shift(g->e, m0, n0);
+  ep_gemm_f32(mr, w, g->K, a, b, PW, 1, g->y + (uint64_t)m0 * g->N + n0, g->N, &e);
+#endif
+}
+
+/* Chunk t of the B panels: each panel against every row group of A (or, a_outer, each group against every panel).
+ * A streamed once per panel is what a weight matrix wants (A small, B large); attention's P*V (A = the scores,
+ * 1500 x 1500 per head in Whisper, B = V, 64 columns) wants A read once. */
 static void panels_task(void *ctx, uint32_t t, uint32_t thread) {
   (void)thread;
   const panels_job *g = (const panels_job *)ctx;
-  const uint32_t np = (g->N + PW - 1) / PW;
+  const uint32_t np = (g->N + PW - 1) / PW, j0 = ep_chunk(np, g->parts, t), j1 = ep_chunk(np, g->parts, t + 1);
 #if TILE6
   const uint32_t n6 = six_groups(g->M);
-  for (uint32_t j = ep_chunk(np, g->parts, t); j < ep_chunk(np, g->parts, t + 1); j++) {
-    const float *a = g->a, *b = g->b + (uint64_t)j * PW * g->K;
+#define GROUP_ROWS(m0, gi) group_rows(g->M, m0, n6, gi)
+#else
+#define GROUP_ROWS(m0, gi) (g->M - (m0) < g->rows ? g->M - (m0) : g->rows)
+#endif
+  if (g->a_outer) {
+    const float *a = g->a;
     for (uint32_t m0 = 0, gi = 0, mr; m0 < g->M; m0 += mr, gi++, a += (uint64_t)g->K * EP_GEMM_MR) {
-      mr = group_rows(g->M, m0, n6, gi);
-      for (uint32_t h = 0; h < PW && j * PW + h < g->N; h += 8) {   /* both halves of the panel: A group from L1 */
-        const uint32_t n0 = j * PW + h, w = g->N - n0 < 8 ? g->N - n0 : 8;
-        f32x4 acc[2 * EP_GEMM_MR];
-        if (mr > 4) dot6x8(g->K, a, b + h, PW, acc);
-        else dot4x8(g->K, a, b + h, PW, acc);
-        tile_store(g->e, m0, mr, n0, w, acc, g->y, g->N);
+      mr = GROUP_ROWS(m0, gi);
+      for (uint32_t j = j0; j < j1; j++) panel_tile(g, a, m0, mr, j);
+    }
+  } else {
+    for (uint32_t j = j0; j < j1; j++) {
+      const float *a = g->a;
+      for (uint32_t m0 = 0, gi = 0, mr; m0 < g->M; m0 += mr, gi++, a += (uint64_t)g->K * EP_GEMM_MR) {
+        mr = GROUP_ROWS(m0, gi);
+        panel_tile(g, a, m0, mr, j);
       }
     }
   }
-#else
-  for (uint32_t j = ep_chunk(np, g->parts, t); j < ep_chunk(np, g->parts, t + 1); j++) {
-    const uint32_t n0 = j * PW, w = g->N - n0 < PW ? g->N - n0 : PW;
-    for (uint32_t m0 = 0; m0 < g->M; m0 += g->rows) {
-      const ep_gemm_epi e = ep_gemm_epi_shift(g->e, m0, n0);
-      const uint32_t mr = g->M - m0 < g->rows ? g->M - m0 : g->rows;
-      float *y = g->y + (uint64_t)m0 * g->N + n0;
-      ep_gemm_f32(mr, w, g->K, g->a + (uint64_t)(m0 / g->rows) * g->K * EP_GEMM_MR, g->b + (uint64_t)n0 * g->K, PW, 1, y, g->N, &e);
-    }
-  }
-#endif
+#undef GROUP_ROWS
   /* The task's columns, done: the polynomial activation over each row's part in one call (see gemm_panels). */
-  const uint32_t lo = ep_chunk(np, g->parts, t) * PW, hi = ep_chunk(np, g->parts, t + 1) * PW < g->N ? ep_chunk(np, g->parts, t + 1) * PW : g->N;
+  const uint32_t lo = j0 * PW, hi = j1 * PW < g->N ? j1 * PW : g->N;
   if (g->act != EP_ACT_NONE && lo < hi)
     for (uint32_t m = 0; m < g->M; m++) ep_apply_activation(g->y + (uint64_t)m * g->N + lo, hi - lo, g->act, g->act_w);
 }
@@ -211,7 +228,8 @@ static void gemm_panels(uint32_t M, uint32_t N, uint32_t K, uint32_t rows, const
    * every 4 vectors; once per row of each task's columns, after the task's GEMM, it costs least (and no extra
    * kernel node nor pass over the tensor from another kernel). Same function as UNARY, same bits. */
   ep_gemm_epi inner = *e;
-  panels_job job = {M, N, K, rows, ap, bp, y, &inner, EP_ACT_NONE, {0, 0}, threads <= 1 ? 1u : (np < 4 * threads ? np : 4 * threads)};
+  panels_job job = {M, N, K, rows, ap, bp, y, &inner, EP_ACT_NONE, {0, 0}, threads <= 1 ? 1u : (np < 4 * threads ? np : 4 * threads),
+                    (uint64_t)M * K > packed_b_floats(K, N)};
   if (e->act >= EP_ACT_COUNT_INLINE) {
     job.act = e->act;
     ep_memcpy(&job.act_w[0], &e->p0, 4);
