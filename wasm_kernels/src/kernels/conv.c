@@ -354,6 +354,16 @@ static inline f32x4 dw_clamp(f32x4 r, f32x4 lo, f32x4 hi) { return f32x4_min(f32
 EP_NOINLINE static void dw_post(float *y, const float *res, uint64_t n, int32_t act, float p0, float p1) {
   const f32x4 v0 = f32x4_splat(p0), v1 = f32x4_splat(p1);
   uint64_t i = 0;
+  if (act >= EP_ACT_COUNT_INLINE) {   /* out-of-line activations: once over the channel, the function chosen once */
+    if (res) {
+      for (; i + 4 <= n; i += 4) f32x4_store(y + i, f32x4_add(f32x4_load(y + i), f32x4_load(res + i)));
+      for (; i < n; i++) y[i] += res[i];
+    }
+    int32_t w[2];
+    ep_memcpy(&w[0], &p0, 4); ep_memcpy(&w[1], &p1, 4);
+    ep_apply_activation(y, (uint32_t)n, act, w);
+    return;
+  }
   for (; i + 4 <= n; i += 4) f32x4_store(y + i, dw_epi(f32x4_load(y + i), res ? res + i : 0, act, v0, v1));
   const ep_gemm_epi e = {1.0f, 1.0f, 0, EP_BIAS_NONE, 0, res, 0, act, p0, p1};
   for (; i < n; i++) y[i] = ep_gemm_epi_scalar(&e, y[i], 0, (uint32_t)i);
