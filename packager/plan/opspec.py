@@ -166,7 +166,7 @@ N_PARAMS: dict[Op, tuple[int, ...] | None] = {
 
 
 class UnaryFn(enum.IntEnum):
-    """UNARY's params[0]; the codes below ACT_COUNT are also the fusable epilogue activations."""
+    """UNARY's params[0]; the codes in ACT_FUSABLE are also the fusable epilogue activations."""
     NONE = 0  # identity
     RELU = 1
     LEAKY_RELU = 2  # alpha
@@ -210,6 +210,7 @@ class UnaryFn(enum.IntEnum):
     ASINH = 40
     ACOSH = 41
     ATANH = 42
+    SILU = 43  # x * sigmoid(x) (SiLU, Swish)
 
 
 class BinaryFn(enum.IntEnum):
@@ -247,4 +248,7 @@ ACT_HARDSWISH = 6
 ACT_TANH = 7
 ACT_GELU = 8
 ACT_GELU_TANH = 9
+ACT_SILU = 43
 ACT_COUNT = 10
+# Every fusable code: 0 .. ACT_COUNT - 1 and the activations appended after them.
+ACT_FUSABLE = frozenset(range(ACT_COUNT)) | {ACT_SILU}

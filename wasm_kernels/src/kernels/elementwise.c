@@ -32,7 +32,7 @@
 static const int8_t unary_nparams[EP_UN_COUNT] = EP_UNARY_NPARAMS_INIT;
 
 int32_t ep_unary_nparams(int32_t fn) { return fn >= 0 && fn < EP_UN_COUNT ? unary_nparams[fn] : -1; }
-int32_t ep_activation_nparams(int32_t fn) { return fn >= 0 && fn < EP_ACT_COUNT ? unary_nparams[fn] : -1; }
+int32_t ep_activation_nparams(int32_t fn) { return ep_act_fusable(fn) ? unary_nparams[fn] : -1; }
 
 static inline float pf(const int32_t *p, uint32_t i) { union { int32_t i; float f; } u; u.i = p[i]; return u.f; }
 
@@ -122,7 +122,12 @@ static void unary_f32(const float *in, float *out, uint32_t n, int32_t fn, const
     case EP_ACT_RELU: VMAP(f32x4_max(x, zero)); break;   /* max(x, 0) keeps NaN: x is the first operand */
     case EP_ACT_LEAKY_RELU: { f32x4 a = f32x4_splat(pf(p, 0)); VMAP(f32x4_select(f32x4_lt(x, zero), f32x4_mul(x, a), x)); break; }
     case EP_ACT_CLIP: { f32x4 lo = f32x4_splat(pf(p, 0)), hi = f32x4_splat(pf(p, 1)); VMAP(f32x4_min(f32x4_max(x, lo), hi)); break; }
-    case EP_ACT_SIGMOID: VMAP(ep_sigmoidf4(x)); break;
+    case EP_ACT_SIGMOID:
+    case EP_ACT_SILU: {   /* SiLU x * sigmoid(x) (the bits of Sigmoid then Mul), sigmoid as 1 * sigmoid(x): one loop */
+      const i32x4 silu = i32x4_splat(fn == EP_ACT_SILU ? -1 : 0);
+      VMAP(f32x4_mul(f32x4_select(silu, x, one), ep_sigmoidf4_hot(x)));
+      break;
+    }
     case EP_ACT_HARDSIGMOID: {
       f32x4 a = f32x4_splat(pf(p, 0)), b = f32x4_splat(pf(p, 1));
       VMAP(f32x4_max(f32x4_min(f32x4_fma(b, a, x), one), zero)); break;
@@ -153,11 +158,11 @@ static void unary_f32(const float *in, float *out, uint32_t n, int32_t fn, const
 }
 
 void ep_apply_activation(float *x, uint32_t count, int32_t fn, const int32_t *fn_params) {
-  if (fn > EP_ACT_NONE && fn < EP_ACT_COUNT) unary_f32(x, x, count, fn, fn_params);
+  if (fn != EP_ACT_NONE && ep_act_fusable(fn)) unary_f32(x, x, count, fn, fn_params);
 }
 
 void ep_apply_unary(float *x, uint32_t count, int32_t fn, const int32_t *fn_params) {
-  if (fn > EP_ACT_NONE && fn < EP_UN_NOT) unary_f32(x, x, count, fn, fn_params);
+  if (fn > EP_ACT_NONE && (fn < EP_UN_NOT || fn == EP_ACT_SILU)) unary_f32(x, x, count, fn, fn_params);
 }
 
 EP_COLD ep_status ep_check_UNARY(const ep_node *n) {

@@ -27,7 +27,7 @@
 #endif
 
 ep_status ep_gemm_check_act(int32_t code) {
-  return (code >= EP_ACT_NONE && code < EP_ACT_COUNT) ? EP_OK : EP_E_PARAM;
+  return ep_act_fusable(code) ? EP_OK : EP_E_PARAM;
 }
 
 f32x4 ep_gemm_act4(f32x4 v, int32_t act, f32x4 p0, f32x4 p1) {

@@ -90,7 +90,7 @@ static inline uint64_t ep_gemm_packed_a_floats(uint64_t M, uint64_t K) {
 
 /* Activation parameters common to CONV, DEPTHWISE_CONV and GEMM: code, p0, p1 (3 words). */
 ep_status ep_gemm_check_act(int32_t code);
-/* Activation codes EP_ACT_COUNT_INLINE..EP_ACT_COUNT-1 on one vector (p0/p1 splatted), out of line:
+/* Fusable activation codes from EP_ACT_COUNT_INLINE on one vector (p0/p1 splatted), out of line:
  * they cost a polynomial anyway, and sharing ep_apply_activation keeps them bit-identical to UNARY. */
 f32x4 ep_gemm_act4(f32x4 v, int32_t act, f32x4 p0, f32x4 p1);
 /* Apply the epilogue to one scalar at (m, n). */
