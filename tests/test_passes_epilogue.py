@@ -19,13 +19,20 @@ from packager.plan.opcodes import Op
 from .conftest import f32, make_model
 
 ACTIVATIONS = [("Sigmoid", {}), ("HardSigmoid", {"alpha": 0.3, "beta": 0.4}), ("HardSwish", {}), ("Tanh", {}),
-               ("Gelu", {}), ("Gelu", {"approximate": "tanh"}), ("SiLU", {})]
+               ("Gelu", {}), ("Gelu", {"approximate": "tanh"}), ("SiLU", {}), ("GeluErf", {})]
 
 
 def _act(act: str, attrs: dict, x: str, y: str) -> list:
-    """The activation's nodes from x to y: one node, or SiLU as torch exports it (Sigmoid, then Mul with x)."""
+    """The activation's nodes from x to y: one node, SiLU as torch exports it (Sigmoid, then Mul with x), or GELU
+    as older exporters write it (x / sqrt 2, Erf, + 1, * x, * 0.5: activation 8 once fused)."""
     if act == "SiLU":
         return [helper.make_node("Sigmoid", [x], [y + "_sig"]), helper.make_node("Mul", [y + "_sig", x], [y])]
+    if act == "GeluErf":
+        c = [helper.make_node("Constant", [], [y + k], value=numpy_helper.from_array(np.float32(v), y + k))
+             for k, v in (("_r2", np.sqrt(2.0)), ("_one", 1.0), ("_half", 0.5))]
+        return c + [helper.make_node("Div", [x, y + "_r2"], [y + "_d"]), helper.make_node("Erf", [y + "_d"], [y + "_e"]),
+                    helper.make_node("Add", [y + "_e", y + "_one"], [y + "_p"]),
+                    helper.make_node("Mul", [x, y + "_p"], [y + "_m"]), helper.make_node("Mul", [y + "_m", y + "_half"], [y])]
     return [helper.make_node(act, [x], [y], **attrs)]
 
 

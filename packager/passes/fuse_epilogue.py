@@ -1,7 +1,7 @@
 """Epilogue fusion: Conv/Gemm [+ residual Add] [+ activation] become one kernel node; so does
-MatMul [+ constant bias Add along N] [+ residual Add] [+ activation], where the activation may also be the
-Erf form of GELU that exporters write out as nodes (x * 0.5 * (1 + erf(x / sqrt 2)), either grouping), and for
-every head SiLU as exporters write it, x * Sigmoid(x).
+MatMul [+ constant bias Add along N] [+ residual Add] [+ activation]. The activation may also be one that
+exporters write out as nodes: the Erf form of GELU (x * 0.5 * (1 + erf(x / sqrt 2)), either grouping) and SiLU
+(x * Sigmoid(x)).
 
 The fused kernel applies bias, adds the residual and runs the activation while each output tile is
 still in registers: one pass over memory instead of three. The group is emitted where its LAST node
@@ -33,7 +33,7 @@ class Fused:
     residual: str | None = None
     absorbed: list[onnx.NodeProto] = field(default_factory=list)
     bias: str | None = None                # MatMul only: a constant of N elements added along the last dim
-    chain: list[onnx.NodeProto] = field(default_factory=list)   # MatMul or SiLU groups: the original nodes, in order
+    chain: list[onnx.NodeProto] = field(default_factory=list)   # MatMul, GELU-chain and SiLU groups: the nodes, in order
 
 
 def activation_of(node: onnx.NodeProto, consts: dict[str, np.ndarray], opset: int) -> tuple[int, list[float]] | None:
@@ -179,7 +179,7 @@ def fuse_epilogues(nodes: list[onnx.NodeProto], outputs: list[str], shapes: dict
             if other != y and other not in consts and shapes.get(other) == shapes.get(y) == shapes.get(add.output[0]):
                 group.residual, y, last = other, add.output[0], add
                 group.absorbed.append(add)
-        gelu = gelu_erf_chain(y, free_consumers, consts) if n.op_type == "MatMul" else None
+        gelu = gelu_erf_chain(y, free_consumers, consts)
         silu = None if gelu else silu_pair(y, free_consumers)
         act = None if gelu or silu else sole_consumer(y)
         if gelu and ACT_GELU in activations:
@@ -199,7 +199,7 @@ def fuse_epilogues(nodes: list[onnx.NodeProto], outputs: list[str], shapes: dict
         head.CopyFrom(n)
         head.output[0] = y
         group.head = head
-        if n.op_type == "MatMul" or group.activation[0] == ACT_SILU:   # more than one node after the head
+        if n.op_type == "MatMul" or gelu or silu:   # more than one node after the head: the shipped graph's body
             group.chain = [n, *group.absorbed]
         groups[id(last)] = group
         absorbed.add(id(n))
