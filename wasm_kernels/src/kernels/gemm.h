@@ -16,7 +16,8 @@
  *   v += res[m * ld_res + n]               (residual, when res != NULL)
  *   v = act(v)            (EP_ACT_* of activation.h: 0 none, 1 relu, 2 leaky_relu(p0 = alpha), 3 clip(p0 = min,
  *                          p1 = max) in registers; 4..9 (sigmoid, hardsigmoid(p0, p1), hardswish, tanh, gelu,
- *                          gelu_tanh) through ep_apply_activation, the UNARY kernel's code)
+ *                          gelu_tanh) and 43 (silu) through ep_apply_activation, the UNARY kernel's code, once
+ *                          over each finished panel's rows: the tiles store v without them)
  * Coordinates m, n are those of C (the driver offsets nothing: pointers are at C's origin). */
 #ifndef EP_GEMM_H
 #define EP_GEMM_H
