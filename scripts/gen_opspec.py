@@ -87,7 +87,16 @@ class Spec:
 
     @property
     def act_count(self) -> int:
-        return sum(f.fusable for f in self.unary)
+        """The fusable activations' leading run of codes 0 .. act_count - 1."""
+        n = 0
+        while n < len(self.unary) and self.unary[n].fusable:
+            n += 1
+        return n
+
+    @property
+    def appended_acts(self) -> tuple[Fn, ...]:
+        """Fusable activations appended after the leading run (codes are never renumbered)."""
+        return tuple(f for f in self.unary[self.act_count:] if f.fusable)
 
 
 # ------------------------------------------------------------------------------------------ reading
@@ -161,11 +170,9 @@ def load(path: Path = SPEC) -> Spec:
     for what, fns in (("unary", unary), ("binary", binary)):
         if [f.code for f in fns] != list(range(len(fns))) or any(not NAME.match(f.name) for f in fns):
             raise SpecError(f"{what} function codes are 0, 1, 2, ... in order, with C names")
-    act = sum(f.fusable for f in unary)
-    if not all(f.fusable for f in unary[:act]):
-        # The kernels test `fn < EP_ACT_COUNT`: the fusable activations are a prefix of the UNARY codes.
-        raise SpecError("fusable unary functions come first")
-    if any(len(f.params) > 2 for f in unary[:act]):
+    # The kernels test ep_act_fusable(fn): codes below EP_ACT_COUNT (the leading run of fusable functions) or one of
+    # the few activations appended after it (codes are part of the plan format: never renumbered).
+    if any(len(f.params) > 2 for f in unary if f.fusable):
         raise SpecError("an epilogue carries at most 2 activation parameters (p0, p1)")
     dtypes = tuple(DType(t["code"], t["name"], t["bytes"], t["array"], t["c"], t["kernels"]) for t in d["dtypes"])
     if [t.code for t in dtypes] != sorted({t.code for t in dtypes}) or any(
@@ -245,18 +252,23 @@ def gen_ep_fns_h(s: Spec) -> str:
     if act == len(s.unary):
         unary.append(f"  EP_ACT_COUNT = {act},")
     unary.append(f"  EP_UN_COUNT = {len(s.unary)}")
+    appended = "".join(f" || fn == EP_ACT_{f.name}" for f in s.appended_acts)
     nparams = ", ".join(str(len(f.params)) for f in s.unary)
     binary = [f"  EP_BIN_{f.name} = {f.code},".ljust(32) + _c_comment(f.meaning) for f in s.binary]
     binary = [b.rstrip() for b in binary] + [f"  EP_BIN_COUNT = {len(s.binary)}"]
     return f"""/* {GENERATED} */
-/* Function codes: UNARY's params[0] (codes below EP_ACT_COUNT are also the activations conv/gemm/matmul fuse as
- * an epilogue) and BINARY's params[0]. Part of the plan format: never renumber, append. */
+/* Function codes: UNARY's params[0] (codes below EP_ACT_COUNT, and the EP_ACT_ codes appended after them, are also
+ * the activations conv/gemm/matmul fuse as an epilogue: ep_act_fusable) and BINARY's params[0]. Part of the plan
+ * format: never renumber, append. */
 #ifndef EP_FNS_H
 #define EP_FNS_H
 
 enum ep_unary_fn {{
 {chr(10).join(unary)}
 }};
+
+/* 1 if UNARY code fn is also a fusable epilogue activation. */
+static inline int ep_act_fusable(int fn) {{ return (fn >= 0 && fn < EP_ACT_COUNT){appended}; }}
 
 /* Float parameter words after each UNARY function code, indexed by code. */
 #define EP_UNARY_NPARAMS_INIT {{{nparams}}}
@@ -292,6 +304,7 @@ def gen_opspec_py(s: Spec) -> str:
     binary = "\n".join(f"    {f.name} = {f.code}" + (f"  # {f.meaning}" if f.meaning else "") for f in s.binary)
     acts = "\n".join(f"ACT_{f.name} = {f.code}" for f in s.unary if f.fusable)
     dtypes = "\n".join(f"    {t.code}: ({t.name!r}, {t.bytes}, {t.array!r})," for t in s.dtypes)
+    appended = "".join(f", ACT_{f.name}" for f in s.appended_acts)
     return f'''"""{GENERATED}.
 
 Kernel ids, arity and function codes of the plan (docs/plan-format.md, docs/adding-an-op.md)."""
@@ -322,7 +335,7 @@ N_PARAMS: dict[Op, tuple[int, ...] | None] = {{
 
 
 class UnaryFn(enum.IntEnum):
-    """UNARY's params[0]; the codes below ACT_COUNT are also the fusable epilogue activations."""
+    """UNARY's params[0]; the codes in ACT_FUSABLE are also the fusable epilogue activations."""
 {unary}
 
 
@@ -334,6 +347,8 @@ class BinaryFn(enum.IntEnum):
 # Epilogue activation codes (CONV, DEPTHWISE_CONV, GEMM, MATMUL, WINOGRAD_CONV*, the int8 kernels).
 {acts}
 ACT_COUNT = {s.act_count}
+# Every fusable code: 0 .. ACT_COUNT - 1 and the activations appended after them.
+ACT_FUSABLE = frozenset(range(ACT_COUNT)) | {{{appended[2:]}}}
 
 # The plan's dtypes: ONNX code -> (manifest / numpy name, element bytes, the JS TypedArray carrying it).
 DTYPE_TABLE: dict[int, tuple[str, int, str]] = {{
@@ -361,6 +376,7 @@ def gen_opcodes_js(s: Spec) -> str:
     unary = _js_obj([(f.name, f.code) for f in s.unary])
     binary = _js_obj([(f.name, f.code) for f in s.binary])
     nparams = ", ".join(str(len(f.params)) for f in s.unary)
+    appended = "".join(f" || code === {f.code}" for f in s.appended_acts)
     return f"""// {GENERATED}
 // Kernel ids and function codes of the plan (docs/plan-format.md).
 
@@ -369,13 +385,14 @@ export const OP = Object.freeze({{
 {ops}
 }});
 
-/** UNARY's params[0]; codes below ACT_COUNT are also the fused epilogue's activation codes. */
+/** UNARY's params[0]; the codes isActivation accepts are also the fused epilogue's activation codes. */
 export const UNARY = Object.freeze({{
 {unary}
 }});
 
-/** Activation codes of the fused epilogues: UNARY codes 0 .. ACT_COUNT - 1. */
+/** Activation codes of the fused epilogues: UNARY codes 0 .. ACT_COUNT - 1 and the ones appended after them. */
 export const ACT_COUNT = {s.act_count};
+export const isActivation = (code) => (code >= 0 && code < ACT_COUNT){appended};
 
 /** Float parameter words after each UNARY function code, indexed by code. */
 export const UNARY_NPARAMS = Object.freeze([{nparams}]);

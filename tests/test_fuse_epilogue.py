@@ -37,3 +37,23 @@ def test_two_consumers_block_fusion() -> None:
     nodes = [_conv("x", "a", "c"), helper.make_node("Relu", ["a"], ["y"]), helper.make_node("Neg", ["a"], ["z"])]
     out = fuse_epilogues(nodes, ["y", "z"], {}, {}, 17)
     assert not any(isinstance(s, Fused) for s in out)
+
+
+def test_silu_pair_fuses_in_either_operand_order() -> None:
+    from packager.passes.fuse_epilogue import ACT_SILU
+    for mul_inputs in (["a", "s"], ["s", "a"]):
+        nodes = [_conv("x", "a", "c"), helper.make_node("Sigmoid", ["a"], ["s"]), helper.make_node("Mul", mul_inputs, ["y"])]
+        out = fuse_epilogues(nodes, ["y"], {}, {}, 17)
+        assert len(out) == 1 and out[0].activation == (ACT_SILU, []) and list(out[0].head.output) == ["y"]
+        assert [n.op_type for n in out[0].chain] == ["Conv", "Sigmoid", "Mul"]   # the shipped graph's function body
+
+
+def test_silu_pair_blocked_when_the_sigmoid_or_the_conv_output_is_used_elsewhere() -> None:
+    nodes = [_conv("x", "a", "c"), helper.make_node("Sigmoid", ["a"], ["s"]), helper.make_node("Mul", ["a", "s"], ["y"]),
+             helper.make_node("Neg", ["s"], ["z"])]
+    out = fuse_epilogues(nodes, ["y", "z"], {}, {}, 17)
+    assert not any(isinstance(s, Fused) for s in out)
+    # a gate that is not x * sigmoid(x): sigmoid of the conv times another tensor (squeeze-excite's scale)
+    nodes = [_conv("x", "a", "c"), helper.make_node("Sigmoid", ["a"], ["s"]), helper.make_node("Mul", ["s", "x"], ["y"])]
+    out = fuse_epilogues(nodes, ["y"], {}, {}, 17)
+    assert [type(s).__name__ for s in out] == ["Fused", "NodeProto"] and out[0].activation[0] == 4   # Sigmoid alone

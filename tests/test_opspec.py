@@ -61,7 +61,7 @@ def test_check_fails_on_an_edited_generated_file(tmp_path: Path, monkeypatch: py
     (lambda s: s["ops"][0]["inputs"].update(max=2), "names for up to 2"),
     (lambda s: s["ops"][4]["inputs"]["names"].__setitem__(2, "bias"), "end with '?'"),
     (lambda s: s["ops"][0]["params"].append({"use": "nope"}), "unknown param group"),
-    (lambda s: s["unary_fns"][12].update(fusable=True), "fusable unary functions come first"),
+    (lambda s: s["unary_fns"][22].update(fusable=True, params=["a", "b", "c"]), "at most 2 activation parameters"),
     (lambda s: s["binary_fns"].pop(3), "0, 1, 2"),
     (lambda s: s["ops"][7].update(n_params=[0, 4, 7]), "n_params [0, 4, 7] for 6 fixed words"),
 ])
@@ -152,7 +152,8 @@ def test_python_function_codes_are_the_generated_ones() -> None:
     from packager.ops import conv, elementwise
     from packager.passes import fuse_epilogue
     assert elementwise.UnaryFn is opspec.UnaryFn and elementwise.BinaryFn is opspec.BinaryFn
-    assert conv.ACT_COUNT == opspec.ACT_COUNT == sum(bool(f.get("fusable")) for f in SPEC["unary_fns"])
+    assert conv.ACT_FUSABLE == opspec.ACT_FUSABLE == {f["code"] for f in SPEC["unary_fns"] if f.get("fusable")}
+    assert set(range(opspec.ACT_COUNT)) <= opspec.ACT_FUSABLE and opspec.ACT_COUNT not in opspec.ACT_FUSABLE
     assert fuse_epilogue.ACT_GELU_TANH == opspec.UnaryFn.GELU_TANH
     text = _packager_text()
     assert not re.search(r"^\s*ACT_\w+\s*(,\s*ACT_\w+\s*)*=\s*\d", text, re.M), "ACT_* constants defined outside opspec.py"

@@ -1,5 +1,5 @@
-"""Epilogue activations 4..9 (sigmoid, hardsigmoid, hardswish, tanh, gelu, gelu_tanh) fused into every
-conv/gemm kernel path: im2col CONV, 1x1 direct CONV, WINOGRAD_CONV (and WINOGRAD_CONV_F4), DEPTHWISE_CONV and
+"""Epilogue activations 4..9 (sigmoid, hardsigmoid, hardswish, tanh, gelu, gelu_tanh) and 43 (SiLU, exported as
+x * Sigmoid(x)) fused into every conv/gemm kernel path: im2col CONV, 1x1 direct CONV, WINOGRAD_CONV (and WINOGRAD_CONV_F4), DEPTHWISE_CONV and
 GEMM, each with a partial last vector, on the SIMD and scalar builds, against onnxruntime."""
 from __future__ import annotations
 
@@ -19,7 +19,21 @@ from packager.plan.opcodes import Op
 from .conftest import f32, make_model
 
 ACTIVATIONS = [("Sigmoid", {}), ("HardSigmoid", {"alpha": 0.3, "beta": 0.4}), ("HardSwish", {}), ("Tanh", {}),
-               ("Gelu", {}), ("Gelu", {"approximate": "tanh"})]
+               ("Gelu", {}), ("Gelu", {"approximate": "tanh"}), ("SiLU", {}), ("GeluErf", {})]
+
+
+def _act(act: str, attrs: dict, x: str, y: str) -> list:
+    """The activation's nodes from x to y: one node, SiLU as torch exports it (Sigmoid, then Mul with x), or GELU
+    as older exporters write it (x / sqrt 2, Erf, + 1, * x, * 0.5: activation 8 once fused)."""
+    if act == "SiLU":
+        return [helper.make_node("Sigmoid", [x], [y + "_sig"]), helper.make_node("Mul", [y + "_sig", x], [y])]
+    if act == "GeluErf":
+        c = [helper.make_node("Constant", [], [y + k], value=numpy_helper.from_array(np.float32(v), y + k))
+             for k, v in (("_r2", np.sqrt(2.0)), ("_one", 1.0), ("_half", 0.5))]
+        return c + [helper.make_node("Div", [x, y + "_r2"], [y + "_d"]), helper.make_node("Erf", [y + "_d"], [y + "_e"]),
+                    helper.make_node("Add", [y + "_e", y + "_one"], [y + "_p"]),
+                    helper.make_node("Mul", [x, y + "_p"], [y + "_m"]), helper.make_node("Mul", [y + "_m", y + "_half"], [y])]
+    return [helper.make_node(act, [x], [y], **attrs)]
 
 
 def _chain(act: str, attrs: dict) -> object:
@@ -35,16 +49,16 @@ def _chain(act: str, attrs: dict) -> object:
              w("w5", 4, c, 5, 5), w("b5", 4), w("wg", 4 * hw * hw, 10), w("bg", 10)]
     nodes = [helper.make_node("Conv", ["x", "w3", "b3"], ["c3"], pads=[1, 1, 1, 1]),
              helper.make_node("Add", ["c3", "x"], ["s3"]),
-             helper.make_node(act, ["s3"], ["a3"], **attrs),
+             *_act(act, attrs, "s3", "a3"),
              helper.make_node("Conv", ["a3", "wd", "bd"], ["cd"], pads=[1, 1, 1, 1], group=c),
-             helper.make_node(act, ["cd"], ["ad"], **attrs),
+             *_act(act, attrs, "cd", "ad"),
              helper.make_node("Conv", ["ad", "w1", "b1"], ["c1"]),
-             helper.make_node(act, ["c1"], ["a1"], **attrs),
+             *_act(act, attrs, "c1", "a1"),
              helper.make_node("Conv", ["a1", "w5", "b5"], ["c5"], pads=[2, 2, 2, 2]),
-             helper.make_node(act, ["c5"], ["a5"], **attrs),
+             *_act(act, attrs, "c5", "a5"),
              helper.make_node("Flatten", ["a5"], ["f"]),
              helper.make_node("Gemm", ["f", "wg", "bg"], ["g"]),
-             helper.make_node(act, ["g"], ["y"], **attrs)]
+             *_act(act, attrs, "g", "y")]
     return make_model(nodes, [f32("x", [1, c, hw, hw])], [f32("y", [1, 10])], inits, opset=20)
 
 
@@ -66,7 +80,7 @@ def test_activation_fuses_into_every_head(act: str, attrs: dict, tile: int, tmp_
     path = package(model, out=tmp_path / "b", verify=False)
     plan = layout.decode((path / "model.plan").read_bytes())
     kernels = [Op(n.op).name for n in plan.nodes]
-    assert "UNARY" not in kernels, kernels   # every activation went into an epilogue
+    assert "UNARY" not in kernels and "BINARY" not in kernels, kernels   # every activation went into an epilogue
     wino = "WINOGRAD_CONV_F4" if tile == 4 else "WINOGRAD_CONV"
     assert {wino, "DEPTHWISE_CONV", "CONV", "GEMM"} <= set(kernels), kernels
     for variant in ("simd", "scalar"):

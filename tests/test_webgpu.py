@@ -160,20 +160,27 @@ def test_conv_kernels(page, name, tmp_path) -> None:
 
 
 EPILOGUE_ACTS = [("Sigmoid", {}), ("HardSigmoid", {"alpha": 0.3, "beta": 0.6}), ("HardSwish", {}), ("Tanh", {}),
-                 ("Gelu", {}), ("Gelu", {"approximate": "tanh"})]
+                 ("Gelu", {}), ("Gelu", {"approximate": "tanh"}), ("SiLU", {})]
+
+
+def _act_nodes(op: str, attrs: dict, x: str, y: str) -> list:
+    """One activation node, or SiLU as exporters write it: x * Sigmoid(x) (activation 43 once fused)."""
+    if op == "SiLU":
+        return [helper.make_node("Sigmoid", [x], [y + "_s"]), helper.make_node("Mul", [x, y + "_s"], [y])]
+    return [helper.make_node(op, [x], [y], **attrs)]
 
 
 @pytest.mark.parametrize("act", range(len(EPILOGUE_ACTS)))
 def test_conv_gemm_epilogue_activations(page, act, tmp_path) -> None:
-    """Activations 4..9 after CONV, WINOGRAD_CONV, DEPTHWISE_CONV and GEMM: fused into the epilogue where
+    """Activations 4..9 and 43 (SiLU) after CONV, WINOGRAD_CONV, DEPTHWISE_CONV and GEMM: fused into the epilogue where
     the packager fuses them (the act() of the shader), separate UNARY nodes otherwise; all on the GPU."""
     op, attrs = EPILOGUE_ACTS[act]
     nodes, outs = [], []
     for i, conv in enumerate([dict(pads=[1, 1, 1, 1]), dict(pads=[1, 1, 1, 1]), dict(pads=[1, 1, 1, 1], group=16)]):
         src = "x" if i == 0 else "x16"
-        nodes += [helper.make_node("Conv", [src, f"w{i}", f"b{i}"], [f"c{i}"], **conv), helper.make_node(op, [f"c{i}"], [f"y{i}"], **attrs)]
+        nodes += [helper.make_node("Conv", [src, f"w{i}", f"b{i}"], [f"c{i}"], **conv), *_act_nodes(op, attrs, f"c{i}", f"y{i}")]
         outs.append(f"y{i}")
-    nodes += [helper.make_node("Gemm", ["g", "gw", "gb"], ["gm"]), helper.make_node(op, ["gm"], ["gy"], **attrs)]
+    nodes += [helper.make_node("Gemm", ["g", "gw", "gb"], ["gm"]), *_act_nodes(op, attrs, "gm", "gy")]
     inits = [_const("w0", _w(4, 3, 3, 3)), _const("w1", _w(16, 16, 3, 3, scale=0.1)), _const("w2", _w(16, 1, 3, 3)),
              _const("b0", _w(4)), _const("b1", _w(16)), _const("b2", _w(16)), _const("gw", _w(12, 8)), _const("gb", _w(8))]
     model = _model(nodes, [_f32("x", [1, 3, 6, 6]), _f32("x16", [1, 16, 5, 5]), _f32("g", [3, 12])],

@@ -15,7 +15,7 @@ from ..lowering import LowerCtx, lowers
 from ..plan.opcodes import Op
 from .data import PAD_MODES, transpose_to, view
 # Epilogue activation codes (generated from wasm_kernels/spec/ops.json); quant.py and linalg.py take them from here.
-from ..plan.opspec import ACT_CLIP, ACT_COUNT, ACT_LEAKY_RELU, ACT_NONE, ACT_RELU  # noqa: F401
+from ..plan.opspec import ACT_CLIP, ACT_FUSABLE, ACT_LEAKY_RELU, ACT_NONE, ACT_RELU  # noqa: F401
 
 # Must match wasm_kernels/src/kernels/gemm.h.
 MR = 6                       # EP_GEMM_MR: rows per packed weight panel
@@ -42,7 +42,7 @@ def act_params(activation: Activation) -> list:
     """[code, p0, p1] as parameter words (floats become their f32 bit pattern)."""
     code, ps = activation
     ps = [float(p) for p in ps]
-    if not 0 <= int(code) < ACT_COUNT or len(ps) > 2:
+    if int(code) not in ACT_FUSABLE or len(ps) > 2:
         raise ValueError(f"activation {activation} cannot be fused into a linalg epilogue")
     return [int(code), *(ps + [0.0] * (2 - len(ps)))]
 

@@ -1,7 +1,7 @@
 """Epilogue fusion: Conv/Gemm [+ residual Add] [+ activation] become one kernel node; so does
-MatMul [+ constant bias Add along N] [+ residual Add] [+ activation]. For every head the activation may also be
-the Erf form of GELU that exporters write out as nodes (x * 0.5 * (1 + erf(x / sqrt 2)), either grouping):
-a Conv's (EfficientFormer's 1x1 MLPs, Whisper's stem) as well as a MatMul's.
+MatMul [+ constant bias Add along N] [+ residual Add] [+ activation]. The activation may also be one that
+exporters write out as nodes: the Erf form of GELU (x * 0.5 * (1 + erf(x / sqrt 2)), either grouping) and SiLU
+(x * Sigmoid(x)).
 
 The fused kernel applies bias, adds the residual and runs the activation while each output tile is
 still in registers: one pass over memory instead of three. The group is emitted where its LAST node
@@ -18,12 +18,12 @@ from onnx import helper
 
 # Activation codes, generated from wasm_kernels/spec/ops.json (UNARY's fusable codes).
 from ..plan.opspec import (ACT_CLIP, ACT_GELU, ACT_GELU_TANH, ACT_HARDSIGMOID, ACT_HARDSWISH, ACT_LEAKY_RELU, ACT_NONE,
-                           ACT_RELU, ACT_SIGMOID, ACT_TANH)
+                           ACT_RELU, ACT_SIGMOID, ACT_SILU, ACT_TANH)
 
 HEADS = ("Conv", "Gemm", "MatMul")
 # What the conv/gemm epilogues apply (gemm.h): relu/leaky_relu/clip in registers, the others through
 # ep_apply_activation (the UNARY kernel's own code, so fused and unfused give the same bits).
-EPILOGUE_ACTIVATIONS = frozenset(range(ACT_RELU, ACT_GELU_TANH + 1))
+EPILOGUE_ACTIVATIONS = frozenset(range(ACT_RELU, ACT_GELU_TANH + 1)) | {ACT_SILU}
 
 
 @dataclass
@@ -33,7 +33,7 @@ class Fused:
     residual: str | None = None
     absorbed: list[onnx.NodeProto] = field(default_factory=list)
     bias: str | None = None                # MatMul only: a constant of N elements added along the last dim
-    chain: list[onnx.NodeProto] = field(default_factory=list)   # MatMul or GELU-chain groups: the original nodes, in order
+    chain: list[onnx.NodeProto] = field(default_factory=list)   # MatMul, GELU-chain and SiLU groups: the nodes, in order
 
 
 def activation_of(node: onnx.NodeProto, consts: dict[str, np.ndarray], opset: int) -> tuple[int, list[float]] | None:
@@ -113,6 +113,19 @@ def gelu_erf_chain(y: str, consumers_of, consts: dict[str, np.ndarray]) -> list[
     return None
 
 
+def silu_pair(y: str, consumers_of) -> list[onnx.NodeProto] | None:
+    """[Sigmoid, Mul] of y * Sigmoid(y) (torch's SiLU export; either operand order), when y and the sigmoid feed
+    nothing else, or None. consumers_of(v) lists v's consumers (empty when v is a graph output)."""
+    users = consumers_of(y)
+    if len(users) != 2:
+        return None
+    for sig, mul in ((users[0], users[1]), (users[1], users[0])):
+        if sig.op_type == "Sigmoid" and mul.op_type == "Mul" and sorted(mul.input) == sorted([y, sig.output[0]]) \
+                and [id(c) for c in consumers_of(sig.output[0])] == [id(mul)]:
+            return [sig, mul]
+    return None
+
+
 def _matmul_bias(n: onnx.NodeProto, add: onnx.NodeProto, shapes: dict, consts: dict) -> str | None:
     """The constant operand of `add` if it is a bias along the MatMul's last dim (N elements, [.., 1, N])."""
     y = n.output[0]
@@ -167,10 +180,14 @@ def fuse_epilogues(nodes: list[onnx.NodeProto], outputs: list[str], shapes: dict
                 group.residual, y, last = other, add.output[0], add
                 group.absorbed.append(add)
         gelu = gelu_erf_chain(y, free_consumers, consts)
-        act = None if gelu else sole_consumer(y)
+        silu = None if gelu else silu_pair(y, free_consumers)
+        act = None if gelu or silu else sole_consumer(y)
         if gelu and ACT_GELU in activations:
             group.activation, y, last = (ACT_GELU, []), gelu[-1].output[0], gelu[-1]
             group.absorbed.extend(gelu)
+        elif silu and ACT_SILU in activations:
+            group.activation, y, last = (ACT_SILU, []), silu[-1].output[0], silu[-1]
+            group.absorbed.extend(silu)
         elif act is not None and len(act.output) == 1:
             spec = activation_of(act, consts, opset)
             if spec is not None and spec[0] in activations:
@@ -182,7 +199,7 @@ def fuse_epilogues(nodes: list[onnx.NodeProto], outputs: list[str], shapes: dict
         head.CopyFrom(n)
         head.output[0] = y
         group.head = head
-        if n.op_type == "MatMul" or gelu:   # several absorbed nodes: the shipped graph's body is the original chain
+        if n.op_type == "MatMul" or gelu or silu:   # more than one node after the head: the shipped graph's body
             group.chain = [n, *group.absorbed]
         groups[id(last)] = group
         absorbed.add(id(n))

@@ -169,7 +169,7 @@ N_PARAMS: dict[Op, tuple[int, ...] | None] = {
 
 
 class UnaryFn(enum.IntEnum):
-    """UNARY's params[0]; the codes below ACT_COUNT are also the fusable epilogue activations."""
+    """UNARY's params[0]; the codes in ACT_FUSABLE are also the fusable epilogue activations."""
     NONE = 0  # identity
     RELU = 1
     LEAKY_RELU = 2  # alpha
@@ -213,6 +213,7 @@ class UnaryFn(enum.IntEnum):
     ASINH = 40
     ACOSH = 41
     ATANH = 42
+    SILU = 43  # x * sigmoid(x) (SiLU, Swish)
 
 
 class BinaryFn(enum.IntEnum):
@@ -253,7 +254,10 @@ ACT_HARDSWISH = 6
 ACT_TANH = 7
 ACT_GELU = 8
 ACT_GELU_TANH = 9
+ACT_SILU = 43
 ACT_COUNT = 10
+# Every fusable code: 0 .. ACT_COUNT - 1 and the activations appended after them.
+ACT_FUSABLE = frozenset(range(ACT_COUNT)) | {ACT_SILU}
 
 # The plan's dtypes: ONNX code -> (manifest / numpy name, element bytes, the JS TypedArray carrying it).
 DTYPE_TABLE: dict[int, tuple[str, int, str]] = {

@@ -183,11 +183,7 @@ float ep_sigmoidf(float x) {
   return (x < 0.0f ? e : 1.0f) / (1.0f + e);
 }
 
-f32x4 ep_sigmoidf4(f32x4 x) {
-  f32x4 e = ep_expf4(f32x4_neg(f32x4_abs(x)));
-  const f32x4 one = f32x4_splat(1.0f);
-  return f32x4_div(f32x4_select(f32x4_lt(x, f32x4_zero()), e, one), f32x4_add(one, e));
-}
+f32x4 ep_sigmoidf4(f32x4 x) { return ep_sigmoidf4_body(x); }
 
 /* ---- sin, cos: exact reduction modulo pi/2 in integers, then double polynomials -------------- */
 /* Bits of 2/pi, preceded by one zero word so that windows may start up to 31 bits before the point. */

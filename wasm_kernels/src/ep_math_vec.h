@@ -188,4 +188,15 @@ EP_AINLINE f32x4 ep_expf4_nonpos_body(f32x4 x) {
 #define ep_expf4_nonpos_hot ep_expf4
 #define ep_erff4_hot ep_erff4
 #endif
+/* sigmoid: (x >= 0 ? 1 : e) / (1 + e), e = exp(-|x|) (<= 0, or NaN): no overflow, no cancellation */
+EP_AINLINE f32x4 ep_sigmoidf4_body(f32x4 x) {
+  const f32x4 one = f32x4_splat(1.0f);
+  const f32x4 e = ep_expf4_nonpos_hot(f32x4_neg(f32x4_abs(x)));
+  return f32x4_div(f32x4_select(f32x4_lt(x, f32x4_zero()), e, one), f32x4_add(one, e));
+}
+#if EP_ISA_WASM128
+#define ep_sigmoidf4_hot ep_sigmoidf4_body
+#else
+#define ep_sigmoidf4_hot ep_sigmoidf4
+#endif
 #endif

@@ -1,6 +1,7 @@
 /* Function codes of the UNARY kernel (its params[0]) and the shared activation epilogue.
- * Codes below EP_ACT_COUNT are the activations that conv/gemm/matmul may fuse: they call
- * ep_activation_nparams() in check() and ep_apply_activation() on their output rows in run().
+ * Codes below EP_ACT_COUNT, and those appended later (ep_act_fusable: EP_ACT_SILU), are the activations that
+ * conv/gemm/matmul may fuse: they call ep_activation_nparams() in check() and ep_apply_activation() on their
+ * output rows in run().
  * The codes are generated from wasm_kernels/spec/ops.json (ep_fns.h), as are their Python and JS twins. */
 #ifndef EP_ACTIVATION_H
 #define EP_ACTIVATION_H
@@ -10,7 +11,7 @@
 
 /* Number of float parameter words function `fn` takes; -1 if fn is not a UNARY function code. */
 int32_t ep_unary_nparams(int32_t fn);
-/* Same, but -1 unless fn is a fusable activation (0 <= fn < EP_ACT_COUNT). */
+/* Same, but -1 unless fn is a fusable activation (ep_act_fusable). */
 int32_t ep_activation_nparams(int32_t fn);
 /* Apply activation fn (validated with ep_activation_nparams in check()) with its parameter words
  * fn_params[0..nparams) to x[0..count) in place. Vectorized; x needs no particular alignment. */

@@ -341,7 +341,7 @@ static inline f32x4 dw_epi(f32x4 r, const float *res, int32_t act, f32x4 p0, f32
     case EP_ACT_RELU: return f32x4_max(r, f32x4_zero());
     case EP_ACT_CLIP: return f32x4_min(f32x4_max(r, p0), p1);
     case EP_ACT_LEAKY_RELU: return f32x4_add(f32x4_max(r, f32x4_zero()), f32x4_mul(p0, f32x4_min(r, f32x4_zero())));
-    default: return r;   /* the polynomial activations: dw_post, over the whole channel */
+    default: return act < EP_ACT_COUNT_INLINE ? r : ep_gemm_act4(r, act, p0, p1);
   }
 }
 
@@ -350,22 +350,23 @@ static inline f32x4 dw_epi(f32x4 r, const float *res, int32_t act, f32x4 p0, f32
  * tap loops have no branches: TurboFan otherwise splits a step into blocks and hoists and spills its loads. */
 static inline f32x4 dw_clamp(f32x4 r, f32x4 lo, f32x4 hi) { return f32x4_min(f32x4_max(r, lo), hi); }
 
-/* y = act(y + res) over one channel's n outputs (res may be NULL): the epilogues the tap loops leave out. A
- * polynomial activation (sigmoid .. gelu_tanh) runs over the whole channel in one call, not per vector through
- * ep_gemm_act4 (whose call and constant set-up cost more than the function). */
+/* y = act(y + res) over one channel's n outputs (res may be NULL): the epilogues the tap loops leave out. */
 EP_NOINLINE static void dw_post(float *y, const float *res, uint64_t n, int32_t act, float p0, float p1) {
   const f32x4 v0 = f32x4_splat(p0), v1 = f32x4_splat(p1);
-  const int32_t inl = act < EP_ACT_COUNT_INLINE ? act : EP_ACT_NONE;
   uint64_t i = 0;
-  for (; i + 4 <= n; i += 4) f32x4_store(y + i, dw_epi(f32x4_load(y + i), res ? res + i : 0, inl, v0, v1));
-  const ep_gemm_epi e = {1.0f, 1.0f, 0, EP_BIAS_NONE, 0, res, 0, inl, p0, p1};
-  for (; i < n; i++) y[i] = ep_gemm_epi_scalar(&e, y[i], 0, (uint32_t)i);
-  if (inl != act) {
+  if (act >= EP_ACT_COUNT_INLINE) {   /* out-of-line activations: once over the channel, the function chosen once */
+    if (res) {
+      for (; i + 4 <= n; i += 4) f32x4_store(y + i, f32x4_add(f32x4_load(y + i), f32x4_load(res + i)));
+      for (; i < n; i++) y[i] += res[i];
+    }
     int32_t w[2];
-    ep_memcpy(&w[0], &p0, 4);
-    ep_memcpy(&w[1], &p1, 4);
+    ep_memcpy(&w[0], &p0, 4); ep_memcpy(&w[1], &p1, 4);
     ep_apply_activation(y, (uint32_t)n, act, w);
+    return;
   }
+  for (; i + 4 <= n; i += 4) f32x4_store(y + i, dw_epi(f32x4_load(y + i), res ? res + i : 0, act, v0, v1));
+  const ep_gemm_epi e = {1.0f, 1.0f, 0, EP_BIAS_NONE, 0, res, 0, act, p0, p1};
+  for (; i < n; i++) y[i] = ep_gemm_epi_scalar(&e, y[i], 0, (uint32_t)i);
 }
 
 /* nv (1, 2) vectors at column ow of `rows` (1, 2) output rows of a 3x3 window: r0 is the window's first input row

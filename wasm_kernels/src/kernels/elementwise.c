@@ -34,7 +34,7 @@
 static const int8_t unary_nparams[EP_UN_COUNT] = EP_UNARY_NPARAMS_INIT;
 
 int32_t ep_unary_nparams(int32_t fn) { return fn >= 0 && fn < EP_UN_COUNT ? unary_nparams[fn] : -1; }
-int32_t ep_activation_nparams(int32_t fn) { return fn >= 0 && fn < EP_ACT_COUNT ? unary_nparams[fn] : -1; }
+int32_t ep_activation_nparams(int32_t fn) { return ep_act_fusable(fn) ? unary_nparams[fn] : -1; }
 
 static inline float pf(const int32_t *p, uint32_t i) { union { int32_t i; float f; } u; u.i = p[i]; return u.f; }
 
@@ -46,13 +46,6 @@ static inline f32x4 softplus4(f32x4 x) {
   f32x4 c = f32x4_sub(e, f32x4_sub(w, one));
   f32x4 l = f32x4_add(ep_logf4(w), f32x4_div(c, w));
   return f32x4_add(f32x4_max(x, f32x4_zero()), l);
-}
-
-/* ep_sigmoidf4's operations with its exp inlined where the ISA has the bodies (ep_math_vec.h; -|x| is <= 0 or NaN):
- * the same bits. Out of line, the call cost more than the function: SiLU's sigmoid was a third of MobileViT. */
-static inline f32x4 sigmoid4(f32x4 x) {
-  const f32x4 one = f32x4_splat(1.0f), e = ep_expf4_nonpos_hot(f32x4_neg(f32x4_abs(x)));
-  return f32x4_div(f32x4_select(f32x4_lt(x, f32x4_zero()), e, one), f32x4_add(one, e));
 }
 
 /* out[i] = EXPR(x) over n floats, x an f32x4 of inputs. The < 4 tail goes through the same vector
@@ -131,7 +124,12 @@ static void unary_f32(const float *in, float *out, uint32_t n, int32_t fn, const
     case EP_ACT_RELU: VMAP(f32x4_max(x, zero)); break;   /* max(x, 0) keeps NaN: x is the first operand */
     case EP_ACT_LEAKY_RELU: { f32x4 a = f32x4_splat(pf(p, 0)); VMAP(f32x4_select(f32x4_lt(x, zero), f32x4_mul(x, a), x)); break; }
     case EP_ACT_CLIP: { f32x4 lo = f32x4_splat(pf(p, 0)), hi = f32x4_splat(pf(p, 1)); VMAP(f32x4_min(f32x4_max(x, lo), hi)); break; }
-    case EP_ACT_SIGMOID: VMAP(sigmoid4(x)); break;
+    case EP_ACT_SIGMOID:
+    case EP_ACT_SILU: {   /* SiLU x * sigmoid(x) (the bits of Sigmoid then Mul), sigmoid as 1 * sigmoid(x): one loop */
+      const i32x4 silu = i32x4_splat(fn == EP_ACT_SILU ? -1 : 0);
+      VMAP(f32x4_mul(f32x4_select(silu, x, one), ep_sigmoidf4_hot(x)));
+      break;
+    }
     case EP_ACT_HARDSIGMOID: {
       f32x4 a = f32x4_splat(pf(p, 0)), b = f32x4_splat(pf(p, 1));
       VMAP(f32x4_max(f32x4_min(f32x4_fma(b, a, x), one), zero)); break;
@@ -162,11 +160,11 @@ static void unary_f32(const float *in, float *out, uint32_t n, int32_t fn, const
 }
 
 void ep_apply_activation(float *x, uint32_t count, int32_t fn, const int32_t *fn_params) {
-  if (fn > EP_ACT_NONE && fn < EP_ACT_COUNT) unary_f32(x, x, count, fn, fn_params);
+  if (fn != EP_ACT_NONE && ep_act_fusable(fn)) unary_f32(x, x, count, fn, fn_params);
 }
 
 void ep_apply_unary(float *x, uint32_t count, int32_t fn, const int32_t *fn_params) {
-  if (fn > EP_ACT_NONE && fn < EP_UN_NOT) unary_f32(x, x, count, fn, fn_params);
+  if (fn > EP_ACT_NONE && (fn < EP_UN_NOT || fn == EP_ACT_SILU)) unary_f32(x, x, count, fn, fn_params);
 }
 
 EP_COLD ep_status ep_check_UNARY(const ep_node *n) {

@@ -27,7 +27,7 @@
 #endif
 
 ep_status ep_gemm_check_act(int32_t code) {
-  return (code >= EP_ACT_NONE && code < EP_ACT_COUNT) ? EP_OK : EP_E_PARAM;
+  return ep_act_fusable(code) ? EP_OK : EP_E_PARAM;
 }
 
 f32x4 ep_gemm_act4(f32x4 v, int32_t act, f32x4 p0, f32x4 p1) {
@@ -372,17 +372,16 @@ void EP_GEMM_F32_PORTABLE(uint32_t M, uint32_t N, uint32_t K, const float *a_pac
   /* Block N so a K x nb block of B (re-read once per row panel) stays in L2 (128 KB: 2% faster than 512 KB). */
   uint32_t nb = K ? (32768u / K) & ~(uint32_t)(NR - 1) : N;
   if (nb < NR) nb = NR;
-  /* A polynomial activation (sigmoid .. gelu_tanh) once per row of each finished N block (in cache), not per vector
-   * through ep_gemm_act4, whose call and constant set-up cost more than the function: Conv + GELU ran 18x slower. */
-  ep_gemm_epi inner;
-  int32_t post[3] = {EP_ACT_NONE, 0, 0};
-  if (e->act >= EP_ACT_COUNT_INLINE) {
-    inner = *e;
-    inner.act = EP_ACT_NONE;
-    post[0] = e->act;
-    ep_memcpy(&post[1], &e->p0, 4);
-    ep_memcpy(&post[2], &e->p1, 4);
-    e = &inner;
+  /* An activation computed out of line (sigmoid, hardswish, gelu...) runs once over each panel's rows while they
+   * are in cache, its function chosen once per row, not per vector in the tiles: the tiles see no activation. */
+  const int32_t act = e->act;
+  int32_t act_w[2];
+  ep_gemm_epi e0;
+  if (act >= EP_ACT_COUNT_INLINE) {
+    e0 = *e;
+    e0.act = EP_ACT_NONE;
+    e = &e0;
+    ep_memcpy(&act_w[0], &e0.p0, 4); ep_memcpy(&act_w[1], &e0.p1, 4);
   }
   simple_epi se;
   const simple_epi *simple = simple_of(e, &se);
@@ -398,9 +397,9 @@ void EP_GEMM_F32_PORTABLE(uint32_t M, uint32_t N, uint32_t K, const float *a_pac
         case 2: panel(2, m0, n0, n1, K, a, b, ldb, b_padded, c, ldc, e, simple); break;
         default: panel(1, m0, n0, n1, K, a, b, ldb, b_padded, c, ldc, e, simple); break;
       }
+      if (act >= EP_ACT_COUNT_INLINE)
+        for (uint32_t m = m0; m < M && m < m0 + MR; m++) ep_apply_activation(c + (uint64_t)m * ldc + n0, n1 - n0, act, act_w);
     }
-    if (post[0] != EP_ACT_NONE)
-      for (uint32_t m = 0; m < M; m++) ep_apply_activation(c + (uint64_t)m * ldc + n0, n1 - n0, post[0], post + 1);
   }
 }
 

@@ -16,8 +16,8 @@
  *   v += res[m * ld_res + n]               (residual, when res != NULL)
  *   v = act(v)            (EP_ACT_* of activation.h: 0 none, 1 relu, 2 leaky_relu(p0 = alpha), 3 clip(p0 = min,
  *                          p1 = max) in registers; 4..9 (sigmoid, hardsigmoid(p0, p1), hardswish, tanh, gelu,
- *                          gelu_tanh) through ep_apply_activation, the UNARY kernel's code: the portable driver
- *                          runs it over each row of a finished column block, other callers per vector)
+ *                          gelu_tanh) and 43 (silu) through ep_apply_activation, the UNARY kernel's code, once
+ *                          over each finished panel's rows: the tiles store v without them)
  * Coordinates m, n are those of C (the driver offsets nothing: pointers are at C's origin). */
 #ifndef EP_GEMM_H
 #define EP_GEMM_H
@@ -91,7 +91,7 @@ static inline uint64_t ep_gemm_packed_a_floats(uint64_t M, uint64_t K) {
 
 /* Activation parameters common to CONV, DEPTHWISE_CONV and GEMM: code, p0, p1 (3 words). */
 ep_status ep_gemm_check_act(int32_t code);
-/* Activation codes EP_ACT_COUNT_INLINE..EP_ACT_COUNT-1 on one vector (p0/p1 splatted), out of line:
+/* Fusable activation codes from EP_ACT_COUNT_INLINE on one vector (p0/p1 splatted), out of line:
  * they cost a polynomial anyway, and sharing ep_apply_activation keeps them bit-identical to UNARY. */
 f32x4 ep_gemm_act4(f32x4 v, int32_t act, f32x4 p0, f32x4 p1);
 /* Apply the epilogue to one scalar at (m, n). */

@@ -166,14 +166,15 @@ static inline f32x4 wg_act(f32x4 r, int32_t act, f32x4 p0, f32x4 p1) {
     case EP_ACT_RELU: return f32x4_max(r, f32x4_zero());
     case EP_ACT_CLIP: return f32x4_min(f32x4_max(r, p0), p1);
     case EP_ACT_LEAKY_RELU: return f32x4_add(f32x4_max(r, f32x4_zero()), f32x4_mul(p0, f32x4_min(r, f32x4_zero())));
-    default: return act < EP_ACT_COUNT_INLINE ? r : ep_gemm_act4(r, act, p0, p1);
+    default: return r;   /* none; the out-of-line activations come after the rows are done (wg_post) */
   }
 }
 
 typedef struct {
   const float *bias, *res;   /* res: this image's residual [Cout, OH, OW] or NULL */
-  int32_t act;
+  int32_t act;               /* in the transform: the activations computed in registers */
   float p0, p1;
+  int32_t post;              /* an out-of-line activation (sigmoid, SiLU...), applied to the finished rows, or NONE */
 } wg_epi;
 
 /* Output row oh of channel co (this image's y), its residual row, and the channel's epilogue constants. */
@@ -416,6 +417,17 @@ static void wg_gemm_task(void *ctx, uint32_t task, uint32_t thread) {
   ep_gemm_f32_part(&j, task % per);
 }
 
+/* The out-of-line activation over the rows one output-row call wrote (tile row ty, tiles [tx0, tx1) of channel co):
+ * once per row segment, the function chosen once, not per vector in the transform. */
+EP_NOINLINE static void wg_post(float *y, const wg_geom *g, const wg_epi *e, uint32_t co, uint32_t ty, uint32_t tx0,
+                                uint32_t tx1) {
+  int32_t w[2];
+  ep_memcpy(&w[0], &e->p0, 4); ep_memcpy(&w[1], &e->p1, 4);
+  const uint32_t c0 = g->m * tx0, c1 = g->m * tx1 < g->OW ? g->m * tx1 : g->OW;
+  for (uint32_t r = g->m * ty; r < g->m * ty + g->m && r < g->OH; r++)
+    ep_apply_activation(y + ((uint64_t)co * g->OH + r) * g->OW + c0, c1 - c0, e->post, w);
+}
+
 static void wg_output_task(void *ctx, uint32_t task, uint32_t thread) {
   (void)thread;
   const wg_block *b = (const wg_block *)ctx;
@@ -428,6 +440,7 @@ static void wg_output_task(void *ctx, uint32_t task, uint32_t thread) {
       const float *m = b->M + (uint64_t)co * g->ldv + (t - b->t0);
       if (g->m == 4) wg4_output_row(m, b->mplane, b->yb, g, co, ty, tx0, tx1, b->e, b->se);
       else wg2_output_row(m, b->mplane, b->yb, g, co, ty, tx0, tx1, b->e, b->se);
+      if (b->e->post != EP_ACT_NONE) wg_post(b->yb, g, b->e, co, ty, tx0, tx1);
       t += tx1 - tx0;
     }
   }
@@ -488,7 +501,9 @@ static ep_status wg_run(const ep_node *n, uint32_t m) {
   for (uint32_t b = 0; b < g->B; b++) {
     blk.xb = x + (uint64_t)b * g->C * hw;
     blk.yb = y + (uint64_t)b * g->Cout * ohw;
-    const wg_epi e = {bias, res ? res + (uint64_t)b * g->Cout * ohw : 0, n->params[12], ep_param_f32(n, 13), ep_param_f32(n, 14)};
+    const int32_t act = n->params[12], post = act >= EP_ACT_COUNT_INLINE ? act : EP_ACT_NONE;
+    const wg_epi e = {bias, res ? res + (uint64_t)b * g->Cout * ohw : 0, post != EP_ACT_NONE ? EP_ACT_NONE : act,
+                      ep_param_f32(n, 13), ep_param_f32(n, 14), post};
     const ep_gemm_epi se = {1.0f, 1.0f, bias, bias ? EP_BIAS_ROW : EP_BIAS_NONE, 0, e.res, (uint32_t)ohw,
                             e.act, e.p0, e.p1};
     blk.e = &e;

@@ -12,20 +12,21 @@ export const OP = Object.freeze({
   RECURRENT: 49, AXIS: 52, SCATTER: 53, GATHER_ND: 54, QLUT: 73,
 });
 
-/** UNARY's params[0]; codes below ACT_COUNT are also the fused epilogue's activation codes. */
+/** UNARY's params[0]; the codes isActivation accepts are also the fused epilogue's activation codes. */
 export const UNARY = Object.freeze({
   NONE: 0, RELU: 1, LEAKY_RELU: 2, CLIP: 3, SIGMOID: 4, HARDSIGMOID: 5, HARDSWISH: 6, TANH: 7, GELU: 8,
   GELU_TANH: 9, ERF: 10, EXP: 11, LOG: 12, SQRT: 13, RECIPROCAL: 14, NEG: 15, ABS: 16, FLOOR: 17, CEIL: 18,
   ROUND: 19, SIGN: 20, ELU: 21, SELU: 22, CELU: 23, SOFTPLUS: 24, SOFTSIGN: 25, MISH: 26,
   THRESHOLDED_RELU: 27, SIN: 28, COS: 29, POW: 30, NOT: 31, ISNAN: 32, ISINF: 33, TAN: 34, ASIN: 35,
-  ACOS: 36, ATAN: 37, SINH: 38, COSH: 39, ASINH: 40, ACOSH: 41, ATANH: 42,
+  ACOS: 36, ATAN: 37, SINH: 38, COSH: 39, ASINH: 40, ACOSH: 41, ATANH: 42, SILU: 43,
 });
 
-/** Activation codes of the fused epilogues: UNARY codes 0 .. ACT_COUNT - 1. */
+/** Activation codes of the fused epilogues: UNARY codes 0 .. ACT_COUNT - 1 and the ones appended after them. */
 export const ACT_COUNT = 10;
+export const isActivation = (code) => (code >= 0 && code < ACT_COUNT) || code === 43;
 
 /** Float parameter words after each UNARY function code, indexed by code. */
-export const UNARY_NPARAMS = Object.freeze([0, 0, 1, 2, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 1, 0, 0, 0, 1, 0, 0, 1, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+export const UNARY_NPARAMS = Object.freeze([0, 0, 1, 2, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 1, 0, 0, 0, 1, 0, 0, 1, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
 
 /** BINARY's params[0]. */
 export const BINARY = Object.freeze({

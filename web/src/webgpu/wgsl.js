@@ -6,7 +6,7 @@
 // at load time; binding 2 the node's parameter words; binding 3 run-time error flags (Gather indices).
 // Buffers are arrays of u32 words so one binding carries float32, int32 and int64 tensors alike.
 
-import { ACT_COUNT, UNARY } from './opcodes.js';
+import { isActivation, UNARY } from './opcodes.js';
 
 export const WG = 64;   // workgroup size of every shader
 
@@ -139,15 +139,16 @@ export function unaryExpr(fn) {
     case UNARY.ASINH: return 'asinh(v)';
     case UNARY.ACOSH: return 'acosh(v)';
     case UNARY.ATANH: return 'atanh(v)';
+    case UNARY.SILU: return 'v * (1.0 / (1.0 + exp(-v)))';   /* Sigmoid then Mul */
     default: return null;   /* NOT, ISNAN, ISINF (bool outputs): the wasm core runs them */
   }
 }
 
-/** The fused epilogue of CONV/DEPTHWISE/WINOGRAD/GEMM: \`fn act(v, a, b)\` for activation code 0..ACT_COUNT-1,
+/** The fused epilogue of CONV/DEPTHWISE/WINOGRAD/GEMM: \`fn act(v, a, b)\` for a fusable activation code,
  * the UNARY functions of the same codes (with their helpers past CLIP).
  * @param {number} code @returns {string} */
 export function actFn(code) {
-  const e = code >= 0 && code < ACT_COUNT ? unaryExpr(code) : null;
+  const e = isActivation(code) ? unaryExpr(code) : null;
   if (e === null) throw new Error(`activation code ${code}`);
   return `${code > UNARY.CLIP ? MATH : ''}fn act(v: f32, a: f32, b: f32) -> f32 { return ${e}; }\n`;
 }

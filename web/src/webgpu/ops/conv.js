@@ -7,7 +7,7 @@
 // F(4×4, 3×3): its gain is fewer multiplies, a CPU's bottleneck) runs the same shaders on U rebuilt for F(2×2).
 
 import { F32, OP } from '../plan.js';
-import { ACT_COUNT } from '../opcodes.js';
+import { isActivation } from '../opcodes.js';
 import { MAIN, actFn, floatLoader, vec4Loader } from '../wgsl.js';
 import { matmulDispatch } from './matmul.js';
 
@@ -230,7 +230,7 @@ export function conv(node, ctx) {
     if (pr.length !== 15 && pr.length !== 16) return 'params';   // (16: word 15 = Cout)
     const [MR, kh, kw, sh, sw, dh, dw, pt, pl, pb, pR, , act, a0, a1] = pr;
     if (kh !== 3 || kw !== 3 || sh !== 1 || sw !== 1 || dh !== 1 || dw !== 1) return 'winograd geometry';
-    if (!(act >= 0 && act < ACT_COUNT) || x.dims.length !== 4 || !(MR >= 1)) return 'params';
+    if (!isActivation(act) || x.dims.length !== 4 || !(MR >= 1)) return 'params';
     const nk = node.op === OP.WINOGRAD_CONV ? 16 : 36, want = nk * Math.ceil(s.Cout / MR) * MR * s.Cin;
     if (w.numel !== want) ctx.fail(`U holds ${w.numel} values, expected ${want}`);
     if (s.OH !== s.H + pt + pb - 2 || s.OW !== s.W + pl + pR - 2 || s.OH < 1 || s.OW < 1) ctx.fail('output size does not match the pads');
@@ -238,7 +238,7 @@ export function conv(node, ctx) {
   }
   if (pr.length !== 16 && pr.length !== 17) return 'params';   // (17: word 16 = Cout)
   const [G, MR, kh, kw, sh, sw, dh, dw, pt, pl, pb, pR, , act, a0, a1] = pr;
-  if (!(act >= 0 && act < ACT_COUNT)) return `activation ${act}`;
+  if (!isActivation(act)) return `activation ${act}`;
   if (!(G >= 1 && MR >= 1 && s.Cin % G === 0 && s.Cout % G === 0)) return 'group';
   const Mg = s.Cout / G, Cg = s.Cin / G, K = Cg * kh * kw, Mpad = up8(Mg);
   if (w.numel !== G * Math.ceil(Mg / MR) * MR * K) ctx.fail(`packed weights hold ${w.numel} values, expected ${G * Math.ceil(Mg / MR) * MR * K}`);
@@ -291,7 +291,7 @@ export function depthwise(node, ctx) {
   const pr = node.params;
   if (pr.length !== 13) return 'params';
   const [kh, kw, sh, sw, dh, dw, pt, pl, , , act, a0, a1] = pr;
-  if (!(act >= 0 && act < ACT_COUNT)) return `activation ${act}`;
+  if (!isActivation(act)) return `activation ${act}`;
   if (s.Cin !== s.Cout || w.numel !== s.Cin * kh * kw) ctx.fail('depthwise weights do not match the channels');
   const ws = ctx.fsrc(w.id);
   const p = [y.numel, ctx.fsrc(x.id).base, ws.base, 0, 0, ctx.fsrc(y.id).base, s.Cin, s.H, s.W, s.OH, s.OW,

@@ -3,7 +3,7 @@
 // Transposes and broadcast batch dims are strides, so no operand is copied.
 
 import { F32, numel, strides } from '../plan.js';
-import { ACT_COUNT } from '../opcodes.js';
+import { isActivation } from '../opcodes.js';
 import { MAIN, actFn, floatLoader } from '../wgsl.js';
 
 /** @typedef {import('../plan.js').PlanNode} PlanNode
@@ -110,7 +110,7 @@ export function gemm(node, ctx) {
   const pr = node.params;
   if (pr.length !== 8) return 'params';
   const [transA, transB, alpha, beta, mode, act, p0, p1] = pr;
-  if (!(act >= 0 && act < ACT_COUNT)) return `activation ${act}`;
+  if (!isActivation(act)) return `activation ${act}`;
   const a = ctx.t(A).dims, b = ctx.t(B).dims;
   if (a.length !== 2 || b.length !== 2 || y.dims.length !== 2) return 'rank';
   const [M, N] = y.dims, K = transA ? a[0] : a[1];
@@ -142,7 +142,7 @@ export function matmul(node, ctx) {
   const panels = pr.length >= 5;
   if (panels && pr[4] !== 1) return `B layout ${pr[4]}`;
   const [mode, act, p0, p1] = pr.length ? pr : [0, 0, 0, 0];
-  if (!(act >= 0 && act < ACT_COUNT)) return `activation ${act}`;
+  if (!isActivation(act)) return `activation ${act}`;
   const hasC = C !== undefined && C >= 0, hasR = R !== undefined && R >= 0;
   if (mode !== (hasC ? 2 : 0) || (!pr.length && (hasC || hasR))) ctx.fail(`bias mode ${mode}`);
   const a = ctx.t(A).dims, b = ctx.t(B).dims, yd = y.dims;
