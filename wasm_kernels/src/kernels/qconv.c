@@ -150,6 +150,54 @@ static void gather_tap(int16_t *t, const uint8_t *xc, int u8, int32_t zp, const 
   for (; q < ldb; q++) t[q] = 0;
 }
 
+/* One block of QCONV's output columns [n0, n0 + cols) for one image and group, split into column ranges. */
+typedef struct {
+  const ep_conv_geom *g;
+  const uint8_t *xg;
+  const int8_t *a;
+  const ep_qgemm_epi *e;
+  uint8_t *scratch;
+  uint64_t hw;
+  uint32_t nt, Kp, kg, mg, n0, cols, parts;
+  int32_t xzp;
+  int u8, direct;
+} qconv_block;
+
+/* Range `task` of the block: its columns gathered (or copied, for a 1x1 conv) as int16 pairs into its slice of the
+ * panel, the tap rows and the column sums, then the GEMM on them. */
+static void qconv_range(void *ctx, uint32_t task, uint32_t thread) {
+  (void)thread;
+  const qconv_block *j = (const qconv_block *)ctx;
+  const ep_conv_geom *g = j->g;
+  const uint32_t c0 = ep_qgemm_col(j->cols, j->parts, task), cols = ep_qgemm_col(j->cols, j->parts, task + 1) - c0;
+  if (!cols) return;
+  const uint32_t ldb = ep_qgemm_round_nr(cols), Kp = j->Kp, kg = j->kg, n0 = j->n0 + c0;
+  int16_t *panel = (int16_t *)(void *)(j->scratch + (uint64_t)Kp * c0 * 4u);
+  int16_t *tmp = (int16_t *)(void *)(j->scratch + (uint64_t)Kp * j->nt * 4u + c0 * 4u);   /* two tap rows */
+  int32_t *colsum = (int32_t *)(void *)(j->scratch + (uint64_t)Kp * j->nt * 4u + (uint64_t)j->nt * 4u + c0 * 4u);
+  if (j->direct) {
+    ep_qgemm_pack_b(panel, ldb, kg, cols, j->xg + n0, j->hw, j->u8, j->xzp, 0, 0);
+  } else {
+    for (uint32_t pp = 0; pp < Kp; pp++) {
+      for (uint32_t h = 0; h < 2; h++) {
+        const uint32_t k = 2 * pp + h;
+        if (k >= kg) { for (uint32_t q = 0; q < ldb; q++) tmp[ldb + q] = 0; continue; }
+        const uint32_t c = k / (g->kh * g->kw), i = k / g->kw % g->kh, jj = k % g->kw;
+        gather_tap(tmp + h * ldb, j->xg + (uint64_t)c * j->hw, j->u8, j->xzp, g, i, jj, n0, cols, ldb);
+      }
+      int16_t *dst = panel + (uint64_t)pp * ldb * 2;
+      for (uint32_t q = 0; q < ldb; q += 8) {
+        const i16x8 v0 = i16x8_load(tmp + q), v1 = i16x8_load(tmp + ldb + q);
+        i16x8_store(dst + 2 * q, i16x8_zip_lo(v0, v1));
+        i16x8_store(dst + 2 * q + 8, i16x8_zip_hi(v0, v1));
+      }
+    }
+  }
+  ep_qgemm_epi e = *j->e;
+  if (e.za_row) { ep_qgemm_colsum(panel, ldb, kg, ldb, colsum); e.colsum = colsum; }
+  ep_qgemm(j->mg, cols, kg, j->a, panel, ldb, n0, &e);
+}
+
 ep_status ep_run_QCONV(const ep_node *n) {
   const int32_t *p = n->params;
   ep_conv_geom g;
@@ -158,50 +206,29 @@ ep_status ep_run_QCONV(const ep_node *n) {
   const uint32_t cg = g.C / G, mg = g.Cout / G, kg = cg * g.kh * g.kw, Kp = (kg + 1) / 2, nt = qconv_nt(&g, Kp, p[11]);
   const uint64_t hw = (uint64_t)g.H * g.W, ohw = (uint64_t)g.OH * g.OW;
   const uint64_t wstride = ep_qgemm_packed_a_bytes(mg, kg);
-  const int u8 = n->in[0]->dtype == EP_U8;
-  const int32_t xzp = p[12];
   const uint8_t *x = n->in[0]->data;
   const int8_t *w = (const int8_t *)n->in[1]->data;
   const uint32_t esz = ep_dtype_size(n->out[0]->dtype);
-  int16_t *panel = (int16_t *)(void *)n->scratch;
-  int16_t *tmp = (int16_t *)(void *)(n->scratch + (uint64_t)Kp * nt * 4u);   /* two tap rows */
-  int32_t *colsum = (int32_t *)(void *)(n->scratch + (uint64_t)Kp * nt * 4u + (uint64_t)nt * 4u);
   ep_qgemm_epi e;
   ep_qconv_fill_epi(n, p + 12, &e);
-  const int direct = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && !(g.pt | g.pl | g.pb | g.pr);
+  qconv_block j = {&g, 0, 0, 0, n->scratch, hw, nt, Kp, kg, mg, 0, 0, 1, p[12], n->in[0]->dtype == EP_U8,
+                   g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && !(g.pt | g.pl | g.pb | g.pr)};
   for (uint32_t b = 0; b < g.B; b++) {
     for (uint32_t gi = 0; gi < G; gi++) {
-      const uint8_t *xg = x + ((uint64_t)b * g.C + (uint64_t)gi * cg) * hw;
+      j.xg = x + ((uint64_t)b * g.C + (uint64_t)gi * cg) * hw;
       ep_qgemm_epi eg = e;
       eg.y = n->out[0]->data + ((uint64_t)b * g.Cout + (uint64_t)gi * mg) * ohw * esz;
       eg.rs = ohw; eg.cs = 1;
       if (eg.bias) eg.bias += (uint64_t)gi * mg;
       if (eg.mult) eg.mult += (uint64_t)gi * mg;
       if (eg.za_row) eg.za_row += (uint64_t)gi * mg;
-      const int8_t *a = w + gi * wstride;
+      j.a = w + gi * wstride;
+      j.e = &eg;
       for (uint32_t n0 = 0; n0 < ohw; n0 += nt) {
-        const uint32_t cols = ohw - n0 < nt ? (uint32_t)(ohw - n0) : nt;
-        const uint32_t ldb = ep_qgemm_round_nr(cols);
-        if (direct) {
-          ep_qgemm_pack_b(panel, ldb, kg, cols, xg + n0, hw, u8, xzp, 0, 0);
-        } else {
-          for (uint32_t pp = 0; pp < Kp; pp++) {
-            for (uint32_t h = 0; h < 2; h++) {
-              const uint32_t k = 2 * pp + h;
-              if (k >= kg) { for (uint32_t q = 0; q < ldb; q++) tmp[ldb + q] = 0; continue; }
-              const uint32_t c = k / (g.kh * g.kw), i = k / g.kw % g.kh, jj = k % g.kw;
-              gather_tap(tmp + h * ldb, xg + (uint64_t)c * hw, u8, xzp, &g, i, jj, n0, cols, ldb);
-            }
-            int16_t *dst = panel + (uint64_t)pp * ldb * 2;
-            for (uint32_t q = 0; q < ldb; q += 8) {
-              const i16x8 v0 = i16x8_load(tmp + q), v1 = i16x8_load(tmp + ldb + q);
-              i16x8_store(dst + 2 * q, i16x8_zip_lo(v0, v1));
-              i16x8_store(dst + 2 * q + 8, i16x8_zip_hi(v0, v1));
-            }
-          }
-        }
-        if (eg.za_row) { ep_qgemm_colsum(panel, ldb, kg, ldb, colsum); eg.colsum = colsum; }
-        ep_qgemm(mg, cols, kg, a, panel, ldb, n0, &eg);
+        j.n0 = n0;
+        j.cols = ohw - n0 < nt ? (uint32_t)(ohw - n0) : nt;
+        j.parts = ep_qgemm_col_parts(mg, j.cols, kg);
+        ep_parallel_for(j.parts, EP_MAX_THREADS, qconv_range, &j);
       }
     }
   }

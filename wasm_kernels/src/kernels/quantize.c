@@ -16,6 +16,7 @@
 #include "qgemm.h"
 #include "gemm.h"
 #include "ep_shape.h"
+#include "ep_parallel.h"
 
 /* Whole file optimized for size (wasm size budget): the time is in ep_qgemm (qgemm.c). */
 EP_COLD_FILE_BEGIN
@@ -105,19 +106,45 @@ static void quantize_run(const float *x, float s, int32_t zp, uint32_t dtype, ui
   }
 }
 
+/* QUANTIZE_LINEAR / DEQUANTIZE_LINEAR over the threads (ep_parallel_range): rows of `inner` elements sharing a
+ * scale (per axis), or one row's elements (per tensor); each element is computed alone, so any split gives the same
+ * bits (ranges within a row start on a multiple of 8, the vector loops' step). */
+typedef struct { const ep_node *n; uint64_t C, inner, rows; } qdq_job;
+
+/* Row r's element range [*lo, *hi) within range [b, e) of the job. */
+static uint64_t qdq_rows(const qdq_job *j, uint64_t b, uint64_t e, uint64_t *r1, uint64_t *lo, uint64_t *hi) {
+  *lo = j->rows == 1 ? b : 0;
+  *hi = j->rows == 1 ? e : j->inner;
+  *r1 = j->rows == 1 ? 1 : e;
+  return j->rows == 1 ? 0 : b;
+}
+
+static void qdq_split(const qdq_job *j, ep_range_fn fn) {
+  if (j->rows == 1) ep_parallel_range(j->inner, 16384u, 8u, fn, (void *)j);
+  else ep_parallel_range(j->rows, 16384u / (j->inner + 1) + 1, 1u, fn, (void *)j);
+}
+
+static void quantize_range(void *ctx, uint64_t b, uint64_t e) {
+  const qdq_job *j = (const qdq_job *)ctx;
+  const ep_node *n = j->n;
+  const ep_tensor *zp = n->n_in > 2 ? n->in[2] : 0;
+  const uint32_t dt = n->out[0]->dtype;
+  uint64_t r1, lo, hi;
+  for (uint64_t r = qdq_rows(j, b, e, &r1, &lo, &hi); r < r1; r++) {
+    const uint64_t c = r % j->C, at = r * j->inner + lo;
+    quantize_run(ep_f32(n->in[0]) + at, ep_f32(n->in[1])[c], zp ? elem_i(zp->data, dt, c) : 0, dt, n->out[0]->data + at, hi - lo);
+  }
+}
+
 ep_status ep_run_QUANTIZE_LINEAR(const ep_node *n) {
   const ep_tensor *x = n->in[0], *zp = n->n_in > 2 ? n->in[2] : 0;
   const uint32_t dt = n->out[0]->dtype;
   uint64_t outer, C, inner;
   check_axis(n, x, dt, &outer, &C, &inner);
-  const float *s = ep_f32(n->in[1]);
   for (uint64_t c = 0; c < C; c++)
     if (zp && !zp_in_range(dt, elem_i(zp->data, dt, c))) return EP_E_PARAM;
-  for (uint64_t o = 0; o < outer; o++)
-    for (uint64_t c = 0; c < C; c++) {
-      const uint64_t at = (o * C + c) * inner;
-      quantize_run(ep_f32(x) + at, s[c], zp ? elem_i(zp->data, dt, c) : 0, dt, n->out[0]->data + at, inner);
-    }
+  const qdq_job j = {n, C, inner, outer * C};
+  qdq_split(&j, quantize_range);
   return EP_OK;
 }
 
@@ -130,20 +157,27 @@ ep_status ep_check_DEQUANTIZE_LINEAR(const ep_node *n) {
   return check_axis(n, x, x->dtype, &o, &c, &i);
 }
 
-ep_status ep_run_DEQUANTIZE_LINEAR(const ep_node *n) {
+static void dequantize_range(void *ctx, uint64_t b, uint64_t e) {
+  const qdq_job *j = (const qdq_job *)ctx;
+  const ep_node *n = j->n;
   const ep_tensor *x = n->in[0], *zp = n->n_in > 2 ? n->in[2] : 0;
   const uint32_t dt = x->dtype;
-  uint64_t outer, C, inner;
-  check_axis(n, x, dt, &outer, &C, &inner);
   const float *s = ep_f32(n->in[1]);
   float *y = ep_f32(n->out[0]);
-  for (uint64_t o = 0; o < outer; o++)
-    for (uint64_t c = 0; c < C; c++) {
-      const uint64_t at = (o * C + c) * inner;
-      const float z = zp ? (float)elem_i(zp->data, dt, c) : 0.0f;
-      uint64_t i = dt == EP_I32 ? 0 : dequantize_fast(x->data + at, dt == EP_U8, (int32_t)z, s[c], y + at, inner);
-      for (; i < inner; i++) y[at + i] = ((float)elem_i(x->data, dt, at + i) - z) * s[c];
-    }
+  uint64_t r1, lo, hi;
+  for (uint64_t r = qdq_rows(j, b, e, &r1, &lo, &hi); r < r1; r++) {
+    const uint64_t c = r % j->C, at = r * j->inner + lo;
+    const float z = zp ? (float)elem_i(zp->data, dt, c) : 0.0f;
+    uint64_t i = dt == EP_I32 ? 0 : dequantize_fast(x->data + at, dt == EP_U8, (int32_t)z, s[c], y + at, hi - lo);
+    for (; i < hi - lo; i++) y[at + i] = ((float)elem_i(x->data, dt, at + i) - z) * s[c];
+  }
+}
+
+ep_status ep_run_DEQUANTIZE_LINEAR(const ep_node *n) {
+  uint64_t outer, C, inner;
+  check_axis(n, n->in[0], n->in[0]->dtype, &outer, &C, &inner);
+  const qdq_job j = {n, C, inner, outer * C};
+  qdq_split(&j, dequantize_range);
   return EP_OK;
 }
 
