@@ -161,6 +161,18 @@ def threads_table(rows: list[dict], threads: int, mach: str) -> str:
                  f"{geomean(ups):.2f}x; geometric mean of the Amdahl bounds: {geomean(bounds):.2f}x ({mach})")
 
 
+def serial_table(rows: list[dict], threads: int) -> str:
+    out = ["| model | 1-thread ms (nodes alone) | serial share | Amdahl bound | serial kernels (share of 1-thread time) |",
+           "|---|---|---|---|---|"]
+    for r in rows:
+        p = r.get("serial")
+        out.append(f"| {r['model']} | {p['total_ms']:.1f} | {p['serial_share']:.1%} | {p['bound']:.2f} | "
+                   + ", ".join(f"{k} {v:.1%}" for k, v in list(p["serial_kinds"].items())[:4]) + " |" if p else
+                   f"| {r['model']} | {r.get('error') or r.get('serial_error', '')} | | | |")
+    bounds = [r["serial"]["bound"] for r in rows if r.get("serial")]
+    return "\n".join(out) + f"\n\ngeometric mean of the Amdahl bounds at {threads} threads: {geomean(bounds):.2f}x"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", default="all")
@@ -175,6 +187,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--atol", type=float, default=1e-4)
     ap.add_argument("--rtol", type=float, default=1e-3)
     ap.add_argument("--no-profile", action="store_true", help="skip the per-kernel profile")
+    ap.add_argument("--serial-only", action="store_true",
+                    help="with --threads N: package and print the serial profiles only, no timing (any load)")
     a = ap.parse_args(argv)
     a.native = "node"
     ensure_deps()
@@ -204,18 +218,35 @@ def main(argv: list[str] | None = None) -> int:
         if label in PUBLISHED:
             p = PUBLISHED[label]
             feeds, kw = p.feeds(path), {"input_shapes": p.input_shapes or None, "constants": p.constants or None}
-        rep = run.bench_model(f"zoo_{label}", opts, flags, model=path, package_kwargs=kw, inputs=feeds)
-        rep["model"] = label
         bundle = run.BUNDLES_DIR / f"zoo_{label}"
-        if "error" not in rep and not a.no_profile:
+        if a.serial_only:
+            from packager import package
+            try:
+                package(path, out=bundle, dynamic=False, verify=False, **kw)
+                rep = {"model": label}
+            except Exception as e:  # noqa: BLE001 - a row, not the end of the run
+                rep = {"model": label, "error": f"packaging failed: {str(e).splitlines()[0][:120]}"}
+        else:
+            rep = run.bench_model(f"zoo_{label}", opts, flags, model=path, package_kwargs=kw, inputs=feeds)
+        rep["model"] = label
+        if "error" not in rep and not a.no_profile and not a.serial_only:
             rep["kernels"] = kernel_shares(bundle, feeds=feeds)
         if "error" not in rep and a.threads > 1:
             from bench.serial_profile import serial_profile
-            rep["serial"] = serial_profile(bundle, a.threads)
+            try:
+                rep["serial"] = serial_profile(bundle, a.threads)
+            except RuntimeError as e:
+                rep["serial_error"] = str(e)
         rows.append(rep)
+        if a.serial_only:
+            from bench.serial_profile import summary
+            print(f"{label}: " + (summary(rep["serial"]) if "serial" in rep else rep.get("error") or rep["serial_error"]),
+                  file=sys.stderr)
+            continue
         print(table(rows[-1:], mach).splitlines()[2], file=sys.stderr)
     # with N threads, onnxruntime-web and native ran N threads: the 1-thread table's ratios would compare unlike runs
-    md = threads_table(rows, a.threads, mach.replace("1 thread", f"{a.threads} threads")) if a.threads > 1 else table(rows, mach)
+    md = serial_table(rows, a.threads) if a.serial_only else \
+        threads_table(rows, a.threads, mach.replace("1 thread", f"{a.threads} threads")) if a.threads > 1 else table(rows, mach)
     print("\n" + md)
     out = Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -115,7 +115,9 @@ def _streaming_net() -> onnx.ModelProto:
     return m
 
 
-SPLIT_KERNELS = {"UNARY", "BINARY", "SOFTMAX", "QCONV", "QMATMUL", "QUANTIZE_LINEAR", "DEQUANTIZE_LINEAR"}
+SPLIT_KERNELS = {"UNARY", "BINARY", "SOFTMAX", "QCONV", "QWINOGRAD_CONV", "QMATMUL", "QUANTIZE_LINEAR", "DEQUANTIZE_LINEAR"}
+SPLIT_CASES = {"float32": {"UNARY", "BINARY", "SOFTMAX"}, "qdq": {"QCONV", "QMATMUL", "QUANTIZE_LINEAR"},
+               "qdq_winograd": {"QWINOGRAD_CONV", "QCONV", "QMATMUL"}}
 
 
 def _tasks_per_node(tmp: Path, bundle: Path, feeds: dict[str, np.ndarray]) -> list[int]:
@@ -139,11 +141,17 @@ await s.close();
     return json.loads(r.stdout)
 
 
-@pytest.mark.parametrize("int8", [False, True], ids=["float32", "qdq"])
-def test_split_kernels_bit_exact(int8: bool, tmp_path: Path) -> None:
-    """Elementwise, softmax and the int8 convolution / matmul kernels split across 2 threads give the single-threaded
-    build's bits, every one of them hands tasks to the pool, and the answer matches onnxruntime."""
+@pytest.mark.parametrize("case", list(SPLIT_CASES))
+def test_split_kernels_bit_exact(case: str, tmp_path: Path, monkeypatch) -> None:
+    """Elementwise, softmax and the int8 convolution (QCONV gathered and 1x1, QWINOGRAD_CONV) / matmul kernels split
+    across 2 threads give the single-threaded build's bits, every one of them hands tasks to the pool, and the answer
+    matches onnxruntime."""
+    import packager.ops.conv as conv
+    import packager.ops.quant as quant
     from bench.page_profile import kinds
+    monkeypatch.setattr(quant, "QWINOGRAD", case == "qdq_winograd")
+    monkeypatch.setattr(conv, "WINOGRAD_MIN_CHANNELS", 8)   # the 8-channel 3x3 conv
+    int8 = case != "float32"
     p = tmp_path / "net.onnx"
     onnx.save(_streaming_net(), str(p))
     feeds = {"x": np.random.default_rng(5).standard_normal((1, 8, 56, 56)).astype(np.float32)}
@@ -170,7 +178,7 @@ def test_split_kernels_bit_exact(int8: bool, tmp_path: Path) -> None:
     tasks = _tasks_per_node(tmp_path, bundle, feeds)
     split = {k for k, t in zip(kind, tasks) if t > 0}
     expect = SPLIT_KERNELS & set(kind)
-    assert expect >= ({"QCONV", "QMATMUL", "QUANTIZE_LINEAR"} if int8 else {"UNARY", "BINARY", "SOFTMAX"}), kind
+    assert expect >= SPLIT_CASES[case], kind
     assert expect <= split, f"not split across threads: {sorted(expect - split)}"
 
 
