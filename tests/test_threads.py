@@ -88,26 +88,28 @@ def _convnet() -> onnx.ModelProto:
 
 
 def _streaming_net() -> onnx.ModelProto:
-    """The kernels split across threads since session 14, on sizes that split: UNARY (SiLU's Sigmoid, Gelu's Erf),
-    BINARY (one long row; rows of a per-channel broadcast), SOFTMAX (rows), and after quantize_static (QDQ): QCONV (3x3
-    gathered, 1x1 copied), QMATMUL, QUANTIZE_LINEAR and DEQUANTIZE_LINEAR."""
+    """The kernels split across threads since session 14, on sizes that split: UNARY (SiLU's Sigmoid), BINARY (one long
+    row; rows of a per-channel broadcast), CONCAT (byte ranges), SOFTMAX (rows), and after quantize_static (QDQ): QCONV
+    (3x3 gathered, 1x1 copied), QDEPTHWISE_CONV, QMATMUL, QUANTIZE_LINEAR and DEQUANTIZE_LINEAR."""
     rng = np.random.default_rng(3)
 
     def w(name, *shape):
         return numpy_helper.from_array((rng.standard_normal(shape) * 0.3).astype(np.float32), name)
-    inits = [w("w0", 32, 8, 3, 3), w("w1", 32, 32, 1, 1), w("bc", 32, 1, 1), w("wm", 56, 40)]
+    inits = [w("w0", 32, 8, 3, 3), w("wd", 32, 1, 3, 3), w("w1", 32, 32, 1, 1), w("bc", 32, 1, 1), w("wm", 112, 40)]
     nodes = [
         helper.make_node("Conv", ["x", "w0"], ["c0"], pads=[1, 1, 1, 1]),
         helper.make_node("Sigmoid", ["c0"], ["s0"]),
         helper.make_node("Mul", ["c0", "s0"], ["a0"]),
-        helper.make_node("Conv", ["a0", "w1"], ["c1"]),
+        helper.make_node("Conv", ["a0", "wd"], ["d0"], group=32, pads=[1, 1, 1, 1]),
+        helper.make_node("Conv", ["d0", "w1"], ["c1"]),
         helper.make_node("Add", ["c1", "bc"], ["b1"]),
         helper.make_node("Add", ["b1", "a0"], ["b2"]),
-        helper.make_node("Softmax", ["b2"], ["sm"], axis=-1),
+        helper.make_node("Concat", ["b2", "a0"], ["cc"], axis=-1),
+        helper.make_node("Softmax", ["cc"], ["sm"], axis=-1),
         helper.make_node("Reshape", ["sm", "shape"], ["r"]),
         helper.make_node("MatMul", ["r", "wm"], ["y"]),
     ]
-    inits.append(numpy_helper.from_array(np.array([1, 32 * 56, 56], np.int64), "shape"))
+    inits.append(numpy_helper.from_array(np.array([1, 32 * 56, 112], np.int64), "shape"))
     g = helper.make_graph(nodes, "split", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 56, 56])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 32 * 56, 40])], inits)
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
@@ -115,8 +117,9 @@ def _streaming_net() -> onnx.ModelProto:
     return m
 
 
-SPLIT_KERNELS = {"UNARY", "BINARY", "SOFTMAX", "QCONV", "QWINOGRAD_CONV", "QMATMUL", "QUANTIZE_LINEAR", "DEQUANTIZE_LINEAR"}
-SPLIT_CASES = {"float32": {"UNARY", "BINARY", "SOFTMAX"}, "qdq": {"QCONV", "QMATMUL", "QUANTIZE_LINEAR"},
+SPLIT_KERNELS = {"UNARY", "BINARY", "CONCAT", "SOFTMAX", "QCONV", "QWINOGRAD_CONV", "QDEPTHWISE_CONV", "QMATMUL", "QUANTIZE_LINEAR",
+                 "DEQUANTIZE_LINEAR"}
+SPLIT_CASES = {"float32": {"UNARY", "BINARY", "CONCAT", "SOFTMAX"}, "qdq": {"QCONV", "QDEPTHWISE_CONV", "QMATMUL", "QUANTIZE_LINEAR"},
                "qdq_winograd": {"QWINOGRAD_CONV", "QCONV", "QMATMUL"}}
 
 

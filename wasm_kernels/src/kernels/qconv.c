@@ -250,7 +250,8 @@ EP_COLD static uint64_t qdw_phase_width(const ep_conv_geom *g) {
 EP_COLD uint32_t ep_scratch_QDEPTHWISE_CONV(const ep_node *n) {
   ep_conv_geom g;
   if (n->n_params != QDW_NPARAMS || ep_conv_geom_of(n, n->params, &g)) return 0;
-  return ep_scratch_u32(((uint64_t)g.H + g.pt + g.pb) * g.sw * qdw_phase_width(&g) * 2u);
+  /* one padded plane per thread slot (as DEPTHWISE_CONV: docs/plan-format.md "Threads") */
+  return ep_scratch_u32(((uint64_t)g.H + g.pt + g.pb) * g.sw * qdw_phase_width(&g) * 2u * EP_THREAD_SLOTS);
 }
 
 EP_COLD ep_status ep_check_QDEPTHWISE_CONV(const ep_node *n) {
@@ -444,41 +445,48 @@ EP_NOINLINE static void dw3s2_channel(const int16_t *p, uint64_t rstep, uint64_t
 /* Size-optimized: the 3x3 fast-epilogue channels of strides 1 and 2 (every benchmark model's depthwise time) run
  * in dw3_channel_eo / dw3s2_channel and the plane fill in qdw_fill; the general loop here serves the other kernels
  * (dilated or strided along the row otherwise, 5x5, ...) and epilogues. */
-EP_COLD ep_status ep_run_QDEPTHWISE_CONV(const ep_node *n) {
-  const int32_t *p = n->params;
+/* QDEPTHWISE_CONV's settings, shared by the threads; each task runs a range of channels in its own padded plane. */
+typedef struct {
+  const ep_node *n;
   ep_conv_geom g;
-  (void)ep_conv_geom_of(n, p, &g);
-  const uint32_t pw = (uint32_t)qdw_phase_width(&g), kk = g.kh * g.kw, hp = g.H + g.pt + g.pb;
-  const uint64_t hw = (uint64_t)g.H * g.W, ohw = (uint64_t)g.OH * g.OW, rstride = (uint64_t)g.sw * pw;
+  ep_qgemm_epi e;
+  uint64_t off[256];
+  uint64_t plane_bytes, nbc;
+  uint32_t parts;
+} qdw_job;
+
+static void qdw_task(void *ctx, uint32_t task, uint32_t thread) {
+  const qdw_job *d = (const qdw_job *)ctx;
+  const ep_node *n = d->n;
+  const ep_conv_geom *g = &d->g;
+  const ep_qgemm_epi *e = &d->e;
+  const uint64_t *off = d->off;
+  const int32_t *p = n->params;
+  const uint32_t pw = (uint32_t)qdw_phase_width(g), kk = g->kh * g->kw, hp = g->H + g->pt + g->pb;
+  const uint64_t hw = (uint64_t)g->H * g->W, ohw = (uint64_t)g->OH * g->OW, rstride = (uint64_t)g->sw * pw;
   const int u8 = n->in[0]->dtype == EP_U8;
   const int32_t xzp = p[10];
   const uint8_t *x = n->in[0]->data;
   const int8_t *w = (const int8_t *)n->in[1]->data;
   const uint32_t esz = ep_dtype_size(n->out[0]->dtype);
-  int16_t *plane = (int16_t *)(void *)n->scratch;
-  const uint64_t xbytes = (uint64_t)g.B * g.C * hw;
-  ep_qgemm_epi e;
-  ep_qconv_fill_epi(n, p + 10, &e);
-  uint64_t off[256];
-  for (uint32_t i = 0; i < g.kh; i++)
-    for (uint32_t j = 0; j < g.kw; j++)
-      off[i * g.kw + j] = (uint64_t)i * g.dh * rstride + ((j * g.dw) % g.sw) * pw + (j * g.dw) / g.sw;
-  const int fast = e.mult && e.out_dtype != EP_F32 && e.act != EP_ACT_LEAKY_RELU;
+  int16_t *plane = (int16_t *)(void *)(n->scratch + thread * d->plane_bytes);
+  const uint64_t xbytes = d->nbc * hw, bc0 = d->nbc * task / d->parts, bc1 = d->nbc * (task + 1u) / d->parts;
+  const int fast = e->mult && e->out_dtype != EP_F32 && e->act != EP_ACT_LEAKY_RELU;
   float lo = 0.0f, hi = 0.0f;
-  ep_q_bounds(&e, &lo, &hi);
+  ep_q_bounds(e, &lo, &hi);
   const f32x4 vlo = f32x4_splat(lo), vhi = f32x4_splat(hi);
-  const i32x4 zb = ep_q_zbits(e.yzp);
+  const i32x4 zb = ep_q_zbits(e->yzp);
   i16x8 wv[128];
-  const int ch9 = EP_QDW_CHANNELS && fast && kk == 9 && esz == 1, eo = ch9 && g.sw == 1 && g.dw == 1;
-  const int s2 = ch9 && g.sw == 2 && g.dw == 1;
-  ep_conv_geom g1 = g;   /* stride 2's unphased fill: stride 1's layout in rows of rstride */
+  const int ch9 = EP_QDW_CHANNELS && fast && kk == 9 && esz == 1, eo = ch9 && g->sw == 1 && g->dw == 1;
+  const int s2 = ch9 && g->sw == 2 && g->dw == 1;
+  ep_conv_geom g1 = *g;   /* stride 2's unphased fill: stride 1's layout in rows of rstride */
   g1.sw = 1;
   for (uint64_t q = 0; q < (uint64_t)hp * rstride; q += 8) i16x8_store(plane + q, i16x8_splat(0));   /* the pads */
-  for (uint64_t bc = 0, c = 0; bc < (uint64_t)g.B * g.C; bc++, c = c + 1 == g.C ? 0 : c + 1) {
-    const int32_t wz = e.za_row ? e.za_row[c] : 0;
+  for (uint64_t bc = bc0, c = bc0 % g->C; bc < bc1; bc++, c = c + 1 == g->C ? 0 : c + 1) {
+    const int32_t wz = e->za_row ? e->za_row[c] : 0;
     /* rows shorter than 8 (7x7 maps) store 8 bytes in the channel loops, the spill landing in the next row or
-     * channel (written afterwards): not in the last channel */
-    const int whole = g.OW >= 8 || bc + 1 < (uint64_t)g.B * g.C;
+     * channel (written afterwards, by this task): not in the task's last channel */
+    const int whole = g->OW >= 8 || bc + 1 < bc1;
     (void)whole; (void)eo; (void)s2; (void)g1; (void)vlo; (void)vhi; (void)zb;   /* unused without EP_QDW_CHANNELS */
 #if EP_QDW_CHANNELS
     if (eo && whole) dw3_weights_eo(wv, w + (uint64_t)c * kk, wz);
@@ -486,47 +494,66 @@ EP_COLD ep_status ep_run_QDEPTHWISE_CONV(const ep_node *n) {
     else
 #endif
     dw_weight_pairs(wv, w + (uint64_t)c * kk, kk, wz);
-    const i32x4 bias = i32x4_splat(e.bias ? e.bias[c] : 0);
-    const f32x4 mult = f32x4_splat(e.mult ? e.mult[c] : 1.0f);
+    const i32x4 bias = i32x4_splat(e->bias ? e->bias[c] : 0);
+    const f32x4 mult = f32x4_splat(e->mult ? e->mult[c] : 1.0f);
     const uint8_t *xc = x + bc * hw;
 #if EP_QDW_CHANNELS
     if (s2 && !whole)   /* the last channel of a map under 8 wide goes phased: the unphased rows are not its pads */
       for (uint64_t q = 0; q < (uint64_t)hp * rstride; q += 8) i16x8_store(plane + q, i16x8_splat(0));
     if (s2 && whole) {
       qdw_fill(plane, xc, xbytes - bc * hw, u8, xzp, &g1, (uint32_t)rstride);
-      dw3s2_channel(plane, (uint64_t)g.sh * rstride, (uint64_t)g.dh * rstride, wv, bias, mult, vlo, vhi, zb,
-                    e.out_dtype == EP_U8, n->out[0]->data + bc * ohw * esz, g.OH, g.OW);
+      dw3s2_channel(plane, (uint64_t)g->sh * rstride, (uint64_t)g->dh * rstride, wv, bias, mult, vlo, vhi, zb,
+                    e->out_dtype == EP_U8, n->out[0]->data + bc * ohw * esz, g->OH, g->OW);
       continue;
     }
 #endif
-    qdw_fill(plane, xc, xbytes - bc * hw, u8, xzp, &g, pw);
+    qdw_fill(plane, xc, xbytes - bc * hw, u8, xzp, g, pw);
     uint8_t *yc = n->out[0]->data + bc * ohw * esz;
 #if EP_QDW_CHANNELS
     if (eo && whole) {
-      dw3_channel_eo(plane, (uint64_t)g.sh * rstride, (uint64_t)g.dh * rstride, wv, bias, mult, vlo, vhi, zb,
-                     e.out_dtype == EP_U8, yc, g.OH, g.OW);
+      dw3_channel_eo(plane, (uint64_t)g->sh * rstride, (uint64_t)g->dh * rstride, wv, bias, mult, vlo, vhi, zb,
+                     e->out_dtype == EP_U8, yc, g->OH, g->OW);
       continue;
     }
 #endif
-    for (uint32_t oh = 0; oh < g.OH; oh++) {
-      const int16_t *rbase = plane + (uint64_t)oh * g.sh * rstride;
-      for (uint32_t ow = 0; ow < g.OW; ow += 8) {
+    for (uint32_t oh = 0; oh < g->OH; oh++) {
+      const int16_t *rbase = plane + (uint64_t)oh * g->sh * rstride;
+      for (uint32_t ow = 0; ow < g->OW; ow += 8) {
         /* with the fast epilogue a row's last vector ends at OW, overlapping the previous one: the outputs
          * are a pure function of the plane, so overlapped bytes are stored twice with one value */
-        if (fast && ow + 8 > g.OW && g.OW >= 8) ow = g.OW - 8;
+        if (fast && ow + 8 > g->OW && g->OW >= 8) ow = g->OW - 8;
         i32x4 a0 = bias, a1 = bias;
         dw_taps(rbase + ow, off, wv, kk, &a0, &a1);
-        const uint32_t cnt = g.OW - ow < 8 ? g.OW - ow : 8;
-        uint8_t *dst = yc + ((uint64_t)oh * g.OW + ow) * esz;
-        if (!e.mult) {   /* int32 output (ConvInteger) */
+        const uint32_t cnt = g->OW - ow < 8 ? g->OW - ow : 8;
+        uint8_t *dst = yc + ((uint64_t)oh * g->OW + ow) * esz;
+        if (!e->mult) {   /* int32 output (ConvInteger) */
           int32_t tmp[8];
           i32x4_store(tmp, a0); i32x4_store(tmp + 4, a1);
           ep_q_store_bytes(dst, tmp, cnt, 1, 4);
         } else {
-          ep_q_store8(f32x4_mul(f32x4_from_i32x4(a0), mult), f32x4_mul(f32x4_from_i32x4(a1), mult), &e, dst, cnt, 1);
+          ep_q_store8(f32x4_mul(f32x4_from_i32x4(a0), mult), f32x4_mul(f32x4_from_i32x4(a1), mult), e, dst, cnt, 1);
         }
       }
     }
   }
+}
+
+EP_COLD ep_status ep_run_QDEPTHWISE_CONV(const ep_node *n) {
+  qdw_job d;
+  d.n = n;
+  (void)ep_conv_geom_of(n, n->params, &d.g);
+  const ep_conv_geom *g = &d.g;
+  ep_qconv_fill_epi(n, n->params + 10, &d.e);
+  const uint64_t pw = qdw_phase_width(g), rstride = (uint64_t)g->sw * pw;
+  for (uint32_t i = 0; i < g->kh; i++)
+    for (uint32_t j = 0; j < g->kw; j++)
+      d.off[i * g->kw + j] = (uint64_t)i * g->dh * rstride + ((j * g->dw) % g->sw) * pw + (j * g->dw) / g->sw;
+  /* as many threads as the scratch holds planes (check() ensured one); channels in near-equal ranges */
+  d.plane_bytes = ((uint64_t)g->H + g->pt + g->pb) * rstride * 2u;
+  const uint64_t slots = n->scratch_bytes / d.plane_bytes;
+  const uint32_t threads = ep_num_threads() < slots ? ep_num_threads() : slots > 1 ? (uint32_t)slots : 1u;
+  d.nbc = (uint64_t)g->B * g->C;
+  d.parts = threads <= 1 ? 1u : (uint32_t)(d.nbc < 2u * threads ? d.nbc : 2u * threads);
+  ep_parallel_for(d.parts, threads, qdw_task, &d);
   return EP_OK;
 }

@@ -139,7 +139,7 @@ static void quantize_range(void *ctx, uint64_t b, uint64_t e) {
 ep_status ep_run_QUANTIZE_LINEAR(const ep_node *n) {
   const ep_tensor *x = n->in[0], *zp = n->n_in > 2 ? n->in[2] : 0;
   const uint32_t dt = n->out[0]->dtype;
-  uint64_t outer, C, inner;
+  uint64_t outer = 0, C = 1, inner = 0;   /* check() validated the axis */
   check_axis(n, x, dt, &outer, &C, &inner);
   for (uint64_t c = 0; c < C; c++)
     if (zp && !zp_in_range(dt, elem_i(zp->data, dt, c))) return EP_E_PARAM;
@@ -174,7 +174,7 @@ static void dequantize_range(void *ctx, uint64_t b, uint64_t e) {
 }
 
 ep_status ep_run_DEQUANTIZE_LINEAR(const ep_node *n) {
-  uint64_t outer, C, inner;
+  uint64_t outer = 0, C = 1, inner = 0;   /* check() validated the axis */
   check_axis(n, n->in[0], n->in[0]->dtype, &outer, &C, &inner);
   const qdq_job j = {n, C, inner, outer * C};
   qdq_split(&j, dequantize_range);
