@@ -123,8 +123,7 @@ def write_inputs(io_dir: Path, feeds: dict[str, np.ndarray]) -> Path:
     io_dir.mkdir(parents=True, exist_ok=True)
     index: dict = {"inputs": {}, "outputs": {}}
     for i, (k, v) in enumerate(feeds.items()):
-        v = np.ascontiguousarray(v)
-        (io_dir / f"inputs_{i}.bin").write_bytes(v.tobytes())
+        (io_dir / f"inputs_{i}.bin").write_bytes(np.asarray(v).tobytes())   # C order; a scalar keeps its [] dims
         index["inputs"][k] = {"file": f"inputs_{i}.bin", "dtype": v.dtype.name, "dims": list(v.shape)}
     (io_dir / "io.json").write_text(json.dumps(index, indent=1))
     return io_dir

@@ -90,7 +90,7 @@ def _convnet() -> onnx.ModelProto:
 def _streaming_net() -> onnx.ModelProto:
     """The kernels split across threads since session 14, on sizes that split: UNARY (SiLU's Sigmoid), BINARY (one long
     row; rows of a per-channel broadcast), CONCAT (byte ranges), SOFTMAX (rows), and after quantize_static (QDQ): QCONV
-    (3x3 gathered, 1x1 copied), QDEPTHWISE_CONV, QMATMUL, QUANTIZE_LINEAR and DEQUANTIZE_LINEAR."""
+    (3x3 gathered, 1x1 copied), QDEPTHWISE_CONV, QMAXPOOL, QMATMUL, QUANTIZE_LINEAR and DEQUANTIZE_LINEAR."""
     rng = np.random.default_rng(3)
 
     def w(name, *shape):
@@ -101,7 +101,8 @@ def _streaming_net() -> onnx.ModelProto:
         helper.make_node("Sigmoid", ["c0"], ["s0"]),
         helper.make_node("Mul", ["c0", "s0"], ["a0"]),
         helper.make_node("Conv", ["a0", "wd"], ["d0"], group=32, pads=[1, 1, 1, 1]),
-        helper.make_node("Conv", ["d0", "w1"], ["c1"]),
+        helper.make_node("MaxPool", ["d0"], ["mp"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        helper.make_node("Conv", ["mp", "w1"], ["c1"]),
         helper.make_node("Add", ["c1", "bc"], ["b1"]),
         helper.make_node("Add", ["b1", "a0"], ["b2"]),
         helper.make_node("Concat", ["b2", "a0"], ["cc"], axis=-1),
@@ -117,9 +118,10 @@ def _streaming_net() -> onnx.ModelProto:
     return m
 
 
-SPLIT_KERNELS = {"UNARY", "BINARY", "CONCAT", "SOFTMAX", "QCONV", "QWINOGRAD_CONV", "QDEPTHWISE_CONV", "QMATMUL", "QUANTIZE_LINEAR",
-                 "DEQUANTIZE_LINEAR"}
-SPLIT_CASES = {"float32": {"UNARY", "BINARY", "CONCAT", "SOFTMAX"}, "qdq": {"QCONV", "QDEPTHWISE_CONV", "QMATMUL", "QUANTIZE_LINEAR"},
+SPLIT_KERNELS = {"UNARY", "BINARY", "CONCAT", "SOFTMAX", "QCONV", "QWINOGRAD_CONV", "QDEPTHWISE_CONV", "QMAXPOOL", "QMATMUL",
+                 "QUANTIZE_LINEAR", "DEQUANTIZE_LINEAR"}
+SPLIT_CASES = {"float32": {"UNARY", "BINARY", "CONCAT", "SOFTMAX"},
+               "qdq": {"QCONV", "QDEPTHWISE_CONV", "QMAXPOOL", "QMATMUL", "QUANTIZE_LINEAR"},
                "qdq_winograd": {"QWINOGRAD_CONV", "QCONV", "QMATMUL"}}
 
 

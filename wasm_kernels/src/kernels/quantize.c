@@ -366,15 +366,23 @@ static int qmaxpool_rows(const uint8_t *xc, uint8_t *d, const int32_t *p, int64_
   return 1;
 }
 
-ep_status ep_run_QMAXPOOL(const ep_node *n) {
+/* Planes [b, e) (batch x channel): each alone, so the threads split them freely. */
+static void qmaxpool_range(void *ctx, uint64_t b, uint64_t e) {
+  const ep_node *n = (const ep_node *)ctx;
   const ep_tensor *x = n->in[0], *y = n->out[0];
   const int64_t H = x->dims[2], W = x->dims[3], OH = y->dims[2], OW = y->dims[3];
   const int u8 = x->dtype == EP_U8;
-  for (uint64_t bc = 0; bc < (uint64_t)x->dims[0] * x->dims[1]; bc++) {
+  for (uint64_t bc = b; bc < e; bc++) {
     const uint8_t *xc = x->data + bc * (uint64_t)(H * W);
     uint8_t *d = y->data + bc * (uint64_t)(OH * OW);
     if (!qmaxpool_rows(xc, d, n->params, H, W, OH, OW, u8)) qmaxpool_plane(xc, d, n->params, H, W, OH, OW, u8);
   }
+}
+
+ep_status ep_run_QMAXPOOL(const ep_node *n) {
+  const ep_tensor *x = n->in[0];
+  ep_parallel_range((uint64_t)x->dims[0] * x->dims[1], 16384u / (uint64_t)(x->dims[2] * x->dims[3] + 1) + 1u, 1u,
+                    qmaxpool_range, (void *)n);
   return EP_OK;
 }
 
