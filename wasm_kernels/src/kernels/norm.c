@@ -275,7 +275,7 @@ static void softmax_range(void *ctx, uint64_t b, uint64_t e) {
 ep_status ep_run_SOFTMAX(const ep_node *n) {
   uint64_t outer = 0, L = 0, inner = 0;
   sm_sizes(n, &outer, &L, &inner);
-  if (L == 0) return EP_OK;
+  if (L == 0 || inner == 0) return EP_OK;   /* an empty tensor */
   sm_job s = {ep_f32(n->in[0]), ep_f32(n->out[0]), L, inner, n->params[0]};
   ep_parallel_range(outer, 4096u / (L * inner) + 1u, 1u, softmax_range, &s);
   return EP_OK;

@@ -550,7 +550,7 @@ EP_COLD ep_status ep_run_QDEPTHWISE_CONV(const ep_node *n) {
       d.off[i * g->kw + j] = (uint64_t)i * g->dh * rstride + ((j * g->dw) % g->sw) * pw + (j * g->dw) / g->sw;
   /* as many threads as the scratch holds planes (check() ensured one); channels in near-equal ranges */
   d.plane_bytes = ((uint64_t)g->H + g->pt + g->pb) * rstride * 2u;
-  const uint64_t slots = n->scratch_bytes / d.plane_bytes;
+  const uint64_t slots = d.plane_bytes ? n->scratch_bytes / d.plane_bytes : 1u;   /* 0: an empty input */
   const uint32_t threads = ep_num_threads() < slots ? ep_num_threads() : slots > 1 ? (uint32_t)slots : 1u;
   d.nbc = (uint64_t)g->B * g->C;
   d.parts = threads <= 1 ? 1u : (uint32_t)(d.nbc < 2u * threads ? d.nbc : 2u * threads);
