@@ -190,6 +190,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--serial-only", action="store_true",
                     help="with --threads N: package and print the serial profiles only, no timing (any load)")
     a = ap.parse_args(argv)
+    if a.serial_only and a.threads < 2:
+        raise SystemExit("--serial-only profiles a threaded run: give --threads N (N > 1)")
     a.native = "node"
     ensure_deps()
     from bench.models.registry import ZOO_NAMES
