@@ -135,6 +135,28 @@ def _summary(res: dict) -> dict:
             "ratio_min": min(ratios), "ratio_max": max(ratios), "runs": sum(len(r["edgepack"]) for r in res["rounds"])}
 
 
+def _first_line(e: BaseException) -> str:
+    return (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+
+
+def _markdown(rows: dict[str, dict], threads: int) -> str:
+    """The pass as a markdown table (docs/benchmarks.md), with the geometric mean of the ratios."""
+    out = [f"| model | edgepack ms | ort-web ms | edgepack/ort-web (per-round min..max) | max abs diff | edgepack build |",
+           "|---|---|---|---|---|---|"]
+    ratios = []
+    for n, s in rows.items():
+        if "error" in s:
+            out.append(f"| {n} | {s['error']} | | | | |")
+            continue
+        ratios.append(s["ratio"])
+        out.append(f"| {n} | {s['edgepack_ms']:.2f} | {s['ort_web_ms']:.2f} | {s['ratio']:.2f} ({s['ratio_min']:.2f}.."
+                   f"{s['ratio_max']:.2f}) | {s['max_abs_diff']:.1e} | {s['variant']}, {s['features']['threads']} thread(s) |")
+    gm = statistics.geometric_mean(ratios) if ratios else float("nan")
+    out.append(f"\n{len(ratios)} of {len(rows)} ran at {threads} thread(s); {sum(r <= 0.5 for r in ratios)} at or under 0.5; "
+               f"geometric mean edgepack/ort-web {gm:.2f}")
+    return "\n".join(out)
+
+
 def _prefix(isolated: bool, m: dict) -> dict:
     p = ISOLATED if isolated else ""
     return dict(m, bundle=p + m["bundle"], onnx=p + m["onnx"], inputs=[dict(x, url=p + x["url"]) for x in m["inputs"]])
@@ -165,18 +187,29 @@ def main() -> None:
         root = Path(tmp)
         (root / "index.html").write_text("<!doctype html><meta charset=utf-8><title>edgepack bench</title>\n")
         names = [n for n in a.models.split(",") if n]
-        models = {n: _prepare(root, n) for n in dict.fromkeys(names + [a.load_model])}
+        models: dict[str, dict] = {}
+        for n in dict.fromkeys(names + [a.load_model]):   # a model that does not package is a row, not the end
+            try:
+                models[n] = _prepare(root, n)
+            except Exception as e:  # noqa: BLE001
+                report["latency"][n] = {"error": f"prepare failed: {_first_line(e)}"}
+                print(f"{n}: prepare failed: {_first_line(e)}")
         with serving({"/": root, "/edgepack": REPO / "web" / "src", "/ort": ORT_DIST}) as url, chromium() as browser:
             passes = [("latency", 1, False)] + ([("threaded", a.threads, True)] if a.threads > 1 else [])
             for key, threads, isolated in passes:
                 print(f"\n== {key}: edgepack (threads={threads}) vs onnxruntime-web (numThreads={threads}), Chromium headless")
                 print(f"{'model':<13}{'edgepack ms':>13}{'ort-web ms':>12}{'ratio':>8}  (per-round min..max)   max|diff|  edgepack build")
-                for n in names:
-                    res = evaluate_fresh(browser, url + (ISOLATED if isolated else "") + "/index.html", LATENCY,
-                                         {"m": _prefix(isolated, models[n]), "seconds": a.seconds, "rounds": a.rounds,
-                                          "slice": a.slice, "threads": threads, "variant": a.variant,
-                                          "pattern": "slices" if threads > 1 else a.pattern, "settle": 200 if threads > 1 else 0,
-                                          "prefix": ISOLATED if isolated else ""})
+                for n in [n for n in names if n in models]:
+                    try:   # a page that fails (out of memory, a runtime's error) is a row; the run goes on
+                        res = evaluate_fresh(browser, url + (ISOLATED if isolated else "") + "/index.html", LATENCY,
+                                             {"m": _prefix(isolated, models[n]), "seconds": a.seconds, "rounds": a.rounds,
+                                              "slice": a.slice, "threads": threads, "variant": a.variant,
+                                              "pattern": "slices" if threads > 1 else a.pattern,
+                                              "settle": 200 if threads > 1 else 0, "prefix": ISOLATED if isolated else ""})
+                    except Exception as e:  # noqa: BLE001
+                        report[key][n] = {"error": _first_line(e)}
+                        print(f"{n:<13}error: {_first_line(e)}")
+                        continue
                     s = dict(_summary(res), max_abs_diff=res["maxAbsDiff"], variant=res["variant"], features=res["features"],
                              notes=res["notes"], ort_threads=res["ortThreads"])
                     report[key][n] = s
@@ -185,14 +218,15 @@ def main() -> None:
                           f"{'':>10}{s['max_abs_diff']:.1e}  {build}")
                     if res["notes"] and threads > 1:
                         print(f"{'':<13}note: {'; '.join(res['notes'])}")
-            m = models[a.load_model]
+                print(_markdown(report[key], threads))
+            m = models.get(a.load_model)
             times: dict[str, list[float]] = {"edgepack": [], "onnxruntime-web": []}
-            for _ in range(a.load_reps):
+            for _ in range(a.load_reps if m else 0):
                 for which in times:
                     ctx = browser.new_context()   # nothing cached: the loading cost from scratch
                     times[which].append(evaluate_fresh(ctx, url + "/index.html", LOADING, {"which": which, "m": m})["ms"])
                     ctx.close()
-            med = {k: statistics.median(v) for k, v in times.items()}
+            med = {k: statistics.median(v) if v else float("nan") for k, v in times.items()}
             report["loading"] = {"model": a.load_model, **{f"{k}_ms": v for k, v in med.items()},
                                  "ratio": med["edgepack"] / med["onnxruntime-web"], "samples": times}
             print(f"\n== loading {a.load_model}: import runtime -> first result, fresh context, median of {a.load_reps}")

@@ -5,6 +5,7 @@
 //   node node_bench.mjs MODEL.onnx BUNDLE_DIR [--seconds 3] [--rounds 10] [--slice 0.5]
 //        [--variants simd,relaxed] [--no-ort-web] [--no-native] [--atol 1e-4] [--rtol 1e-3] [--json OUT]
 //        [--save-io DIR]   (writes the inputs and edgepack's outputs as raw files + io.json, for bench/run.py)
+//        [--inputs DIR]    (the inputs from DIR/io.json, as --save-io writes them, instead of seeded random ones)
 //        [--threads N]     (adds edgepack-threads.wasm with N threads; onnxruntime-web and native then use N threads
 //                           too: ort-web reads numThreads once per process, so 1- and N-thread ort-web cannot be mixed)
 //
@@ -23,7 +24,7 @@ const RELAXED_FLAG = '--experimental-wasm-relaxed-simd';
 
 function parseArgs(argv) {
   const a = { seconds: 3, rounds: 10, slice: 0.5, variants: 'simd,relaxed', ortWeb: true, native: true,
-    atol: 1e-4, rtol: 1e-3, json: null, saveIo: null, seed: 1, threads: 0, pos: [] };
+    atol: 1e-4, rtol: 1e-3, json: null, saveIo: null, inputs: null, seed: 1, threads: 0, pos: [] };
   for (let i = 0; i < argv.length; i++) {
     const k = argv[i];
     const val = () => { if (i + 1 >= argv.length) throw new Error(`${k} needs a value`); return argv[++i]; };
@@ -37,6 +38,7 @@ function parseArgs(argv) {
     else if (k === '--threads') a.threads = Number(val());
     else if (k === '--json') a.json = val();
     else if (k === '--save-io') a.saveIo = val();
+    else if (k === '--inputs') a.inputs = val();
     else if (k === '--no-ort-web') a.ortWeb = false;
     else if (k === '--no-native') a.native = false;
     else if (k === '-h' || k === '--help') { console.log(usage()); process.exit(0); }
@@ -47,7 +49,7 @@ function parseArgs(argv) {
   return a;
 }
 const usage = () => 'usage: node node_bench.mjs MODEL.onnx BUNDLE_DIR [--seconds S] [--rounds R] [--slice S] ' +
-  '[--variants simd,relaxed,scalar] [--no-ort-web] [--no-native] [--atol A] [--rtol R] [--seed N] [--json OUT] [--save-io DIR] [--threads N]';
+  '[--variants simd,relaxed,scalar] [--no-ort-web] [--no-native] [--atol A] [--rtol R] [--seed N] [--json OUT] [--save-io DIR] [--inputs DIR] [--threads N]';
 
 /** Node 20 hides relaxed SIMD behind a flag: re-run this script once with it (not if the flag is unknown). */
 function maybeReexec() {
@@ -76,6 +78,24 @@ function makeInputs(specs, seed) {
     else throw new Error(`input '${s.name}': dtype ${s.dtype} not supported by the benchmark`);
     out[s.name] = { data, dims: s.shape.slice(), dtype: s.dtype };
   }
+  return out;
+}
+
+const ARRAYS = { float32: Float32Array, int64: BigInt64Array, int32: Int32Array, bool: Uint8Array };
+
+/** Inputs saved as saveIo writes them (bench/run.py writes a model's realistic inputs so): DIR/io.json + raw files.
+ * Every input there goes to onnxruntime; edgepack takes those its manifest lists (one bound at package time, as
+ * silero_vad's `sr` by --const, is not an input of the bundle). */
+async function readInputs(dir, specs) {
+  const fs = await import('node:fs/promises');
+  const index = JSON.parse(await fs.readFile(path.join(dir, 'io.json'), 'utf8')).inputs;
+  const out = {};
+  for (const [name, m] of Object.entries(index)) {
+    if (!ARRAYS[m.dtype]) throw new Error(`input '${name}': dtype ${m.dtype} not supported by the benchmark`);
+    const b = await fs.readFile(path.join(dir, m.file));
+    out[name] = { data: new ARRAYS[m.dtype](b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength)), dims: m.dims, dtype: m.dtype };
+  }
+  for (const s of specs) if (!out[s.name]) throw new Error(`${dir}/io.json has no input '${s.name}'`);
   return out;
 }
 
@@ -121,7 +141,7 @@ async function nativeRunner(modelPath, inputs, threads) {
 
 async function edgepackRunner(bundle, variant, inputs, threads = 0) {
   const sess = await load(bundle, threads ? { threads } : { variant });
-  const feeds = Object.fromEntries(Object.entries(inputs).map(([k, t]) => [k, { data: t.data, dims: t.dims }]));
+  const feeds = Object.fromEntries(sess.inputs.map(({ name }) => [name, { data: inputs[name].data, dims: inputs[name].dims }]));
   return { name: `edgepack-${variant}`, detail: `variant ${sess.variant}, vec ${sess.vec}${threads ? `, ${threads} threads` : ''}`,
     run: () => sess.run(feeds), close: () => sess.close() };
 }
@@ -195,7 +215,7 @@ async function main() {
   const a = parseArgs(process.argv.slice(2));
   const [modelPath, bundle] = a.pos.map((p) => path.resolve(p));
   const manifest = JSON.parse(await (await import('node:fs/promises')).readFile(path.join(bundle, 'manifest.json'), 'utf8'));
-  const inputs = makeInputs(manifest.inputs, a.seed);
+  const inputs = a.inputs ? await readInputs(path.resolve(a.inputs), manifest.inputs) : makeInputs(manifest.inputs, a.seed);
   const outNames = manifest.outputs.map((o) => o.name);
   const best = detectVariant();
   const runners = [];

@@ -24,6 +24,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -117,9 +118,21 @@ def python_native(model: Path, io_dir: Path, seconds: float, rounds: int, slice_
             "max_abs_diff_vs_edgepack": diff}
 
 
+def write_inputs(io_dir: Path, feeds: dict[str, np.ndarray]) -> Path:
+    """`feeds` as node_bench.mjs --inputs reads them (the layout its --save-io writes): raw files + io.json."""
+    io_dir.mkdir(parents=True, exist_ok=True)
+    index: dict = {"inputs": {}, "outputs": {}}
+    for i, (k, v) in enumerate(feeds.items()):
+        (io_dir / f"inputs_{i}.bin").write_bytes(np.asarray(v).tobytes())   # C order; a scalar keeps its [] dims
+        index["inputs"][k] = {"file": f"inputs_{i}.bin", "dtype": v.dtype.name, "dims": list(v.shape)}
+    (io_dir / "io.json").write_text(json.dumps(index, indent=1))
+    return io_dir
+
+
 def bench_model(name: str, a: argparse.Namespace, flags: list[str], model: Path | None = None,
-                package_kwargs: dict | None = None) -> dict:
-    """Package `model` (default: the registered model NAME) and run node_bench.mjs on it."""
+                package_kwargs: dict | None = None, inputs: dict[str, np.ndarray] | None = None) -> dict:
+    """Package `model` (default: the registered model NAME) and run node_bench.mjs on it (on `inputs` if given,
+    else on seeded random ones)."""
     from packager import package
     from packager.errors import PackagerError
     model = model or model_file(name)
@@ -137,7 +150,8 @@ def bench_model(name: str, a: argparse.Namespace, flags: list[str], model: Path 
     cmd = ["node", *flags, str(BENCH / "node_bench.mjs"), str(model), str(bundle), "--seconds", str(a.seconds),
            "--rounds", str(a.rounds), "--slice", str(a.slice), "--variants", a.variants, "--json", str(report_file),
            "--save-io", str(io_dir), "--atol", str(a.atol), "--rtol", str(a.rtol)] + (["--no-native"] if a.native == "python" else []) \
-        + (["--threads", str(a.threads)] if a.threads else [])
+        + (["--threads", str(a.threads)] if a.threads else []) \
+        + (["--inputs", str(write_inputs(BUNDLES_DIR / f"{name}.in", inputs))] if inputs is not None else [])
     print("[bench] " + " ".join(cmd), file=sys.stderr)
     r = subprocess.run(cmd, cwd=BENCH)
     if r.returncode != 0:
@@ -175,20 +189,25 @@ def table(reports: list[dict], mach: str) -> str:
     return "\n".join(rows)
 
 
-def threads_table(reports: list[dict], threads: int, mach: str) -> str:
+def threads_table(reports: list[dict], threads: int, mach: str, extra: tuple[str, ...] = (),
+                  cells: Callable[[dict], list[str]] = lambda rep: []) -> str:
+    """The threaded build against our best 1-thread build and the others at `threads` threads; `extra` columns
+    (headers) filled by `cells(report)`."""
+    more = "".join(f" {h} |" for h in extra)
     rows = [f"| model | edgepack 1 thread ms | edgepack {threads} threads ms | speed-up | ort-web {threads} threads ms | "
-            f"threads/ort-web | native {threads} threads ms | threads/native | machine |", "|---|---|---|---|---|---|---|---|---|"]
+            f"threads/ort-web | native {threads} threads ms | threads/native |{more} machine |",
+            "|---|---|---|---|---|---|---|---|" + "---|" * len(extra) + "---|"]
     for rep in reports:
         rt, ra = rep.get("runtimes", {}), rep.get("ratios", {})
         if "error" in rep or "edgepack-threads" not in rt:
-            rows.append(f"| {rep['model']} | {rep.get('error', 'no threaded run')} | | | | | | | {mach} |")
+            rows.append(f"| {rep['model']} | {rep.get('error', 'no threaded run')} | | | | | | |" + " |" * len(extra) + f" {mach} |")
             continue
         one = best_edgepack(rep)
         f = lambda k: f"{rt[k]['median_ms']:.2f}" if k in rt else "n/a"  # noqa: E731
         r = lambda k: f"{ra[k]['paired_median']:.2f}" if k in ra else "n/a"  # noqa: E731
         rows.append(f"| {rep['model']} | {f(one)} ({one.removeprefix('edgepack-')}) | {f('edgepack-threads')} | "
                     f"{r(f'{one}/edgepack-threads')} | {f('ort-web')} | {r('edgepack-threads/ort-web')} | {f('native')} | "
-                    f"{r('edgepack-threads/native')} | {mach} |")
+                    f"{r('edgepack-threads/native')} |" + "".join(f" {c} |" for c in cells(rep)) + f" {mach} |")
     return "\n".join(rows)
 
 

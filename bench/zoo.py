@@ -2,15 +2,20 @@
 """The benchmark zoo: edgepack vs onnxruntime-web (wasm, same thread count) and native onnxruntime over the
 architectures users deploy (bench/models/zoo.py, docs/models.md), not over five favourites.
 
-    python3 bench/zoo.py [--models all|NAME,...] [--int8] [--threads N] [--seconds 2] [--rounds 6]
-                         [--slice 0.3] [--out bench/results/zoo.json]
+    python3 bench/zoo.py [--models all|none|NAME,...] [--int8] [--published] [--threads N] [--seconds 2]
+                         [--rounds 6] [--slice 0.3] [--out bench/results/zoo.json]
 
 Per model: builds .cache/zoo/NAME.onnx if missing (python3 -m bench.models), packages it (float32, the
 model's static shapes), runs bench/node_bench.mjs (edgepack SIMD and relaxed, onnxruntime-web and
 onnxruntime-node interleaved in one Node process, outputs checked to agree first), then profiles the bundle
 under wasmtime for the share of time per kernel family. --int8 adds the QDQ exports (onnxruntime's
-quantize_static, QDQ format, per-channel weights, seeded random calibration) of the INT8 models. Prints a
-markdown table with the geometric mean of edgepack / onnxruntime-web and writes JSON.
+quantize_static, QDQ format, per-channel weights, seeded random calibration) of the INT8 models. --published adds
+the published models of issue 18 (bench/published.py: silero VAD files, faster-whisper's silero pair, nudenet, the
+onnx wheel's light_* models), packaged as their users package them and run on realistic inputs (--models also takes
+their names). Prints a markdown table with the geometric mean of edgepack / onnxruntime-web and writes JSON.
+--threads N (N > 1) adds edgepack's threaded build with N threads (onnxruntime-web and native then run N threads
+too) and prints its speed-up over our best 1-thread build, with each model's serial profile (bench/serial_profile.py:
+the share of 1-thread time in nodes that run on one thread, and the Amdahl bound it sets).
 Installs the zoo extra (torchvision, timm, transformers) when missing."""
 from __future__ import annotations
 
@@ -85,14 +90,16 @@ def qdq_path(name: str, samples: int = 8) -> Path:
     return out
 
 
-def kernel_shares(bundle: Path, runs: int = 10) -> dict[str, float]:
-    """Share of run time per kernel (median per node over `runs`), edgepack SIMD under wasmtime."""
+def kernel_shares(bundle: Path, runs: int = 10, feeds: dict[str, np.ndarray] | None = None) -> dict[str, float]:
+    """Share of run time per kernel (median per node over `runs`), edgepack SIMD under wasmtime, on `feeds` (the
+    bundle's inputs among them) or seeded random inputs."""
     from packager.bundle import load_bundle
     from packager.cli import node_times_ms
     from packager.plan.opcodes import Op
     from packager.reference import random_inputs
     b = load_bundle(bundle, "simd")
-    feeds = b.check_feeds(random_inputs(b.example_inputs()))
+    names = {spec["name"] for spec in b.inputs}
+    feeds = b.check_feeds({k: v for k, v in feeds.items() if k in names} if feeds else random_inputs(b.example_inputs()))
     s = b.session()
     s.set_shapes([tuple(feeds[spec["name"]].shape) for spec in b.inputs])
 
@@ -141,10 +148,36 @@ def table(rows: list[dict], mach: str) -> str:
     return "\n".join(out)
 
 
+def threads_table(rows: list[dict], threads: int, mach: str) -> str:
+    """bench/run.py's threaded table with the serial profile's columns; geometric mean of the speed-ups."""
+    prof = lambda r: r.get("serial") or {}  # noqa: E731
+    md = run.threads_table(rows, threads, mach, extra=("serial share", "Amdahl bound", "serial kernels"), cells=lambda r: [
+        f"{prof(r)['serial_share']:.1%}" if prof(r) else "", f"{prof(r)['bound']:.2f}" if prof(r) else "",
+        ", ".join(f"{k} {v:.1%}" for k, v in list(prof(r).get("serial_kinds", {}).items())[:3])])
+    ups = [r["ratios"][f"{run.best_edgepack(r)}/edgepack-threads"]["paired_median"] for r in rows
+           if f"{run.best_edgepack(r)}/edgepack-threads" in r.get("ratios", {})]
+    bounds = [prof(r)["bound"] for r in rows if prof(r)]
+    return md + (f"\n\n{len(ups)} models; geometric-mean speed-up of {threads} threads over our best 1-thread build: "
+                 f"{geomean(ups):.2f}x; geometric mean of the Amdahl bounds: {geomean(bounds):.2f}x ({mach})")
+
+
+def serial_table(rows: list[dict], threads: int) -> str:
+    out = ["| model | 1-thread ms (nodes alone) | serial share | Amdahl bound | serial kernels (share of 1-thread time) |",
+           "|---|---|---|---|---|"]
+    for r in rows:
+        p = r.get("serial")
+        out.append(f"| {r['model']} | {p['total_ms']:.1f} | {p['serial_share']:.1%} | {p['bound']:.2f} | "
+                   + ", ".join(f"{k} {v:.1%}" for k, v in list(p["serial_kinds"].items())[:4]) + " |" if p else
+                   f"| {r['model']} | {r.get('error') or r.get('serial_error', '')} | | | |")
+    bounds = [r["serial"]["bound"] for r in rows if r.get("serial")]
+    return "\n".join(out) + f"\n\ngeometric mean of the Amdahl bounds at {threads} threads: {geomean(bounds):.2f}x"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", default="all")
     ap.add_argument("--int8", action="store_true", help=f"also the QDQ exports of {', '.join(INT8)}")
+    ap.add_argument("--published", action="store_true", help="also the published models (bench/published.py)")
     ap.add_argument("--out", default=str(BENCH / "results" / "zoo.json"))
     ap.add_argument("--seconds", type=float, default=2.0)
     ap.add_argument("--rounds", type=int, default=6)
@@ -154,17 +187,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--atol", type=float, default=1e-4)
     ap.add_argument("--rtol", type=float, default=1e-3)
     ap.add_argument("--no-profile", action="store_true", help="skip the per-kernel profile")
+    ap.add_argument("--serial-only", action="store_true",
+                    help="with --threads N: package and print the serial profiles only, no timing (any load)")
     a = ap.parse_args(argv)
+    if a.serial_only and a.threads < 2:
+        raise SystemExit("--serial-only profiles a threaded run: give --threads N (N > 1)")
     a.native = "node"
     ensure_deps()
     from bench.models.registry import ZOO_NAMES
-    names = list(ZOO_NAMES) if a.models == "all" else [n.strip() for n in a.models.split(",") if n.strip()]
-    unknown = [n for n in names if n not in ZOO_NAMES]
+    from bench.published import PUBLISHED
+    names = list(ZOO_NAMES) if a.models == "all" else [] if a.models == "none" else \
+        [n.strip() for n in a.models.split(",") if n.strip()]
+    unknown = [n for n in names if n not in ZOO_NAMES and n not in PUBLISHED]
     if unknown:
-        raise SystemExit(f"unknown zoo model(s): {', '.join(unknown)} (choose from {', '.join(ZOO_NAMES)})")
+        raise SystemExit(f"unknown zoo model(s): {', '.join(unknown)} (choose from {', '.join([*ZOO_NAMES, *PUBLISHED])})")
+    pub = [n for n in names if n in PUBLISHED] + ([n for n in PUBLISHED if n not in names] if a.published else [])
+    names = [n for n in names if n in ZOO_NAMES]
     jobs = [(n, lambda n=n: model_path(n)) for n in names]
     if a.int8:
         jobs += [(f"{n}_int8", lambda n=n: qdq_path(n)) for n in names if n in INT8]
+    jobs += [(n, PUBLISHED[n].fetch) for n in pub]
     flags, mach = run.node_flags(), run.machine()
     rows = []
     for label, make in jobs:
@@ -174,13 +216,39 @@ def main(argv: list[str] | None = None) -> int:
             rows.append({"model": label, "error": f"export failed: {str(e).splitlines()[0][:120]}"})
             continue
         opts = argparse.Namespace(**{**vars(a), "atol": 0.0, "rtol": INT8_RTOL}) if label.endswith("_int8") else a
-        rep = run.bench_model(f"zoo_{label}", opts, flags, model=path)
+        feeds, kw = None, {}
+        if label in PUBLISHED:
+            p = PUBLISHED[label]
+            feeds, kw = p.feeds(path), {"input_shapes": p.input_shapes or None, "constants": p.constants or None}
+        bundle = run.BUNDLES_DIR / f"zoo_{label}"
+        if a.serial_only:
+            from packager import package
+            try:
+                package(path, out=bundle, dynamic=False, verify=False, **kw)
+                rep = {"model": label}
+            except Exception as e:  # noqa: BLE001 - a row, not the end of the run
+                rep = {"model": label, "error": f"packaging failed: {str(e).splitlines()[0][:120]}"}
+        else:
+            rep = run.bench_model(f"zoo_{label}", opts, flags, model=path, package_kwargs=kw, inputs=feeds)
         rep["model"] = label
-        if "error" not in rep and not a.no_profile:
-            rep["kernels"] = kernel_shares(run.BUNDLES_DIR / f"zoo_{label}")
+        if "error" not in rep and not a.no_profile and not a.serial_only:
+            rep["kernels"] = kernel_shares(bundle, feeds=feeds)
+        if "error" not in rep and a.threads > 1:
+            from bench.serial_profile import serial_profile
+            try:
+                rep["serial"] = serial_profile(bundle, a.threads)
+            except RuntimeError as e:
+                rep["serial_error"] = str(e)
         rows.append(rep)
+        if a.serial_only:
+            from bench.serial_profile import summary
+            print(f"{label}: " + (summary(rep["serial"]) if "serial" in rep else rep.get("error") or rep["serial_error"]),
+                  file=sys.stderr)
+            continue
         print(table(rows[-1:], mach).splitlines()[2], file=sys.stderr)
-    md = table(rows, mach)
+    # with N threads, onnxruntime-web and native ran N threads: the 1-thread table's ratios would compare unlike runs
+    md = serial_table(rows, a.threads) if a.serial_only else \
+        threads_table(rows, a.threads, mach.replace("1 thread", f"{a.threads} threads")) if a.threads > 1 else table(rows, mach)
     print("\n" + md)
     out = Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)

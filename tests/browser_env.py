@@ -110,7 +110,8 @@ def evaluate_fresh(opener, url: str, script: str, arg: object = None) -> object:
     """page.evaluate(script, arg) on a new page of `opener` (a Browser or a BrowserContext) at url, then the page
     closed: each benchmark pass starts without what an earlier one left (sessions, worker pools, caches)."""
     page = opener.new_page()
-    page.goto(url)
-    res = page.evaluate(script, arg)
-    page.close()
-    return res
+    try:   # closed on failure too: a page left open keeps its sessions' worker pools spinning
+        page.goto(url)
+        return page.evaluate(script, arg)
+    finally:
+        page.close()

@@ -87,6 +87,106 @@ def _convnet() -> onnx.ModelProto:
     return m
 
 
+def _streaming_net() -> onnx.ModelProto:
+    """The kernels split across threads since session 14, on sizes that split: UNARY (SiLU's Sigmoid), BINARY (one long
+    row; rows of a per-channel broadcast), CONCAT (byte ranges), SOFTMAX (rows), and after quantize_static (QDQ): QCONV
+    (3x3 gathered, 1x1 copied), QDEPTHWISE_CONV, QMAXPOOL, QMATMUL, QUANTIZE_LINEAR and DEQUANTIZE_LINEAR."""
+    rng = np.random.default_rng(3)
+
+    def w(name, *shape):
+        return numpy_helper.from_array((rng.standard_normal(shape) * 0.3).astype(np.float32), name)
+    inits = [w("w0", 32, 8, 3, 3), w("wd", 32, 1, 3, 3), w("w1", 32, 32, 1, 1), w("bc", 32, 1, 1), w("wm", 112, 40)]
+    nodes = [
+        helper.make_node("Conv", ["x", "w0"], ["c0"], pads=[1, 1, 1, 1]),
+        helper.make_node("Sigmoid", ["c0"], ["s0"]),
+        helper.make_node("Mul", ["c0", "s0"], ["a0"]),
+        helper.make_node("Conv", ["a0", "wd"], ["d0"], group=32, pads=[1, 1, 1, 1]),
+        helper.make_node("MaxPool", ["d0"], ["mp"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        helper.make_node("Conv", ["mp", "w1"], ["c1"]),
+        helper.make_node("Add", ["c1", "bc"], ["b1"]),
+        helper.make_node("Add", ["b1", "a0"], ["b2"]),
+        helper.make_node("Concat", ["b2", "a0"], ["cc"], axis=-1),
+        helper.make_node("Softmax", ["cc"], ["sm"], axis=-1),
+        helper.make_node("Reshape", ["sm", "shape"], ["r"]),
+        helper.make_node("MatMul", ["r", "wm"], ["y"]),
+    ]
+    inits.append(numpy_helper.from_array(np.array([1, 32 * 56, 112], np.int64), "shape"))
+    g = helper.make_graph(nodes, "split", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 56, 56])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 32 * 56, 40])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    return m
+
+
+SPLIT_KERNELS = {"UNARY", "BINARY", "CONCAT", "SOFTMAX", "QCONV", "QWINOGRAD_CONV", "QDEPTHWISE_CONV", "QMAXPOOL", "QMATMUL",
+                 "QUANTIZE_LINEAR", "DEQUANTIZE_LINEAR"}
+SPLIT_CASES = {"float32": {"UNARY", "BINARY", "CONCAT", "SOFTMAX"},
+               "qdq": {"QCONV", "QDEPTHWISE_CONV", "QMAXPOOL", "QMATMUL", "QUANTIZE_LINEAR"},
+               "qdq_winograd": {"QWINOGRAD_CONV", "QCONV", "QMATMUL"}}
+
+
+def _tasks_per_node(tmp: Path, bundle: Path, feeds: dict[str, np.ndarray]) -> list[int]:
+    """Tasks each node hands to the pool in a 2-thread session (the pool's counters, summed over its threads)."""
+    (tmp / "x.bin").write_bytes(np.ascontiguousarray(feeds["x"]).tobytes())
+    script = tmp / "tasks.mjs"
+    script.write_text(f"""
+import {{ readFileSync }} from 'node:fs';
+import {{ load }} from {json.dumps(RUNTIME.as_uri())};
+const s = await load({json.dumps(str(bundle))}, {{ threads: 2, variant: 'simd' }});
+const b = readFileSync({json.dumps(str(tmp / "x.bin"))});
+await s.run({{ x: {{ data: new Float32Array(b.buffer, b.byteOffset, b.byteLength / 4), dims: s.inputs[0].shape }} }});
+const ex = s._threads.instance.exports, pooled = () => ex.ep_thread_tasks(0) + ex.ep_thread_tasks(1);
+const tasks = [];
+for (let k = 0; k < ex.ep_num_nodes(); k++) {{ const t0 = pooled(); ex.ep_run_node(k); tasks.push(pooled() - t0); }}
+console.log(JSON.stringify(tasks));
+await s.close();
+""")
+    r = subprocess.run(["node", str(script)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+@pytest.mark.parametrize("case", list(SPLIT_CASES))
+def test_split_kernels_bit_exact(case: str, tmp_path: Path, monkeypatch) -> None:
+    """Elementwise, softmax and the int8 convolution (QCONV gathered and 1x1, QWINOGRAD_CONV) / matmul kernels split
+    across 2 threads give the single-threaded build's bits, every one of them hands tasks to the pool, and the answer
+    matches onnxruntime."""
+    import packager.ops.conv as conv
+    import packager.ops.quant as quant
+    from bench.page_profile import kinds
+    monkeypatch.setattr(quant, "QWINOGRAD", case == "qdq_winograd")
+    monkeypatch.setattr(conv, "WINOGRAD_MIN_CHANNELS", 8)   # the 8-channel 3x3 conv
+    int8 = case != "float32"
+    p = tmp_path / "net.onnx"
+    onnx.save(_streaming_net(), str(p))
+    feeds = {"x": np.random.default_rng(5).standard_normal((1, 8, 56, 56)).astype(np.float32)}
+    if int8:
+        from onnxruntime.quantization import CalibrationDataReader, QuantFormat, quantize_static
+
+        class Reader(CalibrationDataReader):
+            def __init__(self) -> None:
+                self.left = [feeds]
+
+            def get_next(self) -> dict | None:
+                return self.left.pop() if self.left else None
+        q = tmp_path / "net_int8.onnx"
+        quantize_static(str(p), str(q), Reader(), quant_format=QuantFormat.QDQ, per_channel=True)
+        p = q
+    bundle = package(p, out=tmp_path / "b", dynamic=False, verify=False)
+    two = _outputs(_node_run(tmp_path / "t2", bundle, feeds, "simd", options={"threads": 2}))
+    one = _outputs(_node_run(tmp_path / "t1", bundle, feeds, "simd"))
+    want = reference_run(onnx.load(str(p)), feeds)["y"]
+    np.testing.assert_array_equal(two["y"], one["y"])
+    scale = float(np.abs(want).max())
+    assert float(np.abs(one["y"] - want).max()) <= (0.1 * scale if int8 else 1e-4 + 1e-4 * scale)
+    kind = kinds(bundle)
+    tasks = _tasks_per_node(tmp_path, bundle, feeds)
+    split = {k for k, t in zip(kind, tasks) if t > 0}
+    expect = SPLIT_KERNELS & set(kind)
+    assert expect >= SPLIT_CASES[case], kind
+    assert expect <= split, f"not split across threads: {sorted(expect - split)}"
+
+
 @pytest.mark.parametrize("name", ["mobilenetv2", "resnet18", "minilm_like"])
 def test_model_two_threads_relaxed(name: str, tmp_path: Path) -> None:
     bundle = package(model_path(name), out=tmp_path / name, dynamic=False, emit_onnx=True)

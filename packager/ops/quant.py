@@ -18,6 +18,7 @@ import onnx
 from ..lowering import LowerCtx, Tensor, lowers
 from ..plan.opcodes import CODES, DTYPES, FLOAT8, Op
 from ..plan.opspec import BinaryFn, UnaryFn
+from . import conv as conv_mod   # THREAD_SLOTS, read when lowering (tests vary it)
 from .data import transpose_to, view
 from .elementwise import HALF, as_f32
 from .linalg import emit_matmul
@@ -162,7 +163,8 @@ def emit_qconv(ctx: LowerCtx, node: onnx.NodeProto, x: str, xq: QParams, w: np.n
     if g["group"] == g["cin"] == cout and g["kh"] * g["kw"] <= DW_MAX_TAPS:
         wp = g["w"] + g["pl"] + g["pr"]
         pw = max(-(-wp // g["sw"]), _round_up(g["ow"], 8) + (g["kw"] - 1) * g["dw"] // g["sw"])
-        scratch = (g["h"] + g["pt"] + g["pb"]) * g["sw"] * _round_up(pw, 8) * 2   # the int16 plane
+        # the int16 plane, one per thread slot (qconv.c: a node runs on as many threads as its scratch holds planes)
+        scratch = (g["h"] + g["pt"] + g["pb"]) * g["sw"] * _round_up(pw, 8) * 2 * conv_mod.THREAD_SLOTS
         ins[1] = ctx.weight(wi.reshape(cout, -1), "qdw")
         ctx.emit(Op.QDEPTHWISE_CONV, ins, [out.name], window + zps + act, scratch_bytes=scratch)
         return

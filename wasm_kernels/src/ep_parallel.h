@@ -19,6 +19,7 @@
 typedef void (*ep_task_fn)(void *ctx, uint32_t task, uint32_t thread);
 
 #if defined(EP_THREADS) || defined(EP_THREADS_NATIVE)
+#define EP_PARALLEL 1   /* a build with threads: code that only splits work compiles away where it is 0 */
 #define EP_MAX_THREADS 16
 uint32_t ep_num_threads(void);
 void ep_parallel_for(uint32_t n_tasks, uint32_t max_threads, ep_task_fn fn, void *ctx);
@@ -28,6 +29,7 @@ uint32_t ep_set_threads(uint32_t n);
 uint32_t ep_thread_tasks(uint32_t index);
 void ep_threads_stop(void);
 #else
+#define EP_PARALLEL 0
 #define EP_MAX_THREADS 1
 static inline uint32_t ep_num_threads(void) { return 1; }
 static inline void ep_parallel_for(uint32_t n_tasks, uint32_t max_threads, ep_task_fn fn, void *ctx) {
@@ -40,4 +42,17 @@ static inline void ep_parallel_for(uint32_t n_tasks, uint32_t max_threads, ep_ta
 static inline uint32_t ep_chunk(uint32_t n, uint32_t parts, uint32_t i) {
   return (uint32_t)((uint64_t)n * i / parts);
 }
+
+/* fn(ctx, begin, end) over disjoint ranges covering [0, n): for kernels whose elements (or rows) are independent.
+ * Range bounds are multiples of `align` (but the last end, n); ranges hold at least `grain` elements, so small
+ * tensors run in one call on the caller. Single-threaded builds: one call, fn(ctx, 0, n). */
+typedef void (*ep_range_fn)(void *ctx, uint64_t begin, uint64_t end);
+#if defined(EP_THREADS) || defined(EP_THREADS_NATIVE)
+void ep_parallel_range(uint64_t n, uint64_t grain, uint32_t align, ep_range_fn fn, void *ctx);
+#else
+static inline void ep_parallel_range(uint64_t n, uint64_t grain, uint32_t align, ep_range_fn fn, void *ctx) {
+  (void)grain; (void)align;
+  fn(ctx, 0, n);
+}
+#endif
 #endif

@@ -125,6 +125,36 @@ void ep_parallel_for(uint32_t n_tasks, uint32_t max_threads, ep_task_fn fn, void
   STORE(&g_busy, 0u);
 }
 
+typedef struct {
+  ep_range_fn fn;
+  void *ctx;
+  uint64_t n, units;   /* units of `align` elements, split near-equally into the tasks */
+  uint32_t align, parts;
+} range_job;
+
+static void range_task(void *ctx, uint32_t task, uint32_t thread) {
+  (void)thread;
+  const range_job *r = (const range_job *)ctx;
+  const uint64_t u0 = r->units * task / r->parts, u1 = r->units * (task + 1u) / r->parts;
+  const uint64_t b = u0 * r->align, e = u1 * r->align < r->n ? u1 * r->align : r->n;
+  if (b < e) r->fn(r->ctx, b, e);
+}
+
+void ep_parallel_range(uint64_t n, uint64_t grain, uint32_t align, ep_range_fn fn, void *ctx) {
+  const uint32_t t = ep_num_threads();
+  const uint64_t units = (n + align - 1) / (align ? align : 1u);
+  /* two ranges per thread: some balancing when a thread is slowed, few hand-outs (these kernels stream memory) */
+  uint64_t parts = grain ? n / grain : n;
+  if (parts > 2u * t) parts = 2u * t;
+  if (parts > units) parts = units;
+  if (t <= 1 || parts <= 1) {
+    fn(ctx, 0, n);
+    return;
+  }
+  range_job r = {fn, ctx, n, units, align ? align : 1u, (uint32_t)parts};
+  ep_parallel_for(r.parts, EP_MAX_THREADS, range_task, &r);
+}
+
 /* ---- the host's interface (web/src/threads.js; edge: ep_edge.h) ---- */
 #if defined(EP_THREADS)
 #define WORKER_STACK (64u * 1024u)

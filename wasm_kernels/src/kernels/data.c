@@ -18,6 +18,7 @@
  * the tensor shapes plus the validated parameters; sc_bounds() re-checks every reachable source offset. */
 #include "ep_shape.h"
 #include "ep_vec.h"
+#include "ep_parallel.h"
 
 #define SC_LIMIT (1ll << 33)  /* any |offset term| beyond this means an inconsistent plan */
 
@@ -211,18 +212,27 @@ ep_status ep_check_CONCAT(const ep_node *n) {
   return check_parts(n->out[0], n->in, n->n_in, n);
 }
 
-ep_status ep_run_CONCAT(const ep_node *n) {
-  const ep_tensor *y = n->out[0];
+typedef struct { const ep_node *n; uint64_t outer, inner; } concat_job;
+
+/* Output bytes [b, e): every input piece's overlap with them (threads copy disjoint byte ranges of the output). */
+static void concat_range(void *ctx, uint64_t b, uint64_t e) {
+  const concat_job *j = (const concat_job *)ctx;
+  const ep_node *n = j->n;
   const int32_t axis = n->params[0];
-  uint64_t outer, inner;
-  outer_inner(y, axis, &outer, &inner);
-  uint8_t *d = y->data;
-  for (uint64_t o = 0; o < outer; o++)
-    for (uint32_t i = 0; i < n->n_in; i++) {
-      const uint64_t b = (uint64_t)n->in[i]->dims[axis] * inner;
-      dcopy(d, n->in[i]->data + o * b, b);
-      d += b;
+  uint64_t d = 0;
+  for (uint64_t o = 0; o < j->outer && d < e; o++)
+    for (uint32_t i = 0; i < n->n_in && d < e; i++) {
+      const uint64_t len = (uint64_t)n->in[i]->dims[axis] * j->inner;
+      const uint64_t lo = d > b ? d : b, hi = d + len < e ? d + len : e;
+      if (lo < hi) dcopy(n->out[0]->data + lo, n->in[i]->data + o * len + (lo - d), hi - lo);
+      d += len;
     }
+}
+
+ep_status ep_run_CONCAT(const ep_node *n) {
+  concat_job j = {n, 0, 0};
+  outer_inner(n->out[0], n->params[0], &j.outer, &j.inner);
+  ep_parallel_range(j.outer * (uint64_t)n->out[0]->dims[n->params[0]] * j.inner, 65536u, 64u, concat_range, &j);
   return EP_OK;
 }
 

@@ -26,6 +26,7 @@
 #include "kernels/activation.h"
 #include "kernels/lowp.h"
 #include "ep_shape.h"
+#include "ep_parallel.h"
 
 /* enum ep_binary_fn: kernels/ep_fns.h (generated from wasm_kernels/spec/ops.json, through activation.h). */
 
@@ -177,6 +178,16 @@ EP_COLD ep_status ep_check_UNARY(const ep_node *n) {
   return EP_OK;
 }
 
+/* Elements per range handed to a thread (ep_parallel_range): far more work than handing it out costs. */
+#define EW_GRAIN 8192u
+
+typedef struct { const float *in; float *out; int32_t fn; const int32_t *p; } unary_job;
+
+static void unary_range(void *ctx, uint64_t b, uint64_t e) {
+  const unary_job *u = (const unary_job *)ctx;
+  unary_f32(u->in + b, u->out + b, (uint32_t)(e - b), u->fn, u->p);
+}
+
 ep_status ep_run_UNARY(const ep_node *n) {
   int32_t fn = n->params[0];
   uint32_t count = (uint32_t)n->out[0]->numel;
@@ -196,7 +207,9 @@ ep_status ep_run_UNARY(const ep_node *n) {
     }
     return EP_OK;
   }
-  unary_f32(ep_f32(n->in[0]), ep_f32(n->out[0]), count, fn, n->params + 1);
+  /* element by element: any split gives the same bits (ranges start on a vector boundary) */
+  unary_job u = {ep_f32(n->in[0]), ep_f32(n->out[0]), fn, n->params + 1};
+  ep_parallel_range(count, EW_GRAIN, 4u, unary_range, &u);
   return EP_OK;
 }
 
@@ -257,29 +270,59 @@ EP_COLD static void bcast_setup(bcast *p, const ep_tensor *out, const ep_tensor 
 /* Calls row(ctx, o, in, inner_strides (0 or 1), count) for every innermost row. */
 typedef void (*row_fn)(const void *ctx, uint8_t *o, const uint8_t *const *in, const uint32_t *st, uint32_t count);
 
-static void bcast_walk(const ep_tensor *out, const ep_tensor *const *ins, uint32_t nin, row_fn row, const void *ctx) {
-  if (out->numel == 0) return;
+typedef struct {
+  const ep_tensor *out;
+  const ep_tensor *const *ins;
+  uint32_t nin;
+  row_fn row;
+  const void *ctx;
   bcast p;
-  bcast_setup(&p, out, ins, nin);
-  uint32_t r = p.rank, inner = p.dims[r - 1];
-  uint32_t osz = ep_dtype_size(out->dtype), isz[MAX_OPS], st[MAX_OPS];
-  for (uint32_t k = 0; k < nin; k++) { isz[k] = ep_dtype_size(ins[k]->dtype); st[k] = (uint32_t)p.strides[k][r - 1]; }
+  uint64_t rows;
+} walk_job;
+
+/* Rows [b, e) of the walk, or (one row) elements [b, e) of it: the threads' share (ep_parallel_range). */
+static void walk_range(void *ctx, uint64_t b, uint64_t e) {
+  const walk_job *w = (const walk_job *)ctx;
+  const bcast *p = &w->p;
+  const uint32_t r = p->rank, inner = p->dims[r - 1], nin = w->nin;
+  uint32_t osz = ep_dtype_size(w->out->dtype), isz[MAX_OPS], st[MAX_OPS];
+  for (uint32_t k = 0; k < nin; k++) { isz[k] = ep_dtype_size(w->ins[k]->dtype); st[k] = (uint32_t)p->strides[k][r - 1]; }
+  const uint8_t *ip[MAX_OPS];
+  if (EP_PARALLEL && w->rows == 1) {
+    for (uint32_t k = 0; k < nin; k++) ip[k] = w->ins[k]->data + b * st[k] * isz[k];
+    w->row(w->ctx, w->out->data + b * osz, ip, st, (uint32_t)(e - b));
+    return;
+  }
   uint32_t idx[EP_MAX_RANK] = {0};
-  uint64_t off[MAX_OPS] = {0, 0, 0};
-  uint64_t rows = out->numel / inner;
-  uint8_t *o = out->data;
-  for (uint64_t rw = 0; rw < rows; rw++) {
-    const uint8_t *ip[MAX_OPS];
-    for (uint32_t k = 0; k < nin; k++) ip[k] = ins[k]->data + off[k] * isz[k];
-    row(ctx, o, ip, st, inner);
+  uint64_t off[MAX_OPS] = {0, 0, 0}, q = b;
+  for (uint32_t d = r - 1; EP_PARALLEL && d-- > 0;) {     /* the odometer at row b (single-threaded: b is 0) */
+    idx[d] = (uint32_t)(q % p->dims[d]);
+    q /= p->dims[d];
+    for (uint32_t k = 0; k < nin; k++) off[k] += idx[d] * p->strides[k][d];
+  }
+  uint8_t *o = w->out->data + b * inner * osz;
+  for (uint64_t rw = b; rw < e; rw++) {
+    for (uint32_t k = 0; k < nin; k++) ip[k] = w->ins[k]->data + off[k] * isz[k];
+    w->row(w->ctx, o, ip, st, inner);
     o += (uint64_t)inner * osz;
     for (uint32_t d = r - 1; d-- > 0;) {   /* odometer over the outer dims */
-      for (uint32_t k = 0; k < nin; k++) off[k] += p.strides[k][d];
-      if (++idx[d] < p.dims[d]) break;
-      for (uint32_t k = 0; k < nin; k++) off[k] -= p.strides[k][d] * p.dims[d];
+      for (uint32_t k = 0; k < nin; k++) off[k] += p->strides[k][d];
+      if (++idx[d] < p->dims[d]) break;
+      for (uint32_t k = 0; k < nin; k++) off[k] -= p->strides[k][d] * p->dims[d];
       idx[d] = 0;
     }
   }
+}
+
+/* Every output element is computed alone, so the rows (or one row's elements) split across threads freely. */
+static void bcast_walk(const ep_tensor *out, const ep_tensor *const *ins, uint32_t nin, row_fn row, const void *ctx) {
+  if (out->numel == 0) return;
+  walk_job w = {out, ins, nin, row, ctx, {0}, 0};
+  bcast_setup(&w.p, out, ins, nin);
+  const uint32_t inner = w.p.dims[w.p.rank - 1];
+  w.rows = out->numel / inner;
+  if (EP_PARALLEL && w.rows == 1) ep_parallel_range(inner, EW_GRAIN, 4u, walk_range, &w);
+  else ep_parallel_range(w.rows, (EW_GRAIN + inner - 1) / inner, 1u, walk_range, &w);
 }
 
 /* ================================ binary ======================================================= */

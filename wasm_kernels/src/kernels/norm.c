@@ -13,6 +13,7 @@
 #include "ep_vec.h"
 #include "ep_math.h"
 #include "ep_math_vec.h"
+#include "ep_parallel.h"
 
 static inline float neg_inf(void) { union { uint32_t u; float f; } v; v.u = 0xff800000u; return v.f; }
 
@@ -255,20 +256,27 @@ EP_COLD static void softmax_col(int logsm, const float *x, float *y, uint64_t L,
   else { const float r = 1.0f / sum; for (uint64_t l = 0; l < L; l++) y[l * inner] *= r; }
 }
 
+typedef struct { const float *x; float *y; uint64_t L, inner; int logsm; } sm_job;
+
+/* Blocks [b, e) of the outer dims: each block alone, so any split across threads gives the same bits. */
+static void softmax_range(void *ctx, uint64_t b, uint64_t e) {
+  const sm_job *s = (const sm_job *)ctx;
+  const uint64_t L = s->L, inner = s->inner;
+  for (uint64_t o = b; o < e; o++) {
+    const float *xb = s->x + o * L * inner;
+    float *yb = s->y + o * L * inner;
+    if (inner == 1) { softmax_row(s->logsm, xb, yb, L); continue; }
+    uint64_t j = 0;
+    for (; j + 4 <= inner; j += 4) softmax_cols4(s->logsm, xb + j, yb + j, L, inner);
+    for (; j < inner; j++) softmax_col(s->logsm, xb + j, yb + j, L, inner);
+  }
+}
+
 ep_status ep_run_SOFTMAX(const ep_node *n) {
   uint64_t outer = 0, L = 0, inner = 0;
   sm_sizes(n, &outer, &L, &inner);
-  const int logsm = n->params[0];
-  const float *x = ep_f32(n->in[0]);
-  float *y = ep_f32(n->out[0]);
-  if (L == 0) return EP_OK;
-  for (uint64_t o = 0; o < outer; o++) {
-    const float *xb = x + o * L * inner;
-    float *yb = y + o * L * inner;
-    if (inner == 1) { softmax_row(logsm, xb, yb, L); continue; }
-    uint64_t j = 0;
-    for (; j + 4 <= inner; j += 4) softmax_cols4(logsm, xb + j, yb + j, L, inner);
-    for (; j < inner; j++) softmax_col(logsm, xb + j, yb + j, L, inner);
-  }
+  if (L == 0 || inner == 0) return EP_OK;   /* an empty tensor */
+  sm_job s = {ep_f32(n->in[0]), ep_f32(n->out[0]), L, inner, n->params[0]};
+  ep_parallel_range(outer, 4096u / (L * inner) + 1u, 1u, softmax_range, &s);
   return EP_OK;
 }

@@ -150,6 +150,54 @@ static void gather_tap(int16_t *t, const uint8_t *xc, int u8, int32_t zp, const 
   for (; q < ldb; q++) t[q] = 0;
 }
 
+/* One block of QCONV's output columns [n0, n0 + cols) for one image and group, split into column ranges. */
+typedef struct {
+  const ep_conv_geom *g;
+  const uint8_t *xg;
+  const int8_t *a;
+  const ep_qgemm_epi *e;
+  uint8_t *scratch;
+  uint64_t hw;
+  uint32_t nt, Kp, kg, mg, n0, cols, parts;
+  int32_t xzp;
+  int u8, direct;
+} qconv_block;
+
+/* Range `task` of the block: its columns gathered (or copied, for a 1x1 conv) as int16 pairs into its slice of the
+ * panel, the tap rows and the column sums, then the GEMM on them. */
+static void qconv_range(void *ctx, uint32_t task, uint32_t thread) {
+  (void)thread;
+  const qconv_block *j = (const qconv_block *)ctx;
+  const ep_conv_geom *g = j->g;
+  const uint32_t c0 = ep_qgemm_col(j->cols, j->parts, task), cols = ep_qgemm_col(j->cols, j->parts, task + 1) - c0;
+  if (!cols) return;
+  const uint32_t ldb = ep_qgemm_round_nr(cols), Kp = j->Kp, kg = j->kg, n0 = j->n0 + c0;
+  int16_t *panel = (int16_t *)(void *)(j->scratch + (uint64_t)Kp * c0 * 4u);
+  int16_t *tmp = (int16_t *)(void *)(j->scratch + (uint64_t)Kp * j->nt * 4u + c0 * 4u);   /* two tap rows */
+  int32_t *colsum = (int32_t *)(void *)(j->scratch + (uint64_t)Kp * j->nt * 4u + (uint64_t)j->nt * 4u + c0 * 4u);
+  if (j->direct) {
+    ep_qgemm_pack_b(panel, ldb, kg, cols, j->xg + n0, j->hw, j->u8, j->xzp, 0, 0);
+  } else {
+    for (uint32_t pp = 0; pp < Kp; pp++) {
+      for (uint32_t h = 0; h < 2; h++) {
+        const uint32_t k = 2 * pp + h;
+        if (k >= kg) { for (uint32_t q = 0; q < ldb; q++) tmp[ldb + q] = 0; continue; }
+        const uint32_t c = k / (g->kh * g->kw), i = k / g->kw % g->kh, jj = k % g->kw;
+        gather_tap(tmp + h * ldb, j->xg + (uint64_t)c * j->hw, j->u8, j->xzp, g, i, jj, n0, cols, ldb);
+      }
+      int16_t *dst = panel + (uint64_t)pp * ldb * 2;
+      for (uint32_t q = 0; q < ldb; q += 8) {
+        const i16x8 v0 = i16x8_load(tmp + q), v1 = i16x8_load(tmp + ldb + q);
+        i16x8_store(dst + 2 * q, i16x8_zip_lo(v0, v1));
+        i16x8_store(dst + 2 * q + 8, i16x8_zip_hi(v0, v1));
+      }
+    }
+  }
+  ep_qgemm_epi e = *j->e;
+  if (e.za_row) { ep_qgemm_colsum(panel, ldb, kg, ldb, colsum); e.colsum = colsum; }
+  ep_qgemm(j->mg, cols, kg, j->a, panel, ldb, n0, &e);
+}
+
 ep_status ep_run_QCONV(const ep_node *n) {
   const int32_t *p = n->params;
   ep_conv_geom g;
@@ -158,50 +206,29 @@ ep_status ep_run_QCONV(const ep_node *n) {
   const uint32_t cg = g.C / G, mg = g.Cout / G, kg = cg * g.kh * g.kw, Kp = (kg + 1) / 2, nt = qconv_nt(&g, Kp, p[11]);
   const uint64_t hw = (uint64_t)g.H * g.W, ohw = (uint64_t)g.OH * g.OW;
   const uint64_t wstride = ep_qgemm_packed_a_bytes(mg, kg);
-  const int u8 = n->in[0]->dtype == EP_U8;
-  const int32_t xzp = p[12];
   const uint8_t *x = n->in[0]->data;
   const int8_t *w = (const int8_t *)n->in[1]->data;
   const uint32_t esz = ep_dtype_size(n->out[0]->dtype);
-  int16_t *panel = (int16_t *)(void *)n->scratch;
-  int16_t *tmp = (int16_t *)(void *)(n->scratch + (uint64_t)Kp * nt * 4u);   /* two tap rows */
-  int32_t *colsum = (int32_t *)(void *)(n->scratch + (uint64_t)Kp * nt * 4u + (uint64_t)nt * 4u);
   ep_qgemm_epi e;
   ep_qconv_fill_epi(n, p + 12, &e);
-  const int direct = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && !(g.pt | g.pl | g.pb | g.pr);
+  qconv_block j = {&g, 0, 0, 0, n->scratch, hw, nt, Kp, kg, mg, 0, 0, 1, p[12], n->in[0]->dtype == EP_U8,
+                   g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && !(g.pt | g.pl | g.pb | g.pr)};
   for (uint32_t b = 0; b < g.B; b++) {
     for (uint32_t gi = 0; gi < G; gi++) {
-      const uint8_t *xg = x + ((uint64_t)b * g.C + (uint64_t)gi * cg) * hw;
+      j.xg = x + ((uint64_t)b * g.C + (uint64_t)gi * cg) * hw;
       ep_qgemm_epi eg = e;
       eg.y = n->out[0]->data + ((uint64_t)b * g.Cout + (uint64_t)gi * mg) * ohw * esz;
       eg.rs = ohw; eg.cs = 1;
       if (eg.bias) eg.bias += (uint64_t)gi * mg;
       if (eg.mult) eg.mult += (uint64_t)gi * mg;
       if (eg.za_row) eg.za_row += (uint64_t)gi * mg;
-      const int8_t *a = w + gi * wstride;
+      j.a = w + gi * wstride;
+      j.e = &eg;
       for (uint32_t n0 = 0; n0 < ohw; n0 += nt) {
-        const uint32_t cols = ohw - n0 < nt ? (uint32_t)(ohw - n0) : nt;
-        const uint32_t ldb = ep_qgemm_round_nr(cols);
-        if (direct) {
-          ep_qgemm_pack_b(panel, ldb, kg, cols, xg + n0, hw, u8, xzp, 0, 0);
-        } else {
-          for (uint32_t pp = 0; pp < Kp; pp++) {
-            for (uint32_t h = 0; h < 2; h++) {
-              const uint32_t k = 2 * pp + h;
-              if (k >= kg) { for (uint32_t q = 0; q < ldb; q++) tmp[ldb + q] = 0; continue; }
-              const uint32_t c = k / (g.kh * g.kw), i = k / g.kw % g.kh, jj = k % g.kw;
-              gather_tap(tmp + h * ldb, xg + (uint64_t)c * hw, u8, xzp, &g, i, jj, n0, cols, ldb);
-            }
-            int16_t *dst = panel + (uint64_t)pp * ldb * 2;
-            for (uint32_t q = 0; q < ldb; q += 8) {
-              const i16x8 v0 = i16x8_load(tmp + q), v1 = i16x8_load(tmp + ldb + q);
-              i16x8_store(dst + 2 * q, i16x8_zip_lo(v0, v1));
-              i16x8_store(dst + 2 * q + 8, i16x8_zip_hi(v0, v1));
-            }
-          }
-        }
-        if (eg.za_row) { ep_qgemm_colsum(panel, ldb, kg, ldb, colsum); eg.colsum = colsum; }
-        ep_qgemm(mg, cols, kg, a, panel, ldb, n0, &eg);
+        j.n0 = n0;
+        j.cols = ohw - n0 < nt ? (uint32_t)(ohw - n0) : nt;
+        j.parts = ep_qgemm_col_parts(mg, j.cols, kg);
+        ep_parallel_for(j.parts, EP_MAX_THREADS, qconv_range, &j);
       }
     }
   }
@@ -223,7 +250,8 @@ EP_COLD static uint64_t qdw_phase_width(const ep_conv_geom *g) {
 EP_COLD uint32_t ep_scratch_QDEPTHWISE_CONV(const ep_node *n) {
   ep_conv_geom g;
   if (n->n_params != QDW_NPARAMS || ep_conv_geom_of(n, n->params, &g)) return 0;
-  return ep_scratch_u32(((uint64_t)g.H + g.pt + g.pb) * g.sw * qdw_phase_width(&g) * 2u);
+  /* one padded plane per thread slot (as DEPTHWISE_CONV: docs/plan-format.md "Threads") */
+  return ep_scratch_u32(((uint64_t)g.H + g.pt + g.pb) * g.sw * qdw_phase_width(&g) * 2u * EP_THREAD_SLOTS);
 }
 
 EP_COLD ep_status ep_check_QDEPTHWISE_CONV(const ep_node *n) {
@@ -417,41 +445,48 @@ EP_NOINLINE static void dw3s2_channel(const int16_t *p, uint64_t rstep, uint64_t
 /* Size-optimized: the 3x3 fast-epilogue channels of strides 1 and 2 (every benchmark model's depthwise time) run
  * in dw3_channel_eo / dw3s2_channel and the plane fill in qdw_fill; the general loop here serves the other kernels
  * (dilated or strided along the row otherwise, 5x5, ...) and epilogues. */
-EP_COLD ep_status ep_run_QDEPTHWISE_CONV(const ep_node *n) {
-  const int32_t *p = n->params;
+/* QDEPTHWISE_CONV's settings, shared by the threads; each task runs a range of channels in its own padded plane. */
+typedef struct {
+  const ep_node *n;
   ep_conv_geom g;
-  (void)ep_conv_geom_of(n, p, &g);
-  const uint32_t pw = (uint32_t)qdw_phase_width(&g), kk = g.kh * g.kw, hp = g.H + g.pt + g.pb;
-  const uint64_t hw = (uint64_t)g.H * g.W, ohw = (uint64_t)g.OH * g.OW, rstride = (uint64_t)g.sw * pw;
+  ep_qgemm_epi e;
+  uint64_t off[256];
+  uint64_t plane_bytes, nbc;
+  uint32_t parts;
+} qdw_job;
+
+static void qdw_task(void *ctx, uint32_t task, uint32_t thread) {
+  const qdw_job *d = (const qdw_job *)ctx;
+  const ep_node *n = d->n;
+  const ep_conv_geom *g = &d->g;
+  const ep_qgemm_epi *e = &d->e;
+  const uint64_t *off = d->off;
+  const int32_t *p = n->params;
+  const uint32_t pw = (uint32_t)qdw_phase_width(g), kk = g->kh * g->kw, hp = g->H + g->pt + g->pb;
+  const uint64_t hw = (uint64_t)g->H * g->W, ohw = (uint64_t)g->OH * g->OW, rstride = (uint64_t)g->sw * pw;
   const int u8 = n->in[0]->dtype == EP_U8;
   const int32_t xzp = p[10];
   const uint8_t *x = n->in[0]->data;
   const int8_t *w = (const int8_t *)n->in[1]->data;
   const uint32_t esz = ep_dtype_size(n->out[0]->dtype);
-  int16_t *plane = (int16_t *)(void *)n->scratch;
-  const uint64_t xbytes = (uint64_t)g.B * g.C * hw;
-  ep_qgemm_epi e;
-  ep_qconv_fill_epi(n, p + 10, &e);
-  uint64_t off[256];
-  for (uint32_t i = 0; i < g.kh; i++)
-    for (uint32_t j = 0; j < g.kw; j++)
-      off[i * g.kw + j] = (uint64_t)i * g.dh * rstride + ((j * g.dw) % g.sw) * pw + (j * g.dw) / g.sw;
-  const int fast = e.mult && e.out_dtype != EP_F32 && e.act != EP_ACT_LEAKY_RELU;
+  int16_t *plane = (int16_t *)(void *)(n->scratch + thread * d->plane_bytes);
+  const uint64_t xbytes = d->nbc * hw, bc0 = d->nbc * task / d->parts, bc1 = d->nbc * (task + 1u) / d->parts;
+  const int fast = e->mult && e->out_dtype != EP_F32 && e->act != EP_ACT_LEAKY_RELU;
   float lo = 0.0f, hi = 0.0f;
-  ep_q_bounds(&e, &lo, &hi);
+  ep_q_bounds(e, &lo, &hi);
   const f32x4 vlo = f32x4_splat(lo), vhi = f32x4_splat(hi);
-  const i32x4 zb = ep_q_zbits(e.yzp);
+  const i32x4 zb = ep_q_zbits(e->yzp);
   i16x8 wv[128];
-  const int ch9 = EP_QDW_CHANNELS && fast && kk == 9 && esz == 1, eo = ch9 && g.sw == 1 && g.dw == 1;
-  const int s2 = ch9 && g.sw == 2 && g.dw == 1;
-  ep_conv_geom g1 = g;   /* stride 2's unphased fill: stride 1's layout in rows of rstride */
+  const int ch9 = EP_QDW_CHANNELS && fast && kk == 9 && esz == 1, eo = ch9 && g->sw == 1 && g->dw == 1;
+  const int s2 = ch9 && g->sw == 2 && g->dw == 1;
+  ep_conv_geom g1 = *g;   /* stride 2's unphased fill: stride 1's layout in rows of rstride */
   g1.sw = 1;
   for (uint64_t q = 0; q < (uint64_t)hp * rstride; q += 8) i16x8_store(plane + q, i16x8_splat(0));   /* the pads */
-  for (uint64_t bc = 0, c = 0; bc < (uint64_t)g.B * g.C; bc++, c = c + 1 == g.C ? 0 : c + 1) {
-    const int32_t wz = e.za_row ? e.za_row[c] : 0;
+  for (uint64_t bc = bc0, c = bc0 % g->C; bc < bc1; bc++, c = c + 1 == g->C ? 0 : c + 1) {
+    const int32_t wz = e->za_row ? e->za_row[c] : 0;
     /* rows shorter than 8 (7x7 maps) store 8 bytes in the channel loops, the spill landing in the next row or
-     * channel (written afterwards): not in the last channel */
-    const int whole = g.OW >= 8 || bc + 1 < (uint64_t)g.B * g.C;
+     * channel (written afterwards, by this task): not in the task's last channel */
+    const int whole = g->OW >= 8 || bc + 1 < bc1;
     (void)whole; (void)eo; (void)s2; (void)g1; (void)vlo; (void)vhi; (void)zb;   /* unused without EP_QDW_CHANNELS */
 #if EP_QDW_CHANNELS
     if (eo && whole) dw3_weights_eo(wv, w + (uint64_t)c * kk, wz);
@@ -459,47 +494,66 @@ EP_COLD ep_status ep_run_QDEPTHWISE_CONV(const ep_node *n) {
     else
 #endif
     dw_weight_pairs(wv, w + (uint64_t)c * kk, kk, wz);
-    const i32x4 bias = i32x4_splat(e.bias ? e.bias[c] : 0);
-    const f32x4 mult = f32x4_splat(e.mult ? e.mult[c] : 1.0f);
+    const i32x4 bias = i32x4_splat(e->bias ? e->bias[c] : 0);
+    const f32x4 mult = f32x4_splat(e->mult ? e->mult[c] : 1.0f);
     const uint8_t *xc = x + bc * hw;
 #if EP_QDW_CHANNELS
     if (s2 && !whole)   /* the last channel of a map under 8 wide goes phased: the unphased rows are not its pads */
       for (uint64_t q = 0; q < (uint64_t)hp * rstride; q += 8) i16x8_store(plane + q, i16x8_splat(0));
     if (s2 && whole) {
       qdw_fill(plane, xc, xbytes - bc * hw, u8, xzp, &g1, (uint32_t)rstride);
-      dw3s2_channel(plane, (uint64_t)g.sh * rstride, (uint64_t)g.dh * rstride, wv, bias, mult, vlo, vhi, zb,
-                    e.out_dtype == EP_U8, n->out[0]->data + bc * ohw * esz, g.OH, g.OW);
+      dw3s2_channel(plane, (uint64_t)g->sh * rstride, (uint64_t)g->dh * rstride, wv, bias, mult, vlo, vhi, zb,
+                    e->out_dtype == EP_U8, n->out[0]->data + bc * ohw * esz, g->OH, g->OW);
       continue;
     }
 #endif
-    qdw_fill(plane, xc, xbytes - bc * hw, u8, xzp, &g, pw);
+    qdw_fill(plane, xc, xbytes - bc * hw, u8, xzp, g, pw);
     uint8_t *yc = n->out[0]->data + bc * ohw * esz;
 #if EP_QDW_CHANNELS
     if (eo && whole) {
-      dw3_channel_eo(plane, (uint64_t)g.sh * rstride, (uint64_t)g.dh * rstride, wv, bias, mult, vlo, vhi, zb,
-                     e.out_dtype == EP_U8, yc, g.OH, g.OW);
+      dw3_channel_eo(plane, (uint64_t)g->sh * rstride, (uint64_t)g->dh * rstride, wv, bias, mult, vlo, vhi, zb,
+                     e->out_dtype == EP_U8, yc, g->OH, g->OW);
       continue;
     }
 #endif
-    for (uint32_t oh = 0; oh < g.OH; oh++) {
-      const int16_t *rbase = plane + (uint64_t)oh * g.sh * rstride;
-      for (uint32_t ow = 0; ow < g.OW; ow += 8) {
+    for (uint32_t oh = 0; oh < g->OH; oh++) {
+      const int16_t *rbase = plane + (uint64_t)oh * g->sh * rstride;
+      for (uint32_t ow = 0; ow < g->OW; ow += 8) {
         /* with the fast epilogue a row's last vector ends at OW, overlapping the previous one: the outputs
          * are a pure function of the plane, so overlapped bytes are stored twice with one value */
-        if (fast && ow + 8 > g.OW && g.OW >= 8) ow = g.OW - 8;
+        if (fast && ow + 8 > g->OW && g->OW >= 8) ow = g->OW - 8;
         i32x4 a0 = bias, a1 = bias;
         dw_taps(rbase + ow, off, wv, kk, &a0, &a1);
-        const uint32_t cnt = g.OW - ow < 8 ? g.OW - ow : 8;
-        uint8_t *dst = yc + ((uint64_t)oh * g.OW + ow) * esz;
-        if (!e.mult) {   /* int32 output (ConvInteger) */
+        const uint32_t cnt = g->OW - ow < 8 ? g->OW - ow : 8;
+        uint8_t *dst = yc + ((uint64_t)oh * g->OW + ow) * esz;
+        if (!e->mult) {   /* int32 output (ConvInteger) */
           int32_t tmp[8];
           i32x4_store(tmp, a0); i32x4_store(tmp + 4, a1);
           ep_q_store_bytes(dst, tmp, cnt, 1, 4);
         } else {
-          ep_q_store8(f32x4_mul(f32x4_from_i32x4(a0), mult), f32x4_mul(f32x4_from_i32x4(a1), mult), &e, dst, cnt, 1);
+          ep_q_store8(f32x4_mul(f32x4_from_i32x4(a0), mult), f32x4_mul(f32x4_from_i32x4(a1), mult), e, dst, cnt, 1);
         }
       }
     }
   }
+}
+
+EP_COLD ep_status ep_run_QDEPTHWISE_CONV(const ep_node *n) {
+  qdw_job d;
+  d.n = n;
+  (void)ep_conv_geom_of(n, n->params, &d.g);
+  const ep_conv_geom *g = &d.g;
+  ep_qconv_fill_epi(n, n->params + 10, &d.e);
+  const uint64_t pw = qdw_phase_width(g), rstride = (uint64_t)g->sw * pw;
+  for (uint32_t i = 0; i < g->kh; i++)
+    for (uint32_t j = 0; j < g->kw; j++)
+      d.off[i * g->kw + j] = (uint64_t)i * g->dh * rstride + ((j * g->dw) % g->sw) * pw + (j * g->dw) / g->sw;
+  /* as many threads as the scratch holds planes (check() ensured one); channels in near-equal ranges */
+  d.plane_bytes = ((uint64_t)g->H + g->pt + g->pb) * rstride * 2u;
+  const uint64_t slots = d.plane_bytes ? n->scratch_bytes / d.plane_bytes : 1u;   /* 0: an empty input */
+  const uint32_t threads = ep_num_threads() < slots ? ep_num_threads() : slots > 1 ? (uint32_t)slots : 1u;
+  d.nbc = (uint64_t)g->B * g->C;
+  d.parts = threads <= 1 ? 1u : (uint32_t)(d.nbc < 2u * threads ? d.nbc : 2u * threads);
+  ep_parallel_for(d.parts, threads, qdw_task, &d);
   return EP_OK;
 }

@@ -25,6 +25,7 @@
 #include "ep_kernel.h"
 #include "ep_vec.h"
 #include "activation.h"
+#include "ep_parallel.h"
 
 #define EP_QGEMM_MR 4
 #define EP_QGEMM_NR 8
@@ -56,6 +57,20 @@ void ep_qgemm_epi_row(const ep_qgemm_epi *e, uint32_t m, uint32_t n, uint32_t n_
 /* One A panel of int16 pairs (MR rows, Kp pairs, A's layout with 2-byte elements) times B' columns [0, N)
  * (N a multiple of NR), raw: c[r * ldc + n] = sum_p A'[r] pair p . B' pair p of column n (int32, wrapping). */
 void ep_qgemm_raw16(uint32_t Kp, const int16_t *a, const int16_t *b, uint32_t ldb, uint32_t N, int32_t *c, uint32_t ldc);
+/* A block of `cols` columns split across the threads (QCONV, QMATMUL): each range packs its own B' columns into its
+ * own slice of the block's buffers (ep_qgemm rewrites B' in place, so ranges never share it) and multiplies them.
+ * Integer sums, and one epilogue per element: the same bits for any split. Range i is
+ * [ep_qgemm_col(cols, parts, i), ep_qgemm_col(cols, parts, i + 1)); bounds are multiples of EP_QGEMM_NR, so a
+ * range's slice of a buffer of round_nr(cols) columns starts at its first column. */
+static inline uint32_t ep_qgemm_col_parts(uint32_t M, uint32_t cols, uint32_t K) {
+  const uint32_t strips = (cols + EP_QGEMM_NR - 1) / EP_QGEMM_NR, t = ep_num_threads();
+  if (!EP_PARALLEL || t <= 1 || (uint64_t)M * cols * K < 65536u) return 1u;   /* too small to hand out */
+  return strips < 2u * t ? strips : 2u * t;
+}
+static inline uint32_t ep_qgemm_col(uint32_t cols, uint32_t parts, uint32_t i) {
+  const uint32_t c = ep_chunk((cols + EP_QGEMM_NR - 1) / EP_QGEMM_NR, parts, i) * EP_QGEMM_NR;
+  return c < cols ? c : cols;
+}
 /* B' from K rows of a uint8/int8 matrix (element (k, n) at x[k * rs + n], n < N): b = x - zp, with the
  * zero point per column (zp_col[n]) or scalar (zp_col NULL). colsum (if not NULL) gets sum_k B'[k][n]. */
 void ep_qgemm_pack_b(int16_t *b, uint32_t ldb, uint32_t K, uint32_t N, const uint8_t *x, uint64_t rs, int is_u8,

@@ -88,6 +88,31 @@ uint32_t ep_scratch_QMATMUL(const ep_node *n) {
   return ep_scratch_u32(qmm_scratch(&g, qmm_nb(&g, n->params[5])));
 }
 
+/* One block of W's columns [n0, n0 + cols), split into column ranges (qgemm.h, ep_qgemm_col_parts). */
+typedef struct {
+  const ep_qgemm_epi *e;
+  const int8_t *apanel;
+  const uint8_t *wb;
+  const int32_t *zcol;
+  uint8_t *bpanel;      /* Kp * nb * 4 bytes of int16 pairs, then nb column sums */
+  uint32_t M, K, N, nb, n0, cols, parts;
+  int wu8, za;          /* za: X has a zero point, corrected through W's column sums */
+} qmm_block;
+
+static void qmm_range(void *ctx, uint32_t task, uint32_t thread) {
+  (void)thread;
+  const qmm_block *j = (const qmm_block *)ctx;
+  const uint32_t c0 = ep_qgemm_col(j->cols, j->parts, task), cols = ep_qgemm_col(j->cols, j->parts, task + 1) - c0;
+  if (!cols) return;
+  const uint32_t ldb = ep_qgemm_round_nr(cols), n0 = j->n0 + c0;
+  int16_t *b = (int16_t *)(void *)(j->bpanel + (uint64_t)(j->K + 1) / 2 * c0 * 4u);
+  int32_t *colsum = (int32_t *)(void *)(j->bpanel + (uint64_t)(j->K + 1) / 2 * j->nb * 4u) + c0;
+  ep_qgemm_epi e = *j->e;
+  e.colsum = j->za ? colsum : 0;
+  ep_qgemm_pack_b(b, ldb, j->K, cols, j->wb + n0, j->N, j->wu8, 0, j->zcol ? j->zcol + n0 : 0, e.colsum ? colsum : 0);
+  ep_qgemm(j->M, cols, j->K, j->apanel, b, ldb, n0, &e);
+}
+
 ep_status ep_run_QMATMUL(const ep_node *n) {
   const int32_t *p = n->params;
   const uint32_t r = n->out[0]->rank;
@@ -104,25 +129,25 @@ ep_status ep_run_QMATMUL(const ep_node *n) {
   const int32_t xzp = xz ? (xu8 ? (int32_t)xz->data[0] : (int32_t)(int8_t)xz->data[0]) : p[0];
   const int32_t za = xzp - (xu8 ? 128 : 0);   /* packed X is x - 128 for uint8 */
   int8_t *apanel = (int8_t *)n->scratch;
-  int16_t *bpanel = (int16_t *)(void *)(n->scratch + round16(ep_qgemm_packed_a_bytes(M, K)));
-  int32_t *colsum = (int32_t *)(void *)((uint8_t *)bpanel + (uint64_t)(K + 1) / 2 * nb * 4u);
   const uint32_t esz = ep_dtype_size(n->out[0]->dtype);
   ep_qgemm_epi e;
   e.bias = bias ? (const int32_t *)(const void *)bias->data : 0; e.bias_col = 1;
   e.mult = mult ? ep_f32(mult) : 0; e.mult_col = 1;
-  e.colsum = za ? colsum : 0; e.za_row = 0; e.za = za;
+  e.colsum = 0; e.za_row = 0; e.za = za;   /* colsum: per column range (qmm_range) */
   e.act = p[2]; e.p0 = ep_param_f32(n, 3); e.p1 = ep_param_f32(n, 4);
   e.out_dtype = n->out[0]->dtype; e.yzp = p[1];
   e.rs = N; e.cs = 1;
+  qmm_block j = {&e, apanel, 0, zcol, n->scratch + round16(ep_qgemm_packed_a_bytes(M, K)), M, K, N, nb, 0, 0, 1, wu8,
+                 za != 0};
   for (uint64_t bi = 0; bi < g.batch; bi++) {
     ep_qgemm_pack_a(M, K, x->data + bi * g.M * g.K, K, xu8, apanel);
-    const uint8_t *wb = w->data + (g.wbatch == 1 ? 0 : bi) * g.K * g.N;
+    j.wb = w->data + (g.wbatch == 1 ? 0 : bi) * g.K * g.N;
     e.y = n->out[0]->data + bi * g.M * g.N * esz;
     for (uint32_t n0 = 0; n0 < N; n0 += nb) {
-      const uint32_t cols = N - n0 < nb ? N - n0 : nb;
-      const uint32_t ldb = ep_qgemm_round_nr(cols);
-      ep_qgemm_pack_b(bpanel, ldb, K, cols, wb + n0, N, wu8, 0, zcol ? zcol + n0 : 0, za ? colsum : 0);
-      ep_qgemm(M, cols, K, apanel, bpanel, ldb, n0, &e);
+      j.n0 = n0;
+      j.cols = N - n0 < nb ? N - n0 : nb;
+      j.parts = ep_qgemm_col_parts(M, j.cols, K);
+      ep_parallel_for(j.parts, EP_MAX_THREADS, qmm_range, &j);
     }
   }
   return EP_OK;

@@ -19,6 +19,7 @@
 #include "gemm.h"
 #include "ep_shape.h"
 #include "kernels/lowp.h"
+#include "ep_parallel.h"
 
 /* Whole file optimized for size (wasm size budget): the time is in ep_qgemm (qgemm.c). */
 EP_COLD_FILE_BEGIN
@@ -121,23 +122,49 @@ static void quantize_run(const float *x, float s, int32_t zp, uint32_t dtype, ui
   }
 }
 
+/* QUANTIZE_LINEAR / DEQUANTIZE_LINEAR over the threads (ep_parallel_range): rows of `inner` elements sharing a
+ * scale (per axis), or one row's elements (per tensor); each element is computed alone, so any split gives the same
+ * bits (ranges within a row start on a multiple of 8, the vector loops' step). */
+typedef struct { const ep_node *n; uint64_t C, inner, rows; } qdq_job;
+
+/* Row r's element range [*lo, *hi) within range [b, e) of the job. */
+static uint64_t qdq_rows(const qdq_job *j, uint64_t b, uint64_t e, uint64_t *r1, uint64_t *lo, uint64_t *hi) {
+  *lo = j->rows == 1 ? b : 0;
+  *hi = j->rows == 1 ? e : j->inner;
+  *r1 = j->rows == 1 ? 1 : e;
+  return j->rows == 1 ? 0 : b;
+}
+
+static void qdq_split(const qdq_job *j, ep_range_fn fn) {
+  if (j->rows == 1) ep_parallel_range(j->inner, 16384u, 8u, fn, (void *)j);
+  else ep_parallel_range(j->rows, 16384u / (j->inner + 1) + 1, 1u, fn, (void *)j);
+}
+
+static void quantize_range(void *ctx, uint64_t b, uint64_t e) {
+  const qdq_job *j = (const qdq_job *)ctx;
+  const ep_node *n = j->n;
+  const ep_tensor *zp = n->n_in > 2 ? n->in[2] : 0;
+  const uint32_t dt = n->out[0]->dtype;
+  uint64_t r1, lo, hi;
+  const int narrow = narrow_q(dt), sgn = dt == EP_I8 || dt == EP_I4 || dt == EP_I2;
+  for (uint64_t r = qdq_rows(j, b, e, &r1, &lo, &hi); r < r1; r++) {
+    const uint64_t c = r % j->C, at = r * j->inner + lo;
+    uint8_t *y = n->out[0]->data + at;
+    quantize_run(ep_f32(n->in[0]) + at, ep_f32(n->in[1])[c], zp ? elem_i(zp->data, dt, c) : 0, sgn ? EP_I8 : EP_U8, y, hi - lo);
+    if (narrow) narrow_saturate(y, dt, hi - lo);
+  }
+}
+
 ep_status ep_run_QUANTIZE_LINEAR(const ep_node *n) {
   const ep_tensor *x = n->in[0], *zp = n->n_in > 2 ? n->in[2] : 0;
   const uint32_t dt = n->out[0]->dtype;
-  uint64_t outer, C, inner;
+  uint64_t outer = 0, C = 1, inner = 0;   /* check() validated the axis */
   check_axis(n, x, dt, &outer, &C, &inner);
-  const float *s = ep_f32(n->in[1]);
   const int narrow = narrow_q(dt);
   for (uint64_t c = 0; c < C; c++)
     if (zp && !narrow && !zp_in_range(dt, elem_i(zp->data, dt, c))) return EP_E_PARAM;
-  for (uint64_t o = 0; o < outer; o++)
-    for (uint64_t c = 0; c < C; c++) {
-      const uint64_t at = (o * C + c) * inner;
-      uint8_t *y = n->out[0]->data + at;
-      const int sgn = dt == EP_I8 || dt == EP_I4 || dt == EP_I2;
-      quantize_run(ep_f32(x) + at, s[c], zp ? elem_i(zp->data, dt, c) : 0, sgn ? EP_I8 : EP_U8, y, inner);
-      if (narrow) narrow_saturate(y, dt, inner);
-    }
+  const qdq_job j = {n, C, inner, outer * C};
+  qdq_split(&j, quantize_range);
   return EP_OK;
 }
 
@@ -152,20 +179,27 @@ ep_status ep_check_DEQUANTIZE_LINEAR(const ep_node *n) {
   return check_axis(n, x, x->dtype, &o, &c, &i);
 }
 
-ep_status ep_run_DEQUANTIZE_LINEAR(const ep_node *n) {
+static void dequantize_range(void *ctx, uint64_t b, uint64_t e) {
+  const qdq_job *j = (const qdq_job *)ctx;
+  const ep_node *n = j->n;
   const ep_tensor *x = n->in[0], *zp = n->n_in > 2 ? n->in[2] : 0;
   const uint32_t dt = x->dtype;
-  uint64_t outer, C, inner;
-  check_axis(n, x, dt, &outer, &C, &inner);
   const float *s = ep_f32(n->in[1]);
   float *y = ep_f32(n->out[0]);
-  for (uint64_t o = 0; o < outer; o++)
-    for (uint64_t c = 0; c < C; c++) {
-      const uint64_t at = (o * C + c) * inner;
-      const float z = zp ? (float)elem_i(zp->data, dt, c) : 0.0f;
-      uint64_t i = dt == EP_U8 || dt == EP_I8 ? dequantize_fast(x->data + at, dt == EP_U8, (int32_t)z, s[c], y + at, inner) : 0;
-      for (; i < inner; i++) y[at + i] = ((float)elem_i(x->data, dt, at + i) - z) * s[c];
-    }
+  uint64_t r1, lo, hi;
+  for (uint64_t r = qdq_rows(j, b, e, &r1, &lo, &hi); r < r1; r++) {
+    const uint64_t c = r % j->C, at = r * j->inner + lo;
+    const float z = zp ? (float)elem_i(zp->data, dt, c) : 0.0f;
+    uint64_t i = dt == EP_U8 || dt == EP_I8 ? dequantize_fast(x->data + at, dt == EP_U8, (int32_t)z, s[c], y + at, hi - lo) : 0;
+    for (; i < hi - lo; i++) y[at + i] = ((float)elem_i(x->data, dt, at + i) - z) * s[c];
+  }
+}
+
+ep_status ep_run_DEQUANTIZE_LINEAR(const ep_node *n) {
+  uint64_t outer = 0, C = 1, inner = 0;   /* check() validated the axis */
+  check_axis(n, n->in[0], n->in[0]->dtype, &outer, &C, &inner);
+  const qdq_job j = {n, C, inner, outer * C};
+  qdq_split(&j, dequantize_range);
   return EP_OK;
 }
 
@@ -354,15 +388,23 @@ static int qmaxpool_rows(const uint8_t *xc, uint8_t *d, const int32_t *p, int64_
   return 1;
 }
 
-ep_status ep_run_QMAXPOOL(const ep_node *n) {
+/* Planes [b, e) (batch x channel): each alone, so the threads split them freely. */
+static void qmaxpool_range(void *ctx, uint64_t b, uint64_t e) {
+  const ep_node *n = (const ep_node *)ctx;
   const ep_tensor *x = n->in[0], *y = n->out[0];
   const int64_t H = x->dims[2], W = x->dims[3], OH = y->dims[2], OW = y->dims[3];
   const int u8 = x->dtype == EP_U8;
-  for (uint64_t bc = 0; bc < (uint64_t)x->dims[0] * x->dims[1]; bc++) {
+  for (uint64_t bc = b; bc < e; bc++) {
     const uint8_t *xc = x->data + bc * (uint64_t)(H * W);
     uint8_t *d = y->data + bc * (uint64_t)(OH * OW);
     if (!qmaxpool_rows(xc, d, n->params, H, W, OH, OW, u8)) qmaxpool_plane(xc, d, n->params, H, W, OH, OW, u8);
   }
+}
+
+ep_status ep_run_QMAXPOOL(const ep_node *n) {
+  const ep_tensor *x = n->in[0];
+  ep_parallel_range((uint64_t)x->dims[0] * x->dims[1], 16384u / (uint64_t)(x->dims[2] * x->dims[3] + 1) + 1u, 1u,
+                    qmaxpool_range, (void *)n);
   return EP_OK;
 }
 

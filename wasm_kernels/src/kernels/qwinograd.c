@@ -17,7 +17,8 @@
  * The GEMMs run over round8(T) columns: V's columns past a block's T tiles hold stale (finite) values whose
  * products are never stored.
  * Scratch >= 16 * Kp * ldb * 4 (V) + (16 * 4 * ldb + 8) * 4 (M of one panel) + 8 * RW * 2 bytes (two channels'
- * 4 zero-padded input rows, RW = round8(2 * TW + 16)). Single-threaded, as QCONV. */
+ * 4 zero-padded input rows, RW = round8(2 * TW + 16)). Threads: the input transform runs on the caller, the
+ * products and output transform split by tile columns (qwg_columns). */
 #include "qconv.h"
 #include "winograd_bt.h"
 #include "shape/conv_linalg.h"
@@ -160,6 +161,42 @@ __attribute__((noinline)) static void qwg_output_row(const int32_t *m, uint64_t 
   }
 }
 
+/* The products and output transform of one block of T tiles, split by tile columns across the threads: each range
+ * runs every panel's 16 GEMMs on its columns of V into its columns of M, then the output rows of its tiles. Wrapping
+ * int32 sums, one epilogue: the same bits for any split. */
+typedef struct {
+  const qwg_geom *q;
+  const int16_t *U, *V;
+  int32_t *M;
+  const ep_qgemm_epi *e;
+  const ep_qepi_mode *f;
+  uint64_t vplane, mplane, upanel;
+  uint32_t panels, t0, T, parts;
+} qwg_job;
+
+static void qwg_columns(void *ctx, uint32_t task, uint32_t thread) {
+  (void)thread;
+  const qwg_job *j = (const qwg_job *)ctx;
+  const qwg_geom *q = j->q;
+  const uint32_t c0 = ep_qgemm_col(j->T, j->parts, task), c1 = ep_qgemm_col(j->T, j->parts, task + 1);
+  if (c1 <= c0) return;
+  const uint32_t N = ep_qgemm_round_nr(c1 - c0), end = j->t0 + c1;
+  for (uint32_t pi = 0; pi < j->panels; pi++) {
+    for (uint32_t k = 0; k < 16; k++)
+      ep_qgemm_raw16(q->Kp, j->U + ((uint64_t)k * j->panels + pi) * j->upanel, j->V + k * j->vplane + 2u * c0, q->ldb, N,
+                     j->M + k * j->mplane + c0, q->ldb);
+    const uint32_t mr = q->g.Cout - 4 * pi < 4 ? q->g.Cout - 4 * pi : 4;
+    for (uint32_t r = 0; r < mr; r++) {
+      for (uint32_t t = j->t0 + c0; t < end;) {
+        const uint32_t ty = t / q->TW, tx0 = t % q->TW;
+        const uint32_t tx1 = q->TW - tx0 < end - t ? q->TW : tx0 + (end - t);
+        qwg_output_row(j->M + (uint64_t)r * q->ldb + (t - j->t0), j->mplane, q, j->e, j->f, 4 * pi + r, ty, tx0, tx1);
+        t += tx1 - tx0;
+      }
+    }
+  }
+}
+
 EP_COLD ep_status ep_run_QWINOGRAD_CONV(const ep_node *n) {
   qwg_geom q;
   (void)qwg_geometry(n, &q);
@@ -185,7 +222,7 @@ EP_COLD ep_status ep_run_QWINOGRAD_CONV(const ep_node *n) {
     const uint8_t *xb = n->in[0]->data + (uint64_t)b * g->C * hw;
     e.y = n->out[0]->data + (uint64_t)b * g->Cout * ohw * esz;
     for (uint32_t t0 = 0; t0 < ntiles; t0 += q.nt) {
-      const uint32_t T = ntiles - t0 < q.nt ? ntiles - t0 : q.nt, N = ep_qgemm_round_nr(T);
+      const uint32_t T = ntiles - t0 < q.nt ? ntiles - t0 : q.nt;
       for (uint32_t p = 0; p < q.Kp; p++) {
         const uint32_t c = 2 * p;
         int16_t *r0 = rows, *r1 = c + 1 < g->C ? rows + 4 * q.rw : rows;
@@ -199,19 +236,9 @@ EP_COLD ep_status ep_run_QWINOGRAD_CONV(const ep_node *n) {
           t += tx1 - tx0;
         }
       }
-      for (uint32_t pi = 0; pi < panels; pi++) {
-        for (uint32_t k = 0; k < 16; k++)
-          ep_qgemm_raw16(q.Kp, U + ((uint64_t)k * panels + pi) * upanel, V + k * vplane, q.ldb, N, M + k * mplane, q.ldb);
-        const uint32_t mr = g->Cout - 4 * pi < 4 ? g->Cout - 4 * pi : 4;
-        for (uint32_t r = 0; r < mr; r++) {
-          for (uint32_t t = t0; t < t0 + T;) {
-            const uint32_t ty = t / q.TW, tx0 = t % q.TW;
-            const uint32_t tx1 = q.TW - tx0 < t0 + T - t ? q.TW : tx0 + (t0 + T - t);
-            qwg_output_row(M + (uint64_t)r * q.ldb + (t - t0), mplane, &q, &e, &f, 4 * pi + r, ty, tx0, tx1);
-            t += tx1 - tx0;
-          }
-        }
-      }
+      const qwg_job j = {&q, U, V, M, &e, &f, vplane, mplane, upanel, panels, t0, T,
+                         ep_qgemm_col_parts(g->Cout, T, 16u * g->C)};
+      ep_parallel_for(j.parts, EP_MAX_THREADS, qwg_columns, (void *)&j);
     }
   }
   return EP_OK;
