@@ -260,6 +260,8 @@ def test_hostile_words_and_shapes_refused(tmp_path: Path) -> None:
         lambda n: n.params.__setitem__(4, layout.f32_bits(-1.0)),   # clip
         lambda n: n.params.__setitem__(5, 1),            # linear_before_reset on an LSTM
         lambda n: n.params.__setitem__(7, 31),           # NOT is no float function
+        lambda n: n.params.__setitem__(7, 32),           # ISNAN gives bools: not a gate activation
+        lambda n: n.params.__setitem__(7, 34),           # TAN: a UNARY code the gates do not compute
         lambda n: n.params.__setitem__(7, 99),
         lambda n: n.params.pop(),
         lambda n: setattr(n, "scratch_bytes", 16),

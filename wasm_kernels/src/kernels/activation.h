@@ -16,6 +16,8 @@ int32_t ep_activation_nparams(int32_t fn);
 /* Apply activation fn (validated with ep_activation_nparams in check()) with its parameter words
  * fn_params[0..nparams) to x[0..count) in place. Vectorized; x needs no particular alignment. */
 void ep_apply_activation(float *x, uint32_t count, int32_t fn, const int32_t *fn_params);
-/* Same for any float UNARY code (ep_unary_nparams(fn) >= 0, fn != EP_UN_NOT): RECURRENT's gate activations. */
+/* The float -> float codes ep_apply_unary computes in place (NONE is the identity); RECURRENT's check() takes only these. */
+static inline int ep_unary_in_place(int32_t fn) { return fn >= EP_ACT_NONE && (fn < EP_UN_NOT || fn == EP_ACT_SILU); }
+/* Same as ep_apply_activation for any code with ep_unary_in_place(fn): RECURRENT's gate activations. */
 void ep_apply_unary(float *x, uint32_t count, int32_t fn, const int32_t *fn_params);
 #endif

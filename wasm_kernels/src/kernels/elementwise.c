@@ -165,7 +165,7 @@ void ep_apply_activation(float *x, uint32_t count, int32_t fn, const int32_t *fn
 }
 
 void ep_apply_unary(float *x, uint32_t count, int32_t fn, const int32_t *fn_params) {
-  if (fn > EP_ACT_NONE && (fn < EP_UN_NOT || fn == EP_ACT_SILU)) unary_f32(x, x, count, fn, fn_params);
+  if (fn != EP_ACT_NONE && ep_unary_in_place(fn)) unary_f32(x, x, count, fn, fn_params);
 }
 
 EP_COLD ep_status ep_check_UNARY(const ep_node *n) {

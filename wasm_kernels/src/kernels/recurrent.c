@@ -56,7 +56,7 @@ EP_COLD ep_status ep_check_RECURRENT(const ep_node *n) {
   EP_CHECK(n->n_params == FIXED_WORDS + ACT_WORDS * A * D, EP_E_PARAM);
   for (uint32_t a = 0; a < A * D; a++) {
     const int32_t fn = p[FIXED_WORDS + ACT_WORDS * a];
-    EP_CHECK(ep_unary_nparams(fn) >= 0 && fn != EP_UN_NOT, EP_E_PARAM);
+    EP_CHECK(ep_unary_nparams(fn) >= 0 && ep_unary_in_place(fn), EP_E_PARAM);   /* ISNAN, TAN..: not in place */
   }
   const ep_tensor *xw = n->in[0], *rt = n->in[1];
   const ep_tensor *rb = n->n_in > 2 ? n->in[2] : 0, *sl = n->n_in > 3 ? n->in[3] : 0;
