@@ -301,7 +301,7 @@ def run_cli(bundle: Path, feeds: dict[str, np.ndarray], outputs: list[dict], cli
         args = [*(qemu or []), str(cli), str(bundle)]
         for i, (name, v) in enumerate(feeds.items()):
             p = Path(tmp) / f"in{i}.npy"
-            np.save(p, _npy_carrier(np.array(v, order="C", copy=True)))  # ascontiguousarray would make a 0-d array 1-d
+            np.save(p, npy_carrier(np.array(v, order="C", copy=True)))  # ascontiguousarray would make a 0-d array 1-d
             args += ["--input", f"{name}={p}"]
         for i, o in enumerate(outputs):
             args += ["--output", f"{o['name']}={Path(tmp) / f'out{i}.npy'}"]
@@ -309,7 +309,7 @@ def run_cli(bundle: Path, feeds: dict[str, np.ndarray], outputs: list[dict], cli
         if r.returncode != 0:
             from ..errors import RuntimeFailure
             raise RuntimeFailure(f"edgepack-run failed (exit {r.returncode}): {r.stderr.strip()[-1000:]}")
-        return {o["name"]: _from_npy_carrier(np.load(Path(tmp) / f"out{i}.npy"), o["dtype"]) for i, o in enumerate(outputs)}
+        return {o["name"]: from_npy_carrier(np.load(Path(tmp) / f"out{i}.npy"), o["dtype"]) for i, o in enumerate(outputs)}
 
 
 # numpy cannot read back the .npy files ml_dtypes writes, so edgepack-run's .npy files carry the low-precision dtypes
@@ -318,12 +318,12 @@ _CARRIERS = {"Uint16Array": np.uint16, "Uint8Array": np.uint8, "Int8Array": np.i
 _LOWP = {DTYPES[code]: _CARRIERS[arr] for code, (name, _, arr) in DTYPE_TABLE.items() if not hasattr(np, name)}
 
 
-def _npy_carrier(v: np.ndarray) -> np.ndarray:
+def npy_carrier(v: np.ndarray) -> np.ndarray:
     c = _LOWP.get(v.dtype)
     return v if c is None else v.view(c) if v.dtype.name[0] in "bf" else v.astype(c)
 
 
-def _from_npy_carrier(v: np.ndarray, dtype: str) -> np.ndarray:
+def from_npy_carrier(v: np.ndarray, dtype: str) -> np.ndarray:
     dt = np.dtype(dtype)
     return v if dt not in _LOWP or v.dtype == dt else v.view(dt) if dtype[0] in "bf" else v.astype(dt)
 

@@ -101,10 +101,11 @@ def package_case(case, out: Path, mode: str = "bound") -> dict:
     consts: dict[str, np.ndarray] = {}
     for _ in range(4):
         try:
-            # dynamic=False: a shape-deciding input is refused (then bound), not taken as a value input
+            # dynamic=False: a shape-deciding input is refused (then bound), not taken as a value input; every
+            # numeric input's shape fixed to its data's (kind V: the low-precision ml_dtypes, e.g. CastLike's like)
             package(case.model, target="web", out=out, constants=consts, verify=False, dynamic=False,
                     input_shapes={n: tuple(v.shape) for n, v in feeds.items()
-                                  if n not in consts and isinstance(v, np.ndarray) and v.dtype.kind in "biuf"})
+                                  if n not in consts and isinstance(v, np.ndarray) and v.dtype.kind in "biufV"})
             return {n: v for n, v in feeds.items() if n not in consts}
         except NeedsConstantError as e:
             new = [n for n in e.names if n in feeds and n not in consts]

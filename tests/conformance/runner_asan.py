@@ -21,6 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
+from packager.targets.edge import from_npy_carrier, npy_carrier
+
 from .runner import CASE_TIMEOUT_S, beside_row, collect, report_beside, run_beside_wasm
 
 REPO = Path(__file__).resolve().parents[2]
@@ -49,7 +51,7 @@ def run_asan_cli(cli: Path, bundle: Path, feeds: dict[str, np.ndarray], outputs:
         args = [str(cli), str(bundle)]
         for i, (name, v) in enumerate(feeds.items()):
             p = Path(tmp) / f"in{i}.npy"
-            np.save(p, np.array(v, order="C", copy=True))
+            np.save(p, npy_carrier(np.array(v, order="C", copy=True)))
             args += ["--input", f"{name}={p}"]
         for i, o in enumerate(outputs):
             args += ["--output", f"{o['name']}={Path(tmp) / f'out{i}.npy'}"]
@@ -61,7 +63,8 @@ def run_asan_cli(cli: Path, bundle: Path, feeds: dict[str, np.ndarray], outputs:
             return "sanitizer", rep or f"exit {r.returncode}: {r.stderr[-800:]}", {}
         if r.returncode != 0:
             return "error", f"exit {r.returncode}: {r.stderr.strip()[-300:]}", {}
-        return "ok", "", {o["name"]: np.load(Path(tmp) / f"out{i}.npy") for i, o in enumerate(outputs)}
+        return "ok", "", {o["name"]: from_npy_carrier(np.load(Path(tmp) / f"out{i}.npy"), o["dtype"])
+                          for i, o in enumerate(outputs)}
 
 
 def run_case(case, workdir: Path, cli: Path) -> dict[str, tuple[str, str]]:
