@@ -19,6 +19,7 @@ from onnx.reference.ops.op_cast import cast_to
 from packager import load_bundle, package
 from packager.plan.opcodes import DTYPES
 from packager.plan.opspec import DTYPE_TABLE
+from tests.test_dtypes import _values as plain_values
 from tests.test_web_node import _node_major, _node_run, _outputs
 
 LOWP = [16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26]      # ONNX codes of the low-precision dtypes
@@ -60,26 +61,14 @@ def _values(code: int, rng: np.random.Generator, n: int) -> np.ndarray:
     lies in (-1, 100) (so truncation fits every integer dtype), integers over their whole range, floats in (-1, 100)."""
     dt = DTYPES[code]
     if code in SMALL_FLOATS:
-        bits = np.arange(1 << (8 * dt.itemsize), dtype=np.uint16 if dt.itemsize == 2 else np.uint8)
-        if code == 23:
-            bits = bits[:16]
-        v = bits.view(dt)
+        v = _all_codes(code)
         f = v.astype(np.float64)
         keep = v[np.isfinite(f) & (f > -1) & (f < 100)]
         return keep[rng.choice(len(keep), min(n, len(keep)), replace=False)] if len(keep) > n else keep
     if code in (21, 22, 25, 26):
         ii = ml_dtypes.iinfo(dt)
         return np.arange(int(ii.min), int(ii.max) + 1).astype(dt)
-    if dt.kind == "f":
-        x = rng.random(n) * 100.9 - 0.9
-        x[:4] = [0.0, -0.0, 0.5, -0.5]
-        return x.astype(dt)
-    if dt == np.bool_:
-        return rng.random(n) < 0.5
-    ii = np.iinfo(dt)
-    x = rng.integers(ii.min, ii.max, n, dtype=dt, endpoint=True)
-    x[:3] = [ii.min, ii.max, 0]
-    return x
+    return plain_values(dt.type, rng, n)
 
 
 def _all_codes(code: int) -> np.ndarray:
