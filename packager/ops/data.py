@@ -47,6 +47,15 @@ def _const_ints(ctx: LowerCtx, node: onnx.NodeProto, name: str) -> list[int]:
     return [int(v) for v in ctx.require_const(node, name)[0].reshape(-1)]
 
 
+def _run_time_values(ctx: LowerCtx, node: onnx.NodeProto, names: Sequence[str], dtypes=(np.int64,)) -> bool:
+    """Whether some of these inputs (shape-deciding ones) are fed at run time in a version-2 plan: value inputs
+    (packager/dynamic.VALUE_SLOTS) the kernel reads while the core resolves shapes. Their dtypes are checked."""
+    if not ctx.dynamic or all(not n or ctx.const(n) is not None for n in names):
+        return False
+    ctx.check_dtypes(node, list(dtypes), [n for n in names if n])
+    return True
+
+
 def _out_or_temp(ctx: LowerCtx, name: str, shape: Sequence[int], like: str) -> str:
     return name if name else ctx.temp(shape, ctx.dtype(like), "unused")
 
@@ -144,6 +153,12 @@ def lower_split(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     n = len(node.output)
     dim = shape[axis]
     equal = False   # ONNX's own rule for the extents (num_outputs, or no sizes at all): the kernel may apply it
+    if len(node.input) > 1 and _run_time_values(ctx, node, node.input[1:2]):
+        if n > MAX_IO:
+            raise ctx.unsupported(node, f"split sizes fed at run time into more than {MAX_IO} outputs")
+        outs = [_out_or_temp(ctx, o, ctx.shape(o) if o else shape, x) for o in node.output]
+        ctx.emit(Op.SPLIT, [x, node.input[1]], outs, [axis])   # the kernel reads the sizes' values
+        return
     if len(node.input) > 1 and node.input[1]:
         sizes = _const_ints(ctx, node, node.input[1])
     elif "split" in a:
@@ -234,6 +249,9 @@ def lower_slice(ctx: LowerCtx, node: onnx.NodeProto) -> None:
         starts, ends = list(a["starts"]), list(a["ends"])
         axes = list(a.get("axes", range(len(starts))))
         steps = [1] * len(starts)
+    elif _run_time_values(ctx, node, node.input[1:5], (np.int64, np.int32)):
+        ctx.emit(Op.SLICE, list(node.input[:5]), [y], [])   # the kernel reads starts, ends, axes?, steps? values
+        return
     else:
         ins = list(node.input) + [""] * (5 - len(node.input))
         st, en, ax, sp = ctx.require_const(node, ins[1], ins[2], ins[3], ins[4])
@@ -360,6 +378,12 @@ def lower_pad(ctx: LowerCtx, node: onnx.NodeProto) -> None:
         pads = [int(v) for v in a.get("pads", a.get("paddings", []))]
         value = float(a.get("value", 0.0))
         axes = list(range(r))
+    elif _run_time_values(ctx, node, [node.input[1], *node.input[3:4]], (np.int64, np.int32)):
+        ins = list(node.input) + [""] * (4 - len(node.input))
+        if ins[2] and ctx.shape(ins[2]) not in ((), (1,)):
+            raise ctx.unsupported(node, f"constant_value of shape {ctx.shape(ins[2])} is not a scalar")
+        ctx.emit(Op.PAD, [x, *ins[1:4]], [y], [PAD_MODES[mode], 0, 0])   # the kernel reads pads, value?, axes?
+        return
     else:
         ins = list(node.input) + [""] * (4 - len(node.input))
         p, v, ax = ctx.require_const(node, ins[1], ins[2], ins[3])

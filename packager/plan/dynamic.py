@@ -20,6 +20,7 @@ SHAPE_INPUTS: dict[Op, tuple[int, ...]] = {
     Op.VIEW: (1,), Op.EXPAND: (1,), Op.RANGE: (0, 1, 2), Op.CONSTANT_OF_SHAPE: (0,),
     Op.AXIS: (1,),   # TopK's run-time k
     Op.REDUCE: (1,),   # run-time axes
+    Op.SLICE: (1, 2, 3, 4), Op.PAD: (1, 3), Op.SPLIT: (1,),   # starts/ends/axes/steps, pads/axes, split sizes
 }
 VALUES_ALIGN = 8
 

@@ -26,7 +26,7 @@ class Op(enum.IntEnum):
     REDUCE = 14  # ReduceSum/Mean/Max/Min/Prod/L1/L2/SumSquare/LogSum/LogSumExp
     CONCAT = 15  # concatenation along an axis
     SPLIT = 16  # split along an axis
-    SLICE = 17  # strided slice: normalized (2r words) or ONNX start/end/step (3r words)
+    SLICE = 17  # strided slice: normalized (2r words), ONNX start/end/step (3r words) or from inputs (no words)
     GATHER = 18  # Gather / GatherElements
     TRANSPOSE = 19  # permutation of dims
     COPY = 20  # byte copy: Reshape/Flatten/Squeeze/Unsqueeze/Identity when not aliased
@@ -80,12 +80,12 @@ ARITY: dict[Op, tuple[int, int, int, int]] = {
     Op.LAYERNORM: (1, 3, 1, 3),
     Op.REDUCE: (1, 2, 1, 1),
     Op.CONCAT: (1, MAX_IO, 1, 1),
-    Op.SPLIT: (1, 1, 1, MAX_IO),
-    Op.SLICE: (1, 1, 1, 1),
+    Op.SPLIT: (1, 2, 1, MAX_IO),
+    Op.SLICE: (1, 5, 1, 1),
     Op.GATHER: (2, 2, 1, 1),
     Op.TRANSPOSE: (1, 1, 1, 1),
     Op.COPY: (1, 1, 1, 1),
-    Op.PAD: (1, 2, 1, 1),
+    Op.PAD: (1, 4, 1, 1),
     Op.EXPAND: (1, 2, 1, 1),
     Op.RESIZE: (1, 1, 1, 1),
     Op.DEPTHWISE_CONV: (2, 4, 1, 1),

@@ -20,7 +20,7 @@
   X(14, REDUCE)                  /* ReduceSum/Mean/Max/Min/Prod/L1/L2/SumSquare/LogSum/LogSumExp */ \
   X(15, CONCAT)                  /* concatenation along an axis */ \
   X(16, SPLIT)                   /* split along an axis */ \
-  X(17, SLICE)                   /* strided slice: normalized (2r words) or ONNX start/end/step (3r words) */ \
+  X(17, SLICE)                   /* strided slice: normalized (2r words), ONNX start/end/step (3r words) or from inputs (no words) */ \
   X(18, GATHER)                  /* Gather / GatherElements */ \
   X(19, TRANSPOSE)               /* permutation of dims */ \
   X(20, COPY)                    /* byte copy: Reshape/Flatten/Squeeze/Unsqueeze/Identity when not aliased */ \

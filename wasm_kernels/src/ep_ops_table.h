@@ -21,12 +21,12 @@ _Static_assert(EP_MAX_IO == 16, "ops.json max_io differs from EP_MAX_IO");
   K(LAYERNORM, 1, 3, 1, 3)                        /* X, scale?, bias? -> Y, Mean?, InvStdDev? */ \
   K(REDUCE, 1, 2, 1, 1)                           /* X, axes? -> Y */ \
   K(CONCAT, 1, EP_MAX_IO, 1, 1)                   /* X0, X1?, ... -> Y */ \
-  K(SPLIT, 1, 1, 1, EP_MAX_IO)                    /* X -> Y0, Y1?, ... */ \
-  K(SLICE, 1, 1, 1, 1)                            /* X -> Y */ \
+  K(SPLIT, 1, 2, 1, EP_MAX_IO)                    /* X, split? -> Y0, Y1?, ... */ \
+  K(SLICE, 1, 5, 1, 1)                            /* X, starts?, ends?, axes?, steps? -> Y */ \
   K(GATHER, 2, 2, 1, 1)                           /* data, indices -> Y */ \
   K(TRANSPOSE, 1, 1, 1, 1)                        /* X -> Y */ \
   K(COPY, 1, 1, 1, 1)                             /* X -> Y */ \
-  K(PAD, 1, 2, 1, 1)                              /* X, absent? -> Y */ \
+  K(PAD, 1, 4, 1, 1)                              /* X, pads?, value?, axes? -> Y */ \
   K(EXPAND, 1, 2, 1, 1)                           /* X, shape? -> Y */ \
   K(RESIZE, 1, 1, 1, 1)                           /* X -> Y */ \
   K(DEPTHWISE_CONV, 2, 4, 1, 1)                   /* X, W, bias?, residual? -> Y */ \

@@ -47,6 +47,12 @@ ep_status ep_shape_agrees(const ep_node *n, ep_shape_fn f);
 /* SLICE's ONNX form on one axis of extent d (src/shape/shape_data.c): first index and length of
  * start:end:step after negative indices and clamping, as onnxruntime resolves them (step != 0). */
 void ep_slice_axis(int64_t d, int64_t start, int64_t end, int64_t step, int64_t *first, int64_t *len);
+/* SLICE's 3r ONNX words [start.., end.., step..] (src/shape/shape_data.c): its parameter words, or with no words
+ * made from the values of inputs starts, ends, axes?, steps? (value inputs); EP_E_SHAPE when unknown or invalid. */
+ep_status ep_slice_words(const ep_node *n, int32_t *w);
+/* PAD's 3 + 2r words [mode, value_lo, value_hi, begin.., end..] (src/shape/shape_data.c): its parameter words
+ * (3 + r or 3 + 2r), or [mode, lo, hi] completed from the values of inputs pads, axes? and (when known) value?. */
+ep_status ep_pad_words(const ep_node *n, int32_t *w);
 /* REDUCE's mask of reduced dims (src/shape/shape_reduce.c): word 1 ([kind, mask]), or from the axes input's values
  * ([kind, 0, noop_with_empty_axes]); EP_E_SHAPE for axes unknown, out of range or repeated. */
 ep_status ep_reduce_mask(const ep_node *n, uint32_t *mask);

@@ -3,14 +3,16 @@
  *
  * Parameter words (docs/plan-format.md, "### CONCAT" and following):
  *   CONCAT    [axis]                       inputs 1..16 -> 1 output, 0 <= axis < rank
- *   SPLIT     [axis] | [axis, size_0..size_{n-1}] | [axis, -1] (equal parts)   1 input -> outputs 1..16
+ *   SPLIT     [axis] | [axis, size_0..size_{n-1}] | [axis, -1] (equal parts)   1 input -> outputs 1..16;
+ *             [axis] with input split: the sizes are its values
  *   SLICE     [start_0..start_{r-1}, step_0..step_{r-1}]   normalized: out[i] = in[start + i*step] per dim
  *             | [start_0.., end_0.., step_0..]  ONNX semantics, resolved against the input's dims
+ *             | [] with inputs starts, ends, axes?, steps? (value inputs): the ONNX form from their values
  *   GATHER    [axis, mode]                 mode 0 Gather, 1 GatherElements; indices int32 or int64
  *   TRANSPOSE [perm_0..perm_{r-1}]         out dim i = in dim perm[i]
  *   COPY      []                           byte copy, equal nbytes
  *   PAD       [mode, value_lo, value_hi, begin_0..begin_{r-1}(, end_0..end_{r-1})]   mode 0 constant, 1 reflect,
- *             2 edge, 3 wrap
+ *             2 edge, 3 wrap; or [mode, value_lo, value_hi] with inputs pads, value?, axes? (value inputs)
  *   EXPAND    []                           numpy broadcast of the input to the output shape; optional input 1:
  *                                          the target shape (int64), which the shape function reads
  *
@@ -239,7 +241,7 @@ ep_status ep_run_CONCAT(const ep_node *n) {
 ep_status ep_check_SPLIT(const ep_node *n) {
   EP_CHECK(n->in[0], EP_E_OP);
   const ep_status s = check_parts(n->in[0], (const ep_tensor *const *)n->out, n->n_out, n);
-  return s || n->n_params == 1 ? s : ep_shape_agrees(n, ep_shape_SPLIT);   /* the sizes' forms: as they say */
+  return s || (n->n_params == 1 && n->n_in == 1) ? s : ep_shape_agrees(n, ep_shape_SPLIT);   /* sizes: as they say */
 }
 
 ep_status ep_run_SPLIT(const ep_node *n) {
@@ -264,17 +266,19 @@ static ep_status slice_plan(const ep_node *n, sc_plan *p) {
   EP_CHECK(x, EP_E_OP);
   EP_CHECK(x->dtype == y->dtype && esize_ok(ep_dtype_size(x->dtype)), EP_E_DTYPE);
   EP_CHECK(x->rank == y->rank, EP_E_SHAPE);
-  const uint32_t r = x->rank, onnx = n->n_params == 3 * r;
-  EP_CHECK(n->n_params == 2 * r || onnx, EP_E_PARAM);
+  const uint32_t r = x->rank, onnx = n->n_in > 1 || n->n_params == 3 * r;
+  int32_t w[3 * EP_MAX_RANK];
+  EP_CHECK(onnx ? ep_slice_words(n, w) == EP_OK : n->n_params == 2 * r, EP_E_PARAM);
+  const int32_t *pw = onnx ? w : n->params;
   int64_t ist[EP_MAX_RANK], st[EP_MAX_RANK], base = 0;
   strides_of(x, ist);
   int empty = 0;
   for (uint32_t k = 0; k < r; k++) {
-    const int64_t step = n->params[(onnx ? 2 : 1) * r + k], od = y->dims[k], id = x->dims[k];
-    int64_t start = n->params[k], len;
+    const int64_t step = pw[(onnx ? 2 : 1) * r + k], od = y->dims[k], id = x->dims[k];
+    int64_t start = pw[k], len;
     EP_CHECK(step != 0, EP_E_PARAM);
     if (onnx) {   /* [start, end, step] as ONNX gives them: resolved against this run's dims */
-      ep_slice_axis(id, start, n->params[r + k], step, &start, &len);
+      ep_slice_axis(id, start, pw[r + k], step, &start, &len);
       EP_CHECK(len == od, EP_E_SHAPE);
     }
     st[k] = 0;
@@ -470,15 +474,15 @@ static inline int64_t pad_map(int64_t o, int64_t begin, int64_t n, int32_t mode)
 ep_status ep_check_PAD(const ep_node *n) {
   const ep_tensor *x = n->in[0], *y = n->out[0];
   EP_CHECK(x, EP_E_OP);
-  EP_CHECK(n->n_in == 1 || n->in[1] == 0, EP_E_OP);   /* the optional second slot is unused: values are params */
   EP_CHECK(x->dtype == y->dtype && esize_ok(ep_dtype_size(x->dtype)), EP_E_DTYPE);
   EP_CHECK(x->rank == y->rank, EP_E_SHAPE);
-  EP_CHECK(n->n_params == 3 + x->rank || n->n_params == 3 + 2 * x->rank, EP_E_PARAM);
+  int32_t w[3 + 2 * EP_MAX_RANK];
+  EP_CHECK(n->n_params >= 1 && ep_pad_words(n, w) == EP_OK, EP_E_PARAM);   /* also the values of pads, axes? */
   const int32_t mode = n->params[0];
   EP_CHECK(mode >= PAD_CONSTANT && mode <= PAD_WRAP, EP_E_PARAM);
   for (uint32_t k = 0; k < x->rank; k++)
     if (mode != PAD_CONSTANT && y->dims[k] > 0) EP_CHECK(x->dims[k] > 0, EP_E_SHAPE);  /* nothing to repeat */
-  return n->n_params == 3 + x->rank ? EP_OK : ep_shape_agrees(n, ep_shape_PAD);   /* end pads: as they say */
+  return n->n_params == 3 + x->rank && n->n_in < 2 ? EP_OK : ep_shape_agrees(n, ep_shape_PAD);   /* as they say */
 }
 
 void ep_fill_value(uint8_t *d, uint64_t count, uint32_t es, uint32_t lo, uint32_t hi) {
@@ -496,9 +500,11 @@ void ep_fill_value(uint8_t *d, uint64_t count, uint32_t es, uint32_t lo, uint32_
 ep_status ep_run_PAD(const ep_node *n) {
   const ep_tensor *x = n->in[0], *y = n->out[0];
   if (y->numel == 0) return EP_OK;
-  const int32_t mode = n->params[0];
-  const uint32_t lo = (uint32_t)n->params[1], hi = (uint32_t)n->params[2];
-  const int32_t *begin = n->params + 3;
+  int32_t w[3 + 2 * EP_MAX_RANK];
+  if (ep_pad_words(n, w)) return EP_E_PARAM;   /* checked: the value inputs change only by a resolve */
+  const int32_t mode = w[0];
+  const uint32_t lo = (uint32_t)w[1], hi = (uint32_t)w[2];
+  const int32_t *begin = w + 3;
   const uint32_t es = ep_dtype_size(x->dtype);
   if (x->rank == 0) { dcopy(y->data, x->data, es); return EP_OK; }
   const uint32_t r = x->rank, L = r - 1;

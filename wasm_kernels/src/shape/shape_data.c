@@ -1,6 +1,7 @@
 /* Shape functions of the data movement kernels (kernels/data.c). COPY: ep_shape_first. Forms whose
  * words do not determine the output (SLICE's normalized 2r form, PAD's begin-only form, SPLIT's [axis],
- * EXPAND without its shape input) return EP_E_SHAPE: such nodes run only with the plan's shapes. */
+ * EXPAND without its shape input) return EP_E_SHAPE: such nodes run only with the plan's shapes. SLICE, PAD
+ * and SPLIT may take their words' values from value inputs instead (ep_slice_words, ep_pad_words). */
 #include "ep_shape.h"
 EP_COLD_FILE_BEGIN
 
@@ -21,6 +22,24 @@ void ep_slice_axis(int64_t d, int64_t s, int64_t e, int64_t st, int64_t *first, 
   }
   *first = n ? s : 0;
   *len = n;
+}
+
+/* v clamped to int32 (extents are below 2^31: a clamped start or end resolves the same). */
+static int32_t clamp32(int64_t v) { return v < INT32_MIN ? INT32_MIN : v > INT32_MAX ? INT32_MAX : (int32_t)v; }
+
+/* Values of an optional int 1-D input holding `count` elements: 1 when given, 0 when absent, -1 when unknown or
+ * of another length. */
+static int given(const ep_tensor *t, uint64_t count) {
+  if (!t) return 0;
+  return t->data && t->rank == 1 && t->numel == count && (t->dtype == EP_I64 || t->dtype == EP_I32) ? 1 : -1;
+}
+
+/* The axis a value names among r dims (negative from the end), or -1 when out of range or already in *seen. */
+static int32_t value_axis(int64_t a, uint32_t r, uint32_t *seen) {
+  if (a < 0) a += r;
+  if (a < 0 || a >= (int64_t)r || ((*seen >> a) & 1u)) return -1;
+  *seen |= 1u << a;
+  return (int32_t)a;
 }
 
 /* Output 0 = input 0's dims with dims[axis] replaced; axis and rank validated. */
@@ -46,17 +65,17 @@ ep_status ep_shape_CONCAT(ep_node *n) {
 }
 
 /* [axis, size_0..size_{n_out-1}]: explicit extents; [axis, -1]: ONNX num_outputs parts of ceil(d / n_out),
- * the last one what remains. [axis] alone does not say how the extent is cut. */
+ * the last one what remains; [axis] with input split: its values. [axis] alone does not say how the extent is cut. */
 ep_status ep_shape_SPLIT(ep_node *n) {
-  const ep_tensor *x = n->in[0];
+  const ep_tensor *x = n->in[0], *v = n->n_in > 1 ? n->in[1] : 0;   /* v: the sizes as values ([axis] alone) */
   const int equal = n->n_params == 2 && n->params[1] == -1;
-  if (!x || n->n_out == 0 || (!equal && n->n_params != 1 + n->n_out)) return EP_E_SHAPE;
+  if (!x || n->n_out == 0 || (!equal && n->n_params != (v ? 1 : 1 + n->n_out)) || given(v, n->n_out) < 0) return EP_E_SHAPE;
   const int32_t axis = n->params[0];
   if (axis < 0 || (uint32_t)axis >= x->rank) return EP_E_SHAPE;
   const int64_t d = x->dims[axis], chunk = (d + n->n_out - 1) / n->n_out;
   int64_t left = d;
   for (uint32_t i = 0; i < n->n_out; i++) {
-    const int64_t s = !equal ? n->params[1 + i] : i + 1 < n->n_out ? chunk : left;
+    const int64_t s = v ? ep_value_at(v, i) : !equal ? n->params[1 + i] : i + 1 < n->n_out ? chunk : left;
     if (s < 0 || s > left) return EP_E_SHAPE;
     left -= s;
     const ep_status st = with_axis(n->out[i], x, axis, s);
@@ -65,17 +84,45 @@ ep_status ep_shape_SPLIT(ep_node *n) {
   return left == 0 ? EP_OK : EP_E_SHAPE;
 }
 
-/* [start_0.., end_0.., step_0..] (3r words, ONNX semantics) resolved against the input's dims. */
+ep_status ep_slice_words(const ep_node *n, int32_t *w) {
+  const ep_tensor *x = n->in[0];
+  const uint32_t r = x->rank;
+  if (n->n_in == 1) {
+    if (n->n_params != 3 * r) return EP_E_SHAPE;
+    for (uint32_t k = 0; k < 3 * r; k++) w[k] = n->params[k];
+    return EP_OK;
+  }
+  /* value inputs: starts, ends, axes?, steps? as ONNX Slice-10 takes them */
+  const ep_tensor *st = n->in[1], *en = n->n_in > 2 ? n->in[2] : 0;
+  if (n->n_params || !st || given(st, st->numel) != 1 || st->numel > r || given(en, st->numel) != 1) return EP_E_SHAPE;
+  const ep_tensor *ax = n->n_in > 3 ? n->in[3] : 0, *sp = n->n_in > 4 ? n->in[4] : 0;
+  if (given(ax, st->numel) < 0 || given(sp, st->numel) < 0) return EP_E_SHAPE;
+  for (uint32_t k = 0; k < r; k++) { w[k] = 0; w[r + k] = INT32_MAX; w[2 * r + k] = 1; }
+  uint32_t seen = 0;
+  for (uint32_t i = 0; i < st->numel; i++) {
+    const int32_t a = value_axis(ax ? ep_value_at(ax, i) : (int64_t)i, r, &seen);
+    const int64_t step = sp ? ep_value_at(sp, i) : 1;
+    if (a < 0 || step == 0) return EP_E_SHAPE;
+    w[a] = clamp32(ep_value_at(st, i));
+    w[r + a] = clamp32(ep_value_at(en, i));
+    w[2 * r + a] = clamp32(step);
+  }
+  return EP_OK;
+}
+
+/* [start_0.., end_0.., step_0..] (3r words, ONNX semantics; or no words and the values of inputs starts, ends,
+ * axes?, steps?) resolved against the input's dims. */
 ep_status ep_shape_SLICE(ep_node *n) {
   const ep_tensor *x = n->in[0];
-  if (!x || n->n_params != 3 * x->rank) return EP_E_SHAPE;
+  int32_t w[3 * EP_MAX_RANK];
+  if (!x || ep_slice_words(n, w)) return EP_E_SHAPE;
   const uint32_t r = x->rank;
   int32_t d[EP_MAX_RANK];
   for (uint32_t k = 0; k < r; k++) {
-    const int32_t step = n->params[2 * r + k];
+    const int32_t step = w[2 * r + k];
     if (step == 0) return EP_E_PARAM;
     int64_t first, len;
-    ep_slice_axis(x->dims[k], n->params[k], n->params[r + k], step, &first, &len);
+    ep_slice_axis(x->dims[k], w[k], w[r + k], step, &first, &len);
     d[k] = (int32_t)len;
   }
   return ep_shape_set(n->out[0], r, d);
@@ -112,13 +159,44 @@ ep_status ep_shape_TRANSPOSE(ep_node *n) {
   return ep_shape_set(n->out[0], x->rank, d);
 }
 
-/* [mode, value_lo, value_hi, begin_0.., end_0..] (3 + 2r words): y_k = x_k + begin_k + end_k. */
+ep_status ep_pad_words(const ep_node *n, int32_t *w) {
+  const ep_tensor *x = n->in[0], *p = n->n_in > 1 ? n->in[1] : 0;
+  const uint32_t r = x->rank, nw = p ? 3 : 3 + 2 * r;
+  if (n->n_params != nw && !(!p && n->n_params == 3 + r)) return EP_E_SHAPE;
+  for (uint32_t k = 0; k < n->n_params; k++) w[k] = n->params[k];
+  if (!p) return EP_OK;
+  /* value inputs: pads [begin.., end..] over axes? (every dim when absent), value? (x's dtype, one element) */
+  const ep_tensor *v = n->n_in > 2 ? n->in[2] : 0, *ax = n->n_in > 3 ? n->in[3] : 0;
+  const uint64_t na = ax ? ax->numel : r;
+  if (given(p, 2 * na) != 1 || given(ax, na) < 0 || na > r) return EP_E_SHAPE;
+  for (uint32_t k = 0; k < 2 * r; k++) w[3 + k] = 0;
+  uint32_t seen = 0;
+  for (uint32_t i = 0; i < na; i++) {
+    const int32_t a = value_axis(ax ? ep_value_at(ax, i) : (int64_t)i, r, &seen);
+    const int64_t b = ep_value_at(p, i), e = ep_value_at(p, na + i);
+    if (a < 0 || b < -INT32_MAX || b > INT32_MAX || e < -INT32_MAX || e > INT32_MAX) return EP_E_SHAPE;
+    w[3 + a] = (int32_t)b;
+    w[3 + r + a] = (int32_t)e;
+  }
+  if (v && v->numel && v->dtype != x->dtype) return EP_E_SHAPE;
+  if (v && v->data && v->numel) {   /* known at run time (or a weight): its bytes as the value words */
+    uint8_t b[8] = {0};
+    for (uint32_t i = 0; i < ep_dtype_size(x->dtype) && i < 8; i++) b[i] = v->data[i];
+    w[1] = (int32_t)((uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24);
+    w[2] = (int32_t)((uint32_t)b[4] | (uint32_t)b[5] << 8 | (uint32_t)b[6] << 16 | (uint32_t)b[7] << 24);
+  }
+  return EP_OK;
+}
+
+/* [mode, value_lo, value_hi, begin_0.., end_0..] (3 + 2r words; or 3 and the values of inputs pads, axes?):
+ * y_k = x_k + begin_k + end_k. */
 ep_status ep_shape_PAD(ep_node *n) {
   const ep_tensor *x = n->in[0];
-  if (!x || n->n_params != 3 + 2 * x->rank) return EP_E_SHAPE;
+  int32_t w[3 + 2 * EP_MAX_RANK];
+  if (!x || ep_pad_words(n, w) || (n->n_in < 2 && n->n_params != 3 + 2 * x->rank)) return EP_E_SHAPE;
   int32_t d[EP_MAX_RANK];
   for (uint32_t k = 0; k < x->rank; k++) {
-    const int64_t v = (int64_t)x->dims[k] + n->params[3 + k] + n->params[3 + x->rank + k];
+    const int64_t v = (int64_t)x->dims[k] + w[3 + k] + w[3 + x->rank + k];
     if (v < 0 || v > INT32_MAX) return EP_E_SHAPE;
     d[k] = (int32_t)v;
   }
