@@ -96,6 +96,9 @@ CASES = {
     "split": (lambda: _model(helper.make_node("Split", ["x", "s"], ["y0", "y1"], axis=2),
                              [_vi("x", F, [2, 3, 4]), _vi("s", I64, [2])], [_vi("y0", F, [2, 3, "a"]), _vi("y1", F, [2, 3, "b"])]),
               [{"x": X, "s": i64(1, 3)}, {"x": X, "s": i64(4, 0)}, {"x": X, "s": i64(2, 2)}]),
+    "cumsum": (lambda: _model(helper.make_node("CumSum", ["x", "a"], ["y"], exclusive=1),
+                              [_vi("x", F, [2, 3, 4]), _vi("a", I64, [])], [_vi("y", F, [2, 3, 4])]),
+               [{"x": X, "a": i64(1).reshape(())}, {"x": X, "a": i64(-1).reshape(())}, {"x": X, "a": i64(0).reshape(())}]),
     # k is no shape: a mask computed at run time from col - row and k (BINARY, WHERE), in any plan
     "trilu": (lambda: _model(helper.make_node("Trilu", ["x", "k"], ["y"], upper=0), [_vi("x", F, [2, 3, 4]), _vi("k", I64, [])],
                              [_vi("y", F, [2, 3, 4])]),

@@ -122,11 +122,19 @@ def lower_cumulative(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     xs = ctx.shape(x)
     if not xs:
         raise ctx.unsupported(node, "scalar input")
-    axis = _axis(ctx, node, _scalar_const(ctx, node, node.input[1], "axis"), len(xs))
     ex, rev = int(a.get("exclusive", 0)), int(a.get("reverse", 0))
     if ex not in (0, 1) or rev not in (0, 1):
         raise ctx.unsupported(node, "exclusive and reverse must be 0 or 1")
-    ctx.emit(Op.AXIS, [x], [y], [AX_CUMSUM if node.op_type == "CumSum" else AX_CUMPROD, axis, ex, rev])
+    mode = AX_CUMSUM if node.op_type == "CumSum" else AX_CUMPROD
+    ain = node.input[1]
+    if ctx.dynamic and ctx.const(ain) is None:   # a value input: the kernel reads the axis while resolving
+        ctx.check_dtypes(node, [np.int64, np.int32], [ain])
+        if int(np.prod(ctx.shape(ain))) != 1:
+            raise ctx.unsupported(node, f"axis of shape {ctx.shape(ain)} is not one value")
+        ctx.emit(Op.AXIS, [x, ain], [y], [mode, -1, ex, rev])
+        return
+    axis = _axis(ctx, node, _scalar_const(ctx, node, ain, "axis"), len(xs))
+    ctx.emit(Op.AXIS, [x], [y], [mode, axis, ex, rev])
 
 
 def _const_indices_in_range(ctx: LowerCtx, node: onnx.NodeProto, idx: str, limits) -> None:

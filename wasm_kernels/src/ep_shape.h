@@ -53,6 +53,9 @@ ep_status ep_slice_words(const ep_node *n, int32_t *w);
 /* PAD's 3 + 2r words [mode, value_lo, value_hi, begin.., end..] (src/shape/shape_data.c): its parameter words
  * (3 + r or 3 + 2r), or [mode, lo, hi] completed from the values of inputs pads, axes? and (when known) value?. */
 ep_status ep_pad_words(const ep_node *n, int32_t *w);
+/* AXIS's axis (src/shape/shape_axis.c): word 1, or CumSum / CumProd's (word 1 = -1) from input 1's value, negative
+ * from the end; -1 when unknown or out of range. */
+int32_t ep_axis_of(const ep_node *n);
 /* REDUCE's mask of reduced dims (src/shape/shape_reduce.c): word 1 ([kind, mask]), or from the axes input's values
  * ([kind, 0, noop_with_empty_axes]); EP_E_SHAPE for axes unknown, out of range or repeated. */
 ep_status ep_reduce_mask(const ep_node *n, uint32_t *mask);

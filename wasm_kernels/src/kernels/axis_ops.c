@@ -7,7 +7,8 @@
  *   mode 3 TopK: Y (values) and Indices (int64) of X's dims with k on axis; a = largest; b = k, or -1: k is K's
  *          value (int64, read by the shape function); sorted, equal values by index, NaN above every number.
  *          scratch: 4 * n bytes (a heap of row indices).
- *   mode 4 CumSum / 5 CumProd: Y = X's shape; a = exclusive, b = reverse; integers wrap.
+ *   mode 4 CumSum / 5 CumProd: Y = X's shape; a = exclusive, b = reverse; integers wrap. axis -1 with K: the axis
+ *          is K's value (int32/int64, one element, negative from the end; a value input read while resolving).
  * SCATTER in: data, indices (i64/i32), updates  out: Y (data's shape)  params: [mode, axis, reduction]
  *   mode 0 ScatterElements along axis; 1 ScatterND (axis 0). reduction 0 none, 1 add, 2 mul, 3 max, 4 min.
  *   Every index is validated before Y is written (EP_E_INDEX); negative indices count from the end.
@@ -64,21 +65,21 @@ static void split3(const ep_tensor *t, uint32_t axis, uint64_t *outer, uint64_t 
 ep_status ep_check_AXIS(const ep_node *n) {
   const ep_tensor *x = n->in[0], *y = n->out[0];
   EP_CHECK(x && n->n_params == 4 && n->params[0] >= 0 && n->params[0] < AX_MODES, EP_E_PARAM);
-  const int32_t mode = n->params[0], a = n->params[2], b = n->params[3];
-  EP_CHECK(n->params[1] >= 0 && (uint32_t)n->params[1] < x->rank && (a == 0 || a == 1), EP_E_PARAM);
+  const int32_t mode = n->params[0], a = n->params[2], b = n->params[3], axis = ep_axis_of(n);
+  EP_CHECK(axis >= 0 && (a == 0 || a == 1), EP_E_PARAM);
   EP_CHECK(mode == AX_TOPK ? b >= -1 : (mode >= AX_CUMSUM ? (b == 0 || b == 1) : b == 0), EP_E_PARAM);
-  EP_CHECK((mode == AX_TOPK) == (n->n_out == 2) && (mode == AX_TOPK || n->n_in == 1), EP_E_PARAM);
+  EP_CHECK((mode == AX_TOPK) == (n->n_out == 2) && (mode == AX_TOPK || n->n_in == 1 || n->params[1] == -1), EP_E_PARAM);
   EP_CHECK(num_dtype(x->dtype), EP_E_DTYPE);
   EP_CHECK(mode <= AX_ARGMIN ? y->dtype == EP_I64 : y->dtype == x->dtype, EP_E_DTYPE);
   if (mode == AX_TOPK) {
     EP_CHECK(n->out[1]->dtype == EP_I64, EP_E_DTYPE);
     EP_CHECK(b >= 0 || (n->n_in == 2 && n->in[1] && n->in[1]->dtype == EP_I64), EP_E_PARAM);
-    EP_CHECK((uint64_t)n->scratch_bytes >= 4u * (uint64_t)x->dims[n->params[1]], EP_E_PARAM);
+    EP_CHECK((uint64_t)n->scratch_bytes >= 4u * (uint64_t)x->dims[axis], EP_E_PARAM);
   }
-  if (mode <= AX_ARGMIN) EP_CHECK(x->numel == 0 || x->dims[n->params[1]] > 0, EP_E_SHAPE);   /* no arg of an empty row */
+  if (mode <= AX_ARGMIN) EP_CHECK(x->numel == 0 || x->dims[axis] > 0, EP_E_SHAPE);   /* no arg of an empty row */
   if (mode == AX_TOPK && b < 0) {   /* k from K: only Y's dims say it until the value is known */
     for (uint32_t i = 0; i < x->rank; i++)
-      EP_CHECK(y->rank == x->rank && ep_same_shape(y, n->out[1]) && (i == (uint32_t)n->params[1] ? y->dims[i] <= x->dims[i] : y->dims[i] == x->dims[i]), EP_E_SHAPE);
+      EP_CHECK(y->rank == x->rank && ep_same_shape(y, n->out[1]) && (i == (uint32_t)axis ? y->dims[i] <= x->dims[i] : y->dims[i] == x->dims[i]), EP_E_SHAPE);
     return EP_OK;
   }
   EP_CHECK(mode > AX_ARGMIN || y->rank == x->rank || y->rank + 1 == x->rank, EP_E_SHAPE);
@@ -112,8 +113,10 @@ ep_status ep_run_AXIS(const ep_node *n) {
   const uint8_t *x = xt->data;
   uint8_t *y = yt->data;
   uint64_t outer, len, inner;
-  split3(xt, (uint32_t)n->params[1], &outer, &len, &inner);
-  const uint64_t k = mode == AX_TOPK ? (uint64_t)yt->dims[n->params[1]] : 1;
+  const int32_t axis = ep_axis_of(n);
+  if (axis < 0) return EP_E_PARAM;   /* checked: a run-time axis changes only by a resolve */
+  split3(xt, (uint32_t)axis, &outer, &len, &inner);
+  const uint64_t k = mode == AX_TOPK ? (uint64_t)yt->dims[axis] : 1;
   for (uint64_t o = 0; o < outer; o++) {
     for (uint64_t i = 0; i < inner; i++) {
       const uint64_t base = o * len * inner + i;

@@ -6,13 +6,26 @@ EP_COLD_FILE_BEGIN
 
 enum { AX_ARGMAX, AX_ARGMIN, AX_HARDMAX, AX_TOPK, AX_CUMSUM, AX_CUMPROD };   /* AXIS's modes (kernels/axis_ops.c) */
 
+int32_t ep_axis_of(const ep_node *n) {
+  const ep_tensor *x = n->in[0], *v = n->n_in > 1 ? n->in[1] : 0;
+  if (!x || n->n_params != 4) return -1;
+  int64_t a = n->params[1];
+  if (a == -1 && n->params[0] >= AX_CUMSUM) {   /* CumSum / CumProd's axis input (a value input) */
+    if (!v || !v->data || v->numel != 1 || (v->dtype != EP_I64 && v->dtype != EP_I32)) return -1;
+    a = ep_value_at(v, 0);
+    if (a < 0) a += x->rank;
+  }
+  return a >= 0 && a < (int64_t)x->rank ? (int32_t)a : -1;
+}
+
 /* [mode, axis, a, b]: ArgMax/ArgMin drop axis or keep it as 1 (Y's rank says which); TopK puts k (b, or K's
  * value when b = -1) on it; Hardmax, CumSum and CumProd keep X's dims. */
 ep_status ep_shape_AXIS(ep_node *n) {
   const ep_tensor *x = n->in[0];
-  if (!x || n->n_params != 4 || n->params[1] < 0 || (uint32_t)n->params[1] >= x->rank) return EP_E_SHAPE;
+  const int32_t ax = ep_axis_of(n);
+  if (ax < 0) return EP_E_SHAPE;
   const int32_t mode = n->params[0];
-  const uint32_t axis = (uint32_t)n->params[1];
+  const uint32_t axis = (uint32_t)ax;
   int32_t d[EP_MAX_RANK];
   uint32_t r = 0;
   int64_t k = 1;
