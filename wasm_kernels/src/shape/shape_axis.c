@@ -11,7 +11,7 @@ int32_t ep_axis_of(const ep_node *n) {
   if (!x || n->n_params != 4) return -1;
   int64_t a = n->params[1];
   if (a == -1 && n->params[0] >= AX_CUMSUM) {   /* CumSum / CumProd's axis input (a value input) */
-    if (!v || !v->data || v->numel != 1 || (v->dtype != EP_I64 && v->dtype != EP_I32)) return -1;
+    if (!v || !v->data || v->numel != 1) return -1;   /* int32 / int64 (ep_value_at reads no other dtype) */
     a = ep_value_at(v, 0);
     if (a < 0) a += x->rank;
   }

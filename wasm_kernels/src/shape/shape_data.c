@@ -24,22 +24,33 @@ void ep_slice_axis(int64_t d, int64_t s, int64_t e, int64_t st, int64_t *first, 
   *len = n;
 }
 
-/* v clamped to int32 (extents are below 2^31: a clamped start or end resolves the same). */
-static int32_t clamp32(int64_t v) { return v < INT32_MIN ? INT32_MIN : v > INT32_MAX ? INT32_MAX : (int32_t)v; }
-
-/* Values of an optional int 1-D input holding `count` elements: 1 when given, 0 when absent, -1 when unknown or
- * of another length. */
-static int given(const ep_tensor *t, uint64_t count) {
-  if (!t) return 0;
-  return t->data && t->rank == 1 && t->numel == count && (t->dtype == EP_I64 || t->dtype == EP_I32) ? 1 : -1;
+/* Values of an optional input holding `count` elements: 1 when given, 0 when absent, -1 when unknown or of another
+ * count (ep_value_at reads int32 / int64 ones; the packager gives no other dtype). */
+__attribute__((noinline)) static int given(const ep_tensor *t, uint64_t count) {
+  return !t ? 0 : t->data && t->numel == count ? 1 : -1;
 }
 
-/* The axis a value names among r dims (negative from the end), or -1 when out of range or already in *seen. */
-static int32_t value_axis(int64_t a, uint32_t r, uint32_t *seen) {
-  if (a < 0) a += r;
-  if (a < 0 || a >= (int64_t)r || ((*seen >> a) & 1u)) return -1;
-  *seen |= 1u << a;
-  return (int32_t)a;
+/* SLICE's and PAD's value inputs: w[j * r + k] = dflt[j] for every dim k, then per entry i < count the axis (input
+ * 3 axes?'s value, negative from the end, none repeated; i when absent) gets w[j * r + axis] = src[j]'s value
+ * i + at[j] (at NULL: i; int32-clamped: extents are below 2^31, so a clamped bound resolves the same; src[j] absent: none). */
+static ep_status per_axis(const ep_node *n, uint32_t r, uint64_t count, const ep_tensor *const *src, const uint64_t *at,
+                          const int32_t *dflt, uint32_t nsrc, int32_t *w) {
+  const ep_tensor *ax = n->n_in > 3 ? n->in[3] : 0;
+  if (count > r || given(ax, count) < 0) return EP_E_SHAPE;
+  for (uint32_t k = 0; k < nsrc * r; k++) w[k] = dflt[k / r];
+  uint32_t seen = 0;
+  for (uint64_t i = 0; i < count; i++) {
+    int64_t a = ax ? ep_value_at(ax, i) : (int64_t)i;
+    if (a < 0) a += r;
+    if (a < 0 || a >= (int64_t)r || ((seen >> a) & 1u)) return EP_E_SHAPE;
+    seen |= 1u << a;
+    for (uint32_t j = 0; j < nsrc; j++) {
+      if (!src[j]) continue;
+      const int64_t v = ep_value_at(src[j], i + (at ? at[j] : 0));
+      w[j * r + a] = v < INT32_MIN ? INT32_MIN : v > INT32_MAX ? INT32_MAX : (int32_t)v;
+    }
+  }
+  return EP_OK;
 }
 
 /* Output 0 = input 0's dims with dims[axis] replaced; axis and rank validated. */
@@ -85,29 +96,18 @@ ep_status ep_shape_SPLIT(ep_node *n) {
 }
 
 ep_status ep_slice_words(const ep_node *n, int32_t *w) {
-  const ep_tensor *x = n->in[0];
-  const uint32_t r = x->rank;
+  static const int32_t dflt[3] = {0, INT32_MAX, 1};
+  const uint32_t r = n->in[0]->rank;
   if (n->n_in == 1) {
     if (n->n_params != 3 * r) return EP_E_SHAPE;
-    for (uint32_t k = 0; k < 3 * r; k++) w[k] = n->params[k];
+    for (uint32_t k = 0; k < n->n_params; k++) w[k] = n->params[k];
     return EP_OK;
   }
-  /* value inputs: starts, ends, axes?, steps? as ONNX Slice-10 takes them */
-  const ep_tensor *st = n->in[1], *en = n->n_in > 2 ? n->in[2] : 0;
-  if (n->n_params || !st || given(st, st->numel) != 1 || st->numel > r || given(en, st->numel) != 1) return EP_E_SHAPE;
-  const ep_tensor *ax = n->n_in > 3 ? n->in[3] : 0, *sp = n->n_in > 4 ? n->in[4] : 0;
-  if (given(ax, st->numel) < 0 || given(sp, st->numel) < 0) return EP_E_SHAPE;
-  for (uint32_t k = 0; k < r; k++) { w[k] = 0; w[r + k] = INT32_MAX; w[2 * r + k] = 1; }
-  uint32_t seen = 0;
-  for (uint32_t i = 0; i < st->numel; i++) {
-    const int32_t a = value_axis(ax ? ep_value_at(ax, i) : (int64_t)i, r, &seen);
-    const int64_t step = sp ? ep_value_at(sp, i) : 1;
-    if (a < 0 || step == 0) return EP_E_SHAPE;
-    w[a] = clamp32(ep_value_at(st, i));
-    w[r + a] = clamp32(ep_value_at(en, i));
-    w[2 * r + a] = clamp32(step);
-  }
-  return EP_OK;
+  /* value inputs: starts, ends, axes?, steps? as ONNX Slice-10 takes them (a step 0 is refused by the callers) */
+  const ep_tensor *st = n->in[1], *src[3] = {st, n->n_in > 2 ? n->in[2] : 0, n->n_in > 4 ? n->in[4] : 0};
+  if (n->n_params || !st || given(st, st->numel) != 1 || given(src[1], st->numel) != 1 || given(src[2], st->numel) < 0)
+    return EP_E_SHAPE;
+  return per_axis(n, r, st->numel, src, 0, dflt, 3, w);
 }
 
 /* [start_0.., end_0.., step_0..] (3r words, ONNX semantics; or no words and the values of inputs starts, ends,
@@ -160,32 +160,21 @@ ep_status ep_shape_TRANSPOSE(ep_node *n) {
 }
 
 ep_status ep_pad_words(const ep_node *n, int32_t *w) {
+  static const int32_t dflt[2] = {0, 0};
   const ep_tensor *x = n->in[0], *p = n->n_in > 1 ? n->in[1] : 0;
-  const uint32_t r = x->rank, nw = p ? 3 : 3 + 2 * r;
-  if (n->n_params != nw && !(!p && n->n_params == 3 + r)) return EP_E_SHAPE;
+  const uint32_t r = x->rank;
+  if (n->n_params > 3 + 2 * r) return EP_E_SHAPE;
   for (uint32_t k = 0; k < n->n_params; k++) w[k] = n->params[k];
-  if (!p) return EP_OK;
+  if (!p) return n->n_params == 3 + r || n->n_params == 3 + 2 * r ? EP_OK : EP_E_SHAPE;
   /* value inputs: pads [begin.., end..] over axes? (every dim when absent), value? (x's dtype, one element) */
-  const ep_tensor *v = n->n_in > 2 ? n->in[2] : 0, *ax = n->n_in > 3 ? n->in[3] : 0;
-  const uint64_t na = ax ? ax->numel : r;
-  if (given(p, 2 * na) != 1 || given(ax, na) < 0 || na > r) return EP_E_SHAPE;
-  for (uint32_t k = 0; k < 2 * r; k++) w[3 + k] = 0;
-  uint32_t seen = 0;
-  for (uint32_t i = 0; i < na; i++) {
-    const int32_t a = value_axis(ax ? ep_value_at(ax, i) : (int64_t)i, r, &seen);
-    const int64_t b = ep_value_at(p, i), e = ep_value_at(p, na + i);
-    if (a < 0 || b < -INT32_MAX || b > INT32_MAX || e < -INT32_MAX || e > INT32_MAX) return EP_E_SHAPE;
-    w[3 + a] = (int32_t)b;
-    w[3 + r + a] = (int32_t)e;
+  const ep_tensor *v = n->n_in > 2 ? n->in[2] : 0, *ax = n->n_in > 3 ? n->in[3] : 0, *src[2] = {p, p};
+  const uint64_t na = ax ? ax->numel : r, at[2] = {0, na};
+  if (n->n_params != 3 || given(p, 2 * na) != 1) return EP_E_SHAPE;
+  if (v && v->data && v->numel) {   /* known at run time (or a weight): its little-endian bytes as the value words */
+    if (v->dtype != x->dtype) return EP_E_SHAPE;
+    for (uint32_t i = 0; i < ep_dtype_size(x->dtype); i++) ((uint8_t *)(void *)(w + 1))[i] = v->data[i];
   }
-  if (v && v->numel && v->dtype != x->dtype) return EP_E_SHAPE;
-  if (v && v->data && v->numel) {   /* known at run time (or a weight): its bytes as the value words */
-    uint8_t b[8] = {0};
-    for (uint32_t i = 0; i < ep_dtype_size(x->dtype) && i < 8; i++) b[i] = v->data[i];
-    w[1] = (int32_t)((uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24);
-    w[2] = (int32_t)((uint32_t)b[4] | (uint32_t)b[5] << 8 | (uint32_t)b[6] << 16 | (uint32_t)b[7] << 24);
-  }
-  return EP_OK;
+  return per_axis(n, r, na, src, at, dflt, 2, w + 3);
 }
 
 /* [mode, value_lo, value_hi, begin_0.., end_0..] (3 + 2r words; or 3 and the values of inputs pads, axes?):
