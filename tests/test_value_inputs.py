@@ -130,7 +130,7 @@ def test_values_fed_at_run_time(tmp_path: Path, name: str) -> None:
             for k, w in want.items():
                 assert got[k].shape == w.shape, (variant, feeds, k)
                 np.testing.assert_allclose(got[k], w, rtol=1e-5, atol=1e-6)
-    if _node_major() >= 20 and name in ("reshape", "reduce_sum", "topk"):
+    if _node_major() >= 20 and name in ("reshape", "reduce_sum", "topk", "slice", "pad"):
         for feeds, run in zip(runs, _node_runs(tmp_path / "node", out, runs)["runs"]):
             for k, w in _reference(m, feeds).items():
                 np.testing.assert_allclose(_outputs(run)[k], w, rtol=1e-5, atol=1e-6)
@@ -143,6 +143,11 @@ def test_values_fed_at_run_time(tmp_path: Path, name: str) -> None:
     ("expand", {"x": X[0, :, :1].copy(), "s": i64(2, 4, 5)}, r"input values 's'"),
     ("range", {"a": i64(0).reshape(()), "b": i64(2**40).reshape(()), "d": i64(1).reshape(())}, r"input values 'a' = 0, 'b'"),
     ("unsqueeze", {"x": X, "axes": i64(1, 1)}, r"input values 'axes' = \[1, 1\] decide shapes"),
+    ("slice", {"x": X, "b": i64(0, 0), "e": i64(1, 1), "a": i64(0, 1), "s": i64(1, 0)}, r"input values 'b' = \[0, 0\]"),
+    ("pad", {"x": X, "p": i64(0, -4, 0, 0, 0, 0), "v": np.array(0, np.float32)}, r"input values 'p' = \[0, -4,"),
+    ("pad_reflect_axes", {"x": X, "p": i64(1, 1), "a": i64(3)}, r"input values 'p' = \[1, 1\], 'a' = \[3\]"),
+    ("split", {"x": X, "s": i64(1, 2)}, r"input values 's' = \[1, 2\] decide shapes"),
+    ("cumsum", {"x": X, "a": i64(-4).reshape(())}, r"input values 'a' = -4 decide shapes"),
 ])
 def test_bad_values_are_a_clear_error(tmp_path: Path, name: str, feeds: dict, says: str) -> None:
     out = _bundle(tmp_path, name)
@@ -159,9 +164,12 @@ def test_bad_values_are_a_clear_error(tmp_path: Path, name: str, feeds: dict, sa
 
 @pytest.mark.skipif(shutil.which("qemu-aarch64") is None or shutil.which("aarch64-linux-gnu-gcc") is None,
                     reason="qemu-user or gcc-aarch64-linux-gnu missing")
-def test_edgepack_run_under_qemu(tmp_path: Path) -> None:
-    m, out = CASES["reduce_sum"][0](), _bundle(tmp_path, "reduce_sum", "pi5")
-    for k, feeds in enumerate([*CASES["reduce_sum"][1][:2], {"x": X, "axes": i64(7)}]):
+@pytest.mark.parametrize("name, bad, input_name", [("reduce_sum", {"x": X, "axes": i64(7)}, "axes"),   # axis 7 of rank 3
+                                                   ("slice", {"x": X, "b": i64(0, 0), "e": i64(1, 1), "a": i64(0, 0),
+                                                              "s": i64(1, 1)}, "b")])   # axis 0 twice
+def test_edgepack_run_under_qemu(tmp_path: Path, name: str, bad: dict, input_name: str) -> None:
+    m, out = CASES[name][0](), _bundle(tmp_path, name, "pi5")
+    for k, feeds in enumerate([*CASES[name][1][:2], bad]):
         d = tmp_path / f"r{k}"
         d.mkdir()
         args = []
@@ -170,8 +178,8 @@ def test_edgepack_run_under_qemu(tmp_path: Path) -> None:
             args += ["--input", f"{n}={d / f'{n}.npy'}"]
         r = subprocess.run([*E.qemu_cmd("pi5"), str(out / "edgepack-run"), str(out), *args, "--output", f"y={d / 'y.npy'}"],
                            capture_output=True, text=True, timeout=600)
-        if k == 2:   # axis 7 of a rank-3 input
-            assert r.returncode == 2 and "the values of input 'axes' decide shapes" in r.stderr, r.stderr
+        if k == 2:   # values that give no valid shape
+            assert r.returncode == 2 and f"the values of input '{input_name}'" in r.stderr, r.stderr
             continue
         assert r.returncode == 0, r.stderr
         np.testing.assert_allclose(np.load(d / "y.npy"), _reference(m, feeds)["y"], rtol=1e-5, atol=1e-6)

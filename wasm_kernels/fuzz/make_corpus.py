@@ -208,6 +208,19 @@ def dynamic_plans(tmp: Path) -> dict[str, bytes]:
     return out
 
 
+def value_input_plans(tmp: Path) -> dict[str, bytes]:
+    """Version-2 plans with value inputs (their values decide shapes; the harness writes them before resolving): the
+    kernels' forms that read them (REDUCE's axes, VIEW's Squeeze/Unsqueeze axes, SLICE, PAD, SPLIT, AXIS's CumSum
+    axis), packaged from tests/test_value_inputs.py's models."""
+    from packager.api import package
+    from tests.test_value_inputs import CASES
+    out = {}
+    for name in ("reduce_sum", "unsqueeze", "slice", "pad", "split", "cumsum"):
+        plan = (package(CASES[name][0](), "web", tmp / name, dynamic=True, verify=False) / "model.plan").read_bytes()
+        out[f"values_{name}-{hashlib.sha1(plan).hexdigest()[:16]}.plan"] = plan
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", type=Path, default=ROOT / "wasm_kernels" / "fuzz" / "corpus")
@@ -246,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
         fp16 = (package(extra_models()[5], "web", Path(tmp) / "fp16", quantize="fp16", verify=False) / "model.plan").read_bytes()
         seeds[f"fp16_prologue-{hashlib.sha1(fp16).hexdigest()[:16]}.plan"] = fp16
         total += len(fp16)
-        for name, plan in dynamic_plans(Path(tmp)).items():   # version-2 plans: symbols, lifetimes, values region
+        for name, plan in {**dynamic_plans(Path(tmp)), **value_input_plans(Path(tmp))}.items():   # version 2
             seeds[name] = plan
             total += len(plan)
         for name, plan in v2_kernel_plans().items():   # kernels no packaged model holds yet
