@@ -200,3 +200,40 @@ def test_edge_python_module(tmp_path: Path) -> None:
         np.testing.assert_allclose(s.run(feeds)["y"], _reference(m, feeds)["y"], rtol=1e-5, atol=1e-6)
     with pytest.raises(rt.EdgepackError, match=r"input values 'axes' = \[-4\] decide shapes"):
         s.run({"x": X, "axes": i64(-4)})
+
+
+def test_java_session_writes_value_inputs(tmp_path: Path) -> None:
+    """The Android Java Session (edge/android, on the host build of the core and the host JVM, as
+    tests/test_edge_dynamic.py runs it) writes the value inputs' values before resolving: Slice with different
+    values per run, through run(Tensor...) and setInputShapes + run(ByteBuffer...), and a refusal naming them."""
+    if shutil.which("javac") is None or shutil.which("aarch64-linux-gnu-gcc") is None:
+        pytest.skip("no JDK or gcc-aarch64-linux-gnu")
+    r = subprocess.run(["make", "-s", "-C", str(E.EDGE), "build/host/libedgepack.so"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    make, runs = CASES["slice"]
+    m, out = make(), _bundle(tmp_path, "slice", "android")
+    names = [i.name for i in m.graph.input]
+    bad = {"x": X, "b": i64(0, 0), "e": i64(1, 1), "a": i64(2, -1), "s": i64(1, 1)}   # axis 2 twice
+    cases = []
+    for k, feeds in enumerate([*runs, bad]):
+        d = tmp_path / f"case{k}"
+        d.mkdir()
+        for i, n in enumerate(names):
+            (d / f"in{i}.bin").write_bytes(feeds[n].tobytes())
+            (d / f"in{i}.shape").write_text(",".join(map(str, feeds[n].shape)))
+        if feeds is not bad:
+            y = _reference(m, feeds)["y"]
+            (d / "out0.bin").write_bytes(np.ascontiguousarray(y).tobytes())
+            (d / "out0.shape").write_text(",".join(map(str, y.shape)))
+        cases.append(str(d))
+    classes = tmp_path / "classes"
+    srcs = [str(p) for p in (E.EDGE / "android" / "java" / "org" / "edgepack").glob("*.java")]
+    subprocess.run(["javac", "--release", "8", "-Xlint:-options", "-d", str(classes), *srcs], check=True)
+    subprocess.run(["javac", "-cp", str(classes), "-d", str(classes),
+                    str(E.EDGE / "android" / "test" / "DynamicSessionTest.java")], check=True)
+    r = subprocess.run(["java", f"-Djava.library.path={E.EDGE / 'build/host'}", "-cp", str(classes), "DynamicSessionTest",
+                        str(out / "assets/edgepack/model.plan"), str(out / "assets/edgepack/io.txt"), *cases[:-1],
+                        "--bad-values", f"{cases[-1]},input values 'b' = [0, 0], 'e' = [1, 1], 'a' = [2, -1]"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "OK" in r.stdout and "refused: input values 'b'" in r.stdout, r.stdout

@@ -104,6 +104,16 @@ JNIEXPORT jint FN(nResolve)(JNIEnv *env, jclass cls, jobject ctxb) {
   return c ? (jint)ep_resolve(c) : EP_JNI_E_BUFFER;
 }
 
+/* A direct buffer over value input i's place in the values region (written before ep_resolve); NULL for any other
+ * input. Valid while the state is. */
+JNIEXPORT jobject FN(nInputValues)(JNIEnv *env, jclass cls, jobject ctxb, jint i) {
+  ep_ctx *c = ctx_of(env, ctxb);
+  uint8_t *v = c && i >= 0 ? ep_input_values(c, (uint32_t)i) : 0;
+  ep_tensor_info info;
+  if (!v || ep_tensor_describe(c, (uint32_t)ep_input_id(c, (uint32_t)i), &info) != EP_OK) return 0;
+  return (*env)->NewDirectByteBuffer(env, v, (jlong)info.nbytes);
+}
+
 JNIEXPORT jint FN(nNumIO)(JNIEnv *env, jclass cls, jobject ctxb, jboolean inputs) {
   ep_ctx *c = ctx_of(env, ctxb);
   if (!c) return 0;

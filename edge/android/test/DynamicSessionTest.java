@@ -9,11 +9,13 @@ import org.edgepack.Session;
 /**
  * The Java wrapper on a plan whose input shapes are given per run (plan version 2), against a real library.
  *   java -Djava.library.path=DIR -cp classes:. DynamicSessionTest PLAN IO_TXT CASE_DIR... [--above I,K,VALUE,FRAGMENT]
+ *                                                                              [--bad-values CASE_DIR,FRAGMENT]
  * Each CASE_DIR holds, per input (plan order), in<i>.bin (raw bytes) and in<i>.shape (dims, comma-separated),
  * and per output out<i>.bin (expected) and out<i>.shape. Float32 outputs are compared within 1e-4 abs+rel,
  * others exactly. Every case runs twice through run(Tensor...) and once through setInputShapes +
  * run(ByteBuffer...), in the order given and then in reverse (the arena grows, then is reused). --above: input
- * I's dim K set to VALUE must be refused with a message containing FRAGMENT. Prints "OK n checks" or throws.
+ * I's dim K set to VALUE must be refused with a message containing FRAGMENT; --bad-values: that case's value inputs
+ * (values that decide shapes) must be refused with a message containing FRAGMENT. Prints "OK n checks" or throws.
  */
 public class DynamicSessionTest {
   static int checks = 0;
@@ -78,7 +80,9 @@ public class DynamicSessionTest {
   public static void main(String[] args) throws Exception {
     Session s = Session.load(new FileInputStream(args[0]), new String(Files.readAllBytes(Paths.get(args[1])), "UTF-8"));
     check(s.hasDynamicShapes(), "plan version 2");
-    check(s.inputInfo(0).byteSize == -1, "byteSize unknown before the shapes are set");
+    boolean symbolic = false;   // a plan whose inputs have fixed dims (only value inputs decide shapes) knows sizes
+    for (int d : s.inputInfo(0).shape) symbolic |= d < 0;
+    check(!symbolic || s.inputInfo(0).byteSize == -1, "byteSize unknown before the shapes are set");
     try {
       s.run(new ByteBuffer[s.numInputs()]);
       throw new AssertionError("run before setInputShapes");
@@ -86,13 +90,25 @@ public class DynamicSessionTest {
       check(e.getMessage().contains("setInputShapes"), e.getMessage());
     }
     java.util.List<Path> cases = new java.util.ArrayList<Path>();
-    String above = null;
+    String above = null, badValues = null;
     for (int i = 2; i < args.length; i++) {
       if (args[i].equals("--above")) above = args[++i];
+      else if (args[i].equals("--bad-values")) badValues = args[++i];
       else cases.add(Paths.get(args[i]));
     }
     for (Path c : cases) runCase(s, c);
     for (int i = cases.size() - 1; i >= 0; i--) runCase(s, cases.get(i));
+    if (badValues != null) {   // CASE_DIR,FRAGMENT: value inputs whose values give no shape, refused naming them
+      String[] f = badValues.split(",", 2);
+      try {
+        runCase(s, Paths.get(f[0]));
+        throw new AssertionError("values that give no valid shape were accepted");
+      } catch (Session.EdgepackException e) {
+        check(e.getMessage().contains(f[1]), "message '" + e.getMessage() + "' lacks '" + f[1] + "'");
+        System.out.println("refused: " + e.getMessage());
+      }
+      runCase(s, cases.get(0));   // still usable afterwards
+    }
     if (above != null) {
       String[] f = above.split(",", 4);
       int in = Integer.parseInt(f[0]), k = Integer.parseInt(f[1]), v = Integer.parseInt(f[2]);

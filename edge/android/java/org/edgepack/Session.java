@@ -199,6 +199,9 @@ public final class Session implements AutoCloseable {
   private final String[][] dimNames;   // per input, per dim: the symbol from io.txt (null: fixed or not given)
   private final int[][] minDims, maxDims, planDims;   // planDims: the plan's dims, -1 where symbolic
   private int[][] shapes;              // version 2: the dims set last (null: none yet)
+  private ByteBuffer[] values;         // version 2: per input, its place in the values region when its values
+                                       // decide shapes (a value input, written before resolving), else null
+  private boolean anyValues;
 
   private Session(ByteBuffer ctx, ByteBuffer plan, ByteBuffer arena, ByteBuffer state, String[][] io) {
     this.ctx = ctx;
@@ -232,6 +235,44 @@ public final class Session implements AutoCloseable {
       int s = nSetState(ctx, state);
       if (s != 0) throw new EdgepackException("setting the plan state", s);
     }
+    values = new ByteBuffer[inputs.length];
+    for (int i = 0; state != null && i < inputs.length; i++) {
+      values[i] = nInputValues(ctx, i);
+      if (values[i] != null) values[i].order(ByteOrder.LITTLE_ENDIAN);
+      anyValues |= values[i] != null;
+    }
+  }
+
+  /**
+   * Version 2, inputs whose values decide shapes (value inputs): their values written where the runtime reads them
+   * while resolving, then resolved (nothing to do when neither they nor the dims changed) and the arena re-bound.
+   * Values that give no valid shape: an EdgepackException naming the value inputs and their values.
+   */
+  private void setValues(ByteBuffer[] ins) {
+    if (!anyValues) return;
+    StringBuilder said = new StringBuilder();
+    for (int i = 0; i < ins.length; i++) {
+      if (values[i] == null) continue;
+      ByteBuffer src = ins[i] == null ? null : ins[i].duplicate().order(ByteOrder.LITTLE_ENDIAN);
+      if (src == null || src.remaining() != values[i].capacity())
+        throw new IllegalArgumentException("input '" + inputs[i].name + "' decides shapes by its values: give its "
+            + values[i].capacity() + " bytes");
+      values[i].clear();
+      values[i].put(src.duplicate());
+      said.append(said.length() == 0 ? "'" : ", '").append(inputs[i].name).append("' = [");
+      int dt = inputs[i].dtype, es = elementSize(dt);
+      for (int k = 0; k < src.remaining() / es; k++) {
+        int at = src.position() + k * es;
+        said.append(k == 0 ? "" : ", ").append(dt == INT64 ? (Object) src.getLong(at) : dt == FLOAT ? (Object) src.getFloat(at)
+            : dt == INT32 ? (Object) src.getInt(at) : (Object) src.get(at));
+      }
+      said.append(']');
+    }
+    int s = nResolve(ctx);
+    if (s != 0) throw new EdgepackException("input values " + said + " decide shapes and give none this plan can run", s);
+    arena = bindArena(ctx, arena);
+    inputs = infos(ctx, true, ioNames[0]);
+    outputs = infos(ctx, false, ioNames[1]);
   }
 
   /**
@@ -494,14 +535,22 @@ public final class Session implements AutoCloseable {
       int s = nSetInputShape(ctx, i, dims[i]);
       if (s != 0) throw new EdgepackException("input '" + inputs[i].name + "' shape " + Arrays.toString(dims[i]), s);
     }
+    if (anyValues) {   // the value inputs' values decide the rest: resolved when a run gives them (setValues)
+      shapes = copyOf(dims);
+      return;
+    }
     int s = nResolve(ctx);
     if (s != 0) throw new EdgepackException("resolving input shapes " + Arrays.deepToString(dims), s);
     arena = bindArena(ctx, arena);
     inputs = infos(ctx, true, ioNames[0]);
     outputs = infos(ctx, false, ioNames[1]);
+    shapes = copyOf(dims);
+  }
+
+  private static int[][] copyOf(int[][] dims) {
     int[][] copy = new int[dims.length][];
     for (int i = 0; i < dims.length; i++) copy[i] = dims[i].clone();
-    shapes = copy;
+    return copy;
   }
 
   /**
@@ -585,6 +634,7 @@ public final class Session implements AutoCloseable {
     requireShapes();
     if (ins.length != inputs.length) throw new IllegalArgumentException("expected " + inputs.length + " inputs, got " + ins.length);
     if (outs.length != outputs.length) throw new IllegalArgumentException("expected " + outputs.length + " outputs, got " + outs.length);
+    setValues(ins);
     ByteBuffer[] is = new ByteBuffer[ins.length], os = new ByteBuffer[outs.length];
     for (int i = 0; i < ins.length; i++) is[i] = check(ins[i], inputs[i], "input", true);
     for (int i = 0; i < outs.length; i++) os[i] = check(outs[i], outputs[i], "output", false);
@@ -595,6 +645,8 @@ public final class Session implements AutoCloseable {
 
   /** Run once, allocating the outputs. */
   public ByteBuffer[] run(ByteBuffer... ins) {
+    requireShapes();
+    setValues(ins);   // the outputs' sizes may follow the value inputs' values
     ByteBuffer[] outs = new ByteBuffer[outputs.length];
     for (int i = 0; i < outs.length; i++) outs[i] = newOutputBuffer(i);
     run(ins, outs);
@@ -656,6 +708,7 @@ public final class Session implements AutoCloseable {
   private static native int nSetInputShape(ByteBuffer ctx, int index, int[] dims);
   private static native int nInputBound(ByteBuffer ctx, int index, int dim, int[] out);
   private static native int nResolve(ByteBuffer ctx);
+  private static native ByteBuffer nInputValues(ByteBuffer ctx, int index);
   private static native String nVecName();
   private static native int nCpuFeatures();
   private static native void nWorkerMain(int index);
