@@ -1,5 +1,6 @@
 """Value inputs (issue 18): graph inputs whose values decide shapes (Reshape's shape, Reduce's axes, TopK's k,
-Expand's shape, Range's bounds, Unsqueeze's axes, OneHot's depth) fed at run time, and Trilu's k (no shape: a mask made per run). Each model is packaged as it comes
+Expand's shape, Range's bounds, Unsqueeze's axes, OneHot's depth, Slice's starts/ends/axes/steps, Pad's pads/axes,
+Split's sizes, CumSum's axis, Tile's repeats) fed at run time, and Trilu's k (no shape: a mask made per run). Each model is packaged as it comes
 (package(..., dynamic=True): a version-2 plan whose value inputs live in the values region), then run with
 different values on successive runs of one session (the core re-resolves when only values change) under wasmtime
 (SIMD and scalar builds), in Node and with edgepack-run under qemu-aarch64, each compared with onnxruntime. Values
@@ -99,6 +100,9 @@ CASES = {
     "cumsum": (lambda: _model(helper.make_node("CumSum", ["x", "a"], ["y"], exclusive=1),
                               [_vi("x", F, [2, 3, 4]), _vi("a", I64, [])], [_vi("y", F, [2, 3, 4])]),
                [{"x": X, "a": i64(1).reshape(())}, {"x": X, "a": i64(-1).reshape(())}, {"x": X, "a": i64(0).reshape(())}]),
+    "tile": (lambda: _model(helper.make_node("Tile", ["x", "r"], ["y"]), [_vi("x", F, [2, 3, 4]), _vi("r", I64, [3])],
+                            [_vi("y", F, ["a", "b", "c"])]),
+             [{"x": X, "r": i64(1, 2, 3)}, {"x": X, "r": i64(2, 1, 1)}, {"x": X, "r": i64(1, 0, 2)}]),
     # k is no shape: a mask computed at run time from col - row and k (BINARY, WHERE), in any plan
     "trilu": (lambda: _model(helper.make_node("Trilu", ["x", "k"], ["y"], upper=0), [_vi("x", F, [2, 3, 4]), _vi("k", I64, [])],
                              [_vi("y", F, [2, 3, 4])]),
@@ -148,6 +152,7 @@ def test_values_fed_at_run_time(tmp_path: Path, name: str) -> None:
     ("pad_reflect_axes", {"x": X, "p": i64(1, 1), "a": i64(3)}, r"input values 'p' = \[1, 1\], 'a' = \[3\]"),
     ("split", {"x": X, "s": i64(1, 2)}, r"input values 's' = \[1, 2\] decide shapes"),
     ("cumsum", {"x": X, "a": i64(-4).reshape(())}, r"input values 'a' = -4 decide shapes"),
+    ("tile", {"x": X, "r": i64(1, -1, 1)}, r"input values 'r' = \[1, -1, 1\] decide shapes"),
 ])
 def test_bad_values_are_a_clear_error(tmp_path: Path, name: str, feeds: dict, says: str) -> None:
     out = _bundle(tmp_path, name)

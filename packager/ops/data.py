@@ -12,6 +12,7 @@ import onnx
 from ..errors import PackagerError
 from ..lowering import LowerCtx, Tensor, lowers
 from ..plan.opcodes import DTYPES, MAX_IO, MAX_RANK, Op
+from ..plan.opspec import BinaryFn
 
 # Data movement copies elements by size: every dtype of the plan moves exactly.
 DATA_DTYPES = tuple(DTYPES.values())
@@ -437,10 +438,37 @@ def lower_expand(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     ctx.emit(Op.EXPAND, [x, node.input[1]], [y], [])   # the shape input: the kernel's shape function reads it
 
 
+def _tile_run_time(ctx: LowerCtx, node: onnx.NodeProto) -> None:
+    """Tile whose repeats are a value input (a version-2 plan): x viewed as [1, d0, 1, d1, ...] is EXPANDed to
+    [r0, d0, r1, d1, ...], whose shape is made while resolving (the repeats and x's dims as columns, CONCAT, VIEW to
+    one row), then viewed as [r0*d0, r1*d1, ...] (BINARY MUL of the repeats and the dims, also while resolving)."""
+    from .shape_ops import VIEW_RESHAPE, VIEW_UNSQUEEZE
+    x, reps, y = node.input[0], node.input[1], node.output[0]
+    xs, ys = ctx.shape(x), ctx.shape(y)
+    r = len(xs)
+    if not ctx.fixed(x):
+        raise ctx.unsupported(node, "repeats fed at run time of an input whose shape is known only at run time")
+    if ctx.shape(reps) != (r,) or len(ys) != r or 2 * r > MAX_RANK:
+        raise ctx.unsupported(node, f"repeats of shape {ctx.shape(reps)} for rank {r} (at most {MAX_RANK // 2})")
+    i64 = np.dtype(np.int64)
+    dims = ctx.weight(np.array(xs, i64).reshape(r, 1), "tile_dims")
+    col, pairs, shape = ctx.temp((r, 1), i64, "tile_reps"), ctx.temp((r, 2), i64, "tile_pairs"), ctx.temp((2 * r,), i64, "tile_shape")
+    ctx.emit(Op.VIEW, [reps], [col], [VIEW_UNSQUEEZE, 0, 1, 1])
+    ctx.emit(Op.CONCAT, [col, dims], [pairs], [1])
+    ctx.emit(Op.VIEW, [pairs, ctx.weight(np.array([2 * r], i64), "tile_row")], [shape], [VIEW_RESHAPE, 0, 0])
+    wide = ctx.temp([v for k in range(r) for v in (ys[k], xs[k])], ctx.dtype(x), "tile")   # the probe's extents
+    ctx.emit(Op.EXPAND, [view(ctx, x, [v for d in xs for v in (1, d)]), shape], [wide], [])
+    out = ctx.temp((r,), i64, "tile_out")
+    ctx.emit(Op.BINARY, [reps, ctx.weight(np.array(xs, i64), "tile_extents")], [out], [BinaryFn.MUL])
+    ctx.emit(Op.VIEW, [wide, out], [y], [VIEW_RESHAPE, 1, 0])   # allowzero: a repeat of 0 is an empty dim
+
+
 @lowers("Tile")
 def lower_tile(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     x, y = node.input[0], node.output[0]
     ctx.check_dtypes(node, DATA_DTYPES, [x, y])
+    if _run_time_values(ctx, node, node.input[1:2]):
+        return _tile_run_time(ctx, node)
     reps = _const_ints(ctx, node, node.input[1])
     xs = list(ctx.shape(x))
     if len(reps) != len(xs) or any(v < 0 for v in reps):
