@@ -59,7 +59,7 @@ def package(model: str | os.PathLike | onnx.ModelProto, target: str = "web", out
     # -- load (packager/model_load.py), contrib / function-bodied ops -> standard ONNX (packager/optimizer.py) --
     source = load_model(model, frozenset(allow_domains))
     from .optimizer import canonicalize   # lazily, as every use of optimizer.py: onnx_ir imports sympy (~1 s)
-    m, rewritten = canonicalize(source)
+    m, rewritten = canonicalize(source, None if dynamic is False else frozenset(constants or {}))
     for n in rewritten:
         log(f"notice: {n}")
     ort_source = for_onnxruntime(source) if rewritten else None   # onnxruntime runs the contrib ops themselves

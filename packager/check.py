@@ -84,7 +84,7 @@ def check_model(model, targets: tuple[str, ...] = ("web", "pi5", "android"),
     from .optimizer import canonicalize   # as package(): contrib and function-bodied ops become standard ONNX
     loaded_nodes = len(m.graph.node)
     try:
-        m, _ = canonicalize(m)
+        m, _ = canonicalize(m, frozenset(constants or {}))
     except PackagerError as e:
         return CheckReport(name, None, 0, [], [TargetReport(t, False, [e]) for t in targets], load_error=str(e))
     report = CheckReport(name, default_opset(m), loaded_nodes, symbolic_dims(m, constants), [])

@@ -56,12 +56,14 @@ NEEDS: dict[str, frozenset[str]] = {
 }
 
 
-def canonicalize(model: onnx.ModelProto) -> tuple[onnx.ModelProto, list[str]]:
+def canonicalize(model: onnx.ModelProto, bound: frozenset[str] | None = None) -> tuple[onnx.ModelProto, list[str]]:
     """Before analysis: onnxruntime's contrib ops rewritten into standard ONNX (passes/contrib.py), then standard
     ops without a lowering replaced by their ONNX function bodies (passes/expand_functions.py), so shape
-    inference, folding and lowering see standard ops only. Returns the model and one notice per rewrite."""
+    inference, folding and lowering see standard ops only. bound: graph inputs given as constants (--const); None
+    for a static plan (passes/expand_functions.RUN_TIME_BODIES).
+    Returns the model and one notice per rewrite."""
     model, contrib = rewrite_contrib(model)
-    model, expanded = expand_functions(model)
+    model, expanded = expand_functions(model, bound)
     notices = [f"{n} com.microsoft.{op} node(s) rewritten into standard ONNX ops" for op, n in contrib.items()]
     notices += [f"{n} {op} node(s) expanded into their ONNX function body" for op, n in expanded.items()]
     return model, notices

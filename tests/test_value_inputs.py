@@ -103,6 +103,10 @@ CASES = {
     "tile": (lambda: _model(helper.make_node("Tile", ["x", "r"], ["y"]), [_vi("x", F, [2, 3, 4]), _vi("r", I64, [3])],
                             [_vi("y", F, ["a", "b", "c"])]),
              [{"x": X, "r": i64(1, 2, 3)}, {"x": X, "r": i64(2, 1, 1)}, {"x": X, "r": i64(1, 0, 2)}]),
+    # a window function's size fed at run time: the op is expanded to its ONNX body (its Range reads the size)
+    "hann": (lambda: _model(helper.make_node("HannWindow", ["n"], ["y"], periodic=0), [_vi("n", I64, [])],
+                            [_vi("y", F, ["n"])], opset=17),
+             [{"n": i64(10).reshape(())}, {"n": i64(3).reshape(())}]),
     # k is no shape: a mask computed at run time from col - row and k (BINARY, WHERE), in any plan
     "trilu": (lambda: _model(helper.make_node("Trilu", ["x", "k"], ["y"], upper=0), [_vi("x", F, [2, 3, 4]), _vi("k", I64, [])],
                              [_vi("y", F, [2, 3, 4])]),

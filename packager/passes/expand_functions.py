@@ -158,14 +158,22 @@ def _rename_node(n: onnx.NodeProto, ren) -> None:
                 _rename_node(m, ren)
 
 
-def expand_functions(model: onnx.ModelProto) -> tuple[onnx.ModelProto, dict[str, int]]:
-    """Replace (in a copy) every main-graph node of a standard op without lowering by its ONNX function body.
-    Returns the model and how many nodes of each op were expanded."""
+# Ops lowered as package-time tables of their scalar inputs, expanded instead when such an input is fed at run time
+# (a graph input: a value input then, read by the body's Range while the core resolves shapes)
+RUN_TIME_BODIES = ("HannWindow", "HammingWindow", "BlackmanWindow")
+
+
+def expand_functions(model: onnx.ModelProto, bound: frozenset[str] | None = None) -> tuple[onnx.ModelProto, dict[str, int]]:
+    """Replace (in a copy) every main-graph node of a standard op without lowering by its ONNX function body (and,
+    unless bound is None (a static plan: such an input is asked for as a constant), RUN_TIME_BODIES whose input is a
+    graph input not in bound (--const)). Returns the model and how many nodes of each op were expanded."""
     registry = _registry()
     opset = _default_opset(model)
     expanded: dict[str, int] = {}
+    fed = set() if bound is None else {i.name for i in model.graph.input} - {i.name for i in model.graph.initializer} - bound
     for _ in range(MAX_ROUNDS):
-        todo = {i for i, n in enumerate(model.graph.node) if (n.domain in STANDARD and n.op_type not in registry
+        todo = {i for i, n in enumerate(model.graph.node) if (n.domain in STANDARD and (
+                n.op_type not in registry or (n.op_type in RUN_TIME_BODIES and n.input and n.input[0] in fed))
                 and expandable(n.op_type, opset)) or preview_function(n, model)}   # indices: no stable identity
         if not todo:
             break
