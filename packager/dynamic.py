@@ -113,7 +113,8 @@ VALUE_SLOTS: dict[str, tuple[tuple[int, ...], int]] = {
     "TopK": ((1,), 10), "ReduceSum": ((1,), 13), "Squeeze": ((1,), 13), "Unsqueeze": ((1,), 13),
     "OneHot": ((1,), 9), "Slice": ((1, 2, 3, 4), 10), "Pad": ((1, 3), 11), "Split": ((1,), 13),
     "CumSum": ((1,), 11), "CumProd": ((1,), 11), "Tile": ((1,), 6),
-    **{w: ((0,), 17) for w in ("HannWindow", "HammingWindow", "BlackmanWindow")},   # expanded: their Range
+    **{w: ((0,), 17) for w in ("HannWindow", "HammingWindow", "BlackmanWindow")}, "CenterCropPad": ((1,), 18),
+    # (those four expanded to their ONNX bodies when fed: passes/expand_functions.RUN_TIME_BODIES)
     **{f"Reduce{k}": ((1,), 18) for k in ("Mean", "Max", "Min", "Prod", "L1", "L2", "SumSquare", "LogSum", "LogSumExp")},
 }
 MAX_VALUE_ELEMENTS = 4096   # a larger input is data, not shape parameters (the values region holds 16 MiB)

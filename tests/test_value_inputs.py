@@ -1,6 +1,6 @@
 """Value inputs (issue 18): graph inputs whose values decide shapes (Reshape's shape, Reduce's axes, TopK's k,
 Expand's shape, Range's bounds, Unsqueeze's axes, OneHot's depth, Slice's starts/ends/axes/steps, Pad's pads/axes,
-Split's sizes, CumSum's axis, Tile's repeats) fed at run time, and Trilu's k (no shape: a mask made per run). Each model is packaged as it comes
+Split's sizes, CumSum's axis, Tile's repeats, a window's size, CenterCropPad's shape) fed at run time, and Trilu's k (no shape: a mask made per run). Each model is packaged as it comes
 (package(..., dynamic=True): a version-2 plan whose value inputs live in the values region), then run with
 different values on successive runs of one session (the core re-resolves when only values change) under wasmtime
 (SIMD and scalar builds), in Node and with edgepack-run under qemu-aarch64, each compared with onnxruntime. Values
@@ -107,6 +107,9 @@ CASES = {
     "hann": (lambda: _model(helper.make_node("HannWindow", ["n"], ["y"], periodic=0), [_vi("n", I64, [])],
                             [_vi("y", F, ["n"])], opset=17),
              [{"n": i64(10).reshape(())}, {"n": i64(3).reshape(())}]),
+    "center_crop_pad": (lambda: _model(helper.make_node("CenterCropPad", ["x", "s"], ["y"], axes=[1, 2]),
+                                       [_vi("x", F, [2, 3, 4]), _vi("s", I64, [2])], [_vi("y", F, [2, "b", "c"])]),
+                        [{"x": X, "s": i64(5, 2)}, {"x": X, "s": i64(1, 7)}, {"x": X, "s": i64(3, 4)}]),
     # k is no shape: a mask computed at run time from col - row and k (BINARY, WHERE), in any plan
     "trilu": (lambda: _model(helper.make_node("Trilu", ["x", "k"], ["y"], upper=0), [_vi("x", F, [2, 3, 4]), _vi("k", I64, [])],
                              [_vi("y", F, [2, 3, 4])]),

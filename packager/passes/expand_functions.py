@@ -158,9 +158,16 @@ def _rename_node(n: onnx.NodeProto, ren) -> None:
                 _rename_node(m, ren)
 
 
-# Ops lowered as package-time tables of their scalar inputs, expanded instead when such an input is fed at run time
-# (a graph input: a value input then, read by the body's Range while the core resolves shapes)
-RUN_TIME_BODIES = ("HannWindow", "HammingWindow", "BlackmanWindow")
+# Ops lowered from package-time values of one input (op -> its index), expanded instead when that input is fed at
+# run time (a graph input: a value input then, read by the body's Range / Slice / Pad while the core resolves
+# shapes): the windows' size, CenterCropPad's shape
+RUN_TIME_BODIES = {"HannWindow": 0, "HammingWindow": 0, "BlackmanWindow": 0, "CenterCropPad": 1}
+
+
+def _run_time_input(n: onnx.NodeProto, fed: set[str]) -> bool:
+    """A RUN_TIME_BODIES node whose deciding input is fed at run time."""
+    k = RUN_TIME_BODIES.get(n.op_type)
+    return k is not None and k < len(n.input) and n.input[k] in fed
 
 
 def expand_functions(model: onnx.ModelProto, bound: frozenset[str] | None = None) -> tuple[onnx.ModelProto, dict[str, int]]:
@@ -173,7 +180,7 @@ def expand_functions(model: onnx.ModelProto, bound: frozenset[str] | None = None
     fed = set() if bound is None else {i.name for i in model.graph.input} - {i.name for i in model.graph.initializer} - bound
     for _ in range(MAX_ROUNDS):
         todo = {i for i, n in enumerate(model.graph.node) if (n.domain in STANDARD and (
-                n.op_type not in registry or (n.op_type in RUN_TIME_BODIES and n.input and n.input[0] in fed))
+                n.op_type not in registry or _run_time_input(n, fed))
                 and expandable(n.op_type, opset)) or preview_function(n, model)}   # indices: no stable identity
         if not todo:
             break
