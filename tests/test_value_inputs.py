@@ -110,6 +110,10 @@ CASES = {
     "center_crop_pad": (lambda: _model(helper.make_node("CenterCropPad", ["x", "s"], ["y"], axes=[1, 2]),
                                        [_vi("x", F, [2, 3, 4]), _vi("s", I64, [2])], [_vi("y", F, [2, "b", "c"])]),
                         [{"x": X, "s": i64(5, 2)}, {"x": X, "s": i64(1, 7)}, {"x": X, "s": i64(3, 4)}]),
+    "reduce_max_bool": (lambda: _model(helper.make_node("ReduceMax", ["x", "axes"], ["y"], keepdims=1),
+                                       [_vi("x", TensorProto.BOOL, [2, 3, 4]), _vi("axes", I64, [1])],
+                                       [_vi("y", TensorProto.BOOL, ["a", "b", "c"])], opset=20),   # any()
+                        [{"x": X > 0.8, "axes": i64(2)}, {"x": X > 0.8, "axes": i64(0)}]),
     # k is no shape: a mask computed at run time from col - row and k (BINARY, WHERE), in any plan
     "trilu": (lambda: _model(helper.make_node("Trilu", ["x", "k"], ["y"], upper=0), [_vi("x", F, [2, 3, 4]), _vi("k", I64, [])],
                              [_vi("y", F, [2, 3, 4])]),

@@ -11,6 +11,7 @@ import onnx
 
 from ..lowering import LowerCtx, lowers
 from ..plan.opcodes import Op
+from ..plan.opspec import BinaryFn
 from .elementwise import in_f32
 
 KINDS = {"ReduceSum": 0, "ReduceMean": 1, "ReduceMax": 2, "ReduceMin": 3, "ReduceProd": 4, "ReduceL1": 5,
@@ -33,10 +34,17 @@ def lower_reduce(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     keepdims = int(a.get("keepdims", 1))
     if axes_from_input:
         axes = None
-        if len(node.input) > 1 and node.input[1] and ctx.dynamic and ctx.const(node.input[1]) is None and not boolean:
+        if len(node.input) > 1 and node.input[1] and ctx.dynamic and ctx.const(node.input[1]) is None:
             # a value input: the kernel takes the axes from its values (known while the core resolves shapes)
             ctx.check_dtypes(node, [np.int64], [node.input[1]])
-            ctx.emit(Op.REDUCE, [x, node.input[1]], [y], [KINDS[node.op_type], 0, noop])
+            if not boolean:
+                ctx.emit(Op.REDUCE, [x, node.input[1]], [y], [KINDS[node.op_type], 0, noop])
+                return
+            # any / all through float32 0/1, then > 0.5: an empty set's -inf / +inf gives bool's false / true
+            xf, yf = ctx.temp(xs, np.float32, "bool_f32"), ctx.temp(ctx.shape(y), np.float32, "bool_f32")
+            ctx.emit(Op.CAST, [x], [xf])
+            ctx.emit(Op.REDUCE, [xf, node.input[1]], [yf], [KINDS[node.op_type], 0, noop])
+            ctx.emit(Op.BINARY, [yf, ctx.weight(np.array(0.5, np.float32), "half")], [y], [BinaryFn.GREATER])
             return
         if len(node.input) > 1 and node.input[1]:
             axes = [int(v) for v in np.asarray(ctx.require_const(node, node.input[1])[0]).reshape(-1)]
