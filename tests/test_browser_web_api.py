@@ -292,6 +292,9 @@ def _dev_server(app: Path):
 def test_vite_dev_server_with_a_bundle_outside_the_project(allow, site, tmp_path) -> None:
     if not VITE.exists():
         pytest.fail("vite is not installed: run scripts/setup.sh (npm ci in web/)")
+    readme = (REPO / "web" / "README.md").read_text()   # the settings tested are the ones the README gives
+    for line in DEV_CONFIG.splitlines()[1:3]:
+        assert line.split("%s")[0].strip() in readme, line
     config = DEV_CONFIG % (json.dumps(str(site["bundle"])) if allow else "")
     app = _vite_app(tmp_path, site["bundle"], config, VITE_DEV_MAIN)
     proc, url = _dev_server(app)
