@@ -135,8 +135,10 @@ def test_demo_page_draw_speak_detect(demo) -> None:
           const cv = document.getElementById('detector-view');
           return [[cv.width, cv.height], Array.from(cv.getContext('2d').getImageData(0, 0, cv.width, cv.height).data)]; }""")
         # every runtime that runs shows its latency (last input, median so far) in each panel, side by side
-        timed = page.evaluate("""() => Array.from(document.querySelectorAll('tbody tr')).filter((tr) => !tr.querySelector('td.na'))
-          .map((tr) => [tr.cells[0].textContent, tr.cells[1].textContent, Array.from(tr.querySelectorAll('td.ms'), (td) => td.textContent)])""")
+        timed = page.evaluate("""() => Array.from(document.querySelectorAll('tbody tr'))
+          .filter((tr) => !tr.querySelector('td.na'))
+          .map((tr) => [tr.cells[0].textContent, tr.cells[1].textContent,
+                        Array.from(tr.querySelectorAll('td.ms'), (td) => td.textContent)])""")
         page.locator("#detector").scroll_into_view_if_needed()
         SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(SCREENSHOT), full_page=True)

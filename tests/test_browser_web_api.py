@@ -181,8 +181,8 @@ def test_plain_http_lan_origin_hashes_without_webcrypto(site) -> None:
 
 
 def test_image_helper_on_a_canvas_runs_like_onnxruntime(site) -> None:
-    """imageToTensor on a real canvas (and on its ImageData, and NHWC): the tensor numpy computes from the same
-    pixels, and the bundle's answer on it is onnxruntime's."""
+    """imageToTensor on a real canvas (and on its ImageData, an HTMLImageElement, and NHWC): the tensor numpy
+    computes from the same pixels, and the bundle's answer on it is onnxruntime's."""
     script = """async () => {
       const { load, imageToTensor } = await import('/edgepack/index.js');
       const c = document.createElement('canvas'); c.width = 32; c.height = 32;
@@ -194,9 +194,14 @@ def test_image_helper_on_a_canvas_runs_like_onnxruntime(site) -> None:
       const t = imageToTensor(c, opts);
       const same = imageToTensor(ctx.getImageData(0, 0, 32, 32), opts);
       const nhwc = imageToTensor(img, { ...opts, layout: 'NHWC' });
+      const el = new Image();   // an HTMLImageElement: the same pixels through a lossless PNG
+      el.src = c.toDataURL('image/png');
+      await el.decode();
+      const fromElement = imageToTensor(el, opts);
       const s = await load('/b/');
       const out = await s.run({ image: t });
-      return { dims: t.dims, data: Array.from(t.data), same: Array.from(same.data), nhwcDims: nhwc.dims,
+      return { dims: t.dims, data: Array.from(t.data), same: Array.from(same.data),
+               element: Array.from(fromElement.data), nhwcDims: nhwc.dims,
                nhwc: Array.from(nhwc.data), logits: Array.from(out.logits.data) };
     }"""
     with serving(site["mounts"]) as url, chromium() as browser:
@@ -208,7 +213,7 @@ def test_image_helper_on_a_canvas_runs_like_onnxruntime(site) -> None:
     x = ((px - [0.485, 0.456, 0.406]) / [0.229, 0.224, 0.225]).astype(np.float32)
     assert res["dims"] == [1, 3, 32, 32] and res["nhwcDims"] == [1, 32, 32, 3]
     np.testing.assert_allclose(np.array(res["data"], np.float32).reshape(1, 3, 32, 32), x.transpose(2, 0, 1)[None], rtol=1e-5, atol=1e-5)
-    assert res["same"] == res["data"]
+    assert res["same"] == res["data"] and res["element"] == res["data"]
     np.testing.assert_allclose(np.array(res["nhwc"], np.float32).reshape(1, 32, 32, 3), x[None], rtol=1e-5, atol=1e-5)
     want = reference_run(onnx.load(str(site["bundle"] / "model.onnx")), {"image": x.transpose(2, 0, 1)[None]})["logits"]
     np.testing.assert_allclose(np.array(res["logits"], np.float32).reshape(want.shape), want, rtol=1e-4, atol=1e-4)

@@ -126,8 +126,8 @@ def test_cli_auto_end_to_end(budget, mode, tmp_path, capsys):
     from packager import load_bundle
     from packager.reference import reference_run
     out = tmp_path / "b"
-    rc = cli.main([str(DIGITS / "digits_cnn.onnx"), "-o", str(out), "--calibration", str(DIGITS / "digits_calibration.npz"),
-                   "--evaluation", str(DIGITS / "digits_test.npz"), "--accuracy-budget", budget])
+    rc = cli.main([str(DIGITS / "digits_cnn.onnx"), "-o", str(out),
+                   "--calibration", str(DIGITS / "digits_calibration.npz"), "--evaluation", str(DIGITS / "digits_test.npz"), "--accuracy-budget", budget])
     err = capsys.readouterr().err
     assert rc == 0, err
     p = json.loads((out / "manifest.json").read_text())["precision"]
