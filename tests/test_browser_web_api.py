@@ -13,7 +13,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -25,7 +24,7 @@ import pytest
 from packager.reference import reference_run
 from packager.signing import generate_keypair
 
-from .browser_env import ISOLATED, chromium, chromium_missing, make_server, serving
+from .browser_env import ISOLATED, chromium, chromium_missing, serving
 from .conftest import model_path
 from .test_web_api import cli_package
 
@@ -141,38 +140,23 @@ def test_cached_bundle_loads_without_the_network(site) -> None:
     assert len(blocked) == 1
 
 
-def _lan_address() -> str | None:
-    """This machine's non-loopback IPv4 address (a page there is not a secure context), if it has one."""
-    try:
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-            s.connect(("192.0.2.1", 9))   # UDP: no packet is sent
-            ip = s.getsockname()[0]
-    except OSError:
-        return None
-    return None if ip.startswith("127.") else ip
+# A host name the browser maps to this machine: its plain-http origin is not a secure context (no crypto.subtle), as a
+# phone's page on a LAN address is; 127.0.0.1 and localhost would be (the test ran only where a LAN address existed).
+LAN_HOST = "edgepack-lan.test"
 
 
 def test_plain_http_lan_origin_hashes_without_webcrypto(site) -> None:
-    ip = _lan_address()
-    if ip is None:
-        pytest.skip("no non-loopback IPv4 address to serve a non-secure origin on")
-    srv = make_server(site["mounts"], host="0.0.0.0")
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    try:
-        with chromium() as browser:
-            page = browser.new_page()
-            urls = _requests(page)
-            page.goto(f"http://{ip}:{srv.server_address[1]}/index.html")
-            assert page.evaluate("[window.isSecureContext, typeof crypto.subtle]") == [False, "undefined"]
-            ok = page.evaluate(LOAD, ["/b/", {}])
-            tampered = page.evaluate(LOAD, ["/t/", {}])
-            before = len(urls)
-            signed = page.evaluate(LOAD, ["/b/", {"publicKey": site["key"]}])
-            after = urls[before:]
-            page.close()
-    finally:
-        srv.shutdown()
-        srv.server_close()
+    with serving(site["mounts"]) as url, chromium((f"--host-resolver-rules=MAP {LAN_HOST} 127.0.0.1",)) as browser:
+        page = browser.new_page()
+        urls = _requests(page)
+        page.goto(url.replace("127.0.0.1", LAN_HOST) + "/index.html")
+        assert page.evaluate("[window.isSecureContext, typeof crypto.subtle]") == [False, "undefined"]
+        ok = page.evaluate(LOAD, ["/b/", {}])
+        tampered = page.evaluate(LOAD, ["/t/", {}])
+        before = len(urls)
+        signed = page.evaluate(LOAD, ["/b/", {"publicKey": site["key"]}])
+        after = urls[before:]
+        page.close()
     _check(ok, site["want"])
     assert tampered["error"] == "EdgepackError: bundle file model.plan does not match its SHA-256 in manifest.json (tampered or corrupt)"
     assert signed["error"].startswith("EdgepackError: publicKey: checking a signature needs WebCrypto (crypto.subtle)"), signed
