@@ -35,10 +35,11 @@ def sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def _load_manifest(mpath: Path) -> object:
-    """manifest.json parsed; a clean BundleError for bytes that are not JSON or nest too deeply to parse."""
+def _load_manifest(mpath: Path, data: bytes | None = None) -> object:
+    """manifest.json (or its bytes as read already) parsed; a clean BundleError for bytes that are not JSON or nest
+    too deeply to parse."""
     try:
-        return json.loads(mpath.read_text())
+        return json.loads(mpath.read_text() if data is None else data.decode())
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise BundleError(f"{mpath}: not valid JSON ({e})") from None
     except RecursionError:   # json recurses per nesting level: a hostile manifest nests 100,000 deep
@@ -242,10 +243,11 @@ class Bundle:
         mpath = self.path / "manifest.json"
         if not mpath.is_file():
             raise BundleError(f"{self.path}: no manifest.json (not an edgepack bundle)")
+        signed = None
         if public_key is not None:   # before parsing anything: the signature covers the manifest's bytes
             from .signing import verify_signature
-            verify_signature(self.path, public_key)
-        self.manifest = _load_manifest(mpath)
+            signed = verify_signature(self.path, public_key)
+        self.manifest = _load_manifest(mpath, signed)
         if not isinstance(self.manifest, dict) or self.manifest.get("format") != FORMAT:
             raise BundleError(f"{mpath}: not an edgepack bundle manifest")
         if self.manifest.get("target") != "web":
@@ -318,20 +320,20 @@ class Bundle:
                 files = self.manifest.get("files")
                 digest = files.get("model.plan", {}).get("sha256") if self._verified and isinstance(files, dict) else None
                 plan = PlanFile(self.path / "model.plan", digest)
-                self._check_io_against_plan(plan.head(), head_only=True)
-            else:
-                self._check_io_against_plan(plan)
-            self._session = WasmPlan(code, plan)
+            session = WasmPlan(code, plan)
+            self._check_io_against_plan(session.plan_head())
             sources = self.manifest.get("plan", {}).get("node_sources")
             if isinstance(sources, list):
-                self._session.node_names = [str(x) for x in sources]
+                session.node_names = [str(x) for x in sources]
+            self._session = session
         return self._session
 
-    def _check_io_against_plan(self, plan: bytes, head_only: bool = False) -> None:
+    def _check_io_against_plan(self, head: bytes) -> None:
         """The plan is the truth: the manifest's inputs and outputs must name its graph inputs and outputs with their
-        dtypes and dims (a run-time dim where the manifest gives a symbol), or data would be reinterpreted."""
+        dtypes and dims (a run-time dim where the manifest gives a symbol), or data would be reinterpreted.
+        head: the plan's header and tables as they are in the instance that runs it."""
         from .plan import layout
-        p = layout.decode(plan, head_only)
+        p = layout.decode(head, head_only=True)
         for kind, specs, ids in (("input", self.inputs, p.inputs), ("output", self.outputs, p.outputs)):
             if len(specs) != len(ids):
                 raise BundleError(f"manifest.json lists {len(specs)} {kind}s, the plan has {len(ids)}")

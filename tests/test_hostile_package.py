@@ -165,6 +165,51 @@ def test_sparse_external_values_never_read_from_cwd(tmp_path: Path, monkeypatch:
         os.remove(tmp_path / "model" / "secret.bin")
 
 
+def _sparse_constant_nested(sp: onnx.SparseTensorProto, where: str) -> onnx.ModelProto:
+    """A Constant with sparse_value inside an If branch or a model-local function's body, added to x."""
+    from onnx import TensorProto, helper
+    from .conftest import f32, make_model
+    const = helper.make_node("Constant", [], ["c"], sparse_value=sp)
+    if where == "if_branch":
+        then = helper.make_graph([const], "then", [], [f32("c", [4])])
+        other = helper.make_graph([helper.make_node("Constant", [], ["c"], value_floats=[0.0] * 4)], "else", [],
+                                  [f32("c", [4])])
+        cond = helper.make_tensor("cond", TensorProto.BOOL, [], [True])
+        return make_model([helper.make_node("If", ["cond"], ["k"], then_branch=then, else_branch=other),
+                           helper.make_node("Add", ["x", "k"], ["y"])], [f32("x", [4])], [f32("y", [4])], [cond])
+    fn = helper.make_function("local", "AddSparse", ["a"], ["b"], [const, helper.make_node("Add", ["a", "c"], ["b"])],
+                              [helper.make_opsetid("", 17)])
+    m = make_model([helper.make_node("AddSparse", ["x"], ["y"], domain="local")], [f32("x", [4])], [f32("y", [4])])
+    m.opset_import.append(helper.make_opsetid("local", 1))
+    m.functions.append(fn)
+    return m
+
+
+@pytest.mark.parametrize("where", ["if_branch", "function"])
+def test_nested_sparse_external_values_never_read_from_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           where: str) -> None:
+    """The same in an If branch and in a function body: every place a tensor can live goes through the safe reader."""
+    (tmp_path / "model").mkdir()
+    (tmp_path / "cwd").mkdir()
+    (tmp_path / "cwd" / "secret.bin").write_bytes(np.float32(42).tobytes())
+    m = _sparse_constant_nested(_sparse(_ext("v", "secret.bin", [1], length=4)), where)
+    (tmp_path / "model" / "m.onnx").write_bytes(m.SerializeToString())
+    monkeypatch.chdir(tmp_path / "cwd")
+    with pytest.raises(PackagerError, match="external data file 'secret.bin' not found"):
+        package(tmp_path / "model" / "m.onnx", out=tmp_path / "b", verify=False)
+    with pytest.raises(PackagerError, match="references external data"):
+        package(m, out=tmp_path / "b", verify=False)
+    (tmp_path / "model" / "secret.bin").write_bytes(np.float32(1).tobytes())
+    with pytest.raises(PackagerError, match="Constant node 'c' attribute 'sparse_value': sparse tensors are not supported"):
+        package(tmp_path / "model" / "m.onnx", out=tmp_path / "b", verify=False)
+    # inline values: the same clean refusal (onnx's evaluator raised a TypeError on them)
+    from onnx import numpy_helper
+    m = _sparse_constant_nested(_sparse(numpy_helper.from_array(np.array([1.0], np.float32), "v")), where)
+    with pytest.raises(PackagerError, match="sparse tensors are not supported"):
+        package(m, out=tmp_path / "b", verify=False)
+    assert not (tmp_path / "b").exists()
+
+
 @pytest.mark.parametrize("extra", [16, -4])
 def test_raw_data_not_matching_dims(tmp_path: Path, extra: int) -> None:
     from onnx import helper, numpy_helper
@@ -300,6 +345,59 @@ def test_python_runs_the_bytes_it_verified(bundle: Path) -> None:
     assert b.session().vec == load_bundle(bundle).session().vec
     for k in want:
         np.testing.assert_array_equal(got[k], want[k])
+
+
+@pytest.fixture(scope="module")
+def signed_pair(tmp_path_factory) -> tuple[Path, Path, str]:
+    """A signed bundle of y = x @ W and an unsigned one of y = x @ -W (another valid plan, same shapes)."""
+    from onnx import helper, numpy_helper
+    from packager.signing import generate_keypair
+    from .conftest import f32, make_model
+    d = tmp_path_factory.mktemp("swap")
+    generate_keypair(d / "k.pem", d / "k.pub")
+    w = np.arange(12, dtype=np.float32).reshape(4, 3) - 5
+
+    def model(weight: np.ndarray) -> onnx.ModelProto:
+        return make_model([helper.make_node("MatMul", ["x", "w"], ["y"])], [f32("x", [1, 4])], [f32("y", [1, 3])],
+                          [numpy_helper.from_array(weight, "w")])
+    good = package(model(w), out=d / "good", sign=d / "k.pem", verify=False)
+    other = package(model(-w), out=d / "other", verify=False)
+    return good, other, (d / "k.pub").read_text().strip()
+
+
+@pytest.mark.parametrize("swap", ["model.plan", "edgepack.wasm", "manifest.json"])
+def test_signed_python_runs_the_bytes_it_verified(signed_pair, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                  swap: str) -> None:
+    """load_bundle(path, public_key=...) checks the signature and every hash; a file swapped on disk after a check
+    (before the first run(), or between the signature check and the manifest's parsing) must not change what runs:
+    another valid plan (the weights negated), the scalar build, another (unsigned) manifest and its plan."""
+    import shutil
+    from packager import signing
+    from packager.errors import BundleError
+    good, other, pub = signed_pair
+    b = tmp_path / "b"
+    shutil.copytree(good, b)
+    x = np.array([[1, -2, 3, 0.5]], np.float32)
+    want = x @ (np.arange(12, dtype=np.float32).reshape(4, 3) - 5)
+    if swap == "manifest.json":   # swapped just after the signature was checked
+        check = signing.verify_signature
+
+        def swapped(path, key):
+            verified = check(path, key)
+            for f in ("manifest.json", "model.plan"):
+                shutil.copyfile(other / f, b / f)
+            return verified
+        monkeypatch.setattr(signing, "verify_signature", swapped)
+        with pytest.raises(BundleError, match="model.plan does not match its SHA-256"):
+            load_bundle(b, public_key=pub)
+        return
+    loaded = load_bundle(b, public_key=pub)
+    src = other / swap if swap == "model.plan" else good / "edgepack-scalar.wasm"
+    shutil.copyfile(src, b / swap)
+    np.testing.assert_array_equal(loaded.run({"x": x})["y"], want)
+    assert loaded.session().vec == load_bundle(good, public_key=pub).session().vec
+    with pytest.raises(BundleError):   # the swapped file is refused by a fresh load
+        load_bundle(b, public_key=pub)
 
 
 @pytest.mark.parametrize("lie", [("inputs", "shape", [3, 2]), ("inputs", "dtype", "int32"), ("outputs", "shape", [2, 3])])
