@@ -46,6 +46,33 @@ def _load_manifest(mpath: Path, data: bytes | None = None) -> object:
         raise BundleError(f"{mpath}: JSON nested too deeply to be an edgepack manifest") from None
 
 
+def _is_int(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def check_io_specs(manifest: dict, mpath: Path) -> None:
+    """The manifest's inputs, outputs and dims are what a runner reads without another check: lists of
+    {name, dtype (a plan dtype), shape (dims >= 0 or symbol names), tensor (an id)} and {symbol: {min, max, example}};
+    anything else is a BundleError here, not a TypeError while feeding. (Whether they agree with the plan is checked
+    when the plan is opened.)"""
+    names = {d.name for d in DTYPES.values()}
+    for kind in ("inputs", "outputs"):
+        specs = manifest.get(kind)
+        if not isinstance(specs, list):
+            raise BundleError(f"{mpath}: '{kind}' is not a list")
+        for s in specs:
+            if not (isinstance(s, dict) and isinstance(s.get("name"), str) and isinstance(s.get("dtype"), str) and s["dtype"] in names and
+                    _is_int(s.get("tensor")) and isinstance(s.get("shape"), list) and
+                    all((_is_int(d) and d >= 0) or (isinstance(d, str) and d) for d in s["shape"])):
+                raise BundleError(f"{mpath}: {kind[:-1]} {json.dumps(s)[:200]} is not a tensor spec (name, a plan "
+                                  f"dtype, shape of dims >= 0 or symbols, tensor id)")
+    dims = manifest.get("dims", {})
+    if not isinstance(dims, dict) or not all(
+            isinstance(b, dict) and all(b.get(k) is None or _is_int(b[k]) for k in ("min", "max", "example"))
+            for b in dims.values()):
+        raise BundleError(f"{mpath}: 'dims' is not a table of symbol -> {{min, max, example}}")
+
+
 def _owned_files(out: Path) -> set[str] | None:
     """The names an existing bundle at `out` owns (its manifest's files + manifest.json + signature);
     None when `out` is not an edgepack bundle."""
@@ -255,6 +282,7 @@ class Bundle:
                               f"executes web bundles (run pi5 bundles with edgepack-run or edgepack_runtime.py)")
         if self.manifest.get("format_version") != FORMAT_VERSION:
             raise BundleError(f"{mpath}: bundle format {self.manifest.get('format_version')} not supported")
+        check_io_specs(self.manifest, mpath)
         if verify or public_key is not None:
             self.verify(strict=public_key is not None)
         if variant not in WASM_VARIANTS:
@@ -322,7 +350,7 @@ class Bundle:
                 plan = PlanFile(self.path / "model.plan", digest)
             session = WasmPlan(code, plan)
             self._check_io_against_plan(session.plan_head())
-            sources = self.manifest.get("plan", {}).get("node_sources")
+            sources = (self.manifest.get("plan") if isinstance(self.manifest.get("plan"), dict) else {}).get("node_sources")
             if isinstance(sources, list):
                 session.node_names = [str(x) for x in sources]
             self._session = session

@@ -400,10 +400,13 @@ def test_signed_python_runs_the_bytes_it_verified(signed_pair, tmp_path: Path, m
         load_bundle(b, public_key=pub)
 
 
-@pytest.mark.parametrize("lie", [("inputs", "shape", [3, 2]), ("inputs", "dtype", "int32"), ("outputs", "shape", [2, 3])])
+@pytest.mark.parametrize("lie", [("inputs", "shape", [3, 2]), ("inputs", "dtype", "int32"), ("outputs", "shape", [2, 3]),
+                                 ("inputs", "shape", [4, 3]), ("inputs", "dtype", "float16"), ("outputs", "shape", [7]),
+                                 ("outputs", "dtype", "int64")])
 def test_manifest_lying_about_io_is_refused(bundle: Path, lie: tuple) -> None:
-    """An unsigned bundle whose manifest gives an input/output another shape or dtype of the same byte count
-    would run and return reinterpreted data: the plan's tensors are checked first."""
+    """An unsigned bundle whose manifest gives an input/output another shape or dtype, of the same byte count (it
+    would run and return reinterpreted data) or not (a ValueError deep in the runner): the plan's tensors are checked
+    first, fed what the manifest claims."""
     import json
     from packager.errors import BundleError
 
@@ -412,8 +415,63 @@ def test_manifest_lying_about_io_is_refused(bundle: Path, lie: tuple) -> None:
     m[kind][0][field] = value
     (bundle / "manifest.json").write_text(json.dumps(m))
     b = load_bundle(bundle)
-    x = np.ones((2, 3), np.float32) if not (kind == "inputs" and field == "shape") else np.ones((3, 2), np.float32)
-    if kind == "inputs" and field == "dtype":
-        x = x.astype(np.int32)
+    x = np.ones(m["inputs"][0]["shape"], np.dtype(m["inputs"][0]["dtype"]))
     with pytest.raises(BundleError, match="but the plan holds"):
         b.run({"x": x})
+
+
+WEIRD = [None, -1, 0, 1, 2, 3, 6, 2 ** 31, 2 ** 32, 1e300, -0.5, "x", "y", "", "batch", [], {}, [1], [2, 3], [3, 2], [6],
+         [4, 3], [2, 3, 1], [-1, 3], ["batch", 3], [2 ** 31, 1], [True, 3], True, "float32", "int32", "int64", "bool",
+         "float16", "bfloat16", "object", "V8", ">f4", "<f4", {"min": 5, "max": 1}]
+
+
+def test_mutated_manifest_io_fails_cleanly_or_runs_right(bundle: Path) -> None:
+    """The Python runtime's property test (the JS one: tests/test_web_api.py): an unsigned manifest with its inputs,
+    outputs and dims mutated (sizes changed or not, wrong types, ids of other tensors) either runs and gives the
+    unmutated answer or is refused with a PackagerError, never another exception."""
+    import copy
+    import json
+    import random
+    rng = random.Random(21)
+    base = json.loads((bundle / "manifest.json").read_text())
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    counts = {"ran": 0, "refused": 0}
+    for case in range(200):
+        m = copy.deepcopy(base)
+        for _ in range(rng.randint(1, 3)):
+            io = m[rng.choice(["inputs", "outputs"])]
+            if not isinstance(io, list):   # an earlier mutation replaced the list itself
+                continue
+            spec = io[0] if io and isinstance(io[0], dict) else None
+            op = rng.randrange(9)
+            if op < 5 and spec is not None:
+                spec[rng.choice(["dtype", "shape", "tensor", "name", "shape"])] = copy.deepcopy(rng.choice(WEIRD))
+            elif op == 5 and spec is not None and isinstance(spec.get("shape"), list) and spec["shape"]:
+                spec["shape"][rng.randrange(len(spec["shape"]))] = copy.deepcopy(rng.choice(WEIRD))
+            elif op == 6:
+                io.append(copy.deepcopy(io[0]) if io else {}) if rng.random() < 0.5 else (io.pop() if io else None)
+            elif op == 7:
+                m["dims"] = copy.deepcopy(rng.choice(WEIRD))
+            else:
+                m[rng.choice(["inputs", "outputs", "plan", "dims"])] = copy.deepcopy(rng.choice(WEIRD))
+        (bundle / "manifest.json").write_text(json.dumps(m))
+        feeds = [{"x": x}]
+        spec = m["inputs"][0] if isinstance(m.get("inputs"), list) and m["inputs"] and isinstance(m["inputs"][0], dict) else {}
+        try:   # also what the mutated manifest claims, where numpy can make it
+            feeds.append({str(spec.get("name")): np.zeros([int(d) for d in spec.get("shape")], np.dtype(spec.get("dtype")))})
+        except Exception:
+            pass
+        for f in feeds:
+            try:
+                got = load_bundle(bundle).run(f)
+            except PackagerError:
+                counts["refused"] += 1
+                continue
+            except Exception as e:   # what this test exists to catch
+                raise AssertionError(f"case {case}: {type(e).__name__}: {e}\nmanifest inputs {m.get('inputs')} "
+                                     f"outputs {m.get('outputs')} dims {m.get('dims')}") from e
+            fed = next(iter(f.values()))
+            out = list(got.values())   # (names are the manifest's to give: a renamed output is still the output)
+            assert len(out) == 1 and np.array_equal(out[0], fed.reshape(3, 2)), (case, m.get("inputs"), m.get("outputs"))
+            counts["ran"] += 1
+    assert counts["refused"] > 100 and counts["ran"] > 0, counts
