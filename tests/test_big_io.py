@@ -46,6 +46,22 @@ def test_five_gib_input_refused_with_the_figure(tmp_path: Path) -> None:
     assert not (tmp_path / "b").exists()
 
 
+def test_dimension_over_i32_is_a_clean_error(tmp_path: Path) -> None:
+    """uint8[2^31] is 2 GiB, which wasm32 holds, but its dim does not fit a plan's i32 dims (a struct.error traceback
+    from plan/layout.py before)."""
+    g = helper.make_graph([helper.make_node("Shape", ["x"], ["y"], name="shape")], "big_dim",
+                          [helper.make_tensor_value_info("x", TensorProto.UINT8, [1 << 31])],
+                          [helper.make_tensor_value_info("y", TensorProto.INT64, [1])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.save(m, tmp_path / "m.onnx")
+    r = subprocess.run([sys.executable, "-m", "packager.cli", str(tmp_path / "m.onnx"), "-o", str(tmp_path / "b")],
+                       capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    assert "error: tensor 'x' [2147483648]: a dimension of 2^31 or more does not fit a plan's 32-bit dims" in r.stderr
+    assert not (tmp_path / "b").exists()
+
+
 def test_manifest_states_the_2gib_arena(gib_bundle: Path) -> None:
     m = json.loads((gib_bundle / "manifest.json").read_text())
     assert m["plan"]["arena_bytes"] == 1 << 31
