@@ -52,7 +52,8 @@ def _is_int(v: object) -> bool:
 
 def check_io_specs(manifest: dict, mpath: Path) -> None:
     """The manifest's inputs, outputs and dims are what a runner reads without another check: lists of
-    {name, dtype (a plan dtype), shape (dims >= 0 or symbol names), tensor (an id)} and {symbol: {min, max, example}};
+    {name, dtype (a plan dtype), shape (dims >= 0, symbol names, or null: a run-time output dim no symbol names),
+    tensor (an id)} and {symbol: {min, max, example}};
     anything else is a BundleError here, not a TypeError while feeding. (Whether they agree with the plan is checked
     when the plan is opened.)"""
     names = {d.name for d in DTYPES.values()}
@@ -61,11 +62,11 @@ def check_io_specs(manifest: dict, mpath: Path) -> None:
         if not isinstance(specs, list):
             raise BundleError(f"{mpath}: '{kind}' is not a list")
         for s in specs:
-            if not (isinstance(s, dict) and isinstance(s.get("name"), str) and isinstance(s.get("dtype"), str) and s["dtype"] in names and
-                    _is_int(s.get("tensor")) and isinstance(s.get("shape"), list) and
-                    all((_is_int(d) and d >= 0) or (isinstance(d, str) and d) for d in s["shape"])):
+            if not (isinstance(s, dict) and isinstance(s.get("name"), str) and isinstance(s.get("dtype"), str) and
+                    s["dtype"] in names and _is_int(s.get("tensor")) and isinstance(s.get("shape"), list) and
+                    all((_is_int(d) and d >= 0) or (isinstance(d, str) and d) or d is None for d in s["shape"])):
                 raise BundleError(f"{mpath}: {kind[:-1]} {json.dumps(s)[:200]} is not a tensor spec (name, a plan "
-                                  f"dtype, shape of dims >= 0 or symbols, tensor id)")
+                                  f"dtype, shape of dims >= 0, symbols or null, tensor id)")
     dims = manifest.get("dims", {})
     if not isinstance(dims, dict) or not all(
             isinstance(b, dict) and all(b.get(k) is None or _is_int(b[k]) for k in ("min", "max", "example"))
@@ -350,7 +351,8 @@ class Bundle:
                 plan = PlanFile(self.path / "model.plan", digest)
             session = WasmPlan(code, plan)
             self._check_io_against_plan(session.plan_head())
-            sources = (self.manifest.get("plan") if isinstance(self.manifest.get("plan"), dict) else {}).get("node_sources")
+            info = self.manifest.get("plan")
+            sources = info.get("node_sources") if isinstance(info, dict) else None
             if isinstance(sources, list):
                 session.node_names = [str(x) for x in sources]
             self._session = session
