@@ -1,6 +1,7 @@
 """Hostile or careless use of the packager and its CLI: a closed pipe, wrong run() arguments, a manifest
-nested to blow the stack, hostile external data, constants folded to gigabytes. Each gives an `error:`
-line (a PackagerError), never a traceback, a hang or unbounded memory."""
+nested to blow the stack, hostile external data, constants folded to gigabytes, manifests that lie about the
+plan, files swapped after a signed bundle's checks. Each gives an `error:` line (a PackagerError), never a
+traceback, a hang, unbounded memory or another model's answer (issue 21)."""
 from __future__ import annotations
 
 import os
