@@ -75,6 +75,9 @@ def package(model: str | os.PathLike | onnx.ModelProto, target: str = "web", out
             if dynamic or bounded(input_shapes):   # asked for: run-time shapes or a clear error
                 raise
             fallback, syms = reason(e), None
+        for n in syms.notes if syms is not None else ():   # a dim_value <= 0: say what it became
+            log(f"notice: {n}")
+            graph.notices.append(n)
     elif isinstance(syms, str):
         fallback, syms = syms, None
     if syms is not None:   # the version-2 path ships float32

@@ -129,8 +129,12 @@ def test_minus_one_and_zero_dims_are_symbolic(tmp_path: Path) -> None:
     x1 = x[:, :, :1, :1].copy()
     np.testing.assert_allclose(load_bundle(b).run({"x": x1})["y"], _ort(m, {"x": x1})[0], rtol=1e-5, atol=1e-6)
 
-    # the default: both dims resolved at run time, one bundle for any size
-    b = package(m, "web", tmp_path / "d")
+    # the default: both dims resolved at run time, one bundle for any size, and the notice says so
+    logs.clear()
+    b = package(m, "web", tmp_path / "d", log=logs.append)
+    for k, v in ((2, -1), (3, 0)):
+        assert any(f"input 'x': dimension written as dim_value {v} (axis {k}) read as any size: resolved at run time "
+                   f"as 'x_{k}'" in n for n in logs), logs
     for shape in ((1, 3, 8, 5), (1, 3, 2, 7)):
         xs = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
         np.testing.assert_allclose(load_bundle(b).run({"x": xs})["y"], _ort(m, {"x": xs})[0], rtol=1e-5, atol=1e-6)
