@@ -20,6 +20,7 @@ from .manifest import build_manifest
 from .model_load import load_model
 from .passes.contrib import for_onnxruntime
 from .plan import layout
+from .plan.opcodes import Op
 from .quantize import DEFAULT_BUDGET, ImageOptions, parse_budget, quantize_step
 from .quantize.report import report_accuracy
 from .run_time_shapes import bounded, lower_run_time, ones, reason, run_time_symbols, run_time_io
@@ -106,7 +107,7 @@ def package(model: str | os.PathLike | onnx.ModelProto, target: str = "web", out
         if fallback is not None:   # said once the static plan exists (a model neither plan takes gets the error only)
             log(f"notice: {notice}")
         io_dims = None
-        tgt.check(control_flow=lowered.plan.version != layout.VERSION)   # If/Loop/Scan: a version-2 plan
+        tgt.check(control_flow=any(n.op in (Op.IF, Op.LOOP, Op.SCAN) for n in lowered.plan.nodes))
     # -- write (packager/manifest.py, the target's files), verify, report accuracy, sign: in the staging folder, so
     # an earlier bundle stays until commit --
     manifest = build_manifest(name, tgt.name, source, graph, lowered, rewritten + graph.notices, profile, quant.info,

@@ -64,12 +64,14 @@ def pin(model: onnx.ModelProto, shapes: dict, consts: dict, extra: int = 0) -> d
                 onnx.TensorProto.INT64
             pinned.append(helper.make_tensor_value_info(name, dt, shape))
             axes[name] = ax
-    names = {vi.name for vi in pinned}
+    names = {vi.name: vi for vi in pinned}
     keep = [vi for vi in g.value_info if vi.name not in names]
     del g.value_info[:]
-    g.value_info.extend(keep + pinned)
-    for vi in g.output:
-        if vi.name in names:
+    g.value_info.extend(keep + [vi for vi in pinned if vi.name not in {o.name for o in g.output}])
+    for vi in g.output:   # a pinned graph output takes its pin there (it rules over value_info); declared
+        if vi.name in names:   # symbolic dims (the counts) are inferred from the pins instead
+            vi.type.CopyFrom(names[vi.name].type)
+        elif not all(d.HasField("dim_value") for d in vi.type.tensor_type.shape.dim):
             vi.type.tensor_type.ClearField("shape")
     return axes
 

@@ -4,6 +4,7 @@ datadep.c; docs/plan-format.md, "Data-dependent output dims"). analyze gave each
 (packager/lower.py). A constant input was folded by analyze, or, too large to fold, becomes a weight here."""
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 import onnx
 
@@ -11,17 +12,13 @@ from ..data_dependent import nms_per_class
 from ..lowering import LowerCtx, lowers
 from ..plan.opcodes import Op
 
-# onnxruntime's NonZero types we hold (no strings); Unique's: numbers compared as numbers, and bool
-NONZERO_DTYPES = (np.float32, np.float64, np.float16, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16,
-                  np.uint32, np.uint64, np.bool_)
-UNIQUE_DTYPES = (np.float32, np.float64, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32,
-                 np.uint64, np.bool_)
+# numbers and bool (not strings, nor the 8-bit-and-smaller float and 2/4-bit integer codes): the kernels' dtypes
+DTYPES = (np.float32, np.float64, np.float16, ml_dtypes.bfloat16, np.int8, np.int16, np.int32, np.int64, np.uint8,
+          np.uint16, np.uint32, np.uint64, np.bool_)
 
 
 def _top_level(ctx: LowerCtx, node: onnx.NodeProto) -> None:
-    if getattr(ctx, "body_depth", 0):
-        raise ctx.unsupported(node, "its output extent is set when it runs, which the runtime supports in the main "
-                                    "graph only, not inside an If/Loop/Scan body")
+    """In a body it was refused by packager/ops/control.py; with run-time input dims, here."""
     if ctx.graph.dynamic:
         raise ctx.unsupported(node, "its output extent is set when it runs, which the runtime supports with fixed "
                                     "input shapes only so far: give them with --input-shape")
@@ -41,7 +38,7 @@ def lower_nonzero(ctx: LowerCtx, node: onnx.NodeProto) -> None:
         ctx.alias(y, ctx.weight(np.array(np.nonzero(np.asarray(c)), dtype=np.int64), "nonzero"))
         return
     _top_level(ctx, node)
-    _dtypes(ctx, node, NONZERO_DTYPES, x)
+    _dtypes(ctx, node, DTYPES, x)
     ctx.emit(Op.NONZERO, [x], [y], [])
 
 
@@ -73,7 +70,7 @@ def lower_non_max_suppression(ctx: LowerCtx, node: onnx.NodeProto) -> None:
 def lower_unique(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     _top_level(ctx, node)
     x = node.input[0]
-    _dtypes(ctx, node, UNIQUE_DTYPES, x)
+    _dtypes(ctx, node, DTYPES, x)
     a = ctx.attrs(node)
     rank = len(ctx.shape(x))
     axis = a.get("axis")

@@ -447,6 +447,7 @@ static ep_status run_sets_dims(ep_ctx *c, uint32_t i, ep_node_view *v, const ep_
     if (n->out[o]->numel * ep_dtype_size(n->out[o]->dtype) > sv.t_bytes[id]) return EP_E_SHAPE;
     for (uint32_t d = 0; d < n->out[o]->rank; d++) sv.t_dims[id * EP_MAX_RANK + d] = n->out[o]->dims[d];
   }
+  c->run_set_dims = 1;
   return ep_resolve_after(c, i + 1);
 }
 

@@ -350,7 +350,11 @@ ep_status ep_resolve(ep_ctx *c) {
   if (!c->state) return EP_E_STATE;
   ep_state_view sv;
   ep_state_layout(c, c->state, &sv);
-  if (c->resolved && !value_inputs_changed(c, &sv, 0)) return EP_OK;
+  if (c->resolved && !value_inputs_changed(c, &sv, 0)) {   /* dims a run set: back to the capacities */
+    const ep_status s = c->run_set_dims ? ep_resolve_after(c, 0) : EP_OK;
+    c->run_set_dims = 0;
+    return s;
+  }
   c->resolved = 0;
   c->arena_bytes = 0;
   ep_status s = resolve_and_plan(c, &sv);
@@ -358,6 +362,7 @@ ep_status ep_resolve(ep_ctx *c) {
   if (s) { c->arena_bytes = 0; return s; }
   value_inputs_changed(c, &sv, 1);
   c->resolved = 1;
+  c->run_set_dims = 0;
   return EP_OK;
 }
 EP_COLD_FILE_END

@@ -8,12 +8,13 @@
  * UNIQUE  in: X  out: Y, indices, inverse_indices, counts  params: [axis (-1: flattened), sorted]  scratch: 8 * n */
 #include "ep_kernel.h"
 #include "ep_shape.h"
+#include "lowp.h"
 EP_COLD_FILE_BEGIN   /* scalar bookkeeping, no benchmark model spends time here: smallest code */
 
 static int is_float(uint32_t dt) { return dt == EP_F32 || dt == EP_F64 || dt == EP_F16 || dt == EP_BF16; }
 
-/* Numbers compared as numbers and bool (UNIQUE's dtypes; NONZERO reads float16 and bfloat16 too). */
-static int plain_dtype(uint32_t dt) { return dt >= EP_F32 && dt <= EP_U64 && dt != 8 && dt != EP_F16; }
+/* Numbers and bool: the dtypes NONZERO and UNIQUE read (not the 8-bit-and-smaller float codes, nor 2/4-bit ints). */
+static int plain_dtype(uint32_t dt) { return (dt >= EP_F32 && dt <= EP_U64 && dt != 8) || dt == EP_BF16; }
 
 /* -- NONZERO --------------------------------------------------------------------------------------------------- */
 
@@ -26,7 +27,7 @@ static int nonzero_at(const uint8_t *p, uint32_t es, int fl) {
 ep_status ep_check_NONZERO(const ep_node *n) {
   const ep_tensor *x = n->in[0], *y = n->out[0];
   EP_CHECK(n->n_params == 0, EP_E_PARAM);
-  EP_CHECK((plain_dtype(x->dtype) || x->dtype == EP_F16 || x->dtype == EP_BF16) && y->dtype == EP_I64, EP_E_DTYPE);
+  EP_CHECK(plain_dtype(x->dtype) && y->dtype == EP_I64, EP_E_DTYPE);
   EP_CHECK(y->rank == 2 && (uint32_t)y->dims[0] == (x->rank ? x->rank : 1u) && (uint64_t)y->dims[1] == x->numel, EP_E_SHAPE);
   return EP_OK;
 }
@@ -166,12 +167,17 @@ static int64_t int_at(const uint8_t *p, uint32_t dt) {
   }
 }
 
+static double float_at(const uint8_t *p, uint32_t dt) {
+  if (dt == EP_F32) return *(const float *)(const void *)p;
+  if (dt == EP_F64) return *(const double *)(const void *)p;
+  return ep_small_float_value(dt, *(const uint16_t *)(const void *)p);   /* float16, bfloat16 */
+}
+
 /* Sign of element i - element j (floats as numbers: -0.0 == 0.0; uint64 by its bits' order). */
 static int cmp_elem(const items *it, uint32_t i, uint32_t j) {
   const uint8_t *a = it->x + i * it->es, *b = it->x + j * it->es;
-  if (it->dtype == EP_F32 || it->dtype == EP_F64) {
-    const double p = it->dtype == EP_F32 ? *(const float *)(const void *)a : *(const double *)(const void *)a;
-    const double q = it->dtype == EP_F32 ? *(const float *)(const void *)b : *(const double *)(const void *)b;
+  if (is_float(it->dtype)) {
+    const double p = float_at(a, it->dtype), q = float_at(b, it->dtype);
     return (p > q) - (p < q);
   }
   if (it->dtype == EP_U64) {
