@@ -27,6 +27,7 @@ from packager.toolchain import BUILD
 
 from .conformance.runner import check_outputs, collect, package_case
 from .conftest import PORTABLE_AND_VECTOR
+from .test_hostile_plan import _mutants, asan_driver  # noqa: F401 - a fixture, used by name
 
 F, I64 = TensorProto.FLOAT, TensorProto.INT64
 REPO = Path(__file__).resolve().parent.parent
@@ -313,3 +314,19 @@ def test_a_version_1_plan_with_such_a_kernel_is_refused_at_open() -> None:
     plan = layout.Plan(t, [layout.NodeEntry(int(Op.NONZERO), [0], [1], [], 0, 0)], [0], [1], b"", 192)
     with pytest.raises(Exception, match="(?i)op"):
         WasmPlan(BUILD / "edgepack.wasm", layout.encode(plan))
+
+
+def test_corrupted_data_dependent_plans_under_asan(asan_driver: Path, tmp_path: Path) -> None:   # noqa: F811
+    """Single-byte mutants of two such plans (their kernels' words, capacities, lifetimes, the nodes after them) run
+    by the core under ASan/UBSan: refused or run, never a memory error."""
+    files = []
+    for name, model in (("nms", _detector()), ("chain", _nonzero_chain())):
+        plan = (package(model, target="web", out=tmp_path / name, verify=False) / "model.plan").read_bytes()
+        for k, m in enumerate([plan] + _mutants(plan, 200, seed=len(name))):
+            f = tmp_path / f"{name}{k}.plan"
+            f.write_bytes(m)
+            files.append(str(f))
+    r = subprocess.run([str(asan_driver), *files], capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, f"sanitizer report:\n{r.stderr[-3000:]}"
+    lines = r.stdout.splitlines()
+    assert len(lines) == len(files) and lines[0].startswith("0 ") and lines[201].startswith("0 "), lines[:3]

@@ -24,12 +24,17 @@ static int nonzero_at(const uint8_t *p, uint32_t es, int fl) {
   return (p[es - 1] & (fl ? 0x7Fu : 0xFFu)) != 0;
 }
 
+/* The outputs at the shape function's capacities (src/shape/shape_datadep.c), scratch as its scratch function. */
+static ep_status at_capacity(const ep_node *n) {
+  const ep_shape_entry *se = ep_shape_for(n->op);
+  EP_CHECK(!se->scratch || n->scratch_bytes >= se->scratch(n), EP_E_ARENA);
+  return ep_shape_agrees(n, se->shape);
+}
+
 ep_status ep_check_NONZERO(const ep_node *n) {
-  const ep_tensor *x = n->in[0], *y = n->out[0];
-  EP_CHECK(n->n_params == 0, EP_E_PARAM);
-  EP_CHECK(plain_dtype(x->dtype) && y->dtype == EP_I64, EP_E_DTYPE);
-  EP_CHECK(y->rank == 2 && (uint32_t)y->dims[0] == (x->rank ? x->rank : 1u) && (uint64_t)y->dims[1] == x->numel, EP_E_SHAPE);
-  return EP_OK;
+  EP_CHECK(n->n_params == 0 && n->in[0], EP_E_PARAM);
+  EP_CHECK(plain_dtype(n->in[0]->dtype) && n->out[0]->dtype == EP_I64, EP_E_DTYPE);
+  return at_capacity(n);
 }
 
 ep_status ep_run_NONZERO(const ep_node *n) {
@@ -58,23 +63,14 @@ ep_status ep_run_NONZERO(const ep_node *n) {
 
 /* -- NON_MAX_SUPPRESSION ---------------------------------------------------------------------------------------- */
 
-static uint32_t nms_per_class(const ep_node *n, uint32_t boxes) {
-  const int32_t k = n->params[1];
-  return k < 0 || (uint32_t)k > boxes ? boxes : (uint32_t)k;
-}
-
 ep_status ep_check_NON_MAX_SUPPRESSION(const ep_node *n) {
-  const ep_tensor *b = n->in[0], *s = n->in[1], *y = n->out[0];
-  EP_CHECK(n->n_params == 2 && (n->params[0] == 0 || n->params[0] == 1) && n->params[1] >= -1, EP_E_PARAM);
-  EP_CHECK(b->dtype == EP_F32 && s->dtype == EP_F32 && y->dtype == EP_I64, EP_E_DTYPE);
-  EP_CHECK(b->rank == 3 && b->dims[2] == 4 && s->rank == 3 && s->dims[0] == b->dims[0] && s->dims[2] == b->dims[1], EP_E_SHAPE);
-  static const uint32_t want[3] = {EP_I64, EP_F32, EP_F32};
-  for (uint32_t k = 2; k < n->n_in; k++)
-    EP_CHECK(!n->in[k] || (n->in[k]->dtype == want[k - 2] && n->in[k]->numel == 1), EP_E_DTYPE);
-  const uint64_t rows = (uint64_t)s->dims[0] * (uint64_t)s->dims[1] * nms_per_class(n, (uint32_t)b->dims[1]);
-  EP_CHECK(y->rank == 2 && y->dims[1] == 3 && (uint64_t)y->dims[0] == rows, EP_E_SHAPE);
-  EP_CHECK(n->scratch_bytes >= 8ull * (uint64_t)b->dims[1], EP_E_ARENA);
-  return EP_OK;
+  const ep_tensor *b = n->in[0], *s = n->in[1];
+  EP_CHECK(b && s && n->n_params == 2 && (n->params[0] == 0 || n->params[0] == 1) && n->params[1] >= -1, EP_E_PARAM);
+  EP_CHECK(b->dtype == EP_F32 && s->dtype == EP_F32 && n->out[0]->dtype == EP_I64, EP_E_DTYPE);
+  EP_CHECK(b->dims[2] == 4 && s->dims[0] == b->dims[0] && s->dims[2] == b->dims[1], EP_E_SHAPE);   /* ranks: shape fn */
+  for (uint32_t k = 2; k < n->n_in; k++)   /* max_output int64, the thresholds float32: one value each */
+    EP_CHECK(!n->in[k] || (n->in[k]->dtype == (k == 2 ? EP_I64 : EP_F32) && n->in[k]->numel == 1), EP_E_DTYPE);
+  return at_capacity(n);
 }
 
 /* onnxruntime's SuppressByIOU: each box's extent on x and y (corners in either order, or center +- half the size),
@@ -121,7 +117,7 @@ ep_status ep_run_NON_MAX_SUPPRESSION(const ep_node *n) {
   if (limit < 0) limit = 0;
   if (limit > (int64_t)N) limit = N;
   const float iou = it ? *ep_f32(it) : 0.0f, thr = tt ? *ep_f32(tt) : 0.0f;
-  if (limit > (int64_t)nms_per_class(n, N) || !(iou >= 0.0f && iou <= 1.0f)) return EP_E_INDEX;
+  if ((n->params[1] >= 0 && limit > n->params[1]) || !(iou >= 0.0f && iou <= 1.0f)) return EP_E_INDEX;
   uint32_t *heap = (uint32_t *)(void *)n->scratch, *kept = heap + N;
   int64_t *out = ep_i64(n->out[0]);
   uint32_t rows = 0;
@@ -214,22 +210,10 @@ static items unique_items(const ep_node *n) {
 }
 
 ep_status ep_check_UNIQUE(const ep_node *n) {
-  const ep_tensor *x = n->in[0], *y = n->out[0];
-  EP_CHECK(n->n_params == 2 && (n->params[1] == 0 || n->params[1] == 1) && n->params[0] >= -1 && n->params[0] < (int32_t)x->rank, EP_E_PARAM);
-  EP_CHECK(plain_dtype(x->dtype) && y->dtype == x->dtype, EP_E_DTYPE);
-  const int32_t axis = n->params[0];
-  const uint64_t len = axis < 0 ? x->numel : (uint64_t)x->dims[axis];
-  EP_CHECK(x->numel <= 0x7FFFFFFFu, EP_E_SHAPE);
-  if (axis < 0) {
-    EP_CHECK(y->rank == 1 && (uint64_t)y->dims[0] == len, EP_E_SHAPE);
-  } else {
-    EP_CHECK(y->rank == x->rank, EP_E_SHAPE);
-    for (uint32_t d = 0; d < x->rank; d++) EP_CHECK(y->dims[d] == x->dims[d], EP_E_SHAPE);
-  }
-  for (uint32_t o = 1; o < 4; o++)
-    EP_CHECK(n->out[o]->dtype == EP_I64 && n->out[o]->rank == 1 && (uint64_t)n->out[o]->dims[0] == len, EP_E_SHAPE);
-  EP_CHECK(n->scratch_bytes >= 8ull * len, EP_E_ARENA);
-  return EP_OK;
+  EP_CHECK(n->in[0] && n->n_params == 2 && (n->params[1] == 0 || n->params[1] == 1), EP_E_PARAM);   /* axis: shape fn */
+  EP_CHECK(plain_dtype(n->in[0]->dtype) && n->out[0]->dtype == n->in[0]->dtype, EP_E_DTYPE);
+  for (uint32_t o = 1; o < 4; o++) EP_CHECK(n->out[o]->dtype == EP_I64, EP_E_DTYPE);
+  return at_capacity(n);
 }
 
 ep_status ep_run_UNIQUE(const ep_node *n) {
