@@ -572,6 +572,7 @@ def _analyze(model: onnx.ModelProto, opset: int, notices: list[str], input_shape
     dq_sources: dict[str, onnx.NodeProto] = {}
     model = _infer(model)
     shapes, dtypes = _collect_types(model)
+    run_set = data_dependent.downstream(model.graph)   # their dims (a capacity so far) are set when the graph runs
     remaining: list[onnx.NodeProto] = []
     queue = list(model.graph.node)
     at = 0
@@ -597,7 +598,7 @@ def _analyze(model: onnx.ModelProto, opset: int, notices: list[str], input_shape
             continue
         if node.op_type == "Constant":
             vals = [_eval_node(node, [], opset)[0]]
-        elif node.op_type in SHAPE_OPS and node.input[0] in shapes:
+        elif node.op_type in SHAPE_OPS and node.input[0] in shapes and node.input[0] not in run_set:
             vals = [_eval_node(node, [np.zeros(shapes[node.input[0]], dtype=np.float32)], opset)[0]]
         elif node.input and all((not i) or i in consts for i in node.input) and node.op_type not in ("RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli"):
             out_bytes = 0   # outputs whose shapes inference knows: too large to fold is never evaluated

@@ -47,6 +47,16 @@ def capacities(node: onnx.NodeProto, shapes: dict, consts: dict) -> dict[str, tu
     return out
 
 
+def downstream(g: onnx.GraphProto) -> set[str]:
+    """The values computed from a data-dependent output (node order is topological): their dims may follow the
+    count, so no Shape / Size of them is folded at package time."""
+    out: set[str] = set()
+    for node in g.node:
+        if (node.op_type in OPS and node.domain in ("", "ai.onnx")) or any(i in out for i in node.input):
+            out.update(o for o in node.output if o)
+    return out
+
+
 def pin(model: onnx.ModelProto, shapes: dict, consts: dict, extra: int = 0) -> dict[str, set[int]]:
     """Give the data-dependent outputs of `model` their capacity (+ extra on the axes the run sets) as value_info,
     so that shape inference carries them downstream. Returns output -> the axes the run sets."""

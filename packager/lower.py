@@ -39,7 +39,7 @@ def _lower_data_dependent(graph: Graph, ctx: LowerCtx, ins: list[str], outs: lis
     from dataclasses import replace
     from .data_dependent import probe_shapes
     from .dynamic import compare_lowerings, varying_axes
-    from .plan.dynamic import assemble_dynamic
+    from .plan.dynamic import assemble_dynamic, resolve_steps
     probe = replace(graph, shapes={**graph.shapes, **probe_shapes(graph.model, graph.shapes, graph.consts)})
     axes = varying_axes(graph.shapes, probe.shapes)
     ctx, ins, outs = lower_ctx(graph, fuse, weights_fp16, dynamic_axes=axes)
@@ -47,6 +47,12 @@ def _lower_data_dependent(graph: Graph, ctx: LowerCtx, ins: list[str], outs: lis
     varying = compare_lowerings(ctx, ctx_b)
     for name, flags in ctx.run_dims.items():
         varying[name] = tuple(a or b for a, b in zip(varying.get(name, flags), flags))
+    for s in resolve_steps(ctx):   # shape arithmetic runs before the counts exist: it may not read them
+        e = ctx.emitted[s]
+        if e.op == Op.SHAPE and any(varying.get(e.inputs[0], ())):
+            raise PackagerError(f"node '{e.onnx_node}': the shape of '{e.inputs[0]}' is set when a NonZero / "
+                                f"NonMaxSuppression / Unique before it runs, so no shape (Reshape, Expand, "
+                                f"ConstantOfShape, ...) can be computed from it while resolving")
     return assemble_dynamic(ctx, ins, outs, varying, {})
 
 

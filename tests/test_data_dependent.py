@@ -330,3 +330,21 @@ def test_corrupted_data_dependent_plans_under_asan(asan_driver: Path, tmp_path: 
     assert r.returncode == 0, f"sanitizer report:\n{r.stderr[-3000:]}"
     lines = r.stdout.splitlines()
     assert len(lines) == len(files) and lines[0].startswith("0 ") and lines[201].startswith("0 "), lines[:3]
+
+
+def test_shapes_of_counts_are_read_at_run_time_or_refused(tmp_path: Path) -> None:
+    """Shape(NonZero(x)) is the run's count, never the capacity folded at package time; a shape computed from it
+    while resolving (ConstantOfShape) is refused."""
+    x = helper.make_tensor_value_info("x", F, [3, 4])
+    shape = [helper.make_node("NonZero", ["x"], ["nz"]), helper.make_node("Shape", ["nz"], ["s"])]
+    m = helper.make_model(helper.make_graph(shape, "g", [x], [helper.make_tensor_value_info("s", I64, [2])]),
+                          opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    b = load_bundle(package(m, target="web", out=tmp_path / "s", verify=False), "simd")
+    for x_ in (np.eye(3, 4, dtype=np.float32), np.zeros((3, 4), np.float32)):
+        _same(b.run({"x": x_}), reference_run(m, {"x": x_}))
+    fill = helper.make_node("ConstantOfShape", ["s"], ["y"], value=helper.make_tensor("v", F, [1], [1.0]))
+    m = helper.make_model(helper.make_graph(shape + [fill], "g", [x], [helper.make_tensor_value_info("y", F, [2, "n"])]),
+                          opset_imports=[helper.make_opsetid("", 13)])
+    with pytest.raises(PackagerError, match=r"ConstantOfShape .*known only at run time"):
+        package(m, target="web", out=tmp_path / "c", verify=False)
