@@ -202,6 +202,7 @@ public final class Session implements AutoCloseable {
   private ByteBuffer[] values;         // version 2: per input, its place in the values region when its values
                                        // decide shapes (a value input, written before resolving), else null
   private boolean anyValues;
+  private TensorInfo[] ran;            // version 2: the outputs as the last run left them (null: none since resolving)
 
   private Session(ByteBuffer ctx, ByteBuffer plan, ByteBuffer arena, ByteBuffer state, String[][] io) {
     this.ctx = ctx;
@@ -273,6 +274,7 @@ public final class Session implements AutoCloseable {
     arena = bindArena(ctx, arena);
     inputs = infos(ctx, true, ioNames[0]);
     outputs = infos(ctx, false, ioNames[1]);
+    ran = null;
   }
 
   /**
@@ -544,6 +546,7 @@ public final class Session implements AutoCloseable {
     arena = bindArena(ctx, arena);
     inputs = infos(ctx, true, ioNames[0]);
     outputs = infos(ctx, false, ioNames[1]);
+    ran = null;
     shapes = copyOf(dims);
   }
 
@@ -571,7 +574,7 @@ public final class Session implements AutoCloseable {
     setInputShapes(dims);
     ByteBuffer[] outs = run(bufs);
     Tensor[] r = new Tensor[outs.length];
-    for (int i = 0; i < outs.length; i++) r[i] = new Tensor(outputs[i].dtype, outputs[i].shape, outs[i]);
+    for (int i = 0; i < outs.length; i++) r[i] = new Tensor(outputInfo(i).dtype, outputInfo(i).shape, outs[i]);
     return r;
   }
 
@@ -587,8 +590,10 @@ public final class Session implements AutoCloseable {
     return inputs[i];
   }
 
+  /** Output i's dtype, dims and bytes: after a run, as that run set them (NonZero, NonMaxSuppression and Unique set
+   * their outputs' extents when they run); before, the largest they can take (what newOutputBuffer allocates). */
   public TensorInfo outputInfo(int i) {
-    return outputs[i];
+    return ran != null ? ran[i] : outputs[i];
   }
 
   /** Index of the input called {@code name}, or an IllegalArgumentException naming the valid ones. */
@@ -641,6 +646,7 @@ public final class Session implements AutoCloseable {
     nSetThreads(threads);   // the pool's count is per process: this session's, for this run
     int s = nRun(ctx, is, os);
     if (s != 0) throw new EdgepackException("run failed", s);
+    if (state != null) ran = infos(ctx, false, ioNames[1]);   // NonZero, NMS, Unique: the run set their extents
   }
 
   /** Run once, allocating the outputs. */
@@ -650,6 +656,7 @@ public final class Session implements AutoCloseable {
     ByteBuffer[] outs = new ByteBuffer[outputs.length];
     for (int i = 0; i < outs.length; i++) outs[i] = newOutputBuffer(i);
     run(ins, outs);
+    for (int i = 0; i < outs.length; i++) outs[i].limit(outputInfo(i).byteSize);   // an extent the run set: fewer bytes
     return outs;
   }
 
