@@ -57,6 +57,7 @@ class Op(enum.IntEnum):
     AXIS = 52  # ArgMax / ArgMin / Hardmax / TopK / CumSum / CumProd along one axis (f32, i32, i64, i8, u8)
     SCATTER = 53  # ScatterElements / ScatterND with reduction none/add/mul/max/min
     GATHER_ND = 54  # GatherND with batch_dims
+    ATTENTION = 61  # softmax(scale(Q K^T)) V per head, a block of query rows at a time (MatMul -> [Mul|Div] -> Softmax -> MatMul)
     QLUT = 73  # an 8-bit elementwise region of a QDQ graph (DQ -> float ops -> Q, e.g. SiLU) as a 256-entry table
 
 
@@ -112,6 +113,7 @@ ARITY: dict[Op, tuple[int, int, int, int]] = {
     Op.AXIS: (1, 2, 1, 2),
     Op.SCATTER: (3, 3, 1, 1),
     Op.GATHER_ND: (2, 2, 1, 1),
+    Op.ATTENTION: (3, 3, 1, 1),
     Op.QLUT: (2, 2, 1, 1),
 }
 
@@ -164,6 +166,7 @@ N_PARAMS: dict[Op, tuple[int, ...] | None] = {
     Op.AXIS: (4,),
     Op.SCATTER: (3,),
     Op.GATHER_ND: (1,),
+    Op.ATTENTION: (3,),
     Op.QLUT: (0,),
 }
 

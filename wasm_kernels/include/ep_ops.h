@@ -51,6 +51,7 @@
   X(52, AXIS)                    /* ArgMax / ArgMin / Hardmax / TopK / CumSum / CumProd along one axis (f32, i32, i64, i8, u8) */ \
   X(53, SCATTER)                 /* ScatterElements / ScatterND with reduction none/add/mul/max/min */ \
   X(54, GATHER_ND)               /* GatherND with batch_dims */ \
+  X(61, ATTENTION)               /* softmax(scale(Q K^T)) V per head, a block of query rows at a time (MatMul -> [Mul|Div] -> Softmax -> MatMul) */ \
   X(73, QLUT)                    /* an 8-bit elementwise region of a QDQ graph (DQ -> float ops -> Q, e.g. SiLU) as a 256-entry table */
 
 /* The plan's dtypes, X(code, EP_ name, element bytes): ONNX TensorProto codes (edgepack.h names them). */

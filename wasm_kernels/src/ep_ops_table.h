@@ -53,5 +53,6 @@ _Static_assert(EP_MAX_IO == 16, "ops.json max_io differs from EP_MAX_IO");
   K(AXIS, 1, 2, 1, 2)                             /* X, K? -> Y, Indices? */ \
   K(SCATTER, 3, 3, 1, 1)                          /* data, indices, updates -> Y */ \
   K(GATHER_ND, 2, 2, 1, 1)                        /* data, indices -> Y */ \
+  K(ATTENTION, 3, 3, 1, 1)                        /* Q, Kt, V -> Y */ \
   K(QLUT, 2, 2, 1, 1)                             /* X, T -> Y */
 #endif
