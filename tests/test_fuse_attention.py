@@ -95,6 +95,40 @@ def test_what_does_not_match_runs_unfused(kw: dict, tmp_path) -> None:
         np.testing.assert_allclose(got[k], want[k], rtol=TOL, atol=TOL, err_msg=k)
 
 
+def _masked(mask: str, values) -> onnx.ModelProto:
+    """Exporters' forms around the softmax: an additive mask ("add"), a Where mask ("where", fill where True),
+    float32 Casts ("cast"), with constant values."""
+    lq, lk = 6, 9
+    nodes = [helper.make_node("MatMul", ["q", "kt"], ["s"])]
+    inits = []
+    if mask == "add":
+        inits.append(numpy_helper.from_array(np.asarray(values, np.float32).reshape(1, 1, 1, lk), "m"))
+        nodes.append(helper.make_node("Add", ["s", "m"], ["sm_in"]))
+    elif mask == "where":
+        inits += [numpy_helper.from_array(np.asarray(values, bool).reshape(1, 1, 1, lk), "m"),
+                  numpy_helper.from_array(np.asarray(-3.4e38, np.float32), "fill")]
+        nodes.append(helper.make_node("Where", ["m", "fill", "s"], ["sm_in"]))
+    else:
+        nodes.append(helper.make_node("Cast", ["s"], ["sm_in"], to=onnx.TensorProto.FLOAT))
+    nodes += [helper.make_node("Softmax", ["sm_in"], ["p"], axis=-1),
+              helper.make_node("Cast", ["p"], ["pc"], to=onnx.TensorProto.FLOAT), helper.make_node("MatMul", ["pc", "v"], ["y"])]
+    return make_model(nodes, [f32("q", [1, 2, lq, 4]), f32("kt", [1, 2, 4, lk]), f32("v", [1, 2, lk, 5])],
+                      [f32("y", [1, 2, lq, 5])], inits)
+
+
+@pytest.mark.parametrize("mask,values,fused", [("add", np.zeros(9), True), ("add", [0.0] * 8 + [-1e9], False),
+                                               ("where", np.zeros(9), True), ("where", [0] * 8 + [1], False),
+                                               ("cast", None, True)])
+def test_pass_through_nodes(mask: str, values, fused: bool, tmp_path) -> None:
+    # a mask that masks nothing (and float32 Casts) is no reason not to fuse; one that masks something is
+    m = _masked(mask, values)
+    path = package(m, target="web", out=tmp_path / "b")
+    assert ("ATTENTION" in _kernels(path)) == fused
+    feeds = _feeds(m)
+    want = reference_run(m, feeds)["y"]
+    np.testing.assert_allclose(load_bundle(path, "relaxed").run(feeds)["y"], want, rtol=TOL, atol=TOL)
+
+
 def test_hostile_params_rejected(tmp_path) -> None:
     from packager.errors import RuntimeFailure
     from packager.runtime.wasm import WasmPlan

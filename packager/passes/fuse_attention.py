@@ -3,6 +3,8 @@ one ATTENTION kernel (wasm_kernels/src/kernels/matmul.c), which computes a block
 softmax and their product with V while the block is in cache, instead of writing each head's Lq x Lk scores to the
 arena and reading them back twice (Whisper's encoder: 1500 x 1500 floats per head, more than the L3 cache).
 
+Nodes that change nothing may sit between them (float32 Casts around the softmax, an all-zero additive mask, a Where
+whose constant condition masks nothing: exporters write these for a model's default attention mask).
 Matched only when every intermediate value feeds the next node alone (and is no graph output), the three tensors
 are float32 with the same batch dims (no broadcast) and the shapes are fixed; otherwise, and on plans whose dims
 vary at run time, the nodes lower one by one as before. Groups are QStep records (qdq_fusion.py) at the position
@@ -59,6 +61,32 @@ def fuse_attention(nodes: list, graph: Graph) -> list:
         return float(np.asarray(v).reshape(-1)[0]) if v is not None and np.asarray(v).size == 1 and \
             np.asarray(v).dtype == np.float32 else None
 
+    def identity(node, x: str) -> bool:
+        """Whether node passes x through unchanged: a Cast to float32 of float32, an Identity, an Add of constant
+        zeros or a Where whose constant condition picks x everywhere (an exporter's attention mask with nothing
+        masked), neither broadcasting x to a larger shape."""
+        if node.op_type == "Identity" or (node.op_type == "Cast" and graph.dtypes.get(x) == TensorProto.FLOAT and
+                                          next((a.i for a in node.attribute if a.name == "to"), None) == TensorProto.FLOAT):
+            return True
+        if shapes.get(node.output[0]) != shapes.get(x):
+            return False
+        if node.op_type == "Add" and len(node.input) == 2:
+            c = consts.get(node.input[1] if node.input[0] == x else node.input[0])
+            return c is not None and c.dtype == np.float32 and not np.any(c)
+        if node.op_type == "Where" and len(node.input) == 3 and node.input[0] in consts and x in node.input[1:]:
+            cond = np.asarray(consts[node.input[0]], bool)
+            return bool(np.all(cond)) if node.input[1] == x and node.input[2] != x else \
+                not np.any(cond) if node.input[2] == x and node.input[1] != x else False
+        return False
+
+    def follow(y: str, members: list):
+        """(the value after y's pass-through nodes, its sole consumer); the pass-through nodes join members."""
+        nxt = sole(y)
+        while nxt is not None and len(nxt.output) == 1 and identity(nxt, y):
+            members.append(nxt)
+            y, nxt = nxt.output[0], sole(nxt.output[0])
+        return y, nxt
+
     groups: dict[int, QStep] = {}
     taken: set[int] = set()
     for mm1 in nodes:
@@ -69,20 +97,21 @@ def fuse_attention(nodes: list, graph: Graph) -> list:
         sq, sk = shapes.get(q), shapes.get(kt)
         if not sq or not sk or len(sq) < 2 or len(sq) != len(sk) or sq[:-2] != sk[:-2]:
             continue
-        members, kind, scale, y = [mm1], SCALE_NONE, 1.0, mm1.output[0]
-        nxt = sole(y)
+        members, kind, scale = [mm1], SCALE_NONE, 1.0
+        y, nxt = follow(mm1.output[0], members)
         if nxt is not None and nxt.op_type in ("Mul", "Div") and len(nxt.input) == 2:
             other = nxt.input[1] if nxt.input[0] == y else nxt.input[0]
             s = scalar(other)
             if s is not None and other != y and (nxt.op_type == "Mul" or nxt.input[1] == other):
-                kind, scale, y = (SCALE_MUL if nxt.op_type == "Mul" else SCALE_DIV), s, nxt.output[0]
+                kind, scale = (SCALE_MUL if nxt.op_type == "Mul" else SCALE_DIV), s
                 members.append(nxt)
-                nxt = sole(y)
+                y, nxt = follow(nxt.output[0], members)
         if nxt is None or nxt.op_type != "Softmax" or not _softmax_last(nxt, len(sq), graph.opset):
             continue
         sm = nxt
-        mm2 = sole(sm.output[0])
-        if mm2 is None or mm2.op_type != "MatMul" or mm2.input[0] != sm.output[0] or mm2.input[1] == sm.output[0]:
+        members.append(sm)
+        p, mm2 = follow(sm.output[0], members)
+        if mm2 is None or mm2.op_type != "MatMul" or mm2.input[0] != p or mm2.input[1] == p:
             continue
         v, out = mm2.input[1], mm2.output[0]
         sv, sy = shapes.get(v), shapes.get(out)
@@ -90,7 +119,7 @@ def fuse_attention(nodes: list, graph: Graph) -> list:
             continue
         if any(graph.dtypes.get(x) != TensorProto.FLOAT for x in (q, kt, v, out)):
             continue
-        members += [sm, mm2]
+        members.append(mm2)
         step = QStep("Attention", mm1.name or out, [q, kt, v], [out], mm1)
         step.emit_plan = lambda ctx, m=tuple(members), k=kind, s=scale: emit_attention(ctx, m, k, s)
         groups[id(mm2)] = step
