@@ -500,10 +500,17 @@ EP_COLD ep_status ep_check_ATTENTION(const ep_node *n) {
   return EP_OK;
 }
 
-/* The block's score rows: the graph's scale (its own operation: x * s or x / s), then each row's softmax. */
-static void att_softmax(int32_t kind, float scale, float *s, uint32_t rows, uint32_t L) {
+typedef struct { float *s; uint32_t L; int32_t kind; float scale; } att_rows_job;
+
+/* Score rows [b, e) of a block: the graph's scale (its own operation: x * s or x / s), then each row's softmax.
+ * Rows are independent, so the threads split them as SOFTMAX's do. */
+EP_COLD static void att_softmax(void *ctx, uint64_t b, uint64_t e) {
+  const att_rows_job *j = (const att_rows_job *)ctx;
+  const uint32_t L = j->L;
+  const int32_t kind = j->kind;
+  const float scale = j->scale;
   const f32x4 vs = f32x4_splat(scale);
-  for (uint32_t m = 0; m < rows; m++, s += L) {
+  for (float *s = j->s + b * L; b < e; b++, s += L) {
     uint32_t i = 0;
     if (kind == 1) for (; i + 4 <= L; i += 4) f32x4_store(s + i, f32x4_mul(f32x4_load(s + i), vs));
     if (kind == 2) for (; i + 4 <= L; i += 4) f32x4_store(s + i, f32x4_div(f32x4_load(s + i), vs));
@@ -535,7 +542,8 @@ EP_COLD ep_status ep_run_ATTENTION(const ep_node *n) {   /* size: its loops are 
       const uint32_t mr = Lq - m0 < R ? Lq - m0 : R;
       pack_a_for(1, mr, D, q + (uint64_t)m0 * D, D, 1, PR, qa);
       gemm_panels(mr, Lk, D, PR, qa, kp, s, &es);
-      att_softmax(n->params[0], ep_param_f32(n, 1), s, mr, Lk);
+      att_rows_job rj = {s, Lk, n->params[0], ep_param_f32(n, 1)};
+      ep_parallel_range(mr, 4096u / Lk + 1u, 1u, att_softmax, &rj);
       pack_a_for(1, mr, Lk, s, Lk, 1, PR, sa);
       gemm_panels(mr, Dv, Lk, PR, sa, vp, y + (uint64_t)m0 * Dv, &ev);
     }
