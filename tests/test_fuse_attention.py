@@ -67,18 +67,21 @@ def test_attention_is_one_kernel(shape: tuple, scale: str, optimize: bool, tmp_p
         np.testing.assert_allclose(got, want, rtol=TOL, atol=TOL, err_msg=variant)
 
 
-def test_attention_in_node(tmp_path) -> None:
+@pytest.mark.parametrize("variant, options", [("simd", {}), ("relaxed", {}), ("auto", {"threads": 2})])
+def test_attention_in_node(variant: str, options: dict, tmp_path) -> None:
+    # the threaded build splits the tiles' panels and the blocks' softmax rows across 2 threads
     from .test_web_node import RELAXED_FLAG, _node_major, _node_run, _outputs
     if _node_major() < 20:
         pytest.skip("needs Node >= 20")
-    m = _attention(1, 2, 30, 1500, 8, 16)   # two blocks (24 + 6 rows)
+    m = _attention(1, 2, 30, 1500, 8, 16, scale="none")   # two blocks (24 + 6 rows)
     path = package(m, out=tmp_path / "b", verify=False)
     assert "ATTENTION" in _kernels(path)
     feeds = _feeds(m)
     want = reference_run(m, feeds)["y"]
-    for variant in ("simd", "relaxed"):
-        res = _node_run(tmp_path / variant, path, feeds, variant, node_flags=(RELAXED_FLAG,) if variant == "relaxed" else ())
-        np.testing.assert_allclose(_outputs(res)["y"], want, rtol=TOL, atol=TOL, err_msg=variant)
+    res = _node_run(tmp_path / "n", path, feeds, variant, options=options,
+                    node_flags=(RELAXED_FLAG,) if variant != "simd" else ())
+    assert res["variant"].startswith("threads") if options else res["variant"] == variant
+    np.testing.assert_allclose(_outputs(res)["y"], want, rtol=TOL, atol=TOL, err_msg=res["variant"])
 
 
 @pytest.mark.parametrize("kw", [{"axis": 2}, {"extra_use": True}])
