@@ -11,7 +11,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper, shape_inference
 
-from . import weights
+from . import data_dependent, weights
 from .errors import NeedsConstantError, PackagerError, UnsupportedError, with_opset
 from .passes import subgraphs as sg
 
@@ -48,6 +48,8 @@ class Graph:
     dynamic: bool = False
     value_dim: int = 0                      # the probe extent of dims value inputs decide (analyze's argument)
     source_opset: int | None = None        # the model's own opset when it was converted (errors name that one)
+    # NonZero / NonMaxSuppression / Unique outputs (at their capacities) -> the axes their run sets
+    data_dependent: dict[str, set[int]] = field(default_factory=dict)
 
 
 def default_opset(model: onnx.ModelProto) -> int:
@@ -355,6 +357,20 @@ def _probe_value_dims(model: onnx.ModelProto, shapes: dict, missing: list[str], 
                                     for i, x in enumerate(_dims(vi.type)))
 
 
+def _pin_capacities(model: onnx.ModelProto, nodes: list[onnx.NodeProto], consts: dict) -> dict[str, set[int]]:
+    """NonZero, NonMaxSuppression and Unique outputs at their capacities, inferred onwards (packager/data_dependent.py);
+    one round per such op at most, as one's capacity may follow another's. Returns output -> the axes the run sets."""
+    axes: dict[str, set[int]] = {}
+    for _ in range(sum(n.op_type in data_dependent.OPS for n in nodes)):
+        shapes, _ = _collect_types(model)
+        got = data_dependent.pin(model, shapes, consts)
+        model.CopyFrom(_infer(model))
+        if got == axes:
+            break
+        axes = got
+    return axes
+
+
 def _scalar(consts: dict[str, np.ndarray], name: str):
     v = consts.get(name) if name else None
     return None if v is None or v.size != 1 else v.reshape(-1)[0]
@@ -556,6 +572,7 @@ def _analyze(model: onnx.ModelProto, opset: int, notices: list[str], input_shape
     dq_sources: dict[str, onnx.NodeProto] = {}
     model = _infer(model)
     shapes, dtypes = _collect_types(model)
+    run_set = data_dependent.downstream(model.graph)   # their dims (a capacity so far) are set when the graph runs
     remaining: list[onnx.NodeProto] = []
     queue = list(model.graph.node)
     at = 0
@@ -581,7 +598,7 @@ def _analyze(model: onnx.ModelProto, opset: int, notices: list[str], input_shape
             continue
         if node.op_type == "Constant":
             vals = [_eval_node(node, [], opset)[0]]
-        elif node.op_type in SHAPE_OPS and node.input[0] in shapes:
+        elif node.op_type in SHAPE_OPS and node.input[0] in shapes and node.input[0] not in run_set:
             vals = [_eval_node(node, [np.zeros(shapes[node.input[0]], dtype=np.float32)], opset)[0]]
         elif node.input and all((not i) or i in consts for i in node.input) and node.op_type not in ("RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli"):
             out_bytes = 0   # outputs whose shapes inference knows: too large to fold is never evaluated
@@ -637,6 +654,7 @@ def _analyze(model: onnx.ModelProto, opset: int, notices: list[str], input_shape
     model = _infer(model)
     if value_dim:
         model = _value_rank_hints(model)
+    run_set = _pin_capacities(model, remaining, consts)
     shapes2, dtypes2 = _collect_types(model)
     shapes.update(shapes2)
     dtypes.update(dtypes2)
@@ -658,4 +676,4 @@ def _analyze(model: onnx.ModelProto, opset: int, notices: list[str], input_shape
     if missing:
         _shapes_by_running(model, shapes, dtypes, missing)
     return Graph(model, opset, remaining, inputs, outputs, shapes, dtypes, consts, notices, folded, dq_sources,
-                 keep, dynamic, value_dim)
+                 keep, dynamic, value_dim, data_dependent=run_set)

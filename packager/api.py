@@ -15,14 +15,13 @@ from . import weights
 from .bundle import check_output
 from .errors import PackagerError
 from .front import Front
-from .lower import lower
 from .manifest import build_manifest
 from .model_load import load_model
 from .passes.contrib import for_onnxruntime
 from .plan import layout
-from .quantize import DEFAULT_BUDGET, ImageOptions, parse_budget, quantize_step
+from .plan_build import QuantRequest, build_plan
+from .quantize import DEFAULT_BUDGET, ImageOptions, parse_budget
 from .quantize.report import report_accuracy
-from .run_time_shapes import bounded, lower_run_time, ones, reason, run_time_symbols, run_time_io
 from .targets import TARGETS, get_target
 
 __all__ = ["package", "TARGETS", "PROFILES"]
@@ -63,65 +62,28 @@ def package(model: str | os.PathLike | onnx.ModelProto, target: str = "web", out
     for n in rewritten:
         log(f"notice: {n}")
     ort_source = for_onnxruntime(source) if rewritten else None   # onnxruntime runs the contrib ops themselves
-    # -- analyze + optimize (packager/front.py) and lower (packager/lower.py); shapes resolved at run time where the
-    # model has symbolic dims and allows it (packager/run_time_shapes.py), else fixed --
+    # -- analyze + optimize, quantize, lower (packager/plan_build.py): run-time shapes where the model allows --
     front = Front(m, constants, strict, optimize, keep_metadata, log)
-    syms = run_time_symbols(m, strict, input_shapes, constants, dynamic, quantize, calibration, labels, evaluation)
-    fallback = None   # why a model with symbolic dims got fixed shapes (the default only; one notice)
-    if syms is not None and not isinstance(syms, str):
-        try:
-            graph, reference, optimization, lowered, io_dims = lower_run_time(front, syms, quiet=dynamic is None)
-        except Exception as e:   # noqa: BLE001 - the default must not fail where the static plan works
-            if dynamic or bounded(input_shapes):   # asked for: run-time shapes or a clear error
-                raise
-            fallback, syms = reason(e), None
-    elif isinstance(syms, str):
-        fallback, syms = syms, None
-    if syms is not None:   # the version-2 path ships float32
-        quant = quantize_step(graph, tgt.name, "none", None, None, None, calibration_method, qdq_placement,
-                              calibrate_fraction, strict, log)
-        float_model = shipped = run_time_io(graph.model, io_dims)
-        reference = front.source_model(ort_source)
-    else:
-        shapes = input_shapes
-        if fallback is not None:   # the symbolic dims set to 1 here, so the notice is one line, not one per dim
-            shapes, fixed = ones(m, input_shapes, constants)
-            notice = (f"run-time shapes not possible: {fallback}; packaged with fixed shapes instead, {fixed}, "
-                      f"or --static for fixed shapes without this notice)")
-        if bounded(shapes):   # bounds only on dims the model fixes: nothing is left to resolve at run time
-            raise PackagerError("--input-shape bounds [min..max] name only dims the model fixes: give their sizes")
-        graph, reference, optimization = front.run(shapes)
-        if ort_source is not None:
-            reference = front.source_model(ort_source)
-        if fallback is not None:
-            graph.notices.append(notice)
-        # -- quantize (packager/quantize): resolve --quantize, calibrate, rewrite the graph; before lowering --
-        float_model = reference   # the accuracy report compares with the float32 model before any rewrite
-        quant = quantize_step(graph, tgt.name, quantize, calibration, labels, images, calibration_method, qdq_placement,
-                              calibrate_fraction, strict, log, evaluation, accuracy_budget)
-        graph, shipped = quant.graph, quant.shipped_model()
-        if quant.mode != "none":   # a changed precision: verify the bundle against the graph it ships
-            reference = shipped
-        lowered = lower(graph, weights_fp16=quant.weights_fp16)
-        if fallback is not None:   # said once the static plan exists (a model neither plan takes gets the error only)
-            log(f"notice: {notice}")
-        io_dims = None
-        tgt.check(control_flow=lowered.plan.version != layout.VERSION)   # If/Loop/Scan: a version-2 plan
+    quant = QuantRequest(quantize, calibration, labels, images, calibration_method, qdq_placement, calibrate_fraction,
+                         evaluation, accuracy_budget)
+    built = build_plan(front, m, ort_source, tgt, input_shapes, constants, dynamic, strict, quant, log)
     # -- write (packager/manifest.py, the target's files), verify, report accuracy, sign: in the staging folder, so
     # an earlier bundle stays until commit --
-    manifest = build_manifest(name, tgt.name, source, graph, lowered, rewritten + graph.notices, profile, quant.info,
-                              optimization, syms, io_dims)
+    manifest = build_manifest(name, tgt.name, source, built.graph, built.lowered, rewritten + built.graph.notices,
+                              profile, built.quant.info, built.optimization, built.syms, built.io_dims)
     with tempfile.TemporaryDirectory(prefix="edgepack-plan-") as tmp:   # the plan is never one bytes object
         plan = Path(tmp) / "model.plan"
-        layout.write(lowered.plan, plan)
-        del lowered   # the plan's weights (views, or copies a lowering made: transposed, packed) are on disk now
-        with tgt.stage(out, manifest, shipped, plan, emit_onnx=emit_onnx, signed=sign is not None, log=log) as staged:
-            if (verify or strict) and syms is not None and syms.values:   # random values would decide no valid shape
-                log(f"notice: not verified: input(s) {', '.join(syms.values)} decide shapes by their values, which "
-                    f"only a run gives")
+        layout.write(built.lowered.plan, plan)
+        built.lowered = None   # the plan's weights (views, or copies a lowering made) are on disk now
+        with tgt.stage(out, manifest, built.shipped, plan, emit_onnx=emit_onnx, signed=sign is not None,
+                       log=log) as staged:
+            values = built.syms.values if built.syms is not None else ()
+            if (verify or strict) and values:   # random values would decide no valid shape
+                log(f"notice: not verified: input(s) {', '.join(values)} decide shapes by their values, which only a "
+                    f"run gives")
             elif verify or strict:
-                tgt.verify(staged.path, reference, log, strict)
-            report_accuracy(staged.path, tgt, float_model, quant, log)
+                tgt.verify(staged.path, built.reference, log, strict)
+            report_accuracy(staged.path, tgt, built.float_model, built.quant, log)
             if sign is not None:   # last: the signature covers the final manifest
                 from .signing import sign_bundle
                 sign_bundle(staged.path, Path(sign))

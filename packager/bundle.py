@@ -35,14 +35,43 @@ def sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def _load_manifest(mpath: Path) -> object:
-    """manifest.json parsed; a clean BundleError for bytes that are not JSON or nest too deeply to parse."""
+def _load_manifest(mpath: Path, data: bytes | None = None) -> object:
+    """manifest.json (or its bytes as read already) parsed; a clean BundleError for bytes that are not JSON or nest
+    too deeply to parse."""
     try:
-        return json.loads(mpath.read_text())
+        return json.loads(mpath.read_text() if data is None else data.decode())
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise BundleError(f"{mpath}: not valid JSON ({e})") from None
     except RecursionError:   # json recurses per nesting level: a hostile manifest nests 100,000 deep
         raise BundleError(f"{mpath}: JSON nested too deeply to be an edgepack manifest") from None
+
+
+def _is_int(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def check_io_specs(manifest: dict, mpath: Path) -> None:
+    """The manifest's inputs, outputs and dims are what a runner reads without another check: lists of
+    {name, dtype (a plan dtype), shape (dims >= 0, symbol names, or null: a run-time output dim no symbol names),
+    tensor (an id)} and {symbol: {min, max, example}};
+    anything else is a BundleError here, not a TypeError while feeding. (Whether they agree with the plan is checked
+    when the plan is opened.)"""
+    names = {d.name for d in DTYPES.values()}
+    for kind in ("inputs", "outputs"):
+        specs = manifest.get(kind)
+        if not isinstance(specs, list):
+            raise BundleError(f"{mpath}: '{kind}' is not a list")
+        for s in specs:
+            if not (isinstance(s, dict) and isinstance(s.get("name"), str) and isinstance(s.get("dtype"), str) and
+                    s["dtype"] in names and _is_int(s.get("tensor")) and isinstance(s.get("shape"), list) and
+                    all((_is_int(d) and d >= 0) or (isinstance(d, str) and d) or d is None for d in s["shape"])):
+                raise BundleError(f"{mpath}: {kind[:-1]} {json.dumps(s)[:200]} is not a tensor spec (name, a plan "
+                                  f"dtype, shape of dims >= 0, symbols or null, tensor id)")
+    dims = manifest.get("dims", {})
+    if not isinstance(dims, dict) or not all(
+            isinstance(b, dict) and all(b.get(k) is None or _is_int(b[k]) for k in ("min", "max", "example"))
+            for b in dims.values()):
+        raise BundleError(f"{mpath}: 'dims' is not a table of symbol -> {{min, max, example}}")
 
 
 def _owned_files(out: Path) -> set[str] | None:
@@ -242,10 +271,11 @@ class Bundle:
         mpath = self.path / "manifest.json"
         if not mpath.is_file():
             raise BundleError(f"{self.path}: no manifest.json (not an edgepack bundle)")
+        signed = None
         if public_key is not None:   # before parsing anything: the signature covers the manifest's bytes
             from .signing import verify_signature
-            verify_signature(self.path, public_key)
-        self.manifest = _load_manifest(mpath)
+            signed = verify_signature(self.path, public_key)
+        self.manifest = _load_manifest(mpath, signed)
         if not isinstance(self.manifest, dict) or self.manifest.get("format") != FORMAT:
             raise BundleError(f"{mpath}: not an edgepack bundle manifest")
         if self.manifest.get("target") != "web":
@@ -253,6 +283,7 @@ class Bundle:
                               f"executes web bundles (run pi5 bundles with edgepack-run or edgepack_runtime.py)")
         if self.manifest.get("format_version") != FORMAT_VERSION:
             raise BundleError(f"{mpath}: bundle format {self.manifest.get('format_version')} not supported")
+        check_io_specs(self.manifest, mpath)
         if verify or public_key is not None:
             self.verify(strict=public_key is not None)
         if variant not in WASM_VARIANTS:
@@ -318,20 +349,21 @@ class Bundle:
                 files = self.manifest.get("files")
                 digest = files.get("model.plan", {}).get("sha256") if self._verified and isinstance(files, dict) else None
                 plan = PlanFile(self.path / "model.plan", digest)
-                self._check_io_against_plan(plan.head(), head_only=True)
-            else:
-                self._check_io_against_plan(plan)
-            self._session = WasmPlan(code, plan)
-            sources = self.manifest.get("plan", {}).get("node_sources")
+            session = WasmPlan(code, plan)
+            self._check_io_against_plan(session.plan_head())
+            info = self.manifest.get("plan")
+            sources = info.get("node_sources") if isinstance(info, dict) else None
             if isinstance(sources, list):
-                self._session.node_names = [str(x) for x in sources]
+                session.node_names = [str(x) for x in sources]
+            self._session = session
         return self._session
 
-    def _check_io_against_plan(self, plan: bytes, head_only: bool = False) -> None:
+    def _check_io_against_plan(self, head: bytes) -> None:
         """The plan is the truth: the manifest's inputs and outputs must name its graph inputs and outputs with their
-        dtypes and dims (a run-time dim where the manifest gives a symbol), or data would be reinterpreted."""
+        dtypes and dims (a run-time dim where the manifest gives a symbol), or data would be reinterpreted.
+        head: the plan's header and tables as they are in the instance that runs it."""
         from .plan import layout
-        p = layout.decode(plan, head_only)
+        p = layout.decode(head, head_only=True)
         for kind, specs, ids in (("input", self.inputs, p.inputs), ("output", self.outputs, p.outputs)):
             if len(specs) != len(ids):
                 raise BundleError(f"manifest.json lists {len(specs)} {kind}s, the plan has {len(ids)}")

@@ -28,6 +28,7 @@ class Symbols:
     probe_b: dict[str, int] = field(default_factory=dict)
     example: dict[str, int] = field(default_factory=dict)   # a small shape the packager verifies the bundle at
     values: list[str] = field(default_factory=list)   # value inputs: graph inputs whose values decide shapes
+    notes: list[str] = field(default_factory=list)    # dims the model writes as a dim_value <= 0, and what they became
 
     @property
     def any(self) -> bool:
@@ -75,6 +76,7 @@ def find_symbols(model: onnx.ModelProto, input_shapes: dict[str, tuple] | None,
     dims: dict[str, list[str | None]] = {}
     fixed: dict[str, list[int]] = {}
     bounds: dict[str, list[Bound | None]] = {}
+    notes: list[str] = []
     for vi in model.graph.input:
         if vi.name in inits:
             continue
@@ -96,12 +98,16 @@ def find_symbols(model: onnx.ModelProto, input_shapes: dict[str, tuple] | None,
                 names.append(None); ext.append(d); bnd.append(None)
             else:
                 names.append(d if isinstance(d, str) else f"{vi.name}_{k}")
+                if isinstance(d, int) and w is None:
+                    notes.append(f"input '{vi.name}': dimension written as dim_value {d} (axis {k}) read as any size: "
+                                 f"resolved at run time as '{names[-1]}' (use --input-shape {vi.name}=... to fix it)")
                 ext.append(-1)
                 # a dim_value 0 may be an exporter's "unknown" or a real empty dim: it may be fed as 0
                 bnd.append(tuple(int(x) for x in w) if w is not None else (0, 0) if d == 0 else None)
         dims[vi.name], fixed[vi.name], bounds[vi.name] = names, ext, bnd
     syms = Symbols(dims, fixed, bounds, values=[n for n in valued if n in dims and not any(dims[n])
-                                                and int(np.prod(fixed[n], dtype=np.int64)) <= MAX_VALUE_ELEMENTS])
+                                                and int(np.prod(fixed[n], dtype=np.int64)) <= MAX_VALUE_ELEMENTS],
+                   notes=notes)
     _choose_probes(syms)
     return syms
 

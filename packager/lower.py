@@ -24,10 +24,36 @@ def lower(graph: Graph, fuse: bool = True, weights_fp16: bool = False) -> Lowere
     ctx, ins, outs = lower_ctx(graph, fuse, weights_fp16, problems=problems)
     if problems:
         raise collected(problems)
+    if graph.data_dependent:
+        return _lower_data_dependent(graph, ctx, ins, outs, fuse, weights_fp16)
     if any(e.ctrl for e in ctx.emitted):
         from .plan.dynamic import assemble_dynamic
         return assemble_dynamic(ctx, ins, outs, dict(ctx.run_dims), {})
     return assemble(ctx, ins, outs)
+
+
+def _lower_data_dependent(graph: Graph, ctx: LowerCtx, ins: list[str], outs: list[str], fuse: bool,
+                          weights_fp16: bool) -> LoweredPlan:
+    """NonZero / NonMaxSuppression / Unique (packager/data_dependent.py): a version-2 plan whose dims after them
+    follow their run. Lowered again with those outputs at capacity + 1: what differs is resolved at run time."""
+    from dataclasses import replace
+    from .data_dependent import probe_shapes
+    from .dynamic import compare_lowerings, varying_axes
+    from .plan.dynamic import assemble_dynamic, resolve_steps
+    probe = replace(graph, shapes={**graph.shapes, **probe_shapes(graph.model, graph.shapes, graph.consts)})
+    axes = varying_axes(graph.shapes, probe.shapes)
+    ctx, ins, outs = lower_ctx(graph, fuse, weights_fp16, dynamic_axes=axes)
+    ctx_b, _, _ = lower_ctx(probe, fuse, weights_fp16, dynamic_axes=axes)
+    varying = compare_lowerings(ctx, ctx_b)
+    for name, flags in ctx.run_dims.items():
+        varying[name] = tuple(a or b for a, b in zip(varying.get(name, flags), flags))
+    for s in resolve_steps(ctx):   # shape arithmetic runs before the counts exist: it may not read them
+        e = ctx.emitted[s]
+        if e.op == Op.SHAPE and any(varying.get(e.inputs[0], ())):
+            raise PackagerError(f"node '{e.onnx_node}': the shape of '{e.inputs[0]}' is set when a NonZero / "
+                                f"NonMaxSuppression / Unique before it runs, so no shape (Reshape, Expand, "
+                                f"ConstantOfShape, ...) can be computed from it while resolving")
+    return assemble_dynamic(ctx, ins, outs, varying, {})
 
 
 def _step_io(step) -> tuple[list[str], list[str]]:

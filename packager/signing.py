@@ -82,7 +82,9 @@ def sign_bundle(bundle: Path, private_key_path: Path) -> None:
     (Path(bundle) / SIG_FILE).write_bytes(key.sign((Path(bundle) / "manifest.json").read_bytes()))
 
 
-def verify_signature(bundle: Path, public_key) -> None:
+def verify_signature(bundle: Path, public_key) -> bytes:
+    """Check manifest.sig against manifest.json; returns the manifest's bytes as verified (parse those, not the file
+    read again: it may have been swapped since)."""
     from cryptography.exceptions import InvalidSignature
     sig_path = Path(bundle) / SIG_FILE
     if not sig_path.is_file():
@@ -90,8 +92,10 @@ def verify_signature(bundle: Path, public_key) -> None:
     sig = sig_path.read_bytes()
     if len(sig) != 64:
         raise BundleError(f"{bundle}: {SIG_FILE} is not a 64-byte Ed25519 signature")
+    manifest = (Path(bundle) / "manifest.json").read_bytes()
     try:
-        load_public_key(public_key).verify(sig, (Path(bundle) / "manifest.json").read_bytes())
+        load_public_key(public_key).verify(sig, manifest)
     except InvalidSignature:
         raise BundleError(f"{bundle}: signature does not verify with the given public key "
                           f"(manifest.json tampered, or signed by another key)") from None
+    return manifest

@@ -95,11 +95,11 @@ def chromium_missing() -> str | None:
 
 
 @contextmanager
-def chromium() -> Iterator[object]:
-    """A headless Chromium (Playwright Browser) with WebGPU on SwiftShader enabled."""
+def chromium(extra_args: tuple[str, ...] = ()) -> Iterator[object]:
+    """A headless Chromium (Playwright Browser) with WebGPU on SwiftShader enabled (and `extra_args`)."""
     from playwright.sync_api import sync_playwright
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=[*CHROMIUM_ARGS, *extra_args])
         try:
             yield browser
         finally:

@@ -98,7 +98,7 @@ def test_import_graph_is_read_and_finds_a_cycle() -> None:
     g = import_graph()
     assert "packager.lowering.registry" in g["packager.analyze"]    # a lazy import inside a function
     assert "packager.ops.conv" in g["packager.ops.pool"]             # `from . import conv`
-    assert "packager.lower" in g["packager.api"]
+    assert "packager.plan_build" in g["packager.api"]
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
@@ -163,3 +163,20 @@ def test_the_pipeline_never_branches_on_a_target_name() -> None:
     compared = [ast.unparse(n) for n in ast.walk(tree) if isinstance(n, ast.Compare)
                 and any(isinstance(c, ast.Constant) and c.value in names for c in [n.left, *n.comparators])]
     assert not compared, compared
+
+
+def test_the_wasm_builds_tests_run_are_named_once() -> None:
+    """tests/conftest.py's VARIANTS (and PORTABLE_AND_VECTOR) are the one list of the wasm builds the tests run: no
+    other test module defines its own constant of build names (five did; they drifted apart)."""
+    from packager.bundle import WASM_VARIANTS
+    tests = Path(__file__).resolve().parent
+    own = []
+    for path in sorted(tests.rglob("*.py")):
+        if path.name == "conftest.py":
+            continue
+        for node in ast.parse(path.read_text()).body:
+            value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
+            if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) >= 2 and all(
+                    isinstance(e, ast.Constant) and e.value in WASM_VARIANTS for e in value.elts):
+                own.append(f"{path.relative_to(tests)}:{node.lineno}")
+    assert not own, f"use VARIANTS / PORTABLE_AND_VECTOR from tests/conftest.py: {own}"

@@ -134,6 +134,11 @@ def test_demo_page_draw_speak_detect(demo) -> None:
         view, drawn = page.evaluate("""() => {
           const cv = document.getElementById('detector-view');
           return [[cv.width, cv.height], Array.from(cv.getContext('2d').getImageData(0, 0, cv.width, cv.height).data)]; }""")
+        # every runtime that runs shows its latency (last input, median so far) in each panel, side by side
+        timed = page.evaluate("""() => Array.from(document.querySelectorAll('tbody tr'))
+          .filter((tr) => !tr.querySelector('td.na'))
+          .map((tr) => [tr.cells[0].textContent, tr.cells[1].textContent,
+                        Array.from(tr.querySelectorAll('td.ms'), (td) => td.textContent)])""")
         page.locator("#detector").scroll_into_view_if_needed()
         SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(SCREENSHOT), full_page=True)
@@ -147,6 +152,10 @@ def test_demo_page_draw_speak_detect(demo) -> None:
 
     assert env["webgpu"], env   # Chromium on SwiftShader (browser_env): the WebGPU rows are exercised
     _check_status(env, status, rows)
+    for label in (EDGEPACK, ORT):   # in each of the three panels, with its threads and a latency in ms
+        mine = [r for r in timed if r[0] == label]
+        assert len(mine) == 3 and all(f"{env['threads']} thread" in r[1] for r in mine), timed
+        assert all(len(r[2]) == 2 and all(float(ms) > 0 for ms in r[2]) for r in mine), timed
 
     # digits: every runtime recognises every drawn digit; edgepack's logits are onnxruntime-web's
     for want, answers in digits.items():

@@ -13,7 +13,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -25,7 +24,7 @@ import pytest
 from packager.reference import reference_run
 from packager.signing import generate_keypair
 
-from .browser_env import ISOLATED, chromium, chromium_missing, make_server, serving
+from .browser_env import ISOLATED, chromium, chromium_missing, serving
 from .conftest import model_path
 from .test_web_api import cli_package
 
@@ -141,38 +140,23 @@ def test_cached_bundle_loads_without_the_network(site) -> None:
     assert len(blocked) == 1
 
 
-def _lan_address() -> str | None:
-    """This machine's non-loopback IPv4 address (a page there is not a secure context), if it has one."""
-    try:
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-            s.connect(("192.0.2.1", 9))   # UDP: no packet is sent
-            ip = s.getsockname()[0]
-    except OSError:
-        return None
-    return None if ip.startswith("127.") else ip
+# A host name the browser maps to this machine: its plain-http origin is not a secure context (no crypto.subtle), as a
+# phone's page on a LAN address is; 127.0.0.1 and localhost would be (the test ran only where a LAN address existed).
+LAN_HOST = "edgepack-lan.test"
 
 
 def test_plain_http_lan_origin_hashes_without_webcrypto(site) -> None:
-    ip = _lan_address()
-    if ip is None:
-        pytest.skip("no non-loopback IPv4 address to serve a non-secure origin on")
-    srv = make_server(site["mounts"], host="0.0.0.0")
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    try:
-        with chromium() as browser:
-            page = browser.new_page()
-            urls = _requests(page)
-            page.goto(f"http://{ip}:{srv.server_address[1]}/index.html")
-            assert page.evaluate("[window.isSecureContext, typeof crypto.subtle]") == [False, "undefined"]
-            ok = page.evaluate(LOAD, ["/b/", {}])
-            tampered = page.evaluate(LOAD, ["/t/", {}])
-            before = len(urls)
-            signed = page.evaluate(LOAD, ["/b/", {"publicKey": site["key"]}])
-            after = urls[before:]
-            page.close()
-    finally:
-        srv.shutdown()
-        srv.server_close()
+    with serving(site["mounts"]) as url, chromium((f"--host-resolver-rules=MAP {LAN_HOST} 127.0.0.1",)) as browser:
+        page = browser.new_page()
+        urls = _requests(page)
+        page.goto(url.replace("127.0.0.1", LAN_HOST) + "/index.html")
+        assert page.evaluate("[window.isSecureContext, typeof crypto.subtle]") == [False, "undefined"]
+        ok = page.evaluate(LOAD, ["/b/", {}])
+        tampered = page.evaluate(LOAD, ["/t/", {}])
+        before = len(urls)
+        signed = page.evaluate(LOAD, ["/b/", {"publicKey": site["key"]}])
+        after = urls[before:]
+        page.close()
     _check(ok, site["want"])
     assert tampered["error"] == "EdgepackError: bundle file model.plan does not match its SHA-256 in manifest.json (tampered or corrupt)"
     assert signed["error"].startswith("EdgepackError: publicKey: checking a signature needs WebCrypto (crypto.subtle)"), signed
@@ -181,8 +165,8 @@ def test_plain_http_lan_origin_hashes_without_webcrypto(site) -> None:
 
 
 def test_image_helper_on_a_canvas_runs_like_onnxruntime(site) -> None:
-    """imageToTensor on a real canvas (and on its ImageData, and NHWC): the tensor numpy computes from the same
-    pixels, and the bundle's answer on it is onnxruntime's."""
+    """imageToTensor on a real canvas (and on its ImageData, an HTMLImageElement, and NHWC): the tensor numpy
+    computes from the same pixels, and the bundle's answer on it is onnxruntime's."""
     script = """async () => {
       const { load, imageToTensor } = await import('/edgepack/index.js');
       const c = document.createElement('canvas'); c.width = 32; c.height = 32;
@@ -194,9 +178,14 @@ def test_image_helper_on_a_canvas_runs_like_onnxruntime(site) -> None:
       const t = imageToTensor(c, opts);
       const same = imageToTensor(ctx.getImageData(0, 0, 32, 32), opts);
       const nhwc = imageToTensor(img, { ...opts, layout: 'NHWC' });
+      const el = new Image();   // an HTMLImageElement: the same pixels through a lossless PNG
+      el.src = c.toDataURL('image/png');
+      await el.decode();
+      const fromElement = imageToTensor(el, opts);
       const s = await load('/b/');
       const out = await s.run({ image: t });
-      return { dims: t.dims, data: Array.from(t.data), same: Array.from(same.data), nhwcDims: nhwc.dims,
+      return { dims: t.dims, data: Array.from(t.data), same: Array.from(same.data),
+               element: Array.from(fromElement.data), nhwcDims: nhwc.dims,
                nhwc: Array.from(nhwc.data), logits: Array.from(out.logits.data) };
     }"""
     with serving(site["mounts"]) as url, chromium() as browser:
@@ -208,7 +197,7 @@ def test_image_helper_on_a_canvas_runs_like_onnxruntime(site) -> None:
     x = ((px - [0.485, 0.456, 0.406]) / [0.229, 0.224, 0.225]).astype(np.float32)
     assert res["dims"] == [1, 3, 32, 32] and res["nhwcDims"] == [1, 32, 32, 3]
     np.testing.assert_allclose(np.array(res["data"], np.float32).reshape(1, 3, 32, 32), x.transpose(2, 0, 1)[None], rtol=1e-5, atol=1e-5)
-    assert res["same"] == res["data"]
+    assert res["same"] == res["data"] and res["element"] == res["data"]
     np.testing.assert_allclose(np.array(res["nhwc"], np.float32).reshape(1, 32, 32, 3), x[None], rtol=1e-5, atol=1e-5)
     want = reference_run(onnx.load(str(site["bundle"] / "model.onnx")), {"image": x.transpose(2, 0, 1)[None]})["logits"]
     np.testing.assert_allclose(np.array(res["logits"], np.float32).reshape(want.shape), want, rtol=1e-4, atol=1e-4)
@@ -292,6 +281,9 @@ def _dev_server(app: Path):
 def test_vite_dev_server_with_a_bundle_outside_the_project(allow, site, tmp_path) -> None:
     if not VITE.exists():
         pytest.fail("vite is not installed: run scripts/setup.sh (npm ci in web/)")
+    readme = (REPO / "web" / "README.md").read_text()   # the settings tested are the ones the README gives
+    for line in DEV_CONFIG.splitlines()[1:3]:
+        assert line.split("%s")[0].strip() in readme, line
     config = DEV_CONFIG % (json.dumps(str(site["bundle"])) if allow else "")
     app = _vite_app(tmp_path, site["bundle"], config, VITE_DEV_MAIN)
     proc, url = _dev_server(app)

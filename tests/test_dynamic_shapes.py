@@ -233,11 +233,11 @@ def test_quantize_needs_fixed_shapes_so_the_default_falls_back(tmp_path: Path) -
 def test_a_bug_in_the_v2_lowering_falls_back_and_is_named(tmp_path: Path, monkeypatch) -> None:
     """An unexpected exception in the version-2 lowering: the default still packages (static) and the notice names
     the exception; dynamic=True lets it through."""
-    import packager.api as api
+    import packager.plan_build as plan_build
 
     def broken(*a, **k):
         raise KeyError("probe")
-    monkeypatch.setattr(api, "lower_run_time", broken)
+    monkeypatch.setattr(plan_build, "lower_run_time", broken)
     lines: list[str] = []
     out = package(_elementwise_model(), target="web", out=tmp_path / "b", log=lines.append)
     notices = [x for x in lines if x.startswith("notice:")]

@@ -18,7 +18,6 @@ from onnx import TensorProto, helper, numpy_helper
 
 from packager import package
 from packager.reference import random_inputs, reference_run
-from packager.errors import PackagerError
 from packager.targets import edge as E
 
 from .conftest import f32, make_model, model_path, seeded_feeds
@@ -349,8 +348,6 @@ def test_pi5_library_runs_model_under_qemu(tmp_path: Path) -> None:
 
 @needs_qemu
 def test_neon_gemm_matches_portable_bits() -> None:
-    if not (E.REPO / "wasm_kernels" / "src" / "kernels" / "gemm.c").exists():
-        pytest.skip("GEMM kernels not merged yet")
     t = _make("build/aarch64/gemm_neon_test")
     r = subprocess.run(["qemu-aarch64", "-cpu", "cortex-a76", str(t)], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -358,12 +355,7 @@ def test_neon_gemm_matches_portable_bits() -> None:
 
 
 def _pi5_model(name: str, tmp: Path) -> Path:
-    try:
-        return package(model_path(name), target="pi5", out=tmp / name, verify=False, dynamic=False, emit_onnx=True)
-    except PackagerError as e:
-        if "not supported" in str(e) or "unsupported" in str(e).lower():
-            pytest.skip(f"{name}: kernels not merged yet ({str(e).splitlines()[0][:120]})")
-        raise
+    return package(model_path(name), target="pi5", out=tmp / name, verify=False, dynamic=False, emit_onnx=True)
 
 
 @needs_qemu

@@ -1,6 +1,7 @@
 """Hostile or careless use of the packager and its CLI: a closed pipe, wrong run() arguments, a manifest
-nested to blow the stack, hostile external data, constants folded to gigabytes. Each gives an `error:`
-line (a PackagerError), never a traceback, a hang or unbounded memory."""
+nested to blow the stack, hostile external data, constants folded to gigabytes, manifests that lie about the
+plan, files swapped after a signed bundle's checks. Each gives an `error:` line (a PackagerError), never a
+traceback, a hang, unbounded memory or another model's answer (issue 21)."""
 from __future__ import annotations
 
 import os
@@ -165,6 +166,51 @@ def test_sparse_external_values_never_read_from_cwd(tmp_path: Path, monkeypatch:
         os.remove(tmp_path / "model" / "secret.bin")
 
 
+def _sparse_constant_nested(sp: onnx.SparseTensorProto, where: str) -> onnx.ModelProto:
+    """A Constant with sparse_value inside an If branch or a model-local function's body, added to x."""
+    from onnx import TensorProto, helper
+    from .conftest import f32, make_model
+    const = helper.make_node("Constant", [], ["c"], sparse_value=sp)
+    if where == "if_branch":
+        then = helper.make_graph([const], "then", [], [f32("c", [4])])
+        other = helper.make_graph([helper.make_node("Constant", [], ["c"], value_floats=[0.0] * 4)], "else", [],
+                                  [f32("c", [4])])
+        cond = helper.make_tensor("cond", TensorProto.BOOL, [], [True])
+        return make_model([helper.make_node("If", ["cond"], ["k"], then_branch=then, else_branch=other),
+                           helper.make_node("Add", ["x", "k"], ["y"])], [f32("x", [4])], [f32("y", [4])], [cond])
+    fn = helper.make_function("local", "AddSparse", ["a"], ["b"], [const, helper.make_node("Add", ["a", "c"], ["b"])],
+                              [helper.make_opsetid("", 17)])
+    m = make_model([helper.make_node("AddSparse", ["x"], ["y"], domain="local")], [f32("x", [4])], [f32("y", [4])])
+    m.opset_import.append(helper.make_opsetid("local", 1))
+    m.functions.append(fn)
+    return m
+
+
+@pytest.mark.parametrize("where", ["if_branch", "function"])
+def test_nested_sparse_external_values_never_read_from_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           where: str) -> None:
+    """The same in an If branch and in a function body: every place a tensor can live goes through the safe reader."""
+    (tmp_path / "model").mkdir()
+    (tmp_path / "cwd").mkdir()
+    (tmp_path / "cwd" / "secret.bin").write_bytes(np.float32(42).tobytes())
+    m = _sparse_constant_nested(_sparse(_ext("v", "secret.bin", [1], length=4)), where)
+    (tmp_path / "model" / "m.onnx").write_bytes(m.SerializeToString())
+    monkeypatch.chdir(tmp_path / "cwd")
+    with pytest.raises(PackagerError, match="external data file 'secret.bin' not found"):
+        package(tmp_path / "model" / "m.onnx", out=tmp_path / "b", verify=False)
+    with pytest.raises(PackagerError, match="references external data"):
+        package(m, out=tmp_path / "b", verify=False)
+    (tmp_path / "model" / "secret.bin").write_bytes(np.float32(1).tobytes())
+    with pytest.raises(PackagerError, match="Constant node 'c' attribute 'sparse_value': sparse tensors are not supported"):
+        package(tmp_path / "model" / "m.onnx", out=tmp_path / "b", verify=False)
+    # inline values: the same clean refusal (onnx's evaluator raised a TypeError on them)
+    from onnx import numpy_helper
+    m = _sparse_constant_nested(_sparse(numpy_helper.from_array(np.array([1.0], np.float32), "v")), where)
+    with pytest.raises(PackagerError, match="sparse tensors are not supported"):
+        package(m, out=tmp_path / "b", verify=False)
+    assert not (tmp_path / "b").exists()
+
+
 @pytest.mark.parametrize("extra", [16, -4])
 def test_raw_data_not_matching_dims(tmp_path: Path, extra: int) -> None:
     from onnx import helper, numpy_helper
@@ -302,10 +348,66 @@ def test_python_runs_the_bytes_it_verified(bundle: Path) -> None:
         np.testing.assert_array_equal(got[k], want[k])
 
 
-@pytest.mark.parametrize("lie", [("inputs", "shape", [3, 2]), ("inputs", "dtype", "int32"), ("outputs", "shape", [2, 3])])
+@pytest.fixture(scope="module")
+def signed_pair(tmp_path_factory) -> tuple[Path, Path, str]:
+    """A signed bundle of y = x @ W and an unsigned one of y = x @ -W (another valid plan, same shapes)."""
+    from onnx import helper, numpy_helper
+    from packager.signing import generate_keypair
+    from .conftest import f32, make_model
+    d = tmp_path_factory.mktemp("swap")
+    generate_keypair(d / "k.pem", d / "k.pub")
+    w = np.arange(12, dtype=np.float32).reshape(4, 3) - 5
+
+    def model(weight: np.ndarray) -> onnx.ModelProto:
+        return make_model([helper.make_node("MatMul", ["x", "w"], ["y"])], [f32("x", [1, 4])], [f32("y", [1, 3])],
+                          [numpy_helper.from_array(weight, "w")])
+    good = package(model(w), out=d / "good", sign=d / "k.pem", verify=False)
+    other = package(model(-w), out=d / "other", verify=False)
+    return good, other, (d / "k.pub").read_text().strip()
+
+
+@pytest.mark.parametrize("swap", ["model.plan", "edgepack.wasm", "manifest.json"])
+def test_signed_python_runs_the_bytes_it_verified(signed_pair, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                  swap: str) -> None:
+    """load_bundle(path, public_key=...) checks the signature and every hash; a file swapped on disk after a check
+    (before the first run(), or between the signature check and the manifest's parsing) must not change what runs:
+    another valid plan (the weights negated), the scalar build, another (unsigned) manifest and its plan."""
+    import shutil
+    from packager import signing
+    from packager.errors import BundleError
+    good, other, pub = signed_pair
+    b = tmp_path / "b"
+    shutil.copytree(good, b)
+    x = np.array([[1, -2, 3, 0.5]], np.float32)
+    want = x @ (np.arange(12, dtype=np.float32).reshape(4, 3) - 5)
+    if swap == "manifest.json":   # swapped just after the signature was checked
+        check = signing.verify_signature
+
+        def swapped(path, key):
+            verified = check(path, key)
+            for f in ("manifest.json", "model.plan"):
+                shutil.copyfile(other / f, b / f)
+            return verified
+        monkeypatch.setattr(signing, "verify_signature", swapped)
+        with pytest.raises(BundleError, match="model.plan does not match its SHA-256"):
+            load_bundle(b, public_key=pub)
+        return
+    loaded = load_bundle(b, public_key=pub)
+    src = other / swap if swap == "model.plan" else good / "edgepack-scalar.wasm"
+    shutil.copyfile(src, b / swap)
+    np.testing.assert_array_equal(loaded.run({"x": x})["y"], want)
+    assert loaded.session().vec == load_bundle(good, public_key=pub).session().vec
+    with pytest.raises(BundleError):   # the swapped file is refused by a fresh load
+        load_bundle(b, public_key=pub)
+
+
+@pytest.mark.parametrize("lie", [("inputs", "shape", [3, 2]), ("inputs", "dtype", "int32"), ("outputs", "shape", [2, 3]),
+                                 ("inputs", "shape", [4, 3]), ("inputs", "dtype", "float16"), ("outputs", "shape", [7]),
+                                 ("outputs", "dtype", "int64")])
 def test_manifest_lying_about_io_is_refused(bundle: Path, lie: tuple) -> None:
-    """An unsigned bundle whose manifest gives an input/output another shape or dtype of the same byte count
-    would run and return reinterpreted data: the plan's tensors are checked first."""
+    """An unsigned bundle whose manifest gives an input/output another shape or dtype, of the same byte count (it
+    would run and return reinterpreted data) or not (a ValueError deep in the runner): the plan's tensors are checked
+    first, fed what the manifest claims."""
     import json
     from packager.errors import BundleError
 
@@ -314,8 +416,63 @@ def test_manifest_lying_about_io_is_refused(bundle: Path, lie: tuple) -> None:
     m[kind][0][field] = value
     (bundle / "manifest.json").write_text(json.dumps(m))
     b = load_bundle(bundle)
-    x = np.ones((2, 3), np.float32) if not (kind == "inputs" and field == "shape") else np.ones((3, 2), np.float32)
-    if kind == "inputs" and field == "dtype":
-        x = x.astype(np.int32)
+    x = np.ones(m["inputs"][0]["shape"], np.dtype(m["inputs"][0]["dtype"]))
     with pytest.raises(BundleError, match="but the plan holds"):
         b.run({"x": x})
+
+
+WEIRD = [None, -1, 0, 1, 2, 3, 6, 2 ** 31, 2 ** 32, 1e300, -0.5, "x", "y", "", "batch", [], {}, [1], [2, 3], [3, 2], [6],
+         [4, 3], [2, 3, 1], [-1, 3], ["batch", 3], [2 ** 31, 1], [True, 3], True, "float32", "int32", "int64", "bool",
+         "float16", "bfloat16", "object", "V8", ">f4", "<f4", {"min": 5, "max": 1}]
+
+
+def test_mutated_manifest_io_fails_cleanly_or_runs_right(bundle: Path) -> None:
+    """The Python runtime's property test (the JS one: tests/test_web_api.py): an unsigned manifest with its inputs,
+    outputs and dims mutated (sizes changed or not, wrong types, ids of other tensors) either runs and gives the
+    unmutated answer or is refused with a PackagerError, never another exception."""
+    import copy
+    import json
+    import random
+    rng = random.Random(21)
+    base = json.loads((bundle / "manifest.json").read_text())
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    counts = {"ran": 0, "refused": 0}
+    for case in range(200):
+        m = copy.deepcopy(base)
+        for _ in range(rng.randint(1, 3)):
+            io = m[rng.choice(["inputs", "outputs"])]
+            if not isinstance(io, list):   # an earlier mutation replaced the list itself
+                continue
+            spec = io[0] if io and isinstance(io[0], dict) else None
+            op = rng.randrange(9)
+            if op < 5 and spec is not None:
+                spec[rng.choice(["dtype", "shape", "tensor", "name", "shape"])] = copy.deepcopy(rng.choice(WEIRD))
+            elif op == 5 and spec is not None and isinstance(spec.get("shape"), list) and spec["shape"]:
+                spec["shape"][rng.randrange(len(spec["shape"]))] = copy.deepcopy(rng.choice(WEIRD))
+            elif op == 6:
+                io.append(copy.deepcopy(io[0]) if io else {}) if rng.random() < 0.5 else (io.pop() if io else None)
+            elif op == 7:
+                m["dims"] = copy.deepcopy(rng.choice(WEIRD))
+            else:
+                m[rng.choice(["inputs", "outputs", "plan", "dims"])] = copy.deepcopy(rng.choice(WEIRD))
+        (bundle / "manifest.json").write_text(json.dumps(m))
+        feeds = [{"x": x}]
+        spec = m["inputs"][0] if isinstance(m.get("inputs"), list) and m["inputs"] and isinstance(m["inputs"][0], dict) else {}
+        try:   # also what the mutated manifest claims, where numpy can make it
+            feeds.append({str(spec.get("name")): np.zeros([int(d) for d in spec.get("shape")], np.dtype(spec.get("dtype")))})
+        except Exception:
+            pass
+        for f in feeds:
+            try:
+                got = load_bundle(bundle).run(f)
+            except PackagerError:
+                counts["refused"] += 1
+                continue
+            except Exception as e:   # what this test exists to catch
+                raise AssertionError(f"case {case}: {type(e).__name__}: {e}\nmanifest inputs {m.get('inputs')} "
+                                     f"outputs {m.get('outputs')} dims {m.get('dims')}") from e
+            fed = next(iter(f.values()))
+            out = list(got.values())   # (names are the manifest's to give: a renamed output is still the output)
+            assert len(out) == 1 and np.array_equal(out[0], fed.reshape(3, 2)), (case, m.get("inputs"), m.get("outputs"))
+            counts["ran"] += 1
+    assert counts["refused"] > 100 and counts["ran"] > 0, counts

@@ -252,7 +252,6 @@ def test_lrn(tmp_path: Path, size: int) -> None:
 
 @pytest.mark.parametrize("op,ins,consts,opset,attrs,msg", [
     ("TopK", {"x": np.zeros((2, 3), np.float32), "k": np.array([5], np.int64)}, ("k",), 11, {}, "exceeds the axis extent"),
-    ("NonZero", {"x": np.zeros((2, 3), np.float32)}, (), 13, {}, "depends on the input's values"),
     ("BitShift", {"x": np.zeros(3, np.float32), "y": np.zeros(3, np.float32)}, (), 11, {"direction": "LEFT"}, "not supported"),
     ("CumSum", {"x": np.zeros((2, 3), np.float32), "axis": np.array(3, np.int64)}, ("axis",), 14, {}, "out of range"),
     ("ScatterElements", {"data": np.zeros((2, 3), np.bool_), "indices": np.zeros((1, 3), np.int64),

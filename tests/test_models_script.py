@@ -12,8 +12,9 @@ import pytest
 
 from .conftest import REPO, build_models
 
-# a path outside the repository (the sibling reference folder); written so this file does not match itself
-OUTSIDE = re.compile(r"\.\./shared|shared[/]models")
+# a path outside the repository (the sibling reference folder: relative, absolute, or joined as a path part);
+# written so this file does not match itself
+OUTSIDE = re.compile(r"\.\./shared|shared[/]models|/work[/]shared|/\s*[\"']shared[\"']")
 SKIP_DIRS = {".git", ".cache", "node_modules", "__pycache__", ".pytest_cache", "build"}
 
 

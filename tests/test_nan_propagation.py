@@ -1,6 +1,6 @@
 """Issue 21: NaN propagates through ReduceMax/ReduceMin (and the other reductions), elementwise Max/Min, MaxPool,
 GlobalMaxPool and ArgMax/ArgMin on every build: the SIMD, relaxed-SIMD and scalar wasm builds under wasmtime,
-and the NEON aarch64 build under qemu.
+the threaded and threaded relaxed-SIMD builds in Node (2 workers), and the NEON aarch64 build under qemu.
 
 The expected values are numpy's (any NaN in the set gives NaN; ArgMax/ArgMin return the first NaN, the last with
 select_last_index): the ONNX reference evaluator's, except for MaxPool, whose reference loop keeps a NaN only in
@@ -114,16 +114,11 @@ def test_argmax_argmin(tmp_path: Path, op: str, nan_at: list[int], last: int) ->
     _check(tmp_path, m, {"x": x}, ort_agrees=last == 0 and nan_at[0] == 0)
 
 
-# ---- the NEON build under qemu ------------------------------------------------------------------------------
+# ---- one bundle with every NaN-sensitive kernel: the NEON build under qemu, the threaded wasm builds in Node ---------
 
-@pytest.mark.skipif(shutil.which("qemu-aarch64") is None or shutil.which("aarch64-linux-gnu-gcc") is None,
-                    reason="qemu-user or gcc-aarch64-linux-gnu missing")
-def test_nan_propagation_aarch64(tmp_path: Path) -> None:
-    """One pi5 bundle holding every NaN-sensitive kernel, run by edgepack-run under qemu (NEON vector layer)."""
+def _nan_model() -> tuple[onnx.ModelProto, dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """The model, its feeds and the expected outputs (the reference evaluator's; MaxPool's: np.max per window)."""
     from onnx import TensorProto, helper
-
-    from packager import package
-    from packager.targets import edge as E
     x4 = _x((2, 3, 4, 5), [37])
     xp = _x((1, 2, 12, 13), [27, 100])
     a, b = _x((3, 9), [4]), _x((3, 9), [13])
@@ -145,11 +140,40 @@ def test_nan_propagation_aarch64(tmp_path: Path) -> None:
     feeds = {"x4": x4, "xp": xp, "a": a, "b": b}
     want = dict(zip([o.name for o in m.graph.output], ref_run(m, feeds)))
     want["mp"] = maxpool_np(xp, [3, 3], [2, 2], [1, 1, 1, 1])
-    bundle = package(m, target="pi5", out=tmp_path / "pi5", verify=False)
+    for k, w in want.items():
+        assert k in ("amax", "amin") or np.isnan(w).any(), k
+    return m, feeds, want
+
+
+@pytest.mark.skipif(shutil.which("qemu-aarch64") is None or shutil.which("aarch64-linux-gnu-gcc") is None,
+                    reason="qemu-user or gcc-aarch64-linux-gnu missing")
+def test_nan_propagation_aarch64(tmp_path: Path) -> None:
+    """One pi5 bundle holding every NaN-sensitive kernel, run by edgepack-run under qemu (NEON vector layer)."""
     import json
+
+    from packager import package
+    from packager.targets import edge as E
+    m, feeds, want = _nan_model()
+    bundle = package(m, target="pi5", out=tmp_path / "pi5", verify=False)
     outs = json.loads((bundle / "manifest.json").read_text())["outputs"]
     got = E.run_cli(bundle, feeds, outs, qemu=E.qemu_cmd("pi5"))
     for k, w in want.items():
         assert_same(np.asarray(got[k]), w, f"{k} [pi5 NEON under qemu]")
-        if k not in ("amax", "amin"):
-            assert np.isnan(w).any(), k
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="needs Node")
+@pytest.mark.parametrize("isa", ["simd", "relaxed"])
+def test_nan_propagation_threaded_builds(tmp_path: Path, isa: str) -> None:
+    """The same bundle on edgepack-threads(-relaxed).wasm in Node with 2 workers: the builds wasmtime cannot run."""
+    from packager import package
+    from .test_web_node import RELAXED_FLAG, _node_major, _node_run, _outputs
+    if _node_major() < 20:
+        pytest.skip("needs Node >= 20")
+    m, feeds, want = _nan_model()
+    bundle = package(m, target="web", out=tmp_path / "web", verify=False)
+    res = _node_run(tmp_path / "run", bundle, feeds, isa, options={"threads": 2},
+                    node_flags=(RELAXED_FLAG,) if isa == "relaxed" else ())
+    assert res.get("variant") == {"simd": "threads", "relaxed": "threads-relaxed"}[isa], res
+    got = _outputs(res)
+    for k, w in want.items():
+        assert_same(np.asarray(got[k]), w, f"{k} [{res['variant']} build, 2 threads]")

@@ -334,12 +334,3 @@ def test_maxpool_indices(tmp_path: Path, shape, attrs: dict) -> None:
     ins = {"x": x}
     m = one_node("MaxPool", ins, ["y", "i"], opset=12, **attrs)
     _check(m, ins, tmp_path, atol=0, rtol=0, node=shape == (2, 3, 7, 9))
-
-
-def test_non_max_suppression_refused_with_reason(tmp_path: Path) -> None:
-    ins = {"boxes": RNG.random((1, 6, 4)).astype(np.float32), "scores": RNG.random((1, 1, 6)).astype(np.float32),
-           "k": np.array([3], np.int64)}
-    m = one_node("NonMaxSuppression", ins, ["sel"], ["k"], opset=11)
-    with pytest.raises(UnsupportedError, match=r"NonMaxSuppression \(node 'sel', opset 11\): selected_indices has one "
-                                               r"row per box kept"):
-        package(m, out=tmp_path / "b", verify=False)

@@ -114,3 +114,34 @@ def test_bad_budget_is_a_clear_error(spec, tmp_path, capsys):
         parse_budget(spec)
     rc = cli.main([str(DIGITS / "digits_cnn.onnx"), "-o", str(tmp_path / "b"), "--accuracy-budget", spec])
     assert rc == 1 and "error:" in capsys.readouterr().err and not (tmp_path / "b").exists()
+
+
+@pytest.mark.parametrize("budget,mode", [("top1=0.99,cosine=0.99", "int8"), ("cosine=1.0", "none")])
+def test_cli_auto_end_to_end(budget, mode, tmp_path, capsys):
+    """`package MODEL --calibration DATA --evaluation DATA --accuracy-budget B` (--quantize auto is the default): the
+    bundle ships what auto chose, the manifest and stderr say why, and the bundle's wasm answers like onnxruntime's
+    float32 model on held-out digits (int8 within the budget it was chosen for; float32 to rounding)."""
+    import onnx
+
+    from packager import load_bundle
+    from packager.reference import reference_run
+    out = tmp_path / "b"
+    rc = cli.main([str(DIGITS / "digits_cnn.onnx"), "-o", str(out),
+                   "--calibration", str(DIGITS / "digits_calibration.npz"), "--evaluation", str(DIGITS / "digits_test.npz"), "--accuracy-budget", budget])
+    err = capsys.readouterr().err
+    assert rc == 0, err
+    p = json.loads((out / "manifest.json").read_text())["precision"]
+    assert p["requested"] == "auto" and p["mode"] == mode and p["tried"][0]["mode"] == "int8", p
+    assert p["tried"][0]["within_budget"] == (mode == "int8")
+    if mode == "int8":
+        assert "within the budget" in p["reason"]
+    else:
+        assert "both miss the accuracy budget" in p["reason"] and "auto: int8 misses the accuracy budget" in err
+    b, source = load_bundle(out), onnx.load(str(DIGITS / "digits_cnn.onnx"))
+    images = np.load(DIGITS / "digits_test.npz")["image"][:60]
+    got = np.concatenate([b.run({"image": x[None]})["logits"] for x in images])
+    want = np.concatenate([reference_run(source, {"image": x[None]})["logits"] for x in images])
+    if mode == "int8":
+        assert (got.argmax(1) == want.argmax(1)).mean() >= 0.99
+    else:
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)

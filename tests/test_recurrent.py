@@ -13,6 +13,8 @@ from onnx import TensorProto, helper, numpy_helper
 from packager import load_bundle, package
 from packager.errors import PackagerError
 
+from .conftest import PORTABLE_AND_VECTOR, VARIANTS
+
 GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
 
 
@@ -99,14 +101,11 @@ def compare(m: onnx.ModelProto, feeds: dict[str, np.ndarray], tmp: Path, variant
     return out
 
 
-ALL = ("simd", "scalar", "relaxed")
-
-
 @pytest.mark.parametrize("op", ["RNN", "GRU", "LSTM"])
 @pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
 def test_directions(tmp_path: Path, op: str, direction: str) -> None:
     m, feeds = build(op, direction=direction, h0=True, c0=op == "LSTM", seed=hash((op, direction)) % 1000)
-    compare(m, feeds, tmp_path, ALL)
+    compare(m, feeds, tmp_path, VARIANTS)
 
 
 CASES = {
@@ -142,7 +141,7 @@ CASES = {
 def test_attribute_matrix(tmp_path: Path, name: str) -> None:
     op, kw = CASES[name]
     m, feeds = build(op, seed=sum(map(ord, name)), **kw)
-    compare(m, feeds, tmp_path, ("simd", "scalar") if "bidir" in name or "batch7" in name else ("simd",))
+    compare(m, feeds, tmp_path, PORTABLE_AND_VECTOR if "bidir" in name or "batch7" in name else ("simd",))
 
 
 def test_runtime_sequence_length(tmp_path: Path) -> None:
@@ -227,7 +226,7 @@ def test_pi5_under_qemu(tmp_path: Path, op: str, kw: dict) -> None:
 def test_onnx_conformance_cases() -> None:
     """The ONNX backend node cases of LSTM, GRU and RNN (tests/conformance/runner.py), SIMD and scalar builds."""
     from .conformance.runner import run_all
-    for variant in ("simd", "scalar"):
+    for variant in PORTABLE_AND_VECTOR:
         results = run_all({"LSTM", "GRU", "RNN"}, variant=variant)
         assert len(results) >= 18
         bad = [(r["case"], r["status"], r["why"]) for r in results if r["status"] != "pass"]

@@ -4,6 +4,7 @@ pi5 and android flags (under qemu-aarch64, the android one on a core without the
 SIMD128, relaxed SIMD and no SIMD (under wasmtime; the threaded builds use the SIMD128/relaxed layers)."""
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -81,3 +82,26 @@ def test_wasm(tmp_path: Path, flags: list[str], layer: str) -> None:
     out = f"vec={cstr(ex['ep_vec_test_layer'](store))} checks={ex['ep_vec_test_checks'](store)} failed={failed} " \
           f"{cstr(ex['ep_vec_test_report'](store))}"
     _check_line(out, layer)
+
+
+def test_isa_selection_is_one_header_and_the_design_table_lists_every_layer() -> None:
+    """The instruction sets are visible in the source, not in build flags: every vector layer sits in src/vec/ (none
+    under edge/), ep_isa.h names each ISA, no Makefile renames a symbol with -DNAME=VALUE, and docs/design.md's
+    kernel family x instruction set table has a column per ISA build and names every layer header."""
+    layers = sorted(p.name for p in (K / "src" / "vec").glob("vec_*.h"))
+    assert layers == ["vec_neon.h", "vec_scalar.h", "vec_wasm128.h"], layers
+    assert not list((REPO / "edge").rglob("vec_*.h")), "the NEON layer belongs in wasm_kernels/src/vec/"
+    isa = (K / "src" / "vec" / "ep_isa.h").read_text()
+    for name in ("EP_ISA_WASM_RELAXED", "EP_ISA_WASM128", "EP_ISA_NEON", "EP_ISA_SCALAR"):
+        assert f"#define {name} 1" in isa, name
+    for mk in (K / "Makefile", REPO / "edge" / "Makefile"):
+        flags = [ln.split("#", 1)[0] for ln in mk.read_text().splitlines()]
+        renames = [f for f in flags if re.search(r"-D\w+=[A-Za-z_]", f)]
+        assert not renames, f"{mk.relative_to(REPO)}: a -D rename picks code outside ep_isa.h: {renames}"
+    design = (REPO / "docs" / "design.md").read_text()
+    header = next(ln for ln in design.splitlines() if ln.startswith("| kernel family |"))
+    for column in ("scalar", "wasm SIMD128", "wasm relaxed", "NEON pi5", "NEON android"):
+        assert column in header, column
+    table = design[design.index(header):].split("\n\n", 1)[0]
+    for layer in layers:
+        assert f"`{layer}`" in table, layer

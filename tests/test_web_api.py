@@ -64,12 +64,16 @@ def bundle(tmp_path_factory) -> Path:
     return cli_package(_two_in_model(), tmp_path_factory.mktemp("api") / "two_in", "--emit-onnx")
 
 
-@pytest.fixture(scope="module")
-def dyn_bundle(tmp_path_factory) -> Path:
+def _two_in_dyn_model() -> onnx.ModelProto:
     m = _two_in_model()
     for vi in (*m.graph.input, *m.graph.output):   # batch symbolic: a version-2 plan
         vi.type.tensor_type.shape.dim[0].dim_param = "batch"
-    return cli_package(m, tmp_path_factory.mktemp("api") / "two_in_dyn", "--dynamic")
+    return m
+
+
+@pytest.fixture(scope="module")
+def dyn_bundle(tmp_path_factory) -> Path:
+    return cli_package(_two_in_dyn_model(), tmp_path_factory.mktemp("api") / "two_in_dyn", "--dynamic")
 
 
 def node(script: str, tmp: Path, *args: str, timeout: int = 120) -> dict:
@@ -124,10 +128,10 @@ console.log(JSON.stringify({{ errs }}));
     assert res["errs"] == ["EdgepackError: this session was destroyed (session.destroy()): load() the bundle again to run it"] * 2
 
 
-@pytest.mark.parametrize("lie", ["dtype", "shape", "swap"])
+@pytest.mark.parametrize("lie", ["dtype", "shape", "output", "swap"])
 def test_manifest_lying_with_the_same_byte_count_is_refused(lie, bundle, tmp_path) -> None:
-    """An unsigned bundle whose manifest gives an input the same byte count but another dtype or shape (or swaps
-    two same-sized outputs' ids) would run and reinterpret data: the plan is the truth."""
+    """An unsigned bundle whose manifest gives an input or output the same byte count but another dtype or shape
+    (or swaps two inputs' ids) would run and reinterpret data: the plan is the truth."""
     b = tmp_path / "b"
     shutil.copytree(bundle, b)
     m = json.loads((b / "manifest.json").read_text())
@@ -135,6 +139,8 @@ def test_manifest_lying_with_the_same_byte_count_is_refused(lie, bundle, tmp_pat
         m["inputs"][0]["dtype"] = "int32"              # float32 -> int32: 4 bytes each
     elif lie == "shape":
         m["inputs"][0]["shape"] = [8, 2]               # [2, 8] -> [8, 2]: 16 elements
+    elif lie == "output":
+        m["outputs"][0]["shape"] = [3, 4]              # y [2, 6] -> [3, 4]: 12 elements
     else:
         m["inputs"][0]["tensor"], m["inputs"][1]["tensor"] = m["inputs"][1]["tensor"], m["inputs"][0]["tensor"]
     (b / "manifest.json").write_text(json.dumps(m))
@@ -144,7 +150,9 @@ try {{ await load({json.dumps(str(b))}); console.log(JSON.stringify({{ ok: true 
 catch (e) {{ console.log(JSON.stringify({{ ok: false, err: `${{e.name}}: ${{e.message}}` }})); }}
 """, tmp_path)
     assert not res["ok"] and res["err"].startswith("EdgepackError: manifest.json"), res
-    if lie != "swap":
+    if lie == "output":
+        assert "output 'y' is float32[3,4], but model.plan holds float32[2,6]" in res["err"], res
+    elif lie != "swap":
         assert "but model.plan holds float32[2,8]" in res["err"], res
 
 
@@ -187,7 +195,7 @@ function mutateManifest() {
     else if (op === 8) m.dims = pick(WEIRD);
     else if (op === 9 && m.dims && typeof m.dims === 'object') { for (const d of Object.keys(m.dims)) m.dims[d] = pick(WEIRD); }
     else if (op === 10) m[pick(['format_version', 'target', 'files', 'inputs', 'outputs', 'format'])] = pick(WEIRD);
-    else if (op === 11) m.files = { ...m.files, 'model.plan': { ...m.files['model.plan'], bytes: pick(WEIRD) } };
+    else if (op === 11) m.files = { ...m.files, 'model.plan': { ...m.files?.['model.plan'], bytes: pick(WEIRD) } };   // files may be null (op 10)
   }
   return new TextEncoder().encode(JSON.stringify(m));
 }

@@ -242,3 +242,43 @@ def test_generated_types_reject_wrong_program(case, tsc_errors) -> None:
 def test_runtime_jsdoc_typechecks() -> None:
     r = subprocess.run([str(_tsc()), "-p", str(REPO / "web" / "jsconfig.json")], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_bundle_package_browser_and_node_entries(project, tmp_path) -> None:
+    """A bundle's package.json has the `edgepack` package's conditions: Node resolves its node.js; an esbuild build
+    for the browser holds none of Node's built-ins; one for Node carries them and runs from its one file (written
+    into the package's folder, where the `new URL('./model.plan', import.meta.url)` files are), like onnxruntime."""
+    esbuild = REPO / "web" / "node_modules" / ".bin" / "esbuild"
+    if not esbuild.exists():
+        pytest.fail("esbuild is not installed: run scripts/setup.sh (npm ci in web/)")
+    r = subprocess.run(["node", "--input-type=module", "-e", "console.log(import.meta.resolve('cifar10net'))"],
+                       cwd=project, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.strip().endswith("/node_modules/cifar10net/node.js"), r.stdout + r.stderr
+    x = np.random.default_rng(6).standard_normal((1, 3, 32, 32)).astype(np.float32)
+    (project / "entry.mjs").write_text(f"""
+import load from 'cifar10net';
+const s = await load({{ threads: 2 }});
+const o = await s.run({{ image: {{ data: Float32Array.from({json.dumps(x.ravel().tolist())}), dims: [1, 3, 32, 32] }} }});
+console.log(JSON.stringify({{ logits: Array.from(o.logits.data), threads: s.features.threads }}));
+await s.destroy();
+""")
+    built = {}
+    out = {"browser": tmp_path / "browser.mjs", "node": project / "node_modules" / "cifar10net" / "app-node.mjs"}
+    try:
+        for platform, file in out.items():
+            r = subprocess.run([str(esbuild), "entry.mjs", "--bundle", "--format=esm", f"--platform={platform}",
+                                "--target=es2022", "--log-level=warning", f"--outfile={file}"], cwd=project,
+                               capture_output=True, text=True, timeout=120)
+            assert r.returncode == 0 and not r.stderr.strip(), r.stderr
+            built[platform] = file.read_text()
+        for name in ("node:crypto", "node:fs", "node:os", "registerNode({"):
+            assert name not in built["browser"], name
+            assert name in built["node"], name
+        r = subprocess.run(["node", str(out["node"])], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    finally:
+        out["node"].unlink(missing_ok=True)
+    assert r.returncode == 0, r.stderr[-3000:]
+    res = json.loads(r.stdout.strip().splitlines()[-1])
+    want = reference_run(onnx.load(str(project.parent / "b" / "cifar10net" / "model.onnx")), {"image": x})["logits"]
+    assert res["threads"] == 2
+    np.testing.assert_allclose(np.array(res["logits"], np.float32).reshape(want.shape), want, rtol=1e-4, atol=1e-4)

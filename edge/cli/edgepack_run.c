@@ -712,6 +712,7 @@ int main(int argc, char **argv) {
   }
 
   for (uint32_t k = 0; k < n_out; k++) {
+    if (v2) refresh(&ctx, &outs[k]);   /* NonZero, NMS, Unique: the run set the extent */
     const uint8_t *data = ep_tensor_data(&ctx, outs[k].tensor);
     if (save[k]) save_npy(save[k], &outs[k], data);
     else if (!bench && n_out_args == 0) summarize(&outs[k], data);

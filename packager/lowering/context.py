@@ -26,6 +26,11 @@ class Tensor:
     data: bytes | memoryview | None = None   # weights: the bytes to store in the plan (a view: never copied)
     alias: str | None = None        # arena tensor sharing another's bytes
 
+    def __post_init__(self) -> None:
+        if any(d > 0x7FFFFFFF for d in self.shape):   # a plan's dims are i32 (docs/plan-format.md)
+            raise PackagerError(f"tensor '{self.name}' {list(self.shape)}: a dimension of 2^31 or more does not fit "
+                                f"a plan's 32-bit dims; give smaller input shapes (--input-shape)")
+
     @property
     def nbytes(self) -> int:
         return int(np.prod(self.shape, dtype=np.int64)) * DTYPES[self.dtype].itemsize

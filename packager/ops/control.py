@@ -8,6 +8,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper, shape_inference
 
+from .. import data_dependent
 from ..errors import NeedsConstantError
 from ..lowering import REGISTRY, Emitted, LowerCtx, Tensor, lowers
 from ..passes import subgraphs as sg
@@ -38,6 +39,10 @@ def _analyze_body(ctx: LowerCtx, node: onnx.NodeProto, body: onnx.GraphProto,
     body nodes left to run."""
     from ..analyze import _eval_node
     g = ctx.graph
+    for n in body.node:
+        if n.op_type in data_dependent.OPS and n.domain in ("", "ai.onnx"):
+            raise ctx.unsupported(n, "its output extent is set when it runs, which the runtime supports in the main "
+                                     "graph only, not inside an If/Loop/Scan body")
     for vi in body.output:
         if vi.type.WhichOneof("value") not in (None, "tensor_type"):
             raise ctx.unsupported(node, f"its body returns '{vi.name}', a {vi.type.WhichOneof('value')[:-5]}: "

@@ -88,11 +88,3 @@ def lower_roi_align(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     else:
         pooled = b.reduce("ReduceMax", b.reduce("ReduceMax", vals, [3, 6]), [2, 4])
     b.op("Transpose", [pooled], (r, c, oh, ow), out=y, perm=[0, 3, 1, 2])
-
-
-@lowers("NonMaxSuppression")
-def lower_non_max_suppression(ctx: LowerCtx, node: onnx.NodeProto) -> None:
-    """Refused with its reason (constant inputs were folded by analyze): the count of selected boxes is data."""
-    raise ctx.unsupported(node, "selected_indices has one row per box kept, a count that depends on the scores and "
-                                "boxes, which a plan's fixed or shape-derived dims cannot express; export the model "
-                                "without it and run NMS on the bundle's boxes and scores outputs")

@@ -5,8 +5,7 @@ AXIS (wasm_kernels/src/kernels/axis_ops.c): ArgMax, ArgMin, Hardmax, TopK, CumSu
 SCATTER: ScatterElements (and the older Scatter), ScatterND, with their reductions. GATHER_ND: GatherND.
 Rewrites onto existing kernels (no C code): Trilu -> WHERE with a constant mask, OneHot -> compare + WHERE,
 Compress with a constant condition -> GATHER with constant indices, ReverseSequence with constant
-sequence_lens -> GATHER (GatherElements) with constant indices. NonZero has a data-dependent output shape,
-which a plan cannot express: refused unless its input is a constant (then folded)."""
+sequence_lens -> GATHER (GatherElements) with constant indices. (NonZero: packager/ops/datadep.py.)"""
 from __future__ import annotations
 
 import numpy as np
@@ -322,18 +321,6 @@ def lower_compress(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     if ctx.shape(y) != want:
         raise ctx.unsupported(node, f"output shape {ctx.shape(y)} differs from the computed {want}")
     ctx.emit(Op.GATHER, [src, ctx.weight(idx, "compress_idx")], [y], [axis, 0])
-
-
-@lowers("NonZero")
-def lower_nonzero(ctx: LowerCtx, node: onnx.NodeProto) -> None:
-    c = ctx.const(node.input[0])
-    if c is None:
-        raise ctx.unsupported(node, "the output shape [rank, count of non-zeros] depends on the input's values, "
-                                    "which a plan's fixed or shape-derived dims cannot express")
-    out = np.array(np.nonzero(np.asarray(c)), dtype=np.int64)
-    if ctx.shape(node.output[0]) != out.shape:
-        raise ctx.unsupported(node, f"output shape {ctx.shape(node.output[0])} differs from {out.shape}")
-    ctx.alias(node.output[0], ctx.weight(out, "nonzero"))
 
 
 @lowers("ReverseSequence")

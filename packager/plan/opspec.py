@@ -57,6 +57,9 @@ class Op(enum.IntEnum):
     AXIS = 52  # ArgMax / ArgMin / Hardmax / TopK / CumSum / CumProd along one axis (f32, i32, i64, i8, u8)
     SCATTER = 53  # ScatterElements / ScatterND with reduction none/add/mul/max/min
     GATHER_ND = 54  # GatherND with batch_dims
+    NONZERO = 55  # plan v2: NonZero; output dims set by the run (the count of non-zeros)
+    NON_MAX_SUPPRESSION = 56  # plan v2: NonMaxSuppression (onnxruntime's order); output rows set by the run
+    UNIQUE = 57  # plan v2: Unique (sorted or in order of first occurrence, flattened or along an axis); output dims set by the run
     ATTENTION = 61  # softmax(scale(Q K^T)) V per head, a block of query rows at a time (MatMul -> [Mul|Div] -> Softmax -> MatMul)
     QLUT = 73  # an 8-bit elementwise region of a QDQ graph (DQ -> float ops -> Q, e.g. SiLU) as a 256-entry table
 
@@ -113,6 +116,9 @@ ARITY: dict[Op, tuple[int, int, int, int]] = {
     Op.AXIS: (1, 2, 1, 2),
     Op.SCATTER: (3, 3, 1, 1),
     Op.GATHER_ND: (2, 2, 1, 1),
+    Op.NONZERO: (1, 1, 1, 1),
+    Op.NON_MAX_SUPPRESSION: (2, 5, 1, 1),
+    Op.UNIQUE: (1, 1, 4, 4),
     Op.ATTENTION: (3, 3, 1, 1),
     Op.QLUT: (2, 2, 1, 1),
 }
@@ -166,6 +172,9 @@ N_PARAMS: dict[Op, tuple[int, ...] | None] = {
     Op.AXIS: (4,),
     Op.SCATTER: (3,),
     Op.GATHER_ND: (1,),
+    Op.NONZERO: (0,),
+    Op.NON_MAX_SUPPRESSION: (2,),
+    Op.UNIQUE: (2,),
     Op.ATTENTION: (3,),
     Op.QLUT: (0,),
 }

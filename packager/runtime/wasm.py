@@ -1,6 +1,7 @@
 """Run a plan with the exact .wasm a browser gets, under wasmtime."""
 from __future__ import annotations
 
+import ctypes
 import hashlib
 from functools import lru_cache
 from pathlib import Path
@@ -11,6 +12,9 @@ import wasmtime
 from ..errors import BundleError, RuntimeFailure
 
 PAGE = 65536
+# Exports whose i32 result is a size or an address: unsigned (a 2 GiB arena is 0x80000000, not -2147483648).
+_UNSIGNED = frozenset({"ep_heap_base", "ep_arena_bytes", "ep_state_bytes", "ep_tensor_data", "ep_tensor_nbytes",
+                       "ep_dims_buffer", "ep_input_values", "ep_status_str", "ep_vec_name"})
 
 
 @lru_cache(maxsize=None)
@@ -32,6 +36,10 @@ def _module(wasm: "str | Path | bytes") -> wasmtime.Module:
     return _compiled(hashlib.sha256(code).hexdigest(), code)
 
 
+def _as_u32(f):
+    return lambda store, *args: f(store, *args) & 0xFFFFFFFF
+
+
 def _align(n: int, a: int = 64) -> int:
     return (n + a - 1) // a * a
 
@@ -46,13 +54,6 @@ class PlanFile:
     def __init__(self, path: Path, sha256: str | None = None) -> None:
         self.path, self.sha256 = Path(path), sha256
         self.size = self.path.stat().st_size
-
-    def head(self) -> bytes:
-        """The plan's bytes before its weights (header and tables: what decode(head_only=True) reads)."""
-        from ..plan import layout
-        with open(self.path, "rb") as f:
-            first = f.read(layout.HEADER_BYTES)
-            return first + f.read(max(0, layout.weights_offset(first) - len(first)))
 
     def copy_to(self, write) -> None:
         """write(chunk, offset) for every chunk, exactly self.size bytes, then the digest check."""
@@ -78,17 +79,17 @@ class WasmPlan:
         (copied in chunks)."""
         self.store = wasmtime.Store(_engine())
         inst = wasmtime.Instance(self.store, _module(wasm), [])
-        self.ex = inst.exports(self.store)
+        self.ex = {name: _as_u32(f) if name in _UNSIGNED else f for name, f in inst.exports(self.store).items()}
         if "_initialize" in self.ex:
             self.ex["_initialize"](self.store)
         self.mem: wasmtime.Memory = self.ex["memory"]
-        plan_ptr = _align(self.ex["ep_heap_base"](self.store))
-        size = plan.size if isinstance(plan, PlanFile) else len(plan)
+        self.plan_ptr = plan_ptr = _align(self.ex["ep_heap_base"](self.store))
+        self.plan_size = size = plan.size if isinstance(plan, PlanFile) else len(plan)
         self._reserve(plan_ptr + size)
         if isinstance(plan, PlanFile):
-            plan.copy_to(lambda chunk, at: self.mem.write(self.store, chunk, plan_ptr + at))
+            plan.copy_to(lambda chunk, at: self._put(plan_ptr + at, chunk))
         else:
-            self.mem.write(self.store, plan, plan_ptr)
+            self._put(plan_ptr, plan)
         self._check(self.ex["ep_open"](self.store, plan_ptr, size), "opening the plan")
         self.vec = self._cstr(self.ex["ep_vec_name"](self.store))
         self.dynamic = "ep_plan_version" in self.ex and self.ex["ep_plan_version"](self.store) == 2
@@ -112,6 +113,13 @@ class WasmPlan:
         self._check(self.ex["ep_bind"](self.store, self.arena_ptr, arena_bytes), "binding the arena")
         self.memory_bound = max(self.memory_bound, self.arena_ptr + arena_bytes)   # highest linear-memory byte touched
 
+    def plan_head(self) -> bytes:
+        """The plan's bytes before its weights (header and tables: what layout.decode(head_only=True) reads), as they
+        are in this instance's memory: the plan that runs, not the file read again."""
+        from ..plan import layout
+        first = self._bytes(self.plan_ptr, min(layout.HEADER_BYTES, self.plan_size)).tobytes()
+        return self._bytes(self.plan_ptr, min(max(layout.weights_offset(first), len(first)), self.plan_size)).tobytes()
+
     def value_inputs(self) -> list[int]:
         """Version 2: the graph inputs whose values decide shapes (written by set_shapes, before resolving)."""
         if not self.dynamic or "ep_input_values" not in self.ex:
@@ -129,10 +137,10 @@ class WasmPlan:
             self.mem.write(self.store, np.asarray(dims, dtype="<i4").tobytes(), buf)
             self._check(self.ex["ep_set_input_shape"](self.store, i, len(dims)), f"input {i}'s shape {list(dims)}")
         for i, array in (values or {}).items():
-            ptr, data = self.ex["ep_input_values"](self.store, i), np.ascontiguousarray(array).tobytes()
-            if not ptr or len(data) != self.ex["ep_tensor_nbytes"](self.store, self.ex["ep_input_id"](self.store, i)):
-                raise RuntimeFailure(f"input {i}: not a value input of {len(data)} bytes")
-            self.mem.write(self.store, data, ptr)
+            ptr, data = self.ex["ep_input_values"](self.store, i), np.ascontiguousarray(array)
+            if not ptr or data.nbytes != self.ex["ep_tensor_nbytes"](self.store, self.ex["ep_input_id"](self.store, i)):
+                raise RuntimeFailure(f"input {i}: not a value input of {data.nbytes} bytes")
+            self._put(ptr, data)
         status = self.ex["ep_resolve"](self.store)
         if status:
             node = self.ex["ep_failed_node"](self.store)
@@ -157,6 +165,18 @@ class WasmPlan:
                 raise RuntimeFailure(f"edgepack runtime refused a run: it needs {end} bytes of memory, more than the "
                                      f"wasm instance can grow to") from None
 
+    def _bytes(self, ptr: int, n: int) -> np.ndarray:
+        """n bytes of linear memory at ptr as a uint8 array over them, no copy (valid until the memory grows)."""
+        if ptr + n > self.mem.data_len(self.store):
+            raise RuntimeFailure(f"{n} bytes at address {ptr}: outside the instance's memory")
+        base = ctypes.cast(self.mem.data_ptr(self.store), ctypes.c_void_p).value
+        return np.ctypeslib.as_array((ctypes.c_ubyte * n).from_address(base + ptr)) if n else np.empty(0, np.uint8)
+
+    def _put(self, ptr: int, data: "bytes | np.ndarray") -> None:
+        """Copy bytes or a C-contiguous array into linear memory at ptr: one copy (Memory.write makes two of bytes)."""
+        src = data.reshape(-1).view(np.uint8) if isinstance(data, np.ndarray) else np.frombuffer(data, np.uint8)
+        self._bytes(ptr, src.size)[:] = src
+
     def _cstr(self, ptr: int) -> str:
         raw = self.mem.read(self.store, ptr, ptr + 256)
         return bytes(raw[: raw.index(0)]).decode()
@@ -169,10 +189,10 @@ class WasmPlan:
     def write(self, tensor_id: int, array: np.ndarray) -> None:
         ptr = self.ex["ep_tensor_data"](self.store, tensor_id)
         n = self.ex["ep_tensor_nbytes"](self.store, tensor_id)
-        data = np.ascontiguousarray(array).tobytes()
-        if not ptr or len(data) != n:
-            raise RuntimeFailure(f"tensor {tensor_id}: expected {n} bytes, got {len(data)}")
-        self.mem.write(self.store, data, ptr)
+        data = np.ascontiguousarray(array)
+        if not ptr or data.nbytes != n:
+            raise RuntimeFailure(f"tensor {tensor_id}: expected {n} bytes, got {data.nbytes}")
+        self._put(ptr, data)
 
     def read(self, tensor_id: int, dtype: np.dtype, shape: tuple[int, ...] | None = None) -> np.ndarray:
         """A tensor's bytes as an array; shape None: its dims as resolved (version 2)."""
@@ -180,8 +200,7 @@ class WasmPlan:
             shape = self.dims(tensor_id)
         ptr = self.ex["ep_tensor_data"](self.store, tensor_id)
         n = self.ex["ep_tensor_nbytes"](self.store, tensor_id)
-        raw = self.mem.read(self.store, ptr, ptr + n)
-        return np.frombuffer(bytes(raw), dtype=dtype).reshape(shape).copy()
+        return self._bytes(ptr, n).copy().view(dtype).reshape(shape)
 
     def run(self) -> None:
         self._check(self.ex["ep_run"](self.store), "running the plan")

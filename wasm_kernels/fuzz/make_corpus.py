@@ -199,13 +199,17 @@ def package_case(case, out: Path) -> bytes | None:
 
 def dynamic_plans(tmp: Path) -> dict[str, bytes]:
     """Version-2 plans (shapes resolved at run time), packaged: free and bounded dims, shape arithmetic run while
-    resolving (SHAPE -> GATHER -> CONCAT -> VIEW), views of run-time dims."""
+    resolving (SHAPE -> GATHER -> CONCAT -> VIEW), views of run-time dims, nodes after a data-dependent one (their
+    dims re-derived while running)."""
     from packager.api import package
+    from tests.test_data_dependent import _detector, _nonzero_chain
     from tests.test_dynamic_shapes import _elementwise_model, _reshape_model
     out = {}
     for name, model, kw in [("dyn_elementwise", _elementwise_model(), {"dynamic": True}),
                             ("dyn_bounded", _elementwise_model(), {"input_shapes": {"x": ((1, 4), (1, 64), 8)}}),
-                            ("dyn_reshape", _reshape_model(), {"dynamic": True})]:
+                            ("dyn_reshape", _reshape_model(), {"dynamic": True}),
+                            ("dd_nms_gather", _detector(run_time_limits=True), {}),
+                            ("dd_nonzero_unique", _nonzero_chain(), {})]:
         plan = (package(model, "web", tmp / name, verify=False, **kw) / "model.plan").read_bytes()
         out[f"{name}-{hashlib.sha1(plan).hexdigest()[:16]}.plan"] = plan
     return out

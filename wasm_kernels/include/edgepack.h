@@ -80,6 +80,8 @@ typedef struct {
   uint32_t n_main;        /* nodes [0, n_main) run in order; If/Loop/Scan bodies live in [n_main, n_nodes) */
   uint32_t iterations_left; /* body steps the running top-level control node may still take (src/control.h) */
   uint32_t failed_node;   /* the node ep_resolve or ep_run stopped at, for error messages */
+  uint32_t rerun;         /* ep_run re-deriving dims after a data-dependent node: placed sizes are limits (resolve.c) */
+  uint32_t run_set_dims;  /* the last ep_run set such dims: ep_resolve gives the outputs their capacities again */
 } ep_ctx;
 
 typedef struct {

@@ -51,6 +51,9 @@
   X(52, AXIS)                    /* ArgMax / ArgMin / Hardmax / TopK / CumSum / CumProd along one axis (f32, i32, i64, i8, u8) */ \
   X(53, SCATTER)                 /* ScatterElements / ScatterND with reduction none/add/mul/max/min */ \
   X(54, GATHER_ND)               /* GatherND with batch_dims */ \
+  X(55, NONZERO)                 /* plan v2: NonZero; output dims set by the run (the count of non-zeros) */ \
+  X(56, NON_MAX_SUPPRESSION)     /* plan v2: NonMaxSuppression (onnxruntime's order); output rows set by the run */ \
+  X(57, UNIQUE)                  /* plan v2: Unique (sorted or in order of first occurrence, flattened or along an axis); output dims set by the run */ \
   X(61, ATTENTION)               /* softmax(scale(Q K^T)) V per head, a block of query rows at a time (MatMul -> [Mul|Div] -> Softmax -> MatMul) */ \
   X(73, QLUT)                    /* an 8-bit elementwise region of a QDQ graph (DQ -> float ops -> Q, e.g. SiLU) as a 256-entry table */
 

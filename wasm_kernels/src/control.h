@@ -10,6 +10,10 @@
 #define EP_MAX_BODY_STEPS (1u << 18)   /* per top-level control node and run: each Loop/Scan iteration costs 1 + its body's nodes */
 
 static inline int ep_is_control(uint32_t op) { return op == EP_OP_IF || op == EP_OP_LOOP || op == EP_OP_SCAN; }
+/* Kernels that set their outputs' extents when they run (kernels/datadep.c): main sequence of a v2 plan only. */
+static inline int ep_sets_dims(uint32_t op) { return op == EP_OP_NONZERO || op == EP_OP_NON_MAX_SUPPRESSION || op == EP_OP_UNIQUE; }
+/* After main node `from - 1` set its outputs' extents: the later main nodes' dims from them (resolve.c). */
+ep_status ep_resolve_after(ep_ctx *c, uint32_t from);
 
 typedef struct {
   uint32_t n_bodies;               /* IF 2, LOOP and SCAN 1 */

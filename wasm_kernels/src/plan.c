@@ -203,7 +203,7 @@ static ep_status check_node_v2(const ep_ctx *c, uint32_t idx, int32_t step, cons
   const uint32_t io_at = ep_rd32(e + EP_N_IO_AT), flags = node_flags(c, idx);
   const int resolve = (flags & EP_NODE_RESOLVE) != 0;
   if (resolve && (flags & EP_NODE_PROLOGUE)) return EP_E_OP;
-  if (ep_is_control(n->op) && (flags || idx < c->n_prologue)) return EP_E_OP;
+  if ((ep_is_control(n->op) || ep_sets_dims(n->op)) && (flags || idx < c->n_prologue)) return EP_E_OP;
   const ep_shape_entry *se = ep_shape_for(n->op);
   for (uint32_t j = 0; j < (uint32_t)n->n_in + n->n_out; j++) {
     const int32_t id = ep_int_at(c, io_at + j);
@@ -279,7 +279,7 @@ static ep_status open_bodies(const ep_ctx *c, const ep_node *n, int32_t step, ui
     for (uint32_t i = k.begin[b]; i < k.end[b]; i++) {
       ep_node_view v; const ep_kernel *kk;
       if ((s = ep_decode_node(c, i, &v, &kk))) return s;
-      if (node_flags(c, i) & EP_NODE_PROLOGUE) return EP_E_OP;
+      if ((node_flags(c, i) & EP_NODE_PROLOGUE) || ep_sets_dims(v.node.op)) return EP_E_OP;   /* not in a body */
       if ((s = check_node_v2(c, i, step, &v.node))) return s;
       if (ep_is_control(v.node.op) && (s = open_bodies(c, &v.node, step, depth + 1, cursor))) return s;
     }
@@ -362,7 +362,7 @@ ep_status ep_open(ep_ctx *c, const uint8_t *plan, uint32_t len) {
     ep_status s = ep_decode_node(c, i, &v, &k);
     if (s) return s;
     if (v2) s = check_node_v2(c, i, (int32_t)i, &v.node);   /* shapes are checked per resolve (resolve.c) */
-    else s = ep_is_control(v.node.op) ? EP_E_OP : k->check(&v.node);
+    else s = ep_is_control(v.node.op) || ep_sets_dims(v.node.op) ? EP_E_OP : k->check(&v.node);
     if (!s && !v2) s = node_disjoint(c, i, &v.node);
     if (!s && ep_is_control(v.node.op)) s = open_bodies(c, &v.node, (int32_t)i, 0, &cursor);
     if (s) return s;
@@ -432,13 +432,34 @@ static ep_status runnable(const ep_ctx *c) {
   return EP_OK;
 }
 
+/* A main node that sets its outputs' extents (kernels/datadep.c): its outputs start at their capacities (the
+ * shape function: an earlier run left its own counts), the kernel writes data and extents, then the later nodes
+ * take dims from them within what was placed for the capacities (resolve.c). */
+static ep_status run_sets_dims(ep_ctx *c, uint32_t i, ep_node_view *v, const ep_kernel *k) {
+  ep_node *n = &v->node;
+  ep_status s = ep_shape_for(n->op)->shape(n);
+  if (s || (s = k->check(n)) || (s = k->run(n))) return s;
+  ep_state_view sv;
+  ep_state_layout(c, c->state, &sv);
+  const uint32_t io_at = ep_rd32(ep_node_entry(c, i) + EP_N_IO_AT);
+  for (uint32_t o = 0; o < n->n_out; o++) {
+    const uint32_t id = (uint32_t)ep_int_at(c, io_at + n->n_in + o);
+    if (n->out[o]->numel * ep_dtype_size(n->out[o]->dtype) > sv.t_bytes[id]) return EP_E_SHAPE;
+    for (uint32_t d = 0; d < n->out[o]->rank; d++) sv.t_dims[id * EP_MAX_RANK + d] = n->out[o]->dims[d];
+  }
+  c->run_set_dims = 1;
+  return ep_resolve_after(c, i + 1);
+}
+
 /* Node i, `depth` bodies deep (0: the main sequence). */
 static ep_status run_one(ep_ctx *c, uint32_t i, uint32_t depth) {
   if (node_flags(c, i) & EP_NODE_RESOLVE) return EP_OK;   /* ran in ep_resolve */
   ep_node_view v; const ep_kernel *k;
   const ep_status s = ep_decode_node(c, i, &v, &k);
   if (s) return s;
-  return ep_is_control(v.node.op) ? ep_ctrl_run(c, i, &v.node, depth) : k->run(&v.node);
+  if (ep_is_control(v.node.op)) return ep_ctrl_run(c, i, &v.node, depth);
+  if (!ep_sets_dims(v.node.op)) return k->run(&v.node);
+  return run_sets_dims(c, i, &v, k);
 }
 
 ep_status ep_run_range(ep_ctx *c, uint32_t begin, uint32_t end, uint32_t depth) {

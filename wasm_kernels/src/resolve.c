@@ -82,12 +82,13 @@ ep_status ep_set_input_shape(ep_ctx *c, uint32_t i, uint32_t rank, const int32_t
  * function (a control node's from its bodies: subplans.c), scratch size, check(), and a resolve-time node run. */
 static ep_status resolve_node(ep_ctx *c, const ep_state_view *sv, uint32_t i, int32_t step, uint32_t depth) {
   ep_node_view v; const ep_kernel *k;
-  sv->s_bytes[i] = 0;
-  sv->s_step[i] = step;
+  const uint32_t placed = sv->s_bytes[i];
+  if (!c->rerun) { sv->s_bytes[i] = 0; sv->s_step[i] = step; }
   c->failed_node = i;
   ep_status s = ep_decode_node(c, i, &v, &k);
   if (s) return s;
   ep_node *n = &v.node;
+  if (c->rerun && (ep_rd32(ep_node_entry(c, i) + EP_N_FLAGS) & EP_NODE_RESOLVE)) return EP_OK;   /* values: as resolved */
   const uint32_t io_at = ep_rd32(ep_node_entry(c, i) + EP_N_IO_AT);
   for (uint32_t j = 0; j < n->n_in; j++) {   /* every input is known by now (plan order is topological) */
     const int32_t id = ep_int_at(c, io_at + j);
@@ -114,7 +115,8 @@ static ep_status resolve_node(ep_ctx *c, const ep_state_view *sv, uint32_t i, in
   }
   n->scratch_bytes = se && se->scratch ? se->scratch(n) : 0;
   n->scratch = 0;
-  sv->s_bytes[i] = n->scratch_bytes;
+  if (c->rerun && n->scratch_bytes > placed) return EP_E_SHAPE;   /* within what was placed */
+  if (!c->rerun) sv->s_bytes[i] = n->scratch_bytes;
   s = k->check(n);
   if (s) return s;
   if (ep_rd32(ep_node_entry(c, i) + EP_N_FLAGS) & EP_NODE_RESOLVE) {
@@ -131,6 +133,23 @@ ep_status ep_resolve_range(ep_ctx *c, const ep_state_view *sv, uint32_t begin, u
     if (s) return s;
   }
   return EP_OK;
+}
+
+ep_status ep_resolve_after(ep_ctx *c, uint32_t from) {
+  ep_state_view sv;
+  ep_state_layout(c, c->state, &sv);
+  c->rerun = 1;
+  ep_status s = EP_OK;
+  for (uint32_t i = from; i < c->n_main && !s; i++) s = resolve_node(c, &sv, i, (int32_t)i, 0);
+  c->rerun = 0;
+  for (uint32_t id = 0; id < c->n_tensors && !s; id++) {   /* every tensor within the bytes placed for it */
+    const uint8_t *e = ep_tensor_entry(c, id);
+    if (e[EP_T_STORAGE] != EP_STORAGE_ARENA) continue;
+    uint64_t bytes = ep_dtype_size(e[EP_T_DTYPE]);
+    for (uint32_t k = 0; k < e[EP_T_RANK]; k++) bytes *= (uint64_t)(sv.t_dims[id * EP_MAX_RANK + k] < 0 ? 0 : sv.t_dims[id * EP_MAX_RANK + k]);
+    if (bytes > sv.t_bytes[id]) s = EP_E_SHAPE;
+  }
+  return s;
 }
 
 /* Every tensor's dims from the inputs' dims, node by node (bodies inside their control nodes). */
@@ -331,7 +350,11 @@ ep_status ep_resolve(ep_ctx *c) {
   if (!c->state) return EP_E_STATE;
   ep_state_view sv;
   ep_state_layout(c, c->state, &sv);
-  if (c->resolved && !value_inputs_changed(c, &sv, 0)) return EP_OK;
+  if (c->resolved && !value_inputs_changed(c, &sv, 0)) {   /* dims a run set: back to the capacities */
+    const ep_status s = c->run_set_dims ? ep_resolve_after(c, 0) : EP_OK;
+    c->run_set_dims = 0;
+    return s;
+  }
   c->resolved = 0;
   c->arena_bytes = 0;
   ep_status s = resolve_and_plan(c, &sv);
@@ -339,6 +362,7 @@ ep_status ep_resolve(ep_ctx *c) {
   if (s) { c->arena_bytes = 0; return s; }
   value_inputs_changed(c, &sv, 1);
   c->resolved = 1;
+  c->run_set_dims = 0;
   return EP_OK;
 }
 EP_COLD_FILE_END

@@ -50,6 +50,9 @@ static const ep_shape_entry table[EP_OP_COUNT] = {
   [EP_OP_AXIS] = {ep_shape_AXIS, ep_scratch_AXIS},   /* kernels/axis_ops.c */
   [EP_OP_SCATTER] = {ep_shape_first, 0},
   [EP_OP_GATHER_ND] = {ep_shape_GATHER_ND, 0},
+  [EP_OP_NONZERO] = {ep_shape_NONZERO, 0},   /* kernels/datadep.c: capacities */
+  [EP_OP_NON_MAX_SUPPRESSION] = {ep_shape_NON_MAX_SUPPRESSION, ep_scratch_NON_MAX_SUPPRESSION},
+  [EP_OP_UNIQUE] = {ep_shape_UNIQUE, ep_scratch_UNIQUE},
 };
 
 const ep_shape_entry *ep_shape_for(uint32_t op) {

@@ -199,6 +199,7 @@ public final class Session implements AutoCloseable {
   private final String[][] dimNames;   // per input, per dim: the symbol from io.txt (null: fixed or not given)
   private final int[][] minDims, maxDims, planDims;   // planDims: the plan's dims, -1 where symbolic
   private int[][] shapes;              // version 2: the dims set last (null: none yet)
+  private TensorInfo[] ran;            // version 2: the outputs as the last run left them (null: none since resolving)
 
   private Session(ByteBuffer ctx, ByteBuffer plan, ByteBuffer arena, ByteBuffer state, String[][] io) {
     this.ctx = ctx;
@@ -499,6 +500,7 @@ public final class Session implements AutoCloseable {
     arena = bindArena(ctx, arena);
     inputs = infos(ctx, true, ioNames[0]);
     outputs = infos(ctx, false, ioNames[1]);
+    ran = null;
     int[][] copy = new int[dims.length][];
     for (int i = 0; i < dims.length; i++) copy[i] = dims[i].clone();
     shapes = copy;
@@ -522,7 +524,7 @@ public final class Session implements AutoCloseable {
     setInputShapes(dims);
     ByteBuffer[] outs = run(bufs);
     Tensor[] r = new Tensor[outs.length];
-    for (int i = 0; i < outs.length; i++) r[i] = new Tensor(outputs[i].dtype, outputs[i].shape, outs[i]);
+    for (int i = 0; i < outs.length; i++) r[i] = new Tensor(outputInfo(i).dtype, outputInfo(i).shape, outs[i]);
     return r;
   }
 
@@ -538,8 +540,10 @@ public final class Session implements AutoCloseable {
     return inputs[i];
   }
 
+  /** Output i's dtype, dims and bytes: after a run, as that run set them (NonZero, NonMaxSuppression and Unique set
+   * their outputs' extents when they run); before, the largest they can take (what newOutputBuffer allocates). */
   public TensorInfo outputInfo(int i) {
-    return outputs[i];
+    return ran != null ? ran[i] : outputs[i];
   }
 
   /** Index of the input called {@code name}, or an IllegalArgumentException naming the valid ones. */
@@ -591,6 +595,7 @@ public final class Session implements AutoCloseable {
     nSetThreads(threads);   // the pool's count is per process: this session's, for this run
     int s = nRun(ctx, is, os);
     if (s != 0) throw new EdgepackException("run failed", s);
+    if (state != null) ran = infos(ctx, false, ioNames[1]);   // NonZero, NMS, Unique: the run set their extents
   }
 
   /** Run once, allocating the outputs. */
@@ -598,6 +603,7 @@ public final class Session implements AutoCloseable {
     ByteBuffer[] outs = new ByteBuffer[outputs.length];
     for (int i = 0; i < outs.length; i++) outs[i] = newOutputBuffer(i);
     run(ins, outs);
+    for (int i = 0; i < outs.length; i++) outs[i].limit(outputInfo(i).byteSize);   // an extent the run set: fewer bytes
     return outs;
   }
 
