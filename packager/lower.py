@@ -77,8 +77,12 @@ def lower_ctx(graph: Graph, fuse: bool = True, weights_fp16: bool = False,
     # Nodes analyze computed but kept in the model (DequantizeLinear of weights) produce constants only.
     steps: list = [n for n in graph.nodes if not (n.output and all(o in graph.consts for o in n.output if o))]
     if fuse:
+        from .passes.fuse_attention import fuse_attention
+        from .passes.gelu_tanh import fold_gelu_tanh
         from .passes.qdq_fusion import fuse_qdq
         steps = fuse_qdq(steps, graph)   # QDQ groups -> integer kernels, before the float epilogue fusion
+        steps = fuse_attention(steps, graph)   # MatMul -> Softmax -> MatMul: one ATTENTION kernel
+        steps = fold_gelu_tanh(steps, graph)   # GPT-2's 8-node GELU: one Gelu(tanh), an epilogue after a MatMul
         fused = fuse_epilogues(steps, graph.outputs, graph.shapes, graph.consts, graph.opset)
         if all(not isinstance(s, Fused) or s.head.op_type in FUSED_REGISTRY for s in fused):
             steps = fused

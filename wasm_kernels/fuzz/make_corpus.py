@@ -92,6 +92,9 @@ def extra_models() -> list:
         model([helper.make_node("MatMul", ["x", "w1"], ["h"]), helper.make_node("Add", ["h", "b1"], ["hb"]),
                helper.make_node("MatMul", ["hb", "w2"], ["y"])],
               [("x", [1, 17, 8])], ["y"], {"w1": w(8, 20), "b1": w(20), "w2": w(20, 6)}),
+        # attention: MatMul(Q, Kt) -> Softmax -> MatMul(., V) as one ATTENTION kernel (query rows in blocks)
+        model([helper.make_node("MatMul", ["q", "kt"], ["s"]), helper.make_node("Softmax", ["s"], ["p"], axis=-1),
+               helper.make_node("MatMul", ["p", "v"], ["y"])], [("q", [1, 2, 5, 4])], ["y"], {"kt": w(1, 2, 4, 7), "v": w(1, 2, 7, 3)}),
         # 16 tiles of 4x4: Winograd F(4x4, 3x3) (main() lifts its channel threshold), its U made by a
         # WINOGRAD_FILTER prologue node
         model([helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 0, 1]), helper.make_node("Relu", ["c"], ["y"])],

@@ -17,11 +17,15 @@
  *   Scratch: ep_gemm_packed_a_floats(M, K) floats (A of one batch, packed), then optionally
  *   round_up(N, 16) * K floats: when the scratch has room for them, B is copied into 16-column panels and
  *   multiplied from there (see pack_b; the packager reserves the room when A has M >= 16 rows).
- * With B panels, A is packed in PR-row groups when the scratch has room for them (panels_room): see PR. */
+ * With B panels, A is packed in PR-row groups when the scratch has room for them (panels_room): see PR.
+ * ATTENTION: inputs Q [..., Lq, D], Kt [..., D, Lk], V [..., Lk, Dv]; output Y [..., Lq, Dv], the same batch dims on
+ *   all four. params: scale_kind (0 none, 1 multiply, 2 divide), scale (f32), block_rows R. Y = softmax(scale(Q Kt)) V
+ *   row by row, R query rows at a time (see ep_run_ATTENTION); scratch: att_scratch_floats() floats. */
 #include "gemm.h"
 #include "ep_vec.h"
 #include "ep_parallel.h"
 #include "shape/conv_linalg.h"
+#include "ep_softmax.h"
 
 
 #if EP_ISA_WASM_RELAXED   /* src/vec/ep_isa.h */
@@ -463,6 +467,86 @@ ep_status ep_run_MATMUL(const ep_node *n) {
     if (!bp) { ep_gemm_f32_mt(M, N, K, ap, b + bo * b_mat, N, 0, y + bi * y_mat, N, &e); continue; }
     if (bo != packed_b) { pack_b(K, N, b + bo * b_mat, (float *)bp); packed_b = bo; }
     gemm_panels(M, N, K, rows, ap, bp, y + bi * y_mat, &e);
+  }
+  return EP_OK;
+}
+
+/* ----------------------------------------------------------------------------------------- ATTENTION */
+
+#define ATT_NPARAMS 3
+#define ATT_MAX_ROWS 4096u
+
+/* A block's rows packed for either build's groups (4-row groups as 6-row panels are the largest layout). */
+static uint64_t att_rows_floats(uint64_t R, uint64_t K) { return (R + 3) / 4 * EP_GEMM_MR * K; }
+
+/* Kt's panels, V's panels, the block's Q packed, the block's scores, the scores packed. */
+static uint64_t att_scratch_floats(uint64_t D, uint64_t Lk, uint64_t Dv, uint64_t R) {
+  return packed_b_floats(D, Lk) + packed_b_floats(Lk, Dv) + att_rows_floats(R, D) + R * Lk + att_rows_floats(R, Lk);
+}
+
+EP_COLD ep_status ep_check_ATTENTION(const ep_node *n) {
+  const ep_tensor *q = n->in[0], *k = n->in[1], *v = n->in[2], *y = n->out[0];
+  EP_CHECK(q && k && v && y && n->n_params == ATT_NPARAMS, EP_E_PARAM);
+  const int32_t *p = n->params;
+  EP_CHECK(p[0] >= 0 && p[0] <= 2 && p[2] >= 1 && (uint32_t)p[2] <= ATT_MAX_ROWS, EP_E_PARAM);
+  EP_CHECK(q->dtype == EP_F32 && k->dtype == EP_F32 && v->dtype == EP_F32 && y->dtype == EP_F32, EP_E_DTYPE);
+  const uint32_t r = y->rank;
+  EP_CHECK(r >= 2 && q->rank == r && k->rank == r && v->rank == r, EP_E_SHAPE);
+  for (uint32_t i = 0; i + 2 < r; i++)
+    EP_CHECK(q->dims[i] == y->dims[i] && k->dims[i] == y->dims[i] && v->dims[i] == y->dims[i], EP_E_SHAPE);
+  const int32_t D = q->dims[r - 1], Lk = k->dims[r - 1], Dv = v->dims[r - 1];
+  EP_CHECK(q->dims[r - 2] == y->dims[r - 2] && k->dims[r - 2] == D && v->dims[r - 2] == Lk && y->dims[r - 1] == Dv, EP_E_SHAPE);
+  EP_CHECK(att_scratch_floats((uint64_t)D, (uint64_t)Lk, (uint64_t)Dv, (uint64_t)p[2]) * 4u <= n->scratch_bytes, EP_E_PARAM);
+  return EP_OK;
+}
+
+typedef struct { float *s; uint32_t L; int32_t kind; float scale; } att_rows_job;
+
+/* Score rows [b, e) of a block: the graph's scale (its own operation: x * s or x / s), then each row's softmax.
+ * Rows are independent, so the threads split them as SOFTMAX's do. */
+EP_COLD static void att_softmax(void *ctx, uint64_t b, uint64_t e) {
+  const att_rows_job *j = (const att_rows_job *)ctx;
+  const uint32_t L = j->L;
+  const int32_t kind = j->kind;
+  const float scale = j->scale;
+  const f32x4 vs = f32x4_splat(scale);
+  for (float *s = j->s + b * L; b < e; b++, s += L) {
+    uint32_t i = 0;
+    if (kind == 1) for (; i + 4 <= L; i += 4) f32x4_store(s + i, f32x4_mul(f32x4_load(s + i), vs));
+    if (kind == 2) for (; i + 4 <= L; i += 4) f32x4_store(s + i, f32x4_div(f32x4_load(s + i), vs));
+    EP_COMPACT_LOOP for (; kind && i < L; i++) s[i] = kind == 1 ? s[i] * scale : s[i] / scale;
+    ep_softmax_row(0, s, s, L);
+  }
+}
+
+/* Per batch: Kt and V into panels once; per block of R query rows: scores = Q_block Kt into the scratch (R x Lk,
+ * cache-resident where the unfused graph writes and rereads Lq x Lk per head), scale + softmax, then block x V
+ * straight into Y. Same tiles and sums as MATMUL, same softmax row as SOFTMAX. */
+EP_COLD ep_status ep_run_ATTENTION(const ep_node *n) {   /* size: its loops are in the callees */
+  const ep_tensor *ty = n->out[0];
+  const uint32_t r = ty->rank, Lq = (uint32_t)ty->dims[r - 2], Dv = (uint32_t)ty->dims[r - 1];
+  const uint32_t D = (uint32_t)n->in[0]->dims[r - 1], Lk = (uint32_t)n->in[1]->dims[r - 1], R = (uint32_t)n->params[2];
+  uint64_t batches = 1;
+  for (uint32_t i = 0; i + 2 < r; i++) batches *= (uint64_t)ty->dims[i];
+  if (!Lq || !Dv) return EP_OK;
+  float *kp = (float *)(void *)n->scratch, *vp = kp + packed_b_floats(D, Lk), *qa = vp + packed_b_floats(Lk, Dv);
+  float *s = qa + att_rows_floats(R, D), *sa = s + (uint64_t)R * Lk;
+  const ep_gemm_epi es = {1.0f, 1.0f, 0, EP_BIAS_NONE, Lk, 0, Lk, EP_ACT_NONE, 0.0f, 0.0f};
+  const ep_gemm_epi ev = {1.0f, 1.0f, 0, EP_BIAS_NONE, Dv, 0, Dv, EP_ACT_NONE, 0.0f, 0.0f};
+  for (uint64_t bi = 0; bi < batches; bi++) {
+    const float *q = ep_f32(n->in[0]) + bi * Lq * D;
+    float *y = ep_f32(ty) + bi * Lq * Dv;
+    pack_b(D, Lk, ep_f32(n->in[1]) + bi * D * Lk, kp);
+    pack_b(Lk, Dv, ep_f32(n->in[2]) + bi * Lk * Dv, vp);
+    for (uint32_t m0 = 0; m0 < Lq; m0 += R) {
+      const uint32_t mr = Lq - m0 < R ? Lq - m0 : R;
+      pack_a_for(1, mr, D, q + (uint64_t)m0 * D, D, 1, PR, qa);
+      gemm_panels(mr, Lk, D, PR, qa, kp, s, &es);
+      att_rows_job rj = {s, Lk, n->params[0], ep_param_f32(n, 1)};
+      ep_parallel_range(mr, 4096u / Lk + 1u, 1u, att_softmax, &rj);
+      pack_a_for(1, mr, Lk, s, Lk, 1, PR, sa);
+      gemm_panels(mr, Dv, Lk, PR, sa, vp, y + (uint64_t)m0 * Dv, &ev);
+    }
   }
   return EP_OK;
 }

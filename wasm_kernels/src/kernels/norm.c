@@ -14,6 +14,7 @@
 #include "ep_math.h"
 #include "ep_math_vec.h"
 #include "ep_parallel.h"
+#include "ep_softmax.h"
 
 static inline float neg_inf(void) { union { uint32_t u; float f; } v; v.u = 0xff800000u; return v.f; }
 
@@ -181,7 +182,7 @@ EP_COLD ep_status ep_check_SOFTMAX(const ep_node *n) {
 }
 
 /* One contiguous row of L. Several accumulators keep the max/sum chains from serializing. */
-static void softmax_row(int logsm, const float *x, float *y, uint64_t L) {
+void ep_softmax_row(int logsm, const float *x, float *y, uint64_t L) {
   uint64_t i = 0;
   float m = neg_inf();
   if (L >= 16) {
@@ -265,7 +266,7 @@ static void softmax_range(void *ctx, uint64_t b, uint64_t e) {
   for (uint64_t o = b; o < e; o++) {
     const float *xb = s->x + o * L * inner;
     float *yb = s->y + o * L * inner;
-    if (inner == 1) { softmax_row(s->logsm, xb, yb, L); continue; }
+    if (inner == 1) { ep_softmax_row(s->logsm, xb, yb, L); continue; }
     uint64_t j = 0;
     for (; j + 4 <= inner; j += 4) softmax_cols4(s->logsm, xb + j, yb + j, L, inner);
     for (; j < inner; j++) softmax_col(s->logsm, xb + j, yb + j, L, inner);

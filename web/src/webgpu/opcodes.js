@@ -10,7 +10,7 @@ export const OP = Object.freeze({
   QDEPTHWISE_CONV: 30, QMATMUL: 31, QADD: 32, QMAXPOOL: 33, QWINOGRAD_CONV: 34, WINOGRAD_CONV_F4: 40,
   WINOGRAD_FILTER: 41, SHAPE: 42, VIEW: 43, RANGE: 44, CONSTANT_OF_SHAPE: 45, IF: 46, LOOP: 47, SCAN: 48,
   RECURRENT: 49, AXIS: 52, SCATTER: 53, GATHER_ND: 54, NONZERO: 55, NON_MAX_SUPPRESSION: 56, UNIQUE: 57,
-  QLUT: 73,
+  ATTENTION: 61, QLUT: 73,
 });
 
 /** UNARY's params[0]; the codes isActivation accepts are also the fused epilogue's activation codes. */

@@ -1,0 +1,156 @@
+"""Attention fusion (packager/passes/fuse_attention.py, ATTENTION in matmul.c): MatMul(Q, Kt) -> [Mul|Div by a scalar]
+-> Softmax(last axis) -> MatMul(., V) runs as one kernel, a block of query rows at a time, on every wasm build and in
+Node, against onnxruntime; what does not match lowers node by node as before."""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper, numpy_helper
+
+from packager import load_bundle, package
+from packager.passes.fuse_attention import block_rows
+from packager.plan import layout
+from packager.plan.opcodes import Op
+from packager.reference import reference_run
+
+from .conftest import f32, make_model
+
+TOL = 1e-4
+
+
+def _attention(b: int, h: int, lq: int, lk: int, d: int, dv: int, scale: str = "div", axis: int = -1,
+               extra_use: bool = False) -> onnx.ModelProto:
+    """q [b,h,lq,d], k [b,h,lk,d] (transposed in the graph, as exporters write it), v [b,h,lk,dv] -> attention."""
+    nodes = [helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+             helper.make_node("MatMul", ["q", "kt"], ["s"])]
+    inits, scores = [], "s"
+    if scale != "none":
+        inits.append(numpy_helper.from_array(np.asarray(np.sqrt(d) if scale == "div" else 1 / np.sqrt(d), np.float32), "c"))
+        nodes.append(helper.make_node("Div" if scale == "div" else "Mul", ["s", "c"] if scale != "mul_first" else ["c", "s"],
+                                      ["ss"]))
+        scores = "ss"
+    nodes += [helper.make_node("Softmax", [scores], ["p"], axis=axis), helper.make_node("MatMul", ["p", "v"], ["y"])]
+    outs = [f32("y", [b, h, lq, dv])]
+    if extra_use:   # the probabilities are also an output: they must be materialized
+        outs.append(f32("p", [b, h, lq, lk]))
+    return make_model(nodes, [f32("q", [b, h, lq, d]), f32("k", [b, h, lk, d]), f32("v", [b, h, lk, dv])], outs, inits)
+
+
+def _feeds(m: onnx.ModelProto) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(5)
+    return {i.name: (rng.standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim]) * 2).astype(np.float32)
+            for i in m.graph.input}
+
+
+def _kernels(path) -> list[str]:
+    return [Op(n.op).name for n in layout.decode((path / "model.plan").read_bytes()).nodes]
+
+
+@pytest.mark.parametrize("shape,scale", [((1, 3, 19, 23, 20, 9), "div"), ((2, 2, 30, 3000, 8, 16), "mul"),
+                                         ((1, 2, 5, 7, 4, 5), "none"), ((1, 1, 13, 17, 6, 3), "mul_first")])
+@pytest.mark.parametrize("optimize", [True, False])
+def test_attention_is_one_kernel(shape: tuple, scale: str, optimize: bool, tmp_path) -> None:
+    # (19, 23): odd sizes, partial tiles and panels; (30, 3000): three blocks of 12 + 12 + 6 query rows.
+    # Optimized, the scale moves onto Q (passes/scale.py); unoptimized the kernel scales the scores.
+    m = _attention(*shape, scale=scale)
+    path = package(m, target="web", out=tmp_path / "b", optimize=optimize)   # verify: the bundle against onnxruntime
+    scaled_q = optimize and scale != "none"
+    assert _kernels(path) == ["TRANSPOSE", *(["BINARY"] if scaled_q else []), "ATTENTION"]
+    node = layout.decode((path / "model.plan").read_bytes()).nodes[-1]
+    assert node.params[0] == (0 if scaled_q else {"none": 0, "mul": 1, "mul_first": 1, "div": 2}[scale])
+    assert node.params[2] == block_rows(shape[2], shape[3])
+    feeds = _feeds(m)
+    want = reference_run(m, feeds)["y"]
+    for variant in ("simd", "relaxed", "scalar"):
+        got = load_bundle(path, variant).run(feeds)["y"]
+        np.testing.assert_allclose(got, want, rtol=TOL, atol=TOL, err_msg=variant)
+
+
+@pytest.mark.parametrize("variant, options", [("simd", {}), ("relaxed", {}), ("auto", {"threads": 2})])
+def test_attention_in_node(variant: str, options: dict, tmp_path) -> None:
+    # the threaded build splits the tiles' panels and the blocks' softmax rows across 2 threads
+    from .test_web_node import RELAXED_FLAG, _node_major, _node_run, _outputs
+    if _node_major() < 20:
+        pytest.skip("needs Node >= 20")
+    m = _attention(1, 2, 30, 1500, 8, 16, scale="none")   # two blocks (24 + 6 rows)
+    path = package(m, out=tmp_path / "b", verify=False)
+    assert "ATTENTION" in _kernels(path)
+    feeds = _feeds(m)
+    want = reference_run(m, feeds)["y"]
+    res = _node_run(tmp_path / "n", path, feeds, variant, options=options,
+                    node_flags=(RELAXED_FLAG,) if variant != "simd" else ())
+    assert res["variant"].startswith("threads") if options else res["variant"] == variant
+    np.testing.assert_allclose(_outputs(res)["y"], want, rtol=TOL, atol=TOL, err_msg=res["variant"])
+
+
+@pytest.mark.parametrize("kw", [{"axis": 2}, {"extra_use": True}])
+def test_what_does_not_match_runs_unfused(kw: dict, tmp_path) -> None:
+    # softmax over the query axis, or probabilities used elsewhere: the nodes run one by one
+    m = _attention(1, 2, 9, 11, 4, 5, **kw)
+    path = package(m, target="web", out=tmp_path / "b")
+    kernels = _kernels(path)
+    assert "ATTENTION" not in kernels and "SOFTMAX" in kernels and kernels.count("MATMUL") == 2
+    feeds = _feeds(m)
+    want = reference_run(m, feeds)
+    got = load_bundle(path, "relaxed").run(feeds)
+    for k in want:
+        np.testing.assert_allclose(got[k], want[k], rtol=TOL, atol=TOL, err_msg=k)
+
+
+def _masked(mask: str, values) -> onnx.ModelProto:
+    """Exporters' forms around the softmax: an additive mask ("add"), a Where mask ("where", fill where True),
+    float32 Casts ("cast"), with constant values."""
+    lq, lk = 6, 9
+    nodes = [helper.make_node("MatMul", ["q", "kt"], ["s"])]
+    inits = []
+    if mask == "add":
+        inits.append(numpy_helper.from_array(np.asarray(values, np.float32).reshape(1, 1, 1, lk), "m"))
+        nodes.append(helper.make_node("Add", ["s", "m"], ["sm_in"]))
+    elif mask == "where":
+        inits += [numpy_helper.from_array(np.asarray(values, bool).reshape(1, 1, 1, lk), "m"),
+                  numpy_helper.from_array(np.asarray(-3.4e38, np.float32), "fill")]
+        nodes.append(helper.make_node("Where", ["m", "fill", "s"], ["sm_in"]))
+    else:
+        nodes.append(helper.make_node("Cast", ["s"], ["sm_in"], to=onnx.TensorProto.FLOAT))
+    nodes += [helper.make_node("Softmax", ["sm_in"], ["p"], axis=-1),
+              helper.make_node("Cast", ["p"], ["pc"], to=onnx.TensorProto.FLOAT), helper.make_node("MatMul", ["pc", "v"], ["y"])]
+    return make_model(nodes, [f32("q", [1, 2, lq, 4]), f32("kt", [1, 2, 4, lk]), f32("v", [1, 2, lk, 5])],
+                      [f32("y", [1, 2, lq, 5])], inits)
+
+
+@pytest.mark.parametrize("mask,values,fused", [("add", np.zeros(9), True), ("add", [0.0] * 8 + [-1e9], False),
+                                               ("where", np.zeros(9), True), ("where", [0] * 8 + [1], False),
+                                               ("cast", None, True)])
+def test_pass_through_nodes(mask: str, values, fused: bool, tmp_path) -> None:
+    # a mask that masks nothing (and float32 Casts) is no reason not to fuse; one that masks something is
+    m = _masked(mask, values)
+    path = package(m, target="web", out=tmp_path / "b")
+    assert ("ATTENTION" in _kernels(path)) == fused
+    feeds = _feeds(m)
+    want = reference_run(m, feeds)["y"]
+    np.testing.assert_allclose(load_bundle(path, "relaxed").run(feeds)["y"], want, rtol=TOL, atol=TOL)
+
+
+def test_hostile_params_rejected(tmp_path) -> None:
+    from packager.errors import RuntimeFailure
+    from packager.runtime.wasm import WasmPlan
+    from packager.toolchain import ensure_wasm
+    path = package(_attention(1, 1, 5, 7, 4, 5), target="web", out=tmp_path / "b", verify=False)
+    good = (path / "model.plan").read_bytes()
+    wasm = ensure_wasm()["edgepack.wasm"]
+    WasmPlan(wasm, good)
+    mutations = [
+        lambda n: n.params.__setitem__(0, 3),            # scale kind
+        lambda n: n.params.__setitem__(2, 0),            # no rows per block
+        lambda n: n.params.__setitem__(2, 5000),         # more than the kernel takes
+        lambda n: n.params.pop(),
+        lambda n: setattr(n, "scratch_bytes", 16),
+        lambda n: n.inputs.__setitem__(2, n.inputs[0]),  # Q as V: Lk rows wanted, Lq given
+    ]
+    for k, mutate in enumerate(mutations):
+        p = layout.decode(good)
+        mutate(next(n for n in p.nodes if n.op == Op.ATTENTION))
+        with pytest.raises(RuntimeFailure):
+            WasmPlan(wasm, layout.encode(p))
+            pytest.fail(f"mutation {k} accepted")
