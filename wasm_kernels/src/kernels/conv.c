@@ -132,8 +132,10 @@ static void copy_f32(float *d, const float *s, uint32_t n) {
 
 /* One panel row: out[t] = x row value at iw = iw0 + t*sw (zero outside [0, W)), t in [0, run). */
 static void gather_row(float *out, const float *src, int64_t iw0, uint32_t sw, uint32_t W, uint32_t run) {
-  int64_t lo = iw0 >= 0 ? 0 : (-iw0 + sw - 1) / sw;
-  int64_t hi = iw0 <= (int64_t)W - 1 ? ((int64_t)W - 1 - iw0) / sw + 1 : 0;
+  /* [lo, hi): the outputs whose input column is inside the row (no 64-bit divisions at stride 1: grouped
+   * convolutions call this once per output row of every tap of every channel) */
+  int64_t lo = iw0 >= 0 ? 0 : sw == 1 ? -iw0 : (-iw0 + sw - 1) / sw;
+  int64_t hi = iw0 > (int64_t)W - 1 ? 0 : sw == 1 ? (int64_t)W - iw0 : ((int64_t)W - 1 - iw0) / sw + 1;
   if (lo > run) lo = run;
   if (hi > run) hi = run;
   if (hi < lo) hi = lo;

@@ -238,7 +238,7 @@ EP_NOINLINE static void tile6x16(uint32_t K, const float *a, const float *b, uin
 #endif
 
 /* Rows [m0, m0 + mr) of a tile (nv vectors wide) through epi_vec. A call, not inlined: odd row counts, the
- * 4-column tails and row_x16 inlined one epilogue per row, row count and width, of a GEMM whose time is in the K
+ * 4-column tails and rows_x16 inlined one epilogue per row, row count and width, of a GEMM whose time is in the K
  * loops. Full panels of 6, 4 and 2 rows keep theirs inline: the edge panels of even channel counts (M % 6 is then 2
  * or 4; short K in Winograd's GEMMs) and matmul.c's 4-row groups on the SIMD128 build (PR). */
 typedef struct { f32x4 v[MR][2]; } gemm_tile;
@@ -257,28 +257,39 @@ EP_NOINLINE static void epi_rows(const ep_gemm_epi *e, const uint32_t mr, const 
   for (uint32_t r = 0; r < mr; r++) epi_vec(e, m0 + r, n, nv, acc[r][0], acc[r][1], c + (uint64_t)(m0 + r) * ldc + n);
 }
 
-/* A single row (M = 1: a matrix-vector product) over the 16-column blocks of [n0, n1): 4 independent FMA
- * chains instead of 2, the epilogue through epi_rows (a call per 16 columns, after K multiply-adds). Returns
- * where it stopped. Not inlined: it would change how the panel code around it is register-allocated. */
-#if defined(__GNUC__) || defined(__clang__)
-__attribute__((noinline))
-#endif
-static uint32_t row_x16(uint32_t m0, uint32_t n0, uint32_t n1, uint32_t K, const float *a, const float *b, uint32_t ldb,
-                        float *c, uint32_t ldc, const ep_gemm_epi *e) {
+/* Panels of 1 or 2 rows (M = 1: a matrix-vector product; the last panel when M % 6 is 1 or 2, as in RegNet's
+ * 8-channel groups and 104- or 440-channel layers) over the 16-column blocks of [n0, n1): 4 or 8 independent FMA
+ * chains instead of 2 or 4 (a 2 x 8 tile waits on FMA latency), the epilogue through epi_rows (a call per 16
+ * columns, after K multiply-adds). Same sums in the same order. Returns where it stopped. Not inlined: it would
+ * change how the panel code around it is register-allocated. */
+EP_AINLINE uint32_t rows_x16(const uint32_t rows, uint32_t m0, uint32_t n0, uint32_t n1, uint32_t K, const float *a,
+                             const float *b, uint32_t ldb, float *c, uint32_t ldc, const ep_gemm_epi *e) {
   uint32_t n = n0;
   for (; n + 2 * NR <= n1; n += 2 * NR) {
-    f32x4 s0 = f32x4_zero(), s1 = s0, s2 = s0, s3 = s0;
+    f32x4 s0 = f32x4_zero(), s1 = s0, s2 = s0, s3 = s0, t0 = s0, t1 = s0, t2 = s0, t3 = s0;
     const float *ap = a, *bp = b + n;
     for (uint32_t k = 0; k < K; k++, ap += MR, bp += ldb) {
-      const f32x4 av = f32x4_load_splat(ap);
-      s0 = f32x4_fma(s0, av, f32x4_load(bp)); s1 = f32x4_fma(s1, av, f32x4_load(bp + 4));
-      s2 = f32x4_fma(s2, av, f32x4_load(bp + 8)); s3 = f32x4_fma(s3, av, f32x4_load(bp + 12));
+      const f32x4 b0 = f32x4_load(bp), b1 = f32x4_load(bp + 4), b2 = f32x4_load(bp + 8), b3 = f32x4_load(bp + 12);
+      f32x4 av = f32x4_load_splat(ap);
+      s0 = f32x4_fma(s0, av, b0); s1 = f32x4_fma(s1, av, b1); s2 = f32x4_fma(s2, av, b2); s3 = f32x4_fma(s3, av, b3);
+      if (rows == 2) {
+        av = f32x4_load_splat(ap + 1);
+        t0 = f32x4_fma(t0, av, b0); t1 = f32x4_fma(t1, av, b1); t2 = f32x4_fma(t2, av, b2); t3 = f32x4_fma(t3, av, b3);
+      }
     }
-    const gemm_tile t0 = {{{s0, s1}}}, t1 = {{{s2, s3}}};
-    epi_rows(e, 1, m0, n, 2, &t0, c, ldc);
-    epi_rows(e, 1, m0, n + NR, 2, &t1, c, ldc);
+    const gemm_tile lo = {{{s0, s1}, {t0, t1}}}, hi = {{{s2, s3}, {t2, t3}}};
+    epi_rows(e, rows, m0, n, 2, &lo, c, ldc);
+    epi_rows(e, rows, m0, n + NR, 2, &hi, c, ldc);
   }
   return n;
+}
+EP_NOINLINE static uint32_t row1_x16(uint32_t m0, uint32_t n0, uint32_t n1, uint32_t K, const float *a, const float *b,
+                                     uint32_t ldb, float *c, uint32_t ldc, const ep_gemm_epi *e) {
+  return rows_x16(1, m0, n0, n1, K, a, b, ldb, c, ldc, e);
+}
+EP_NOINLINE static uint32_t row2_x16(uint32_t m0, uint32_t n0, uint32_t n1, uint32_t K, const float *a, const float *b,
+                                     uint32_t ldb, float *c, uint32_t ldc, const ep_gemm_epi *e) {
+  return rows_x16(2, m0, n0, n1, K, a, b, ldb, c, ldc, e);
 }
 
 /* Columns [n, n + cnt) of a tile (cnt < NR) through the scalar epilogue: the end of a padded B. */
@@ -335,7 +346,7 @@ EP_AINLINE void panel(const uint32_t mr, const uint32_t rows, uint32_t m0, uint3
                       const ep_gemm_epi *e, const simple_epi *simple) {
   f32x4 acc[MR][2];
   uint32_t n = n0;
-  if (mr == 2 && rows == 1) n = row_x16(m0, n0, n1, K, a, b, ldb, c, ldc, e);
+  if (mr == 2) n = (rows == 1 ? row1_x16 : row2_x16)(m0, n0, n1, K, a, b, ldb, c, ldc, e);
   if (mr == MR && simple && rows == MR) {   /* full panels only: the few edge panels are not worth the code */
     /* The convolutions' epilogue, decided once per call: epi_vec re-reads and re-tests the descriptor per row
      * (the stores to C may alias it), which weighs on short K. */
