@@ -114,7 +114,8 @@ EP_COLD ep_status ep_check_CONV(const ep_node *n) {
   return check_epilogue(n, p + 13, g.Cout);
 }
 
-static void zero_f32(float *d, uint32_t n) {
+/* Not inlined: the pads of im2col rows and planes, at many call sites, none in a hot loop. */
+EP_NOINLINE static void zero_f32(float *d, uint32_t n) {
   uint32_t i = 0;
   EP_COMPACT_LOOP
   for (; i + 4 <= n; i += 4) f32x4_store(d + i, f32x4_zero());
@@ -139,7 +140,7 @@ static void gather_row(float *out, const float *src, int64_t iw0, uint32_t sw, u
   if (lo > run) lo = run;
   if (hi > run) hi = run;
   if (hi < lo) hi = lo;
-  zero_f32(out, (uint32_t)lo);
+  if (lo) zero_f32(out, (uint32_t)lo);   /* (a call: pads are the rare case) */
   if (sw == 1) {
     copy_f32(out + lo, src + iw0 + lo, (uint32_t)(hi - lo));
   } else if (sw == 2) {
@@ -155,7 +156,7 @@ static void gather_row(float *out, const float *src, int64_t iw0, uint32_t sw, u
     EP_COMPACT_LOOP
     for (int64_t t = lo; t < hi; t++, s += sw) out[t] = *s;
   }
-  zero_f32(out + hi, (uint32_t)(run - hi));
+  if (hi < run) zero_f32(out + hi, (uint32_t)(run - hi));
 }
 
 /* Small planes at column stride 1 (the grouped and the deep layers' 7x7 to 28x28 planes): each channel is first
@@ -163,18 +164,33 @@ static void gather_row(float *out, const float *src, int64_t iw0, uint32_t sw, u
  * the per-run bounds, pads and divisions of gather_row (which dominate runs of 7 or 14 columns). Same values. */
 #define IM2COL_PAD_FLOATS 1024u
 
-/* Runs [n0, n0 + cols) of the panel row of tap (i, j) from the padded plane pp (rows wp floats apart). */
-static void padded_row(float *row, const float *pp, uint32_t wp, const ep_conv_geom *g, uint32_t i, uint32_t j,
-                       uint32_t n0, uint32_t cols) {
-  uint32_t oh = n0 / g->OW, ow = n0 % g->OW, jj = 0;
-  while (jj < cols) {
-    const uint32_t run = g->OW - ow < cols - jj ? g->OW - ow : cols - jj;
-    const float *src = pp + (uint64_t)(oh * g->sh + i * g->dh) * wp + ow + j * g->dw;
-    uint32_t t = 0;
-    for (; t + 4 <= run; t += 4) f32x4_store(row + jj + t, f32x4_load(src + t));
-    EP_COMPACT_LOOP
-    for (; t < run; t++) row[jj + t] = src[t];
-    jj += run; ow = 0; oh++;
+/* d[0, n) = s[0, n) (runs of 7-28 floats): a vector loop without unrolled copies */
+EP_AINLINE void copy_run(float *d, const float *s, uint32_t n) {
+  uint32_t t = 0;
+  EP_COMPACT_LOOP
+  for (; t + 4 <= n; t += 4) f32x4_store(d + t, f32x4_load(s + t));
+  EP_COMPACT_LOOP
+  for (; t < n; t++) d[t] = s[t];
+}
+
+/* im2col (as below) through the padded plane pp (hp x wp floats). */
+EP_NOINLINE static void im2col_padded(float *row, uint32_t ldp, const float *x, uint32_t cg, const ep_conv_geom *g,
+                                      uint32_t n0, uint32_t cols, uint32_t pad, float *pp, uint32_t hp, uint32_t wp) {
+  zero_f32(pp, hp * wp);   /* the pads; the interior is overwritten per channel */
+  for (uint32_t c = 0; c < cg; c++) {
+    const float *xc = x + (uint64_t)c * g->H * g->W;
+    for (uint32_t h = 0; h < g->H; h++) copy_run(pp + (uint64_t)(h + g->pt) * wp + g->pl, xc + (uint64_t)h * g->W, g->W);
+    for (uint32_t i = 0; i < g->kh; i++) {
+      for (uint32_t j = 0; j < g->kw; j++, row += ldp) {
+        uint32_t oh = n0 / g->OW, ow = n0 % g->OW, jj = 0;
+        while (jj < cols) {
+          const uint32_t run = g->OW - ow < cols - jj ? g->OW - ow : cols - jj;
+          copy_run(row + jj, pp + (uint64_t)(oh * g->sh + i * g->dh) * wp + ow + j * g->dw, run);
+          jj += run; ow = 0; oh++;
+        }
+        zero_f32(row + cols, pad);
+      }
+    }
   }
 }
 
@@ -186,16 +202,7 @@ static void im2col(float *panel, uint32_t ldp, const float *x, uint32_t cg, cons
   const uint32_t hp = g->H + g->pt + g->pb, wp = g->W + g->pl + g->pr;
   if (g->sw == 1 && (uint64_t)hp * wp <= IM2COL_PAD_FLOATS) {
     float pp[IM2COL_PAD_FLOATS];
-    zero_f32(pp, hp * wp);   /* the pads; the interior is overwritten per channel */
-    for (uint32_t c = 0; c < cg; c++) {
-      const float *xc = x + (uint64_t)c * g->H * g->W;
-      for (uint32_t h = 0; h < g->H; h++) copy_f32(pp + (uint64_t)(h + g->pt) * wp + g->pl, xc + (uint64_t)h * g->W, g->W);
-      for (uint32_t i = 0; i < g->kh; i++)
-        for (uint32_t j = 0; j < g->kw; j++, row += ldp) {
-          padded_row(row, pp, wp, g, i, j, n0, cols);
-          zero_f32(row + cols, pad);
-        }
-    }
+    im2col_padded(row, ldp, x, cg, g, n0, cols, pad, pp, hp, wp);
     return;
   }
   for (uint32_t c = 0; c < cg; c++) {
