@@ -77,6 +77,7 @@ CONV_CASES = [
     ((1, 4, 12, 13), (9, 4, 3, 3), dict(strides=[2, 2], pads=[1, 0, 1, 2])),          # asym pads, stride
     ((1, 4, 15, 15), (6, 4, 3, 3), dict(dilations=[2, 3], pads=[2, 3, 2, 3])),        # dilation
     ((1, 6, 9, 9), (12, 2, 3, 3), dict(group=3, pads=[1, 1, 1, 1])),                  # groups
+    ((1, 16, 14, 14), (16, 8, 3, 3), dict(group=2, pads=[1, 1, 1, 1])),              # 8-channel groups (RegNet): 2-row panel, 16 columns
     ((1, 8, 9, 10), (8, 1, 3, 3), dict(group=8, pads=[1, 1, 1, 1])),                  # depthwise s1
     ((2, 5, 17, 19), (5, 1, 3, 3), dict(group=5, strides=[2, 2], pads=[1, 1, 1, 1])),  # depthwise s2
     ((1, 3, 11, 23), (3, 1, 5, 5), dict(group=3, pads=[2, 2, 2, 2], dilations=[1, 2])),  # depthwise 5x5
@@ -102,6 +103,7 @@ CONV_CASES = [
     ((1, 3, 10, 9), (4, 3, 3, 2), dict(auto_pad="VALID")),
     ((1, 20, 6, 6), (70, 20, 3, 3), dict(pads=[1, 1, 1, 1])),                         # several panels of M
     ((1, 300, 5, 5), (10, 300, 3, 3), dict(pads=[1, 1, 1, 1])),                       # deep K
+    ((1, 800, 9, 9), (4, 800, 3, 3), dict(pads=[1, 1, 1, 1])),                        # deep K: im2col panels (64 columns) start mid-row
 ]
 
 

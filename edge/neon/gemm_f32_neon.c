@@ -32,7 +32,7 @@ static inline float32x4_t act4(float32x4_t v, int32_t act, float32x4_t p0, float
     case EP_ACT_RELU: return PMAX(v, z);
     case EP_ACT_LEAKY_RELU: return vaddq_f32(PMAX(v, z), vmulq_f32(p0, PMIN(v, z)));
     case EP_ACT_CLIP: return PMIN(PMAX(v, p0), p1);
-    default: return act < EP_ACT_COUNT_INLINE ? v : ep_gemm_act4(v, act, p0, p1);
+    default: return v;   /* the out-of-line activations never reach a tile (ep_gemm_post_split) */
   }
 #undef PMAX
 #undef PMIN
@@ -104,27 +104,14 @@ static void tile_6x16(uint32_t K, const float *a, const float *b, uint32_t ldb, 
   ROW_OUT(0) ROW_OUT(1) ROW_OUT(2) ROW_OUT(3) ROW_OUT(4) ROW_OUT(5)
 }
 
-/* An out-of-line activation (sigmoid, SiLU...) over rows [m0, m1) x columns [n0, n1) of C, after the tiles. */
-static void post_rows(float *c, uint32_t ldc, uint32_t m0, uint32_t m1, uint32_t n0, uint32_t n1, int32_t act,
-                      const int32_t *w) {
-  for (uint32_t m = m0; m < m1; m++) ep_apply_activation(c + (uint64_t)m * ldc + n0, n1 - n0, act, w);
-}
-
 void ep_gemm_f32(uint32_t M, uint32_t N, uint32_t K, const float *a_packed, const float *b, uint32_t ldb,
                  int b_padded, float *c, uint32_t ldc, const ep_gemm_epi *e) {
   const uint32_t M6 = M / 6 * 6, N16 = N / 16 * 16;
   /* As the portable driver: the tiles store without an out-of-line activation, which then runs once over each
    * finished panel's rows (a call per vector otherwise). */
-  const int32_t act = e->act;
-  int32_t w[2];
   ep_gemm_epi e0;
-  if (act >= EP_ACT_COUNT_INLINE) {
-    e0 = *e;
-    e0.act = EP_ACT_NONE;
-    e = &e0;
-    ep_memcpy(&w[0], &e0.p0, 4); ep_memcpy(&w[1], &e0.p1, 4);
-  }
-  const int post = act >= EP_ACT_COUNT_INLINE;
+  ep_gemm_post post;
+  e = ep_gemm_post_split(e, &e0, &post);
   if (M6 && N16) {
     /* Block N so the K x nb block of B read by every row panel stays in L2 (512 KiB on an A76). */
     uint32_t nb = K ? (131072u / K) & ~15u : N16;
@@ -134,19 +121,19 @@ void ep_gemm_f32(uint32_t M, uint32_t N, uint32_t K, const float *a_packed, cons
       for (uint32_t m0 = 0; m0 < M6; m0 += 6) {
         const float *a = a_packed + (uint64_t)(m0 / 6) * K * 6;
         for (uint32_t n = n0; n < n1; n += 16) tile_6x16(K, a, b + n, ldb, c, ldc, m0, n, e);
-        if (post) post_rows(c, ldc, m0, m0 + 6, n0, n1, act, w);
+        ep_gemm_post_rows(&post, c, ldc, m0, m0 + 6, n0, n1);
       }
     }
   }
   if (N16 < N && M6) {  /* right edge of the full panels */
     const ep_gemm_epi s = ep_gemm_epi_shift(e, 0, N16);
     ep_gemm_f32_portable(M6, N - N16, K, a_packed, b + N16, ldb, b_padded, c + N16, ldc, &s);
-    if (post) post_rows(c, ldc, 0, M6, N16, N, act, w);
+    ep_gemm_post_rows(&post, c, ldc, 0, M6, N16, N);
   }
   if (M6 < M) {  /* last partial panel, every column */
     const ep_gemm_epi s = ep_gemm_epi_shift(e, M6, 0);
     ep_gemm_f32_portable(M - M6, N, K, a_packed + (uint64_t)(M6 / 6) * K * 6, b, ldb, b_padded,
                          c + (uint64_t)M6 * ldc, ldc, &s);
-    if (post) post_rows(c, ldc, M6, M, 0, N, act, w);
+    ep_gemm_post_rows(&post, c, ldc, M6, M, 0, N);
   }
 }

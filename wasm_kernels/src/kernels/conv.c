@@ -114,9 +114,12 @@ EP_COLD ep_status ep_check_CONV(const ep_node *n) {
   return check_epilogue(n, p + 13, g.Cout);
 }
 
-static void zero_f32(float *d, uint32_t n) {
+/* Not inlined: the pads of im2col rows and planes, at many call sites, none in a hot loop. */
+EP_NOINLINE static void zero_f32(float *d, uint32_t n) {
   uint32_t i = 0;
+  EP_COMPACT_LOOP
   for (; i + 4 <= n; i += 4) f32x4_store(d + i, f32x4_zero());
+  EP_COMPACT_LOOP   /* the tails: at most 3 (the compiler's vectorized copies of them are dead weight) */
   for (; i < n; i++) d[i] = 0.0f;
 }
 
@@ -124,17 +127,20 @@ static void copy_f32(float *d, const float *s, uint32_t n) {
   uint32_t i = 0;
   for (; i + 8 <= n; i += 8) { f32x4 a = f32x4_load(s + i), b = f32x4_load(s + i + 4); f32x4_store(d + i, a); f32x4_store(d + i + 4, b); }
   for (; i + 4 <= n; i += 4) f32x4_store(d + i, f32x4_load(s + i));
+  EP_COMPACT_LOOP
   for (; i < n; i++) d[i] = s[i];
 }
 
 /* One panel row: out[t] = x row value at iw = iw0 + t*sw (zero outside [0, W)), t in [0, run). */
 static void gather_row(float *out, const float *src, int64_t iw0, uint32_t sw, uint32_t W, uint32_t run) {
-  int64_t lo = iw0 >= 0 ? 0 : (-iw0 + sw - 1) / sw;
-  int64_t hi = iw0 <= (int64_t)W - 1 ? ((int64_t)W - 1 - iw0) / sw + 1 : 0;
+  /* [lo, hi): the outputs whose input column is inside the row (no 64-bit divisions at stride 1: grouped
+   * convolutions call this once per output row of every tap of every channel) */
+  int64_t lo = iw0 >= 0 ? 0 : sw == 1 ? -iw0 : (-iw0 + sw - 1) / sw;
+  int64_t hi = iw0 > (int64_t)W - 1 ? 0 : sw == 1 ? (int64_t)W - iw0 : ((int64_t)W - 1 - iw0) / sw + 1;
   if (lo > run) lo = run;
   if (hi > run) hi = run;
   if (hi < lo) hi = lo;
-  zero_f32(out, (uint32_t)lo);
+  if (lo) zero_f32(out, (uint32_t)lo);   /* (a call: pads are the rare case) */
   if (sw == 1) {
     copy_f32(out + lo, src + iw0 + lo, (uint32_t)(hi - lo));
   } else if (sw == 2) {
@@ -143,12 +149,49 @@ static void gather_row(float *out, const float *src, int64_t iw0, uint32_t sw, u
     const float *s = src + iw0;
     for (; t + 4 <= hi && iw0 + 2 * t + 8 <= (int64_t)W; t += 4)
       f32x4_store(out + t, f32x4_even(f32x4_load(s + 2 * t), f32x4_load(s + 2 * t + 4)));
+    EP_COMPACT_LOOP
     for (; t < hi; t++) out[t] = s[2 * t];
   } else {
     const float *s = src + iw0 + lo * (int64_t)sw;
+    EP_COMPACT_LOOP
     for (int64_t t = lo; t < hi; t++, s += sw) out[t] = *s;
   }
-  zero_f32(out + hi, (uint32_t)(run - hi));
+  if (hi < run) zero_f32(out + hi, (uint32_t)(run - hi));
+}
+
+/* Small planes at column stride 1 (the grouped and the deep layers' 7x7 to 28x28 planes): each channel is first
+ * copied into a zero-padded plane on the stack, so that every run of a panel row is a plain copy from it, without
+ * the per-run bounds, pads and divisions of gather_row (which dominate runs of 7 or 14 columns). Same values. */
+#define IM2COL_PAD_FLOATS 1024u
+
+/* d[0, n) = s[0, n) (runs of 7-28 floats): a vector loop without unrolled copies */
+EP_AINLINE void copy_run(float *d, const float *s, uint32_t n) {
+  uint32_t t = 0;
+  EP_COMPACT_LOOP
+  for (; t + 4 <= n; t += 4) f32x4_store(d + t, f32x4_load(s + t));
+  EP_COMPACT_LOOP
+  for (; t < n; t++) d[t] = s[t];
+}
+
+/* im2col (as below) through the padded plane pp (hp x wp floats). */
+EP_NOINLINE static void im2col_padded(float *row, uint32_t ldp, const float *x, uint32_t cg, const ep_conv_geom *g,
+                                      uint32_t n0, uint32_t cols, uint32_t pad, float *pp, uint32_t hp, uint32_t wp) {
+  zero_f32(pp, hp * wp);   /* the pads; the interior is overwritten per channel */
+  for (uint32_t c = 0; c < cg; c++) {
+    const float *xc = x + (uint64_t)c * g->H * g->W;
+    for (uint32_t h = 0; h < g->H; h++) copy_run(pp + (uint64_t)(h + g->pt) * wp + g->pl, xc + (uint64_t)h * g->W, g->W);
+    for (uint32_t i = 0; i < g->kh; i++) {
+      for (uint32_t j = 0; j < g->kw; j++, row += ldp) {
+        uint32_t oh = n0 / g->OW, ow = n0 % g->OW, jj = 0;
+        while (jj < cols) {
+          const uint32_t run = g->OW - ow < cols - jj ? g->OW - ow : cols - jj;
+          copy_run(row + jj, pp + (uint64_t)(oh * g->sh + i * g->dh) * wp + ow + j * g->dw, run);
+          jj += run; ow = 0; oh++;
+        }
+        zero_f32(row + cols, pad);
+      }
+    }
+  }
 }
 
 /* im2col for output columns [n0, n0 + cols) of one group into panel rows of stride ldp, then `pad` zero
@@ -156,6 +199,12 @@ static void gather_row(float *out, const float *src, int64_t iw0, uint32_t sw, u
 static void im2col(float *panel, uint32_t ldp, const float *x, uint32_t cg, const ep_conv_geom *g, uint32_t n0,
                    uint32_t cols, uint32_t pad) {
   float *row = panel;
+  const uint32_t hp = g->H + g->pt + g->pb, wp = g->W + g->pl + g->pr;
+  if (g->sw == 1 && (uint64_t)hp * wp <= IM2COL_PAD_FLOATS) {
+    float pp[IM2COL_PAD_FLOATS];
+    im2col_padded(row, ldp, x, cg, g, n0, cols, pad, pp, hp, wp);
+    return;
+  }
   for (uint32_t c = 0; c < cg; c++) {
     const float *xc = x + (uint64_t)c * g->H * g->W;
     for (uint32_t i = 0; i < g->kh; i++) {
@@ -334,38 +383,43 @@ EP_NOINLINE static void dw_fill(float *plane, const float *xc, const ep_conv_geo
   }
 }
 
-/* Epilogue of one full vector of outputs (bias already in acc): residual, then activation. */
-static inline f32x4 dw_epi(f32x4 r, const float *res, int32_t act, f32x4 p0, f32x4 p1) {
-  if (res) r = f32x4_add(r, f32x4_load(res));
-  switch (act) {
-    case EP_ACT_RELU: return f32x4_max(r, f32x4_zero());
-    case EP_ACT_CLIP: return f32x4_min(f32x4_max(r, p0), p1);
-    case EP_ACT_LEAKY_RELU: return f32x4_add(f32x4_max(r, f32x4_zero()), f32x4_mul(p0, f32x4_min(r, f32x4_zero())));
-    default: return act < EP_ACT_COUNT_INLINE ? r : ep_gemm_act4(r, act, p0, p1);
-  }
-}
-
 /* The epilogue inside the tap loops: a clamp (none, relu and clip are clamps; NaN passes pmax/pmin unchanged, as
- * it passes dw_epi). A residual or another activation goes through dw_post after the channel instead, so the
+ * it passes gemm.c's act4). A residual or another activation goes through dw_post after the channel instead, so the
  * tap loops have no branches: TurboFan otherwise splits a step into blocks and hoists and spills its loads. */
 static inline f32x4 dw_clamp(f32x4 r, f32x4 lo, f32x4 hi) { return f32x4_min(f32x4_max(r, lo), hi); }
 
-/* y = act(y + res) over one channel's n outputs (res may be NULL): the epilogues the tap loops leave out. */
+/* y = act(y + res) over one channel's n outputs (res may be NULL): the epilogues the tap loops leave out. The
+ * residual first, in a pass of its own (the same sums), then the activation, its code chosen once per channel. */
 EP_NOINLINE static void dw_post(float *y, const float *res, uint64_t n, int32_t act, float p0, float p1) {
-  const f32x4 v0 = f32x4_splat(p0), v1 = f32x4_splat(p1);
   uint64_t i = 0;
-  if (act >= EP_ACT_COUNT_INLINE) {   /* out-of-line activations: once over the channel, the function chosen once */
-    if (res) {
-      for (; i + 4 <= n; i += 4) f32x4_store(y + i, f32x4_add(f32x4_load(y + i), f32x4_load(res + i)));
-      for (; i < n; i++) y[i] += res[i];
-    }
-    int32_t w[2];
-    ep_memcpy(&w[0], &p0, 4); ep_memcpy(&w[1], &p1, 4);
-    ep_apply_activation(y, (uint32_t)n, act, w);
+  if (res) {
+    EP_COMPACT_LOOP   /* (memory-bound: unrolled copies buy nothing) */
+    for (; i + 4 <= n; i += 4) f32x4_store(y + i, f32x4_add(f32x4_load(y + i), f32x4_load(res + i)));
+    EP_COMPACT_LOOP
+    for (; i < n; i++) y[i] += res[i];
+  }
+  const ep_gemm_epi e = {1.0f, 1.0f, 0, EP_BIAS_NONE, 0, 0, 0, act, p0, p1};
+  ep_gemm_epi tiles;
+  ep_gemm_post post;
+  if (ep_gemm_post_split(&e, &tiles, &post) != &e) {   /* out of line (sigmoid, SiLU...): UNARY's code */
+    ep_gemm_post_rows(&post, y, 0, 0, 1, 0, (uint32_t)n);
     return;
   }
-  for (; i + 4 <= n; i += 4) f32x4_store(y + i, dw_epi(f32x4_load(y + i), res ? res + i : 0, act, v0, v1));
-  const ep_gemm_epi e = {1.0f, 1.0f, 0, EP_BIAS_NONE, 0, res, 0, act, p0, p1};
+  if (act == EP_ACT_NONE) return;
+  const f32x4 v0 = f32x4_splat(p0), v1 = f32x4_splat(p1);
+  EP_COMPACT_LOOP
+  for (i = 0; i + 4 <= n; i += 4) {
+    const f32x4 r = f32x4_load(y + i);
+    switch (act) {   /* as the GEMM tiles' epilogue (gemm.c act4) */
+      case EP_ACT_RELU: f32x4_store(y + i, f32x4_max(r, f32x4_zero())); break;
+      case EP_ACT_CLIP: f32x4_store(y + i, f32x4_min(f32x4_max(r, v0), v1)); break;
+      case EP_ACT_LEAKY_RELU:
+        f32x4_store(y + i, f32x4_add(f32x4_max(r, f32x4_zero()), f32x4_mul(v0, f32x4_min(r, f32x4_zero()))));
+        break;
+      default: break;
+    }
+  }
+  EP_COMPACT_LOOP
   for (; i < n; i++) y[i] = ep_gemm_epi_scalar(&e, y[i], 0, (uint32_t)i);
 }
 

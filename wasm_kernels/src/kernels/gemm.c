@@ -72,6 +72,8 @@ EP_AINLINE f32x4 act4(f32x4 v, int32_t act, f32x4 p0, f32x4 p1) {
     /* max(v,0) + alpha*min(v,0): exact for either sign, no compare/select needed */
     case EP_ACT_LEAKY_RELU: return f32x4_add(f32x4_max(v, f32x4_zero()), f32x4_mul(p0, f32x4_min(v, f32x4_zero())));
     case EP_ACT_CLIP: return f32x4_min(f32x4_max(v, p0), p1);
+    /* Not reached from EP_ACT_COUNT_INLINE on (ep_gemm_post_split takes those out of the tiles' epilogue), but
+     * kept: without this opaque call clang unswitches and unrolls the tile loops on act (docs/benchmarks.md). */
     default: return act < EP_ACT_COUNT_INLINE ? v : ep_gemm_act4(v, act, p0, p1);
   }
 }
@@ -160,30 +162,6 @@ EP_AINLINE void accumulate(const uint32_t mr, const uint32_t nv, uint32_t K, con
   }
 }
 
-/* A single row (M = 1: a matrix-vector product) over the 16-column blocks of [n0, n1): 4 independent FMA
- * chains instead of 2. Returns where it stopped. Not inlined: it would change how the panel code around it
- * is register-allocated. */
-#if defined(__GNUC__) || defined(__clang__)
-__attribute__((noinline))
-#endif
-static uint32_t row_x16(uint32_t m0, uint32_t n0, uint32_t n1, uint32_t K, const float *a, const float *b, uint32_t ldb,
-                        float *c, uint32_t ldc, const ep_gemm_epi *e) {
-  uint32_t n = n0;
-  for (; n + 2 * NR <= n1; n += 2 * NR) {
-    f32x4 s0 = f32x4_zero(), s1 = s0, s2 = s0, s3 = s0;
-    const float *ap = a, *bp = b + n;
-    for (uint32_t k = 0; k < K; k++, ap += MR, bp += ldb) {
-      const f32x4 av = f32x4_load_splat(ap);
-      s0 = f32x4_fma(s0, av, f32x4_load(bp)); s1 = f32x4_fma(s1, av, f32x4_load(bp + 4));
-      s2 = f32x4_fma(s2, av, f32x4_load(bp + 8)); s3 = f32x4_fma(s3, av, f32x4_load(bp + 12));
-    }
-    float *dst = c + (uint64_t)m0 * ldc + n;
-    epi_vec(e, m0, n, 2, s0, s1, dst);
-    epi_vec(e, m0, n + NR, 2, s2, s3, dst + NR);
-  }
-  return n;
-}
-
 /* An epilogue that is v = clip(acc + bias[m] + res[m, n], lo, hi) (bias and res may be NULL): see simple_of. */
 typedef struct { const float *bias, *res; uint32_t ld_res; float lo, hi; } simple_epi;
 
@@ -259,10 +237,10 @@ EP_NOINLINE static void tile6x16(uint32_t K, const float *a, const float *b, uin
 }
 #endif
 
-/* Rows [m0, m0 + mr) of a tile through epi_vec. A call, not inlined: odd row counts and the 4-column tails
- * inlined one epilogue per row and row count, of a GEMM whose time is in the K loops. Panels of 6, 4 and 2 rows
- * keep theirs inline: the edge panels of even channel counts (M % 6 is then 2 or 4; short K in Winograd's GEMMs)
- * and matmul.c's 4-row groups on the SIMD128 build (PR). */
+/* Rows [m0, m0 + mr) of a tile (nv vectors wide) through epi_vec. A call, not inlined: odd row counts, the
+ * 4-column tails and rows_x16 inlined one epilogue per row, row count and width, of a GEMM whose time is in the K
+ * loops. Full panels of 6, 4 and 2 rows keep theirs inline: the edge panels of even channel counts (M % 6 is then 2
+ * or 4; short K in Winograd's GEMMs) and matmul.c's 4-row groups on the SIMD128 build (PR). */
 typedef struct { f32x4 v[MR][2]; } gemm_tile;
 
 /* The first mr rows of acc as a copy whose address the calls below may take: acc itself never escapes, so the
@@ -276,11 +254,42 @@ EP_AINLINE gemm_tile tile_of(const uint32_t mr, f32x4 acc[MR][2]) {
 EP_NOINLINE static void epi_rows(const ep_gemm_epi *e, const uint32_t mr, const uint32_t m0, const uint32_t n,
                                  const uint32_t nv, const gemm_tile *t, float *c, const uint32_t ldc) {
   const f32x4 (*acc)[2] = t->v;
-  for (uint32_t r = 0; r < mr; r++) {
-    float *dst = c + (uint64_t)(m0 + r) * ldc + n;
-    if (nv == 2) epi_vec(e, m0 + r, n, 2, acc[r][0], acc[r][1], dst);
-    else epi_vec(e, m0 + r, n, 1, acc[r][0], acc[r][1], dst);
+  for (uint32_t r = 0; r < mr; r++) epi_vec(e, m0 + r, n, nv, acc[r][0], acc[r][1], c + (uint64_t)(m0 + r) * ldc + n);
+}
+
+/* Panels of 1 or 2 rows (M = 1: a matrix-vector product; the last panel when M % 6 is 1 or 2, as in RegNet's
+ * 8-channel groups and 104- or 440-channel layers) over the 16-column blocks of [n0, n1): 4 or 8 independent FMA
+ * chains instead of 2 or 4 (a 2 x 8 tile waits on FMA latency), the epilogue through epi_rows (a call per 16
+ * columns, after K multiply-adds). Same sums in the same order. Returns where it stopped. Not inlined: it would
+ * change how the panel code around it is register-allocated. */
+EP_AINLINE uint32_t rows_x16(const uint32_t rows, uint32_t m0, uint32_t n0, uint32_t n1, uint32_t K, const float *a,
+                             const float *b, uint32_t ldb, float *c, uint32_t ldc, const ep_gemm_epi *e) {
+  uint32_t n = n0;
+  for (; n + 2 * NR <= n1; n += 2 * NR) {
+    f32x4 s0 = f32x4_zero(), s1 = s0, s2 = s0, s3 = s0, t0 = s0, t1 = s0, t2 = s0, t3 = s0;
+    const float *ap = a, *bp = b + n;
+    for (uint32_t k = 0; k < K; k++, ap += MR, bp += ldb) {
+      const f32x4 b0 = f32x4_load(bp), b1 = f32x4_load(bp + 4), b2 = f32x4_load(bp + 8), b3 = f32x4_load(bp + 12);
+      f32x4 av = f32x4_load_splat(ap);
+      s0 = f32x4_fma(s0, av, b0); s1 = f32x4_fma(s1, av, b1); s2 = f32x4_fma(s2, av, b2); s3 = f32x4_fma(s3, av, b3);
+      if (rows == 2) {
+        av = f32x4_load_splat(ap + 1);
+        t0 = f32x4_fma(t0, av, b0); t1 = f32x4_fma(t1, av, b1); t2 = f32x4_fma(t2, av, b2); t3 = f32x4_fma(t3, av, b3);
+      }
+    }
+    const gemm_tile lo = {{{s0, s1}, {t0, t1}}}, hi = {{{s2, s3}, {t2, t3}}};
+    epi_rows(e, rows, m0, n, 2, &lo, c, ldc);
+    epi_rows(e, rows, m0, n + NR, 2, &hi, c, ldc);
   }
+  return n;
+}
+EP_NOINLINE static uint32_t row1_x16(uint32_t m0, uint32_t n0, uint32_t n1, uint32_t K, const float *a, const float *b,
+                                     uint32_t ldb, float *c, uint32_t ldc, const ep_gemm_epi *e) {
+  return rows_x16(1, m0, n0, n1, K, a, b, ldb, c, ldc, e);
+}
+EP_NOINLINE static uint32_t row2_x16(uint32_t m0, uint32_t n0, uint32_t n1, uint32_t K, const float *a, const float *b,
+                                     uint32_t ldb, float *c, uint32_t ldc, const ep_gemm_epi *e) {
+  return rows_x16(2, m0, n0, n1, K, a, b, ldb, c, ldc, e);
 }
 
 /* Columns [n, n + cnt) of a tile (cnt < NR) through the scalar epilogue: the end of a padded B. */
@@ -328,14 +337,17 @@ EP_NOINLINE static void cols_tail(const uint32_t mr, const uint32_t m0, uint32_t
   }
 }
 
-/* One panel of mr rows (a: its packed K x MR block) across columns [n0, n1) of C. */
-EP_AINLINE void panel(const uint32_t mr, uint32_t m0, uint32_t n0, uint32_t n1, uint32_t K, const float *a,
-                      const float *b, uint32_t ldb, int b_padded, float *c, uint32_t ldc, const ep_gemm_epi *e,
-                      const simple_epi *simple) {
+/* One panel of `rows` rows (a: its packed K x MR block) across columns [n0, n1) of C, computed as mr rows: mr is
+ * rows rounded up to even (the packed panel's rows past M are zero, and each row's sums are those of any row
+ * count: k ascending, one multiply-add per depth). Odd row counts (odd channel counts: rare) thus share the
+ * even bodies' code instead of three more specialisations; their stores go through epi_rows. */
+EP_AINLINE void panel(const uint32_t mr, const uint32_t rows, uint32_t m0, uint32_t n0, uint32_t n1, uint32_t K,
+                      const float *a, const float *b, uint32_t ldb, int b_padded, float *c, uint32_t ldc,
+                      const ep_gemm_epi *e, const simple_epi *simple) {
   f32x4 acc[MR][2];
   uint32_t n = n0;
-  if (mr == 1) n = row_x16(m0, n0, n1, K, a, b, ldb, c, ldc, e);
-  if (simple && mr == MR) {   /* full panels only: the few edge panels are not worth the code */
+  if (mr == 2) n = (rows == 1 ? row1_x16 : row2_x16)(m0, n0, n1, K, a, b, ldb, c, ldc, e);
+  if (mr == MR && simple && rows == MR) {   /* full panels only: the few edge panels are not worth the code */
     /* The convolutions' epilogue, decided once per call: epi_vec re-reads and re-tests the descriptor per row
      * (the stores to C may alias it), which weighs on short K. */
 #if EP_GEMM_TWO_PASS && !EP_GEMM_ONE_PASS6
@@ -350,8 +362,8 @@ EP_AINLINE void panel(const uint32_t mr, uint32_t m0, uint32_t n0, uint32_t n1, 
    * partial store. */
   for (; n + NR <= n1 || (b_padded && n + 4 < n1); n += NR) {
     accumulate(mr, 2, K, a, b + n, ldb, acc);
-    if (n + NR > n1) { const gemm_tile t = tile_of(mr, acc); epi_partial(e, mr, m0, n, n1 - n, &t, c, ldc); return; }
-    if (mr % 2) { const gemm_tile t = tile_of(mr, acc); epi_rows(e, mr, m0, n, 2, &t, c, ldc); }
+    if (n + NR > n1) { const gemm_tile t = tile_of(mr, acc); epi_partial(e, rows, m0, n, n1 - n, &t, c, ldc); return; }
+    if (rows != mr) { const gemm_tile t = tile_of(mr, acc); epi_rows(e, rows, m0, n, 2, &t, c, ldc); }
     else for (uint32_t r = 0; r < mr; r++) epi_vec(e, m0 + r, n, 2, acc[r][0], acc[r][1], c + (uint64_t)(m0 + r) * ldc + n);
   }
   if (n == n1) return;
@@ -359,11 +371,11 @@ EP_AINLINE void panel(const uint32_t mr, uint32_t m0, uint32_t n0, uint32_t n1, 
   if (b_padded || left >= 4) {
     accumulate(mr, 1, K, a, b + n, ldb, acc);
     const gemm_tile t = tile_of(mr, acc);
-    if (b_padded) { epi_partial(e, mr, m0, n, left, &t, c, ldc); return; }
-    epi_rows(e, mr, m0, n, 1, &t, c, ldc);
+    if (b_padded) { epi_partial(e, rows, m0, n, left, &t, c, ldc); return; }
+    epi_rows(e, rows, m0, n, 1, &t, c, ldc);
     n += 4;
   }
-  if (n < n1) cols_tail(mr, m0, n, n1, K, a, b, ldb, c, ldc, e);
+  if (n < n1) cols_tail(rows, m0, n, n1, K, a, b, ldb, c, ldc, e);
 }
 
 /* ep_gemm_f32, or ep_gemm_f32_portable where the ISA has its own kernel (src/vec/ep_isa.h) */
@@ -372,35 +384,30 @@ void EP_GEMM_F32_PORTABLE(uint32_t M, uint32_t N, uint32_t K, const float *a_pac
   /* Block N so a K x nb block of B (re-read once per row panel) stays in L2 (128 KB: 2% faster than 512 KB). */
   uint32_t nb = K ? (32768u / K) & ~(uint32_t)(NR - 1) : N;
   if (nb < NR) nb = NR;
-  /* An activation computed out of line (sigmoid, hardswish, gelu...) runs once over each panel's rows while they
-   * are in cache, its function chosen once per row, not per vector in the tiles: the tiles see no activation. */
-  const int32_t act = e->act;
-  int32_t act_w[2];
+  /* An out-of-line activation runs once over each panel's rows while they are in cache (ep_gemm_post_split). */
   ep_gemm_epi e0;
-  if (act >= EP_ACT_COUNT_INLINE) {
-    e0 = *e;
-    e0.act = EP_ACT_NONE;
-    e = &e0;
-    ep_memcpy(&act_w[0], &e0.p0, 4); ep_memcpy(&act_w[1], &e0.p1, 4);
-  }
+  ep_gemm_post post;
+  e = ep_gemm_post_split(e, &e0, &post);
   simple_epi se;
   const simple_epi *simple = simple_of(e, &se);
   for (uint32_t n0 = 0; n0 < N; n0 += nb) {
     const uint32_t n1 = N - n0 < nb ? N : n0 + nb;
     for (uint32_t m0 = 0; m0 < M; m0 += MR) {
       const float *a = a_packed + (uint64_t)(m0 / MR) * K * MR;
-      switch (M - m0 >= MR ? MR : M - m0) {
-        case 6: panel(6, m0, n0, n1, K, a, b, ldb, b_padded, c, ldc, e, simple); break;
-        case 5: panel(5, m0, n0, n1, K, a, b, ldb, b_padded, c, ldc, e, simple); break;
-        case 4: panel(4, m0, n0, n1, K, a, b, ldb, b_padded, c, ldc, e, simple); break;
-        case 3: panel(3, m0, n0, n1, K, a, b, ldb, b_padded, c, ldc, e, simple); break;
-        case 2: panel(2, m0, n0, n1, K, a, b, ldb, b_padded, c, ldc, e, simple); break;
-        default: panel(1, m0, n0, n1, K, a, b, ldb, b_padded, c, ldc, e, simple); break;
+      const uint32_t rows = M - m0 >= MR ? MR : M - m0;
+      switch (rows + 1) {
+        case 7: case 6: panel(6, rows, m0, n0, n1, K, a, b, ldb, b_padded, c, ldc, e, simple); break;
+        case 5: case 4: panel(4, rows, m0, n0, n1, K, a, b, ldb, b_padded, c, ldc, e, simple); break;
+        default: panel(2, rows, m0, n0, n1, K, a, b, ldb, b_padded, c, ldc, e, simple); break;
       }
-      if (act >= EP_ACT_COUNT_INLINE)
-        for (uint32_t m = m0; m < M && m < m0 + MR; m++) ep_apply_activation(c + (uint64_t)m * ldc + n0, n1 - n0, act, act_w);
+      ep_gemm_post_rows(&post, c, ldc, m0, M - m0 < MR ? M : m0 + MR, n0, n1);
     }
   }
+}
+
+void ep_gemm_post_rows(const ep_gemm_post *p, float *c, uint32_t ldc, uint32_t m0, uint32_t m1, uint32_t n0, uint32_t n1) {
+  if (p->act == EP_ACT_NONE) return;
+  for (uint32_t m = m0; m < m1; m++) ep_apply_activation(c + (uint64_t)m * ldc + n0, n1 - n0, p->act, p->w);
 }
 
 void ep_gemm_pack_a(uint32_t M, uint32_t K, const float *a, uint64_t rs, uint64_t cs, float *dst) {

@@ -29,7 +29,7 @@
 #define EP_GEMM_MR 6
 #define EP_GEMM_NR 8
 
-enum { EP_ACT_COUNT_INLINE = 4 };   /* codes below: computed inline by every epilogue; above: ep_gemm_act4 */
+enum { EP_ACT_COUNT_INLINE = 4 };   /* codes below: computed inline by every epilogue; above: ep_gemm_post_split */
 enum { EP_BIAS_NONE = 0, EP_BIAS_ROW = 1, EP_BIAS_COL = 2, EP_BIAS_FULL = 3, EP_BIAS_SCALAR = 4 };
 
 typedef struct {
@@ -91,8 +91,25 @@ static inline uint64_t ep_gemm_packed_a_floats(uint64_t M, uint64_t K) {
 
 /* Activation parameters common to CONV, DEPTHWISE_CONV and GEMM: code, p0, p1 (3 words). */
 ep_status ep_gemm_check_act(int32_t code);
-/* Fusable activation codes from EP_ACT_COUNT_INLINE on one vector (p0/p1 splatted), out of line:
- * they cost a polynomial anyway, and sharing ep_apply_activation keeps them bit-identical to UNARY. */
+/* An activation from EP_ACT_COUNT_INLINE on (sigmoid, hardswish, GELU, SiLU...) costs a polynomial: the kernels
+ * store their tiles without it and run it once over the finished rows, its function chosen once per row instead
+ * of once per vector (ep_apply_activation: UNARY's code, so the same bits). post->act is EP_ACT_NONE when there
+ * is nothing left for ep_gemm_post_rows to do. */
+typedef struct { int32_t act; int32_t w[2]; } ep_gemm_post;
+/* The epilogue the tiles apply: e, or e without its out-of-line activation in *tmp (which post then holds). */
+static inline const ep_gemm_epi *ep_gemm_post_split(const ep_gemm_epi *e, ep_gemm_epi *tmp, ep_gemm_post *post) {
+  post->act = EP_ACT_NONE;
+  if (e->act < EP_ACT_COUNT_INLINE) return e;
+  post->act = e->act;
+  ep_memcpy(&post->w[0], &e->p0, 4); ep_memcpy(&post->w[1], &e->p1, 4);
+  *tmp = *e;
+  tmp->act = EP_ACT_NONE;
+  return tmp;
+}
+/* post's activation over rows [m0, m1) x columns [n0, n1) of C (row stride ldc). */
+void ep_gemm_post_rows(const ep_gemm_post *post, float *c, uint32_t ldc, uint32_t m0, uint32_t m1, uint32_t n0, uint32_t n1);
+/* An activation from EP_ACT_COUNT_INLINE on, on one vector (p0/p1 splatted): ep_gemm_epi_scalar's, lane 0 through
+ * the vector code of UNARY. */
 f32x4 ep_gemm_act4(f32x4 v, int32_t act, f32x4 p0, f32x4 p1);
 /* Apply the epilogue to one scalar at (m, n). */
 float ep_gemm_epi_scalar(const ep_gemm_epi *e, float acc, uint32_t m, uint32_t n);

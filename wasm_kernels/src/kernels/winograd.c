@@ -174,7 +174,7 @@ typedef struct {
   const float *bias, *res;   /* res: this image's residual [Cout, OH, OW] or NULL */
   int32_t act;               /* in the transform: the activations computed in registers */
   float p0, p1;
-  int32_t post;              /* an out-of-line activation (sigmoid, SiLU...), applied to the finished rows, or NONE */
+  ep_gemm_post post;         /* an out-of-line activation (sigmoid, SiLU...), applied to the finished rows */
 } wg_epi;
 
 /* Output row oh of channel co (this image's y), its residual row, and the channel's epilogue constants. */
@@ -417,17 +417,6 @@ static void wg_gemm_task(void *ctx, uint32_t task, uint32_t thread) {
   ep_gemm_f32_part(&j, task % per);
 }
 
-/* The out-of-line activation over the rows one output-row call wrote (tile row ty, tiles [tx0, tx1) of channel co):
- * once per row segment, the function chosen once, not per vector in the transform. */
-EP_NOINLINE static void wg_post(float *y, const wg_geom *g, const wg_epi *e, uint32_t co, uint32_t ty, uint32_t tx0,
-                                uint32_t tx1) {
-  int32_t w[2];
-  ep_memcpy(&w[0], &e->p0, 4); ep_memcpy(&w[1], &e->p1, 4);
-  const uint32_t c0 = g->m * tx0, c1 = g->m * tx1 < g->OW ? g->m * tx1 : g->OW;
-  for (uint32_t r = g->m * ty; r < g->m * ty + g->m && r < g->OH; r++)
-    ep_apply_activation(y + ((uint64_t)co * g->OH + r) * g->OW + c0, c1 - c0, e->post, w);
-}
-
 static void wg_output_task(void *ctx, uint32_t task, uint32_t thread) {
   (void)thread;
   const wg_block *b = (const wg_block *)ctx;
@@ -440,7 +429,10 @@ static void wg_output_task(void *ctx, uint32_t task, uint32_t thread) {
       const float *m = b->M + (uint64_t)co * g->ldv + (t - b->t0);
       if (g->m == 4) wg4_output_row(m, b->mplane, b->yb, g, co, ty, tx0, tx1, b->e, b->se);
       else wg2_output_row(m, b->mplane, b->yb, g, co, ty, tx0, tx1, b->e, b->se);
-      if (b->e->post != EP_ACT_NONE) wg_post(b->yb, g, b->e, co, ty, tx0, tx1);
+      /* the out-of-line activation over the rows just written, once per row segment */
+      const uint32_t r0 = g->m * ty, r1 = r0 + g->m < g->OH ? r0 + g->m : g->OH, c1 = g->m * tx1;
+      ep_gemm_post_rows(&b->e->post, b->yb + (uint64_t)co * g->OH * g->OW, g->OW, r0, r1, g->m * tx0,
+                        c1 < g->OW ? c1 : g->OW);
       t += tx1 - tx0;
     }
   }
@@ -501,13 +493,14 @@ static ep_status wg_run(const ep_node *n, uint32_t m) {
   for (uint32_t b = 0; b < g->B; b++) {
     blk.xb = x + (uint64_t)b * g->C * hw;
     blk.yb = y + (uint64_t)b * g->Cout * ohw;
-    const int32_t act = n->params[12], post = act >= EP_ACT_COUNT_INLINE ? act : EP_ACT_NONE;
-    const wg_epi e = {bias, res ? res + (uint64_t)b * g->Cout * ohw : 0, post != EP_ACT_NONE ? EP_ACT_NONE : act,
-                      ep_param_f32(n, 13), ep_param_f32(n, 14), post};
-    const ep_gemm_epi se = {1.0f, 1.0f, bias, bias ? EP_BIAS_ROW : EP_BIAS_NONE, 0, e.res, (uint32_t)ohw,
-                            e.act, e.p0, e.p1};
+    const ep_gemm_epi full = {1.0f, 1.0f, bias, bias ? EP_BIAS_ROW : EP_BIAS_NONE, 0,
+                              res ? res + (uint64_t)b * g->Cout * ohw : 0, (uint32_t)ohw, n->params[12],
+                              ep_param_f32(n, 13), ep_param_f32(n, 14)};
+    ep_gemm_epi tiles;
+    wg_epi e;
+    blk.se = ep_gemm_post_split(&full, &tiles, &e.post);   /* the edge tiles' scalar epilogue */
+    e.bias = bias; e.res = full.res; e.act = blk.se->act; e.p0 = full.p0; e.p1 = full.p1;
     blk.e = &e;
-    blk.se = &se;
     /* Multi-block layers (small U, the packager chose to re-read it) on several threads: each thread runs whole
      * blocks of its own, a share of the scratch each, so its V and M planes stay in its core's cache and no
      * phase waits for another thread. Else the phases of one block are split across the threads. */
