@@ -442,7 +442,7 @@ def _tile_run_time(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     """Tile whose repeats are a value input (a version-2 plan): x viewed as [1, d0, 1, d1, ...] is EXPANDed to
     [r0, d0, r1, d1, ...], whose shape is made while resolving (the repeats and x's dims as columns, CONCAT, VIEW to
     one row), then viewed as [r0*d0, r1*d1, ...] (BINARY MUL of the repeats and the dims, also while resolving)."""
-    from .shape_ops import VIEW_RESHAPE, VIEW_UNSQUEEZE
+    from .view_modes import VIEW_RESHAPE, VIEW_UNSQUEEZE
     x, reps, y = node.input[0], node.input[1], node.output[0]
     xs, ys = ctx.shape(x), ctx.shape(y)
     r = len(xs)

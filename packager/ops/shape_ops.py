@@ -13,9 +13,9 @@ from onnx import numpy_helper
 from ..lowering import LowerCtx
 from ..plan.opcodes import MAX_RANK, Op
 from .data import DATA_DTYPES, _value_words
+from .view_modes import VIEW_FLATTEN, VIEW_RESHAPE, VIEW_SQUEEZE, VIEW_UNSQUEEZE
 
 INT32_MIN, INT32_MAX = -2**31, 2**31 - 1
-VIEW_RESHAPE, VIEW_FLATTEN, VIEW_SQUEEZE, VIEW_UNSQUEEZE = 0, 1, 2, 3
 
 
 def _i32(v: int) -> int:

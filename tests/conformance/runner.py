@@ -173,8 +173,9 @@ def run_case(case, workdir: Path, variant: str = "simd", mode: str = "bound") ->
     return check_outputs(got, expected, [o.name for o in case.model.graph.output])
 
 
-def run_beside_wasm(case, workdir: Path, other: str, run_other) -> dict[str, tuple[str, str]]:
-    """{'wasm': (status, why), other: (status, why)} for one case packaged once and run on the same plan by the
+def run_beside_wasm(case, workdir: Path, other: str, run_other, mode: str = "bound") -> dict[str, tuple[str, str]]:
+    """{'wasm': (status, why), other: (status, why)} for one case packaged once (`mode` as in run_case) and run on
+    the same plan by the
     wasm SIMD build and by `run_other(bundle_dir, feeds, loaded_bundle, wasm_status, judge)`, which returns its
     (status, why); `judge(outputs)` compares outputs with the case's expected ones."""
     import subprocess
@@ -194,7 +195,7 @@ def run_beside_wasm(case, workdir: Path, other: str, run_other) -> dict[str, tup
     signal.signal(signal.SIGALRM, _alarm)
     signal.alarm(CASE_TIMEOUT_S)
     try:
-        b_feeds = package_case(case, out)
+        b_feeds = package_case(case, out, mode)
         b = load_bundle(out, "simd")
         run_feeds = b.check_feeds(b_feeds)
         try:

@@ -1,8 +1,9 @@
 """ONNX backend node conformance on the aarch64 (NEON) build, side by side with wasm.
 
     python -m tests.conformance.runner_aarch64 [--ops Relu,Conv] [--json results.json] [--cpu cortex-a76]
+                                               [--mode bound|runtime]
 
-Each case is packaged once (as runner.py does), then run twice on the same plan: by the wasm SIMD
+Each case is packaged once (as runner.py does, in either of its modes), then run twice on the same plan: by the wasm SIMD
 build under wasmtime, and by the Pi 5 static CLI (edge/build/pi5/edgepack-run, -mcpu=cortex-a76)
 under qemu-aarch64, one process per case (a web bundle holds everything edgepack-run reads:
 manifest.json and model.plan). Statuses as in runner.py, per runtime; the table puts the pass
@@ -18,10 +19,10 @@ from collections import defaultdict
 from pathlib import Path
 
 
-from .runner import CASE_TIMEOUT_S, beside_row, collect, refusal, report_beside, run_beside_wasm
+from .runner import CASE_TIMEOUT_S, MODES, beside_row, collect, refusal, report_beside, run_beside_wasm
 
 
-def run_case(case, workdir: Path, cli: Path, qemu: list[str]) -> dict[str, tuple[str, str]]:
+def run_case(case, workdir: Path, cli: Path, qemu: list[str], mode: str = "bound") -> dict[str, tuple[str, str]]:
     """{'wasm': (status, why), 'aarch64': (status, why)} for one case."""
     from packager.errors import PackagerError
     from packager.targets.edge import run_cli
@@ -32,10 +33,10 @@ def run_case(case, workdir: Path, cli: Path, qemu: list[str]) -> dict[str, tuple
         except PackagerError as e:
             return refusal(e)
 
-    return run_beside_wasm(case, workdir, "aarch64", aarch64)
+    return run_beside_wasm(case, workdir, "aarch64", aarch64, mode)
 
 
-def run_all(ops: set[str] | None, cpu: str, progress: bool = False) -> list[dict]:
+def run_all(ops: set[str] | None, cpu: str, progress: bool = False, mode: str = "bound") -> list[dict]:
     from packager.targets.edge import EBUILD, QEMU_SYSROOT, ensure_edge
     cli = ensure_edge("pi5")["edgepack-run"]
     assert cli == EBUILD / "pi5" / "edgepack-run"
@@ -45,7 +46,7 @@ def run_all(ops: set[str] | None, cpu: str, progress: bool = False) -> list[dict
     with tempfile.TemporaryDirectory() as tmp:
         for i, (case, op) in enumerate(cases):
             t = time.perf_counter()
-            results.append(beside_row(case, op, run_case(case, Path(tmp), cli, qemu), "aarch64", t))
+            results.append(beside_row(case, op, run_case(case, Path(tmp), cli, qemu, mode), "aarch64", t))
             if progress and i % 100 == 0:
                 print(f"  {i}/{len(cases)}", file=sys.stderr)
     return results
@@ -75,9 +76,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ops", help="comma-separated op types to run (default: all)")
     ap.add_argument("--cpu", default="cortex-a76", help="qemu-aarch64 CPU model (default cortex-a76, the Pi 5's core)")
     ap.add_argument("--json", help="write per-case results here")
+    ap.add_argument("--mode", default="bound", choices=MODES, help="as in runner.py (runtime: every input fed at run time)")
     a = ap.parse_args(argv)
     ops = set(a.ops.split(",")) if a.ops else None
-    results = run_all(ops, a.cpu, progress=True)
+    results = run_all(ops, a.cpu, progress=True, mode=a.mode)
     print(table(results))
     return report_beside(results, "aarch64", ("fail", "crash"), 120, a.json)
 
