@@ -18,6 +18,7 @@ from .front import Front
 from .manifest import build_manifest
 from .model_load import load_model
 from .passes.contrib import for_onnxruntime
+from .passes.expand_functions import has_run_time_bodies
 from .plan import layout
 from .plan_build import QuantRequest, build_plan
 from .quantize import DEFAULT_BUDGET, ImageOptions, parse_budget
@@ -58,7 +59,10 @@ def package(model: str | os.PathLike | onnx.ModelProto, target: str = "web", out
     # -- load (packager/model_load.py), contrib / function-bodied ops -> standard ONNX (packager/optimizer.py) --
     source = load_model(model, frozenset(allow_domains))
     from .optimizer import canonicalize   # lazily, as every use of optimizer.py: onnx_ir imports sympy (~1 s)
-    m, rewritten = canonicalize(source, None if dynamic is False else frozenset(constants or {}))
+    bound = None if dynamic is False else frozenset(constants or {})
+    m, rewritten = canonicalize(source, bound)
+    # a static plan asks for a run-time-body op's input as a constant: it lowers the op, not its expanded body
+    static_m = (lambda: canonicalize(source)[0]) if has_run_time_bodies(source, bound) else None
     for n in rewritten:
         log(f"notice: {n}")
     ort_source = for_onnxruntime(source) if rewritten else None   # onnxruntime runs the contrib ops themselves
@@ -66,7 +70,7 @@ def package(model: str | os.PathLike | onnx.ModelProto, target: str = "web", out
     front = Front(m, constants, strict, optimize, keep_metadata, log)
     quant = QuantRequest(quantize, calibration, labels, images, calibration_method, qdq_placement, calibrate_fraction,
                          evaluation, accuracy_budget)
-    built = build_plan(front, m, ort_source, tgt, input_shapes, constants, dynamic, strict, quant, log)
+    built = build_plan(front, m, ort_source, tgt, input_shapes, constants, dynamic, strict, quant, log, static_m)
     # -- write (packager/manifest.py, the target's files), verify, report accuracy, sign: in the staging folder, so
     # an earlier bundle stays until commit --
     manifest = build_manifest(name, tgt.name, source, built.graph, built.lowered, rewritten + built.graph.notices,

@@ -56,21 +56,28 @@ class Built:
 
 def build_plan(front: Front, m: onnx.ModelProto, ort_source: onnx.ModelProto | None, tgt: Target,
                input_shapes: dict | None, constants: dict | None, dynamic: bool | None, strict: bool,
-               quant: QuantRequest, log: Callable[[str], None]) -> Built:
+               quant: QuantRequest, log: Callable[[str], None],
+               static_m: Callable[[], onnx.ModelProto] | None = None) -> Built:
     """dynamic: None = run-time shapes where possible, else fixed with one notice; True = run-time shapes or an
-    error; False = fixed shapes (symbolic dims set to 1 where input_shapes does not give them)."""
+    error; False = fixed shapes (symbolic dims set to 1 where input_shapes does not give them). static_m: the model
+    a static plan starts from when it differs from m (m expanded ops whose deciding input is fed at run time)."""
+    def static(fallback: str | None) -> Built:
+        f = front if static_m is None else Front(static_m(), front.constants, front.strict, front.optimize,
+                                                 front.keep_metadata, front.log)
+        return _fixed(f, m, ort_source, tgt, input_shapes, constants, strict, quant, log, fallback)
+
     syms = run_time_symbols(m, strict, input_shapes, constants, dynamic, quant.mode, quant.calibration, quant.labels,
                             quant.evaluation)
     if isinstance(syms, str):
-        return _fixed(front, m, ort_source, tgt, input_shapes, constants, strict, quant, log, fallback=syms)
+        return static(syms)
     if syms is None:
-        return _fixed(front, m, ort_source, tgt, input_shapes, constants, strict, quant, log, fallback=None)
+        return static(None)
     try:
         graph, _, optimization, lowered, io_dims = lower_run_time(front, syms, quiet=dynamic is None)
     except Exception as e:   # noqa: BLE001 - the default must not fail where the static plan works
         if dynamic or bounded(input_shapes):   # asked for: run-time shapes or a clear error
             raise
-        return _fixed(front, m, ort_source, tgt, input_shapes, constants, strict, quant, log, fallback=reason(e))
+        return static(reason(e))
     for n in syms.notes:   # a dim_value <= 0: say what it became
         log(f"notice: {n}")
         graph.notices.append(n)

@@ -170,6 +170,14 @@ def _run_time_input(n: onnx.NodeProto, fed: set[str]) -> bool:
     return k is not None and k < len(n.input) and n.input[k] in fed
 
 
+def has_run_time_bodies(model: onnx.ModelProto, bound: frozenset[str] | None) -> bool:
+    """Whether expand_functions(model, bound) expands a RUN_TIME_BODIES node because its input is fed at run time."""
+    if bound is None:
+        return False
+    fed = {i.name for i in model.graph.input} - {i.name for i in model.graph.initializer} - bound
+    return any(_run_time_input(n, fed) for n in model.graph.node)
+
+
 def expand_functions(model: onnx.ModelProto, bound: frozenset[str] | None = None) -> tuple[onnx.ModelProto, dict[str, int]]:
     """Replace (in a copy) every main-graph node of a standard op without lowering by its ONNX function body (and,
     unless bound is None (a static plan: such an input is asked for as a constant), RUN_TIME_BODIES whose input is a

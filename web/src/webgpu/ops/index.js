@@ -5,7 +5,7 @@ import { OP } from '../plan.js';
 import { conv, depthwise } from './conv.js';
 import { concat, copy, expand, gather, pad, slice, split, transpose } from './data.js';
 import { batchnorm, binary, cast, unary, where } from './elementwise.js';
-import { gemm, matmul } from './matmul.js';
+import { attention, gemm, matmul } from './matmul.js';
 import { globalPool, layernorm, pool, reduce, softmax } from './reduce.js';
 import { convTranspose, resize } from './upsample.js';
 
@@ -15,7 +15,7 @@ import { convTranspose, resize } from './upsample.js';
 /** @type {Record<number, Builder>} */
 export const BUILDERS = {
   [OP.CONV]: conv, [OP.WINOGRAD_CONV]: conv, [OP.WINOGRAD_CONV_F4]: conv, [OP.DEPTHWISE_CONV]: depthwise,
-  [OP.GEMM]: gemm, [OP.MATMUL]: matmul,
+  [OP.GEMM]: gemm, [OP.MATMUL]: matmul, [OP.ATTENTION]: attention,
   [OP.UNARY]: unary, [OP.BINARY]: binary, [OP.BATCHNORM]: batchnorm,
   [OP.SOFTMAX]: softmax, [OP.LAYERNORM]: layernorm, [OP.REDUCE]: reduce,
   [OP.POOL]: pool, [OP.GLOBAL_POOL]: globalPool,

@@ -168,3 +168,50 @@ export function matmul(node, ctx) {
   return matmulDispatch({ M, N, K, batch, a: [K, 1], b: panels ? [16, 1] : [N, 1], panels, alpha: 0x3f800000, beta: 0x3f800000, act, p0, p1,
     c: hasC ? [0, 1] : undefined, ...ops, C: hasC ? ops.C : undefined, R: hasR ? ops.R : undefined });
 }
+
+const f32bits = new Float32Array(1), u32bits = new Uint32Array(f32bits.buffer);
+/** The f32 bit pattern of 1 / (the f32 whose bits are b). @param {number} b */
+const reciprocalBits = (b) => { u32bits[0] = b; f32bits[0] = 1 / f32bits[0]; return u32bits[0]; };
+
+/** Rows of the scratch buffer replaced by their softmax, one thread a row (in place: a row is read before it is
+ * written). P: [rows, base, L] */
+const SCRATCH_SOFTMAX = /* wgsl */ `${MAIN}
+  let L = P[2]; let base = P[1] + t * L;
+  var mx = fS(base);
+  for (var l = 1u; l < L; l++) { mx = max(mx, fS(base + l)); }
+  var s = 0.0;
+  for (var l = 0u; l < L; l++) { s += exp(fS(base + l) - mx); }
+  let inv = 1.0 / s;
+  for (var l = 0u; l < L; l++) { sS(base + l, exp(fS(base + l) - mx) * inv); }
+}`;
+
+/** ATTENTION: softmax(scale · Q·Kt)·V as the wasm kernel computes it, here as three dispatches through the
+ * scratch buffer (all heads' scores at once: the GPU has the memory the wasm kernel saves).
+ * @param {PlanNode} node @param {BuildContext} ctx @returns {Dispatch[] | string} */
+export function attention(node, ctx) {
+  const [Q, Kt, V] = node.inputs;
+  const y = ctx.t(node.outputs[0]);
+  if (![Q, Kt, V].every((id) => ctx.isFloat(id)) || y.dtype !== F32) return 'non-float32 tensors';
+  const [kind, scale] = node.params;
+  if (node.params.length !== 3 || kind < 0 || kind > 2) ctx.fail('params');
+  const q = ctx.t(Q).dims, k = ctx.t(Kt).dims, v = ctx.t(V).dims, yd = y.dims;
+  if (q.length < 2 || k.length < 2 || v.length < 2 || yd.length < 2 || yd.length > 8) return 'rank';
+  const S = q[q.length - 2], D = q[q.length - 1], T = k[k.length - 1], DV = v[v.length - 1];
+  if (k[k.length - 2] !== D || v[v.length - 2] !== T || yd[yd.length - 2] !== S || yd[yd.length - 1] !== DV) ctx.fail('operand shapes do not agree');
+  const yb = yd.slice(0, -2);
+  const batchStrides = (/** @type {number[]} */ d, /** @type {number} */ size) => {
+    const b = [...new Array(yb.length - (d.length - 2)).fill(1), ...d.slice(0, -2)];
+    const st = strides(b).map((x) => x * size);
+    if (b.some((x, i) => x !== 1 && x !== yb[i])) ctx.fail('batch dims do not broadcast');
+    return b.map((x, i) => (x === 1 ? 0 : st[i]));
+  };
+  const heads = numel(yb), scores = ctx.scratch(heads * S * T);
+  const alpha = kind === 0 ? 0x3f800000 : kind === 1 ? scale >>> 0 : reciprocalBits(scale >>> 0);
+  const plain = { beta: 0x3f800000, act: 0, p0: 0, p1: 0 };
+  const qk = matmulDispatch({ M: S, N: T, K: D, batch: [yb, batchStrides(q, S * D), batchStrides(k, D * T)], a: [D, 1], b: [T, 1],
+    alpha, ...plain, A: ctx.fsrc(Q), B: ctx.fsrc(Kt), Y: scores });
+  const softmaxRows = { code: SCRATCH_SOFTMAX, params: [heads * S, scores.base, T], threads: heads * S };
+  const pv = matmulDispatch({ M: S, N: DV, K: T, batch: [yb, strides(yb).map((x) => x * S * T), batchStrides(v, T * DV)], a: [T, 1], b: [DV, 1],
+    alpha: 0x3f800000, ...plain, A: scores, B: ctx.fsrc(V), Y: ctx.fsrc(node.outputs[0]) });
+  return [...qk, softmaxRows, ...pv];
+}
