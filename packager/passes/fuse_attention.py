@@ -19,6 +19,7 @@ from ..analyze import Graph
 from ..lowering.registry import REGISTRY, registered_name
 from ..plan.opcodes import Op
 from .qdq_fusion import QStep
+from .uses import consumers_of
 
 # Scores per block (floats): a block's scores and their packed copy stay within L2 next to Kt's and V's panels.
 BLOCK_FLOATS = 32768
@@ -44,11 +45,7 @@ def _softmax_last(node: onnx.NodeProto, rank: int, opset: int) -> bool:
 
 def fuse_attention(nodes: list, graph: Graph) -> list:
     """The step list with each matched group replaced by one QStep (emit_plan lowers it)."""
-    consumers: dict[str, list] = {}
-    for n in nodes:
-        for i in getattr(n, "input", []):
-            if i:
-                consumers.setdefault(i, []).append(n)
+    consumers = consumers_of(nodes)
     outputs, shapes, consts = set(graph.outputs), graph.shapes, graph.consts
 
     def sole(value: str):

@@ -19,6 +19,7 @@ from onnx import helper
 # Activation codes, generated from wasm_kernels/spec/ops.json (UNARY's fusable codes).
 from ..plan.opspec import (ACT_CLIP, ACT_GELU, ACT_GELU_TANH, ACT_HARDSIGMOID, ACT_HARDSWISH, ACT_LEAKY_RELU, ACT_NONE,
                            ACT_RELU, ACT_SIGMOID, ACT_SILU, ACT_TANH)
+from .uses import consumers_of
 
 HEADS = ("Conv", "Gemm", "MatMul")
 # What the conv/gemm epilogues apply (gemm.h): relu/leaky_relu/clip in registers, the others through
@@ -140,11 +141,7 @@ def fuse_epilogues(nodes: list[onnx.NodeProto], outputs: list[str], shapes: dict
                    consts: dict[str, np.ndarray], opset: int,
                    activations: frozenset[int] = EPILOGUE_ACTIVATIONS) -> list[onnx.NodeProto | Fused]:
     """Returns the node list with fusable groups replaced by Fused records, in a valid execution order."""
-    consumers: dict[str, list[onnx.NodeProto]] = {}
-    for n in nodes:
-        for i in n.input:
-            if i:
-                consumers.setdefault(i, []).append(n)
+    consumers = consumers_of(nodes)
     graph_out = set(outputs)
 
     groups: dict[int, Fused] = {}          # id(last node of group) -> group

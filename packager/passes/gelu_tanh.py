@@ -12,16 +12,13 @@ import onnx
 from onnx import helper
 
 from ..analyze import Graph
+from .uses import consumers_of
 
 SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 
 
 def fold_gelu_tanh(nodes: list, graph: Graph) -> list:
-    consumers: dict[str, list] = {}
-    for n in nodes:
-        for i in getattr(n, "input", []):
-            if i:
-                consumers.setdefault(i, []).append(n)
+    consumers = consumers_of(nodes)
     outputs, consts = set(graph.outputs), graph.consts
 
     def sole(value: str, op: str):

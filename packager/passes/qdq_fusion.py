@@ -18,7 +18,6 @@ Groups are returned as QStep records at the position of their last node; lower()
 They carry op_type/input/output like a NodeProto so the epilogue fusion pass can look past them."""
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -31,6 +30,7 @@ from ..ort_isolated import OrtFailure
 from ..passes.fuse_epilogue import ACT_CLIP, ACT_LEAKY_RELU, ACT_RELU, activation_of
 from ..ops.quant import QOut, QParams, emit_qadd, emit_qconv, emit_qlut, emit_qmatmul, emit_qmaxpool
 from .qdq_lut import find_regions, tables
+from .uses import consumers_of
 
 FUSABLE_ACTS = (ACT_RELU, ACT_LEAKY_RELU, ACT_CLIP)
 VIEWS = ("Reshape", "Flatten", "Squeeze", "Unsqueeze")   # DQ -> view -> Q with one quantization: a view of the bytes
@@ -60,11 +60,7 @@ class _ConstQ:
 def fuse_qdq(nodes: list, graph: Graph) -> list:
     consts = graph.consts
     producers = {o: n for n in nodes for o in getattr(n, "output", [])}
-    consumers: dict[str, list] = defaultdict(list)
-    for n in nodes:
-        for i in n.input:
-            if i:
-                consumers[i].append(n)
+    consumers = consumers_of(nodes)
     graph_out = set(graph.outputs)
 
     def attrs(n: onnx.NodeProto) -> dict:
