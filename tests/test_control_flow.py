@@ -5,7 +5,6 @@ models whose If branches compute different things (and different shapes), Loops 
 time (and capped), a constant-condition If folded away; hostile plans with bad ranges, deep nesting, huge counts."""
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +21,7 @@ from packager.runtime.wasm import WasmPlan
 from packager.toolchain import BUILD
 
 from .conformance.runner import check_outputs, collect, package_case
-from .test_hostile_plan import _mutants, asan_driver  # noqa: F401 - a fixture, used by name
+from .test_hostile_plan import _mutants, _run_asan, asan_driver  # noqa: F401 - a fixture, used by name
 
 from .conftest import PORTABLE_AND_VECTOR
 
@@ -347,16 +346,12 @@ def test_bad_body_words_are_refused(cf_plans) -> None:
 
 
 def test_corrupted_control_flow_plans_under_asan(cf_plans, asan_driver: Path, tmp_path: Path) -> None:
-    files = []
+    plans = []
     for name, plan in cf_plans.items():
-        for k, m in enumerate([layout.encode(plan)] + _mutants(layout.encode(plan), 150, seed=len(name))):
-            f = tmp_path / f"{name}{k}.plan"
-            f.write_bytes(m)
-            files.append(str(f))
-    r = subprocess.run([str(asan_driver), *files], capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, f"sanitizer report:\n{r.stderr[-3000:]}"
-    lines = r.stdout.splitlines()
-    assert len(lines) == len(files)
+        encoded = layout.encode(plan)
+        plans += [encoded] + _mutants(encoded, 150, seed=len(name))
+    lines = _run_asan(asan_driver, plans, tmp_path)
+    assert len(lines) == len(plans)
     assert lines[0].startswith("0 ") and lines[151].startswith("0 ") and lines[302].startswith("0 ")
 
 

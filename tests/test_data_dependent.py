@@ -27,7 +27,7 @@ from packager.toolchain import BUILD
 
 from .conformance.runner import check_outputs, collect, package_case
 from .conftest import PORTABLE_AND_VECTOR
-from .test_hostile_plan import _mutants, asan_driver  # noqa: F401 - a fixture, used by name
+from .test_hostile_plan import _mutants, _run_asan, asan_driver  # noqa: F401 - a fixture, used by name
 
 F, I64 = TensorProto.FLOAT, TensorProto.INT64
 REPO = Path(__file__).resolve().parent.parent
@@ -248,33 +248,17 @@ def test_edgepack_run_under_qemu_and_the_python_module(tmp_path: Path) -> None:
 def test_java_wrapper_returns_the_run_s_dims(tmp_path: Path) -> None:
     if shutil.which("javac") is None or shutil.which("aarch64-linux-gnu-gcc") is None:
         pytest.skip("no JDK or aarch64 toolchain")
-    from packager.targets import edge as E
-    from .test_edge_dynamic import _make
+    from .test_edge_dynamic import _make, java_case, run_dynamic_session_test
     model = _detector(run_time_limits=True)
     bundle = package(model, target="android", out=tmp_path / "and", verify=False)
     lib = _make("build/host/libedgepack.so")
     names = [o.name for o in model.graph.output]
     cases = []
     for seed in (0, 3):
-        d = tmp_path / f"case{seed}"
-        d.mkdir()
         feeds = _detections(seed, run_time_limits=True)
         want = reference_run(model, feeds)
-        for i, v in enumerate(feeds.values()):
-            (d / f"in{i}.bin").write_bytes(np.ascontiguousarray(v).tobytes())
-            (d / f"in{i}.shape").write_text(",".join(map(str, v.shape)))
-        for i, n in enumerate(names):
-            (d / f"out{i}.bin").write_bytes(np.ascontiguousarray(want[n]).tobytes())
-            (d / f"out{i}.shape").write_text(",".join(map(str, want[n].shape)))
-        cases.append(str(d))
-    classes = tmp_path / "classes"
-    srcs = [str(p) for p in (E.EDGE / "android" / "java" / "org" / "edgepack").glob("*.java")]
-    subprocess.run(["javac", "--release", "8", "-Xlint:-options", "-d", str(classes), *srcs], check=True)
-    subprocess.run(["javac", "-cp", str(classes), "-d", str(classes),
-                    str(E.EDGE / "android" / "test" / "DynamicSessionTest.java")], check=True)
-    r = subprocess.run(["java", f"-Djava.library.path={lib.parent}", "-cp", str(classes), "DynamicSessionTest",
-                        str(bundle / "assets/edgepack/model.plan"), str(bundle / "assets/edgepack/io.txt"), *cases],
-                       capture_output=True, text=True, timeout=300)
+        cases.append(java_case(tmp_path / f"case{seed}", list(feeds.values()), [want[n] for n in names]))
+    r = run_dynamic_session_test(tmp_path, lib.parent, bundle, *cases)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "OK" in r.stdout
 
@@ -319,17 +303,12 @@ def test_a_version_1_plan_with_such_a_kernel_is_refused_at_open() -> None:
 def test_corrupted_data_dependent_plans_under_asan(asan_driver: Path, tmp_path: Path) -> None:   # noqa: F811
     """Single-byte mutants of two such plans (their kernels' words, capacities, lifetimes, the nodes after them) run
     by the core under ASan/UBSan: refused or run, never a memory error."""
-    files = []
+    plans = []
     for name, model in (("nms", _detector()), ("chain", _nonzero_chain())):
         plan = (package(model, target="web", out=tmp_path / name, verify=False) / "model.plan").read_bytes()
-        for k, m in enumerate([plan] + _mutants(plan, 200, seed=len(name))):
-            f = tmp_path / f"{name}{k}.plan"
-            f.write_bytes(m)
-            files.append(str(f))
-    r = subprocess.run([str(asan_driver), *files], capture_output=True, text=True, timeout=900)
-    assert r.returncode == 0, f"sanitizer report:\n{r.stderr[-3000:]}"
-    lines = r.stdout.splitlines()
-    assert len(lines) == len(files) and lines[0].startswith("0 ") and lines[201].startswith("0 "), lines[:3]
+        plans += [plan] + _mutants(plan, 200, seed=len(name))
+    lines = _run_asan(asan_driver, plans, tmp_path, timeout=900)
+    assert len(lines) == len(plans) and lines[0].startswith("0 ") and lines[201].startswith("0 "), lines[:3]
 
 
 def test_shapes_of_counts_are_read_at_run_time_or_refused(tmp_path: Path) -> None:

@@ -214,31 +214,40 @@ def test_android_library_under_qemu_at_two_shapes(android_dyn: Path) -> None:
             np.testing.assert_allclose(got[o["name"]], want[o["name"]], rtol=TOL, atol=TOL)
 
 
+def java_case(d: Path, ins: list[np.ndarray], outs: list[np.ndarray]) -> str:
+    """A case folder DynamicSessionTest reads: in<i>.bin/.shape per input, out<i>.bin/.shape per expected output."""
+    d.mkdir()
+    for kind, arrays in (("in", ins), ("out", outs)):
+        for i, a in enumerate(arrays):
+            (d / f"{kind}{i}.bin").write_bytes(np.ascontiguousarray(a).tobytes())
+            (d / f"{kind}{i}.shape").write_text(",".join(map(str, a.shape)))
+    return str(d)
+
+
+def run_dynamic_session_test(tmp_path: Path, lib_dir: Path, bundle: Path, *args: str) -> subprocess.CompletedProcess:
+    """edge/android/test/DynamicSessionTest, compiled with the Java wrapper, on the host JVM over an android
+    bundle's plan and io.txt; `args`: its case folders and options."""
+    classes = tmp_path / "classes"
+    srcs = [str(p) for p in (E.EDGE / "android" / "java" / "org" / "edgepack").glob("*.java")]
+    subprocess.run(["javac", "--release", "8", "-Xlint:-options", "-d", str(classes), *srcs], check=True)
+    subprocess.run(["javac", "-cp", str(classes), "-d", str(classes),
+                    str(E.EDGE / "android" / "test" / "DynamicSessionTest.java")], check=True)
+    return subprocess.run(["java", f"-Djava.library.path={lib_dir}", "-cp", str(classes), "DynamicSessionTest",
+                           str(bundle / "assets/edgepack/model.plan"), str(bundle / "assets/edgepack/io.txt"), *args],
+                          capture_output=True, text=True, timeout=300)
+
+
 def test_java_wrapper_at_two_shapes_on_host_jvm(android_dyn: Path, tmp_path: Path) -> None:
     if shutil.which("javac") is None:
         pytest.skip("no JDK")
     lib = _make("build/host/libedgepack.so")
     cases = []
     for k, shape in enumerate([SHAPES[0], SHAPES[1]]):
-        d = tmp_path / f"case{k}"
-        d.mkdir()
         feeds = _feeds(shape, 30 + k)
         want = reference_run(_model(), feeds)
-        (d / "in0.bin").write_bytes(feeds["x"].tobytes())
-        (d / "in0.shape").write_text(",".join(map(str, shape)))
-        for i, name in enumerate(("y", "z")):
-            (d / f"out{i}.bin").write_bytes(np.ascontiguousarray(want[name]).tobytes())
-            (d / f"out{i}.shape").write_text(",".join(map(str, want[name].shape)))
-        cases.append(str(d))
-    classes = tmp_path / "classes"
-    srcs = [str(p) for p in (E.EDGE / "android" / "java" / "org" / "edgepack").glob("*.java")]
-    subprocess.run(["javac", "--release", "8", "-Xlint:-options", "-d", str(classes), *srcs], check=True)
-    subprocess.run(["javac", "-cp", str(classes), "-d", str(classes),
-                    str(E.EDGE / "android" / "test" / "DynamicSessionTest.java")], check=True)
-    r = subprocess.run(["java", f"-Djava.library.path={lib.parent}", "-cp", str(classes), "DynamicSessionTest",
-                        str(android_dyn / "assets/edgepack/model.plan"), str(android_dyn / "assets/edgepack/io.txt"),
-                        *cases, "--above", "0,0,5,input 'x': dimension 0 ('batch') is 5, above its bound 4"],
-                       capture_output=True, text=True, timeout=300)
+        cases.append(java_case(tmp_path / f"case{k}", [feeds["x"]], [want["y"], want["z"]]))
+    r = run_dynamic_session_test(tmp_path, lib.parent, android_dyn, *cases,
+                                 "--above", "0,0,5,input 'x': dimension 0 ('batch') is 5, above its bound 4")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "OK" in r.stdout
 

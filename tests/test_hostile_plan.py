@@ -45,13 +45,14 @@ def _mutants(plan: bytes, n: int, seed: int) -> list[bytes]:
     return out
 
 
-def _run_asan(driver: Path, plans: list[bytes], tmp: Path) -> list[str]:
+def _run_asan(driver: Path, plans: list[bytes], tmp: Path, timeout: int = 600) -> list[str]:
+    """Each plan run by the ASan/UBSan driver in one process; its lines ('<status> <word>' per plan)."""
     files = []
     for k, p in enumerate(plans):
         f = tmp / f"p{k}.plan"
         f.write_bytes(p)
         files.append(str(f))
-    r = subprocess.run([str(driver), *files], capture_output=True, text=True, timeout=600)
+    r = subprocess.run([str(driver), *files], capture_output=True, text=True, timeout=timeout)
     assert r.returncode == 0, f"sanitizer report:\n{r.stderr[-3000:]}"
     return r.stdout.splitlines()
 

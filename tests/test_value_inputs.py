@@ -23,6 +23,7 @@ from packager.errors import InputError
 from packager.plan import layout
 from packager.targets import edge as E
 
+from .test_edge_dynamic import java_case, run_dynamic_session_test
 from .test_web_dynamic import _node_runs, _outputs
 from .test_web_node import _node_major
 
@@ -230,26 +231,10 @@ def test_java_session_writes_value_inputs(tmp_path: Path) -> None:
     m, out = make(), _bundle(tmp_path, "slice", "android")
     names = [i.name for i in m.graph.input]
     bad = {"x": X, "b": i64(0, 0), "e": i64(1, 1), "a": i64(2, -1), "s": i64(1, 1)}   # axis 2 twice
-    cases = []
-    for k, feeds in enumerate([*runs, bad]):
-        d = tmp_path / f"case{k}"
-        d.mkdir()
-        for i, n in enumerate(names):
-            (d / f"in{i}.bin").write_bytes(feeds[n].tobytes())
-            (d / f"in{i}.shape").write_text(",".join(map(str, feeds[n].shape)))
-        if feeds is not bad:
-            y = _reference(m, feeds)["y"]
-            (d / "out0.bin").write_bytes(np.ascontiguousarray(y).tobytes())
-            (d / "out0.shape").write_text(",".join(map(str, y.shape)))
-        cases.append(str(d))
-    classes = tmp_path / "classes"
-    srcs = [str(p) for p in (E.EDGE / "android" / "java" / "org" / "edgepack").glob("*.java")]
-    subprocess.run(["javac", "--release", "8", "-Xlint:-options", "-d", str(classes), *srcs], check=True)
-    subprocess.run(["javac", "-cp", str(classes), "-d", str(classes),
-                    str(E.EDGE / "android" / "test" / "DynamicSessionTest.java")], check=True)
-    r = subprocess.run(["java", f"-Djava.library.path={E.EDGE / 'build/host'}", "-cp", str(classes), "DynamicSessionTest",
-                        str(out / "assets/edgepack/model.plan"), str(out / "assets/edgepack/io.txt"), *cases[:-1],
-                        "--bad-values", f"{cases[-1]},input values 'b' = [0, 0], 'e' = [1, 1], 'a' = [2, -1]"],
-                       capture_output=True, text=True, timeout=300)
+    cases = [java_case(tmp_path / f"case{k}", [feeds[n] for n in names],
+                       [] if feeds is bad else [_reference(m, feeds)["y"]])
+             for k, feeds in enumerate([*runs, bad])]
+    r = run_dynamic_session_test(tmp_path, E.EDGE / "build/host", out, *cases[:-1], "--bad-values",
+                                 f"{cases[-1]},input values 'b' = [0, 0], 'e' = [1, 1], 'a' = [2, -1]")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "OK" in r.stdout and "refused: input values 'b'" in r.stdout, r.stdout
