@@ -194,3 +194,17 @@ def test_ceilings_in_the_bench_process(tmp_path: Path) -> None:
                       rep["cpu_round_ms"]["ort-web"], cache_bytes=32 << 20)
     assert b["gflop"] == pytest.approx(2 * 64 * 256 * 256 / 1e9) and b["x_of_bound"] > 0.8   # no run beats the peak
     assert isinstance(b["half_unreachable"], bool)
+
+
+def test_zoo_bounds_table() -> None:
+    from bench.zoo import bounds_table
+    ceil = {"peak-simd": {"per_round": [50e9]}, "stream": {"per_round": [25e9]}}
+    rows = [{"model": "big", "bounds": {"edgepack": "edgepack-relaxed", **paired_bounds(
+                ModelWork(flops=int(1e9), weight_bytes=0), ceil, [22.0], [30.0], 32 << 20)}},
+            {"model": "small", "bounds": {"edgepack": "edgepack-simd", **paired_bounds(
+                ModelWork(flops=int(1e8), weight_bytes=1 << 20), ceil, [4.0], [20.0], 32 << 20)}},
+            {"model": "broken", "error": "packaging failed"}]
+    md = bounds_table(rows, 32 << 20, "test machine").splitlines()
+    assert md[2] == "| big | 1.000 | 0.0 | 20.00 | cached | 22.00 (relaxed) | 1.10 (compute) | 0.75 (**yes**) | **yes** |"
+    assert md[3] == "| small | 0.100 | 1.0 | 2.00 | cached | 4.00 (simd) | 2.00 (compute) | 5.00 (no) |  |"
+    assert len(md) == 6 and "for 1 of 2: big; within 1.15x of their bound: big (test machine)" in md[5]
