@@ -19,7 +19,8 @@ REPO = Path(__file__).resolve().parent.parent
 def test_pair_parses_ab_pair(tmp_path: Path) -> None:
     b = package_with(REPO, model_path("cifar10net"), tmp_path / "b")
     r = pair(b, b, "simd", rounds=2, ms=10, flags=node_flags())
-    assert r["base_ms"] > 0 and r["new_ms"] > 0 and 0.5 < r["ratio"] < 2 and 0.5 < r["noise"] < 2
+    # figures of 2 rounds x 10 ms on a loaded machine: only that they were parsed, not what they are
+    assert set(r) == {"base_ms", "new_ms", "ratio", "noise"} and all(0 < v < float("inf") for v in r.values())
     md = table([{"model": "cifar10net", "variant": "simd", **r}, {"model": "x", "variant": "simd", "error": "boom"}], "abc")
     assert f"| cifar10net | simd | {r['base_ms']:.3f} |" in md and "| x | simd | boom |" in md
     assert ("| yes |" if r["ratio"] <= LIMIT else "| **no** |") in md
