@@ -26,10 +26,8 @@
  * use) nor the threaded wasm ones (their size budget); the host builds (ASan, fuzzing) and aarch64 keep it. */
 #if defined(__wasm__) && (!defined(__wasm_simd128__) || defined(EP_THREADS))
 #define GC_DIRECT 0
-#define GC_SHARED
 #else
 #define GC_DIRECT 1
-#define GC_SHARED EP_NOINLINE
 #endif
 
 EP_COLD ep_status ep_conv_geom_of(const ep_node *n, const int32_t *p, ep_conv_geom *g) {
@@ -141,9 +139,8 @@ static void copy_f32(float *d, const float *s, uint32_t n) {
   for (; i < n; i++) d[i] = s[i];
 }
 
-/* One panel row: out[t] = x row value at iw = iw0 + t*sw (zero outside [0, W)), t in [0, run). Out of line where
- * the grouped path's planes (gc_task) share it with im2col. */
-GC_SHARED static void gather_row(float *out, const float *src, int64_t iw0, uint32_t sw, uint32_t W, uint32_t run) {
+/* One panel row: out[t] = x row value at iw = iw0 + t*sw (zero outside [0, W)), t in [0, run). */
+static void gather_row(float *out, const float *src, int64_t iw0, uint32_t sw, uint32_t W, uint32_t run) {
   /* [lo, hi): the outputs whose input column is inside the row (no 64-bit divisions at stride 1: grouped
    * convolutions call this once per output row of every tap of every channel) */
   int64_t lo = iw0 >= 0 ? 0 : sw == 1 ? -iw0 : (-iw0 + sw - 1) / sw;
