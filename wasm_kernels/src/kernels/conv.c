@@ -423,12 +423,12 @@ EP_COLD static void gc_task(void *ctx, uint32_t t, uint32_t thread) {
   }
 }
 
-/* The grouped path for node n, if it applies (its weights fit GC_A_FLOATS and the planes of one output row fit a
- * thread's share of the scratch): 1 when done. */
+/* The grouped path for node n (group G > 1), if it applies (its weights fit GC_A_FLOATS and the planes of one output
+ * row fit a thread's share of the scratch): 1 when done. */
 EP_COLD static int gc_run(const ep_node *n, const ep_conv_geom *g, uint32_t G, uint32_t kg) {
   gc_job j;
   j.cg = g->C / G; j.mg = g->Cout / G; j.kg = kg;
-  if (G < 2 || (uint64_t)kg * ((j.mg + 3) / 4 * 4) > GC_A_FLOATS) return 0;
+  if ((uint64_t)kg * ((j.mg + 3) / 4 * 4) > GC_A_FLOATS) return 0;
   j.pw = (g->W + g->pl + g->pr + g->sw - 1) / g->sw;
   const uint64_t halo = (uint64_t)(g->kh - 1) * g->dh / g->sh, phases = (uint64_t)j.cg * g->sh * g->sw * j.pw;
   /* per output row: every channel's phase rows and a block row (rounded up to 8 per channel: + 8 mg); plus the
@@ -474,7 +474,7 @@ ep_status ep_run_CONV(const ep_node *n) {
   const float *res = n->n_in > 3 && n->in[3] ? ep_f32(n->in[3]) : 0;
   float *y = ep_f32(n->out[0]);
 #if GC_DIRECT
-  if (nt && gc_run(n, &g, G, kg)) return EP_OK;
+  if (nt && G > 1 && gc_run(n, &g, G, kg)) return EP_OK;
 #endif
   float *panel = (float *)(void *)n->scratch;
   for (uint32_t b = 0; b < g.B; b++) {
