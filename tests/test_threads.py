@@ -57,14 +57,15 @@ def test_model_two_threads(name: str, tmp_path: Path) -> None:
 
 
 def _convnet() -> onnx.ModelProto:
-    """Every threaded kernel on odd sizes: CONV (im2col split by columns, direct 1x1), POOL, WINOGRAD_CONV_F4
-    (or WINOGRAD_CONV) with a residual (several blocks: split by blocks), DEPTHWISE_CONV (stride 1 and 2), Gemm,
-    MatMul."""
+    """Every threaded kernel on odd sizes: CONV (im2col split by columns, direct 1x1, grouped: chunks of rows per
+    thread), POOL, WINOGRAD_CONV_F4 (or WINOGRAD_CONV) with a residual (several blocks: split by blocks),
+    DEPTHWISE_CONV (stride 1 and 2), Gemm, MatMul."""
     rng = np.random.default_rng(0)
 
     def w(name, *shape):
         return numpy_helper.from_array((rng.standard_normal(shape) * 0.2).astype(np.float32), name)
-    inits = [w("w0", 24, 3, 3, 3), w("b0", 24), w("w1", 24, 24, 3, 3), w("wd", 24, 1, 3, 3), w("w2", 40, 24, 1, 1),
+    inits = [w("w0", 24, 3, 3, 3), w("b0", 24), w("w1", 24, 24, 3, 3), w("wd", 24, 1, 3, 3), w("wg", 24, 8, 3, 3),
+             w("w2", 40, 24, 1, 1),
              w("wd2", 40, 1, 3, 3), w("wf", 40, 10), w("m", 10, 7)]
     nodes = [
         helper.make_node("Conv", ["x", "w0", "b0"], ["c0"], pads=[1, 1, 1, 1]),
@@ -73,7 +74,8 @@ def _convnet() -> onnx.ModelProto:
         helper.make_node("Conv", ["q0", "w1"], ["c1"], pads=[1, 1, 1, 1]),
         helper.make_node("Add", ["c1", "q0"], ["a1"]),
         helper.make_node("Conv", ["a1", "wd"], ["d1"], group=24, pads=[1, 1, 1, 1]),
-        helper.make_node("Conv", ["d1", "w2"], ["p2"]),
+        helper.make_node("Conv", ["d1", "wg"], ["e1"], group=3, pads=[1, 1, 1, 1]),
+        helper.make_node("Conv", ["e1", "w2"], ["p2"]),
         helper.make_node("Conv", ["p2", "wd2"], ["d2"], group=40, pads=[1, 1, 1, 1], strides=[2, 2]),
         helper.make_node("GlobalAveragePool", ["d2"], ["g"]),
         helper.make_node("Flatten", ["g"], ["f"]),
