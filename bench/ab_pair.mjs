@@ -11,19 +11,24 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { Session } from '../web/src/index.js';
+import { instantiateThreaded } from '../web/src/threads.js';
 const args = process.argv.slice(2);
 const pairs = args[0]?.includes('::') ? args.map((a) => a.split('::')) : args.slice(1).map((w) => [args[0], w]);
 if (pairs.length < 2) { console.error('usage: ab_pair.mjs BUNDLE A.wasm B.wasm [...] | BUNDLE_A::A.wasm BUNDLE_B::B.wasm [...]'); process.exit(2); }
 const wasms = pairs.map(([b, w]) => (args[0].includes('::') ? `${path.basename(b)}:${path.basename(w)}` : w));
 const rounds = Number(process.env.ROUNDS || 30), ms = Number(process.env.MS || 100);
-const sessions = [];
+const sessions = [], pools = [];
 let first;
 for (const [bundle, w] of pairs) {
   const manifest = JSON.parse(await readFile(path.join(bundle, 'manifest.json'), 'utf8'));
   first ??= manifest;
   const plan = new Uint8Array(await readFile(path.join(bundle, 'model.plan')));
-  const { instance } = await WebAssembly.instantiate(await readFile(w), {});
-  sessions.push(new Session(instance, plan, manifest, path.basename(w)));
+  const mod = await WebAssembly.compile(await readFile(w));
+  if (WebAssembly.Module.imports(mod).some((i) => i.kind === 'memory')) {
+    const t = await instantiateThreaded(mod, { threads: Number(process.env.THREADS || 2) });
+    pools.push(t);
+    sessions.push(new Session(t.instance, plan, manifest, path.basename(w), t.memory, t.maxBytes));
+  } else sessions.push(new Session(await WebAssembly.instantiate(mod, {}), plan, manifest, path.basename(w)));
 }
 const feeds = {};
 for (const s of first.inputs) {
@@ -31,7 +36,7 @@ for (const s of first.inputs) {
   const n = dims.reduce((a, d) => a * d, 1);
   feeds[s.name] = { data: s.dtype === 'int64' ? BigInt64Array.from({ length: n }, (_, i) => BigInt(i % 7)) : Float32Array.from({ length: n }, (_, i) => Math.sin(i)), dims };
 }
-const cpu = () => { const u = process.cpuUsage(); return (u.user + u.system) / 1000; };
+const cpu = pools.length ? () => performance.now() : () => { const u = process.cpuUsage(); return (u.user + u.system) / 1000; };
 const med = (xs) => { const s = [...xs].sort((a, b) => a - b); return s[s.length >> 1]; };
 for (const s of sessions) { const end = performance.now() + 2000; while (performance.now() < end) s.runSync(feeds); }
 const per = sessions.map(() => []);
@@ -40,3 +45,4 @@ for (let r = 0; r < rounds; r++) {
   for (const i of order) { const s = sessions[i]; s.runSync(feeds); const t0 = cpu(); let n = 0; do { s.runSync(feeds); n++; } while (cpu() - t0 < ms); per[i].push((cpu() - t0) / n); }
 }
 wasms.forEach((w, i) => { const rat = per[i].map((x, r) => x / per[0][r]); console.log(`${path.basename(w).padEnd(28)} ${med(per[i]).toFixed(3)} ms  paired ${med(rat).toFixed(3)}  min-ratio ${(Math.min(...per[i]) / Math.min(...per[0])).toFixed(3)}`); });
+for (const t of pools) await t.terminate();
