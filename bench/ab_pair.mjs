@@ -3,7 +3,10 @@
 // (ROUNDS, default 30, of MS = 100 ms CPU each), the builds' order reversed every other round, after a 2 s
 // warm-up each. On a loaded 2-core machine the per-build medians of ab_wasm.mjs drift by 5-15% between
 // builds that are the same bytes; ratios taken within one round drift less. Pass the first build twice
-// (A B A) to see the noise floor: the third line's ratio.
+// (A B A) to see the noise floor: the third line's ratio. A threaded build (edgepack-threads*.wasm: it imports its
+// memory) runs with THREADS (default 2) threads, its workers spinning through each run when its name ends in +spin
+// (threads.js `spin`; the same file as X.wasm and X.wasm+spin compares the two); then every build is timed by wall
+// time (CPU time sums the threads).
 //
 //   ROUNDS=16 MS=60 node --experimental-wasm-relaxed-simd bench/ab_pair.mjs BUNDLE A.wasm B.wasm [A.wasm]
 //   ... bench/ab_pair.mjs BUNDLE_A::A.wasm BUNDLE_B::B.wasm [BUNDLE_A::A.wasm]   (two packagings of one model, e.g.
@@ -23,9 +26,9 @@ for (const [bundle, w] of pairs) {
   const manifest = JSON.parse(await readFile(path.join(bundle, 'manifest.json'), 'utf8'));
   first ??= manifest;
   const plan = new Uint8Array(await readFile(path.join(bundle, 'model.plan')));
-  const mod = await WebAssembly.compile(await readFile(w));
+  const mod = await WebAssembly.compile(await readFile(w.replace(/\+spin$/, '')));
   if (WebAssembly.Module.imports(mod).some((i) => i.kind === 'memory')) {
-    const t = await instantiateThreaded(mod, { threads: Number(process.env.THREADS || 2) });
+    const t = await instantiateThreaded(mod, { threads: Number(process.env.THREADS || 2), spin: w.endsWith('+spin') });
     pools.push(t);
     sessions.push(new Session(t.instance, plan, manifest, path.basename(w), t.memory, t.maxBytes));
   } else sessions.push(new Session(await WebAssembly.instantiate(mod, {}), plan, manifest, path.basename(w)));

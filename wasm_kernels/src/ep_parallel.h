@@ -28,6 +28,7 @@ void ep_pool_hot(uint32_t on);
 /* The pool's host interface (wasm: exports; edge: ep_edge.h). */
 void ep_worker_main(uint32_t index);
 uint32_t ep_set_threads(uint32_t n);
+void ep_set_spin(uint32_t on);
 uint32_t ep_thread_tasks(uint32_t index);
 void ep_threads_stop(void);
 #else

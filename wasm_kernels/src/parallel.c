@@ -7,11 +7,12 @@
  * compare-exchange of ctr from (gen, i) to (gen, i + 1): it fails once a newer job is published, so a
  * late worker can never run a task of one job with another job's function. A slot is rewritten only two
  * generations later, i.e. after every task of its job has finished (the caller waits for `done`).
- * Idle workers spin, then sleep on `wake` (wasm: memory.atomic.wait32; native: a futex, raw system call, so the
- * Android library still links no libc): briefly between runs, for the whole of a run while one is in flight
- * (ep_pool_hot: a mobile net's nodes are microseconds each, far less than a sleeping worker takes to wake). The
- * caller notifies only when a worker sleeps (a notify is a call into the engine) and never waits on an atomic
- * (a browser's main thread may not): it runs tasks and spins on `done`. Same tasks, same split, same sums in the same order
+ * Idle workers spin briefly, then sleep on `wake` (wasm: memory.atomic.wait32; native: a futex, raw system call,
+ * so the Android library still links no libc). With ep_set_spin(1) (the host's choice) they spin for the whole of
+ * a run instead (ep_pool_hot from ep_run): no wake-up latency per node, but a core kept busy, which on a loaded
+ * machine the caller itself needs (docs/benchmarks.md, "Session 16 (helper par4)"). The caller notifies only
+ * when a worker sleeps (a notify is a call into the engine) and never waits on an atomic (a browser's main
+ * thread may not): it runs tasks and spins on `done`. Same tasks, same split, same sums in the same order
  * on every build: outputs do not depend on the thread count. */
 #include "ep_parallel.h"
 
@@ -66,7 +67,8 @@ typedef struct {
 static job_slot g_jobs[2];
 static LINE uint64_t g_ctr;     /* generation << 32 | next unclaimed task (atomic) */
 static LINE int32_t g_wake;     /* generation of the latest job, futex word of sleeping workers */
-static uint32_t g_hot;          /* runs in flight (ep_pool_hot): workers keep spinning */
+static uint32_t g_hot;          /* runs in flight (ep_pool_hot) */
+static uint32_t g_spin;         /* set by the host (ep_set_spin): workers spin while a run is in flight */
 static uint32_t g_threads = 1;  /* caller + running workers, set by the host */
 static uint32_t g_quit;
 static LINE uint32_t g_busy;    /* a job is in flight: nested parallel_for runs serially */
@@ -81,7 +83,9 @@ static uint32_t g_running[EP_MAX_THREADS];     /* a worker is in ep_worker_main 
 #ifndef SPINS
 #define SPINS 20000u            /* ~20-50 us of polling, then sleep: longer spins cost the caller its core on a busy machine */
 #endif
+#ifndef HOT_SPINS
 #define HOT_SPINS (1u << 25)    /* while a run is in flight: bounded, so a run cut short by a trap cannot keep a core */
+#endif
 
 uint32_t ep_num_threads(void) { return LOAD(&g_threads); }
 
@@ -190,9 +194,9 @@ EXPORT(ep_worker_main) void ep_worker_main(uint32_t index) {
   int32_t seen = LOAD(&g_wake);
   while (!LOAD(&g_quit)) {
     int32_t g = LOAD(&g_wake);
-    /* hot: a run is in flight and this worker takes part in it (index < threads) */
-    for (uint32_t s = 0; g == seen && s < (LOAD(&g_hot) && index < LOAD(&g_threads) ? HOT_SPINS : SPINS); s++)
-      g = LOAD(&g_wake);
+    /* hot: spinning runs, this worker takes part (index < threads) and a run is in flight (polled: it may end) */
+    const uint32_t hot = LOAD(&g_spin) && index < LOAD(&g_threads);
+    for (uint32_t s = 0; g == seen && s < (hot && LOAD(&g_hot) ? HOT_SPINS : SPINS); s++) g = LOAD(&g_wake);
     if (g == seen) {
       __atomic_fetch_add(&g_sleepers, 1u, __ATOMIC_SEQ_CST);
       WAIT(&g_wake, seen);
@@ -213,8 +217,11 @@ void ep_pool_hot(uint32_t on) {
     return;
   }
   /* The first run to start wakes sleeping workers (a notify ends WAIT): they spin until its first job. */
-  if (__atomic_fetch_add(&g_hot, 1u, __ATOMIC_SEQ_CST) == 0u && LOAD(&g_sleepers)) NOTIFY(&g_wake);
+  if (__atomic_fetch_add(&g_hot, 1u, __ATOMIC_SEQ_CST) == 0u && LOAD(&g_spin) && LOAD(&g_sleepers)) NOTIFY(&g_wake);
 }
+
+/* 1: workers spin for the whole of each run; 0 (the default): they sleep when no job comes within SPINS polls. */
+EXPORT(ep_set_spin) void ep_set_spin(uint32_t on) { STORE(&g_spin, on ? 1u : 0u); }
 
 /* Threads taking part from now on: the caller + workers already in ep_worker_main (1..EP_MAX_THREADS). */
 EXPORT(ep_set_threads) uint32_t ep_set_threads(uint32_t n) {
