@@ -226,7 +226,10 @@ def test_bad_thread_count(tmp_path: Path) -> None:
 
 
 def test_workers_take_tasks(tmp_path: Path) -> None:
-    """The workers really run tasks (a threaded session whose workers never woke would still be right)."""
+    """The workers really run tasks (a threaded session whose workers never woke would still be right). With
+    spinning runs (threads.js `spin`, ep_set_spin) they spin only while a run is in flight (parallel.c, ep_pool_hot
+    from ep_run), give the same bits, and once the runs end they sleep, so an idle session costs no CPU: a worker
+    left spinning would burn a core for its whole bound (HOT_SPINS polls, tens of milliseconds) after every run."""
     bundle = package(model_path("cifar10net"), out=tmp_path / "b", dynamic=False)
     script = tmp_path / "count.mjs"
     script.write_text(f"""
@@ -234,15 +237,28 @@ import {{ load }} from {json.dumps(RUNTIME.as_uri())};
 const s = await load({json.dumps(str(bundle))}, {{ threads: 2 }});
 const x = s.inputs[0];
 const feeds = {{ [x.name]: {{ data: new Float32Array(x.shape.reduce((a, b) => a * b, 1)).fill(0.5), dims: x.shape }} }};
-for (let i = 0; i < 20; i++) s.runSync(feeds);
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const ex = s._threads.instance.exports;
-console.log(JSON.stringify([ex.ep_thread_tasks(0), ex.ep_thread_tasks(1), ex.ep_thread_tasks(2)]));
+const bits = (r) => Object.values(r).map((t) => Array.from(t.data).join()).join();
+const quiet = bits(s.runSync(feeds));
+ex.ep_set_spin(1);
+const idle = [];
+for (let round = 0; round < 3; round++) {{
+  for (let i = 0; i < 20; i++) if (bits(s.runSync(feeds)) !== quiet) throw new Error('spinning run differs');
+  await sleep(30);   // a worker's short spin after the last job (SPINS) ends long before
+  const u0 = process.cpuUsage();
+  await sleep(300);
+  const u = process.cpuUsage(u0);
+  idle.push((u.user + u.system) / 1000);
+}}
+console.log(JSON.stringify([ex.ep_thread_tasks(0), ex.ep_thread_tasks(1), ex.ep_thread_tasks(2), Math.min(...idle)]));
 await s.close();
 """)
     r = subprocess.run(["node", str(script)], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
-    caller, worker, absent = json.loads(r.stdout)
+    caller, worker, absent, idle_ms = json.loads(r.stdout)
     assert caller > 0 and worker > 0 and absent == 0, (caller, worker, absent)
+    assert idle_ms < 15, f"{idle_ms:.1f} ms of CPU in 300 ms with no run in flight: a worker kept spinning"
 
 
 PAGE = """<!doctype html><script type="module">
