@@ -138,12 +138,18 @@ def conv_geometry(ctx: LowerCtx, node: onnx.NodeProto) -> dict:
 # ep_scratch_*; a dynamic plan's core computes them there): these copies size static plans, and
 # tests/test_shape_fns.py checks that both agree on every conformance case and benchmark model.
 
+DW_LANES_TAPS = 49   # conv.c: the channels-as-lanes path's largest window
+
+
 def dw_scratch_bytes(g: dict) -> int:
-    """Mirror of conv.c ep_scratch_DEPTHWISE_CONV: the padded, column-phased input plane of one channel, per thread slot."""
+    """Mirror of conv.c ep_scratch_DEPTHWISE_CONV: per thread slot, the larger of the padded, column-phased input plane
+    of one channel and (where its geometry allows that path) the lanes path's plane of 4 interleaved channels."""
     wp = g["w"] + g["pl"] + g["pr"]
     pw = max(-(-wp // g["sw"]), _round_up(g["ow"], 4) + (g["kw"] - 1) * g["dw"] // g["sw"])
     pw = _round_up(pw, 4)
-    return (g["h"] + g["pt"] + g["pb"]) * g["sw"] * pw * 4 * THREAD_SLOTS
+    hp = g["h"] + g["pt"] + g["pb"]
+    lanes = hp * wp * 4 if g["kh"] * g["kw"] <= DW_LANES_TAPS and g["cin"] >= 4 and g["w"] >= 4 and g["ow"] >= 4 else 0
+    return max(hp * g["sw"] * pw, lanes) * 4 * THREAD_SLOTS
 
 
 # Winograd F(2x2, 3x3): G (4x3) transforms a 3x3 filter (winograd.c uses B^T, A^T). F(4x4)'s G lives in

@@ -516,11 +516,20 @@ EP_COLD static uint64_t dw_phase_width(const ep_conv_geom *g) {
   return (pw + 3) / 4 * 4;
 }
 
-/* One padded, column-phased plane per thread slot: the packager's (and the check's) plane, EP_THREAD_SLOTS times. */
+#define DW_LANES_TAPS 49
+/* The channels-as-lanes path's plane (4 channels interleaved, below), where its geometry allows that path. */
+EP_COLD static uint64_t dw_lanes_plane_floats(const ep_conv_geom *g) {
+  if (!((uint64_t)g->kh * g->kw <= DW_LANES_TAPS && g->C >= 4 && g->W >= 4 && g->OW >= 4)) return 0;
+  return ((uint64_t)g->H + g->pt + g->pb) * ((uint64_t)g->W + g->pl + g->pr) * 4u;
+}
+
+/* Per thread slot, the larger of the padded column-phased plane and the lanes plane (so every thread of a threaded
+ * run can take the lanes path), EP_THREAD_SLOTS times: the packager's dw_scratch_bytes. */
 EP_COLD uint32_t ep_scratch_DEPTHWISE_CONV(const ep_node *n) {
   ep_conv_geom g;
   if (n->n_params != DW_NPARAMS || check_geom(n, n->params, &g)) return 0;
-  return ep_scratch_u32(((uint64_t)g.H + g.pt + g.pb) * g.sw * dw_phase_width(&g) * 4u * EP_THREAD_SLOTS);
+  const uint64_t phased = ((uint64_t)g.H + g.pt + g.pb) * g.sw * dw_phase_width(&g), lanes = dw_lanes_plane_floats(&g);
+  return ep_scratch_u32((phased > lanes ? phased : lanes) * 4u * EP_THREAD_SLOTS);
 }
 
 EP_COLD ep_status ep_check_DEPTHWISE_CONV(const ep_node *n) {
@@ -531,8 +540,9 @@ EP_COLD ep_status ep_check_DEPTHWISE_CONV(const ep_node *n) {
   if (s) return s;
   EP_CHECK(g.Cout == g.C, EP_E_SHAPE);
   EP_CHECK(n->in[1]->numel == (uint64_t)g.C * g.kh * g.kw, EP_E_SHAPE);
-  const uint64_t hp = (uint64_t)g.H + g.pt + g.pb;
-  EP_CHECK(hp * g.sw * dw_phase_width(&g) * 4u <= n->scratch_bytes, EP_E_PARAM);
+  /* one slot (ep_scratch_DEPTHWISE_CONV's unit), whichever path the build takes: the same plans run everywhere */
+  const uint64_t phased = ((uint64_t)g.H + g.pt + g.pb) * g.sw * dw_phase_width(&g), lanes = dw_lanes_plane_floats(&g);
+  EP_CHECK((phased > lanes ? phased : lanes) * 4u <= n->scratch_bytes, EP_E_PARAM);
   return check_epilogue(n, p + 10, g.C);
 }
 
@@ -676,22 +686,19 @@ EP_NOINLINE static void dw_rows3x2(float *dst, const float *r0, uint64_t rs, uin
  * loads), then a 4x4 transpose stores 4 columns of each channel; a row's last step ends at OW, overlapping the
  * previous one (outputs are a pure function of the plane). Same sums in the same order as the phased path: bias,
  * then the taps in row-major order. Needs C >= 4, W >= 4, OW >= 4 and the interleaved plane (Hp * Wp * 4 floats)
- * in one thread's share of the scratch: a single thread has THREAD_SLOTS = 4 phased planes, which always hold it;
- * with 2-4 threads each has 1-2 phased planes and the node takes the phased path. 3x3 at stride 1 or 2 (dilation 1)
+ * in one thread's share of the scratch: the packager sizes each of the EP_THREAD_SLOTS slots for it, and a node
+ * runs on as many threads as hold one (a plan from before that change: one thread, or the phased path). 3x3 at stride 1 or 2 (dilation 1)
  * has its own instances with the window as constants; other windows (5x5 and 7x7, dilated, stride 2 or mixed)
  * take one generic instance, whose 4 accumulators replace the phased path's single chain of dependent FMAs per
  * vector. Faster at every plane size measured (docs/depthwise.md), so there is no size threshold. */
-#define DW_LANES_TAPS 49
-#if (defined(__wasm__) && !defined(__wasm_simd128__)) || defined(EP_THREADS)
-/* Not in the scalar wasm build (vector ops as loops, for engines without SIMD) nor the threaded ones (with 2+
- * threads a thread's scratch never holds the interleaved plane): the phased path only, for size. The host builds
- * (ASan, fuzzing) and the aarch64 ones keep it. */
+#if defined(__wasm__) && !defined(__wasm_simd128__)
+/* Not in the scalar wasm build (vector ops as loops, for engines without SIMD): the phased path only, for size. */
 #define DW_LANES 0
 #else
 #define DW_LANES 1
 #endif
 /* The phased 3x3 row kernels (dw_row3, dw_rows3x2) serve the builds without the lanes path and the threads of a
- * multi-threaded aarch64 run (each thread's scratch too small for the interleaved plane). In the single-threaded
+ * run whose plan predates lanes-sized slots (each thread's scratch too small for the interleaved plane). In the
  * wasm SIMD builds only the C % 4 channels left over by the lanes path would reach them: the generic phased loop
  * serves those (same sums in the same order), for 2 KB less code. */
 #if defined(__wasm__) && DW_LANES
@@ -876,17 +883,16 @@ ep_status ep_run_DEPTHWISE_CONV(const ep_node *n) {
   d.n = n;
   d.pw = (uint32_t)dw_phase_width(&d.g);
   d.plane_floats = ((uint64_t)d.g.H + d.g.pt + d.g.pb) * d.g.sw * d.pw;
-  /* one padded plane per thread: as many threads as the scratch holds planes (check() ensured one) */
-  const uint64_t slots = n->scratch_bytes / (d.plane_floats * 4u);
+  /* One slot per thread (check() ensured one), each sized for the path the node takes: the lanes path, faster on
+   * fewer threads than the phased one on more, wherever it applies. */
+  const ep_conv_geom *g = &d.g;
+  d.lanes_floats = DW_LANES ? dw_lanes_plane_floats(g) : 0;   /* check() ensured one slot holds it */
+  const uint64_t slot = d.lanes_floats > d.plane_floats ? d.lanes_floats : d.plane_floats;
+  const uint64_t slots = n->scratch_bytes / (slot * 4u);
   const uint32_t threads = ep_num_threads() < slots ? ep_num_threads() : slots > 1 ? (uint32_t)slots : 1u;
   const uint64_t nbc = (uint64_t)d.g.B * d.g.C;
   d.parts = threads <= 1 ? 1u : (uint32_t)(nbc < 4u * threads ? nbc : 4u * threads);
   d.slot_floats = n->scratch_bytes / 4u / threads;
-  const ep_conv_geom *g = &d.g;
-  d.lanes_floats = ((uint64_t)g->H + g->pt + g->pb) * ((uint64_t)g->W + g->pl + g->pr) * 4u;
-  if (!((uint64_t)g->kh * g->kw <= DW_LANES_TAPS && g->C >= 4 && g->W >= 4 && g->OW >= 4 &&
-        d.lanes_floats <= d.slot_floats))
-    d.lanes_floats = 0;
   d.win = (dw_win){g->kh, g->kw, g->sh, g->sw, g->dh, g->dw};
   const int k3 = g->kh == 3 && g->kw == 3 && g->dh == 1 && g->dw == 1 && g->sh == g->sw;
   d.lanes = !DW_LANES ? 0 : k3 && g->sw == 1 ? dw_lanes_s1 : k3 && g->sw == 2 ? dw_lanes_s2 : dw_lanes_any;
