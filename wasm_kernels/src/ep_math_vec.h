@@ -98,8 +98,8 @@ EP_AINLINE f32x4 ep_expf4_body(f32x4 x) {
 
 /* erf and the exp inside it read their constants from k[EP_ERF_NK] (values: ep_erf_k below). Called with
  * constants (ep_erff4_body) the compiler folds them into v128.const at each use, which V8 materializes
- * with several instructions per use, every time; a loop over many vectors (GELU) loads them into locals
- * once instead (ep_erf_consts on ep_erf_k_opaque()), which V8 keeps in registers or spill slots. */
+ * with several instructions per use, every time; a loop over many vectors (GELU, below) loads its table into
+ * locals once instead (ep_consts4), which V8 keeps in registers or spill slots. */
 #define EP_ERF_NK 30
 /* |x| < 1: erf(x) = x + x*Q(x^2) */
 #define ERF_Q0 7.898139301687479e-05f
@@ -153,18 +153,42 @@ static const float ep_erf_k[EP_ERF_NK] = {
   ERF_Q0, ERF_Q1, ERF_Q2, ERF_Q3, ERF_Q4, ERF_Q5, ERF_Q6,
   ERF_R0, ERF_R1, ERF_R2, ERF_R3, ERF_R4, ERF_R5, ERF_R6, ERF_R7, ERF_R8, ERF_R9, ERF_R10,
 };
-EP_AINLINE void ep_erf_consts(f32x4 *kv, const float *k) {
-  for (uint32_t i = 0; i < EP_ERF_NK; i++) kv[i] = f32x4_splat(k[i]);
+/* GELU x * Phi(x) through erfc, without erf's two polynomials nor the cancellation of 1 + erf(x / sqrt 2) for x < 0:
+ * h = Phi(-|x|) = exp(-z^2) * 0.5 erfcx(z), z = |x| / sqrt 2, 0.5 erfcx(z) a degree-8 polynomial G in t = 3 / (3 + z)
+ * (fitted on [0, 9.25], relative error 1e-7); GELU = x * (x < 0 ? h : 1 - h). Beyond z = 9.25, h = 0 (exp(-z^2)
+ * would leave expf4_neg16's normal range; Phi(-13) < 1e-38); -inf * 0 is NaN, as x * 0.5 * (1 + erf) gives.
+ * Constants from k[EP_GELU_NK]: exp's as in ep_erf_k (k[0..10]), then 9.25, G, 3, 1/sqrt 2. */
+#define EP_GELU_NK 24
+#define EP_K_GELU_G 12
+#define GELU_G0 (-0.05996953f)
+#define GELU_G1 0.18892784f
+#define GELU_G2 (-0.10682899f)
+#define GELU_G3 0.13928948f
+#define GELU_G4 0.061619308f
+#define GELU_G5 0.08772037f
+#define GELU_G6 0.09548912f
+#define GELU_G7 0.09373125f
+#define GELU_G8 2.1088463e-05f
+static const float ep_gelu_k[EP_GELU_NK] = {
+  LOG2EF, EXP_MAGIC, LN2_C1, LN2_C2, EXP_P0, EXP_P1, EXP_P2, EXP_P3, EXP_P4, EXP_P5, 1.0f, 9.25f,
+  GELU_G0, GELU_G1, GELU_G2, GELU_G3, GELU_G4, GELU_G5, GELU_G6, GELU_G7, GELU_G8, 3.0f, 0.70710678118654752f, 0.0f,
+};
+EP_AINLINE f32x4 ep_gelu4_k(f32x4 x, const f32x4 *k) {
+  const f32x4 z = f32x4_mul(f32x4_abs(x), k[22]);
+  const f32x4 g = ep_horner4v(f32x4_div(k[21], f32x4_add(k[21], z)), k + EP_K_GELU_G, 9);
+  f32x4 h = f32x4_mul(ep_expf4_neg16(f32x4_neg(f32x4_mul(z, z)), k), g);
+  h = f32x4_select(f32x4_lt(z, k[11]), h, k[23]);   /* also NaN: x * 1 below keeps it */
+  return f32x4_mul(x, f32x4_select(f32x4_lt(x, k[23]), h, f32x4_sub(k[10], h)));
 }
-/* ep_erf_k behind an empty asm: the compiler can no longer see the values, so it keeps the loaded vectors */
-static inline const float *ep_erf_k_opaque(void) {
-  const float *k = ep_erf_k;
-  __asm__("" : "+r"(k));
-  return k;
+/* n constants of table c as vectors (loaded once before a loop), c behind an empty asm: the compiler can no
+ * longer see the values, so it keeps the loaded vectors instead of folding them into v128.const at each use */
+EP_AINLINE void ep_consts4(f32x4 *kv, const float *c, const uint32_t n) {
+  __asm__("" : "+r"(c));
+  for (uint32_t i = 0; i < n; i++) kv[i] = f32x4_splat(c[i]);
 }
 EP_AINLINE f32x4 ep_erff4_body(f32x4 x) {
   f32x4 kv[EP_ERF_NK];
-  ep_erf_consts(kv, ep_erf_k);
+  for (uint32_t i = 0; i < EP_ERF_NK; i++) kv[i] = f32x4_splat(ep_erf_k[i]);
   return ep_erff4_k(x, kv);
 }
 /* expf4_body for x <= 0 or NaN (softmax's x - max): the same bits without what that range makes dead: no upper

@@ -141,12 +141,12 @@ static void unary_f32(const float *in, float *out, uint32_t n, int32_t fn, const
     }
     case EP_ACT_TANH: VMAP(ep_tanhf4(x)); break;
     case EP_ACT_GELU: {
-      f32x4 s = f32x4_splat(0.70710678118654752f);
 #if EP_ISA_WASM128
-      f32x4 k[EP_ERF_NK];   /* erf's constants in locals for the whole loop (ep_math_vec.h) */
-      ep_erf_consts(k, ep_erf_k_opaque());
-      VMAP(f32x4_mul(f32x4_mul(half, x), f32x4_add(one, ep_erff4_k(f32x4_mul(x, s), k))));
+      f32x4 k[EP_GELU_NK];   /* GELU's constants in locals for the whole loop (ep_math_vec.h) */
+      ep_consts4(k, ep_gelu_k, EP_GELU_NK);
+      VMAP(ep_gelu4_k(x, k));
 #else
+      const f32x4 s = f32x4_splat(0.70710678118654752f);
       VMAP(f32x4_mul(f32x4_mul(half, x), f32x4_add(one, ep_erff4_hot(f32x4_mul(x, s)))));
 #endif
       break;
