@@ -235,7 +235,7 @@ def test_causal_constant_is_the_causal_words(form: str, diag: int, fill: float, 
 @pytest.mark.parametrize("masks,mask_dims", [
     ([("add", "pad", (2, 1, 1, 9))], [2, 1, 1, 9]),                       # BERT's padding mask, fed
     ([("add", "full", (1, 2, 6, 9))], [1, 2, 6, 9]),
-    ([("add", "row", (9,))], [9]),
+    ([("add", "row", (9,))], [1, 1, 1, 9]),                              # viewed at the scores' rank
     ([("add", "tri", _tri(6, 9, 0, LOWEST)), ("add", "pad", (2, 1, 1, 9))], [2, 1, 1, 9]),   # causal + padding
     ([("where", "keep", (2, 1, 1, 9), LOWEST, True)], [2, 1, 1, 9]),      # a Where on a bool computed at run time
     ([("where", "masked", (2, 1, 6, 9), float("-inf"), False)], [2, 1, 6, 9]),   # masked_fill's order

@@ -26,6 +26,7 @@ from onnx import TensorProto, helper
 
 from ..analyze import Graph
 from ..lowering.registry import REGISTRY, registered_name
+from ..ops.data import view
 from ..plan.opcodes import Op
 from .qdq_fusion import QStep
 from .uses import consumers_of
@@ -270,6 +271,8 @@ def emit_attention(ctx, members: tuple, kind: int, scale: float, mask: Mask) -> 
         zero, fill = ctx.weight(np.zeros((), np.float32), "zero"), ctx.weight(np.asarray(c, np.float32), "fill")
         m = ctx.temp(ctx.shape(cond), np.float32, "mask")
         ctx.emit(Op.WHERE, [cond, zero, fill] if keep else [cond, fill, zero], [m])
+    if m:   # the kernel takes the mask at Y's rank
+        m = view(ctx, m, (1,) * (len(sq) - len(ctx.shape(m))) + tuple(ctx.shape(m)), "mask")
     ctx._ensure(y)
     causal = [1, mask.causal[0], np.float32(mask.causal[1])] if mask.causal else []
     ctx.emit(Op.ATTENTION, [q, kt, v, *([m] if m else [])], [y], [kind, np.float32(scale), r, *causal],

@@ -483,8 +483,8 @@ static uint64_t att_scratch_floats(uint64_t D, uint64_t Lk, uint64_t Dv, uint64_
   return packed_b_floats(D, Lk) + packed_b_floats(Lk, Dv) + att_rows_floats(R, D) + R * Lk + att_rows_floats(R, Lk);
 }
 
-/* The optional 4th input: an additive float32 mask broadcast to the scores [..., Lq, Lk] (numpy-style, dims
- * right-aligned, each 1 or the scores'), its last dim Lk: rows are read in place, a dim of 1 repeats them. */
+/* The optional 4th input: an additive float32 mask broadcast to the scores [..., Lq, Lk]: Y's rank, each dim 1 or
+ * the scores', the last Lk: rows are read in place, a dim of 1 repeats them. */
 static const ep_tensor *att_mask(const ep_node *n) { return n->n_in > 3 ? n->in[3] : NULL; }
 
 EP_COLD ep_status ep_check_ATTENTION(const ep_node *n) {
@@ -494,39 +494,37 @@ EP_COLD ep_status ep_check_ATTENTION(const ep_node *n) {
   EP_CHECK(p[0] >= 0 && p[0] <= 2 && p[2] >= 1 && (uint32_t)p[2] <= ATT_MAX_ROWS && (n->n_params == 3 || (uint32_t)p[3] <= 1u), EP_E_PARAM);
   EP_CHECK(q->dtype == EP_F32 && k->dtype == EP_F32 && v->dtype == EP_F32 && y->dtype == EP_F32 && (!m || m->dtype == EP_F32), EP_E_DTYPE);
   const uint32_t r = y->rank;
-  EP_CHECK(r >= 2 && q->rank == r && k->rank == r && v->rank == r, EP_E_SHAPE);
+  EP_CHECK(r >= 2 && q->rank == r && k->rank == r && v->rank == r && (!m || m->rank == r), EP_E_SHAPE);
   for (uint32_t i = 0; i + 2 < r; i++)
     EP_CHECK(q->dims[i] == y->dims[i] && k->dims[i] == y->dims[i] && v->dims[i] == y->dims[i], EP_E_SHAPE);
   const int32_t D = q->dims[r - 1], Lk = k->dims[r - 1], Dv = v->dims[r - 1];
   EP_CHECK(q->dims[r - 2] == y->dims[r - 2] && k->dims[r - 2] == D && v->dims[r - 2] == Lk && y->dims[r - 1] == Dv && Lk > 0, EP_E_SHAPE);
-  if (m) {
-    EP_CHECK(m->rank >= 1 && m->rank <= r && m->dims[m->rank - 1] == Lk, EP_E_SHAPE);
-    for (uint32_t a = 0, ya = r - m->rank; a + 1 < m->rank; a++, ya++)
-      EP_CHECK(m->dims[a] == 1 || m->dims[a] == y->dims[ya], EP_E_SHAPE);
-  }
+  /* the mask's dims against the scores' [..., Lq, Lk]: each 1 or the scores', the last exactly Lk */
+  for (uint32_t a = 0; m && a < r; a++)
+    EP_CHECK(m->dims[a] == (a + 1 < r ? y->dims[a] : Lk) || (m->dims[a] == 1 && a + 1 < r), EP_E_SHAPE);
   EP_CHECK(att_scratch_floats((uint64_t)D, (uint64_t)Lk, (uint64_t)Dv, (uint64_t)p[2]) * 4u <= n->scratch_bytes, EP_E_PARAM);
   return EP_OK;
 }
 
-/* Element offset of batch bi's mask rows: bi split over Y's batch dims (last fastest), each index times the
- * mask's stride along that dim (none where the mask's dim is 1 or absent). */
-EP_COLD static uint64_t att_mask_at(const ep_tensor *m, const ep_tensor *y, uint64_t bi) {
-  uint64_t off = 0, st = (uint64_t)m->dims[m->rank - 1] * (m->rank > 1 ? (uint64_t)m->dims[m->rank - 2] : 1u);
-  for (int32_t a = (int32_t)m->rank - 3, ya = (int32_t)y->rank - 3; ya >= 0 && a >= 0; a--, ya--) {
-    const uint64_t yd = (uint64_t)y->dims[ya], i = bi % yd;
-    bi /= yd;
-    if (m->dims[a] != 1) off += i * st;
-    st *= (uint64_t)m->dims[a];
+/* The mask's row for score row g of Y's rows (g = batch index * Lq + query row): g split over Y's dims but the
+ * last (last fastest), each index modulo the mask's dim there (0 where it is 1) times the mask's stride. Sizes
+ * fit 32 bits (plan.c). */
+static inline const float *att_mask_row(const ep_tensor *m, const ep_tensor *y, uint32_t g) {
+  uint32_t off = 0, st = (uint32_t)m->dims[m->rank - 1];
+  for (int32_t a = (int32_t)m->rank - 2; a >= 0; a--) {
+    const uint32_t yd = (uint32_t)y->dims[a], md = (uint32_t)m->dims[a];
+    off += g % yd % md * st;
+    g /= yd;
+    st *= md;
   }
-  return off;
+  return ep_f32(m) + off;
 }
 
 typedef struct {
   float *s;
-  const float *m;     /* the mask's row for the block's first row, or NULL; row b at m + b * mrs */
-  uint64_t mrs;
-  int64_t lim;        /* causal: key j of the block's row b is masked when j > lim + b (lim >= L: none) */
-  uint32_t L;
+  const ep_tensor *m, *y;   /* the mask (or NULL) and Y */
+  uint32_t g, L;            /* the block's first row among Y's rows; Lk */
+  int64_t lim;              /* key j of the block's row b is masked (fill added) when j > lim + b: never when lim >= L */
   int32_t kind;
   float scale, fill;
 } att_rows_job;
@@ -539,16 +537,23 @@ EP_COLD static void att_softmax(void *ctx, uint64_t b, uint64_t e) {
   const uint32_t L = j->L;
   const int32_t kind = j->kind;
   const float scale = j->scale;
-  const f32x4 vs = f32x4_splat(scale);
   for (float *s = j->s + b * L; b < e; b++, s += L) {
+    const float *m = j->m ? att_mask_row(j->m, j->y, j->g + (uint32_t)b) : NULL;
     uint32_t i = 0;
-    if (kind == 1) for (; i + 4 <= L; i += 4) f32x4_store(s + i, f32x4_mul(f32x4_load(s + i), vs));
-    if (kind == 2) for (; i + 4 <= L; i += 4) f32x4_store(s + i, f32x4_div(f32x4_load(s + i), vs));
-    EP_COMPACT_LOOP for (; kind && i < L; i++) s[i] = kind == 1 ? s[i] * scale : s[i] / scale;
-    if (j->m) {
-      const float *m = j->m + b * j->mrs;
-      for (i = 0; i + 4 <= L; i += 4) f32x4_store(s + i, f32x4_add(f32x4_load(s + i), f32x4_load(m + i)));
-      EP_COMPACT_LOOP for (; i < L; i++) s[i] += m[i];
+#if !EP_ISA_SCALAR   /* speed only: the element loop below does the same */
+    const f32x4 vs = f32x4_splat(scale);
+    for (; (kind || m) && i + 4 <= L; i += 4) {
+      f32x4 x = f32x4_load(s + i);
+      if (kind == 1) x = f32x4_mul(x, vs);
+      if (kind == 2) x = f32x4_div(x, vs);
+      f32x4_store(s + i, m ? f32x4_add(x, f32x4_load(m + i)) : x);
+    }
+#endif
+    EP_COMPACT_LOOP for (; (kind || m) && i < L; i++) {
+      float x = s[i];
+      if (kind == 1) x *= scale;
+      if (kind == 2) x /= scale;
+      s[i] = m ? x + m[i] : x;
     }
     EP_COMPACT_LOOP for (int64_t c = j->lim + (int64_t)b + 1 < 0 ? 0 : j->lim + (int64_t)b + 1; c < (int64_t)L; c++) s[c] += j->fill;
     ep_softmax_row(0, s, s, L);
@@ -559,23 +564,23 @@ EP_COLD static void att_softmax(void *ctx, uint64_t b, uint64_t e) {
  * cache-resident where the unfused graph writes and rereads Lq x Lk per head), scale, mask + softmax, then
  * block x V straight into Y. Same tiles and sums as MATMUL, same softmax row as SOFTMAX. */
 EP_COLD ep_status ep_run_ATTENTION(const ep_node *n) {   /* size: its loops are in the callees */
-  const ep_tensor *ty = n->out[0], *tm = att_mask(n);
+  const ep_tensor *ty = n->out[0];
   const uint32_t r = ty->rank, Lq = (uint32_t)ty->dims[r - 2], Dv = (uint32_t)ty->dims[r - 1];
   const uint32_t D = (uint32_t)n->in[0]->dims[r - 1], Lk = (uint32_t)n->in[1]->dims[r - 1], R = (uint32_t)n->params[2];
   uint64_t batches = 1;
   for (uint32_t i = 0; i + 2 < r; i++) batches *= (uint64_t)ty->dims[i];
   if (!Lq || !Dv) return EP_OK;
-  /* causal (words 3-5): key j of query row i masked when j > i + Lk - Lq + diag, the diagonal aligned to the
-   * last query row as a prompt after a KV cache has it */
-  const int causal = n->n_params > 3 && n->params[3];
-  const int64_t lim = causal ? (int64_t)Lk - (int64_t)Lq + n->params[4] : (int64_t)Lk;
-  const uint64_t mrs = tm && tm->rank > 1 && tm->dims[tm->rank - 2] != 1 ? Lk : 0;
   float *kp = (float *)(void *)n->scratch, *vp = kp + packed_b_floats(D, Lk), *qa = vp + packed_b_floats(Lk, Dv);
   float *s = qa + att_rows_floats(R, D), *sa = s + (uint64_t)R * Lk;
+  /* causal (words 3-5): key j of query row i masked when j > i + Lk - Lq + diag, the diagonal aligned to the
+   * last query row as a prompt after a KV cache has it; without, the limit Lk + i masks nothing */
+  const int causal = n->n_params > 3 && n->params[3];
+  const int64_t lim = causal ? (int64_t)Lk - (int64_t)Lq + n->params[4] : (int64_t)Lk;
+  att_rows_job rj = {s, att_mask(n), ty, 0, Lk, 0, n->params[0], ep_param_f32(n, 1), causal ? ep_param_f32(n, 5) : 0.0f};
   const ep_gemm_epi es = {1.0f, 1.0f, 0, EP_BIAS_NONE, Lk, 0, Lk, EP_ACT_NONE, 0.0f, 0.0f};
   const ep_gemm_epi ev = {1.0f, 1.0f, 0, EP_BIAS_NONE, Dv, 0, Dv, EP_ACT_NONE, 0.0f, 0.0f};
   for (uint64_t bi = 0; bi < batches; bi++) {
-    const float *q = ep_f32(n->in[0]) + bi * Lq * D, *mb = tm ? ep_f32(tm) + att_mask_at(tm, ty, bi) : NULL;
+    const float *q = ep_f32(n->in[0]) + bi * Lq * D;
     float *y = ep_f32(ty) + bi * Lq * Dv;
     pack_b(D, Lk, ep_f32(n->in[1]) + bi * D * Lk, kp);
     pack_b(Lk, Dv, ep_f32(n->in[2]) + bi * Lk * Dv, vp);
@@ -583,8 +588,8 @@ EP_COLD ep_status ep_run_ATTENTION(const ep_node *n) {   /* size: its loops are 
       const uint32_t mr = Lq - m0 < R ? Lq - m0 : R;
       pack_a_for(1, mr, D, q + (uint64_t)m0 * D, D, 1, PR, qa);
       gemm_panels(mr, Lk, D, PR, qa, kp, s, &es);
-      att_rows_job rj = {s, mb ? mb + m0 * mrs : NULL, mrs, causal ? lim + m0 : (int64_t)Lk, Lk, n->params[0],
-                         ep_param_f32(n, 1), causal ? ep_param_f32(n, 5) : 0.0f};
+      rj.g = (uint32_t)bi * Lq + m0;
+      rj.lim = lim + m0;
       ep_parallel_range(mr, 4096u / Lk + 1u, 1u, att_softmax, &rj);
       pack_a_for(1, mr, Lk, s, Lk, 1, PR, sa);
       gemm_panels(mr, Dv, Lk, PR, sa, vp, y + (uint64_t)m0 * Dv, &ev);
