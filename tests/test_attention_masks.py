@@ -5,6 +5,8 @@ torch.onnx with dynamic axes, packaged by the CLI at fixed shapes (--input-shape
 matches onnxruntime on every wasm build."""
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -133,3 +135,21 @@ def test_gpt2_causal_prompt(masked: bool, tmp_path: Path) -> None:
         mask[1, :4] = 0   # left padding, as batched generation pads prompts
         feeds["attention_mask"] = mask
     _check(onnx_path, bundle, feeds)
+
+
+@pytest.mark.skipif(shutil.which("qemu-aarch64") is None, reason="qemu-user missing")
+def test_bert_padding_mask_aarch64(tmp_path: Path) -> None:
+    # the same kernel on the Pi 5 build (NEON), under qemu
+    from packager.targets import edge as E
+    onnx_path = _export(_bert(), tmp_path / "bert.onnx", masked=True)
+    shapes = [f"input_ids=2x{SEQ}", f"attention_mask=2x{SEQ}"]
+    assert cli([str(onnx_path), "-o", str(tmp_path / "b"), "--target", "pi5", "--no-verify",
+                *sum((["--input-shape", s] for s in shapes), [])]) == 0
+    bundle = tmp_path / "b"
+    assert _kernels(bundle).count("ATTENTION") == LAYERS and "SOFTMAX" not in _kernels(bundle)
+    mask = np.ones((2, SEQ), np.int64)
+    mask[1, -5:] = 0
+    feeds = {"input_ids": np.random.default_rng(3).integers(0, 100, (2, SEQ)).astype(np.int64), "attention_mask": mask}
+    m = json.loads((bundle / "manifest.json").read_text())
+    got = E.run_cli(bundle, feeds, m["outputs"], qemu=E.qemu_cmd("pi5"))["hidden"]
+    np.testing.assert_allclose(got, reference_run(onnx.load(onnx_path), feeds)["hidden"], rtol=TOL, atol=TOL)
