@@ -263,3 +263,13 @@ def test_masks_the_kernel_does_not_take(masks: list, tmp_path) -> None:
     path = package(m, target="web", out=tmp_path / "b", verify=False)
     assert "ATTENTION" not in _kernels(path) and "SOFTMAX" in _kernels(path)
     _run_all(m, path)
+
+
+def test_masked_hostile_params_under_asan(tmp_path) -> None:
+    # hostile words (causal, diag, fill, block_rows) and dims (the mask's among them) of a masked, causal ATTENTION:
+    # refused or run cleanly under ASan + UBSan, never a wasm trap
+    from .param_mutants import check_hostile_params
+    m = _graph_masked([("add", "tri", _tri(6, 9, 0, LOWEST)), ("add", "pad", (2, 1, 1, 9))], scale=False)
+    plan = (package(m, target="web", out=tmp_path / "b", verify=False) / "model.plan").read_bytes()
+    assert any(n.op == Op.ATTENTION and len(n.params) == 6 for n in layout.decode(plan).nodes)
+    check_hostile_params([plan], tmp_path, seed=61, min_op=Op.ATTENTION)
