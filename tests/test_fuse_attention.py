@@ -119,14 +119,16 @@ def _masked(mask: str, values) -> onnx.ModelProto:
                       [f32("y", [1, 2, lq, 5])], inits)
 
 
-@pytest.mark.parametrize("mask,values,fused", [("add", np.zeros(9), True), ("add", [0.0] * 8 + [-1e9], False),
-                                               ("where", np.zeros(9), True), ("where", [0] * 8 + [1], False),
-                                               ("cast", None, True)])
-def test_pass_through_nodes(mask: str, values, fused: bool, tmp_path) -> None:
-    # a mask that masks nothing (and float32 Casts) is no reason not to fuse; one that masks something is
+@pytest.mark.parametrize("mask,values,inputs", [("add", np.zeros(9), 3), ("add", [0.0] * 8 + [-1e9], 4),
+                                                ("where", np.zeros(9), 3), ("where", [0] * 8 + [1], 4),
+                                                ("cast", None, 3)])
+def test_pass_through_nodes(mask: str, values, inputs: int, tmp_path) -> None:
+    # a mask that masks nothing (and float32 Casts) is looked past; a constant one that masks something is the
+    # kernel's mask input (the Where's as the additive mask it is)
     m = _masked(mask, values)
     path = package(m, target="web", out=tmp_path / "b")
-    assert ("ATTENTION" in _kernels(path)) == fused
+    assert "SOFTMAX" not in _kernels(path)
+    assert len(next(n for n in layout.decode((path / "model.plan").read_bytes()).nodes if n.op == Op.ATTENTION).inputs) == inputs
     feeds = _feeds(m)
     want = reference_run(m, feeds)["y"]
     np.testing.assert_allclose(load_bundle(path, "relaxed").run(feeds)["y"], want, rtol=TOL, atol=TOL)
@@ -147,6 +149,9 @@ def test_hostile_params_rejected(tmp_path) -> None:
         lambda n: n.params.pop(),
         lambda n: setattr(n, "scratch_bytes", 16),
         lambda n: n.inputs.__setitem__(2, n.inputs[0]),  # Q as V: Lk rows wanted, Lq given
+        lambda n: n.params.extend([2, 0, 0]),            # causal is 0 or 1
+        lambda n: n.params.extend([1, 0]),               # 5 words
+        lambda n: n.inputs.append(n.inputs[0]),          # Q as the mask: its last dim is D, not Lk
     ]
     for k, mutate in enumerate(mutations):
         p = layout.decode(good)
@@ -154,3 +159,117 @@ def test_hostile_params_rejected(tmp_path) -> None:
         with pytest.raises(RuntimeFailure):
             WasmPlan(wasm, layout.encode(p))
             pytest.fail(f"mutation {k} accepted")
+
+
+def _graph_masked(masks: list[tuple], lq: int = 6, lk: int = 9, scale: bool = True) -> onnx.ModelProto:
+    """q [2,2,lq,4] kt [2,2,4,lk] v [2,2,lk,5]; after the scores (scaled by 0.5), each mask in turn: ("add", name,
+    array or shape: a constant or a graph input), ("where", cond name, shape or bool array, fill, keep_true: a bool
+    condition, fed as a float input x > 0 when a shape), ("expand", ...): the Where's condition Expanded first."""
+    ins = [f32("q", [2, 2, lq, 4]), f32("kt", [2, 2, 4, lk]), f32("v", [2, 2, lk, 5])]
+    nodes = [helper.make_node("MatMul", ["q", "kt"], ["s0"])]
+    inits = [numpy_helper.from_array(np.float32(0), "zero")]
+    x = "s0"
+    if scale:
+        inits.append(numpy_helper.from_array(np.float32(0.5), "half"))
+        nodes.append(helper.make_node("Mul", [x, "half"], ["s1"]))
+        x = "s1"
+    for k, (kind, name, spec, *rest) in enumerate(masks):
+        out = f"m{k}"
+        if kind == "add":
+            if isinstance(spec, np.ndarray):
+                inits.append(numpy_helper.from_array(spec.astype(np.float32), name))
+            else:
+                ins.append(f32(name, list(spec)))
+            nodes.append(helper.make_node("Add", [x, name], [out]))
+        else:
+            fill, keep = rest[0], rest[1]
+            cond = name
+            if isinstance(spec, np.ndarray):
+                inits.append(numpy_helper.from_array(spec, name))
+            else:
+                ins.append(f32(name + "_x", list(spec)))
+                nodes.append(helper.make_node("Greater", [name + "_x", "zero"], [name]))
+            if kind == "expand":
+                inits.append(numpy_helper.from_array(np.asarray([2, 2, lq, lk], np.int64), name + "_shape"))
+                nodes.append(helper.make_node("Expand", [name, name + "_shape"], [name + "_e"]))
+                cond = name + "_e"
+            inits.append(numpy_helper.from_array(np.float32(fill), name + "_fill"))
+            nodes.append(helper.make_node("Where", [cond, x, name + "_fill"] if keep else [cond, name + "_fill", x], [out]))
+        x = out
+    nodes += [helper.make_node("Softmax", [x], ["p"], axis=-1), helper.make_node("MatMul", ["p", "v"], ["y"])]
+    return make_model(nodes, ins, [f32("y", [2, 2, lq, 5])], inits)
+
+
+LOWEST = float(np.finfo(np.float32).min)
+
+
+def _tri(lq: int, lk: int, diag: int, fill: float) -> np.ndarray:
+    """The additive causal constant: fill for key j > query i + lk - lq + diag."""
+    j, i = np.arange(lk)[None, :], np.arange(lq)[:, None]
+    return np.where(j > i + lk - lq + diag, np.float32(fill), np.float32(0)).reshape(1, 1, lq, lk)
+
+
+def _run_all(m: onnx.ModelProto, path) -> None:
+    feeds = _feeds(m)
+    want = reference_run(m, feeds)["y"]
+    for variant in ("simd", "relaxed", "scalar"):
+        got = load_bundle(path, variant).run(feeds)["y"]
+        np.testing.assert_allclose(got, want, rtol=TOL, atol=TOL, err_msg=variant)
+
+
+@pytest.mark.parametrize("form,diag,fill", [("add", 0, LOWEST), ("add", 2, float("-inf")), ("add", -4, LOWEST),
+                                            ("add", -4, float("-inf")), ("where", -1, LOWEST), ("where", 0, float("-inf"))])
+def test_causal_constant_is_the_causal_words(form: str, diag: int, fill: float, tmp_path) -> None:
+    # diag -4 at Lq 6, Lk 9: row 0 masks every key (lowest: a uniform row; -inf: NaN, as onnxruntime)
+    lq, lk = 6, 9
+    tri = _tri(lq, lk, diag, fill)
+    mask = ("add", "tri", tri) if form == "add" else ("where", "tri", tri.reshape(lq, lk) == 0, fill, True)
+    m = _graph_masked([mask], lq, lk)
+    path = package(m, target="web", out=tmp_path / "b", verify=False)
+    node = next(n for n in layout.decode((path / "model.plan").read_bytes()).nodes if n.op == Op.ATTENTION)
+    assert "SOFTMAX" not in _kernels(path) and len(node.inputs) == 3
+    assert node.params[3:5] == [1, diag] and np.asarray(node.params[5] & 0xFFFFFFFF, np.uint32).view(np.float32) == np.float32(fill)
+    _run_all(m, path)
+
+
+@pytest.mark.parametrize("masks,mask_dims", [
+    ([("add", "pad", (2, 1, 1, 9))], [2, 1, 1, 9]),                       # BERT's padding mask, fed
+    ([("add", "full", (1, 2, 6, 9))], [1, 2, 6, 9]),
+    ([("add", "row", (9,))], [1, 1, 1, 9]),                              # viewed at the scores' rank
+    ([("add", "tri", _tri(6, 9, 0, LOWEST)), ("add", "pad", (2, 1, 1, 9))], [2, 1, 1, 9]),   # causal + padding
+    ([("where", "keep", (2, 1, 1, 9), LOWEST, True)], [2, 1, 1, 9]),      # a Where on a bool computed at run time
+    ([("where", "masked", (2, 1, 6, 9), float("-inf"), False)], [2, 1, 6, 9]),   # masked_fill's order
+    ([("expand", "keep", (2, 1, 1, 9), LOWEST, True)], [2, 1, 1, 9]),     # an Expanded condition: read at its size
+])
+def test_mask_input(masks: list, mask_dims: list, tmp_path) -> None:
+    m = _graph_masked(masks)
+    path = package(m, target="web", out=tmp_path / "b", verify=False)
+    plan = layout.decode((path / "model.plan").read_bytes())
+    kernels = _kernels(path)
+    assert "SOFTMAX" not in kernels and "EXPAND" not in kernels
+    node = next(n for n in plan.nodes if n.op == Op.ATTENTION)
+    assert len(node.inputs) == 4 and list(plan.tensors[node.inputs[3]].dims) == mask_dims
+    assert len(node.params) == (6 if any(k[1] == "tri" for k in masks) else 3)
+    _run_all(m, path)
+
+
+@pytest.mark.parametrize("masks", [
+    [("where", "keep", (2, 1, 1, 9), -1e4, True)],                        # a fill scores are not lost in: stays a Where
+    [("add", "a", (2, 1, 1, 9)), ("add", "b", (2, 1, 1, 9))],            # two masks fed: one input only
+    [("add", "col", (2, 2, 6, 1))],                                       # broadcast along the keys
+])
+def test_masks_the_kernel_does_not_take(masks: list, tmp_path) -> None:
+    m = _graph_masked(masks)
+    path = package(m, target="web", out=tmp_path / "b", verify=False)
+    assert "ATTENTION" not in _kernels(path) and "SOFTMAX" in _kernels(path)
+    _run_all(m, path)
+
+
+def test_masked_hostile_params_under_asan(tmp_path) -> None:
+    # hostile words (causal, diag, fill, block_rows) and dims (the mask's among them) of a masked, causal ATTENTION:
+    # refused or run cleanly under ASan + UBSan, never a wasm trap
+    from .param_mutants import check_hostile_params
+    m = _graph_masked([("add", "tri", _tri(6, 9, 0, LOWEST)), ("add", "pad", (2, 1, 1, 9))], scale=False)
+    plan = (package(m, target="web", out=tmp_path / "b", verify=False) / "model.plan").read_bytes()
+    assert any(n.op == Op.ATTENTION and len(n.params) == 6 for n in layout.decode(plan).nodes)
+    check_hostile_params([plan], tmp_path, seed=61, min_op=Op.ATTENTION)

@@ -224,6 +224,21 @@ def _linalg_cases() -> dict[str, tuple[onnx.ModelProto, set[str]]]:
         [helper.make_node("MatMul", ["a", "b"], ["p"]), helper.make_node("Add", ["p", "r"], ["s"]),
          helper.make_node("Relu", ["s"], ["y"])], [_f32("a", [2, 3, 5, 4]), _f32("b", [2, 3, 4, 6]), _f32("r", [2, 3, 5, 6])],
         [_f32("y", None)]), set())
+    # ATTENTION with masks: a causal constant (the causal words) and a mask fed at run time (the 4th input, broadcast
+    # over heads and query rows); a Where on a bool condition computed at run time (a WHERE makes the additive mask)
+    lowest = np.finfo(np.float32).min
+    c["attention_causal_mask"] = (_model(
+        [helper.make_node("MatMul", ["q", "kt"], ["s"]), helper.make_node("Add", ["s", "tri"], ["st"]),
+         helper.make_node("Add", ["st", "m"], ["sm"]), helper.make_node("Softmax", ["sm"], ["p"], axis=-1),
+         helper.make_node("MatMul", ["p", "v"], ["y"])],
+        [_f32("q", [2, 3, 5, 4]), _f32("kt", [2, 3, 4, 7]), _f32("v", [2, 3, 7, 6]), _f32("m", [2, 1, 1, 7])], [_f32("y", None)],
+        [_const("tri", np.triu(np.full((5, 7), lowest, np.float32), 3).reshape(1, 1, 5, 7))]), set())
+    c["attention_where_mask"] = (_model(
+        [helper.make_node("Greater", ["k", "zero"], ["keep"]),
+         helper.make_node("MatMul", ["q", "kt"], ["s"]), helper.make_node("Where", ["keep", "s", "fill"], ["sm"]),
+         helper.make_node("Softmax", ["sm"], ["p"], axis=-1), helper.make_node("MatMul", ["p", "v"], ["y"])],
+        [_f32("q", [2, 3, 5, 4]), _f32("kt", [2, 3, 4, 7]), _f32("v", [2, 3, 7, 6]), _f32("k", [2, 1, 5, 7])],
+        [_f32("y", None)], [_const("fill", np.float32(lowest)), _const("zero", np.float32(0))]), set())
     return c
 
 

@@ -60,7 +60,7 @@ class Op(enum.IntEnum):
     NONZERO = 55  # plan v2: NonZero; output dims set by the run (the count of non-zeros)
     NON_MAX_SUPPRESSION = 56  # plan v2: NonMaxSuppression (onnxruntime's order); output rows set by the run
     UNIQUE = 57  # plan v2: Unique (sorted or in order of first occurrence, flattened or along an axis); output dims set by the run
-    ATTENTION = 61  # softmax(scale(Q K^T)) V per head, a block of query rows at a time (MatMul -> [Mul|Div] -> Softmax -> MatMul)
+    ATTENTION = 61  # softmax(scale(Q K^T) + mask [+ causal fill]) V per head, a block of query rows at a time (MatMul -> [Mul|Div] -> [Add|Where mask] -> Softmax -> MatMul)
     QLUT = 73  # an 8-bit elementwise region of a QDQ graph (DQ -> float ops -> Q, e.g. SiLU) as a 256-entry table
 
 
@@ -119,7 +119,7 @@ ARITY: dict[Op, tuple[int, int, int, int]] = {
     Op.NONZERO: (1, 1, 1, 1),
     Op.NON_MAX_SUPPRESSION: (2, 5, 1, 1),
     Op.UNIQUE: (1, 1, 4, 4),
-    Op.ATTENTION: (3, 3, 1, 1),
+    Op.ATTENTION: (3, 4, 1, 1),
     Op.QLUT: (2, 2, 1, 1),
 }
 
@@ -175,7 +175,7 @@ N_PARAMS: dict[Op, tuple[int, ...] | None] = {
     Op.NONZERO: (0,),
     Op.NON_MAX_SUPPRESSION: (2,),
     Op.UNIQUE: (2,),
-    Op.ATTENTION: (3,),
+    Op.ATTENTION: (3, 6),
     Op.QLUT: (0,),
 }
 

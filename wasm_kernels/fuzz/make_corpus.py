@@ -99,6 +99,12 @@ def extra_models() -> list:
         # WINOGRAD_FILTER prologue node
         model([helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 0, 1]), helper.make_node("Relu", ["c"], ["y"])],
               [("x", [1, 16, 15, 14])], ["y"], {"w": w(16, 16, 3, 3), "b": w(16)}),
+        # masked attention: a causal constant (the kernel's causal words) and a mask fed at run time (its 4th input)
+        model([helper.make_node("MatMul", ["q", "kt"], ["s"]), helper.make_node("Add", ["s", "tri"], ["st"]),
+               helper.make_node("Add", ["st", "m"], ["sm"]), helper.make_node("Softmax", ["sm"], ["p"], axis=-1),
+               helper.make_node("MatMul", ["p", "v"], ["y"])], [("q", [1, 2, 5, 4]), ("m", [1, 1, 1, 7])], ["y"],
+              {"kt": w(1, 2, 4, 7), "v": w(1, 2, 7, 3),
+               "tri": np.triu(np.full((5, 7), np.finfo(np.float32).min, np.float32), 3).reshape(1, 1, 5, 7)}),
     ]
 
 

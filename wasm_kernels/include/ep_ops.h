@@ -54,7 +54,7 @@
   X(55, NONZERO)                 /* plan v2: NonZero; output dims set by the run (the count of non-zeros) */ \
   X(56, NON_MAX_SUPPRESSION)     /* plan v2: NonMaxSuppression (onnxruntime's order); output rows set by the run */ \
   X(57, UNIQUE)                  /* plan v2: Unique (sorted or in order of first occurrence, flattened or along an axis); output dims set by the run */ \
-  X(61, ATTENTION)               /* softmax(scale(Q K^T)) V per head, a block of query rows at a time (MatMul -> [Mul|Div] -> Softmax -> MatMul) */ \
+  X(61, ATTENTION)               /* softmax(scale(Q K^T) + mask [+ causal fill]) V per head, a block of query rows at a time (MatMul -> [Mul|Div] -> [Add|Where mask] -> Softmax -> MatMul) */ \
   X(73, QLUT)                    /* an 8-bit elementwise region of a QDQ graph (DQ -> float ops -> Q, e.g. SiLU) as a 256-entry table */
 
 /* The plan's dtypes, X(code, EP_ name, element bytes): ONNX TensorProto codes (edgepack.h names them). */

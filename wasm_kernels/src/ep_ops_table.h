@@ -56,6 +56,6 @@ _Static_assert(EP_MAX_IO == 16, "ops.json max_io differs from EP_MAX_IO");
   K(NONZERO, 1, 1, 1, 1)                          /* X -> Y */ \
   K(NON_MAX_SUPPRESSION, 2, 5, 1, 1)              /* boxes, scores, max_output_boxes_per_class?, iou_threshold?, score_threshold? -> selected_indices */ \
   K(UNIQUE, 1, 1, 4, 4)                           /* X -> Y, indices, inverse_indices, counts */ \
-  K(ATTENTION, 3, 3, 1, 1)                        /* Q, Kt, V -> Y */ \
+  K(ATTENTION, 3, 4, 1, 1)                        /* Q, Kt, V, mask? -> Y */ \
   K(QLUT, 2, 2, 1, 1)                             /* X, T -> Y */
 #endif

@@ -473,7 +473,6 @@ ep_status ep_run_MATMUL(const ep_node *n) {
 
 /* ----------------------------------------------------------------------------------------- ATTENTION */
 
-#define ATT_NPARAMS 3
 #define ATT_MAX_ROWS 4096u
 
 /* A block's rows packed for either build's groups (4-row groups as 6-row panels are the largest layout). */
@@ -484,44 +483,86 @@ static uint64_t att_scratch_floats(uint64_t D, uint64_t Lk, uint64_t Dv, uint64_
   return packed_b_floats(D, Lk) + packed_b_floats(Lk, Dv) + att_rows_floats(R, D) + R * Lk + att_rows_floats(R, Lk);
 }
 
+/* The optional 4th input: an additive float32 mask broadcast to the scores [..., Lq, Lk]: Y's rank, each dim 1 or
+ * the scores', the last Lk: rows are read in place, a dim of 1 repeats them. */
+static const ep_tensor *att_mask(const ep_node *n) { return n->n_in > 3 ? n->in[3] : NULL; }
+
 EP_COLD ep_status ep_check_ATTENTION(const ep_node *n) {
-  const ep_tensor *q = n->in[0], *k = n->in[1], *v = n->in[2], *y = n->out[0];
-  EP_CHECK(q && k && v && y && n->n_params == ATT_NPARAMS, EP_E_PARAM);
+  const ep_tensor *q = n->in[0], *k = n->in[1], *v = n->in[2], *y = n->out[0], *m = att_mask(n);
+  EP_CHECK(q && k && v && y && (n->n_params == 3 || n->n_params == 6), EP_E_PARAM);
   const int32_t *p = n->params;
-  EP_CHECK(p[0] >= 0 && p[0] <= 2 && p[2] >= 1 && (uint32_t)p[2] <= ATT_MAX_ROWS, EP_E_PARAM);
-  EP_CHECK(q->dtype == EP_F32 && k->dtype == EP_F32 && v->dtype == EP_F32 && y->dtype == EP_F32, EP_E_DTYPE);
+  EP_CHECK(p[0] >= 0 && p[0] <= 2 && p[2] >= 1 && (uint32_t)p[2] <= ATT_MAX_ROWS && (n->n_params == 3 || (uint32_t)p[3] <= 1u), EP_E_PARAM);
+  EP_CHECK(q->dtype == EP_F32 && k->dtype == EP_F32 && v->dtype == EP_F32 && y->dtype == EP_F32 && (!m || m->dtype == EP_F32), EP_E_DTYPE);
   const uint32_t r = y->rank;
-  EP_CHECK(r >= 2 && q->rank == r && k->rank == r && v->rank == r, EP_E_SHAPE);
+  EP_CHECK(r >= 2 && q->rank == r && k->rank == r && v->rank == r && (!m || m->rank == r), EP_E_SHAPE);
   for (uint32_t i = 0; i + 2 < r; i++)
     EP_CHECK(q->dims[i] == y->dims[i] && k->dims[i] == y->dims[i] && v->dims[i] == y->dims[i], EP_E_SHAPE);
   const int32_t D = q->dims[r - 1], Lk = k->dims[r - 1], Dv = v->dims[r - 1];
-  EP_CHECK(q->dims[r - 2] == y->dims[r - 2] && k->dims[r - 2] == D && v->dims[r - 2] == Lk && y->dims[r - 1] == Dv, EP_E_SHAPE);
+  EP_CHECK(q->dims[r - 2] == y->dims[r - 2] && k->dims[r - 2] == D && v->dims[r - 2] == Lk && y->dims[r - 1] == Dv && Lk > 0, EP_E_SHAPE);
+  /* the mask's dims against the scores' [..., Lq, Lk]: each 1 or the scores', the last exactly Lk */
+  for (uint32_t a = 0; m && a < r; a++)
+    EP_CHECK(m->dims[a] == (a + 1 < r ? y->dims[a] : Lk) || (m->dims[a] == 1 && a + 1 < r), EP_E_SHAPE);
   EP_CHECK(att_scratch_floats((uint64_t)D, (uint64_t)Lk, (uint64_t)Dv, (uint64_t)p[2]) * 4u <= n->scratch_bytes, EP_E_PARAM);
   return EP_OK;
 }
 
-typedef struct { float *s; uint32_t L; int32_t kind; float scale; } att_rows_job;
+/* The mask's row for score row g of Y's rows (g = batch index * Lq + query row): g split over Y's dims but the
+ * last (last fastest), each index modulo the mask's dim there (0 where it is 1) times the mask's stride. Sizes
+ * fit 32 bits (plan.c). */
+static inline const float *att_mask_row(const ep_tensor *m, const ep_tensor *y, uint32_t g) {
+  uint32_t off = 0, st = (uint32_t)m->dims[m->rank - 1];
+  for (int32_t a = (int32_t)m->rank - 2; a >= 0; a--) {
+    const uint32_t yd = (uint32_t)y->dims[a], md = (uint32_t)m->dims[a];
+    off += g % yd % md * st;
+    g /= yd;
+    st *= md;
+  }
+  return ep_f32(m) + off;
+}
 
-/* Score rows [b, e) of a block: the graph's scale (its own operation: x * s or x / s), then each row's softmax.
+typedef struct {
+  float *s;
+  const ep_tensor *m, *y;   /* the mask (or NULL) and Y */
+  uint32_t g, L;            /* the block's first row among Y's rows; Lk */
+  int64_t lim;              /* key j of the block's row b is masked (fill added) when j > lim + b: never when lim >= L */
+  int32_t kind;
+  float scale, fill;
+} att_rows_job;
+
+/* Score rows [b, e) of a block: the graph's scale (its own operation: x * s or x / s), the mask's row added, the
+ * causal fill added past the row's diagonal (as the graph adds its triangular constant), then each row's softmax.
  * Rows are independent, so the threads split them as SOFTMAX's do. */
 EP_COLD static void att_softmax(void *ctx, uint64_t b, uint64_t e) {
   const att_rows_job *j = (const att_rows_job *)ctx;
   const uint32_t L = j->L;
   const int32_t kind = j->kind;
   const float scale = j->scale;
-  const f32x4 vs = f32x4_splat(scale);
   for (float *s = j->s + b * L; b < e; b++, s += L) {
+    const float *m = j->m ? att_mask_row(j->m, j->y, j->g + (uint32_t)b) : NULL;
     uint32_t i = 0;
-    if (kind == 1) for (; i + 4 <= L; i += 4) f32x4_store(s + i, f32x4_mul(f32x4_load(s + i), vs));
-    if (kind == 2) for (; i + 4 <= L; i += 4) f32x4_store(s + i, f32x4_div(f32x4_load(s + i), vs));
-    EP_COMPACT_LOOP for (; kind && i < L; i++) s[i] = kind == 1 ? s[i] * scale : s[i] / scale;
+#if !EP_ISA_SCALAR   /* speed only: the element loop below does the same */
+    const f32x4 vs = f32x4_splat(scale);
+    for (; (kind || m) && i + 4 <= L; i += 4) {
+      f32x4 x = f32x4_load(s + i);
+      if (kind == 1) x = f32x4_mul(x, vs);
+      if (kind == 2) x = f32x4_div(x, vs);
+      f32x4_store(s + i, m ? f32x4_add(x, f32x4_load(m + i)) : x);
+    }
+#endif
+    EP_COMPACT_LOOP for (; (kind || m) && i < L; i++) {
+      float x = s[i];
+      if (kind == 1) x *= scale;
+      if (kind == 2) x /= scale;
+      s[i] = m ? x + m[i] : x;
+    }
+    EP_COMPACT_LOOP for (int64_t c = j->lim + (int64_t)b + 1 < 0 ? 0 : j->lim + (int64_t)b + 1; c < (int64_t)L; c++) s[c] += j->fill;
     ep_softmax_row(0, s, s, L);
   }
 }
 
 /* Per batch: Kt and V into panels once; per block of R query rows: scores = Q_block Kt into the scratch (R x Lk,
- * cache-resident where the unfused graph writes and rereads Lq x Lk per head), scale + softmax, then block x V
- * straight into Y. Same tiles and sums as MATMUL, same softmax row as SOFTMAX. */
+ * cache-resident where the unfused graph writes and rereads Lq x Lk per head), scale, mask + softmax, then
+ * block x V straight into Y. Same tiles and sums as MATMUL, same softmax row as SOFTMAX. */
 EP_COLD ep_status ep_run_ATTENTION(const ep_node *n) {   /* size: its loops are in the callees */
   const ep_tensor *ty = n->out[0];
   const uint32_t r = ty->rank, Lq = (uint32_t)ty->dims[r - 2], Dv = (uint32_t)ty->dims[r - 1];
@@ -531,6 +572,11 @@ EP_COLD ep_status ep_run_ATTENTION(const ep_node *n) {   /* size: its loops are 
   if (!Lq || !Dv) return EP_OK;
   float *kp = (float *)(void *)n->scratch, *vp = kp + packed_b_floats(D, Lk), *qa = vp + packed_b_floats(Lk, Dv);
   float *s = qa + att_rows_floats(R, D), *sa = s + (uint64_t)R * Lk;
+  /* causal (words 3-5): key j of query row i masked when j > i + Lk - Lq + diag, the diagonal aligned to the
+   * last query row as a prompt after a KV cache has it; without, the limit Lk + i masks nothing */
+  const int causal = n->n_params > 3 && n->params[3];
+  const int64_t lim = causal ? (int64_t)Lk - (int64_t)Lq + n->params[4] : (int64_t)Lk;
+  att_rows_job rj = {s, att_mask(n), ty, 0, Lk, 0, n->params[0], ep_param_f32(n, 1), causal ? ep_param_f32(n, 5) : 0.0f};
   const ep_gemm_epi es = {1.0f, 1.0f, 0, EP_BIAS_NONE, Lk, 0, Lk, EP_ACT_NONE, 0.0f, 0.0f};
   const ep_gemm_epi ev = {1.0f, 1.0f, 0, EP_BIAS_NONE, Dv, 0, Dv, EP_ACT_NONE, 0.0f, 0.0f};
   for (uint64_t bi = 0; bi < batches; bi++) {
@@ -542,7 +588,8 @@ EP_COLD ep_status ep_run_ATTENTION(const ep_node *n) {   /* size: its loops are 
       const uint32_t mr = Lq - m0 < R ? Lq - m0 : R;
       pack_a_for(1, mr, D, q + (uint64_t)m0 * D, D, 1, PR, qa);
       gemm_panels(mr, Lk, D, PR, qa, kp, s, &es);
-      att_rows_job rj = {s, Lk, n->params[0], ep_param_f32(n, 1)};
+      rj.g = (uint32_t)bi * Lq + m0;
+      rj.lim = lim + m0;
       ep_parallel_range(mr, 4096u / Lk + 1u, 1u, att_softmax, &rj);
       pack_a_for(1, mr, Lk, s, Lk, 1, PR, sa);
       gemm_panels(mr, Dv, Lk, PR, sa, vp, y + (uint64_t)m0 * Dv, &ev);

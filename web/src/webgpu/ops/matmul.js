@@ -174,10 +174,20 @@ const f32bits = new Float32Array(1), u32bits = new Uint32Array(f32bits.buffer);
 const reciprocalBits = (b) => { u32bits[0] = b; f32bits[0] = 1 / f32bits[0]; return u32bits[0]; };
 
 /** Rows of the scratch buffer replaced by their softmax, one thread a row (in place: a row is read before it is
- * written). P: [rows, base, L] */
-const SCRATCH_SOFTMAX = /* wgsl */ `${MAIN}
+ * written); first, with a mask, the mask's row added (xm), with causal, fill added past the row's diagonal.
+ * P: [rows, base, L, Lq, mask base, mask row stride, Lk - Lq + diag, fill, batch rank, batch dims[6], mask strides[6]]
+ * @param {boolean} mask @param {boolean} causal */
+const scratchSoftmax = (mask, causal) => /* wgsl */ `${MAIN}
   let L = P[2]; let base = P[1] + t * L;
-  var mx = fS(base);
+${mask || causal ? `  let i = t % P[3]; var rb = t / P[3]; var mo = P[4] + i * P[5];
+  for (var d = i32(P[8]) - 1; d >= 0; d--) {   // head index -> the mask's batch offset (broadcast dims: stride 0)
+    let dim = P[9u + u32(d)]; mo += (rb % dim) * P[15u + u32(d)]; rb /= dim;
+  }
+  for (var l = 0u; l < L; l++) {
+    var x = fS(base + l);
+${mask ? '    x += xm(mo + l);\n' : ''}${causal ? '    if (i32(l) > i32(i) + pi(6)) { x += pf(7); }\n' : ''}    sS(base + l, x);
+  }
+` : ''}  var mx = fS(base);
   for (var l = 1u; l < L; l++) { mx = max(mx, fS(base + l)); }
   var s = 0.0;
   for (var l = 0u; l < L; l++) { s += exp(fS(base + l) - mx); }
@@ -185,20 +195,22 @@ const SCRATCH_SOFTMAX = /* wgsl */ `${MAIN}
   for (var l = 0u; l < L; l++) { sS(base + l, exp(fS(base + l) - mx) * inv); }
 }`;
 
-/** ATTENTION: softmax(scale · Q·Kt)·V as the wasm kernel computes it, here as three dispatches through the
- * scratch buffer (all heads' scores at once: the GPU has the memory the wasm kernel saves).
+/** ATTENTION: softmax(scale · Q·Kt + mask [+ causal fill])·V as the wasm kernel computes it, here as three
+ * dispatches through the scratch buffer (all heads' scores at once: the GPU has the memory the wasm kernel saves).
  * @param {PlanNode} node @param {BuildContext} ctx @returns {Dispatch[] | string} */
 export function attention(node, ctx) {
-  const [Q, Kt, V] = node.inputs;
+  const [Q, Kt, V, M] = node.inputs;
   const y = ctx.t(node.outputs[0]);
-  if (![Q, Kt, V].every((id) => ctx.isFloat(id)) || y.dtype !== F32) return 'non-float32 tensors';
-  const [kind, scale] = node.params;
-  if (node.params.length !== 3 || kind < 0 || kind > 2) ctx.fail('params');
+  const hasMask = M !== undefined && M >= 0;
+  if (![Q, Kt, V, ...(hasMask ? [M] : [])].every((id) => ctx.isFloat(id)) || y.dtype !== F32) return 'non-float32 tensors';
+  const [kind, scale, , causal, diag, fill] = node.params;
+  if ((node.params.length !== 3 && node.params.length !== 6) || kind < 0 || kind > 2 || (causal !== undefined && causal !== 0 && causal !== 1)) ctx.fail('params');
   const q = ctx.t(Q).dims, k = ctx.t(Kt).dims, v = ctx.t(V).dims, yd = y.dims;
   if (q.length < 2 || k.length < 2 || v.length < 2 || yd.length < 2 || yd.length > 8) return 'rank';
   const S = q[q.length - 2], D = q[q.length - 1], T = k[k.length - 1], DV = v[v.length - 1];
   if (k[k.length - 2] !== D || v[v.length - 2] !== T || yd[yd.length - 2] !== S || yd[yd.length - 1] !== DV) ctx.fail('operand shapes do not agree');
   const yb = yd.slice(0, -2);
+  if (yb.length > 6) return 'rank';
   const batchStrides = (/** @type {number[]} */ d, /** @type {number} */ size) => {
     const b = [...new Array(yb.length - (d.length - 2)).fill(1), ...d.slice(0, -2)];
     const st = strides(b).map((x) => x * size);
@@ -210,7 +222,22 @@ export function attention(node, ctx) {
   const plain = { beta: 0x3f800000, act: 0, p0: 0, p1: 0 };
   const qk = matmulDispatch({ M: S, N: T, K: D, batch: [yb, batchStrides(q, S * D), batchStrides(k, D * T)], a: [D, 1], b: [T, 1],
     alpha, ...plain, A: ctx.fsrc(Q), B: ctx.fsrc(Kt), Y: scores });
-  const softmaxRows = { code: SCRATCH_SOFTMAX, params: [heads * S, scores.base, T], threads: heads * S };
+  // the mask [..., Lq | 1, Lk] right-aligned to the scores [...yb, S, T]: a dim of 1 repeats (stride 0)
+  let maskWords = [0, 0], maskStrides = yb.map(() => 0), code = '';
+  if (hasMask) {
+    const md = ctx.t(M).dims;
+    if (md.length < 1 || md.length > yd.length || md[md.length - 1] !== T) ctx.fail('mask shape');
+    const full = [...new Array(yd.length - md.length).fill(1), ...md];
+    if (full[full.length - 2] !== 1 && full[full.length - 2] !== S) ctx.fail('mask shape');
+    maskStrides = batchStrides(full, full[full.length - 2] * T);
+    const src = ctx.fsrc(M);
+    maskWords = [src.base, full[full.length - 2] === 1 ? 0 : T];
+    code = floatLoader('xm', src);
+  }
+  const pad6 = (/** @type {number[]} */ a) => [...a, ...new Array(6 - a.length).fill(0)];
+  const softmaxRows = { code: code + scratchSoftmax(hasMask, causal === 1),
+    params: [heads * S, scores.base, T, S, ...maskWords, (T - S + (causal === 1 ? diag | 0 : 0)) >>> 0, causal === 1 ? fill >>> 0 : 0,
+      yb.length, ...pad6(yb), ...pad6(maskStrides)], threads: heads * S };
   const pv = matmulDispatch({ M: S, N: DV, K: T, batch: [yb, strides(yb).map((x) => x * S * T), batchStrides(v, T * DV)], a: [T, 1], b: [DV, 1],
     alpha: 0x3f800000, ...plain, A: scores, B: ctx.fsrc(V), Y: ctx.fsrc(node.outputs[0]) });
   return [...qk, softmaxRows, ...pv];
