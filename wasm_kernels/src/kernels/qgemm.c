@@ -139,7 +139,7 @@ EP_AINLINE void micro(uint32_t Kp, const void *ap, const int a16, const int16_t 
 #if EP_ISA_SCALAR
 #define QGEMM_WIDE_PAIRS 1u   /* the scalar build reads int8 A directly: its vector ops are loops, no slots to save */
 #else
-#define QGEMM_WIDE_PAIRS 2048u   /* int8 A pairs per widened chunk: 32 KB of stack (a wasm worker's stack is 64 KB) */
+#define QGEMM_WIDE_PAIRS 2304u   /* int8 A pairs per widened chunk: 36 KB of stack (a wasm worker's stack is 64 KB) */
 /* Pairs [0, n) of an int8 A panel as int16, micro's layout. */
 EP_NOINLINE static void widen_a(const int8_t *a, uint32_t n, int16_t *w) {
   for (uint32_t p = 0; p < n; p++) i16x8_store(w + 2 * MR * p, i16x8_load_i8(a + 2 * MR * p));
