@@ -6,8 +6,11 @@ the runtime's JS to the first result (edgepack: import + load(bundle) + run, SHA
 onnxruntime-web: import + InferenceSession.create + run), alternating, median of --load-reps.
 
     python3 -m bench.browser_bench [--models mobilenetv2,resnet18,cifar10net,minilm_like] [--seconds 3]
-        (--models takes zoo models too: python3 -m bench.browser_bench --models mobilenet_v3_large,distilbert,...)
-        [--rounds 8] [--slice 0.5] [--load-reps 5] [--threads N] [--json bench/results/browser.json]
+        (--models takes zoo models too: python3 -m bench.browser_bench --models mobilenet_v3_large,distilbert,...;
+         --models zoo: issue 19's Chromium subset, ZOO_SUBSET below: 10 zoo models, three of them transformers)
+        [--rounds 8] [--slice 0.5] [--load-reps 5 (0: no loading pass)] [--threads N] [--json bench/results/browser.json]
+
+Prints per model the ratio edgepack / onnxruntime-web, then how many are at or under 0.5 and the geometric mean.
 
 Single-threaded: edgepack threads=1 vs onnxruntime-web numThreads=1. With --threads N (N > 1), a second pass on a
 cross-origin isolated page: edgepack threads=N (when the bundle has a threaded build) vs onnxruntime-web
@@ -34,6 +37,9 @@ from tests.browser_env import ISOLATED, chromium, chromium_missing, evaluate_fre
 
 ORT_DIST = REPO / "bench" / "node_modules" / "onnxruntime-web" / "dist"
 MODELS = ["mobilenetv2", "resnet18", "cifar10net", "minilm_like"]
+# issue 19: "Chromium (1 thread) on at least 8 zoo models, including two transformers"
+ZOO_SUBSET = ["mobilenet_v3_large", "efficientnet_b0", "resnet50", "shufflenet_v2", "ghostnet", "squeezenet", "yolo_like",
+              "deit_tiny", "distilbert", "vit_small"]
 
 # In the page: both runtimes on one model, agreement check, warm-up by time, interleaved rounds.
 LATENCY = """async ({ m, seconds, rounds, slice, threads, variant, prefix, pattern, settle }) => {
@@ -139,21 +145,27 @@ def _first_line(e: BaseException) -> str:
     return (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
 
 
+def _pass_summary(rows: dict[str, dict]) -> dict:
+    """How many ran, how many at or under 0.5x onnxruntime-web, the geometric mean of the ratios."""
+    ratios = [s["ratio"] for s in rows.values() if "error" not in s]
+    return {"models": len(rows), "ran": len(ratios), "at_or_under_half": sum(r <= 0.5 for r in ratios),
+            "geomean": statistics.geometric_mean(ratios) if ratios else None}
+
+
 def _markdown(rows: dict[str, dict], threads: int) -> str:
     """The pass as a markdown table (docs/benchmarks.md), with the geometric mean of the ratios."""
     out = [f"| model | edgepack ms | ort-web ms | edgepack/ort-web (per-round min..max) | max abs diff | edgepack build |",
            "|---|---|---|---|---|---|"]
-    ratios = []
     for n, s in rows.items():
         if "error" in s:
             out.append(f"| {n} | {s['error']} | | | | |")
             continue
-        ratios.append(s["ratio"])
         out.append(f"| {n} | {s['edgepack_ms']:.2f} | {s['ort_web_ms']:.2f} | {s['ratio']:.2f} ({s['ratio_min']:.2f}.."
                    f"{s['ratio_max']:.2f}) | {s['max_abs_diff']:.1e} | {s['variant']}, {s['features']['threads']} thread(s) |")
-    gm = statistics.geometric_mean(ratios) if ratios else float("nan")
-    out.append(f"\n{len(ratios)} of {len(rows)} ran at {threads} thread(s); {sum(r <= 0.5 for r in ratios)} at or under 0.5; "
-               f"geometric mean edgepack/ort-web {gm:.2f}")
+    t = _pass_summary(rows)
+    gm = f"{t['geomean']:.2f}" if t["geomean"] else "n/a"
+    out.append(f"\n{t['ran']} of {t['models']} ran at {threads} thread(s); {t['at_or_under_half']} at or under 0.5; "
+               f"geometric mean edgepack/ort-web {gm}")
     return "\n".join(out)
 
 
@@ -162,7 +174,7 @@ def _prefix(isolated: bool, m: dict) -> dict:
     return dict(m, bundle=p + m["bundle"], onnx=p + m["onnx"], inputs=[dict(x, url=p + x["url"]) for x in m["inputs"]])
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--seconds", type=float, default=3.0, help="warm-up per model (both runtimes alternating)")
@@ -175,8 +187,8 @@ def main() -> None:
     ap.add_argument("--pattern", choices=["alternate", "slices"], default="alternate",
                     help="alternate: single runs A B B A ... (each runtime runs after the other half the time: caches "
                          "shared); slices: each runtime alone for --slice seconds per round, as bench/node_bench.mjs")
-    ap.add_argument("--json", type=Path)
-    a = ap.parse_args()
+    ap.add_argument("--json", type=Path, default=REPO / "bench" / "results" / "browser.json")
+    a = ap.parse_args(argv)
     why = chromium_missing()
     if why:
         raise SystemExit(why)
@@ -186,9 +198,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         (root / "index.html").write_text("<!doctype html><meta charset=utf-8><title>edgepack bench</title>\n")
-        names = [n for n in a.models.split(",") if n]
+        names = ZOO_SUBSET if a.models == "zoo" else [n for n in a.models.split(",") if n]
         models: dict[str, dict] = {}
-        for n in dict.fromkeys(names + [a.load_model]):   # a model that does not package is a row, not the end
+        for n in dict.fromkeys(names + ([a.load_model] if a.load_reps > 0 else [])):   # a failure is a row, not the end
             try:
                 models[n] = _prepare(root, n)
             except Exception as e:  # noqa: BLE001
@@ -219,18 +231,24 @@ def main() -> None:
                     if res["notes"] and threads > 1:
                         print(f"{'':<13}note: {'; '.join(res['notes'])}")
                 print(_markdown(report[key], threads))
-            m = models.get(a.load_model)
+            m = models.get(a.load_model) if a.load_reps > 0 else None
             times: dict[str, list[float]] = {"edgepack": [], "onnxruntime-web": []}
             for _ in range(a.load_reps if m else 0):
                 for which in times:
                     ctx = browser.new_context()   # nothing cached: the loading cost from scratch
                     times[which].append(evaluate_fresh(ctx, url + "/index.html", LOADING, {"which": which, "m": m})["ms"])
                     ctx.close()
-            med = {k: statistics.median(v) if v else float("nan") for k, v in times.items()}
-            report["loading"] = {"model": a.load_model, **{f"{k}_ms": v for k, v in med.items()},
-                                 "ratio": med["edgepack"] / med["onnxruntime-web"], "samples": times}
-            print(f"\n== loading {a.load_model}: import runtime -> first result, fresh context, median of {a.load_reps}")
-            print(f"edgepack {med['edgepack']:.0f} ms, onnxruntime-web {med['onnxruntime-web']:.0f} ms, ratio {report['loading']['ratio']:.2f}")
+            if m:
+                med = {k: statistics.median(v) for k, v in times.items()}
+                report["loading"] = {"model": a.load_model, **{f"{k}_ms": v for k, v in med.items()},
+                                     "ratio": med["edgepack"] / med["onnxruntime-web"], "samples": times}
+                print(f"\n== loading {a.load_model}: import runtime -> first result, fresh context, median of {a.load_reps}")
+                print(f"edgepack {med['edgepack']:.0f} ms, onnxruntime-web {med['onnxruntime-web']:.0f} ms, "
+                      f"ratio {report['loading']['ratio']:.2f}")
+    for k in ("latency", "threaded"):
+        if report[k]:
+            report[f"{k}_summary"] = _pass_summary(report[k])
+            report[f"{k}_markdown"] = _markdown(report[k], 1 if k == "latency" else a.threads)
     if a.json:
         a.json.parent.mkdir(parents=True, exist_ok=True)
         a.json.write_text(json.dumps(report, indent=1))

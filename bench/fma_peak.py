@@ -1,6 +1,7 @@
 """The machine's float32 ceiling in WebAssembly (a benchmark, not a test): GFLOP/s of 12 independent f32x4
 multiply-add chains (bench/fma_peak.c), built as SIMD128 (mul + add) and relaxed SIMD (FMA), run in Node and in
-headless Chromium. A GEMM-bound model cannot run faster than its FLOPs at this rate on one thread.
+headless Chromium. A GEMM-bound model cannot run faster than its FLOPs at this rate on one thread. bench/zoo.py
+measures the same builds (and fma_peak.c's memory stream) inside its own Node process (bench/ceilings.mjs).
 
     python3 -m bench.fma_peak [--iters 20000000]
 """
@@ -35,12 +36,21 @@ RUN = """async ({ b64, n }) => {
 
 
 def build(variant: str, out: Path) -> bytes:
+    """out/VARIANT.wasm (the name bench/ceilings.mjs loads); returns its bytes."""
     obj = out / f"{variant}.o"
     subprocess.run([CLANG, "--target=wasm32", "-nostdlib", "-O2", *FLAGS[variant], "-c", str(REPO / "bench" / "fma_peak.c"),
                     "-o", str(obj)], check=True)
     wasm = out / f"{variant}.wasm"
     subprocess.run([WASM_LD, "--no-entry", str(obj), "-o", str(wasm)], check=True)
     return wasm.read_bytes()
+
+
+def build_all(out: Path) -> Path:
+    """Both builds in `out` (node_bench.mjs --ceilings out)."""
+    out.mkdir(parents=True, exist_ok=True)
+    for v in FLAGS:
+        build(v, out)
+    return out
 
 
 def main() -> None:

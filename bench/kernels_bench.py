@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-import onnx
 from onnx import TensorProto, helper
 
 # name: (cin, cout, hw, k, stride, group)

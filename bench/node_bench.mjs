@@ -8,6 +8,8 @@
 //        [--inputs DIR]    (the inputs from DIR/io.json, as --save-io writes them, instead of seeded random ones)
 //        [--threads N]     (adds edgepack-threads.wasm with N threads; onnxruntime-web and native then use N threads
 //                           too: ort-web reads numThreads once per process, so 1- and N-thread ort-web cannot be mixed)
+//        [--ceilings DIR] [--stream-mb 256]   (adds the machine's ceilings, bench/ceilings.mjs, to every round: the
+//                           FMA peak and the memory streaming rate of one wasm thread; DIR holds fma_peak.py's builds)
 //
 // Warm-up is by time (V8 tiers wasm up late), then the runtimes are interleaved A B C A B C ... for
 // --rounds rounds of --slice seconds each, so a machine-wide slowdown burst hits all of them alike.
@@ -18,13 +20,14 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { detectVariant, load } from '../web/src/index.js';
+import { ceilingProbes } from './ceilings.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const RELAXED_FLAG = '--experimental-wasm-relaxed-simd';
 
 function parseArgs(argv) {
   const a = { seconds: 3, rounds: 10, slice: 0.5, variants: 'simd,relaxed', ortWeb: true, native: true,
-    atol: 1e-4, rtol: 1e-3, json: null, saveIo: null, inputs: null, seed: 1, threads: 0, pos: [] };
+    atol: 1e-4, rtol: 1e-3, json: null, saveIo: null, inputs: null, seed: 1, threads: 0, ceilings: null, streamMB: 256, pos: [] };
   for (let i = 0; i < argv.length; i++) {
     const k = argv[i];
     const val = () => { if (i + 1 >= argv.length) throw new Error(`${k} needs a value`); return argv[++i]; };
@@ -39,6 +42,8 @@ function parseArgs(argv) {
     else if (k === '--json') a.json = val();
     else if (k === '--save-io') a.saveIo = val();
     else if (k === '--inputs') a.inputs = val();
+    else if (k === '--ceilings') a.ceilings = val();
+    else if (k === '--stream-mb') a.streamMB = Number(val());
     else if (k === '--no-ort-web') a.ortWeb = false;
     else if (k === '--no-native') a.native = false;
     else if (k === '-h' || k === '--help') { console.log(usage()); process.exit(0); }
@@ -49,7 +54,8 @@ function parseArgs(argv) {
   return a;
 }
 const usage = () => 'usage: node node_bench.mjs MODEL.onnx BUNDLE_DIR [--seconds S] [--rounds R] [--slice S] ' +
-  '[--variants simd,relaxed,scalar] [--no-ort-web] [--no-native] [--atol A] [--rtol R] [--seed N] [--json OUT] [--save-io DIR] [--inputs DIR] [--threads N]';
+  '[--variants simd,relaxed,scalar] [--no-ort-web] [--no-native] [--atol A] [--rtol R] [--seed N] [--json OUT] [--save-io DIR] [--inputs DIR] [--threads N] ' +
+  '[--ceilings DIR] [--stream-mb MB]';
 
 /** Node 20 hides relaxed SIMD behind a flag: re-run this script once with it (not if the flag is unknown). */
 function maybeReexec() {
@@ -251,18 +257,22 @@ async function main() {
   const maxDiff = Object.fromEntries(Object.entries(agreement).map(([k, v]) => [k, Math.max(...Object.values(v))]));
   console.log(`outputs agree with ${ref}: ` + Object.entries(maxDiff).map(([k, v]) => `${k} max abs diff ${v.toExponential(2)}`).join(', '));
 
-  for (const r of runners) {
-    const n = await timeFor(r, a.seconds);
-    console.log(`warm-up ${r.name}: ${n} runs in ${a.seconds}s`);
+  // not runtimes: no outputs to check, and no ratios against ort-web; timed in the same rounds as the runtimes
+  const probes = a.ceilings ? await ceilingProbes(path.resolve(a.ceilings), { streamMB: a.streamMB, relaxed: best === 'relaxed' }) : [];
+  for (const r of [...runners, ...probes]) {
+    const s = probes.includes(r) ? Math.min(a.seconds, 1) : a.seconds;
+    const n = await timeFor(r, s);
+    console.log(`warm-up ${r.name}: ${n} runs in ${s}s`);
   }
-  const samples = Object.fromEntries(runners.map((r) => [r.name, []]));
-  const roundMedians = Object.fromEntries(runners.map((r) => [r.name, []]));
+  const timed = [...runners, ...probes];
+  const samples = Object.fromEntries(timed.map((r) => [r.name, []]));
+  const roundMedians = Object.fromEntries(timed.map((r) => [r.name, []]));
   // CPU time of this process per run: on a machine shared with other jobs it measures the runtime's own work
   // (wall time also measures the others). Meaningless for multi-threaded runs (it sums the threads).
-  const cpuSamples = Object.fromEntries(runners.map((r) => [r.name, []]));
-  const cpuRoundMedians = Object.fromEntries(runners.map((r) => [r.name, []]));
+  const cpuSamples = Object.fromEntries(timed.map((r) => [r.name, []]));
+  const cpuRoundMedians = Object.fromEntries(timed.map((r) => [r.name, []]));
   for (let round = 0; round < a.rounds; round++) {
-    for (const r of runners) {
+    for (const r of timed) {
       const xs = [];
       const cs = [];
       await timeFor(r, a.slice, xs, cs);
@@ -296,6 +306,11 @@ async function main() {
     ratios[`${ep.name}/edgepack-threads`] = { of_medians: per[ep.name].median_ms / per['edgepack-threads'].median_ms, paired_median: median(paired) };
   }
   for (const r of runners) await r.close();
+  // rates per round from the median CPU time per run of that round (the runtimes' cpu_round_ms pair with them)
+  const ceilings = Object.fromEntries(probes.map((p) => {
+    const rates = cpuRoundMedians[p.name].map((ms) => p.work / (ms / 1000));
+    return [p.name, { unit: `${p.unit}/s`, work: p.work, median: median(rates), max: Math.max(...rates), per_round: rates }];
+  }));
 
   const fmt = (x) => x.toFixed(x < 1 ? 4 : x < 10 ? 3 : 2);
   console.log(`\n${manifest.name}: ${a.rounds} rounds x ${a.slice}s interleaved, ${a.seconds}s warm-up each`);
@@ -305,11 +320,16 @@ async function main() {
     console.log(`${k}: ${v.of_medians.toFixed(3)} (paired per round: ${v.paired_median.toFixed(3)}${v.cpu_paired_median ? `; CPU time: ${v.cpu_paired_median.toFixed(3)}` : ''})`);
   }
   for (const [k, v] of Object.entries(skipped)) console.log(`skipped ${k}: ${v}`);
+  if (probes.length) {
+    console.log('ceilings (one thread, CPU time, median of rounds): ' + Object.entries(ceilings).map(([k, c]) =>
+      `${k} ${(c.median / 1e9).toFixed(1)} G${c.unit}`).join(', '));
+  }
 
   const report = {
     model: manifest.name, model_path: modelPath, bundle, inputs: manifest.inputs.map(({ name, dtype, shape }) => ({ name, dtype, shape })),
     reference: ref, max_abs_diff: maxDiff, runtimes: per, ratios, skipped,
-    settings: { warmup_s: a.seconds, rounds: a.rounds, slice_s: a.slice, seed: a.seed, threads: a.threads },
+    cpu_round_ms: Object.fromEntries(runners.map((r) => [r.name, cpuRoundMedians[r.name]])), ceilings,
+    settings: { warmup_s: a.seconds, rounds: a.rounds, slice_s: a.slice, seed: a.seed, threads: a.threads, ...(a.ceilings ? { stream_mb: a.streamMB } : {}) },
     machine: { cpu: os.cpus()[0]?.model, cores: os.cpus().length, node: process.version, platform: `${os.platform()}-${os.arch()}`,
       wasm_best_variant: best },
   };

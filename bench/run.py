@@ -130,9 +130,10 @@ def write_inputs(io_dir: Path, feeds: dict[str, np.ndarray]) -> Path:
 
 
 def bench_model(name: str, a: argparse.Namespace, flags: list[str], model: Path | None = None,
-                package_kwargs: dict | None = None, inputs: dict[str, np.ndarray] | None = None) -> dict:
+                package_kwargs: dict | None = None, inputs: dict[str, np.ndarray] | None = None,
+                node_args: list[str] | None = None) -> dict:
     """Package `model` (default: the registered model NAME) and run node_bench.mjs on it (on `inputs` if given,
-    else on seeded random ones)."""
+    else on seeded random ones; `node_args`: more node_bench.mjs options)."""
     from packager import package
     from packager.errors import PackagerError
     model = model or model_file(name)
@@ -151,7 +152,8 @@ def bench_model(name: str, a: argparse.Namespace, flags: list[str], model: Path 
            "--rounds", str(a.rounds), "--slice", str(a.slice), "--variants", a.variants, "--json", str(report_file),
            "--save-io", str(io_dir), "--atol", str(a.atol), "--rtol", str(a.rtol)] + (["--no-native"] if a.native == "python" else []) \
         + (["--threads", str(a.threads)] if a.threads else []) \
-        + (["--inputs", str(write_inputs(BUNDLES_DIR / f"{name}.in", inputs))] if inputs is not None else [])
+        + (["--inputs", str(write_inputs(BUNDLES_DIR / f"{name}.in", inputs))] if inputs is not None else []) \
+        + list(node_args or [])
     print("[bench] " + " ".join(cmd), file=sys.stderr)
     r = subprocess.run(cmd, cwd=BENCH)
     if r.returncode != 0:

@@ -13,6 +13,11 @@ quantize_static, QDQ format, per-channel weights, seeded random calibration) of 
 the published models of issue 18 (bench/published.py: silero VAD files, faster-whisper's silero pair, nudenet, the
 onnx wheel's light_* models), packaged as their users package them and run on realistic inputs (--models also takes
 their names). Prints a markdown table with the geometric mean of edgepack / onnxruntime-web and writes JSON.
+Bounds (1 thread, float32 rows; --no-bounds skips them): the same Node process also times one wasm thread's
+multiply-add peak and memory streaming rate in every round (bench/ceilings.mjs), and a second table gives per model
+its FLOPs and weight bytes (bench/bounds.py), the compute and memory bounds in ms at those rates, edgepack's time
+over the larger bound, and whether 0.5x of onnxruntime-web's time is under the bound (then 0.5x cannot be reached at
+one thread and issue 19's rule is: within 1.15x of the bound).
 --threads N (N > 1) adds edgepack's threaded build with N threads (onnxruntime-web and native then run N threads
 too) and prints its speed-up over our best 1-thread build, with each model's serial profile (bench/serial_profile.py:
 the share of 1-thread time in nodes that run on one thread, and the Amdahl bound it sets).
@@ -148,6 +153,48 @@ def table(rows: list[dict], mach: str) -> str:
     return "\n".join(out)
 
 
+def bounds_table(rows: list[dict], cache_bytes: int, mach: str) -> str:
+    """Per model with bounds: FLOPs, weights, the compute and memory bounds (CPU ms at the ceilings measured in the
+    same rounds), edgepack's CPU time over the larger bound, and issue 19's verdict."""
+    out = ["| model | GFLOP | weights MB | compute bound ms | memory bound ms | edgepack CPU ms | edgepack / bound | "
+           "0.5x ort-web / bound (under 1: unreachable) | within 1.15x |", "|---|---|---|---|---|---|---|---|---|"]
+    yes = lambda v: "" if v is None else "**yes**" if v else "no"  # noqa: E731
+    bs = [(r["model"], r["bounds"]) for r in rows if "bounds" in r]
+    for name, b in bs:
+        mem = f"{b['memory_ms']:.2f}" if b["memory_ms"] is not None else "cached"
+        x = f"{b['x_of_bound']:.2f} ({b['bound']})" if "x_of_bound" in b else "n/a"
+        half = f"{b['half_ort_web_over_bound']:.2f} ({yes(b['half_unreachable'])})" if "half_unreachable" in b else ""
+        out.append(f"| {name} | {b['gflop']:.3f} | {b['weight_mb']:.1f} | {b['compute_ms']:.2f} | {mem} | "
+                   f"{b['edgepack_cpu_ms']:.2f} ({b['edgepack'].removeprefix('edgepack-')}) | {x} | {half} | "
+                   f"{yes(b.get('within_1_15')) if b.get('half_unreachable') else ''} |")
+    if not bs:
+        return "\n".join(out)
+    med = lambda k: float(np.median([b[k] for _, b in bs]))  # noqa: E731
+    capped = [n for n, b in bs if b.get("half_unreachable")]
+    within = [n for n, b in bs if b.get("half_unreachable") and b.get("within_1_15")]
+    out.append(f"\nCeilings of one wasm thread, measured in every round of each model's run (CPU time, median over the "
+               f"models): multiply-add peak {med('peak_gflops'):.1f} GFLOP/s (the better of SIMD128 mul+add and relaxed "
+               f"FMA), memory stream {med('stream_gbs'):.1f} GB/s; last-level cache {cache_bytes >> 20} MB (weights that "
+               f"fit: no memory bound, 'cached'). FLOPs are those of the direct algorithms (a Winograd layer does 2.25-4x "
+               f"fewer multiplies: such a model can run under its bound); elementwise, normalization and pooling work is "
+               f"not counted. 0.5x of onnxruntime-web is under the bound (unreachable at one thread) for "
+               f"{len(capped)} of {len(bs)}: {', '.join(capped) or 'none'}; within 1.15x of their bound: "
+               f"{', '.join(within) or 'none'} ({mach})")
+    return "\n".join(out)
+
+
+def bounds_row(rep: dict, model: Path, bundle: Path, cache_bytes: int) -> dict:
+    """bench/bounds.py's work of `model` at the bundle's input shapes, against the ceilings of rep's rounds."""
+    from bench.bounds import model_work, paired_bounds
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    shapes = {i["name"]: tuple(d if isinstance(d, int) else 1 for d in i["shape"]) for i in manifest["inputs"]}
+    cpu = rep["cpu_round_ms"]
+    # the best build by CPU time: under load the wall-clock medians that pick the table's build mostly measure others
+    ep = min((k for k in cpu if k.startswith("edgepack-") and k != "edgepack-threads"), key=lambda k: np.median(cpu[k]))
+    return {"edgepack": ep, **paired_bounds(model_work(model, shapes), rep["ceilings"], cpu[ep], cpu.get("ort-web"),
+                                            cache_bytes)}
+
+
 def threads_table(rows: list[dict], threads: int, mach: str) -> str:
     """bench/run.py's threaded table with the serial profile's columns; geometric mean of the speed-ups."""
     prof = lambda r: r.get("serial") or {}  # noqa: E731
@@ -187,6 +234,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--atol", type=float, default=1e-4)
     ap.add_argument("--rtol", type=float, default=1e-3)
     ap.add_argument("--no-profile", action="store_true", help="skip the per-kernel profile")
+    ap.add_argument("--no-bounds", action="store_true", help="skip the ceilings and bounds (bench/bounds.py)")
+    ap.add_argument("--stream-mb", type=int, default=0,
+                    help="buffer the memory ceiling streams (default: 4x the last-level cache, at least 256 MB)")
     ap.add_argument("--serial-only", action="store_true",
                     help="with --threads N: package and print the serial profiles only, no timing (any load)")
     a = ap.parse_args(argv)
@@ -208,6 +258,14 @@ def main(argv: list[str] | None = None) -> int:
         jobs += [(f"{n}_int8", lambda n=n: qdq_path(n)) for n in names if n in INT8]
     jobs += [(n, PUBLISHED[n].fetch) for n in pub]
     flags, mach = run.node_flags(), run.machine()
+    with_bounds = not (a.no_bounds or a.serial_only or a.threads > 1)
+    cache = 0
+    if with_bounds:
+        from bench.bounds import last_level_cache_bytes
+        from bench.fma_peak import build_all
+        cache = last_level_cache_bytes()
+        ceilings = ["--ceilings", str(build_all(run.BUNDLES_DIR / "ceilings")),
+                    "--stream-mb", str(a.stream_mb or max(256, 4 * (cache >> 20)))]
     rows = []
     for label, make in jobs:
         try:
@@ -229,7 +287,14 @@ def main(argv: list[str] | None = None) -> int:
             except Exception as e:  # noqa: BLE001 - a row, not the end of the run
                 rep = {"model": label, "error": f"packaging failed: {str(e).splitlines()[0][:120]}"}
         else:
-            rep = run.bench_model(f"zoo_{label}", opts, flags, model=path, package_kwargs=kw, inputs=feeds)
+            bounded = with_bounds and not label.endswith("_int8")   # the float32 ceiling does not bound int8 kernels
+            rep = run.bench_model(f"zoo_{label}", opts, flags, model=path, package_kwargs=kw, inputs=feeds,
+                                  node_args=ceilings if bounded else None)
+            if bounded and "error" not in rep:
+                try:
+                    rep["bounds"] = bounds_row(rep, path, bundle, cache)
+                except Exception as e:  # noqa: BLE001 - a model whose work cannot be counted still has its timing row
+                    rep["bounds_error"] = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
         rep["model"] = label
         if "error" not in rep and not a.no_profile and not a.serial_only:
             rep["kernels"] = kernel_shares(bundle, feeds=feeds)
@@ -246,15 +311,20 @@ def main(argv: list[str] | None = None) -> int:
                   file=sys.stderr)
             continue
         print(table(rows[-1:], mach).splitlines()[2], file=sys.stderr)
+        if "bounds" in rep:
+            print(bounds_table(rows[-1:], cache, mach).splitlines()[2], file=sys.stderr)
     # with N threads, onnxruntime-web and native ran N threads: the 1-thread table's ratios would compare unlike runs
     md = serial_table(rows, a.threads) if a.serial_only else \
         threads_table(rows, a.threads, mach.replace("1 thread", f"{a.threads} threads")) if a.threads > 1 else table(rows, mach)
     print("\n" + md)
+    bt = bounds_table(rows, cache, mach) if with_bounds else ""
+    if bt:
+        print("\n" + bt)
     out = Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO).stdout.strip()
     out.write_text(json.dumps({"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                               "commit": commit, "machine": mach, "table": md, "models": rows}, indent=1) + "\n")
+                               "commit": commit, "machine": mach, "table": md, "bounds_table": bt, "models": rows}, indent=1) + "\n")
     print(f"wrote {out}")
     return 0
 

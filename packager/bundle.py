@@ -10,11 +10,15 @@ import sys
 import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .errors import BundleError, InputError, RuntimeFailure
 from .plan.opcodes import DTYPES
+
+if TYPE_CHECKING:
+    from .runtime.wasm import WasmPlan
 
 FORMAT = "edgepack-bundle"
 FORMAT_VERSION = 1

@@ -4,7 +4,6 @@ opsets, constants too large to fold, unused optional outputs under --no-optimize
 bundle in the real runtime and compares it with onnxruntime."""
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path

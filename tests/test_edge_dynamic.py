@@ -20,7 +20,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from packager import package
 from packager.reference import random_inputs, reference_run
-from packager.errors import PackagerError, RuntimeFailure
+from packager.errors import PackagerError
 from packager.targets import edge as E
 
 from .conftest import model_path

@@ -78,6 +78,15 @@ CONV_CASES = [
     ((1, 4, 15, 15), (6, 4, 3, 3), dict(dilations=[2, 3], pads=[2, 3, 2, 3])),        # dilation
     ((1, 6, 9, 9), (12, 2, 3, 3), dict(group=3, pads=[1, 1, 1, 1])),                  # groups
     ((1, 16, 14, 14), (16, 8, 3, 3), dict(group=2, pads=[1, 1, 1, 1])),              # 8-channel groups (RegNet): 2-row panel, 16 columns
+    # grouped convolutions without im2col (conv.c gc_run): 4-row blocks of 1-3 rows, strides, dilations, several
+    # chunks of output rows, batch; weights over its stack budget take im2col
+    ((2, 12, 9, 10), (18, 4, 3, 3), dict(group=3, strides=[2, 2], pads=[1, 1, 1, 1])),  # grouped s2, 6 per group
+    ((1, 8, 11, 9), (10, 4, 3, 2), dict(group=2, dilations=[2, 1], pads=[2, 1, 1, 0])),  # grouped dilated, 5 per group
+    ((1, 6, 7, 7), (9, 2, 5, 5), dict(group=3, strides=[1, 2], pads=[2, 2, 2, 2])),      # grouped 5x5, mixed strides
+    ((1, 16, 60, 60), (16, 8, 3, 3), dict(group=2, pads=[1, 1, 1, 1])),                  # grouped: 2 chunks of rows
+    ((1, 16, 121, 117), (16, 8, 3, 3), dict(group=2, strides=[2, 2], pads=[0, 1, 1, 0])),  # grouped s2, 3 chunks
+    ((2, 6, 25), (6, 3, 3), dict(group=2, pads=[1, 1])),                                 # 1-D grouped
+    ((1, 128, 6, 6), (64, 64, 3, 3), dict(group=2, pads=[1, 1, 1, 1])),                  # grouped, weights too big: im2col
     ((1, 8, 9, 10), (8, 1, 3, 3), dict(group=8, pads=[1, 1, 1, 1])),                  # depthwise s1
     ((2, 5, 17, 19), (5, 1, 3, 3), dict(group=5, strides=[2, 2], pads=[1, 1, 1, 1])),  # depthwise s2
     ((1, 3, 11, 23), (3, 1, 5, 5), dict(group=3, pads=[2, 2, 2, 2], dilations=[1, 2])),  # depthwise 5x5
@@ -129,7 +138,7 @@ def test_conv_3d_rejected(tmp_path):
     (2, (0.1,), lambda v: np.where(v < 0, 0.1 * v, v)),
     (3, (0.0, 6.0), lambda v: np.clip(v, 0, 6)),
 ])
-@pytest.mark.parametrize("kind", ["conv", "dw", "dw7", "gemm"])
+@pytest.mark.parametrize("kind", ["conv", "dw", "dw7", "gconv", "gemm"])
 def test_fused_epilogue(kind, act, params, ref, tmp_path, monkeypatch):
     """The fusion pass's entry points: activation + residual applied in the kernel epilogue."""
     from packager.ops.conv import emit_conv
@@ -146,7 +155,8 @@ def test_fused_epilogue(kind, act, params, ref, tmp_path, monkeypatch):
         op, emit = "Gemm", emit_gemm
     else:
         xs, ws, attrs = {"conv": ((1, 6, 9, 11), (10, 6, 3, 3), {}), "dw": ((1, 6, 9, 11), (6, 1, 3, 3), {"group": 6}),
-                         "dw7": ((1, 8, 7, 7), (8, 1, 3, 3), {"group": 8})}[kind]
+                         "dw7": ((1, 8, 7, 7), (8, 1, 3, 3), {"group": 8}),
+                         "gconv": ((1, 16, 9, 11), (14, 8, 3, 3), {"group": 2})}[kind]
         m0, f0 = _conv_model(xs, ws, seed=2, pads=[1, 1, 1, 1], **attrs)
         base = reference_run(m0, f0)["y"]
         x, yshape = f0["x"], base.shape

@@ -10,7 +10,7 @@ import onnx
 import onnx.inliner
 import onnx_ir as ir
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper, numpy_helper
 
 from packager.reference import reference_run
 from packager.passes.cleanup import eliminate_identity, remove_dead

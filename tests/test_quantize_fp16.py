@@ -163,7 +163,6 @@ def test_fp16_bundle_in_node(tmp_path):
 
 def test_onnx_cast_float16_round_trip(tmp_path):
     """ONNX Cast float32 -> float16 -> float32 lowers to the CAST kernel and matches onnxruntime bit for bit."""
-    import onnx
     from onnx import TensorProto, helper
     g = helper.make_graph([helper.make_node("Cast", ["x"], ["h"], to=TensorProto.FLOAT16),
                            helper.make_node("Cast", ["h"], ["y"], to=TensorProto.FLOAT)], "cast16",

@@ -57,14 +57,15 @@ def test_model_two_threads(name: str, tmp_path: Path) -> None:
 
 
 def _convnet() -> onnx.ModelProto:
-    """Every threaded kernel on odd sizes: CONV (im2col split by columns, direct 1x1), POOL, WINOGRAD_CONV_F4
-    (or WINOGRAD_CONV) with a residual (several blocks: split by blocks), DEPTHWISE_CONV (stride 1 and 2), Gemm,
-    MatMul."""
+    """Every threaded kernel on odd sizes: CONV (im2col split by columns, direct 1x1, grouped: chunks of rows per
+    thread), POOL, WINOGRAD_CONV_F4 (or WINOGRAD_CONV) with a residual (several blocks: split by blocks),
+    DEPTHWISE_CONV (stride 1 and 2), Gemm, MatMul."""
     rng = np.random.default_rng(0)
 
     def w(name, *shape):
         return numpy_helper.from_array((rng.standard_normal(shape) * 0.2).astype(np.float32), name)
-    inits = [w("w0", 24, 3, 3, 3), w("b0", 24), w("w1", 24, 24, 3, 3), w("wd", 24, 1, 3, 3), w("w2", 40, 24, 1, 1),
+    inits = [w("w0", 24, 3, 3, 3), w("b0", 24), w("w1", 24, 24, 3, 3), w("wd", 24, 1, 3, 3), w("wg", 24, 8, 3, 3),
+             w("w2", 40, 24, 1, 1),
              w("wd2", 40, 1, 3, 3), w("wf", 40, 10), w("m", 10, 7)]
     nodes = [
         helper.make_node("Conv", ["x", "w0", "b0"], ["c0"], pads=[1, 1, 1, 1]),
@@ -73,7 +74,8 @@ def _convnet() -> onnx.ModelProto:
         helper.make_node("Conv", ["q0", "w1"], ["c1"], pads=[1, 1, 1, 1]),
         helper.make_node("Add", ["c1", "q0"], ["a1"]),
         helper.make_node("Conv", ["a1", "wd"], ["d1"], group=24, pads=[1, 1, 1, 1]),
-        helper.make_node("Conv", ["d1", "w2"], ["p2"]),
+        helper.make_node("Conv", ["d1", "wg"], ["e1"], group=3, pads=[1, 1, 1, 1]),
+        helper.make_node("Conv", ["e1", "w2"], ["p2"]),
         helper.make_node("Conv", ["p2", "wd2"], ["d2"], group=40, pads=[1, 1, 1, 1], strides=[2, 2]),
         helper.make_node("GlobalAveragePool", ["d2"], ["g"]),
         helper.make_node("Flatten", ["g"], ["f"]),
@@ -224,7 +226,10 @@ def test_bad_thread_count(tmp_path: Path) -> None:
 
 
 def test_workers_take_tasks(tmp_path: Path) -> None:
-    """The workers really run tasks (a threaded session whose workers never woke would still be right)."""
+    """The workers really run tasks (a threaded session whose workers never woke would still be right). With
+    spinning runs (threads.js `spin`, ep_set_spin) they spin only while a run is in flight (parallel.c, ep_pool_hot
+    from ep_run), give the same bits, and once the runs end they sleep, so an idle session costs no CPU: a worker
+    left spinning would burn a core for its whole bound (HOT_SPINS polls, tens of milliseconds) after every run."""
     bundle = package(model_path("cifar10net"), out=tmp_path / "b", dynamic=False)
     script = tmp_path / "count.mjs"
     script.write_text(f"""
@@ -232,15 +237,28 @@ import {{ load }} from {json.dumps(RUNTIME.as_uri())};
 const s = await load({json.dumps(str(bundle))}, {{ threads: 2 }});
 const x = s.inputs[0];
 const feeds = {{ [x.name]: {{ data: new Float32Array(x.shape.reduce((a, b) => a * b, 1)).fill(0.5), dims: x.shape }} }};
-for (let i = 0; i < 20; i++) s.runSync(feeds);
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const ex = s._threads.instance.exports;
-console.log(JSON.stringify([ex.ep_thread_tasks(0), ex.ep_thread_tasks(1), ex.ep_thread_tasks(2)]));
+const bits = (r) => Object.values(r).map((t) => Array.from(t.data).join()).join();
+const quiet = bits(s.runSync(feeds));
+ex.ep_set_spin(1);
+const idle = [];
+for (let round = 0; round < 3; round++) {{
+  for (let i = 0; i < 20; i++) if (bits(s.runSync(feeds)) !== quiet) throw new Error('spinning run differs');
+  await sleep(30);   // a worker's short spin after the last job (SPINS) ends long before
+  const u0 = process.cpuUsage();
+  await sleep(300);
+  const u = process.cpuUsage(u0);
+  idle.push((u.user + u.system) / 1000);
+}}
+console.log(JSON.stringify([ex.ep_thread_tasks(0), ex.ep_thread_tasks(1), ex.ep_thread_tasks(2), Math.min(...idle)]));
 await s.close();
 """)
     r = subprocess.run(["node", str(script)], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
-    caller, worker, absent = json.loads(r.stdout)
+    caller, worker, absent, idle_ms = json.loads(r.stdout)
     assert caller > 0 and worker > 0 and absent == 0, (caller, worker, absent)
+    assert idle_ms < 15, f"{idle_ms:.1f} ms of CPU in 300 ms with no run in flight: a worker kept spinning"
 
 
 PAGE = """<!doctype html><script type="module">

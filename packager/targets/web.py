@@ -45,6 +45,8 @@ class WebTarget(Target):
             profile_facts = {"deterministic": "two runs on the same input gave identical bits",
                              "memory_bound_bytes": b.session().memory_bound,
                              "memory_bound_note": "highest byte of wasm linear memory used: runtime image + plan + arena"}
+        versioned = bool(b.manifest.get("dims"))
+        del b   # the wasm instance's arena (up to 4 GiB) is freed before onnxruntime's child process runs
         try:
             want = reference_run(reference, feeds, isolated=True)
             result = dict(compare(got, want), reference="onnxruntime CPU", inputs="seeded random (seed 0)")
@@ -53,7 +55,7 @@ class WebTarget(Target):
         except Exception as e:  # onnxruntime itself cannot run this model
             result = {"reference": "unavailable", "reason": str(e).splitlines()[0][:200]}
         manifest = json.loads((path / "manifest.json").read_text())
-        if b.manifest.get("dims"):
+        if versioned:
             result["input_shapes"] = {k: list(v.shape) for k, v in feeds.items()}
         manifest["verification"] = result
         manifest["profile"].update(profile_facts)

@@ -46,7 +46,7 @@ def _index_js(manifest: dict, loadable: list[str], signed: bool) -> str:
     urls = [f"  {_js(f)}: new URL({_js('./' + f)}, import.meta.url)," for f in loadable]
     # Only a signed bundle has manifest.sig when this is written; for one signed later, resolve it next to
     # manifest.json (works unbundled; a bundler does not see it).
-    urls.append(f'  "manifest.sig": new URL("./manifest.sig", import.meta.url),' if signed else
+    urls.append('  "manifest.sig": new URL("./manifest.sig", import.meta.url),' if signed else
                 '  "manifest.sig": new URL("manifest.sig", new URL("./manifest.json", import.meta.url)),')
     def spec(s: dict) -> dict:
         return {"name": s["name"], "dtype": s["dtype"], "shape": s["shape"]}

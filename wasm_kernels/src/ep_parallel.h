@@ -23,9 +23,13 @@ typedef void (*ep_task_fn)(void *ctx, uint32_t task, uint32_t thread);
 #define EP_MAX_THREADS 16
 uint32_t ep_num_threads(void);
 void ep_parallel_for(uint32_t n_tasks, uint32_t max_threads, ep_task_fn fn, void *ctx);
+/* A run starts (1) / ends (0), from ep_run: in between, with ep_set_spin(1), idle workers spin instead of sleeping
+ * (runs may overlap: counted). */
+void ep_pool_hot(uint32_t on);
 /* The pool's host interface (wasm: exports; edge: ep_edge.h). */
 void ep_worker_main(uint32_t index);
 uint32_t ep_set_threads(uint32_t n);
+void ep_set_spin(uint32_t on);
 uint32_t ep_thread_tasks(uint32_t index);
 void ep_threads_stop(void);
 #else
@@ -36,6 +40,7 @@ static inline void ep_parallel_for(uint32_t n_tasks, uint32_t max_threads, ep_ta
   (void)max_threads;
   for (uint32_t t = 0; t < n_tasks; t++) fn(ctx, t, 0);
 }
+static inline void ep_pool_hot(uint32_t on) { (void)on; }
 #endif
 
 /* Split [0, n) into `parts` near-equal chunks; chunk i is [ep_chunk(n, parts, i), ep_chunk(n, parts, i + 1)). */

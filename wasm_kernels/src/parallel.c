@@ -7,9 +7,12 @@
  * compare-exchange of ctr from (gen, i) to (gen, i + 1): it fails once a newer job is published, so a
  * late worker can never run a task of one job with another job's function. A slot is rewritten only two
  * generations later, i.e. after every task of its job has finished (the caller waits for `done`).
- * Idle workers spin briefly, then sleep on `wake` (wasm: memory.atomic.wait32; native: a futex, raw system
- * call, so the Android library still links no libc); the caller never waits on an atomic (a browser's main
- * thread may not), it runs tasks and spins on `done`. Same tasks, same split, same sums in the same order
+ * Idle workers spin briefly, then sleep on `wake` (wasm: memory.atomic.wait32; native: a futex, raw system call,
+ * so the Android library still links no libc). With ep_set_spin(1) (the host's choice) they spin for the whole of
+ * a run instead (ep_pool_hot from ep_run): no wake-up latency per node, but a core kept busy, which on a loaded
+ * machine the caller itself needs (docs/benchmarks.md, "Session 16 (helper par4)"). The caller notifies only
+ * when a worker sleeps (a notify is a call into the engine) and never waits on an atomic (a browser's main
+ * thread may not): it runs tasks and spins on `done`. Same tasks, same split, same sums in the same order
  * on every build: outputs do not depend on the thread count. */
 #include "ep_parallel.h"
 
@@ -51,19 +54,25 @@ static long futex3(int32_t *addr, long op, long val) {
 
 #if defined(EP_THREADS) || defined(EP_THREADS_NATIVE)
 
+/* Cache lines: what spinning workers poll (wake, hot), the task counter every thread updates per task, and each
+ * job slot live on lines of their own, so that no thread's stores invalidate a line another polls in a loop. */
+#define LINE __attribute__((aligned(64)))
 typedef struct {
   ep_task_fn fn;
   void *ctx;
   uint32_t n_tasks, max_threads;
   uint32_t done;          /* tasks finished (atomic) */
-} job_slot;
+} LINE job_slot;
 
 static job_slot g_jobs[2];
-static uint64_t g_ctr;          /* generation << 32 | next unclaimed task (atomic) */
-static int32_t g_wake;          /* generation of the latest job, futex word of sleeping workers */
+static LINE uint64_t g_ctr;     /* generation << 32 | next unclaimed task (atomic) */
+static LINE int32_t g_wake;     /* generation of the latest job, futex word of sleeping workers */
+static uint32_t g_hot;          /* runs in flight (ep_pool_hot) */
+static uint32_t g_spin;         /* set by the host (ep_set_spin): workers spin while a run is in flight */
 static uint32_t g_threads = 1;  /* caller + running workers, set by the host */
-static uint32_t g_busy;         /* a job is in flight: nested parallel_for runs serially */
 static uint32_t g_quit;
+static LINE uint32_t g_busy;    /* a job is in flight: nested parallel_for runs serially */
+static uint32_t g_sleepers;     /* workers in WAIT or about to be: the caller notifies only then */
 static uint32_t g_tasks_run[EP_MAX_THREADS];   /* per thread, for tests: did the workers take part? */
 #if defined(EP_THREADS_NATIVE)
 static uint32_t g_running[EP_MAX_THREADS];     /* a worker is in ep_worker_main with this index: a second one returns */
@@ -74,22 +83,31 @@ static uint32_t g_running[EP_MAX_THREADS];     /* a worker is in ep_worker_main 
 #ifndef SPINS
 #define SPINS 20000u            /* ~20-50 us of polling, then sleep: longer spins cost the caller its core on a busy machine */
 #endif
+#ifndef HOT_SPINS
+#define HOT_SPINS (1u << 25)    /* while a run is in flight: bounded, so a run cut short by a trap cannot keep a core */
+#endif
 
 uint32_t ep_num_threads(void) { return LOAD(&g_threads); }
 
 /* Claim and run tasks of generation gen until none are left (or a newer job replaced it). */
 static void run_tasks(uint32_t gen, uint32_t thread) {
   job_slot *j = &g_jobs[gen & 1u];
+  uint32_t ran = 0;
   for (;;) {
     uint64_t c = LOAD(&g_ctr);
-    if ((uint32_t)(c >> 32) != gen) return;
+    if ((uint32_t)(c >> 32) != gen) break;
     /* Read after c: if the CAS below succeeds, ctr held gen throughout, so the slot was not rewritten. */
     const uint32_t i = (uint32_t)c, n = LOAD(&j->n_tasks), mt = LOAD(&j->max_threads);
-    if (i >= n || thread >= mt) return;
+    if (i >= n || thread >= mt) break;
     if (!__atomic_compare_exchange_n(&g_ctr, &c, c + 1, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) continue;
     j->fn(j->ctx, i, thread);
-    g_tasks_run[thread]++;
-    __atomic_fetch_add(&j->done, 1u, __ATOMIC_SEQ_CST);
+    ran++;
+  }
+  /* Counted once per thread and job, not per task (fewer stores to a shared line). The slot stays gen's: its
+   * caller waits for these tasks before it can publish the job that rewrites it. */
+  if (ran) {
+    g_tasks_run[thread] += ran;
+    __atomic_fetch_add(&j->done, ran, __ATOMIC_SEQ_CST);
   }
 }
 
@@ -119,7 +137,7 @@ void ep_parallel_for(uint32_t n_tasks, uint32_t max_threads, ep_task_fn fn, void
   STORE(&j->done, 0u);
   STORE(&g_ctr, (uint64_t)gen << 32);
   STORE(&g_wake, (int32_t)gen);
-  NOTIFY(&g_wake);
+  if (LOAD(&g_sleepers)) NOTIFY(&g_wake);   /* after the store: a worker counted later sees the new gen in WAIT */
   run_tasks(gen, 0);
   while (LOAD(&j->done) != n_tasks) {}
   STORE(&g_busy, 0u);
@@ -176,9 +194,13 @@ EXPORT(ep_worker_main) void ep_worker_main(uint32_t index) {
   int32_t seen = LOAD(&g_wake);
   while (!LOAD(&g_quit)) {
     int32_t g = LOAD(&g_wake);
-    for (uint32_t s = 0; g == seen && s < SPINS; s++) g = LOAD(&g_wake);
+    /* hot: spinning runs, this worker takes part (index < threads) and a run is in flight (polled: it may end) */
+    const uint32_t hot = LOAD(&g_spin) && index < LOAD(&g_threads);
+    for (uint32_t s = 0; g == seen && s < (hot && LOAD(&g_hot) ? HOT_SPINS : SPINS); s++) g = LOAD(&g_wake);
     if (g == seen) {
+      __atomic_fetch_add(&g_sleepers, 1u, __ATOMIC_SEQ_CST);
       WAIT(&g_wake, seen);
+      __atomic_fetch_sub(&g_sleepers, 1u, __ATOMIC_SEQ_CST);
       continue;
     }
     seen = g;
@@ -188,6 +210,18 @@ EXPORT(ep_worker_main) void ep_worker_main(uint32_t index) {
   STORE(&g_running[index], 0u);
 #endif
 }
+
+void ep_pool_hot(uint32_t on) {
+  if (!on) {
+    __atomic_fetch_sub(&g_hot, 1u, __ATOMIC_SEQ_CST);
+    return;
+  }
+  /* The first run to start wakes sleeping workers (a notify ends WAIT): they spin until its first job. */
+  if (__atomic_fetch_add(&g_hot, 1u, __ATOMIC_SEQ_CST) == 0u && LOAD(&g_spin) && LOAD(&g_sleepers)) NOTIFY(&g_wake);
+}
+
+/* 1: workers spin for the whole of each run; 0 (the default): they sleep when no job comes within SPINS polls. */
+EXPORT(ep_set_spin) void ep_set_spin(uint32_t on) { STORE(&g_spin, on ? 1u : 0u); }
 
 /* Threads taking part from now on: the caller + workers already in ep_worker_main (1..EP_MAX_THREADS). */
 EXPORT(ep_set_threads) uint32_t ep_set_threads(uint32_t n) {

@@ -5,6 +5,7 @@
 #include "plan_read.h"
 #include "ep_shape.h"
 #include "control.h"
+#include "ep_parallel.h"
 EP_COLD_FILE_BEGIN   /* no benchmark model spends time here: smallest code (also in the one-step emcc build) */
 
 static uint32_t rd16(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8; }
@@ -485,7 +486,10 @@ ep_status ep_run(ep_ctx *c) {
   const ep_status ok = runnable(c);
   if (ok) return ok;
   c->failed_node = c->n_nodes;
-  return ep_run_range(c, c->n_prologue, c->n_main, 0);
+  ep_pool_hot(1);   /* with spinning on (ep_set_spin), the pool's workers poll from node to node, not sleep */
+  const ep_status s = ep_run_range(c, c->n_prologue, c->n_main, 0);
+  ep_pool_hot(0);
+  return s;
 }
 
 uint32_t ep_num_nodes(const ep_ctx *c) { return c && c->opened ? c->n_nodes : 0; }

@@ -70,7 +70,9 @@ async function spawnWorker() {
  * The instance exports the same core API as the single-threaded modules (plus `memory`), so a Session can
  * run on it; kernels split their work across the workers while the caller runs the plan.
  * @param {WebAssembly.Module} wasmModule compiled edgepack-threads.wasm
- * @param {{threads?: number}} [options] threads: 1..16 (default: the machine's cores)
+ * @param {{threads?: number, spin?: boolean}} [options] threads: 1..16 (default: the machine's cores); spin: the
+ *   workers spin for the whole of each run instead of sleeping when no task comes for a few tens of microseconds
+ *   (no wake-up per node, but a core kept busy: slower on a loaded machine; default false)
  * @returns {Promise<{instance: WebAssembly.Instance, memory: WebAssembly.Memory, maxBytes: number, threads: number, terminate: () => Promise<void>}>}
  */
 export async function instantiateThreaded(wasmModule, options = {}) {
@@ -106,6 +108,7 @@ export async function instantiateThreaded(wasmModule, options = {}) {
   }
   // A worker counts once it is in ep_worker_main: tasks it has not started are run by the caller anyway.
   ex.ep_set_threads(threads);
+  if (options.spin) ex.ep_set_spin(1);   // the core starts with spin off
   let stopped = false;
   // Node joins its workers at exit, and a worker asleep in memory.atomic.wait32 would never return:
   // release them first when the session was not terminated.

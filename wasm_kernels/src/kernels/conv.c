@@ -22,6 +22,14 @@
 
 #define MAXDIM 65535
 
+/* The grouped convolutions' path without im2col (gc_run, below): not in the scalar wasm build (no vectors for it to
+ * use) nor the threaded wasm ones (their size budget); the host builds (ASan, fuzzing) and aarch64 keep it. */
+#if defined(__wasm__) && (!defined(__wasm_simd128__) || defined(EP_THREADS))
+#define GC_DIRECT 0
+#else
+#define GC_DIRECT 1
+#endif
+
 EP_COLD ep_status ep_conv_geom_of(const ep_node *n, const int32_t *p, ep_conv_geom *g) {
   const ep_tensor *x = n->in[0], *y = n->out[0];
   EP_CHECK(x && y && n->in[1], EP_E_OP);
@@ -276,6 +284,183 @@ static void conv_tile(conv_tile_job *j, uint32_t threads) {
   ep_gemm_f32_mt(j->mg, j->cols, j->kg, j->a, j->panel, j->ldp, 1, j->y, j->ldc, j->e);
 }
 
+/* ---- Grouped convolutions without im2col (1 < group, any window, stride, dilation and pads). im2col copies
+ * Cin/G * KH * KW floats per output column, as many as a group of 8 output channels then multiplies with them. Here
+ * each input channel of a group is copied once into a zero-padded plane split into SH row phases x SW column phases
+ * (padded pixel (r, u) at phase (r % SH, u % SW), row r / SH, column u / SW of PW = ceil(Wp / SW)), so output pixel
+ * (oh, ow) at tap (i, j) reads phase (i*DH % SH, j*DW % SW) at row oh + i*DH / SH, column ow + j*DW / SW: the output
+ * plane's pixels, as "virtual" columns v = oh * PW + ow of that phase, are contiguous. A tile is 4 output channels x
+ * 8 virtual columns (tap k reads its 8 from planes + off[k]) stored to a virtual output block, whose OW valid
+ * columns per row are then copied to Y. The sums are the GEMM's (k ascending, one multiply-add per depth, then bias,
+ * residual, activation). The planes and the block of R output rows at a time fit one thread's share of CONV's
+ * scratch (the im2col panel it replaces). GC_DIRECT (top of this file) says which builds have it. */
+#if GC_DIRECT
+#define GC_A_FLOATS 4096u   /* a group's weights as 4-row blocks (K x 4 floats each), on the stack */
+
+static void dw_post(float *y, const float *res, uint64_t n, int32_t act, float p0, float p1);
+
+typedef struct {
+  const ep_node *n;
+  const ep_conv_geom *g;
+  uint32_t G, cg, mg, kg, R, nch, pw, rh, ldv, parts, items;
+  uint64_t slice;   /* scratch floats per thread */
+  uint32_t off[GC_A_FLOATS / 4];
+} gc_job;
+
+/* One row's 8 columns: acc + bias, clamped. */
+EP_NOINLINE static void gc_row(float *y, f32x4 c0, f32x4 c1, float bias, f32x4 lo, f32x4 hi) {
+  const f32x4 bv = f32x4_splat(bias);
+  f32x4_store(y, f32x4_min(f32x4_max(f32x4_add(c0, bv), lo), hi));
+  f32x4_store(y + 4, f32x4_min(f32x4_max(f32x4_add(c1, bv), lo), hi));
+}
+
+/* rows (<= 4) output channels x 8 virtual columns at y (channel stride ld); a: 4 weights per depth. */
+EP_NOINLINE static void gc_tile(float *y, uint32_t ld, uint32_t rows, const float *a, const float *b,
+                                const uint32_t *off, uint32_t K, const float *bias, f32x4 lo, f32x4 hi) {
+  f32x4 c0 = f32x4_zero(), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0, c6 = c0, c7 = c0;
+  for (uint32_t k = 0; k < K; k++, a += 4) {
+    const float *p = b + off[k];
+    const f32x4 b0 = f32x4_load(p), b1 = f32x4_load(p + 4);
+    f32x4 w = f32x4_load_splat(a);
+    c0 = f32x4_fma(c0, w, b0); c1 = f32x4_fma(c1, w, b1);
+    w = f32x4_load_splat(a + 1);
+    c2 = f32x4_fma(c2, w, b0); c3 = f32x4_fma(c3, w, b1);
+    w = f32x4_load_splat(a + 2);
+    c4 = f32x4_fma(c4, w, b0); c5 = f32x4_fma(c5, w, b1);
+    w = f32x4_load_splat(a + 3);
+    c6 = f32x4_fma(c6, w, b0); c7 = f32x4_fma(c7, w, b1);
+  }
+  gc_row(y, c0, c1, bias ? bias[0] : 0.0f, lo, hi);
+  if (rows > 1) gc_row(y + ld, c2, c3, bias ? bias[1] : 0.0f, lo, hi);
+  if (rows > 2) gc_row(y + 2 * ld, c4, c5, bias ? bias[2] : 0.0f, lo, hi);
+  if (rows > 3) gc_row(y + 3 * ld, c6, c7, bias ? bias[3] : 0.0f, lo, hi);
+}
+
+/* Input row xr (W floats) into the phases of padded row base (column u = pl + iw to phase u % sw, index u / sw;
+ * phases ps floats apart). */
+static void gc_fill_row(float *base, const float *xr, const ep_conv_geom *g, uint64_t ps) {
+  const uint32_t W = g->W, sw = g->sw;
+  uint32_t iw = 0;
+  if (sw == 1) { copy_run(base + g->pl, xr, W); return; }
+  if (sw == 2) {   /* even columns to one phase, odd to the other */
+    float *ev = base + (g->pl & 1u) * ps + g->pl / 2, *od = base + ((g->pl + 1u) & 1u) * ps + (g->pl + 1u) / 2;
+    EP_COMPACT_LOOP
+    for (; iw + 8 <= W; iw += 8) {
+      const f32x4 a = f32x4_load(xr + iw), b = f32x4_load(xr + iw + 4);
+      f32x4_store(ev + iw / 2, f32x4_even(a, b));
+      f32x4_store(od + iw / 2, f32x4_odd(a, b));
+    }
+  }
+  uint32_t ph = (g->pl + iw) % sw, q = (g->pl + iw) / sw;
+  EP_COMPACT_LOOP
+  for (; iw < W; iw++) {
+    base[ph * ps + q] = xr[iw];
+    if (++ph == sw) { ph = 0; q++; }
+  }
+}
+
+/* Work items (image, group, chunk of R output rows), each with its own planes in the thread's slice. Built for
+ * size: per item it only calls (the planes' rows, the tiles, the copies to Y). */
+EP_COLD static void gc_task(void *ctx, uint32_t t, uint32_t thread) {
+  const gc_job *j = (const gc_job *)ctx;
+  const ep_node *n = j->n;
+  const ep_conv_geom *g = j->g;
+  const int32_t *p = n->params;
+  const uint32_t OW = g->OW, K = j->kg, mg = j->mg, pw = j->pw, rh = j->rh;
+  const uint64_t hw = (uint64_t)g->H * g->W, ohw = (uint64_t)g->OH * OW, ps = (uint64_t)rh * pw;
+  const float *x = ep_f32(n->in[0]), *w = ep_f32(n->in[1]);
+  const float *bias = n->n_in > 2 && n->in[2] ? ep_f32(n->in[2]) : 0;
+  const float *res = n->n_in > 3 && n->in[3] ? ep_f32(n->in[3]) : 0;
+  float *planes = (float *)(void *)n->scratch + thread * j->slice;
+  const uint64_t cs = ps * g->sh * g->sw;   /* one input channel's phases */
+  float *yv = planes + cs * j->cg;          /* the virtual output block, mg rows of ldv */
+  const int32_t act = p[13];
+  const float p0 = ep_param_f32(n, 14), p1 = ep_param_f32(n, 15), inf = __builtin_inff();
+  /* none, relu and clip without a residual are a clamp in the tiles; anything else goes through dw_post */
+  const int simple = !res && (act == EP_ACT_NONE || act == EP_ACT_RELU || act == EP_ACT_CLIP);
+  const f32x4 lo = f32x4_splat(simple && act == EP_ACT_RELU ? 0.0f : simple && act == EP_ACT_CLIP ? p0 : -inf);
+  const f32x4 hi = f32x4_splat(simple && act == EP_ACT_CLIP ? p1 : inf);
+  float a4[GC_A_FLOATS];
+  uint32_t a_group = 0xFFFFFFFFu;
+  /* the pads: written by no item when the whole plane is one chunk; else each chunk's are its own */
+  if (j->nch == 1) zero_f32(planes, (uint32_t)(cs * j->cg));
+  for (uint32_t it = ep_chunk(j->items, j->parts, t); it < ep_chunk(j->items, j->parts, t + 1); it++) {
+    const uint32_t b = it / (j->G * j->nch), gi = it / j->nch % j->G, oh0 = it % j->nch * j->R;
+    const uint32_t rows = g->OH - oh0 < j->R ? g->OH - oh0 : j->R, nv = (rows - 1) * pw + OW;
+    if (gi != a_group) {   /* the group's 6-row panels as 4-row blocks, rows past mg zero */
+      const float *pa = w + gi * ep_gemm_packed_a_floats(mg, K);
+      zero_f32(a4, (mg + 3) / 4 * 4 * K);
+      for (uint32_t m = 0; m < mg; m++) {
+        const float *src = pa + (uint64_t)(m / EP_GEMM_MR) * K * EP_GEMM_MR + m % EP_GEMM_MR;
+        float *dst = a4 + (uint64_t)(m / 4) * K * 4 + m % 4;
+        EP_COMPACT_LOOP
+        for (uint32_t k = 0; k < K; k++) dst[4 * k] = src[EP_GEMM_MR * k];
+      }
+      a_group = gi;
+    }
+    if (j->nch > 1) zero_f32(planes, (uint32_t)(cs * j->cg));
+    const float *xg = x + ((uint64_t)b * g->C + (uint64_t)gi * j->cg) * hw;
+    EP_COMPACT_LOOP
+    for (uint32_t c = 0; c < j->cg; c++)
+      for (uint32_t r = 0; r < rh * g->sh; r++) {   /* padded rows oh0 * sh + r */
+        const int64_t ih = (int64_t)oh0 * g->sh + r - g->pt;
+        if (ih >= 0 && ih < (int64_t)g->H)
+          gc_fill_row(planes + c * cs + (uint64_t)(r % g->sh) * g->sw * ps + (uint64_t)(r / g->sh) * pw,
+                      xg + c * hw + (uint64_t)ih * g->W, g, ps);
+      }
+    EP_COMPACT_LOOP
+    for (uint32_t v = 0; v < nv; v += EP_GEMM_NR)
+      for (uint32_t m = 0; m < mg; m += 4)
+        gc_tile(yv + (uint64_t)m * j->ldv + v, j->ldv, mg - m < 4 ? mg - m : 4, a4 + (uint64_t)m * K, planes + v,
+                j->off, K, bias ? bias + (uint64_t)gi * mg + m : 0, lo, hi);
+    const uint64_t yoff = ((uint64_t)b * g->Cout + (uint64_t)gi * mg) * ohw + (uint64_t)oh0 * OW;
+    float *y = ep_f32(n->out[0]) + yoff;
+    EP_COMPACT_LOOP
+    for (uint32_t m = 0; m < mg; m++) {
+      for (uint32_t r = 0; r < rows; r++) copy_run(y + m * ohw + r * OW, yv + (uint64_t)m * j->ldv + r * pw, OW);
+      if (!simple) dw_post(y + m * ohw, res ? res + yoff + m * ohw : 0, (uint64_t)rows * OW, act, p0, p1);
+    }
+  }
+}
+
+/* The grouped path for node n (group G > 1), if it applies (its weights fit GC_A_FLOATS and the planes of one output
+ * row fit a thread's share of the scratch): 1 when done. */
+EP_COLD static int gc_run(const ep_node *n, const ep_conv_geom *g, uint32_t G, uint32_t kg) {
+  gc_job j;
+  j.cg = g->C / G; j.mg = g->Cout / G; j.kg = kg;
+  if ((uint64_t)kg * ((j.mg + 3) / 4 * 4) > GC_A_FLOATS) return 0;
+  j.pw = (g->W + g->pl + g->pr + g->sw - 1) / g->sw;
+  const uint64_t halo = (uint64_t)(g->kh - 1) * g->dh / g->sh, phases = (uint64_t)j.cg * g->sh * g->sw * j.pw;
+  /* per output row: every channel's phase rows and a block row (rounded up to 8 per channel: + 8 mg); plus the
+   * halo rows, and the reads of a last tile past the planes (into the block, or this slack) */
+  const uint64_t fixed = phases * halo + 8u * j.mg + j.pw + EP_GEMM_NR, per_row = phases + (uint64_t)j.mg * j.pw;
+  uint32_t threads = ep_num_threads();
+  uint64_t r;
+  for (;; threads = 1) {
+    j.slice = n->scratch_bytes / 4u / threads;
+    r = j.slice > fixed ? (j.slice - fixed) / per_row : 0;
+    if (r > 0 || threads == 1) break;
+  }
+  if (r == 0) return 0;
+  j.nch = (uint32_t)((g->OH + r - 1) / r);
+  j.R = (g->OH + j.nch - 1) / j.nch;   /* balanced chunks */
+  j.rh = j.R + (uint32_t)halo;
+  j.ldv = (j.R * j.pw + EP_GEMM_NR - 1) / EP_GEMM_NR * EP_GEMM_NR;
+  const uint32_t ps = j.rh * j.pw;
+  EP_COMPACT_LOOP
+  for (uint32_t c = 0, k = 0; c < j.cg; c++)
+    for (uint32_t i = 0; i < g->kh; i++)
+      for (uint32_t q = 0; q < g->kw; q++, k++)
+        j.off[k] = (c * g->sh * g->sw + i * g->dh % g->sh * g->sw + q * g->dw % g->sw) * ps +
+                   i * g->dh / g->sh * j.pw + q * g->dw / g->sw;
+  j.n = n; j.g = g; j.G = G;
+  j.items = g->B * G * j.nch;
+  j.parts = threads <= 1 ? 1u : j.items < 4 * threads ? j.items : 4 * threads;
+  ep_parallel_for(j.parts, threads, gc_task, &j);
+  return 1;
+}
+#endif
+
 ep_status ep_run_CONV(const ep_node *n) {
   const int32_t *p = n->params;
   ep_conv_geom g;
@@ -288,6 +473,9 @@ ep_status ep_run_CONV(const ep_node *n) {
   const float *bias = n->n_in > 2 && n->in[2] ? ep_f32(n->in[2]) : 0;
   const float *res = n->n_in > 3 && n->in[3] ? ep_f32(n->in[3]) : 0;
   float *y = ep_f32(n->out[0]);
+#if GC_DIRECT
+  if (nt && G > 1 && gc_run(n, &g, G, kg)) return EP_OK;
+#endif
   float *panel = (float *)(void *)n->scratch;
   for (uint32_t b = 0; b < g.B; b++) {
     for (uint32_t gi = 0; gi < G; gi++) {
