@@ -1,7 +1,7 @@
 """int8 kernel paths that must give the same bytes as the general ones (docs/int8.md, session 6):
 QDEPTHWISE_CONV's 3x3 channel loops (stride 1: even/odd outputs from plain loads; stride 2: unphased plane; rows
 under 8 storing into the next row) against the emscripten scalar build, which runs the general loop for every
-channel; and QUANTIZE_LINEAR / DEQUANTIZE_LINEAR's vector loops (whole vectors + scalar tails, per tensor and
+channel; the GEMM's widened A chunks (K up to and past one chunk) against the scalar build's int8 reads; and QUANTIZE_LINEAR / DEQUANTIZE_LINEAR's vector loops (whole vectors + scalar tails, per tensor and
 per axis) against numpy's exact float32 arithmetic."""
 from __future__ import annotations
 
@@ -40,6 +40,25 @@ def test_depthwise_channel_loops_same_bytes_as_general_loop(case, tmp_path: Path
         x = np.random.default_rng(seed).uniform(-3, 3, (1, case[1], case[10], case[10])).astype(np.float32)
         got = {v: load_bundle(out, v).run({"x": x})["y"].tobytes() for v in ("scalar", "simd", "relaxed")}
         assert got["simd"] == got["scalar"] and got["relaxed"] == got["scalar"]
+
+
+GEMM_K_CASES = [  # cin, k: K = cin * k * k around the dot_i16x8 GEMM's widened A chunk (qgemm.c: 2304 pairs)
+    (512, 3),   # K 4608: one chunk, widened once per panel for every tile
+    (521, 3),   # K 4689: two chunks per tile, the last pair odd
+    (9, 1),     # K 9: a short odd K
+]
+
+
+@pytest.mark.parametrize("cin,k", GEMM_K_CASES, ids=[f"K{c * k * k}" for c, k in GEMM_K_CASES])
+def test_qgemm_widened_a_same_bytes_as_scalar(cin: int, k: int, tmp_path: Path) -> None:
+    """The SIMD builds' GEMM (A widened to int16 pairs in chunks, load-splat rows) against the scalar build's, which
+    reads the int8 panels directly: 12 output channels (3 panels), a 5x5 output (3 tiles + a 1-column tail)."""
+    m = _qdq_conv_model(1, cin, 12, k, 2, 1, k // 2, "relu", TensorProto.UINT8, 128, hw=9)
+    out = package(m, out=tmp_path / "b", verify=False)
+    assert Op.QCONV in [n.op for n in layout.decode((out / "model.plan").read_bytes()).nodes]
+    x = np.random.default_rng(cin).uniform(-3, 3, (1, cin, 9, 9)).astype(np.float32)
+    got = {v: load_bundle(out, v).run({"x": x})["y"].tobytes() for v in ("scalar", "simd", "relaxed")}
+    assert got["simd"] == got["scalar"] and got["relaxed"] == got["scalar"]
 
 
 QDQ_CASES = [  # shape, axis (None: per tensor), dtype, zero point(s)

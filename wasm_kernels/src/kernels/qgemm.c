@@ -1,8 +1,8 @@
 /* Integer GEMM: register-blocked micro-kernel (EP_QGEMM_MR x EP_QGEMM_NR = 4 x 8) over packed
  * panels, packing of both operands and the requantizing epilogue (see qgemm.h).
- * Per k pair the micro-kernel does 1 widening load of A (4 rows x 2 depths), 2 loads of B, 4 lane
- * broadcasts and 8 i32x4.dot_i16x8 (64 multiply-adds): 8 accumulators + 2 B + 1 A + 1 broadcast
- * registers, inside the 16 every SIMD128 engine has. */
+ * Per k pair the micro-kernel does 2 loads of B, 4 load-splats of A's row pairs (A widened to int16 per panel)
+ * and 8 i32x4.dot_i16x8 (64 multiply-adds): 8 accumulators + 2 B + 1 broadcast registers, inside the 16 every
+ * SIMD128 engine has. */
 #include "qgemm.h"
 #include "gemm.h"
 
@@ -109,24 +109,60 @@ __attribute__((noinline)) void ep_qgemm_epi_row(const ep_qgemm_epi *e, uint32_t 
   ep_q_store8(f32x4_mul(f32x4_from_i32x4(v0), s0), f32x4_mul(f32x4_from_i32x4(v1), s1), e, e->y + at * (e->out_dtype == EP_F32 ? 4 : 1), cnt, e->cs);
 }
 
-/* acc[r][0..1] = sum over Kp pairs of A'[r] pair . B' pairs of 8 columns. A is int8 panels, or int16 ones
- * when a16 (QWINOGRAD_CONV's transformed weights: same layout, 2-byte elements). */
+/* acc[r][0..1] = sum over Kp pairs of A'[r] pair . B' pairs of 8 columns. A is int16 pairs when a16 (the int8
+ * panels widened by widen_a, or QWINOGRAD_CONV's transformed weights: same layout, 2-byte elements): each row's pair
+ * is then broadcast by a 32-bit load-splat, which engines emit as a load (x64: vbroadcastss [mem]), where a lane
+ * shuffle of a loaded vector takes a vector ALU slot, and the loop is bound by those slots (8 dots + 8 adds per
+ * pair). int8 panels (the scalar build, for its size) take one widening load and 4 shuffles per pair. */
 EP_AINLINE void micro(uint32_t Kp, const void *ap, const int a16, const int16_t *b, uint32_t ldb2, i32x4 acc[MR][2]) {
   i32x4 c00 = i32x4_splat(0), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00;
-  const int8_t *a = (const int8_t *)ap;
+  const int16_t *a = (const int16_t *)ap;
+  const int8_t *a8 = (const int8_t *)ap;
   for (uint32_t p = 0; p < Kp; p++) {
-    const i16x8 av = a16 ? i16x8_load((const int16_t *)(const void *)a) : i16x8_load_i8(a);
     const i16x8 b0 = i16x8_load(b), b1 = i16x8_load(b + 8);
+    const i16x8 av = a16 ? i16x8_splat(0) : i16x8_load_i8(a8);
+#define EP_QROWSPLAT(r) (a16 ? i16x8_load_pair_splat(a + 2 * (r)) : i16x8_pair_splat(av, r))
     i16x8 s;
-    s = i16x8_pair_splat(av, 0); c00 = i32x4_dot_i16x8_add(c00, b0, s); c01 = i32x4_dot_i16x8_add(c01, b1, s);
-    s = i16x8_pair_splat(av, 1); c10 = i32x4_dot_i16x8_add(c10, b0, s); c11 = i32x4_dot_i16x8_add(c11, b1, s);
-    s = i16x8_pair_splat(av, 2); c20 = i32x4_dot_i16x8_add(c20, b0, s); c21 = i32x4_dot_i16x8_add(c21, b1, s);
-    s = i16x8_pair_splat(av, 3); c30 = i32x4_dot_i16x8_add(c30, b0, s); c31 = i32x4_dot_i16x8_add(c31, b1, s);
-    a += 2 * MR * (a16 ? 2 : 1);
+    s = EP_QROWSPLAT(0); c00 = i32x4_dot_i16x8_add(c00, b0, s); c01 = i32x4_dot_i16x8_add(c01, b1, s);
+    s = EP_QROWSPLAT(1); c10 = i32x4_dot_i16x8_add(c10, b0, s); c11 = i32x4_dot_i16x8_add(c11, b1, s);
+    s = EP_QROWSPLAT(2); c20 = i32x4_dot_i16x8_add(c20, b0, s); c21 = i32x4_dot_i16x8_add(c21, b1, s);
+    s = EP_QROWSPLAT(3); c30 = i32x4_dot_i16x8_add(c30, b0, s); c31 = i32x4_dot_i16x8_add(c31, b1, s);
+#undef EP_QROWSPLAT
+    a += 2 * MR;
+    a8 += 2 * MR;
     b += ldb2;
   }
   acc[0][0] = c00; acc[0][1] = c01; acc[1][0] = c10; acc[1][1] = c11;
   acc[2][0] = c20; acc[2][1] = c21; acc[3][0] = c30; acc[3][1] = c31;
+}
+
+#if EP_ISA_SCALAR
+#define QGEMM_WIDE_PAIRS 1u   /* the scalar build reads int8 A directly: its vector ops are loops, no slots to save */
+#else
+#define QGEMM_WIDE_PAIRS 2304u   /* int8 A pairs per widened chunk: 36 KB of stack (a wasm worker's stack is 64 KB) */
+/* Pairs [0, n) of an int8 A panel as int16, micro's layout. */
+EP_NOINLINE static void widen_a(const int8_t *a, uint32_t n, int16_t *w) {
+  for (uint32_t p = 0; p < n; p++) i16x8_store(w + 2 * MR * p, i16x8_load_i8(a + 2 * MR * p));
+}
+#endif
+
+/* One tile's sums over all of K (tile n of panel ap): A widened chunk by chunk into aw, once per panel when K fits
+ * one chunk (tile 0 widens it for the others). */
+EP_AINLINE void tile_sums(uint32_t Kp, const int8_t *ap, int16_t *aw, const int16_t *b, uint32_t ldb, uint32_t n,
+                          i32x4 acc[MR][2]) {
+#if EP_ISA_SCALAR
+  (void)aw;
+  micro(Kp, ap, 0, b + 2 * (uint64_t)n, 2 * ldb, acc);
+#else
+  for (uint32_t p0 = 0; p0 < Kp; p0 += QGEMM_WIDE_PAIRS) {
+    const uint32_t np = Kp - p0 < QGEMM_WIDE_PAIRS ? Kp - p0 : QGEMM_WIDE_PAIRS;
+    i32x4 t[MR][2];
+    if (n == 0 || np < Kp) widen_a(ap + (uint64_t)p0 * 2 * MR, np, aw);
+    micro(np, aw, 1, b + ((uint64_t)p0 * ldb + n) * 2, 2 * ldb, p0 ? t : acc);
+    if (p0)
+      for (uint32_t r = 0; r < MR; r++) { acc[r][0] = i32x4_add(acc[r][0], t[r][0]); acc[r][1] = i32x4_add(acc[r][1], t[r][1]); }
+  }
+#endif
 }
 
 __attribute__((noinline)) void ep_qepi_row(const ep_qgemm_epi *e, const ep_qepi_mode *f, uint32_t m, uint32_t n,
@@ -178,6 +214,7 @@ static void qgemm_i16(uint32_t M, uint32_t N, uint32_t K, const int8_t *a, const
                       const ep_qgemm_epi *e) {
   const uint32_t Kp = (K + 1) / 2;
   const ep_qepi_mode f = ep_qepi_mode_of(e);
+  int16_t aw[QGEMM_WIDE_PAIRS * 2 * MR];
   i32x4 acc[MR][2];
   for (uint32_t m0 = 0; m0 < M; m0 += MR) {
     const int8_t *ap = a + (uint64_t)(m0 / MR) * Kp * 2 * MR;
@@ -187,7 +224,7 @@ static void qgemm_i16(uint32_t M, uint32_t N, uint32_t K, const int8_t *a, const
     const f32x4 mv = whole ? f32x4_load(e->mult + m0) : f32x4_splat(0.0f);
     uint8_t *const yp = e->y + (uint64_t)m0 * e->rs + n_off;
     for (uint32_t n = 0; n < N; n += NR) {
-      micro(Kp, ap, 0, b + 2 * (uint64_t)n, 2 * ldb, acc);
+      tile_sums(Kp, ap, aw, b, ldb, n, acc);
       if (whole && N - n >= NR) epi_tile_fast(&f, bv, mv, yp + n, e->rs, acc);
       else epi_tile(e, &f, m0, mr, n, n_off, N - n < NR ? N - n : NR, acc);
     }
