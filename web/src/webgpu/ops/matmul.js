@@ -94,6 +94,16 @@ export function matmulDispatch(g) {
   return [{ code: code + MM_STORE.replace('BIAS', bias).replace('RESIDUAL', residual) + main, params: p, threads: p[0] }];
 }
 
+/** An operand's strides along Y's batch dims `yb`, numpy-style broadcast: its (right-aligned) batch dims are each 1
+ * (stride 0) or Y's; `size` = the elements of one of its matrices.
+ * @param {BuildContext} ctx @param {number[]} yb @returns {(d: number[], size: number) => number[]} */
+const broadcastStrides = (ctx, yb) => (d, size) => {
+  const b = [...new Array(yb.length - (d.length - 2)).fill(1), ...d.slice(0, -2)];
+  const st = strides(b).map((v) => v * size);
+  if (b.some((v, i) => v !== 1 && v !== yb[i])) ctx.fail('batch dims do not broadcast');
+  return b.map((v, i) => (v === 1 ? 0 : st[i]));
+};
+
 /** Sources of a node's operands: A, B, C?, R? and Y. @param {BuildContext} ctx @param {PlanNode} node */
 function operands(ctx, node) {
   const [A, B, C, R] = node.inputs;
@@ -153,12 +163,7 @@ export function matmul(node, ctx) {
   // batch dims broadcast numpy-style: each operand's (right-aligned) dim is 1 (stride 0) or Y's
   const yb = yd.slice(0, -2);
   if (yb.length > 6) return 'rank';
-  const batchStrides = (/** @type {number[]} */ d, /** @type {number} */ size) => {
-    const b = [...new Array(yb.length - (d.length - 2)).fill(1), ...d.slice(0, -2)];
-    const st = strides(b).map((v) => v * size);
-    if (b.some((v, i) => v !== 1 && v !== yb[i])) ctx.fail('batch dims do not broadcast');
-    return b.map((v, i) => (v === 1 ? 0 : st[i]));
-  };
+  const batchStrides = broadcastStrides(ctx, yb);
   if (hasC && ctx.t(C).numel !== N) ctx.fail(`bias has ${ctx.t(C).numel} elements, needs ${N}`);
   if (hasR && ctx.t(R).numel !== y.numel) ctx.fail('residual shape');
   const batch = [yb, batchStrides(a, M * K), panels ? yb.map(() => 0) : batchStrides(b, K * N)];
@@ -211,12 +216,7 @@ export function attention(node, ctx) {
   if (k[k.length - 2] !== D || v[v.length - 2] !== T || yd[yd.length - 2] !== S || yd[yd.length - 1] !== DV) ctx.fail('operand shapes do not agree');
   const yb = yd.slice(0, -2);
   if (yb.length > 6) return 'rank';
-  const batchStrides = (/** @type {number[]} */ d, /** @type {number} */ size) => {
-    const b = [...new Array(yb.length - (d.length - 2)).fill(1), ...d.slice(0, -2)];
-    const st = strides(b).map((x) => x * size);
-    if (b.some((x, i) => x !== 1 && x !== yb[i])) ctx.fail('batch dims do not broadcast');
-    return b.map((x, i) => (x === 1 ? 0 : st[i]));
-  };
+  const batchStrides = broadcastStrides(ctx, yb);
   const heads = numel(yb), scores = ctx.scratch(heads * S * T);
   const alpha = kind === 0 ? 0x3f800000 : kind === 1 ? scale >>> 0 : reciprocalBits(scale >>> 0);
   const plain = { beta: 0x3f800000, act: 0, p0: 0, p1: 0 };
