@@ -523,13 +523,18 @@ EP_COLD static uint64_t dw_lanes_plane_floats(const ep_conv_geom *g) {
   return ((uint64_t)g->H + g->pt + g->pb) * ((uint64_t)g->W + g->pl + g->pr) * 4u;
 }
 
-/* Per thread slot, the larger of the padded column-phased plane and the lanes plane (so every thread of a threaded
- * run can take the lanes path), EP_THREAD_SLOTS times: the packager's dw_scratch_bytes. */
+/* One thread slot: the larger of the padded column-phased plane and the lanes plane (so every thread of a threaded
+ * run can take the lanes path), whichever path the build takes: the same plans run everywhere. */
+EP_COLD static uint64_t dw_slot_floats(const ep_conv_geom *g) {
+  const uint64_t phased = ((uint64_t)g->H + g->pt + g->pb) * g->sw * dw_phase_width(g), lanes = dw_lanes_plane_floats(g);
+  return phased > lanes ? phased : lanes;
+}
+
+/* EP_THREAD_SLOTS slots: the packager's dw_scratch_bytes. */
 EP_COLD uint32_t ep_scratch_DEPTHWISE_CONV(const ep_node *n) {
   ep_conv_geom g;
   if (n->n_params != DW_NPARAMS || check_geom(n, n->params, &g)) return 0;
-  const uint64_t phased = ((uint64_t)g.H + g.pt + g.pb) * g.sw * dw_phase_width(&g), lanes = dw_lanes_plane_floats(&g);
-  return ep_scratch_u32((phased > lanes ? phased : lanes) * 4u * EP_THREAD_SLOTS);
+  return ep_scratch_u32(dw_slot_floats(&g) * 4u * EP_THREAD_SLOTS);
 }
 
 EP_COLD ep_status ep_check_DEPTHWISE_CONV(const ep_node *n) {
@@ -540,9 +545,7 @@ EP_COLD ep_status ep_check_DEPTHWISE_CONV(const ep_node *n) {
   if (s) return s;
   EP_CHECK(g.Cout == g.C, EP_E_SHAPE);
   EP_CHECK(n->in[1]->numel == (uint64_t)g.C * g.kh * g.kw, EP_E_SHAPE);
-  /* one slot (ep_scratch_DEPTHWISE_CONV's unit), whichever path the build takes: the same plans run everywhere */
-  const uint64_t phased = ((uint64_t)g.H + g.pt + g.pb) * g.sw * dw_phase_width(&g), lanes = dw_lanes_plane_floats(&g);
-  EP_CHECK((phased > lanes ? phased : lanes) * 4u <= n->scratch_bytes, EP_E_PARAM);
+  EP_CHECK(dw_slot_floats(&g) * 4u <= n->scratch_bytes, EP_E_PARAM);   /* at least one slot */
   return check_epilogue(n, p + 10, g.C);
 }
 
@@ -687,8 +690,8 @@ EP_NOINLINE static void dw_rows3x2(float *dst, const float *r0, uint64_t rs, uin
  * previous one (outputs are a pure function of the plane). Same sums in the same order as the phased path: bias,
  * then the taps in row-major order. Needs C >= 4, W >= 4, OW >= 4 and the interleaved plane (Hp * Wp * 4 floats)
  * in one thread's share of the scratch: the packager sizes each of the EP_THREAD_SLOTS slots for it, and a node
- * runs on as many threads as hold one (a plan from before that change: one thread, or the phased path). 3x3 at stride 1 or 2 (dilation 1)
- * has its own instances with the window as constants; other windows (5x5 and 7x7, dilated, stride 2 or mixed)
+ * runs on as many threads as hold one (a plan from before that change: one thread, or the phased path). 3x3 at
+ * stride 1 or 2 (dilation 1) has its own instances with the window as constants; other windows (5x5 and 7x7, dilated, stride 2 or mixed)
  * take one generic instance, whose 4 accumulators replace the phased path's single chain of dependent FMAs per
  * vector. Faster at every plane size measured (docs/depthwise.md), so there is no size threshold. */
 #if defined(__wasm__) && !defined(__wasm_simd128__)
