@@ -35,14 +35,17 @@ RUN = """async ({ b64, n }) => {
 }"""
 
 
-def build(variant: str, out: Path) -> bytes:
-    """out/VARIANT.wasm (the name bench/ceilings.mjs loads); returns its bytes."""
-    obj = out / f"{variant}.o"
-    subprocess.run([CLANG, "--target=wasm32", "-nostdlib", "-O2", *FLAGS[variant], "-c", str(REPO / "bench" / "fma_peak.c"),
-                    "-o", str(obj)], check=True)
-    wasm = out / f"{variant}.wasm"
+def compile_wasm(src: Path, flags: list[str], wasm: Path) -> bytes:
+    """A freestanding C file of bench/ as a wasm module (no libc, no entry) at `wasm`; returns its bytes."""
+    obj = wasm.with_suffix(".o")
+    subprocess.run([CLANG, "--target=wasm32", "-nostdlib", "-O2", *flags, "-c", str(src), "-o", str(obj)], check=True)
     subprocess.run([WASM_LD, "--no-entry", str(obj), "-o", str(wasm)], check=True)
     return wasm.read_bytes()
+
+
+def build(variant: str, out: Path) -> bytes:
+    """out/VARIANT.wasm (the name bench/ceilings.mjs loads); returns its bytes."""
+    return compile_wasm(REPO / "bench" / "fma_peak.c", FLAGS[variant], out / f"{variant}.wasm")
 
 
 def build_all(out: Path) -> Path:

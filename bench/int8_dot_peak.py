@@ -13,11 +13,14 @@ import argparse
 import base64
 import json
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-CLANG, WASM_LD = "clang-19", "/usr/lib/llvm-19/bin/wasm-ld"
+sys.path.insert(0, str(REPO))
+
+from bench.fma_peak import compile_wasm  # noqa: E402
 FORMS = {"i16": 8, "i7add": 16, "i7pair": 16, "i7ext": 16}   # multiply-adds per dot instruction
 # best of 5 runs of each form (Node: by CPU time, steadier under load); 6 dots per iteration
 RUN = """const cpu = () => { if (typeof process === 'undefined') return performance.now();
@@ -41,11 +44,7 @@ const run = async (b64, forms, n) => {
 
 
 def build(out: Path) -> bytes:
-    obj, wasm = out / "peak.o", out / "peak.wasm"
-    subprocess.run([CLANG, "--target=wasm32", "-nostdlib", "-O2", "-msimd128", "-mrelaxed-simd", "-c",
-                    str(REPO / "bench" / "int8_dot_peak.c"), "-o", str(obj)], check=True)
-    subprocess.run([WASM_LD, "--no-entry", str(obj), "-o", str(wasm)], check=True)
-    return wasm.read_bytes()
+    return compile_wasm(REPO / "bench" / "int8_dot_peak.c", ["-msimd128", "-mrelaxed-simd"], out / "peak.wasm")
 
 
 def main() -> None:
@@ -61,8 +60,6 @@ def main() -> None:
         res = {"node": json.loads(subprocess.run(["node", "--experimental-wasm-relaxed-simd", str(script)], check=True,
                                                  capture_output=True, text=True).stdout)}
         if a.chromium:
-            import sys
-            sys.path.insert(0, str(REPO))
             from tests.browser_env import chromium
             with chromium() as b:
                 res["chromium"] = b.new_page().evaluate(f"async ({{ b64, forms, n }}) => {{ {RUN} return run(b64, forms, n); }}",
