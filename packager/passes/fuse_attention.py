@@ -13,8 +13,8 @@ kernel's causal flag and costs no memory. An Expand feeding a mask only to it is
 Nodes that change nothing may sit between them (float32 Casts around the softmax, an all-zero additive mask, a
 Where whose constant condition masks nothing: exporters write these for a model's default attention mask).
 Matched only when every intermediate value feeds the next node alone (and is no graph output), the three tensors
-are float32 with the same batch dims (no broadcast) and the shapes are fixed; otherwise, and on plans whose dims
-vary at run time, the nodes lower one by one as before. Groups are QStep records (qdq_fusion.py) at the position
+are float32 with the same batch dims (no broadcast); otherwise the nodes lower one by one as before. Dims that vary
+at run time (plan v2) are fused too: the core derives the block rows and the scratch from each run's shapes. Groups are QStep records (qdq_fusion.py) at the position
 of their last node, so the epilogue fusion looks past them."""
 from __future__ import annotations
 
@@ -25,8 +25,8 @@ import onnx
 from onnx import TensorProto, helper
 
 from ..analyze import Graph
-from ..lowering.registry import REGISTRY, registered_name
 from ..ops.data import view
+from ..ops.view_modes import VIEW_UNSQUEEZE
 from ..plan.opcodes import Op
 from .qdq_fusion import QStep
 from .uses import consumers_of
@@ -250,16 +250,11 @@ def fuse_attention(nodes: list, graph: Graph) -> list:
 
 
 def emit_attention(ctx, members: tuple, kind: int, scale: float, mask: Mask) -> None:
-    """One ATTENTION node (after the WHERE making a condition's additive mask); the members' own lowerings when a
-    dim varies at run time (the block scratch is sized from fixed shapes)."""
+    """One ATTENTION node (after the WHERE making a condition's additive mask). A dynamic plan writes block_rows as
+    0: the core derives it from the run's Lq and Lk by block_rows' rule (matmul.c att_block_rows), and sizes the
+    scratch by it; the scratch written is the one at the plan's shapes."""
     mm1, mm2 = members[0], members[-1]
-    names = (mm1.input[0], mm1.input[1], mm2.input[1], mm2.output[0])
-    if ctx.dynamic and not all(ctx.fixed(x) for x in (*names[:3], *mask.inputs)):
-        for node in members:
-            ctx._node = node
-            REGISTRY[registered_name(node)](ctx, node)
-        return
-    q, kt, v, y = names
+    q, kt, v, y = mm1.input[0], mm1.input[1], mm2.input[1], mm2.output[0]
     sq, sk, sv = ctx.shape(q), ctx.shape(kt), ctx.shape(v)
     lq, d, lk, dv = sq[-2], sq[-1], sk[-1], sv[-1]
     r = block_rows(lq, lk)
@@ -272,8 +267,22 @@ def emit_attention(ctx, members: tuple, kind: int, scale: float, mask: Mask) -> 
         m = ctx.temp(ctx.shape(cond), np.float32, "mask")
         ctx.emit(Op.WHERE, [cond, zero, fill] if keep else [cond, fill, zero], [m])
     if m:   # the kernel takes the mask at Y's rank
-        m = view(ctx, m, (1,) * (len(sq) - len(ctx.shape(m))) + tuple(ctx.shape(m)), "mask")
+        m = _mask_at_rank(ctx, m, len(sq))
     ctx._ensure(y)
     causal = [1, mask.causal[0], np.float32(mask.causal[1])] if mask.causal else []
-    ctx.emit(Op.ATTENTION, [q, kt, v, *([m] if m else [])], [y], [kind, np.float32(scale), r, *causal],
+    ctx.emit(Op.ATTENTION, [q, kt, v, *([m] if m else [])], [y], [kind, np.float32(scale), 0 if ctx.dynamic else r, *causal],
              scratch_bytes=4 * scratch_floats(d, lk, dv, r))
+
+
+def _mask_at_rank(ctx, m: str, rank: int) -> str:
+    """The mask with leading 1s up to `rank`: an alias, or in a dynamic plan (the mask's dims may vary) a VIEW of
+    a computed mask, which gives it its dims per run."""
+    ctx._ensure(m)
+    shape = tuple(ctx.shape(m))
+    lifted = (1,) * (rank - len(shape)) + shape
+    if lifted == shape or not ctx.dynamic or ctx.tensors[m].data is not None:
+        return view(ctx, m, lifted, "mask")
+    out = ctx.temp(lifted, np.float32, "mask")
+    ctx.alias(out, m)
+    ctx.emit(Op.VIEW, [m], [out], [VIEW_UNSQUEEZE, 0, rank - len(shape), *range(rank - len(shape))])
+    return out

@@ -19,8 +19,8 @@
  *   multiplied from there (see pack_b; the packager reserves the room when A has M >= 16 rows).
  * With B panels, A is packed in PR-row groups when the scratch has room for them (panels_room): see PR.
  * ATTENTION: inputs Q [..., Lq, D], Kt [..., D, Lk], V [..., Lk, Dv]; output Y [..., Lq, Dv], the same batch dims on
- *   all four. params: scale_kind (0 none, 1 multiply, 2 divide), scale (f32), block_rows R. Y = softmax(scale(Q Kt)) V
- *   row by row, R query rows at a time (see ep_run_ATTENTION); scratch: att_scratch_floats() floats. */
+ *   all four. params: scale_kind (0 none, 1 multiply, 2 divide), scale (f32), block_rows R (0: derived from Lq and Lk).
+ *   Y = softmax(scale(Q Kt)) V row by row, R query rows at a time (see ep_run_ATTENTION); scratch: ep_scratch_ATTENTION. */
 #include "gemm.h"
 #include "ep_vec.h"
 #include "ep_parallel.h"
@@ -478,9 +478,26 @@ ep_status ep_run_MATMUL(const ep_node *n) {
 /* A block's rows packed for either build's groups (4-row groups as 6-row panels are the largest layout). */
 static uint64_t att_rows_floats(uint64_t R, uint64_t K) { return (R + 3) / 4 * EP_GEMM_MR * K; }
 
-/* Kt's panels, V's panels, the block's Q packed, the block's scores, the scores packed. */
-static uint64_t att_scratch_floats(uint64_t D, uint64_t Lk, uint64_t Dv, uint64_t R) {
-  return packed_b_floats(D, Lk) + packed_b_floats(Lk, Dv) + att_rows_floats(R, D) + R * Lk + att_rows_floats(R, Lk);
+/* Query rows per block: word 2, or for 0 (a dynamic plan's) the packager's rule (fuse_attention.block_rows): a
+ * multiple of 12 (whole 6- and 4-row tile groups) near 32768 scores, at least 1, at most Lq. */
+EP_COLD static uint32_t att_block_rows(int32_t word, uint32_t Lq, uint32_t Lk) {
+  if (word) return (uint32_t)word;
+  uint32_t r = 32768u / (Lk ? Lk : 1u) / 12u * 12u;
+  r = r < 12u ? 12u : r;
+  r = r < Lq ? r : Lq;
+  return r ? r : 1u;
+}
+
+/* Kt's panels, V's panels, the block's Q packed, the block's scores, the scores packed: for Q [..., Lq, D],
+ * Kt [..., D, Lk], V [..., Lk, Dv] and block_rows R (word 2, 0: derived). A malformed node gets 0: check() refuses it. */
+EP_COLD uint32_t ep_scratch_ATTENTION(const ep_node *n) {
+  const ep_tensor *q = n->in[0], *k = n->in[1], *v = n->in[2];
+  if (n->n_params < 3 || !k) return 0;
+  const uint32_t r = q->rank;
+  const uint64_t D = (uint64_t)q->dims[r - 1], Lk = (uint64_t)k->dims[r - 1], Dv = (uint64_t)v->dims[r - 1];
+  const uint64_t R = att_block_rows(n->params[2], (uint32_t)q->dims[r - 2], (uint32_t)Lk);
+  return ep_scratch_u32((packed_b_floats(D, Lk) + packed_b_floats(Lk, Dv) + att_rows_floats(R, D) + R * Lk +
+                         att_rows_floats(R, Lk)) * 4u);
 }
 
 /* The optional 4th input: an additive float32 mask broadcast to the scores [..., Lq, Lk]: Y's rank, each dim 1 or
@@ -491,7 +508,7 @@ EP_COLD ep_status ep_check_ATTENTION(const ep_node *n) {
   const ep_tensor *q = n->in[0], *k = n->in[1], *v = n->in[2], *y = n->out[0], *m = att_mask(n);
   EP_CHECK(q && k && v && y && (n->n_params == 3 || n->n_params == 6), EP_E_PARAM);
   const int32_t *p = n->params;
-  EP_CHECK(p[0] >= 0 && p[0] <= 2 && p[2] >= 1 && (uint32_t)p[2] <= ATT_MAX_ROWS && (n->n_params == 3 || (uint32_t)p[3] <= 1u), EP_E_PARAM);
+  EP_CHECK(p[0] >= 0 && p[0] <= 2 && p[2] >= 0 && (uint32_t)p[2] <= ATT_MAX_ROWS && (n->n_params == 3 || (uint32_t)p[3] <= 1u), EP_E_PARAM);
   EP_CHECK(q->dtype == EP_F32 && k->dtype == EP_F32 && v->dtype == EP_F32 && y->dtype == EP_F32 && (!m || m->dtype == EP_F32), EP_E_DTYPE);
   const uint32_t r = y->rank;
   EP_CHECK(r >= 2 && q->rank == r && k->rank == r && v->rank == r && (!m || m->rank == r), EP_E_SHAPE);
@@ -502,7 +519,7 @@ EP_COLD ep_status ep_check_ATTENTION(const ep_node *n) {
   /* the mask's dims against the scores' [..., Lq, Lk]: each 1 or the scores', the last exactly Lk */
   for (uint32_t a = 0; m && a < r; a++)
     EP_CHECK(m->dims[a] == (a + 1 < r ? y->dims[a] : Lk) || (m->dims[a] == 1 && a + 1 < r), EP_E_SHAPE);
-  EP_CHECK(att_scratch_floats((uint64_t)D, (uint64_t)Lk, (uint64_t)Dv, (uint64_t)p[2]) * 4u <= n->scratch_bytes, EP_E_PARAM);
+  EP_CHECK(ep_scratch_ATTENTION(n) <= n->scratch_bytes, EP_E_PARAM);
   return EP_OK;
 }
 
@@ -566,7 +583,8 @@ EP_COLD static void att_softmax(void *ctx, uint64_t b, uint64_t e) {
 EP_COLD ep_status ep_run_ATTENTION(const ep_node *n) {   /* size: its loops are in the callees */
   const ep_tensor *ty = n->out[0];
   const uint32_t r = ty->rank, Lq = (uint32_t)ty->dims[r - 2], Dv = (uint32_t)ty->dims[r - 1];
-  const uint32_t D = (uint32_t)n->in[0]->dims[r - 1], Lk = (uint32_t)n->in[1]->dims[r - 1], R = (uint32_t)n->params[2];
+  const uint32_t D = (uint32_t)n->in[0]->dims[r - 1], Lk = (uint32_t)n->in[1]->dims[r - 1];
+  const uint32_t R = att_block_rows(n->params[2], Lq, Lk);
   uint64_t batches = 1;
   for (uint32_t i = 0; i + 2 < r; i++) batches *= (uint64_t)ty->dims[i];
   if (!Lq || !Dv) return EP_OK;

@@ -14,7 +14,7 @@
 static inline uint32_t ep_scratch_u32(uint64_t bytes) { return bytes > 0xFFFFFFFFull ? 0xFFFFFFFFu : (uint32_t)bytes; }
 
 #define EP_SHAPE_OPS(X) X(CONV) X(DEPTHWISE_CONV) X(WINOGRAD_CONV) X(WINOGRAD_CONV_F4) X(CONV_TRANSPOSE) X(GEMM) \
-  X(MATMUL) X(POOL) X(QCONV) X(QDEPTHWISE_CONV) X(QMATMUL) X(QWINOGRAD_CONV)
+  X(MATMUL) X(POOL) X(QCONV) X(QDEPTHWISE_CONV) X(QMATMUL) X(QWINOGRAD_CONV) X(ATTENTION)
 #define EP_SHAPE_DECLARE(name) ep_status ep_shape_##name(ep_node *n); uint32_t ep_scratch_##name(const ep_node *n);
 EP_SHAPE_OPS(EP_SHAPE_DECLARE)
 #undef EP_SHAPE_DECLARE

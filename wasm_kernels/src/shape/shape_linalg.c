@@ -1,4 +1,4 @@
-/* Output dims of GEMM, MATMUL (numpy matmul with batch broadcasting) and QMATMUL (docs/plan-format.md). */
+/* Output dims of GEMM, MATMUL (numpy matmul with batch broadcasting), QMATMUL and ATTENTION (docs/plan-format.md). */
 #include "conv_linalg.h"
 EP_COLD_FILE_BEGIN
 
@@ -37,15 +37,23 @@ ep_status ep_shape_MATMUL(ep_node *n) {
   return ep_shape_set(y, r, d);
 }
 
-/* Y [..., M, N] of X [..., M, K] and W [..., K, N], all of one rank: Y has X's batch dims. */
+/* Y: X's dims but the last, W's last; X and W of one rank (>= 2). */
+static ep_status rows_of(ep_node *n, const ep_tensor *x, const ep_tensor *w) {
+  EP_CHECK(x && w && n->out[0] && x->rank >= 2 && w->rank == x->rank, EP_E_SHAPE);
+  int32_t d[EP_MAX_RANK];
+  for (uint32_t i = 0; i + 1 < x->rank; i++) d[i] = x->dims[i];
+  d[x->rank - 1] = w->dims[x->rank - 1];
+  return ep_shape_set(n->out[0], x->rank, d);
+}
+
+/* Y [..., M, N] of X [..., M, K] and W [..., K, N]: Y has X's batch dims. */
 ep_status ep_shape_QMATMUL(ep_node *n) {
   const ep_tensor *x = n->in[0], *w = n->in[1];
-  EP_CHECK(x && w && n->out[0] && x->rank >= 2 && w->rank == x->rank, EP_E_SHAPE);
-  const uint32_t r = x->rank;
-  EP_CHECK(w->dims[r - 2] == x->dims[r - 1], EP_E_SHAPE);
-  int32_t d[EP_MAX_RANK];
-  for (uint32_t i = 0; i + 1 < r; i++) d[i] = x->dims[i];
-  d[r - 1] = w->dims[r - 1];
-  return ep_shape_set(n->out[0], r, d);
+  const ep_status s = rows_of(n, x, w);
+  return s ? s : w->dims[x->rank - 2] == x->dims[x->rank - 1] ? EP_OK : EP_E_SHAPE;
 }
+
+/* Y [..., Lq, Dv] of Q [..., Lq, D], Kt [..., D, Lk] and V [..., Lk, Dv] (check() requires the same batch dims). */
+ep_status ep_shape_ATTENTION(ep_node *n) { return rows_of(n, n->in[0], n->in[2]); }
+
 EP_COLD_FILE_END

@@ -53,6 +53,7 @@ static const ep_shape_entry table[EP_OP_COUNT] = {
   [EP_OP_NONZERO] = {ep_shape_NONZERO, 0},   /* kernels/datadep.c: capacities */
   [EP_OP_NON_MAX_SUPPRESSION] = {ep_shape_NON_MAX_SUPPRESSION, ep_scratch_NON_MAX_SUPPRESSION},
   [EP_OP_UNIQUE] = {ep_shape_UNIQUE, ep_scratch_UNIQUE},
+  [EP_OP_ATTENTION] = {ep_shape_ATTENTION, ep_scratch_ATTENTION},
 };
 
 const ep_shape_entry *ep_shape_for(uint32_t op) {

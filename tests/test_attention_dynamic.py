@@ -1,0 +1,84 @@
+"""Fused attention with run-time shapes (plan version 2): a transformers BertModel exported by torch.onnx with dynamic
+batch and sequence axes and an attention_mask input, packaged by the CLI as a user would (no --input-shape: a
+version-2 plan), fuses every attention block into ATTENTION with block_rows left to the core (word 2 = 0), and one
+bundle runs at several batch sizes and sequence lengths with real padding, matching onnxruntime, in Node on the
+SIMD, relaxed and scalar builds and on the Pi 5 build under qemu."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+from packager.cli import main as cli
+from packager.plan import layout
+from packager.plan.opcodes import Op
+from packager.reference import reference_run
+
+from .test_attention_masks import LAYERS, TOL, _export, _transformers, torch   # (skips without torch, transformers)
+from .test_web_dynamic import _node_major, _node_runs, _outputs
+
+# (batch, sequence): Lq = Lk from 5 to 40, so the derived block rows and the scratch change with each run
+SHAPES = [(2, 12), (1, 5), (3, 40)]
+
+
+def _feeds(batch: int, seq: int, seed: int) -> dict[str, np.ndarray]:
+    """Random ids; the last row padded at its end (half its keys), the first row unpadded."""
+    rng = np.random.default_rng(seed)
+    mask = np.ones((batch, seq), np.int64)
+    if batch > 1:
+        mask[-1, seq // 2:] = 0
+    return {"input_ids": rng.integers(0, 100, (batch, seq)).astype(np.int64), "attention_mask": mask}
+
+
+def _checked_plan(bundle: Path) -> None:
+    plan = layout.decode((bundle / "model.plan").read_bytes())
+    assert plan.dynamic is not None, "a version-2 plan"
+    kernels = [Op(n.op).name for n in plan.nodes]
+    assert kernels.count("ATTENTION") == LAYERS and "SOFTMAX" not in kernels, kernels
+    assert all(n.params[2] == 0 for n in plan.nodes if n.op == Op.ATTENTION), "block_rows derived by the core"
+
+
+@pytest.fixture(scope="module")
+def bert(tmp_path_factory) -> Path:
+    """test_attention_masks' small BERT with BERT's 512 positions: the packager probes sequences past 64."""
+    torch.manual_seed(0)
+    cfg = _transformers().BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=LAYERS, num_attention_heads=4,
+                                     intermediate_size=64, max_position_embeddings=512, attn_implementation="eager")
+    model = _transformers().BertModel(cfg, add_pooling_layer=False)
+    return _export(model, tmp_path_factory.mktemp("attdyn") / "bert.onnx", masked=True)
+
+
+@pytest.mark.skipif(_node_major() < 20, reason="needs Node >= 20")
+def test_bert_dynamic_axes_in_node(bert: Path, tmp_path: Path) -> None:
+    bundle = tmp_path / "b"
+    assert cli([str(bert), "-o", str(bundle), "--target", "web"]) == 0
+    assert json.loads((bundle / "manifest.json").read_text())["plan"]["version"] == 2
+    _checked_plan(bundle)
+    model = onnx.load(bert)
+    runs = [_feeds(b, s, i) for i, (b, s) in enumerate(SHAPES)]
+    want = [reference_run(model, f)["hidden"] for f in runs]
+    for build in ("simd", "relaxed", "scalar"):
+        res = _node_runs(tmp_path / build, bundle, runs, build=build)
+        for r, w in zip(res["runs"], want):
+            got = _outputs(r)["hidden"]
+            assert got.shape == w.shape
+            np.testing.assert_allclose(got, w, rtol=TOL, atol=TOL, err_msg=build)
+
+
+@pytest.mark.skipif(shutil.which("qemu-aarch64") is None or shutil.which("aarch64-linux-gnu-gcc") is None,
+                    reason="qemu-user or gcc-aarch64-linux-gnu missing")
+def test_bert_dynamic_axes_aarch64(bert: Path, tmp_path: Path) -> None:
+    from packager.targets import edge as E
+    bundle = tmp_path / "b"
+    assert cli([str(bert), "-o", str(bundle), "--target", "pi5", "--no-verify"]) == 0
+    _checked_plan(bundle)
+    outputs = json.loads((bundle / "manifest.json").read_text())["outputs"]
+    model = onnx.load(bert)
+    for i, (b, s) in enumerate(SHAPES[1:]):
+        feeds = _feeds(b, s, 10 + i)
+        got = E.run_cli(bundle, feeds, outputs, qemu=E.qemu_cmd("pi5"))["hidden"]
+        np.testing.assert_allclose(got, reference_run(model, feeds)["hidden"], rtol=TOL, atol=TOL)
