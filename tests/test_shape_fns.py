@@ -39,7 +39,7 @@ V2_SEEDS = Path(__file__).resolve().parents[1] / "wasm_kernels" / "fuzz" / "corp
 # checked plan node of the conformance cases or the models below.
 CONV_LINALG_POOL = [Op.CONV, Op.DEPTHWISE_CONV, Op.WINOGRAD_CONV, Op.WINOGRAD_CONV_F4, Op.WINOGRAD_FILTER,
                     Op.CONV_TRANSPOSE, Op.GEMM, Op.MATMUL, Op.POOL, Op.QCONV, Op.QDEPTHWISE_CONV, Op.QMATMUL,
-                    Op.QWINOGRAD_CONV]
+                    Op.QWINOGRAD_CONV, Op.ATTENTION]
 MUST_HAVE_SHAPE = [*CONV_LINALG_POOL]
 
 
@@ -204,9 +204,10 @@ def test_models_use_every_listed_kernel(model_plans) -> None:
 
 # ------------------------------------------------------------------------------- dynamic (plan v2) lowering
 # A dynamic plan leaves the block sizes derived from the shapes to the core (CONV's, WINOGRAD's, QCONV's, QWINOGRAD's
-# nt and QMATMUL's nb written as 0) and picks kernels by channels and windows only. Lowered with every dim marked as
-# known only at run time (at the static shapes of the model), its scratch sizes, computed by the packager from its
-# own block sizes, must equal what the C scratch functions derive: the same rule in C and in Python.
+# nt, QMATMUL's nb and ATTENTION's block_rows written as 0) and picks kernels by channels and windows only. Lowered
+# with every dim marked as known only at run time (at the static shapes of the model), its scratch sizes, computed
+# by the packager from its own block sizes, must equal what the C scratch functions derive: the same rule in C and
+# in Python.
 
 @pytest.fixture()
 def all_dynamic(monkeypatch) -> None:
@@ -224,11 +225,13 @@ def all_dynamic(monkeypatch) -> None:
     monkeypatch.setattr("packager.ops.identity._runtime_view", lambda ctx, node: False)
 
 
-DERIVED = {Op.CONV: 12, Op.WINOGRAD_CONV: 11, Op.WINOGRAD_CONV_F4: 11, Op.QCONV: 11, Op.QWINOGRAD_CONV: 10, Op.QMATMUL: 5}
+DERIVED = {Op.CONV: 12, Op.WINOGRAD_CONV: 11, Op.WINOGRAD_CONV_F4: 11, Op.QCONV: 11, Op.QWINOGRAD_CONV: 10, Op.QMATMUL: 5,
+           Op.ATTENTION: 2}
 
 
 @pytest.mark.parametrize("model", [("cifar10net", None), ("mobilenetv2", None), ("resnet18", None),
-                                   ("cifar10net", "fusion"), ("minilm_like", "dynamic")], ids=lambda m: "-".join(filter(None, m)))
+                                   ("cifar10net", "fusion"), ("minilm_like", None), ("minilm_like", "dynamic")],
+                         ids=lambda m: "-".join(filter(None, m)))
 def test_dynamic_lowering_derives_block_sizes_in_c(checker: ShapeChecker, all_dynamic, model, tmp_path: Path) -> None:
     plan = _package_model(*model, tmp_path / "b")
     s, node, what, checked = checker.check(plan)
@@ -245,6 +248,30 @@ def test_dynamic_lowering_runs_like_onnxruntime(all_dynamic, name: str, tmp_path
     from packager import package
     out = package(str(model_path(name)), target="web", out=tmp_path / "b", verify=True, dynamic=False)
     assert json.loads((out / "manifest.json").read_text())["verification"]["max_abs_diff"] < 1e-4
+
+
+def _attention(lq: int, lk: int):
+    """softmax(Q Kt / 4) V on inputs Q [1, 2, Lq, 8], Kt [1, 2, 8, Lk], V [1, 2, Lk, 8]: one ATTENTION."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+    f32 = lambda n, s: helper.make_tensor_value_info(n, TensorProto.FLOAT, s)   # noqa: E731
+    nodes = [helper.make_node("MatMul", ["q", "kt"], ["s"]), helper.make_node("Div", ["s", "c"], ["d"]),
+             helper.make_node("Softmax", ["d"], ["p"], axis=-1), helper.make_node("MatMul", ["p", "v"], ["y"])]
+    g = helper.make_graph(nodes, "att", [f32("q", [1, 2, lq, 8]), f32("kt", [1, 2, 8, lk]), f32("v", [1, 2, lk, 8])],
+                          [f32("y", [1, 2, lq, 8])], [numpy_helper.from_array(np.array(4, np.float32), "c")])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("lq,lk", [(1, 1), (7, 5), (40, 40), (3, 3000), (1500, 1500), (700, 47)])
+def test_attention_block_rows_rule_in_c(checker: ShapeChecker, all_dynamic, lq: int, lk: int, tmp_path: Path) -> None:
+    """ATTENTION's block_rows left to the core (0) sizes the scratch as the packager's block_rows(Lq, Lk) does."""
+    from packager import package
+    out = package(_attention(lq, lk), target="web", out=tmp_path / "b", verify=False, dynamic=False)
+    plan = (out / "model.plan").read_bytes()
+    dec = layout.decode(plan)
+    assert [n.params[2] for n in dec.nodes if n.op == Op.ATTENTION] == [0]
+    s, node, what, _ = checker.check(plan)
+    assert s == 0, _describe(dec, node, what)
 
 
 def test_shape_functions_survive_hostile_nodes() -> None:

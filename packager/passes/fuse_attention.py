@@ -14,8 +14,9 @@ Nodes that change nothing may sit between them (float32 Casts around the softmax
 Where whose constant condition masks nothing: exporters write these for a model's default attention mask).
 Matched only when every intermediate value feeds the next node alone (and is no graph output), the three tensors
 are float32 with the same batch dims (no broadcast); otherwise the nodes lower one by one as before. Dims that vary
-at run time (plan v2) are fused too: the core derives the block rows and the scratch from each run's shapes. Groups are QStep records (qdq_fusion.py) at the position
-of their last node, so the epilogue fusion looks past them."""
+at run time (plan v2) are fused too: the core derives the block rows and the scratch from each run's shapes.
+Groups are QStep records (qdq_fusion.py) at the position of their last node, so the epilogue fusion looks past
+them."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -270,7 +271,8 @@ def emit_attention(ctx, members: tuple, kind: int, scale: float, mask: Mask) -> 
         m = _mask_at_rank(ctx, m, len(sq))
     ctx._ensure(y)
     causal = [1, mask.causal[0], np.float32(mask.causal[1])] if mask.causal else []
-    ctx.emit(Op.ATTENTION, [q, kt, v, *([m] if m else [])], [y], [kind, np.float32(scale), 0 if ctx.dynamic else r, *causal],
+    words = [kind, np.float32(scale), 0 if ctx.dynamic else r, *causal]
+    ctx.emit(Op.ATTENTION, [q, kt, v, *([m] if m else [])], [y], words,
              scratch_bytes=4 * scratch_floats(d, lk, dv, r))
 
 

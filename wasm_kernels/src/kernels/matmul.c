@@ -20,7 +20,8 @@
  * With B panels, A is packed in PR-row groups when the scratch has room for them (panels_room): see PR.
  * ATTENTION: inputs Q [..., Lq, D], Kt [..., D, Lk], V [..., Lk, Dv]; output Y [..., Lq, Dv], the same batch dims on
  *   all four. params: scale_kind (0 none, 1 multiply, 2 divide), scale (f32), block_rows R (0: derived from Lq and Lk).
- *   Y = softmax(scale(Q Kt)) V row by row, R query rows at a time (see ep_run_ATTENTION); scratch: ep_scratch_ATTENTION. */
+ *   Y = softmax(scale(Q Kt)) V row by row, R query rows at a time (see ep_run_ATTENTION); scratch:
+ *   ep_scratch_ATTENTION. */
 #include "gemm.h"
 #include "ep_vec.h"
 #include "ep_parallel.h"

@@ -1,7 +1,8 @@
 /* Shape and scratch functions (ep_shape.h) of the convolution, linear-algebra and pooling kernels.
  * Shapes live in src/shape/shape_conv.c and shape_linalg.c; each scratch function lives in its kernel's file,
  * next to check(), so that the two share one formula (and one derivation of the block sizes a dynamic plan
- * leaves to the core: CONV's, WINOGRAD's, QCONV's, QWINOGRAD's nt and QMATMUL's nb written as 0). */
+ * leaves to the core: CONV's, WINOGRAD's, QCONV's, QWINOGRAD's nt, QMATMUL's nb and ATTENTION's block_rows
+ * written as 0). */
 #ifndef EP_SHAPE_CONV_LINALG_H
 #define EP_SHAPE_CONV_LINALG_H
 #include "ep_shape.h"
