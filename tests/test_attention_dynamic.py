@@ -61,7 +61,7 @@ def test_bert_dynamic_axes_in_node(bert: Path, tmp_path: Path) -> None:
     model = onnx.load(bert)
     runs = [_feeds(b, s, i) for i, (b, s) in enumerate(SHAPES)]
     want = [reference_run(model, f)["hidden"] for f in runs]
-    for build in ("simd", "relaxed", "scalar"):
+    for build in ("simd", "relaxed", "scalar", "threads"):   # threads: 2
         res = _node_runs(tmp_path / build, bundle, runs, build=build)
         for r, w in zip(res["runs"], want):
             got = _outputs(r)["hidden"]

@@ -144,7 +144,7 @@ def test_hostile_params_rejected(tmp_path) -> None:
     WasmPlan(wasm, good)
     mutations = [
         lambda n: n.params.__setitem__(0, 3),            # scale kind
-        lambda n: n.params.__setitem__(2, 0),            # no rows per block
+        lambda n: n.params.__setitem__(2, -1),           # negative rows per block (0: derived, as in dynamic plans)
         lambda n: n.params.__setitem__(2, 5000),         # more than the kernel takes
         lambda n: n.params.pop(),
         lambda n: setattr(n, "scratch_bytes", 16),
