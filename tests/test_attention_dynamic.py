@@ -82,3 +82,46 @@ def test_bert_dynamic_axes_aarch64(bert: Path, tmp_path: Path) -> None:
         feeds = _feeds(b, s, 10 + i)
         got = E.run_cli(bundle, feeds, outputs, qemu=E.qemu_cmd("pi5"))["hidden"]
         np.testing.assert_allclose(got, reference_run(model, feeds)["hidden"], rtol=TOL, atol=TOL)
+
+
+@pytest.mark.parametrize("mask", ["row", "where"])
+def test_masks_at_run_time_shapes(mask: str, tmp_path: Path) -> None:
+    """Q·Kt·0.5 + mask -> Softmax -> ·V with batch, Lq and Lk symbolic: a mask fed as [Lk] (viewed at the scores'
+    rank by a VIEW, its dims resolved per run) or a Where on a bool [B, 1, 1, Lk] computed at run time (the WHERE
+    making the additive mask at cond's size). One bundle at three shapes, under wasmtime."""
+    from onnx import TensorProto, helper, numpy_helper
+    from packager import load_bundle, package
+    f32 = lambda n, s: helper.make_tensor_value_info(n, TensorProto.FLOAT, s)   # noqa: E731
+    ins = [f32("q", ["b", 2, "lq", 4]), f32("kt", ["b", 2, 4, "lk"]), f32("v", ["b", 2, "lk", 5])]
+    inits = [numpy_helper.from_array(np.float32(0.5), "half"), numpy_helper.from_array(np.float32(0), "zero"),
+             numpy_helper.from_array(np.float32(np.finfo(np.float32).min), "fill")]
+    nodes = [helper.make_node("MatMul", ["q", "kt"], ["s0"]), helper.make_node("Mul", ["s0", "half"], ["s1"])]
+    if mask == "row":
+        ins.append(f32("m", ["lk"]))
+        nodes.append(helper.make_node("Add", ["s1", "m"], ["s2"]))
+    else:
+        ins.append(f32("m", ["b", 1, 1, "lk"]))
+        nodes += [helper.make_node("Greater", ["m", "zero"], ["keep"]),
+                  helper.make_node("Where", ["keep", "s1", "fill"], ["s2"])]
+    nodes += [helper.make_node("Softmax", ["s2"], ["p"], axis=-1), helper.make_node("MatMul", ["p", "v"], ["y"])]
+    g = helper.make_graph(nodes, "att", ins, [f32("y", ["b", 2, "lq", 5])], inits)
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    bundle = package(model, target="web", out=tmp_path / "b", verify=False)
+    plan = layout.decode((bundle / "model.plan").read_bytes())
+    assert plan.dynamic is not None
+    att = [n for n in plan.nodes if n.op == Op.ATTENTION]
+    assert len(att) == 1 and att[0].params[2] == 0 and len(att[0].inputs) == 4
+    assert "SOFTMAX" not in [Op(n.op).name for n in plan.nodes]
+    made_by = {o: Op(n.op).name for n in plan.nodes for o in n.outputs}
+    assert made_by[att[0].inputs[3]] == ("VIEW" if mask == "row" else "WHERE")
+    rng = np.random.default_rng(5)
+    for b, lq, lk in [(2, 6, 9), (1, 1, 3), (3, 17, 40)]:
+        feeds = {"q": rng.standard_normal((b, 2, lq, 4)), "kt": rng.standard_normal((b, 2, 4, lk)),
+                 "v": rng.standard_normal((b, 2, lk, 5)),
+                 "m": np.where(rng.random((lk,) if mask == "row" else (b, 1, 1, lk)) < 0.3, -1e9, 0.5)}
+        feeds = {k: np.asarray(a, np.float32) for k, a in feeds.items()}
+        want = reference_run(model, feeds)["y"]
+        for variant in ("simd", "scalar"):
+            got = load_bundle(bundle, variant).run(feeds)["y"]
+            np.testing.assert_allclose(got, want, rtol=TOL, atol=TOL, err_msg=f"{variant} {(b, lq, lk)}")
