@@ -495,7 +495,7 @@ static void qdw_task(void *ctx, uint32_t task, uint32_t thread) {
   const i32x4 zb = ep_q_zbits(e->yzp);
   i16x8 wv[128];
   /* the channel loops: 3x3 and 5 wide (wv holds 6 pairs per kernel row), dilation 1 along the row, stride 1 or 2 */
-  const int k5 = g->kw == 5, ch = EP_QDW_CHANNELS && fast && esz == 1 && g->dw == 1 &&
+  const int k5 = g->kw == 5, ch = EP_QDW_CHANNELS && fast && esz == 1 && g->dw == 1 && (g->sw == 1 || g->sw == 2) &&
                                   ((g->kh == 3 && g->kw == 3) || (k5 && g->kh <= 21));
   const int s2 = ch && g->sw == 2;
   ep_conv_geom g1 = *g;   /* stride 2's unphased fill: stride 1's layout in rows of rstride */
