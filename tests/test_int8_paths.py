@@ -1,5 +1,5 @@
 """int8 kernel paths that must give the same bytes as the general ones (docs/int8.md, session 6):
-QDEPTHWISE_CONV's 3x3 channel loops (stride 1: even/odd outputs from plain loads; stride 2: unphased plane; rows
+QDEPTHWISE_CONV's 3x3 and 5-wide channel loops (stride 1: even/odd outputs from plain loads; stride 2: unphased plane; rows
 under 8 storing into the next row) against the emscripten scalar build, which runs the general loop for every
 channel; the GEMM's widened A chunks (K up to and past one chunk) against the scalar build's int8 reads; and QUANTIZE_LINEAR / DEQUANTIZE_LINEAR's vector loops (whole vectors + scalar tails, per tensor and
 per axis) against numpy's exact float32 arithmetic."""
@@ -28,6 +28,13 @@ DW_CASES = [  # group, cin, cout, k, stride, dil, pad, act, x dtype, zero point,
     (5, 5, 5, 3, 2, 1, 1, "none", TensorProto.UINT8, 100, 15),   # stride 2, odd, rows of 8
     (5, 5, 5, 3, 2, 1, 1, "clip", TensorProto.INT8, -2, 13),     # stride 2, rows of 7 (last channel phased)
     (5, 5, 5, 3, 1, 1, 1, "leaky", TensorProto.INT8, 0, 16),     # general epilogue: the general loop everywhere
+    (5, 5, 5, 5, 1, 1, 2, "clip", TensorProto.INT8, 0, 16),      # 5x5, stride 1: dw5_channel's even/odd pairs
+    (5, 5, 5, 5, 1, 1, 2, "relu", TensorProto.UINT8, 128, 21),   # 5x5, stride 1, overlapping row tail
+    (5, 5, 5, 5, 1, 1, 2, "none", TensorProto.INT8, -7, 7),      # 5x5, rows of 7: spill into the next row/channel
+    (5, 5, 5, 5, 2, 1, 2, "relu", TensorProto.INT8, 0, 16),      # 5x5, stride 2: unphased plane, dw5_channel
+    (5, 5, 5, 5, 2, 1, 2, "none", TensorProto.UINT8, 100, 17),   # 5x5, stride 2, odd, rows of 9
+    (5, 5, 5, 5, 2, 1, 2, "clip", TensorProto.INT8, -2, 13),     # 5x5, stride 2, rows of 7 (last channel phased)
+    (5, 5, 5, 5, 1, 2, 4, "clip", TensorProto.INT8, 4, 13),      # 5x5 dilated: the general loop
 ]
 
 
