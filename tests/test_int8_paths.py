@@ -104,3 +104,20 @@ def test_quantize_dequantize_vector_loops_exact(case, tmp_path: Path) -> None:
     want = ((q - z_b).astype(np.float32) * s_b).astype(np.float32)
     for v in ("scalar", "simd", "relaxed"):
         np.testing.assert_array_equal(load_bundle(out, v).run({"x": x})["y"], want, err_msg=v)
+
+
+@pytest.mark.parametrize("kh,kw", [(1, 9), (9, 1)])
+def test_depthwise_nine_taps_not_square_takes_general_loop(kh: int, kw: int, tmp_path: Path) -> None:
+    """A 1x9 or 9x1 depthwise kernel has 9 taps like a 3x3 one: the 3x3 channel loops must not take it."""
+    m = _qdq_conv_model(5, 5, 5, 3, 1, 1, 1, "relu", TensorProto.INT8, 0, 16)
+    w = next(t for t in m.graph.initializer if t.name == "wq")
+    w.CopyFrom(numpy_helper.from_array(np.random.default_rng(3).integers(-127, 128, (5, 1, kh, kw)).astype(np.int8), "wq"))
+    conv = next(n for n in m.graph.node if n.op_type == "Conv")
+    del conv.attribute[:]
+    conv.attribute.extend([helper.make_attribute("group", 5), helper.make_attribute("kernel_shape", [kh, kw]),
+                           helper.make_attribute("pads", [kh // 2, kw // 2, kh // 2, kw // 2])])
+    out = package(m, out=tmp_path / "b", verify=False)
+    assert Op.QDEPTHWISE_CONV in [n.op for n in layout.decode((out / "model.plan").read_bytes()).nodes]
+    x = np.random.default_rng(0).uniform(-3, 3, (1, 5, 16, 16)).astype(np.float32)
+    got = {v: load_bundle(out, v).run({"x": x})["y"].tobytes() for v in ("scalar", "simd", "relaxed")}
+    assert got["simd"] == got["scalar"] and got["relaxed"] == got["scalar"]
