@@ -1,0 +1,107 @@
+"""float16 models (torch `.half()` exports, onnxconverter_common's convert_float_to_float16, transformers.js'
+model_fp16.onnx) computed in float32: every float16 value of the graph becomes float32 (initializers widened
+exactly, Cast / ConstantOfShape / Constant / dtype attributes retargeted), and the graph's float16 inputs and
+outputs stay the user's interface through one CAST at each edge. The kernels then run their float32 paths on the
+whole graph (no CAST pair around every node), and the answer is the float16 model's computed without float16's
+rounding between ops. Whether the weights ship as float16 again is the caller's choice (packager/front.py)."""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from .subgraphs import subgraphs
+
+F16, F32 = TensorProto.FLOAT16, TensorProto.FLOAT
+_DTYPE_ATTRS = ("to", "dtype")   # Cast; EyeLike, RandomNormal(Like), RandomUniform(Like), Bernoulli
+
+
+def _graphs(g: onnx.GraphProto):
+    yield g
+    for n in g.node:
+        for s in subgraphs(n):
+            yield from _graphs(s)
+
+
+def _has_float16(m: onnx.ModelProto) -> bool:
+    for g in _graphs(m.graph):
+        if any(t.data_type == F16 for t in g.initializer):
+            return True
+        if any(vi.type.tensor_type.elem_type == F16 for vi in [*g.input, *g.output, *g.value_info]):
+            return True
+        for n in g.node:
+            for a in n.attribute:
+                if (a.name in _DTYPE_ATTRS and a.type == onnx.AttributeProto.INT and a.i == F16) or \
+                        (a.type == onnx.AttributeProto.TENSOR and a.t.data_type == F16):
+                    return True
+    return False
+
+
+def _widen_tensor(t: onnx.TensorProto) -> None:
+    w = numpy_helper.from_array(numpy_helper.to_array(t).astype(np.float32), t.name)
+    t.CopyFrom(w)
+
+
+def _retype(vis) -> None:
+    for vi in vis:
+        if vi.type.tensor_type.elem_type == F16:
+            vi.type.tensor_type.elem_type = F32
+
+
+def _rename_uses(g: onnx.GraphProto, old: str, new: str) -> None:
+    """Every read of `old` in g and in the subgraphs reading it from outside."""
+    for gg in _graphs(g):
+        for n in gg.node:
+            for i, x in enumerate(n.input):
+                if x == old:
+                    n.input[i] = new
+
+
+def widen_float16(model: onnx.ModelProto) -> tuple[onnx.ModelProto, int]:
+    """(the model computed in float32, how many float16 initializers were widened); the model itself when it
+    has no float16 value. Initializers in external data must be loaded (packager/model_load.py does)."""
+    if not _has_float16(model):
+        return model, 0
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    g = m.graph
+    widened = 0
+    for gg in _graphs(g):
+        for t in gg.initializer:
+            if t.data_type == F16:
+                _widen_tensor(t)
+                widened += 1
+        _retype(gg.value_info)
+        if gg is not g:   # a body's formal inputs and outputs are internal values
+            _retype(gg.input)
+            _retype(gg.output)
+        for n in gg.node:
+            for a in n.attribute:
+                if a.name in _DTYPE_ATTRS and a.type == onnx.AttributeProto.INT and a.i == F16:
+                    a.i = F32
+                elif a.type == onnx.AttributeProto.TENSOR and a.t.data_type == F16:
+                    _widen_tensor(a.t)
+    inits = {t.name for t in g.initializer}
+    first, last = [], []
+    for vi in g.input:
+        if vi.name in inits:   # an input with a default (an initializer, widened above)
+            _retype([vi])
+        elif vi.type.tensor_type.elem_type == F16:
+            inner = f"{vi.name}::f32"
+            _rename_uses(g, vi.name, inner)
+            first.append(helper.make_node("Cast", [vi.name], [inner], to=F32, name=f"{vi.name}::to_f32"))
+    inputs = {vi.name for vi in g.input}
+    for vi in g.output:
+        if vi.type.tensor_type.elem_type != F16 or vi.name in inputs:   # an input returned as it is stays float16
+            continue
+        inner = f"{vi.name}::f32"
+        _rename_uses(g, vi.name, inner)
+        for t in [*g.initializer, *g.value_info]:
+            t.name = inner if t.name == vi.name else t.name
+        for n in g.node:
+            n.output[:] = [inner if o == vi.name else o for o in n.output]
+        last.append(helper.make_node("Cast", [inner], [vi.name], to=F16, name=f"{vi.name}::to_f16"))
+    nodes = [*first, *g.node, *last]
+    del g.node[:]
+    g.node.extend(nodes)
+    return m, widened
