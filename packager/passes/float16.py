@@ -1,6 +1,7 @@
 """float16 models (torch `.half()` exports, onnxconverter_common's convert_float_to_float16, transformers.js'
 model_fp16.onnx) computed in float32: every float16 value of the graph becomes float32 (initializers widened
-exactly, Cast / ConstantOfShape / Constant / dtype attributes retargeted), and the graph's float16 inputs and
+exactly, ConstantOfShape / Constant / dtype attributes retargeted, a Cast to float16 followed by one back to float32:
+the rounding the model asks for stays), and the graph's float16 inputs and
 outputs stay the user's interface through one CAST at each edge. The kernels then run their float32 paths on the
 whole graph (no CAST pair around every node), and the answer is the float16 model's computed without float16's
 rounding between ops. Whether the weights ship as float16 again is the caller's choice (packager/front.py)."""
@@ -8,8 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
 
+from .. import weights
 from .subgraphs import subgraphs
 
 F16, F32 = TensorProto.FLOAT16, TensorProto.FLOAT
@@ -23,23 +25,16 @@ def _graphs(g: onnx.GraphProto):
             yield from _graphs(s)
 
 
-def _has_float16(m: onnx.ModelProto) -> bool:
-    for g in _graphs(m.graph):
-        if any(t.data_type == F16 for t in g.initializer):
-            return True
-        if any(vi.type.tensor_type.elem_type == F16 for vi in [*g.input, *g.output, *g.value_info]):
-            return True
-        for n in g.node:
-            for a in n.attribute:
-                if (a.name in _DTYPE_ATTRS and a.type == onnx.AttributeProto.INT and a.i == F16) or \
-                        (a.type == onnx.AttributeProto.TENSOR and a.t.data_type == F16):
-                    return True
-    return False
+def _float16_model(m: onnx.ModelProto) -> bool:
+    """float16 weights or a float16 input / output: a float16 model. A float32 model that casts some values to
+    float16 keeps its float16 ops as they are (computed through float32 copies, rounded after each op)."""
+    g = m.graph
+    return any(vi.type.tensor_type.elem_type == F16 for vi in [*g.input, *g.output]) or \
+        any(t.data_type == F16 for gg in _graphs(g) for t in gg.initializer)
 
 
 def _widen_tensor(t: onnx.TensorProto) -> None:
-    w = numpy_helper.from_array(numpy_helper.to_array(t).astype(np.float32), t.name)
-    t.CopyFrom(w)
+    t.CopyFrom(weights.from_array(weights.to_array(t).astype(np.float32), t.name))
 
 
 def _retype(vis) -> None:
@@ -60,7 +55,7 @@ def _rename_uses(g: onnx.GraphProto, old: str, new: str) -> None:
 def widen_float16(model: onnx.ModelProto) -> tuple[onnx.ModelProto, int]:
     """(the model computed in float32, how many float16 initializers were widened); the model itself when it
     has no float16 value. Initializers in external data must be loaded (packager/model_load.py does)."""
-    if not _has_float16(model):
+    if not _float16_model(model):
         return model, 0
     m = onnx.ModelProto()
     m.CopyFrom(model)
@@ -75,12 +70,21 @@ def widen_float16(model: onnx.ModelProto) -> tuple[onnx.ModelProto, int]:
         if gg is not g:   # a body's formal inputs and outputs are internal values
             _retype(gg.input)
             _retype(gg.output)
+        nodes = []
         for n in gg.node:
+            nodes.append(n)
             for a in n.attribute:
-                if a.name in _DTYPE_ATTRS and a.type == onnx.AttributeProto.INT and a.i == F16:
+                if n.op_type == "Cast" and a.name == "to" and a.i == F16:   # the model asks for float16's rounding
+                    wide = helper.make_node("Cast", [f"{n.output[0]}::f16"], [n.output[0]], to=F32,
+                                            name=f"{n.name or n.output[0]}::widen")
+                    n.output[0] = wide.input[0]
+                    nodes.append(wide)
+                elif a.name in _DTYPE_ATTRS and a.type == onnx.AttributeProto.INT and a.i == F16:
                     a.i = F32
                 elif a.type == onnx.AttributeProto.TENSOR and a.t.data_type == F16:
                     _widen_tensor(a.t)
+        del gg.node[:]
+        gg.node.extend(nodes)
     inits = {t.name for t in g.initializer}
     first, last = [], []
     for vi in g.input:
