@@ -7,6 +7,7 @@ a few float16 steps of the output's magnitude. TOL_STEPS float16 steps of max |o
 still 10-100x tighter than a wrong answer (a float32 model fed float16-rounded weights differs by ~1e-3 relative)."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,7 @@ from packager.cli import main as cli
 from packager.plan import layout
 from packager.plan.opcodes import Op
 from packager.reference import reference_run
+from packager.targets.edge import qemu_available
 from tests.test_web_node import _node_major, _node_run, _outputs
 
 torch = pytest.importorskip("torch")
@@ -77,7 +79,7 @@ def _bert(tmp: Path) -> Path:
 
 
 def _package(onnx_path: Path, out: Path, *args: str) -> Path:
-    assert cli([str(onnx_path), "-o", str(out), "--target", "web", *args]) == 0
+    assert cli([str(onnx_path), "-o", str(out), *(args or ("--target", "web"))]) == 0
     return out
 
 
@@ -103,11 +105,15 @@ def _check(tmp: Path, onnx_path: Path, bundle: Path, feeds: dict[str, np.ndarray
     assert runs.count(Op.CAST) == own + edges, f"a CAST at each float16 edge, none between kernels: {runs}"
 
 
-def test_float16_cnn(tmp_path: Path) -> None:
-    onnx_path = _cnn(tmp_path)
-    bundle = _package(onnx_path, tmp_path / "cnn16")
+@pytest.fixture(scope="module")
+def cnn16(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _cnn(tmp_path_factory.mktemp("cnn16"))
+
+
+def test_float16_cnn(tmp_path: Path, cnn16: Path) -> None:
+    bundle = _package(cnn16, tmp_path / "cnn16")
     x = np.random.default_rng(1).standard_normal((1, 3, 16, 16)).astype(np.float16)
-    _check(tmp_path, onnx_path, bundle, {"x": x})
+    _check(tmp_path, cnn16, bundle, {"x": x})
 
 
 def test_float16_transformer(tmp_path: Path) -> None:
@@ -118,3 +124,12 @@ def test_float16_transformer(tmp_path: Path) -> None:
     mask[1, 5:] = 0   # padded keys: the float16 mask arithmetic ((1 - mask) * lowest) must stay finite
     _check(tmp_path, onnx_path, bundle, {"input_ids": rng.integers(0, 100, (2, 8)).astype(np.int64),
                                          "attention_mask": mask})
+
+
+@pytest.mark.skipif(not qemu_available(), reason="needs qemu-aarch64")
+def test_float16_cnn_pi5(tmp_path: Path, cnn16: Path) -> None:
+    """The same plan on the Pi 5 build under qemu: its consistency report against onnxruntime's float16 answer."""
+    bundle = _package(cnn16, tmp_path / "pi5", "--target", "pi5")
+    c = json.loads((bundle / "manifest.json").read_text())["consistency"]
+    for pair in ("onnxruntime_vs_neon", "wasm_vs_neon"):
+        assert c[pair]["finite_values"] > 0 and c[pair]["max_abs_diff"] <= TOL_STEPS * F16_STEP, (pair, c[pair])
