@@ -151,18 +151,10 @@ def check_finite(result: dict, log: Callable[[str], None], strict: bool = False)
     log(f"warning: {msg}")
 
 
-def _nodes(graph: onnx.GraphProto):
-    """Every node of graph and of its subgraphs (If / Loop / Scan bodies)."""
-    for n in graph.node:
-        yield n
-        for a in n.attribute:
-            for g in [a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs):
-                yield from _nodes(g)
-
-
 def _same_ops_at(graph: onnx.GraphProto, opset: int, older: int) -> bool:
     """Whether every default-domain op of graph means at opset `older` what it means at `opset` (same schema)."""
-    for n in _nodes(graph):
+    from .passes.subgraphs import all_nodes
+    for n in all_nodes(graph):
         if n.domain not in ("", "ai.onnx"):
             continue
         try:

@@ -12,17 +12,10 @@ import onnx
 from onnx import TensorProto, helper
 
 from .. import weights
-from .subgraphs import subgraphs
+from .subgraphs import all_graphs, rename_reads, subgraphs
 
 F16, F32 = TensorProto.FLOAT16, TensorProto.FLOAT
 _DTYPE_ATTRS = ("to", "dtype")   # Cast; EyeLike, RandomNormal(Like), RandomUniform(Like), Bernoulli
-
-
-def _graphs(g: onnx.GraphProto):
-    yield g
-    for n in g.node:
-        for s in subgraphs(n):
-            yield from _graphs(s)
 
 
 def _float16_model(m: onnx.ModelProto) -> bool:
@@ -30,7 +23,7 @@ def _float16_model(m: onnx.ModelProto) -> bool:
     float16 keeps its float16 ops as they are (computed through float32 copies, rounded after each op)."""
     g = m.graph
     return any(vi.type.tensor_type.elem_type == F16 for vi in [*g.input, *g.output]) or \
-        any(t.data_type == F16 for gg in _graphs(g) for t in gg.initializer)
+        any(t.data_type == F16 for gg in all_graphs(g) for t in gg.initializer)
 
 
 def _widen_tensor(t: onnx.TensorProto) -> None:
@@ -44,12 +37,11 @@ def _retype(vis) -> None:
 
 
 def _rename_uses(g: onnx.GraphProto, old: str, new: str) -> None:
-    """Every read of `old` in g and in the subgraphs reading it from outside."""
-    for gg in _graphs(g):
-        for n in gg.node:
-            for i, x in enumerate(n.input):
-                if x == old:
-                    n.input[i] = new
+    """Every read of `old` in g's nodes and in the subgraphs reading it from outside."""
+    for n in g.node:
+        n.input[:] = [new if x == old else x for x in n.input]
+        for s in subgraphs(n):
+            rename_reads(s, {old: new})
 
 
 def widen_float16(model: onnx.ModelProto) -> tuple[onnx.ModelProto, int]:
@@ -61,7 +53,7 @@ def widen_float16(model: onnx.ModelProto) -> tuple[onnx.ModelProto, int]:
     m.CopyFrom(model)
     g = m.graph
     widened = 0
-    for gg in _graphs(g):
+    for gg in all_graphs(g):
         for t in gg.initializer:
             if t.data_type == F16:
                 _widen_tensor(t)
