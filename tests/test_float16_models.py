@@ -100,7 +100,8 @@ def _check(tmp: Path, onnx_path: Path, bundle: Path, feeds: dict[str, np.ndarray
     assert weights16, "the float16 weights ship as float16 (half the download of float32)"
     runs = [Op(n.op) for n in plan.nodes if not n.flags & layout.NODE_PROLOGUE]   # prologue: the weights, once
     # the model's own Casts (an int64 mask to float16), a Cast to float16 then one back to float32
-    own = sum((2 if n.attribute[0].i == onnx.TensorProto.FLOAT16 else 1) for n in model.graph.node if n.op_type == "Cast")
+    own = sum(2 if n.attribute[0].i == onnx.TensorProto.FLOAT16 else 1
+              for n in model.graph.node if n.op_type == "Cast")
     edges = sum(v.type.tensor_type.elem_type == onnx.TensorProto.FLOAT16 for v in [*model.graph.input,
                                                                                    *model.graph.output])
     assert runs.count(Op.CAST) == own + edges, f"a CAST at each float16 edge, none between kernels: {runs}"

@@ -45,8 +45,8 @@ def _rename_uses(g: onnx.GraphProto, old: str, new: str) -> None:
 
 
 def widen_float16(model: onnx.ModelProto) -> tuple[onnx.ModelProto, int]:
-    """(the model computed in float32, how many float16 initializers were widened); the model itself when it
-    has no float16 value. Initializers in external data must be loaded (packager/model_load.py does)."""
+    """(the model computed in float32, how many float16 initializers were widened); the model itself when it is
+    not a float16 model (_float16_model). External-data initializers must be loaded (packager/model_load.py does)."""
     if not _float16_model(model):
         return model, 0
     m = onnx.ModelProto()
