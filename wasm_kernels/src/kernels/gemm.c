@@ -427,7 +427,7 @@ EP_NOINLINE static void pack_block(uint32_t K, uint32_t w, const float *b, uint3
 }
 
 
-void ep_gemm_f32(uint32_t M, uint32_t N, uint32_t K, const float *a_packed, const float *b, uint32_t ldb,
+EP_COLD void ep_gemm_f32(uint32_t M, uint32_t N, uint32_t K, const float *a_packed, const float *b, uint32_t ldb,
                  int b_padded, float *c, uint32_t ldc, const ep_gemm_epi *e) {
   /* (a row bias, the convolutions', needs no shift to a block's columns; a residual does) */
   if (K - 1u < PB_FLOATS / (2 * NR) && M > MR && !(ldb & 1023u) && e->bias_mode <= EP_BIAS_ROW) {
@@ -453,12 +453,12 @@ void ep_gemm_post_rows(const ep_gemm_post *p, float *c, uint32_t ldc, uint32_t m
   for (uint32_t m = m0; m < m1; m++) ep_apply_activation(c + (uint64_t)m * ldc + n0, n1 - n0, p->act, p->w);
 }
 
+float *ep_gemm_pack_group(uint32_t K, const float *a, uint64_t rs, uint64_t cs, uint32_t m0, uint32_t mr, float *dst) {
+  for (uint32_t k = 0; k < K; k++, dst += MR)
+    for (uint32_t r = 0; r < MR; r++) dst[r] = r < mr ? a[(uint64_t)(m0 + r) * rs + (uint64_t)k * cs] : 0.0f;
+  return dst;
+}
+
 void ep_gemm_pack_a(uint32_t M, uint32_t K, const float *a, uint64_t rs, uint64_t cs, float *dst) {
-  for (uint32_t m0 = 0; m0 < M; m0 += MR) {
-    for (uint32_t k = 0; k < K; k++) {
-      for (uint32_t r = 0; r < MR; r++)
-        dst[r] = m0 + r < M ? a[(uint64_t)(m0 + r) * rs + (uint64_t)k * cs] : 0.0f;
-      dst += MR;
-    }
-  }
+  for (uint32_t m0 = 0; m0 < M; m0 += MR) dst = ep_gemm_pack_group(K, a, rs, cs, m0, M - m0 < MR ? M - m0 : MR, dst);
 }
