@@ -426,7 +426,7 @@ EP_NOINLINE static void pack_block(uint32_t K, uint32_t w, const float *b, uint3
     for (uint32_t j = 0; j < w; j += 4, dst += 4) f32x4_store(dst, f32x4_load(b + j));
 }
 
-
+/* ep_gemm_f32 on the wasm SIMD builds: gemm_in_place, through copied blocks of B where that pays (above). */
 EP_COLD void ep_gemm_f32(uint32_t M, uint32_t N, uint32_t K, const float *a_packed, const float *b, uint32_t ldb,
                  int b_padded, float *c, uint32_t ldc, const ep_gemm_epi *e) {
   /* (a row bias, the convolutions', needs no shift to a block's columns; a residual does) */
