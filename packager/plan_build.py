@@ -108,7 +108,7 @@ def _fixed(front: Front, m: onnx.ModelProto, ort_source: onnx.ModelProto | None,
     graph, shipped = quant_result.graph, quant_result.shipped_model()
     if quant_result.mode != "none":   # a changed precision: verify the bundle against the graph it ships
         reference = shipped
-    lowered = lower(graph, weights_fp16=quant_result.weights_fp16)
+    lowered = lower(graph, weights_fp16=quant_result.weights_fp16 or front.weights_fp16)
     if notice is not None:   # said once the static plan exists (a model neither plan takes gets the error only)
         log(f"notice: {notice}")
     tgt.check(control_flow=any(n.op in CONTROL_FLOW for n in lowered.plan.nodes))   # If/Loop/Scan

@@ -114,8 +114,8 @@ def lower_run_time(front: Front, syms, quiet: bool = False):
     graph_a, reference, optimization = front.run(shapes_a, keep, value_dim=va)
     graph_b, _, _ = front.run(shapes_b, keep, quiet=True, value_dim=vb)
     axes = varying_axes(graph_a.shapes, graph_b.shapes)
-    ctx_a, ins, outs = lower_ctx(graph_a, dynamic_axes=axes)
-    ctx_b, _, _ = lower_ctx(graph_b, dynamic_axes=axes)
+    ctx_a, ins, outs = lower_ctx(graph_a, weights_fp16=front.weights_fp16, dynamic_axes=axes)
+    ctx_b, _, _ = lower_ctx(graph_b, weights_fp16=front.weights_fp16, dynamic_axes=axes)
     varying = compare_lowerings(ctx_a, ctx_b)
     bounds = {n: [b if b else (1, 0) for b in bs] for n, bs in syms.bounds.items()}
     lowered = assemble_dynamic(ctx_a, ins, outs, varying, bounds, frozenset(syms.values))

@@ -4,8 +4,8 @@ refused at package time with the figure.
 A Relu on float32[2^28] (1 GiB in, 1 GiB out) has a 2 GiB arena: 0x80000000, which an i32 reads as -2147483648.
 Each runtime must bind it at its real size. Running it end to end takes 3-6 GB of memory per runtime (measured in
 docs/security.md, "Graph inputs over 2 GiB"), too much for CI: here each runtime opens the real bundle and binds
-the arena. Python and Node grow wasm memory without touching it; `edgepack-run --info` allocates and zeroes it
-(2 GiB resident for about 3 s)."""
+the arena. Python and Node grow wasm memory without touching it; `edgepack-run --info` maps it from the kernel's
+zero pages (nothing of it becomes resident)."""
 from __future__ import annotations
 
 import json

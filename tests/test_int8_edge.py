@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
+from onnx import TensorProto
 
 from packager import package
 from packager.targets import edge as E
@@ -89,3 +90,23 @@ def test_int8_conformance_aarch64_matches_wasm() -> None:
     assert not diff, diff
     assert not [r for r in results if r["aarch64"] in ("fail", "crash")]
     assert sum(r["aarch64"] == "pass" for r in results) >= 15
+
+
+DW5_CASES = [  # _qdq_conv_model's group, cin, cout, k, stride, dil, pad, act, x dtype, zero point, hw
+    (5, 5, 5, 5, 1, 1, 2, "clip", TensorProto.INT8, 0, 16),       # 5x5 stride 1: dw5_channel's even/odd pairs
+    (6, 6, 6, 5, 2, 1, 2, "relu", TensorProto.UINT8, 128, 17),    # 5x5 stride 2: unphased plane, rows of 9
+]
+
+
+@pytest.mark.parametrize("case", DW5_CASES, ids=[f"s{c[4]}" for c in DW5_CASES])
+def test_pi5_depthwise_5x5_same_bytes_as_wasm(case, tmp_path: Path) -> None:
+    """QDEPTHWISE_CONV's 5-wide channel loop built for aarch64 NEON (pi5 CLI under qemu) writes the wasm SIMD
+    build's bytes."""
+    from packager import load_bundle
+    from .test_int8 import _qdq_conv_model
+    m = _qdq_conv_model(*case)
+    x = np.random.default_rng(3).uniform(-3, 3, (1, case[1], case[10], case[10])).astype(np.float32)
+    b = package(m, target="pi5", out=tmp_path / "pi5", verify=False, dynamic=False)
+    got = E.run_cli(b, {"x": x}, json.loads((b / "manifest.json").read_text())["outputs"], qemu=E.qemu_cmd("pi5"))
+    want = load_bundle(package(m, out=tmp_path / "web", verify=False), "simd").run({"x": x})["y"]
+    assert got["y"].tobytes() == want.tobytes()

@@ -1,5 +1,5 @@
 """int8 kernel paths that must give the same bytes as the general ones (docs/int8.md, session 6):
-QDEPTHWISE_CONV's 3x3 channel loops (stride 1: even/odd outputs from plain loads; stride 2: unphased plane; rows
+QDEPTHWISE_CONV's 3x3 and 5-wide channel loops (stride 1: even/odd outputs from plain loads; stride 2: unphased plane; rows
 under 8 storing into the next row) against the emscripten scalar build, which runs the general loop for every
 channel; the GEMM's widened A chunks (K up to and past one chunk) against the scalar build's int8 reads; and QUANTIZE_LINEAR / DEQUANTIZE_LINEAR's vector loops (whole vectors + scalar tails, per tensor and
 per axis) against numpy's exact float32 arithmetic."""
@@ -28,6 +28,13 @@ DW_CASES = [  # group, cin, cout, k, stride, dil, pad, act, x dtype, zero point,
     (5, 5, 5, 3, 2, 1, 1, "none", TensorProto.UINT8, 100, 15),   # stride 2, odd, rows of 8
     (5, 5, 5, 3, 2, 1, 1, "clip", TensorProto.INT8, -2, 13),     # stride 2, rows of 7 (last channel phased)
     (5, 5, 5, 3, 1, 1, 1, "leaky", TensorProto.INT8, 0, 16),     # general epilogue: the general loop everywhere
+    (5, 5, 5, 5, 1, 1, 2, "clip", TensorProto.INT8, 0, 16),      # 5x5, stride 1: dw5_channel's even/odd pairs
+    (5, 5, 5, 5, 1, 1, 2, "relu", TensorProto.UINT8, 128, 21),   # 5x5, stride 1, overlapping row tail
+    (5, 5, 5, 5, 1, 1, 2, "none", TensorProto.INT8, -7, 7),      # 5x5, rows of 7: spill into the next row/channel
+    (5, 5, 5, 5, 2, 1, 2, "relu", TensorProto.INT8, 0, 16),      # 5x5, stride 2: unphased plane, dw5_channel
+    (5, 5, 5, 5, 2, 1, 2, "none", TensorProto.UINT8, 100, 17),   # 5x5, stride 2, odd, rows of 9
+    (5, 5, 5, 5, 2, 1, 2, "clip", TensorProto.INT8, -2, 13),     # 5x5, stride 2, rows of 7 (last channel phased)
+    (5, 5, 5, 5, 1, 2, 4, "clip", TensorProto.INT8, 4, 13),      # 5x5 dilated: the general loop
 ]
 
 
@@ -97,3 +104,20 @@ def test_quantize_dequantize_vector_loops_exact(case, tmp_path: Path) -> None:
     want = ((q - z_b).astype(np.float32) * s_b).astype(np.float32)
     for v in ("scalar", "simd", "relaxed"):
         np.testing.assert_array_equal(load_bundle(out, v).run({"x": x})["y"], want, err_msg=v)
+
+
+@pytest.mark.parametrize("kh,kw", [(1, 9), (9, 1)])
+def test_depthwise_nine_taps_not_square_takes_general_loop(kh: int, kw: int, tmp_path: Path) -> None:
+    """A 1x9 or 9x1 depthwise kernel has 9 taps like a 3x3 one: the 3x3 channel loops must not take it."""
+    m = _qdq_conv_model(5, 5, 5, 3, 1, 1, 1, "relu", TensorProto.INT8, 0, 16)
+    w = next(t for t in m.graph.initializer if t.name == "wq")
+    w.CopyFrom(numpy_helper.from_array(np.random.default_rng(3).integers(-127, 128, (5, 1, kh, kw)).astype(np.int8), "wq"))
+    conv = next(n for n in m.graph.node if n.op_type == "Conv")
+    del conv.attribute[:]
+    conv.attribute.extend([helper.make_attribute("group", 5), helper.make_attribute("kernel_shape", [kh, kw]),
+                           helper.make_attribute("pads", [kh // 2, kw // 2, kh // 2, kw // 2])])
+    out = package(m, out=tmp_path / "b", verify=False)
+    assert Op.QDEPTHWISE_CONV in [n.op for n in layout.decode((out / "model.plan").read_bytes()).nodes]
+    x = np.random.default_rng(0).uniform(-3, 3, (1, 5, 16, 16)).astype(np.float32)
+    got = {v: load_bundle(out, v).run({"x": x})["y"].tobytes() for v in ("scalar", "simd", "relaxed")}
+    assert got["simd"] == got["scalar"] and got["relaxed"] == got["scalar"]

@@ -105,6 +105,10 @@ CONV_CASES = [
     ((1, 3, 6, 17), (3, 1, 3, 3), dict(group=3, strides=[2, 2], pads=[0, 1, 1, 0])),  # s2 fill: odd W past 16
     ((1, 2, 7, 5), (2, 1, 3, 3), dict(group=2, pads=[1, 1, 1, 1])),                   # row pairs, odd OH, OW = 5
     ((1, 12, 5, 8), (12, 12, 1, 1), {}),                                              # 6x16 tiles then one 6x8 (N=40)
+    # 1x1 over planes whose rows are a multiple of 4 KB apart: B copied in blocks of 80 / 16 columns (gemm.c
+    # pack_block), the last 48 of 2048 columns read in place; 2- and 1-row edge panels
+    ((1, 36, 32, 64), (20, 36, 1, 1), {}),
+    ((1, 192, 32, 32), (13, 192, 1, 1), {}),
     ((1, 3, 20), (4, 3, 5), dict(pads=[2, 1], strides=[2])),                          # 1-D
     ((2, 4, 31), (4, 1, 3), dict(group=4, strides=[2], auto_pad="SAME_UPPER")),       # 1-D depthwise
     ((1, 3, 10, 9), (4, 3, 3, 3), dict(auto_pad="SAME_UPPER", strides=[2, 2])),
@@ -138,7 +142,7 @@ def test_conv_3d_rejected(tmp_path):
     (2, (0.1,), lambda v: np.where(v < 0, 0.1 * v, v)),
     (3, (0.0, 6.0), lambda v: np.clip(v, 0, 6)),
 ])
-@pytest.mark.parametrize("kind", ["conv", "dw", "dw7", "gconv", "gemm"])
+@pytest.mark.parametrize("kind", ["conv", "conv1x1", "dw", "dw7", "gconv", "gemm"])
 def test_fused_epilogue(kind, act, params, ref, tmp_path, monkeypatch):
     """The fusion pass's entry points: activation + residual applied in the kernel epilogue."""
     from packager.ops.conv import emit_conv
@@ -156,8 +160,9 @@ def test_fused_epilogue(kind, act, params, ref, tmp_path, monkeypatch):
     else:
         xs, ws, attrs = {"conv": ((1, 6, 9, 11), (10, 6, 3, 3), {}), "dw": ((1, 6, 9, 11), (6, 1, 3, 3), {"group": 6}),
                          "dw7": ((1, 8, 7, 7), (8, 1, 3, 3), {"group": 8}),
-                         "gconv": ((1, 16, 9, 11), (14, 8, 3, 3), {"group": 2})}[kind]
-        m0, f0 = _conv_model(xs, ws, seed=2, pads=[1, 1, 1, 1], **attrs)
+                         "gconv": ((1, 16, 9, 11), (14, 8, 3, 3), {"group": 2}),
+                         "conv1x1": ((1, 24, 32, 32), (10, 24, 1, 1), {})}[kind]   # B in copied blocks
+        m0, f0 = _conv_model(xs, ws, seed=2, pads=[0 if kind == "conv1x1" else 1] * 4, **attrs)
         base = reference_run(m0, f0)["y"]
         x, yshape = f0["x"], base.shape
         node = m0.graph.node[0]

@@ -90,6 +90,14 @@ def test_pool_1d_3d(tmp_path: Path) -> None:
     check(model("MaxPool", (2, 3, 40), kernel_shape=[4], strides=[2], pads=[1, 2]), (2, 3, 40), tmp_path)
     check(model("AveragePool", (1, 2, 6, 7, 9), kernel_shape=[2, 3, 3], strides=[1, 2, 2], pads=[0, 1, 1, 1, 1, 1]),
           (1, 2, 6, 7, 9), tmp_path)
+    check(model("MaxPool", (1, 2, 6, 7, 9), kernel_shape=[3, 2, 3], strides=[2, 1, 2], pads=[1, 0, 1, 1, 1, 1]),
+          (1, 2, 6, 7, 9), tmp_path)
+
+
+@pytest.mark.parametrize("p", [1, 2, 3])
+def test_lppool(tmp_path: Path, p: int) -> None:
+    check(model("LpPool", (1, 3, 11, 14), kernel_shape=[3, 3], strides=[2, 1], pads=[1, 1, 0, 1], p=p),
+          (1, 3, 11, 14), tmp_path)
 
 
 @pytest.mark.parametrize("op", ["GlobalAveragePool", "GlobalMaxPool"])

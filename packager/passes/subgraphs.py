@@ -23,6 +23,20 @@ def subgraphs(node: onnx.NodeProto) -> list[onnx.GraphProto]:
     return out
 
 
+def all_graphs(graph: onnx.GraphProto):
+    """graph and every subgraph inside it, outermost first."""
+    yield graph
+    for n in graph.node:
+        for g in subgraphs(n):
+            yield from all_graphs(g)
+
+
+def all_nodes(graph: onnx.GraphProto):
+    """Every node of graph and of its subgraphs."""
+    for g in all_graphs(graph):
+        yield from g.node
+
+
 def outer_refs(graph: onnx.GraphProto) -> set[str]:
     """Names a subgraph (and the subgraphs inside it) reads from enclosing scopes."""
     local = {i.name for i in graph.input} | {i.name for i in graph.initializer}
@@ -53,16 +67,17 @@ def _renamed(graph: onnx.GraphProto, names: dict[str, str]) -> list[onnx.NodePro
         m.input[:] = [names.get(i, i) for i in n.input]
         m.output[:] = [names.get(o, o) for o in n.output]
         for g in subgraphs(m):
-            _rename_reads(g, names)
+            rename_reads(g, names)
         out.append(m)
     return out
 
 
-def _rename_reads(graph: onnx.GraphProto, names: dict[str, str]) -> None:
+def rename_reads(graph: onnx.GraphProto, names: dict[str, str]) -> None:
+    """A subgraph's reads of values renamed by `names` (its nodes', its nested subgraphs', its outputs')."""
     for n in graph.node:
         n.input[:] = [names.get(i, i) for i in n.input]
         for g in subgraphs(n):
-            _rename_reads(g, names)
+            rename_reads(g, names)
     for o in graph.output:
         o.name = names.get(o.name, o.name)
 

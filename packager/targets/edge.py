@@ -373,12 +373,13 @@ def example_specs(manifest: dict) -> list[dict]:
 def consistency(path: Path, target: str, model: onnx.ModelProto, log: Callable[[str], None]) -> dict:
     """Same seeded inputs through onnxruntime, the wasm SIMD build and this bundle's aarch64 build;
     pairwise max differences into manifest['consistency'] (and 'verification': NEON vs onnxruntime)."""
-    from ..reference import random_inputs, reference_run
+    from ..reference import check_finite, input_ranges, random_inputs, reference_run
     from ..runtime.wasm import PlanFile, WasmPlan
     from ..toolchain import ensure_wasm
     mpath = path / "manifest.json"
     m = json.loads(mpath.read_text())
-    feeds = random_inputs(example_specs(m))
+    ranges = input_ranges(model)
+    feeds = random_inputs(example_specs(m), ranges=ranges)
     plan = PlanFile(path / m["runtime"]["plan"])   # copied into wasm memory in chunks (a 2 GB plan: once)
     results: dict[str, dict[str, np.ndarray]] = {}
     notes: dict[str, str] = {}
@@ -400,6 +401,8 @@ def consistency(path: Path, target: str, model: onnx.ModelProto, log: Callable[[
         notes["neon"] = "not run: qemu-aarch64 is not installed (apt install qemu-user); run edgepack-run on the device"
         runner = None
     c: dict = {"inputs": "seeded random (seed 0)", "reference": "onnxruntime CPU"}
+    if ranges:
+        c["input_ranges"] = {k: list(v) for k, v in ranges.items()}
     if "dims" in m:   # version 2: checked at the example shape
         c["input_shapes"] = {k: list(v.shape) for k, v in feeds.items()}
     names = list(results)
@@ -416,6 +419,7 @@ def consistency(path: Path, target: str, model: onnx.ModelProto, log: Callable[[
                                  inputs="seeded random (seed 0)")
         if "input_shapes" in c:
             m["verification"]["input_shapes"] = c["input_shapes"]
+        check_finite(m["verification"], log)
     mpath.write_text(json.dumps(m, indent=2) + "\n")
     for k, v in c.items():
         if isinstance(v, dict) and "max_abs_diff" in v:

@@ -10,7 +10,7 @@ import onnx
 
 from ..bundle import WASM_VARIANTS, StagedBundle, load_bundle, stage_bundle
 from ..errors import PackagerError
-from ..reference import Runner, compare, random_inputs, reference_run
+from ..reference import Runner, check_finite, compare, input_ranges, random_inputs, reference_run
 from ..toolchain import ensure_wasm
 from ..weights import write_model
 from .base import Log, Target
@@ -35,7 +35,8 @@ class WebTarget(Target):
         identical bits, and record the exact memory bound. A version-2 bundle runs at its example shape
         (manifest "dims")."""
         b = load_bundle(path)
-        feeds = random_inputs(b.example_inputs())
+        ranges = input_ranges(reference)
+        feeds = random_inputs(b.example_inputs(), ranges=ranges)
         got = b.run(feeds)
         profile_facts = {}
         if strict:
@@ -50,6 +51,8 @@ class WebTarget(Target):
         try:
             want = reference_run(reference, feeds, isolated=True)
             result = dict(compare(got, want), reference="onnxruntime CPU", inputs="seeded random (seed 0)")
+            if ranges:
+                result["input_ranges"] = {k: list(v) for k, v in ranges.items()}
         except PackagerError:
             raise
         except Exception as e:  # onnxruntime itself cannot run this model
@@ -62,6 +65,7 @@ class WebTarget(Target):
         (path / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
         if "max_abs_diff" in result:
             log(f"verified against onnxruntime: max abs diff {result['max_abs_diff']:.3g}")
+            check_finite(result, log, strict)
 
     def runner(self, path: Path) -> tuple[Runner, str]:
         return load_bundle(path).run, "the bundle's edgepack.wasm (SIMD) under wasmtime"

@@ -378,8 +378,14 @@ EP_AINLINE void panel(const uint32_t mr, const uint32_t rows, uint32_t m0, uint3
   if (n < n1) cols_tail(rows, m0, n, n1, K, a, b, ldb, c, ldc, e);
 }
 
-/* ep_gemm_f32, or ep_gemm_f32_portable where the ISA has its own kernel (src/vec/ep_isa.h) */
-void EP_GEMM_F32_PORTABLE(uint32_t M, uint32_t N, uint32_t K, const float *a_packed, const float *b, uint32_t ldb,
+/* ep_gemm_f32, or ep_gemm_f32_portable where the ISA has its own kernel (src/vec/ep_isa.h); on the wasm SIMD
+ * builds the part of it that reads B in place (ep_gemm_f32 below copies some of B first). */
+#if EP_ISA_WASM128
+EP_NOINLINE static void gemm_in_place(
+#else
+void EP_GEMM_F32_PORTABLE(
+#endif
+                 uint32_t M, uint32_t N, uint32_t K, const float *a_packed, const float *b, uint32_t ldb,
                  int b_padded, float *c, uint32_t ldc, const ep_gemm_epi *e) {
   /* Block N so a K x nb block of B (re-read once per row panel) stays in L2 (128 KB: 2% faster than 512 KB). */
   uint32_t nb = K ? (32768u / K) & ~(uint32_t)(NR - 1) : N;
@@ -405,17 +411,54 @@ void EP_GEMM_F32_PORTABLE(uint32_t M, uint32_t N, uint32_t K, const float *a_pac
   }
 }
 
+#if EP_ISA_WASM128
+/* B read in place with rows a multiple of 4 KB apart (a 1x1 convolution reads its input plane in place, rows
+ * H*W floats apart: 32x32, 64x64, 128x128 planes): every depth of a tile falls in the same L1 set, more depths
+ * than the set has ways, so the tiles read B from L2. At short K the copy is cheap: B is copied PB_FLOATS at a
+ * time into a dense K x w block on the stack, which every row panel then reads from L1. Speed only: not on the
+ * scalar build. */
+#define PB_FLOATS 3072u
+/* B's columns [0, w) (w a multiple of 4) as a dense K x w block at dst. */
+EP_NOINLINE static void pack_block(uint32_t K, uint32_t w, const float *b, uint32_t ldb, float *dst) {
+  EP_COMPACT_LOOP
+  for (uint32_t k = 0; k < K; k++, b += ldb)
+    EP_COMPACT_LOOP
+    for (uint32_t j = 0; j < w; j += 4, dst += 4) f32x4_store(dst, f32x4_load(b + j));
+}
+
+/* ep_gemm_f32 on the wasm SIMD builds: gemm_in_place, through copied blocks of B where that pays (above). */
+EP_COLD void ep_gemm_f32(uint32_t M, uint32_t N, uint32_t K, const float *a_packed, const float *b, uint32_t ldb,
+                 int b_padded, float *c, uint32_t ldc, const ep_gemm_epi *e) {
+  /* (a row bias, the convolutions', needs no shift to a block's columns; a residual does) */
+  if (K - 1u < PB_FLOATS / (2 * NR) && M > MR && !(ldb & 1023u) && e->bias_mode <= EP_BIAS_ROW) {
+    const uint32_t pw = (PB_FLOATS / K) & ~(uint32_t)(2 * NR - 1);
+    float blk[PB_FLOATS];
+    ep_gemm_epi es;
+    ep_memcpy(&es, e, sizeof es);
+    for (uint32_t n0 = 0; n0 < N; n0 += pw) {   /* whole blocks copied, the rest read in place */
+      const float *bb = b + n0;
+      uint32_t w = N - n0, lb = ldb;
+      if (w >= pw) { pack_block(K, pw, bb, ldb, blk); bb = blk; w = lb = pw; }
+      if (e->res) es.res = e->res + n0;
+      gemm_in_place(M, w, K, a_packed, bb, lb, b_padded, c + n0, ldc, &es);
+    }
+    return;
+  }
+  gemm_in_place(M, N, K, a_packed, b, ldb, b_padded, c, ldc, e);
+}
+#endif
+
 void ep_gemm_post_rows(const ep_gemm_post *p, float *c, uint32_t ldc, uint32_t m0, uint32_t m1, uint32_t n0, uint32_t n1) {
   if (p->act == EP_ACT_NONE) return;
   for (uint32_t m = m0; m < m1; m++) ep_apply_activation(c + (uint64_t)m * ldc + n0, n1 - n0, p->act, p->w);
 }
 
+float *ep_gemm_pack_group(uint32_t K, const float *a, uint64_t rs, uint64_t cs, uint32_t m0, uint32_t mr, float *dst) {
+  for (uint32_t k = 0; k < K; k++, dst += MR)
+    for (uint32_t r = 0; r < MR; r++) dst[r] = r < mr ? a[(uint64_t)(m0 + r) * rs + (uint64_t)k * cs] : 0.0f;
+  return dst;
+}
+
 void ep_gemm_pack_a(uint32_t M, uint32_t K, const float *a, uint64_t rs, uint64_t cs, float *dst) {
-  for (uint32_t m0 = 0; m0 < M; m0 += MR) {
-    for (uint32_t k = 0; k < K; k++) {
-      for (uint32_t r = 0; r < MR; r++)
-        dst[r] = m0 + r < M ? a[(uint64_t)(m0 + r) * rs + (uint64_t)k * cs] : 0.0f;
-      dst += MR;
-    }
-  }
+  for (uint32_t m0 = 0; m0 < M; m0 += MR) dst = ep_gemm_pack_group(K, a, rs, cs, m0, M - m0 < MR ? M - m0 : MR, dst);
 }

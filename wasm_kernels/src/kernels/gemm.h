@@ -85,6 +85,9 @@ void ep_gemm_f32_mt(uint32_t M, uint32_t N, uint32_t K, const float *a_packed, c
 
 /* Pack A (M x K, element (m, k) at a[m * rs + k * cs]) into panels; dst holds ep_gemm_packed_a_floats(M, K). */
 void ep_gemm_pack_a(uint32_t M, uint32_t K, const float *a, uint64_t rs, uint64_t cs, float *dst);
+/* Rows m0 .. m0+mr (mr <= EP_GEMM_MR) of the same A as one K x EP_GEMM_MR panel, rows past mr zero; returns the
+ * panel's end. */
+float *ep_gemm_pack_group(uint32_t K, const float *a, uint64_t rs, uint64_t cs, uint32_t m0, uint32_t mr, float *dst);
 static inline uint64_t ep_gemm_packed_a_floats(uint64_t M, uint64_t K) {
   return (M + EP_GEMM_MR - 1) / EP_GEMM_MR * EP_GEMM_MR * K;
 }

@@ -67,18 +67,10 @@ EP_NOINLINE static void pack_b(uint32_t K, uint32_t N, const float *b, float *ds
  * of a panel). NEON and the scalar build have registers for the whole panel. */
 static uint64_t packed_rows_floats(uint64_t M, uint64_t K) { return (M + PR - 1) / PR * EP_GEMM_MR * K; }
 
-/* Rows m0 .. m0+mr of A (element (m, k) at a[m * rs + k * cs]) as one K x EP_GEMM_MR panel, rows past mr zero;
- * returns the end of the panel. */
-static float *pack_group(uint32_t K, const float *a, uint64_t rs, uint64_t cs, uint32_t m0, uint32_t mr, float *dst) {
-  for (uint32_t k = 0; k < K; k++, dst += EP_GEMM_MR)
-    for (uint32_t r = 0; r < EP_GEMM_MR; r++) dst[r] = r < mr ? a[(uint64_t)(m0 + r) * rs + (uint64_t)k * cs] : 0.0f;
-  return dst;
-}
-
 /* A (M x K) in groups of `rows` rows, each laid out as a packed panel. */
 static void pack_rows(uint32_t M, uint32_t K, const float *a, uint64_t rs, uint64_t cs, uint32_t rows, float *dst) {
   if (rows == EP_GEMM_MR || TILE6) { ep_gemm_pack_a(M, K, a, rs, cs, dst); return; }   /* (TILE6: PR = 6) */
-  for (uint32_t m0 = 0; m0 < M; m0 += rows) dst = pack_group(K, a, rs, cs, m0, M - m0 < rows ? M - m0 : rows, dst);
+  for (uint32_t m0 = 0; m0 < M; m0 += rows) dst = ep_gemm_pack_group(K, a, rs, cs, m0, M - m0 < rows ? M - m0 : rows, dst);
 }
 
 #if TILE6
@@ -104,7 +96,7 @@ EP_COLD static void pack_groups(uint32_t M, uint32_t K, const float *a, uint64_t
   const uint32_t n6 = six_groups(M);
   for (uint32_t m0 = 0, gi = 0, mr; m0 < M; m0 += mr, gi++) {
     mr = group_rows(M, m0, n6, gi);
-    dst = pack_group(K, a, rs, cs, m0, mr, dst);
+    dst = ep_gemm_pack_group(K, a, rs, cs, m0, mr, dst);
   }
 }
 

@@ -24,7 +24,9 @@
 enum { POOL_MAX = 0, POOL_AVG = 1, POOL_LP = 2 };
 #define POOL_LIMIT (1 << 24)   /* bound on kernel, stride, dilation, pads: keeps index math far from overflow */
 
-typedef struct { int64_t k, s, d, pb, pe, in, out; } pdim;
+/* olo..ohi: the outputs whose window lies inside the input (none when olo > ohi), found once per node:
+ * the per-row division it takes costs as much as pooling a short row. */
+typedef struct { int64_t k, s, d, pb, pe, in, out, olo, ohi; } pdim;
 
 static inline float neg_inf(void) { union { uint32_t u; float f; } v; v.u = 0xff800000u; return v.f; }
 static inline float lowest(void) { union { uint32_t u; float f; } v; v.u = 0xff7fffffu; return v.f; }   /* -FLT_MAX */
@@ -52,6 +54,13 @@ EP_COLD static ep_status pool_decode(const ep_node *n, pdim pd[3]) {
     d->k = q[0]; d->s = q[1]; d->d = q[2]; d->pb = q[3]; d->pe = q[4];
     d->in = x->dims[2 + j]; d->out = y->dims[2 + j];
   }
+  for (int i = 0; i < 3; i++) {
+    pdim *d = &pd[i];
+    d->olo = cdiv(d->pb, d->s);
+    d->ohi = fdiv(d->in - 1 + d->pb - (d->k - 1) * d->d, d->s);
+    if (d->ohi > d->out - 1) d->ohi = d->out - 1;
+    if (d->olo < 0) d->olo = 0;
+  }
   return EP_OK;
 }
 
@@ -78,6 +87,7 @@ EP_COLD uint32_t ep_scratch_POOL(const ep_node *n) {
 /* Taps of output o along one dim: valid (inside the input) taps are [k0, k1); cpad counts taps inside
  * [-pad_begin, in + pad_end), the count_include_pad divisor. */
 static inline void pool_taps(const pdim *p, int64_t o, int64_t *k0, int64_t *k1, int64_t *cpad) {
+  if (o >= p->olo && o <= p->ohi) { *k0 = 0; *k1 = *cpad = p->k; return; }   /* interior: no divisions */
   int64_t st = o * p->s - p->pb;
   int64_t lo = st >= 0 ? 0 : cdiv(-st, p->d);
   int64_t hi = fdiv(p->in - 1 - st, p->d) + 1;
@@ -92,43 +102,59 @@ static inline void pool_taps(const pdim *p, int64_t o, int64_t *k0, int64_t *k1,
 static inline f32x4 v_abs(f32x4 v) { return f32x4_abs(v); }
 static inline float s_abs(float v) { return v < 0 ? -v : v; }
 
-/* dst = f(src) (first row) or dst = dst (+|max) f(src), f = identity, |x| or x*x by kind. */
-static void row_combine(int kind, int p, int first, float *dst, const float *src, int64_t w) {
+/* dst = f(src rows) combined over n rows `stride` floats apart, f = identity, |x| or x*x by kind; first: dst is
+ * not read. Max and average take all rows in one pass (a store per vector, not one per row); the additions stay
+ * in row order, so the bits are those of a pass per row. */
+static void row_combine(int kind, int p, int first, float *dst, const float *src, int64_t stride, int64_t n, int64_t w) {
+  if (kind == POOL_LP) {   /* |x|^p by repeated multiplication (p is a small integer), a pass per row */
+    for (int64_t r = 0; r < n; r++, first = 0) {
+      const float *s = src + r * stride;
+      int64_t i = 0;
+      for (; i + 4 <= w; i += 4) {
+        f32x4 a = v_abs(f32x4_load(s + i)), v = a;
+        for (int k = 1; k < p; k++) v = f32x4_mul(v, a);
+        f32x4_store(dst + i, first ? v : f32x4_add(f32x4_load(dst + i), v));
+      }
+      for (; i < w; i++) {
+        float a = s_abs(s[i]), v = a;
+        for (int k = 1; k < p; k++) v *= a;
+        dst[i] = first ? v : dst[i] + v;
+      }
+    }
+    return;
+  }
+  const int64_t r0 = first ? 1 : 0;
+  const float *a0 = first ? src : dst;
   int64_t i = 0;
   if (kind == POOL_MAX) {
-    if (first) { for (; i + 4 <= w; i += 4) f32x4_store(dst + i, f32x4_load(src + i)); for (; i < w; i++) dst[i] = src[i]; }
-    else {
-      for (; i + 4 <= w; i += 4) f32x4_store(dst + i, f32x4_max_nan(f32x4_load(dst + i), f32x4_load(src + i)));
-      for (; i < w; i++) dst[i] = ep_max_nan(dst[i], src[i]);
-    }
-  } else if (kind == POOL_AVG) {
-    if (first) { for (; i + 4 <= w; i += 4) f32x4_store(dst + i, f32x4_load(src + i)); for (; i < w; i++) dst[i] = src[i]; }
-    else {
-      for (; i + 4 <= w; i += 4) f32x4_store(dst + i, f32x4_add(f32x4_load(dst + i), f32x4_load(src + i)));
-      for (; i < w; i++) dst[i] += src[i];
-    }
-  } else {   /* Lp: |x|^p by repeated multiplication (p is a small integer) */
     for (; i + 4 <= w; i += 4) {
-      f32x4 a = v_abs(f32x4_load(src + i)), v = a;
-      for (int k = 1; k < p; k++) v = f32x4_mul(v, a);
-      f32x4_store(dst + i, first ? v : f32x4_add(f32x4_load(dst + i), v));
+      f32x4 acc = f32x4_load(a0 + i);
+      for (int64_t r = r0; r < n; r++) acc = f32x4_max_nan(acc, f32x4_load(src + r * stride + i));
+      f32x4_store(dst + i, acc);
     }
     for (; i < w; i++) {
-      float a = s_abs(src[i]), v = a;
-      for (int k = 1; k < p; k++) v *= a;
-      dst[i] = first ? v : dst[i] + v;
+      float acc = a0[i];
+      for (int64_t r = r0; r < n; r++) acc = ep_max_nan(acc, src[r * stride + i]);
+      dst[i] = acc;
+    }
+  } else {
+    for (; i + 4 <= w; i += 4) {
+      f32x4 acc = f32x4_load(a0 + i);
+      for (int64_t r = r0; r < n; r++) acc = f32x4_add(acc, f32x4_load(src + r * stride + i));
+      f32x4_store(dst + i, acc);
+    }
+    for (; i < w; i++) {
+      float acc = a0[i];
+      for (int64_t r = r0; r < n; r++) acc += src[r * stride + i];
+      dst[i] = acc;
     }
   }
 }
 
 /* One output row from the combined scratch row r (r has >= W + 8 floats). */
 static void pool_hpass(int kind, int p, int cip, const float *r, const pdim *pw, float *y, int64_t cdh_valid, int64_t cdh_pad) {
-  const int64_t K = pw->k, S = pw->s, D = pw->d, PB = pw->pb, OW = pw->out, W = pw->in;
-  /* Interior outputs: every tap inside [0, W). */
-  int64_t olo = cdiv(PB, S), ohi = fdiv(W - 1 + PB - (K - 1) * D, S);
-  if (ohi > OW - 1) ohi = OW - 1;
-  if (olo > ohi + 1) olo = ohi + 1;
-  if (olo < 0) olo = 0;
+  const int64_t K = pw->k, S = pw->s, D = pw->d, PB = pw->pb, OW = pw->out;
+  const int64_t olo = pw->olo, ohi = pw->ohi;   /* interior outputs: every tap inside [0, W) */
   int64_t vec_end = olo;   /* outputs [olo, vec_end) done with vectors */
   if ((kind == POOL_MAX || kind == POOL_AVG) && (S == 1 || S == 2) && ohi - olo + 1 >= 4) {
     const f32x4 scale = f32x4_splat(kind == POOL_AVG ? 1.0f / (float)((cip ? cdh_pad : cdh_valid) * K) : 1.0f);
@@ -222,9 +248,9 @@ static void pool_task(void *ctx, uint32_t task, uint32_t thread) {
         int first = 1;
         for (int64_t kd = d0; kd < d1; kd++) {
           int64_t id = od * pd[0].s - pd[0].pb + kd * pd[0].d;
-          for (int64_t kh = h0; kh < h1; kh++) {
-            int64_t ih = oh * pd[1].s - pd[1].pb + kh * pd[1].d;
-            row_combine(kind, p, first, row, xp + (id * IH + ih) * IW, IW);
+          if (h1 > h0) {
+            const int64_t ih = oh * pd[1].s - pd[1].pb + h0 * pd[1].d;
+            row_combine(kind, p, first, row, xp + (id * IH + ih) * IW, pd[1].d * IW, h1 - h0, IW);
             first = 0;
           }
         }

@@ -306,22 +306,6 @@ EP_NOINLINE static void qdw_fill(int16_t *plane, const uint8_t *xc, uint64_t ava
       if (iw == W) continue;
       if (W >= 8) { i16x8_store(dst + pl + W - 8, QDW_LD(W - 8)); continue; }   /* overlapping tail */
       if (avail >= 8 && pl + 8 <= pw) { i16x8_store(dst + pl, QDW_MASK(QDW_LD(0), W)); continue; }
-    } else if (sw == 2) {   /* even columns to one phase, odd to the other, one pass */
-      int16_t *ev = dst + (pl & 1u) * pw + pl / 2, *od = dst + ((pl + 1u) & 1u) * pw + (pl + 1u) / 2;
-      EP_COMPACT_LOOP
-      for (; iw + 16 <= W; iw += 16) {
-        const i16x8 a = QDW_LD(iw), b = QDW_LD(iw + 8);
-        i16x8_store(ev + iw / 2, i16x8_even(a, b));
-        i16x8_store(od + iw / 2, i16x8_odd(a, b));
-      }
-      const uint32_t n = W - iw;
-      if (!n) continue;
-      if (avail >= iw + 16u && (pl + 1u) / 2 + iw / 2 + 8 <= pw) {
-        const i16x8 a = QDW_MASK(QDW_LD(iw), n < 8 ? n : 8), b = QDW_MASK(QDW_LD(iw + 8), n > 8 ? n - 8 : 0);
-        i16x8_store(ev + iw / 2, i16x8_even(a, b));
-        i16x8_store(od + iw / 2, i16x8_odd(a, b));
-        continue;
-      }
     }
     uint32_t ph = (pl + iw) % sw, q = (pl + iw) / sw;
     EP_COMPACT_LOOP
@@ -364,21 +348,28 @@ EP_AINLINE void dw_taps(const int16_t *r, const uint64_t *off, const i16x8 *wv, 
  * loads at ow and ow + 2, dotted with (w0, w1) and (w2, 0), give the even outputs ow, ow + 2, ow + 4, ow + 6 (e);
  * dotted with (0, w0) and (w1, w2), the odd ones (o). Per 8 outputs: 6 loads, 12 dots, 2 zips (e, o back in
  * order) instead of 9 loads, 10 dots, 10 zips, and a loop with nothing else in it: the same int32 sums.
- * wv[4 * i + 0..3] = kernel row i's (w0, w1), (0, w0), (w2, 0), (w1, w2). */
-EP_COLD static void dw3_weights_eo(i16x8 *wv, const int8_t *w, int32_t wz) {
+ * wv[2 * (i * ne + m) + 0..1] = kernel row i's (w[2m], w[2m + 1]) and (w[2m - 1], w[2m]), m < ne = kw / 2 + 1
+ * (taps outside [0, kw) are 0): for 3x3, row i's (w0, w1), (0, w0), (w2, 0), (w1, w2). */
+EP_COLD static void dw_weights_eo(i16x8 *wv, const int8_t *w, uint32_t kh, uint32_t kw, int32_t wz) {
   wz = wz < -512 ? -512 : wz > 512 ? 512 : wz;
-  for (uint32_t i = 0; i < 3; i++) {
-    const i16x8 z = i16x8_splat(0), w0 = i16x8_splat((int16_t)(w[3 * i] - wz));
-    const i16x8 w1 = i16x8_splat((int16_t)(w[3 * i + 1] - wz)), w2 = i16x8_splat((int16_t)(w[3 * i + 2] - wz));
-    wv[4 * i] = i16x8_zip_lo(w0, w1); wv[4 * i + 1] = i16x8_zip_lo(z, w0);
-    wv[4 * i + 2] = i16x8_zip_lo(w2, z); wv[4 * i + 3] = i16x8_zip_lo(w1, w2);
-  }
+#define QDW_TAP(k) i16x8_splat((int16_t)((uint32_t)(k) < kw ? w[k] - wz : 0))
+  for (uint32_t i = 0; i < kh; i++, w += kw)
+    for (uint32_t j = 0; j <= kw; j += 2, wv += 2) {
+      wv[0] = i16x8_zip_lo(QDW_TAP(j), QDW_TAP(j + 1));
+      wv[1] = i16x8_zip_lo(QDW_TAP(j - 1), QDW_TAP(j));
+    }
+#undef QDW_TAP
 }
 
-/* One channel: output row oh reads plane rows from p + oh * rstep, its kernel rows drs apart. */
-EP_NOINLINE static void dw3_channel_eo(const int16_t *p, uint64_t rstep, uint64_t drs, const i16x8 *wv, i32x4 bias,
-                                       f32x4 mult, f32x4 lo, f32x4 hi, i32x4 zb, int u8, uint8_t *y, uint32_t OH,
-                                       uint32_t OW) {
+/* The channel loops' one signature (qdw_task calls them through a pointer): kh and s2 serve dw5_channel. */
+typedef void dw_channel_fn(const int16_t *p, uint64_t rstep, uint64_t drs, const i16x8 *wv, uint32_t kh, int s2,
+                           i32x4 bias, f32x4 mult, f32x4 lo, f32x4 hi, i32x4 zb, int u8, uint8_t *y, uint32_t OH,
+                           uint32_t OW);
+
+EP_NOINLINE static void dw3_channel_eo(const int16_t *p, uint64_t rstep, uint64_t drs, const i16x8 *wv, uint32_t kh,
+                                       int s2, i32x4 bias, f32x4 mult, f32x4 lo, f32x4 hi, i32x4 zb, int u8, uint8_t *y,
+                                       uint32_t OH, uint32_t OW) {
+  (void)kh; (void)s2;
   const i16x8 w0 = wv[0], w1 = wv[1], w2 = wv[2], w3 = wv[3], w4 = wv[4], w5 = wv[5];
   const i16x8 w6 = wv[6], w7 = wv[7], w8 = wv[8], w9 = wv[9], w10 = wv[10], w11 = wv[11];
   for (uint32_t oh = 0; oh < OH; oh++, p += rstep, y += OW) {
@@ -405,19 +396,12 @@ EP_NOINLINE static void dw3_channel_eo(const int16_t *p, uint64_t rstep, uint64_
  * a plain load of 8 int16 at column 2 * ow holds (x[2(ow + k)], x[2(ow + k) + 1]), k = 0..3: taps 0 and 1 of
  * outputs ow..ow+3 in order, and the load at 2 * ow + 2 their tap 2 (paired with weight 0). Per 8 outputs: 12
  * loads, 12 dots, no interleaving (the phased plane's pairs: 9 loads, 10 dots, 10 zips; and its fill splits
- * even and odd columns). wv[2 * i + 0..1] = kernel row i's (w0, w1), (w2, 0). */
-EP_COLD static void dw3s2_weights(i16x8 *wv, const int8_t *w, int32_t wz) {
-  wz = wz < -512 ? -512 : wz > 512 ? 512 : wz;
-  for (uint32_t i = 0; i < 3; i++) {
-    wv[2 * i] = i16x8_zip_lo(i16x8_splat((int16_t)(w[3 * i] - wz)), i16x8_splat((int16_t)(w[3 * i + 1] - wz)));
-    wv[2 * i + 1] = i16x8_zip_lo(i16x8_splat((int16_t)(w[3 * i + 2] - wz)), i16x8_splat(0));
-  }
-}
-
-EP_NOINLINE static void dw3s2_channel(const int16_t *p, uint64_t rstep, uint64_t drs, const i16x8 *wv, i32x4 bias,
-                                      f32x4 mult, f32x4 lo, f32x4 hi, i32x4 zb, int u8, uint8_t *y, uint32_t OH,
-                                      uint32_t OW) {
-  const i16x8 w0 = wv[0], w1 = wv[1], w2 = wv[2], w3 = wv[3], w4 = wv[4], w5 = wv[5];
+ * even and odd columns). The weights: dw_weights_eo's even pairs, wv[0], wv[2] (row 0), wv[4], wv[6], ... */
+EP_NOINLINE static void dw3s2_channel(const int16_t *p, uint64_t rstep, uint64_t drs, const i16x8 *wv, uint32_t kh,
+                                      int s2, i32x4 bias, f32x4 mult, f32x4 lo, f32x4 hi, i32x4 zb, int u8, uint8_t *y,
+                                      uint32_t OH, uint32_t OW) {
+  (void)kh; (void)s2;
+  const i16x8 w0 = wv[0], w1 = wv[2], w2 = wv[4], w3 = wv[6], w4 = wv[8], w5 = wv[10];
   for (uint32_t oh = 0; oh < OH; oh++, p += rstep, y += OW) {
     for (uint32_t ow = 0;; ow += 8) {
       if (ow + 8 > OW && OW >= 8) ow = OW - 8;   /* the last vector overlaps the previous one: same bytes stored twice */
@@ -430,6 +414,39 @@ EP_NOINLINE static void dw3s2_channel(const int16_t *p, uint64_t rstep, uint64_t
       r += drs;
       a0 = i32x4_dot_i16x8_add(a0, i16x8_load(r), w4); a1 = i32x4_dot_i16x8_add(a1, i16x8_load(r + 8), w4);
       a0 = i32x4_dot_i16x8_add(a0, i16x8_load(r + 2), w5); a1 = i32x4_dot_i16x8_add(a1, i16x8_load(r + 10), w5);
+      i8x16_store_lo8(y + ow, ep_q8_pack(f32x4_mul(f32x4_from_i32x4(a0), mult), f32x4_mul(f32x4_from_i32x4(a1), mult),
+                                         lo, hi, zb, u8));
+      if (ow + 8 >= OW) break;
+    }
+  }
+}
+
+/* 5 wide, any height, dilation 1 along the row (EfficientNet's and MobileNetV3's 5x5): the two loops above with
+ * kernel rows of 3 loads. Stride 1 (s2 = 0): the loads at ow, ow + 2, ow + 4 dotted with dw_weights_eo's even and
+ * odd pairs, 15 loads and 30 dots per 8 outputs of a 5x5 (the general loop's pairs: 26 loads, 26 dots, 26 zips);
+ * stride 2 (the unphased plane): the loads at 2 * ow + 2m and 8 columns on, with the even pairs. The weights are
+ * read from wv (30 of them: more than the registers). */
+EP_NOINLINE static void dw5_channel(const int16_t *p, uint64_t rstep, uint64_t drs, const i16x8 *wv, uint32_t kh,
+                                    int s2, i32x4 bias, f32x4 mult, f32x4 lo, f32x4 hi, i32x4 zb, int u8, uint8_t *y,
+                                    uint32_t OH, uint32_t OW) {
+  const uint32_t o1 = s2 ? 8u : 0u, w1 = s2 ? 0u : 1u;   /* a1's loads and weights: 8 columns on, or the odd pairs */
+  for (uint32_t oh = 0; oh < OH; oh++, p += rstep, y += OW) {
+    for (uint32_t ow = 0;; ow += 8) {
+      if (ow + 8 > OW && OW >= 8) ow = OW - 8;   /* the last vector overlaps the previous one: same bytes stored twice */
+      const int16_t *r = p + (s2 ? 2 * ow : ow);
+      const i16x8 *w = wv;
+      i32x4 a0 = bias, a1 = bias;
+      uint32_t i = kh;   /* >= 1 */
+      EP_COMPACT_LOOP
+      do {
+        const int16_t *r1 = r + o1;
+        a0 = i32x4_dot_i16x8_add(i32x4_dot_i16x8_add(i32x4_dot_i16x8_add(a0, i16x8_load(r), w[0]), i16x8_load(r + 2), w[2]),
+                                 i16x8_load(r + 4), w[4]);
+        a1 = i32x4_dot_i16x8_add(i32x4_dot_i16x8_add(i32x4_dot_i16x8_add(a1, i16x8_load(r1), w[w1]), i16x8_load(r1 + 2),
+                                                     w[w1 + 2]), i16x8_load(r1 + 4), w[w1 + 4]);
+        r += drs; w += 6;
+      } while (--i);
+      if (!s2) { const i32x4 e = a0; a0 = i32x4_zip_lo(e, a1); a1 = i32x4_zip_hi(e, a1); }   /* even, odd: in order */
       i8x16_store_lo8(y + ow, ep_q8_pack(f32x4_mul(f32x4_from_i32x4(a0), mult), f32x4_mul(f32x4_from_i32x4(a1), mult),
                                          lo, hi, zb, u8));
       if (ow + 8 >= OW) break;
@@ -477,8 +494,10 @@ static void qdw_task(void *ctx, uint32_t task, uint32_t thread) {
   const f32x4 vlo = f32x4_splat(lo), vhi = f32x4_splat(hi);
   const i32x4 zb = ep_q_zbits(e->yzp);
   i16x8 wv[128];
-  const int ch9 = EP_QDW_CHANNELS && fast && kk == 9 && esz == 1, eo = ch9 && g->sw == 1 && g->dw == 1;
-  const int s2 = ch9 && g->sw == 2 && g->dw == 1;
+  /* the channel loops: 3x3 and 5 wide (wv holds 6 pairs per kernel row), dilation 1 along the row, stride 1 or 2 */
+  const int k5 = g->kw == 5, ch = EP_QDW_CHANNELS && fast && esz == 1 && g->dw == 1 && (g->sw == 1 || g->sw == 2) &&
+                                  ((g->kh == 3 && g->kw == 3) || (k5 && g->kh <= 21));
+  const int s2 = ch && g->sw == 2;
   ep_conv_geom g1 = *g;   /* stride 2's unphased fill: stride 1's layout in rows of rstride */
   g1.sw = 1;
   for (uint64_t q = 0; q < (uint64_t)hp * rstride; q += 8) i16x8_store(plane + q, i16x8_splat(0));   /* the pads */
@@ -487,35 +506,28 @@ static void qdw_task(void *ctx, uint32_t task, uint32_t thread) {
     /* rows shorter than 8 (7x7 maps) store 8 bytes in the channel loops, the spill landing in the next row or
      * channel (written afterwards, by this task): not in the task's last channel */
     const int whole = g->OW >= 8 || bc + 1 < bc1;
-    (void)whole; (void)eo; (void)s2; (void)g1; (void)vlo; (void)vhi; (void)zb;   /* unused without EP_QDW_CHANNELS */
+    (void)whole; (void)s2; (void)k5; (void)g1; (void)vlo; (void)vhi; (void)zb;   /* unused without EP_QDW_CHANNELS */
 #if EP_QDW_CHANNELS
-    if (eo && whole) dw3_weights_eo(wv, w + (uint64_t)c * kk, wz);
-    else if (s2 && whole) dw3s2_weights(wv, w + (uint64_t)c * kk, wz);
+    if (ch && whole) dw_weights_eo(wv, w + (uint64_t)c * kk, g->kh, g->kw, wz);
     else
 #endif
     dw_weight_pairs(wv, w + (uint64_t)c * kk, kk, wz);
     const i32x4 bias = i32x4_splat(e->bias ? e->bias[c] : 0);
     const f32x4 mult = f32x4_splat(e->mult ? e->mult[c] : 1.0f);
     const uint8_t *xc = x + bc * hw;
+    uint8_t *yc = n->out[0]->data + bc * ohw * esz;
 #if EP_QDW_CHANNELS
     if (s2 && !whole)   /* the last channel of a map under 8 wide goes phased: the unphased rows are not its pads */
       for (uint64_t q = 0; q < (uint64_t)hp * rstride; q += 8) i16x8_store(plane + q, i16x8_splat(0));
-    if (s2 && whole) {
+    if (ch && whole) {   /* stride 1's plane is g's; stride 2's unphased */
       qdw_fill(plane, xc, xbytes - bc * hw, u8, xzp, &g1, (uint32_t)rstride);
-      dw3s2_channel(plane, (uint64_t)g->sh * rstride, (uint64_t)g->dh * rstride, wv, bias, mult, vlo, vhi, zb,
-                    e->out_dtype == EP_U8, n->out[0]->data + bc * ohw * esz, g->OH, g->OW);
+      dw_channel_fn *const fn = k5 ? dw5_channel : s2 ? dw3s2_channel : dw3_channel_eo;
+      fn(plane, (uint64_t)g->sh * rstride, (uint64_t)g->dh * rstride, wv, g->kh, s2, bias, mult, vlo, vhi, zb,
+         e->out_dtype == EP_U8, yc, g->OH, g->OW);
       continue;
     }
 #endif
     qdw_fill(plane, xc, xbytes - bc * hw, u8, xzp, g, pw);
-    uint8_t *yc = n->out[0]->data + bc * ohw * esz;
-#if EP_QDW_CHANNELS
-    if (eo && whole) {
-      dw3_channel_eo(plane, (uint64_t)g->sh * rstride, (uint64_t)g->dh * rstride, wv, bias, mult, vlo, vhi, zb,
-                     e->out_dtype == EP_U8, yc, g->OH, g->OW);
-      continue;
-    }
-#endif
     for (uint32_t oh = 0; oh < g->OH; oh++) {
       const int16_t *rbase = plane + (uint64_t)oh * g->sh * rstride;
       for (uint32_t ow = 0; ow < g->OW; ow += 8) {
