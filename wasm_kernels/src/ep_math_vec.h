@@ -212,10 +212,22 @@ EP_AINLINE f32x4 ep_expf4_nonpos_body(f32x4 x) {
 #define ep_expf4_nonpos_hot ep_expf4
 #define ep_erff4_hot ep_erff4
 #endif
-/* sigmoid: (x >= 0 ? 1 : e) / (1 + e), e = exp(-|x|) (<= 0, or NaN): no overflow, no cancellation */
+/* sigmoid: (x >= 0 ? 1 : e) / (1 + e), e = exp(-|x|): no overflow, no cancellation. On the wasm SIMD builds e
+ * comes inlined through expf4_neg16's one scale by 2^n, -|x| clamped at -88 so n >= -127: n = -127 (x <= -87.68)
+ * makes the scale's exponent field 0, so e = 0 where sigmoid is below 2^-126 (flushed to its limit at -inf);
+ * f32x4_max is pmax with x first, so NaN stays NaN through every step (no select). Elsewhere (scalar build, edge)
+ * a call to the shared exp (size), whose two-step scale keeps those results subnormal. */
+#define SIGMOID_LO (-88.0f)
 EP_AINLINE f32x4 ep_sigmoidf4_body(f32x4 x) {
   const f32x4 one = f32x4_splat(1.0f);
+#if EP_ISA_WASM128
+  const f32x4 k[11] = {f32x4_splat(LOG2EF), f32x4_splat(EXP_MAGIC), f32x4_splat(LN2_C1), f32x4_splat(LN2_C2),
+                       f32x4_splat(EXP_P0), f32x4_splat(EXP_P1), f32x4_splat(EXP_P2), f32x4_splat(EXP_P3),
+                       f32x4_splat(EXP_P4), f32x4_splat(EXP_P5), one};
+  const f32x4 e = ep_expf4_neg16(f32x4_max(f32x4_neg(f32x4_abs(x)), f32x4_splat(SIGMOID_LO)), k);
+#else
   const f32x4 e = ep_expf4_nonpos_hot(f32x4_neg(f32x4_abs(x)));
+#endif
   return f32x4_div(f32x4_select(f32x4_lt(x, f32x4_zero()), e, one), f32x4_add(one, e));
 }
 #if EP_ISA_WASM128
