@@ -244,3 +244,22 @@ def test_gelu_edges(tmp_path: Path, variant: str) -> None:
         np.testing.assert_allclose(got[fin], ref[fin], rtol=2e-5, atol=1e-30)
     assert np.isnan(got[np.isnan(x)]).all()
     assert got[x == np.inf][0] == np.inf
+
+
+@pytest.mark.parametrize("variant", ["simd", "relaxed", "scalar"])
+def test_sigmoid_edges(tmp_path: Path, variant: str) -> None:
+    """Sigmoid over its whole range against a float64 reference: the SIMD builds' exp(-|x|) (ep_math_vec.h,
+    ep_sigmoidf4_body) clamps -|x| at -88 and scales by 2^n once, so around -87.68 / -88 its results go from
+    subnormal to 0 (within 2^-126 of the reference, the scalar build's keep the subnormals); +-inf give the limits
+    exactly, NaN stays NaN, and elsewhere the relative error is at most that of its degree-4 exp (2.7e-6)."""
+    x = np.concatenate([np.linspace(-20, 20, 801), np.linspace(-90, -80, 201), [-87.33, -87.68, -87.7, -88.0, -88.1],
+                        [0.0, -0.0, 1e-30, -1e-30, 17.0, -17.0, 104.0, -104.0, 1e30, -1e30, 3e38, -3e38,
+                         np.inf, -np.inf, np.nan]]).astype(np.float32)
+    m = _model("Sigmoid", [("x", np.float32, x.shape)], ("y", np.float32, x.shape), opset=13)
+    got = _run(m, {"x": x}, tmp_path, variant)
+    with np.errstate(over="ignore"):
+        ref = 1.0 / (1.0 + np.exp(-x.astype(np.float64)))
+    fin = np.isfinite(x)
+    np.testing.assert_allclose(got[fin], ref[fin], rtol=4e-6, atol=2.0 ** -126)
+    assert np.isnan(got[np.isnan(x)]).all()
+    assert got[x == np.inf][0] == 1.0 and got[x == -np.inf][0] == 0.0

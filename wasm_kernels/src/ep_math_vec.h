@@ -69,9 +69,11 @@ EP_AINLINE f32x4 ep_horner4v(f32x4 t, const f32x4 *k, const uint32_t n) {
 /* exp's polynomial part, shared by every f32x4 exp here: the Cody-Waite reduction r = x - n*ln2 (two parts), then
  * 1 + r + r^2 * P(r), degree 5. Constants from k = ep_erf_k's layout (k[2], k[3]: ln2's parts, k[4..9]: P,
  * k[10]: 1): the exps below pass constant vectors (v128.const at each use), erf its table (see EP_ERF_NK). */
+EP_AINLINE f32x4 ep_exp_r(f32x4 x, f32x4 n, const f32x4 *k) {
+  return f32x4_sub(f32x4_sub(x, f32x4_mul(n, k[2])), f32x4_mul(n, k[3]));
+}
 EP_AINLINE f32x4 ep_exp_poly(f32x4 x, f32x4 n, const f32x4 *k) {
-  f32x4 r = f32x4_sub(x, f32x4_mul(n, k[2]));
-  r = f32x4_sub(r, f32x4_mul(n, k[3]));
+  const f32x4 r = ep_exp_r(x, n, k);
   f32x4 z = f32x4_mul(r, r);
   return f32x4_add(f32x4_fma(r, ep_horner4v(r, k + EP_K_EXP_P, 6), z), k[10]);
 }
@@ -127,12 +129,15 @@ EP_AINLINE f32x4 ep_expf4_body(f32x4 x) {
  * even like f32x4_round_even), whose bits then hold n, so no float->int conversion (in V8 trunc_sat is ~7
  * instructions); one scale by 2^n, exact while 2^n is normal (n >= -24 here). */
 #define EXP_MAGIC 12582912.0f            /* 1.5 * 2^23 */
+/* 2^n from t = 1.5*2^23 + n, -127 <= n <= 128: t's low 23 bits are 2^22 + n; << 23 keeps (n + 127) mod 512 =
+ * n + 127, the exponent field of 2^n (0 at n = -127: 2^n flushed to 0) */
+EP_AINLINE f32x4 ep_exp2_magic(f32x4 t) {
+  return i32x4_as_f32x4(i32x4_shl(i32x4_add(f32x4_as_i32x4(t), i32x4_splat(127)), 23));
+}
 EP_AINLINE f32x4 ep_expf4_neg16(f32x4 x, const f32x4 *k) {
   f32x4 t = f32x4_add(f32x4_mul(x, k[0]), k[1]);
   f32x4 n = f32x4_sub(t, k[1]);
-  f32x4 y = ep_exp_poly(x, n, k);
-  /* t's low 23 bits are 2^22 + n; << 23 keeps (n + 127) mod 512 = n + 127: the exponent field of 2^n */
-  return f32x4_mul(y, i32x4_as_f32x4(i32x4_shl(i32x4_add(f32x4_as_i32x4(t), i32x4_splat(127)), 23)));
+  return f32x4_mul(ep_exp_poly(x, n, k), ep_exp2_magic(t));
 }
 
 EP_AINLINE f32x4 ep_erff4_k(f32x4 x, const f32x4 *k) {
@@ -212,10 +217,31 @@ EP_AINLINE f32x4 ep_expf4_nonpos_body(f32x4 x) {
 #define ep_expf4_nonpos_hot ep_expf4
 #define ep_erff4_hot ep_erff4
 #endif
-/* sigmoid: (x >= 0 ? 1 : e) / (1 + e), e = exp(-|x|) (<= 0, or NaN): no overflow, no cancellation */
+/* sigmoid: (x >= 0 ? 1 : e) / (1 + e), e = exp(-|x|): no overflow, no cancellation. On the wasm SIMD builds e
+ * is inlined: exp's reduction (n = round(x*log2e) through 1.5*2^23, r = x - n*ln2 in two parts), then a degree-4
+ * minimax polynomial on |r| <= ln2/2 (relative error 2.7e-6, sigmoid's at most the same: fewer operations and
+ * constants than exp's degree 5, and within onnxruntime's tolerance for Sigmoid, docs/benchmarks.md session 17),
+ * and one scale by 2^n, -|x| clamped at -88 so n >= -127: n = -127 (x <= -87.68) gives 2^n = 0, so sigmoid
+ * flushes to 0 where it is below 2^-126 (its limit at -inf). f32x4_max is pmax with x first: NaN stays NaN
+ * through every step (no select). Elsewhere (scalar build, edge) a call to the shared exp (size). */
+#define SIGMOID_LO (-88.0f)
+#define SIGMOID_E0 0.041458610445261f
+#define SIGMOID_E1 0.16790907084941864f
+#define SIGMOID_E2 0.5000435709953308f
+#define SIGMOID_E3 0.9999634027481079f
+#define SIGMOID_E4 0.9999992847442627f
 EP_AINLINE f32x4 ep_sigmoidf4_body(f32x4 x) {
   const f32x4 one = f32x4_splat(1.0f);
+#if EP_ISA_WASM128
+  const f32x4 k[4] = {f32x4_splat(LOG2EF), f32x4_splat(EXP_MAGIC), f32x4_splat(LN2_C1), f32x4_splat(LN2_C2)};
+  const f32x4 p[5] = {f32x4_splat(SIGMOID_E0), f32x4_splat(SIGMOID_E1), f32x4_splat(SIGMOID_E2),
+                      f32x4_splat(SIGMOID_E3), f32x4_splat(SIGMOID_E4)};
+  const f32x4 xc = f32x4_max(f32x4_neg(f32x4_abs(x)), f32x4_splat(SIGMOID_LO));
+  const f32x4 t = f32x4_add(f32x4_mul(xc, k[0]), k[1]);
+  const f32x4 e = f32x4_mul(ep_horner4v(ep_exp_r(xc, f32x4_sub(t, k[1]), k), p, 5), ep_exp2_magic(t));
+#else
   const f32x4 e = ep_expf4_nonpos_hot(f32x4_neg(f32x4_abs(x)));
+#endif
   return f32x4_div(f32x4_select(f32x4_lt(x, f32x4_zero()), e, one), f32x4_add(one, e));
 }
 #if EP_ISA_WASM128
