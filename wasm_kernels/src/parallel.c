@@ -7,10 +7,12 @@
  * compare-exchange of ctr from (gen, i) to (gen, i + 1): it fails once a newer job is published, so a
  * late worker can never run a task of one job with another job's function. A slot is rewritten only two
  * generations later, i.e. after every task of its job has finished (the caller waits for `done`).
- * Idle workers spin briefly, then sleep on `wake` (wasm: memory.atomic.wait32; native: a futex, raw system call,
- * so the Android library still links no libc). With ep_set_spin(1) (the host's choice) they spin for the whole of
- * a run instead (ep_pool_hot from ep_run): no wake-up latency per node, but a core kept busy, which on a loaded
- * machine the caller itself needs (docs/benchmarks.md, "Session 16 (helper par4)"). The caller notifies only
+ * Idle workers spin, then sleep on `wake` (wasm: memory.atomic.wait32; native: a futex, raw system call, so the
+ * Android library still links no libc): while a run is in flight (ep_pool_hot from ep_run) for RUN_SPINS polls,
+ * enough to span its serial gaps, unless a long spin ran out lately (a busy machine: BACKOFF_RUNS); between runs
+ * for SPINS only. With ep_set_spin(1) (the host's choice) they spin for the whole of a run: no wake-up at all
+ * within a run, but a core kept busy, which on a loaded machine the caller itself needs (docs/benchmarks.md,
+ * "Session 16 (helper par4)" and "Session 17 (helper thr5)"). The caller notifies only
  * when a worker sleeps (a notify is a call into the engine) and never waits on an atomic (a browser's main
  * thread may not): it runs tasks and spins on `done`. Same tasks, same split, same sums in the same order
  * on every build: outputs do not depend on the thread count. */
@@ -82,13 +84,13 @@ static uint32_t g_running[EP_MAX_THREADS];     /* a worker is in ep_worker_main 
 #define LOAD(p) __atomic_load_n((p), __ATOMIC_SEQ_CST)
 #define STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_SEQ_CST)
 #ifndef SPINS
-#define SPINS 20000u            /* ~20-50 us of polling, then sleep: longer spins cost the caller its core on a busy machine */
+#define SPINS 20000u            /* between runs: brief, then sleep (an idle session costs no CPU) */
 #endif
 #ifndef BACKOFF_RUNS
 #define BACKOFF_RUNS 16u
 #endif
 #ifndef RUN_SPINS
-#define RUN_SPINS 200000u       /* between the jobs of one run: longer, so serial nodes do not put workers to sleep */
+#define RUN_SPINS 200000u       /* between the jobs of one run: longer than its serial gaps and the caller's last task */
 #endif
 #ifndef HOT_SPINS
 #define HOT_SPINS (1u << 25)    /* while a run is in flight: bounded, so a run cut short by a trap cannot keep a core */
@@ -250,7 +252,7 @@ void ep_pool_hot(uint32_t on) {
   if (LOAD(&g_sleepers)) NOTIFY(&g_wake);
 }
 
-/* 1: workers spin for the whole of each run; 0 (the default): they sleep when no job comes within SPINS polls. */
+/* 1: workers spin for the whole of each run; 0 (the default): they sleep when no job comes within RUN_SPINS polls. */
 EXPORT(ep_set_spin) void ep_set_spin(uint32_t on) { STORE(&g_spin, on ? 1u : 0u); }
 
 /* Threads taking part from now on: the caller + workers already in ep_worker_main (1..EP_MAX_THREADS). */
