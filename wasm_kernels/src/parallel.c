@@ -224,8 +224,8 @@ EXPORT(ep_worker_main) void ep_worker_main(uint32_t index) {
     for (; g == seen && s < spins && (!in_run || LOAD(&g_hot)); s++) g = LOAD(&g_wake);
     if (g == seen && s < spins) continue;   /* the run ended */
     if (g == seen) {
-      /* A run's serial gaps are short: a long spin that runs out means the caller lost its core to this worker
-       * (a busy machine), where spinning only delays it: brief spins for the next BACKOFF_RUNS runs. */
+      /* No job for a long spin: the caller lost its core to this worker (a busy machine: spinning only delays it)
+       * or runs a long serial stretch or task (a wake-up costs little next to it): brief spins for BACKOFF_RUNS runs. */
       if (spins == RUN_SPINS) { STAT(5); STORE(&g_backoff, BACKOFF_RUNS); }
       __atomic_fetch_add(&g_sleepers, 1u, __ATOMIC_SEQ_CST);
       STAT(3);
