@@ -7,12 +7,10 @@
  * compare-exchange of ctr from (gen, i) to (gen, i + 1): it fails once a newer job is published, so a
  * late worker can never run a task of one job with another job's function. A slot is rewritten only two
  * generations later, i.e. after every task of its job has finished (the caller waits for `done`).
- * Idle workers spin, then sleep on `wake` (wasm: memory.atomic.wait32; native: a futex, raw system call, so the
- * Android library still links no libc): while a run is in flight (ep_pool_hot from ep_run) for RUN_SPINS polls,
- * enough to span its serial gaps, unless a long spin ran out lately (a busy machine: BACKOFF_RUNS); between runs
- * for SPINS only. With ep_set_spin(1) (the host's choice) they spin for the whole of a run: no wake-up at all
- * within a run, but a core kept busy, which on a loaded machine the caller itself needs (docs/benchmarks.md,
- * "Session 16 (helper par4)" and "Session 17 (helper thr5)"). The caller notifies only
+ * Idle workers spin briefly, then sleep on `wake` (wasm: memory.atomic.wait32; native: a futex, raw system call,
+ * so the Android library still links no libc). With ep_set_spin(1) (the host's choice) they spin for the whole of
+ * a run instead (ep_pool_hot from ep_run): no wake-up latency per node, but a core kept busy, which on a loaded
+ * machine the caller itself needs (docs/benchmarks.md, "Session 16 (helper par4)"). The caller notifies only
  * when a worker sleeps (a notify is a call into the engine) and never waits on an atomic (a browser's main
  * thread may not): it runs tasks and spins on `done`. Same tasks, same split, same sums in the same order
  * on every build: outputs do not depend on the thread count. */
@@ -75,7 +73,6 @@ static uint32_t g_threads = 1;  /* caller + running workers, set by the host */
 static uint32_t g_quit;
 static LINE uint32_t g_busy;    /* a job is in flight: nested parallel_for runs serially */
 static uint32_t g_sleepers;     /* workers in WAIT or about to be: the caller notifies only then */
-static uint32_t g_backoff;      /* runs left in which workers spin briefly: a long spin ran out (see ep_worker_main) */
 static uint32_t g_tasks_run[EP_MAX_THREADS];   /* per thread, for tests: did the workers take part? */
 #if defined(EP_THREADS_NATIVE)
 static uint32_t g_running[EP_MAX_THREADS];     /* a worker is in ep_worker_main with this index: a second one returns */
@@ -84,22 +81,18 @@ static uint32_t g_running[EP_MAX_THREADS];     /* a worker is in ep_worker_main 
 #define LOAD(p) __atomic_load_n((p), __ATOMIC_SEQ_CST)
 #define STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_SEQ_CST)
 #ifndef SPINS
-#define SPINS 20000u            /* between runs: brief, then sleep (an idle session costs no CPU) */
-#endif
-#ifndef BACKOFF_RUNS
-#define BACKOFF_RUNS 16u
-#endif
-#ifndef RUN_SPINS
-#define RUN_SPINS 200000u       /* between the jobs of one run: longer than its serial gaps and the caller's last task */
+#define SPINS 20000u            /* brief polling, then sleep: a spinning worker slows the caller (docs/benchmarks.md, sessions 16-17) */
 #endif
 #ifndef HOT_SPINS
 #define HOT_SPINS (1u << 25)    /* while a run is in flight: bounded, so a run cut short by a trap cannot keep a core */
 #endif
 
+/* Diagnostic counters (bench/pool_stats.mjs), in a build with -DEP_POOL_STATS only: jobs, jobs a worker took a task
+ * of, notifies, worker sleeps, worker arrivals with no task left. */
 #ifdef EP_POOL_STATS
-static uint32_t g_stats[8];
+static uint32_t g_stats[5];
 #define STAT(k) __atomic_fetch_add(&g_stats[k], 1u, __ATOMIC_RELAXED)
-EXPORT(ep_pool_stats) uint32_t ep_pool_stats(uint32_t k) { return k < 8 ? g_stats[k] : 0u; }
+EXPORT(ep_pool_stats) uint32_t ep_pool_stats(uint32_t k) { return k < 5 ? LOAD(&g_stats[k]) : 0u; }
 #else
 #define STAT(k) ((void)0)
 #endif
@@ -122,7 +115,7 @@ static void run_tasks(uint32_t gen, uint32_t thread) {
   }
   /* Counted once per thread and job, not per task (fewer stores to a shared line). The slot stays gen's: its
    * caller waits for these tasks before it can publish the job that rewrites it. */
-  if (thread) { if (ran) STAT(1); else STAT(4); }
+  if (thread) STAT(ran ? 1 : 4);
   if (ran) {
     g_tasks_run[thread] += ran;
     __atomic_fetch_add(&j->done, ran, __ATOMIC_SEQ_CST);
@@ -156,8 +149,7 @@ void ep_parallel_for(uint32_t n_tasks, uint32_t max_threads, ep_task_fn fn, void
   STORE(&g_ctr, (uint64_t)gen << 32);
   STORE(&g_wake, (int32_t)gen);
   STAT(0);
-  if (LOAD(&g_sleepers)) STAT(2);
-  if (LOAD(&g_sleepers)) NOTIFY(&g_wake);   /* after the store: a worker counted later sees the new gen in WAIT */
+  if (LOAD(&g_sleepers)) { STAT(2); NOTIFY(&g_wake); }   /* after the store: a worker counted later sees the new gen in WAIT */
   run_tasks(gen, 0);
   while (LOAD(&j->done) != n_tasks) {}
   STORE(&g_busy, 0u);
@@ -214,19 +206,10 @@ EXPORT(ep_worker_main) void ep_worker_main(uint32_t index) {
   int32_t seen = LOAD(&g_wake);
   while (!LOAD(&g_quit)) {
     int32_t g = LOAD(&g_wake);
-    /* In a run this worker takes part in (index < threads): spin long, until the run ends (polled); after it briefly.
-     * Long spins keep a worker awake across the run's serial gaps and the caller's last task of a job: a worker
-     * that sleeps there is woken by the next job (a notify on the caller's path, a wake-up that may be late or land
-     * on the caller's core, preempting it), docs/benchmarks.md "Session 17 (helper thr5)". */
-    const uint32_t in_run = index < LOAD(&g_threads) && LOAD(&g_hot);
-    const uint32_t spins = !in_run ? SPINS : LOAD(&g_spin) ? HOT_SPINS : LOAD(&g_backoff) ? SPINS : RUN_SPINS;
-    uint32_t s = 0;
-    for (; g == seen && s < spins && (!in_run || LOAD(&g_hot)); s++) g = LOAD(&g_wake);
-    if (g == seen && s < spins) continue;   /* the run ended */
+    /* hot: spinning runs, this worker takes part (index < threads) and a run is in flight (polled: it may end) */
+    const uint32_t hot = LOAD(&g_spin) && index < LOAD(&g_threads);
+    for (uint32_t s = 0; g == seen && s < (hot && LOAD(&g_hot) ? HOT_SPINS : SPINS); s++) g = LOAD(&g_wake);
     if (g == seen) {
-      /* No job for a long spin: the caller lost its core to this worker (a busy machine: spinning only delays it)
-       * or runs a long serial stretch or task (a wake-up costs little next to it): brief spins for BACKOFF_RUNS runs. */
-      if (spins == RUN_SPINS) { STAT(5); STORE(&g_backoff, BACKOFF_RUNS); }
       __atomic_fetch_add(&g_sleepers, 1u, __ATOMIC_SEQ_CST);
       STAT(3);
       WAIT(&g_wake, seen);
@@ -247,12 +230,10 @@ void ep_pool_hot(uint32_t on) {
     return;
   }
   /* The first run to start wakes sleeping workers (a notify ends WAIT): they spin until its first job. */
-  if (__atomic_fetch_add(&g_hot, 1u, __ATOMIC_SEQ_CST) != 0u) return;
-  if (LOAD(&g_backoff)) STORE(&g_backoff, LOAD(&g_backoff) - 1u);
-  if (LOAD(&g_sleepers)) NOTIFY(&g_wake);
+  if (__atomic_fetch_add(&g_hot, 1u, __ATOMIC_SEQ_CST) == 0u && LOAD(&g_spin) && LOAD(&g_sleepers)) NOTIFY(&g_wake);
 }
 
-/* 1: workers spin for the whole of each run; 0 (the default): they sleep when no job comes within RUN_SPINS polls. */
+/* 1: workers spin for the whole of each run; 0 (the default): they sleep when no job comes within SPINS polls. */
 EXPORT(ep_set_spin) void ep_set_spin(uint32_t on) { STORE(&g_spin, on ? 1u : 0u); }
 
 /* Threads taking part from now on: the caller + workers already in ep_worker_main (1..EP_MAX_THREADS). */

@@ -71,7 +71,7 @@ async function spawnWorker() {
  * run on it; kernels split their work across the workers while the caller runs the plan.
  * @param {WebAssembly.Module} wasmModule compiled edgepack-threads.wasm
  * @param {{threads?: number, spin?: boolean}} [options] threads: 1..16 (default: the machine's cores); spin: the
- *   workers spin for the whole of each run instead of sleeping when no task comes for a few hundred microseconds
+ *   workers spin for the whole of each run instead of sleeping when no task comes for a few tens of microseconds
  *   (no wake-up per node, but a core kept busy: slower on a loaded machine; default false)
  * @returns {Promise<{instance: WebAssembly.Instance, memory: WebAssembly.Memory, maxBytes: number, threads: number, terminate: () => Promise<void>}>}
  */
