@@ -6,7 +6,9 @@
 // (A B A) to see the noise floor: the third line's ratio. A threaded build (edgepack-threads*.wasm: it imports its
 // memory) runs with THREADS (default 2) threads, its workers spinning through each run when its name ends in +spin
 // (threads.js `spin`; the same file as X.wasm and X.wasm+spin compares the two); then every build is timed by wall
-// time (CPU time sums the threads).
+// time (CPU time sums the threads). Each threaded build has a pool of its own, and where the scheduler puts its worker
+// (beside the caller or on the other core) can differ between pools of one process and last for seconds
+// (docs/benchmarks.md, "Session 17 (helper thr5)"): pass the same build twice, run several processes, swap the order.
 //
 //   ROUNDS=16 MS=60 node --experimental-wasm-relaxed-simd bench/ab_pair.mjs BUNDLE A.wasm B.wasm [A.wasm]
 //   ... bench/ab_pair.mjs BUNDLE_A::A.wasm BUNDLE_B::B.wasm [BUNDLE_A::A.wasm]   (two packagings of one model, e.g.

@@ -303,7 +303,10 @@ async function main() {
   for (const ep of runners.filter((r) => r.name.startsWith('edgepack-') && r.name !== 'edgepack-threads')) {
     if (!per['edgepack-threads']) continue;
     const paired = roundMedians[ep.name].map((x, i) => x / roundMedians['edgepack-threads'][i]);
-    ratios[`${ep.name}/edgepack-threads`] = { of_medians: per[ep.name].median_ms / per['edgepack-threads'].median_ms, paired_median: median(paired) };
+    // the rounds' spread too: the threaded time can switch between a fast and a slow mode within one process
+    // (docs/benchmarks.md, "Session 17 (helper thr5)"); the median is what a user gets, min-max shows the modes
+    ratios[`${ep.name}/edgepack-threads`] = { of_medians: per[ep.name].median_ms / per['edgepack-threads'].median_ms, paired_median: median(paired),
+      paired_min: Math.min(...paired), paired_max: Math.max(...paired) };
   }
   for (const r of runners) await r.close();
   // rates per round from the median CPU time per run of that round (the runtimes' cpu_round_ms pair with them)

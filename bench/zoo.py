@@ -198,7 +198,9 @@ def bounds_row(rep: dict, model: Path, bundle: Path, cache_bytes: int) -> dict:
 def threads_table(rows: list[dict], threads: int, mach: str) -> str:
     """bench/run.py's threaded table with the serial profile's columns; geometric mean of the speed-ups."""
     prof = lambda r: r.get("serial") or {}  # noqa: E731
-    md = run.threads_table(rows, threads, mach, extra=("serial share", "Amdahl bound", "serial kernels"), cells=lambda r: [
+    spread = lambda r: r["ratios"].get(f"{run.best_edgepack(r)}/edgepack-threads", {})  # noqa: E731
+    md = run.threads_table(rows, threads, mach, extra=("speed-up per round (min-max)", "serial share", "Amdahl bound", "serial kernels"), cells=lambda r: [
+        f"{spread(r)['paired_min']:.2f}-{spread(r)['paired_max']:.2f}" if "paired_min" in spread(r) else "",
         f"{prof(r)['serial_share']:.1%}" if prof(r) else "", f"{prof(r)['bound']:.2f}" if prof(r) else "",
         ", ".join(f"{k} {v:.1%}" for k, v in list(prof(r).get("serial_kinds", {}).items())[:3])])
     ups = [r["ratios"][f"{run.best_edgepack(r)}/edgepack-threads"]["paired_median"] for r in rows

@@ -81,10 +81,20 @@ static uint32_t g_running[EP_MAX_THREADS];     /* a worker is in ep_worker_main 
 #define LOAD(p) __atomic_load_n((p), __ATOMIC_SEQ_CST)
 #define STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_SEQ_CST)
 #ifndef SPINS
-#define SPINS 20000u            /* ~20-50 us of polling, then sleep: longer spins cost the caller its core on a busy machine */
+#define SPINS 20000u            /* brief polling, then sleep: a spinning worker slows the caller (docs/benchmarks.md, sessions 16-17) */
 #endif
 #ifndef HOT_SPINS
 #define HOT_SPINS (1u << 25)    /* while a run is in flight: bounded, so a run cut short by a trap cannot keep a core */
+#endif
+
+/* Diagnostic counters (bench/pool_stats.mjs), in a build with -DEP_POOL_STATS only: jobs, jobs a worker took a task
+ * of, notifies, worker sleeps, worker arrivals with no task left. */
+#ifdef EP_POOL_STATS
+static uint32_t g_stats[5];
+#define STAT(k) __atomic_fetch_add(&g_stats[k], 1u, __ATOMIC_RELAXED)
+EXPORT(ep_pool_stats) uint32_t ep_pool_stats(uint32_t k) { return k < 5 ? LOAD(&g_stats[k]) : 0u; }
+#else
+#define STAT(k) ((void)0)
 #endif
 
 uint32_t ep_num_threads(void) { return LOAD(&g_threads); }
@@ -105,6 +115,7 @@ static void run_tasks(uint32_t gen, uint32_t thread) {
   }
   /* Counted once per thread and job, not per task (fewer stores to a shared line). The slot stays gen's: its
    * caller waits for these tasks before it can publish the job that rewrites it. */
+  if (thread) STAT(ran ? 1 : 4);
   if (ran) {
     g_tasks_run[thread] += ran;
     __atomic_fetch_add(&j->done, ran, __ATOMIC_SEQ_CST);
@@ -137,7 +148,8 @@ void ep_parallel_for(uint32_t n_tasks, uint32_t max_threads, ep_task_fn fn, void
   STORE(&j->done, 0u);
   STORE(&g_ctr, (uint64_t)gen << 32);
   STORE(&g_wake, (int32_t)gen);
-  if (LOAD(&g_sleepers)) NOTIFY(&g_wake);   /* after the store: a worker counted later sees the new gen in WAIT */
+  STAT(0);
+  if (LOAD(&g_sleepers)) { STAT(2); NOTIFY(&g_wake); }   /* after the store: a worker counted later sees the new gen in WAIT */
   run_tasks(gen, 0);
   while (LOAD(&j->done) != n_tasks) {}
   STORE(&g_busy, 0u);
@@ -199,6 +211,7 @@ EXPORT(ep_worker_main) void ep_worker_main(uint32_t index) {
     for (uint32_t s = 0; g == seen && s < (hot && LOAD(&g_hot) ? HOT_SPINS : SPINS); s++) g = LOAD(&g_wake);
     if (g == seen) {
       __atomic_fetch_add(&g_sleepers, 1u, __ATOMIC_SEQ_CST);
+      STAT(3);
       WAIT(&g_wake, seen);
       __atomic_fetch_sub(&g_sleepers, 1u, __ATOMIC_SEQ_CST);
       continue;
