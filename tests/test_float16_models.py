@@ -20,6 +20,7 @@ from packager.plan import layout
 from packager.plan.opcodes import Op
 from packager.reference import reference_run
 from packager.targets.edge import qemu_available
+from tests.test_attention_masks import _Hidden
 from tests.test_web_node import _node_major, _node_run, _outputs
 
 torch = pytest.importorskip("torch")
@@ -42,15 +43,6 @@ class _Cnn(torch.nn.Module):
         x = torch.relu(self.bn(self.c1(x)))
         x = torch.nn.functional.max_pool2d(self.c3(torch.nn.functional.hardswish(self.c2(x))), 2)
         return torch.softmax(self.fc(x.mean((2, 3))), -1)
-
-
-class _Hidden(torch.nn.Module):
-    def __init__(self, model: torch.nn.Module) -> None:
-        super().__init__()
-        self.model = model
-
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        return self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
 
 
 def _export(model: torch.nn.Module, args: tuple, names: list[str], out: str, path: Path) -> Path:

@@ -15,16 +15,9 @@ from onnx import TensorProto, helper
 from packager.cli import main as cli
 from packager.reference import compare, input_ranges
 
+from .test_attention_masks import _Hidden
+
 torch = pytest.importorskip("torch")
-
-
-class _Hidden(torch.nn.Module):
-    def __init__(self, model: torch.nn.Module) -> None:
-        super().__init__()
-        self.model = model
-
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        return self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
 
 
 def _bert(path: Path) -> Path:
