@@ -17,6 +17,7 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { Session } from '../web/src/index.js';
 import { instantiateThreaded } from '../web/src/threads.js';
+import { seededFeeds } from './profile_core.mjs';
 const args = process.argv.slice(2);
 const pairs = args[0]?.includes('::') ? args.map((a) => a.split('::')) : args.slice(1).map((w) => [args[0], w]);
 if (pairs.length < 2) { console.error('usage: ab_pair.mjs BUNDLE A.wasm B.wasm [...] | BUNDLE_A::A.wasm BUNDLE_B::B.wasm [...]'); process.exit(2); }
@@ -35,12 +36,7 @@ for (const [bundle, w] of pairs) {
     sessions.push(new Session(t.instance, plan, manifest, path.basename(w), t.memory, t.maxBytes));
   } else sessions.push(new Session(await WebAssembly.instantiate(mod, {}), plan, manifest, path.basename(w)));
 }
-const feeds = {};
-for (const s of first.inputs) {
-  const dims = s.shape.map((d) => (typeof d === 'number' ? d : first.dims?.[d]?.example ?? 1));
-  const n = dims.reduce((a, d) => a * d, 1);
-  feeds[s.name] = { data: s.dtype === 'int64' ? BigInt64Array.from({ length: n }, (_, i) => BigInt(i % 7)) : Float32Array.from({ length: n }, (_, i) => Math.sin(i)), dims };
-}
+const feeds = seededFeeds(first);
 const cpu = pools.length ? () => performance.now() : () => { const u = process.cpuUsage(); return (u.user + u.system) / 1000; };
 const med = (xs) => { const s = [...xs].sort((a, b) => a - b); return s[s.length >> 1]; };
 for (const s of sessions) { const end = performance.now() + 2000; while (performance.now() < end) s.runSync(feeds); }

@@ -45,11 +45,13 @@ export async function profile({ Session, plan, manifest, wasms, seconds = 2, rou
   return wasms.map((w, i) => ({ name: w.name, run_ms: med(whole[i]), ep_run_ms: med(bare[i]), nodes_ms: per[i].map(med), warm_ms: warm[i].map(med) }));
 }
 
+/** Deterministic inputs at the manifest's shapes; a symbolic dim (a version-2 plan) at its example value, else 1. */
 export function seededFeeds(manifest) {
   const feeds = {};
   for (const s of manifest.inputs) {
-    const n = s.shape.reduce((a, d) => a * d, 1);
-    feeds[s.name] = { data: s.dtype === 'int64' ? BigInt64Array.from({ length: n }, (_, i) => BigInt(i % 7)) : Float32Array.from({ length: n }, (_, i) => Math.sin(i)), dims: s.shape };
+    const dims = s.shape.map((d) => (typeof d === 'number' ? d : manifest.dims?.[d]?.example ?? 1));
+    const n = dims.reduce((a, d) => a * d, 1);
+    feeds[s.name] = { data: s.dtype === 'int64' ? BigInt64Array.from({ length: n }, (_, i) => BigInt(i % 7)) : Float32Array.from({ length: n }, (_, i) => Math.sin(i)), dims };
   }
   return feeds;
 }
