@@ -64,6 +64,8 @@ def test_nan_everywhere_warns(tmp_path: Path, capsys: pytest.CaptureFixture) -> 
     assert json.loads((tmp_path / "b" / "manifest.json").read_text())["verification"]["finite_values"] == 0
     assert cli([str(path), "-o", str(tmp_path / "s"), "--target", "web", "--profile", "strict"]) != 0
     assert "error: verification compared no finite value" in capsys.readouterr().err
+    assert cli([str(path), "-o", str(tmp_path / "e"), "--target", "pi5", "--profile", "strict"]) != 0
+    assert "error: verification compared no finite value" in capsys.readouterr().err
 
 
 def test_compare_counts_nan_against_a_number() -> None:

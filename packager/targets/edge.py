@@ -223,7 +223,7 @@ class EdgeTarget(Target):
         return _stage(self.name, out, manifest, shipped, plan, emit_onnx, log)
 
     def verify(self, path: Path, reference: onnx.ModelProto, log: Log, strict: bool = False) -> None:
-        consistency(path, self.name, reference, log)
+        consistency(path, self.name, reference, log, strict)
 
     def runner(self, path: Path) -> tuple[Runner, str]:
         """The C core built as wasm SIMD on the bundle's own plan (the consistency report compares it with the
@@ -370,9 +370,10 @@ def example_specs(manifest: dict) -> list[dict]:
             for s in manifest["inputs"]]
 
 
-def consistency(path: Path, target: str, model: onnx.ModelProto, log: Callable[[str], None]) -> dict:
+def consistency(path: Path, target: str, model: onnx.ModelProto, log: Callable[[str], None], strict: bool = False) -> dict:
     """Same seeded inputs through onnxruntime, the wasm SIMD build and this bundle's aarch64 build;
-    pairwise max differences into manifest['consistency'] (and 'verification': NEON vs onnxruntime)."""
+    pairwise max differences into manifest['consistency'] (and 'verification': NEON vs onnxruntime). strict: a
+    comparison with no finite value is an error (reference.check_finite), as in web verification."""
     from ..reference import check_finite, input_ranges, random_inputs, reference_run
     from ..runtime.wasm import PlanFile, WasmPlan
     from ..toolchain import ensure_wasm
@@ -419,7 +420,7 @@ def consistency(path: Path, target: str, model: onnx.ModelProto, log: Callable[[
                                  inputs="seeded random (seed 0)")
         if "input_shapes" in c:
             m["verification"]["input_shapes"] = c["input_shapes"]
-        check_finite(m["verification"], log)
+        check_finite(m["verification"], log, strict)
     mpath.write_text(json.dumps(m, indent=2) + "\n")
     for k, v in c.items():
         if isinstance(v, dict) and "max_abs_diff" in v:
