@@ -279,7 +279,8 @@ def cmd_bench(argv: list[str]) -> int:
     ap.add_argument("--profile", action="store_true", help="also print the time per kernel node (slowest first)")
     a = ap.parse_args(argv)
     b = load_bundle(a.bundle, a.variant)
-    feeds = b.check_feeds(random_inputs(b.example_inputs()))
+    ranges = {k: tuple(v) for k, v in (b.manifest.get("verification", {}).get("input_ranges") or {}).items()}
+    feeds = b.check_feeds(random_inputs(b.example_inputs(), ranges=ranges))   # the ranges verification used
     s = b.session()
     set_inputs(s, b.inputs, feeds)   # value inputs' random values may give no valid shape: an InputError naming them
 

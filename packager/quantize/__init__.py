@@ -72,9 +72,10 @@ def input_specs(graph) -> list[InputSpec]:
 
 
 def _random_set(graph, n: int, first_seed: int = 0) -> CalibrationSet:
-    from ..reference import random_inputs
+    from ..reference import input_ranges, random_inputs
     specs = [{"name": s.name, "shape": list(s.shape), "dtype": s.dtype.name} for s in input_specs(graph)]
-    feeds = [random_inputs(specs, seed=first_seed + i) for i in range(n)]
+    ranges = input_ranges(graph.model)   # token ids within their table, masks 0 / 1
+    feeds = [random_inputs(specs, seed=first_seed + i, ranges=ranges) for i in range(n)]
     return CalibrationSet({s["name"]: np.stack([f[s["name"]] for f in feeds]) for s in specs}, None, "random")
 
 
