@@ -48,10 +48,12 @@ def _kernels(path) -> list[str]:
 
 
 @pytest.mark.parametrize("shape,scale", [((1, 3, 19, 23, 20, 9), "div"), ((2, 2, 30, 3000, 8, 16), "mul"),
-                                         ((1, 2, 5, 7, 4, 5), "none"), ((1, 1, 13, 17, 6, 3), "mul_first")])
+                                         ((1, 2, 5, 7, 4, 5), "none"), ((1, 1, 13, 17, 6, 3), "mul_first"),
+                                         ((1, 1, 5000, 4, 8, 8), "div")])
 @pytest.mark.parametrize("optimize", [True, False])
 def test_attention_is_one_kernel(shape: tuple, scale: str, optimize: bool, tmp_path) -> None:
-    # (19, 23): odd sizes, partial tiles and panels; (30, 3000): three blocks of 12 + 12 + 6 query rows.
+    # (19, 23): odd sizes, partial tiles and panels; (30, 3000): three blocks of 12 + 12 + 6 query rows;
+    # (5000, 4): a key length under 8, whose blocks are capped at the kernel's 4092 rows.
     # Optimized, the scale moves onto Q (passes/scale.py); unoptimized the kernel scales the scores.
     m = _attention(*shape, scale=scale)
     path = package(m, target="web", out=tmp_path / "b", optimize=optimize)   # verify: the bundle against onnxruntime

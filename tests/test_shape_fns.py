@@ -262,7 +262,7 @@ def _attention(lq: int, lk: int):
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
 
 
-@pytest.mark.parametrize("lq,lk", [(1, 1), (7, 5), (40, 40), (3, 3000), (1500, 1500), (700, 47)])
+@pytest.mark.parametrize("lq,lk", [(1, 1), (7, 5), (40, 40), (3, 3000), (1500, 1500), (700, 47), (5000, 4)])
 def test_attention_block_rows_rule_in_c(checker: ShapeChecker, all_dynamic, lq: int, lk: int, tmp_path: Path) -> None:
     """ATTENTION's block_rows left to the core (0) sizes the scratch as the packager's block_rows(Lq, Lk) does."""
     from packager import package

@@ -39,9 +39,14 @@ SCALE_NONE, SCALE_MUL, SCALE_DIV = 0, 1, 2
 ABSORBING = -2.0 ** 100
 
 
+# The most query rows per block the kernel takes (matmul.c ATT_MAX_ROWS, 4096), as a multiple of 12.
+MAX_BLOCK_ROWS = 4092
+
+
 def block_rows(lq: int, lk: int) -> int:
-    """Query rows per block: a multiple of 12 (whole 6- and 4-row tile groups) near BLOCK_FLOATS scores, at most Lq."""
-    return max(1, min(lq, max(12, BLOCK_FLOATS // max(lk, 1) // 12 * 12)))
+    """Query rows per block: a multiple of 12 (whole 6- and 4-row tile groups) near BLOCK_FLOATS scores, at most Lq
+    and MAX_BLOCK_ROWS (a key length under 8 would ask for more)."""
+    return max(1, min(lq, MAX_BLOCK_ROWS, max(12, BLOCK_FLOATS // max(lk, 1) // 12 * 12)))
 
 
 def scratch_floats(d: int, lk: int, dv: int, r: int) -> int:

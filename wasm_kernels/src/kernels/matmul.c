@@ -476,7 +476,7 @@ static uint64_t att_rows_floats(uint64_t R, uint64_t K) { return (R + 3) / 4 * E
 EP_COLD static uint32_t att_block_rows(int32_t word, uint32_t Lq, uint32_t Lk) {
   if (word) return (uint32_t)word;
   uint32_t r = 32768u / (Lk ? Lk : 1u) / 12u * 12u;
-  r = r < 12u ? 12u : r;
+  r = r < 12u ? 12u : r > ATT_MAX_ROWS / 12u * 12u ? ATT_MAX_ROWS / 12u * 12u : r;   /* Lk < 8 would ask for more */
   r = r < Lq ? r : Lq;
   return r ? r : 1u;
 }
