@@ -187,9 +187,14 @@ def test_refusals(tmp_path: Path) -> None:
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
     with pytest.raises(UnsupportedError, match=r"DFT .*signal's shape must be known at package time"):
         package(m, out=tmp_path / "a", verify=False, dynamic=True)
-    m = one_node("DFT", {"x": x.astype(np.float16)}, ["y"], opset=17, axis=1)
-    with pytest.raises(UnsupportedError, match=r"DFT .*dtype float16"):
-        package(m, out=tmp_path / "b", verify=False)
+    # a float16 model's DFT is no longer refused: the model computes in float32 (packager/passes/float16.py)
+    x16 = x.astype(np.float16)
+    out = package(one_node("DFT", {"x": x16}, ["y"], opset=17, axis=1), out=tmp_path / "b", verify=False)
+    got = load_bundle(out).run({"x": x16})["y"]
+    f = np.fft.fft(x16.astype(np.float64)[..., 0], axis=1)
+    want = np.stack([f.real, f.imag], -1)
+    assert got.dtype == np.float16
+    np.testing.assert_allclose(got.astype(np.float64), want, atol=8 * 2.0 ** -10 * np.abs(want).max())
     m = one_node("DFT", {"x": x, "L": _i64(0)}, ["y"], ["L"], opset=17, axis=1)
     with pytest.raises(PackagerError, match=r"DFT .*dft_length 0 must be at least 1"):
         package(m, out=tmp_path / "c", verify=False)
