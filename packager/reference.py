@@ -34,6 +34,13 @@ def random_inputs(specs: list[dict], seed: int = 0, ranges: dict[str, tuple[int,
     return out
 
 
+def verification_feeds(model: onnx.ModelProto, specs: list[dict]) -> tuple[dict[str, np.ndarray], dict[str, list[int]]]:
+    """Verification's seeded inputs, integer ones within the ranges the graph shows (input_ranges), and those
+    ranges as the manifest records them (empty when there are none)."""
+    ranges = input_ranges(model)
+    return random_inputs(specs, ranges=ranges), {k: list(v) for k, v in ranges.items()}
+
+
 # Ops that pass an integer input's values on unchanged (an index or a mask reshaped, cast or broadcast).
 _SAME_VALUES = {"Cast", "Unsqueeze", "Squeeze", "Reshape", "Flatten", "Expand", "Identity"}
 _FLOATS = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.DOUBLE, onnx.TensorProto.BFLOAT16}

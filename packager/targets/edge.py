@@ -374,13 +374,12 @@ def consistency(path: Path, target: str, model: onnx.ModelProto, log: Callable[[
     """Same seeded inputs through onnxruntime, the wasm SIMD build and this bundle's aarch64 build;
     pairwise max differences into manifest['consistency'] (and 'verification': NEON vs onnxruntime). strict: a
     comparison with no finite value is an error (reference.check_finite), as in web verification."""
-    from ..reference import check_finite, input_ranges, random_inputs, reference_run
+    from ..reference import check_finite, reference_run, verification_feeds
     from ..runtime.wasm import PlanFile, WasmPlan
     from ..toolchain import ensure_wasm
     mpath = path / "manifest.json"
     m = json.loads(mpath.read_text())
-    ranges = input_ranges(model)
-    feeds = random_inputs(example_specs(m), ranges=ranges)
+    feeds, ranges = verification_feeds(model, example_specs(m))
     plan = PlanFile(path / m["runtime"]["plan"])   # copied into wasm memory in chunks (a 2 GB plan: once)
     results: dict[str, dict[str, np.ndarray]] = {}
     notes: dict[str, str] = {}
@@ -403,7 +402,7 @@ def consistency(path: Path, target: str, model: onnx.ModelProto, log: Callable[[
         runner = None
     c: dict = {"inputs": "seeded random (seed 0)", "reference": "onnxruntime CPU"}
     if ranges:
-        c["input_ranges"] = {k: list(v) for k, v in ranges.items()}
+        c["input_ranges"] = ranges
     if "dims" in m:   # version 2: checked at the example shape
         c["input_shapes"] = {k: list(v.shape) for k, v in feeds.items()}
     names = list(results)

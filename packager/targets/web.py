@@ -10,7 +10,7 @@ import onnx
 
 from ..bundle import WASM_VARIANTS, StagedBundle, load_bundle, stage_bundle
 from ..errors import PackagerError
-from ..reference import Runner, check_finite, compare, input_ranges, random_inputs, reference_run
+from ..reference import Runner, check_finite, compare, reference_run, verification_feeds
 from ..toolchain import ensure_wasm
 from ..weights import write_model
 from .base import Log, Target
@@ -35,8 +35,7 @@ class WebTarget(Target):
         identical bits, and record the exact memory bound. A version-2 bundle runs at its example shape
         (manifest "dims")."""
         b = load_bundle(path)
-        ranges = input_ranges(reference)
-        feeds = random_inputs(b.example_inputs(), ranges=ranges)
+        feeds, ranges = verification_feeds(reference, b.example_inputs())
         got = b.run(feeds)
         profile_facts = {}
         if strict:
@@ -52,7 +51,7 @@ class WebTarget(Target):
             want = reference_run(reference, feeds, isolated=True)
             result = dict(compare(got, want), reference="onnxruntime CPU", inputs="seeded random (seed 0)")
             if ranges:
-                result["input_ranges"] = {k: list(v) for k, v in ranges.items()}
+                result["input_ranges"] = ranges
         except PackagerError:
             raise
         except Exception as e:  # onnxruntime itself cannot run this model
