@@ -8,7 +8,7 @@ means a lowering baked a run-time dim, and the model is refused with that node n
 back to fixed shapes unless run-time shapes were asked for)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import onnx
@@ -157,7 +157,20 @@ def value_slot_inputs(model: onnx.ModelProto, inits: set[str]) -> list[str]:
     return sorted(out)
 
 
-def _choose_probes(syms: Symbols) -> None:
+# Extents of the first non-batch symbol's two probes and the step to the next symbol's. A model whose inputs must
+# stay short (a position table of 64 rows) fails at the default probes: SMALL_PROBES is the second try.
+DEFAULT_PROBES = (64, 96, 32)
+SMALL_PROBES = (16, 24, 8)
+
+
+def smaller_probes(syms: Symbols) -> Symbols | None:
+    """syms with SMALL_PROBES for its non-batch symbols; None when that changes no probe (all batch or bounded)."""
+    small = replace(syms, probe_a={}, probe_b={}, example={}, notes=list(syms.notes))
+    _choose_probes(small, SMALL_PROBES)
+    return None if (small.probe_a, small.probe_b) == (syms.probe_a, syms.probe_b) else small
+
+
+def _choose_probes(syms: Symbols, probes: tuple[int, int, int] = DEFAULT_PROBES) -> None:
     """Two distinct extents per symbol for the probes (batch-like symbols, only ever on axis 0, small ones), and
     the example extent the bundle is verified at (1 for batch-like symbols)."""
     axes: dict[str, set[int]] = {}
@@ -168,7 +181,7 @@ def _choose_probes(syms: Symbols) -> None:
     spatial = 0
     for s in sorted(axes, key=lambda s: (min(axes[s]), s)):
         batch = axes[s] == {0}
-        a, b = (2, 3) if batch else (64 + 32 * spatial, 96 + 32 * spatial)
+        a, b = (2, 3) if batch else (probes[0] + probes[2] * spatial, probes[1] + probes[2] * spatial)
         spatial += 0 if batch else 1
         lo, hi = syms._bound(s)
         if hi and hi - lo < 1:

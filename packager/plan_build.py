@@ -15,6 +15,7 @@ from .front import Front
 from .lower import lower
 from .plan.opcodes import Op
 from .quantize import DEFAULT_BUDGET, ImageOptions, QuantResult, quantize_step
+from .dynamic import smaller_probes
 from .run_time_shapes import bounded, lower_run_time, ones, reason, run_time_symbols, run_time_io
 from .targets.base import Target
 
@@ -73,7 +74,7 @@ def build_plan(front: Front, m: onnx.ModelProto, ort_source: onnx.ModelProto | N
     if syms is None:
         return static(None)
     try:
-        graph, _, optimization, lowered, io_dims = lower_run_time(front, syms, quiet=dynamic is None)
+        graph, _, optimization, lowered, io_dims, syms = _lower_run_time_probed(front, syms)
     except Exception as e:   # noqa: BLE001 - the default must not fail where the static plan works
         if dynamic or bounded(input_shapes):   # asked for: run-time shapes or a clear error
             raise
@@ -85,6 +86,25 @@ def build_plan(front: Front, m: onnx.ModelProto, ort_source: onnx.ModelProto | N
     shipped = run_time_io(graph.model, io_dims)
     return Built(graph, lowered, quant_result, front.source_model(ort_source), shipped, shipped, optimization, syms,
                  io_dims)
+
+
+def _lower_run_time_probed(front: Front, syms):
+    """lower_run_time at the default probe extents, then at smaller ones (a model whose sequence cannot exceed a
+    short position table); the first failure is the one reported. Returns its results and the symbols used."""
+    try:
+        return (*lower_run_time(front, syms, quiet=True), syms)
+    except Exception as first:   # noqa: BLE001 - re-raised below unless the smaller probes succeed
+        small = smaller_probes(syms)
+        if small is None:
+            raise
+        try:
+            out = lower_run_time(front, small, quiet=True)
+        except Exception:   # noqa: BLE001
+            raise first from None
+        sizes = ", ".join(f"{s} {syms.probe_a[s]}/{syms.probe_b[s]} -> {small.probe_a[s]}/{small.probe_b[s]}"
+                          for s in small.names() if small.probe_a[s] != syms.probe_a[s])
+        small.notes.append(f"run-time shapes probed at smaller sizes ({sizes}): at the larger ones, {reason(first)}")
+        return (*out, small)
 
 
 def _fixed(front: Front, m: onnx.ModelProto, ort_source: onnx.ModelProto | None, tgt: Target,

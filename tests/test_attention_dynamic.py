@@ -125,3 +125,26 @@ def test_masks_at_run_time_shapes(mask: str, tmp_path: Path) -> None:
         for variant in ("simd", "scalar"):
             got = load_bundle(bundle, variant).run(feeds)["y"]
             np.testing.assert_allclose(got, want, rtol=TOL, atol=TOL, err_msg=f"{variant} {(b, lq, lk)}")
+
+
+@pytest.mark.skipif(_node_major() < 20, reason="needs Node >= 20")
+def test_bert_short_position_table_gets_run_time_shapes(tmp_path: Path) -> None:
+    """A BERT with 64 positions fails at the default probe sequences (64/96: its position ids run past the table);
+    the packager probes again at smaller ones and still ships a version-2 plan, with a notice saying so, that runs
+    up to the table's 64 positions and refuses 80 with an error, not a crash."""
+    torch.manual_seed(0)
+    cfg = _transformers().BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=LAYERS, num_attention_heads=4,
+                                     intermediate_size=64, max_position_embeddings=64, attn_implementation="eager")
+    src = _export(_transformers().BertModel(cfg, add_pooling_layer=False), tmp_path / "bert64.onnx", masked=True)
+    bundle = tmp_path / "b"
+    assert cli([str(src), "-o", str(bundle), "--target", "web"]) == 0
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    assert manifest["plan"]["version"] == 2
+    assert any("probed at smaller sizes" in n for n in manifest.get("notices", [])), manifest.get("notices")
+    _checked_plan(bundle)
+    model = onnx.load(src)
+    runs = [_feeds(2, 12, 0), _feeds(1, 64, 1), _feeds(1, 80, 2)]
+    res = _node_runs(tmp_path / "relaxed", bundle, runs, build="relaxed")
+    for r, f in zip(res["runs"][:2], runs):
+        np.testing.assert_allclose(_outputs(r)["hidden"], reference_run(model, f)["hidden"], rtol=TOL, atol=TOL)
+    assert "error" in res["runs"][2], res["runs"][2]
