@@ -7,7 +7,8 @@ onnxruntime-web: import + InferenceSession.create + run), alternating, median of
 
     python3 -m bench.browser_bench [--models mobilenetv2,resnet18,cifar10net,minilm_like] [--seconds 3]
         (--models takes zoo models too: python3 -m bench.browser_bench --models mobilenet_v3_large,distilbert,...;
-         --models zoo: issue 19's Chromium subset, ZOO_SUBSET below: 10 zoo models, three of them transformers)
+         --models zoo: issue 19's Chromium subset, ZOO_SUBSET below: 10 zoo models, three of them transformers;
+         --models zoo-all: every zoo model and its int8 QDQ export, NAME_int8, as bench/zoo.py --int8 runs them)
         [--rounds 8] [--slice 0.5] [--load-reps 5 (0: no loading pass)] [--threads N] [--json bench/results/browser.json]
 
 Prints per model the ratio edgepack / onnxruntime-web, then how many are at or under 0.5 and the geometric mean.
@@ -109,14 +110,24 @@ LOADING = """async ({ which, m }) => {
 def _source(name: str) -> Path:
     """A benchmark model (.cache/models, scripts/setup.sh builds them) or a zoo model (built on demand)."""
     from bench.models.registry import ZOO_NAMES
+    from bench.zoo import INT8, ensure_deps, model_path, qdq_path
     if name in ZOO_NAMES:
-        from bench.zoo import ensure_deps, model_path
         ensure_deps()
         return model_path(name)
+    if name.endswith("_int8") and name[:-len("_int8")] in INT8:   # the zoo's QDQ export (bench/zoo.py --int8)
+        ensure_deps()
+        return qdq_path(name[:-len("_int8")])
     src = REPO / ".cache" / "models" / f"{name}.onnx"
     if not src.exists():
         raise SystemExit(f"{src} missing: run scripts/setup.sh (or name a zoo model: bench/models/registry.py)")
     return src
+
+
+def _all_zoo() -> list[str]:
+    """Every zoo model and its int8 QDQ export where bench/zoo.py --int8 makes one."""
+    from bench.models.registry import ZOO_NAMES
+    from bench.zoo import INT8
+    return list(ZOO_NAMES) + [f"{n}_int8" for n in INT8]
 
 
 def _prepare(root: Path, name: str) -> dict:
@@ -198,7 +209,8 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         (root / "index.html").write_text("<!doctype html><meta charset=utf-8><title>edgepack bench</title>\n")
-        names = ZOO_SUBSET if a.models == "zoo" else [n for n in a.models.split(",") if n]
+        names = ZOO_SUBSET if a.models == "zoo" else _all_zoo() if a.models == "zoo-all" else \
+            [n for n in a.models.split(",") if n]
         models: dict[str, dict] = {}
         for n in dict.fromkeys(names + ([a.load_model] if a.load_reps > 0 else [])):   # a failure is a row, not the end
             try:
