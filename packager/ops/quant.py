@@ -436,15 +436,20 @@ def _quantize_via_f32(ctx: LowerCtx, node: onnx.NodeProto, ins: list[str], axis:
     r = ctx.temp(shape, np.float32, "q_round")
     ctx.emit(Op.UNARY, [t], [r], [UnaryFn.ROUND])
     if zv:
-        z = ctx.temp(ctx.shape(zv[0]), np.float32, "q_zp")
-        ctx.emit(Op.CAST, [zv[0]], [z])
         t = ctx.temp(shape, np.float32, "q_add")
-        ctx.emit(Op.BINARY, [r, z], [t], [BinaryFn.ADD])
+        ctx.emit(Op.BINARY, [r, _f32(ctx, zv[0], "q_zp")], [t], [BinaryFn.ADD])
         r = t
     info = ml_dtypes.iinfo(out_dt)
     c = ctx.temp(shape, np.float32, "q_clip")
     ctx.emit(Op.UNARY, [r], [c], [UnaryFn.CLIP, float(info.min), float(info.max)])
     ctx.emit(Op.CAST, [view(ctx, c, ctx.shape(node.output[0]))], [node.output[0]])
+
+
+def _f32(ctx: LowerCtx, name: str, hint: str) -> str:
+    """name CAST to a float32 temporary (a zero point or an integer operand computed in float32)."""
+    out = ctx.temp(ctx.shape(name), np.float32, hint)
+    ctx.emit(Op.CAST, [name], [out])
+    return out
 
 
 def _scale_view(ctx: LowerCtx, name: str, x: str, axis: int) -> str:
@@ -463,10 +468,8 @@ def _quantize_small_float(ctx: LowerCtx, node: onnx.NodeProto, ins: list[str], a
     t = ctx.temp(ctx.shape(x), np.float32, "q_div")
     ctx.emit(Op.BINARY, [x, _scale_view(ctx, ins[1], x, axis)], [t], [BinaryFn.DIV])
     if len(ins) > 2 and out_dt == DTYPES[23]:
-        z = ctx.temp(ctx.shape(ins[2]), np.float32, "q_zp")
-        ctx.emit(Op.CAST, [ins[2]], [z])
         t2 = ctx.temp(ctx.shape(x), np.float32, "q_add")
-        ctx.emit(Op.BINARY, [t, _scale_view(ctx, z, x, axis)], [t2], [BinaryFn.ADD])
+        ctx.emit(Op.BINARY, [t, _scale_view(ctx, _f32(ctx, ins[2], "q_zp"), x, axis)], [t2], [BinaryFn.ADD])
         t = t2
     ctx.emit(Op.CAST, [t], [y], [saturate, 0] if CODES[out_dt] in FLOAT8 else [])
 
@@ -480,16 +483,13 @@ def lower_dequantize(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     y32 = y if ctx.dtype(y) == np.float32 else ctx.temp(ctx.shape(y), np.float32, "f32_out")
     if ctx.dtype(x) in (*WIDE_Q, *SMALL_FLOAT_Q) or int(ctx.attrs(node).get("block_size", 0)):
         # in float32: y = (f32(x) - f32(zp)) * scale; a float8 / float4 zero point is not read (as the reference)
-        t = ctx.temp(ctx.shape(x), np.float32, "dq_f32")
-        ctx.emit(Op.CAST, [x], [t])
+        t = _f32(ctx, x, "dq_f32")
         if ctx.dtype(x) in SMALL_FLOAT_Q:
             ins = ins[:2]
         xv, (sv, *zv), shape = _blocked_views(ctx, node, [t, *ins[1:]], params[0])
         if zv:
-            z = ctx.temp(ctx.shape(zv[0]), np.float32, "dq_zp")
-            ctx.emit(Op.CAST, [zv[0]], [z])
             d = ctx.temp(shape, np.float32, "dq_sub")
-            ctx.emit(Op.BINARY, [xv, z], [d], [BinaryFn.SUB])
+            ctx.emit(Op.BINARY, [xv, _f32(ctx, zv[0], "dq_zp")], [d], [BinaryFn.SUB])
             xv = d
         ctx.emit(Op.BINARY, [xv, sv], [view(ctx, y32, shape)], [BinaryFn.MUL])
     else:
@@ -540,14 +540,11 @@ EXACT_F32_TERMS = (1 << 24) // (255 * 255)
 
 def _centered_f32(ctx: LowerCtx, name: str, zp: str, zp_shape: tuple[int, ...]) -> str:
     """name - zp in float32 (CAST, then BINARY SUB with zp viewed as zp_shape to broadcast): exact for 8-bit."""
-    xf = ctx.temp(ctx.shape(name), np.float32, "f32")
-    ctx.emit(Op.CAST, [name], [xf])
+    xf = _f32(ctx, name, "f32")
     if not zp:
         return xf
-    zf = ctx.temp(zp_shape, np.float32, "zp")
-    ctx.emit(Op.CAST, [view(ctx, zp, zp_shape)], [zf])
     d = ctx.temp(ctx.shape(name), np.float32, "centered")
-    ctx.emit(Op.BINARY, [xf, zf], [d], [BinaryFn.SUB])
+    ctx.emit(Op.BINARY, [xf, _f32(ctx, view(ctx, zp, zp_shape), "zp")], [d], [BinaryFn.SUB])
     return d
 
 
