@@ -25,6 +25,7 @@ import onnx
 from onnx import numpy_helper
 
 from .. import weights
+from ..passes.uses import consumers_of
 
 PRODUCERS = ("Conv", "Gemm", "MatMul")
 ACTIVATIONS = ("Relu", "LeakyRelu", "Clip")
@@ -84,10 +85,7 @@ def fusion_aware_placement(model: onnx.ModelProto) -> tuple[onnx.ModelProto, Pla
     consts = _consts(g)
     rep = PlacementReport(nodes_before=len(g.node))
     producer = {o: n for n in g.node for o in n.output}
-    consumers: dict[str, list[onnx.NodeProto]] = {}
-    for n in g.node:
-        for i in n.input:
-            consumers.setdefault(i, []).append(n)
+    consumers: dict[str, list[onnx.NodeProto]] = consumers_of(list(g.node))
     graph_outputs = {o.name for o in g.output}
 
     def only_consumer(name: str) -> onnx.NodeProto | None:
