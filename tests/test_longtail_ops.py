@@ -279,13 +279,17 @@ def test_refused_with_a_clear_error(tmp_path: Path, op, ins, consts, opset, attr
     ("ij->ji", [(3, 4)]), ("ij->", [(3, 4)]), ("ijk->ki", [(2, 3, 4)]), ("bhqd,bhkd->bhqk", [(2, 3, 4, 8), (2, 3, 5, 8)]),
     ("...ij,...jk->...ik", [(2, 3, 4), (2, 4, 5)]), ("ij,kj->ik", [(3, 4), (5, 4)]), ("abc,cd->abd", [(2, 3, 4), (4, 5)]),
     ("i,j->ij", [(3,), (4,)]), ("ij,ij->i", [(3, 4), (3, 4)]), ("bij,jk", [(2, 3, 4), (4, 5)]), ("ijk,k->", [(2, 3, 4), (4,)]),
+    # a label repeated within an operand: diagonal, trace, batched, non-adjacent, three times, with a product
+    ("ii->i", [(3, 3)]), ("ii", [(4, 4)]), ("bii->bi", [(2, 3, 3)]), ("iji->ji", [(3, 2, 3)]), ("iii->i", [(3, 3, 3)]),
+    ("ii,ij->j", [(3, 3), (3, 5)]), ("bjj,bjk->bk", [(2, 4, 4), (2, 4, 3)]),
 ])
 def test_einsum(tmp_path: Path, eq: str, shapes) -> None:
     ins = {f"x{i}": RNG.standard_normal(s).astype(np.float32) for i, s in enumerate(shapes)}
     run(tmp_path, "Einsum", ins, opset=12, equation=eq, rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("eq,shapes,msg", [("ii->i", [(3, 3)], "diagonal"), ("ij,jk->ik", [(3, 1), (4, 5)], "extents"),
+@pytest.mark.parametrize("eq,shapes,msg", [("i->ii", [(3,)], "repeated in the output"),
+                                           ("ij,jk->ik", [(3, 1), (4, 5)], "extents"),
                                            ("i,i,i->i", [(3,), (3,), (3,)], "operands")])
 def test_einsum_refused(tmp_path: Path, eq: str, shapes, msg: str) -> None:
     from packager import package

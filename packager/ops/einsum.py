@@ -1,7 +1,8 @@
 """Einsum of one or two float32 operands (float16 / float64 through float32) as REDUCE (sum over labels no one else needs), TRANSPOSE and one batched
 MATMUL: A -> [batch, m, k], B -> [batch, k, n], their product viewed and transposed into the output's order.
-Refused precisely: more than two operands, a label repeated within one operand (a diagonal or trace), labels
-shared with different extents (broadcasting a size-1 dim)."""
+A label repeated within one operand (a diagonal, a trace) takes the diagonal first: the two axes moved last,
+viewed as one, every (n+1)-th element (SLICE). Refused precisely: more than two operands, a label repeated in the
+output, labels shared with different extents (broadcasting a size-1 dim)."""
 from __future__ import annotations
 
 import math
@@ -12,7 +13,7 @@ from onnx import helper
 
 from ..lowering import LowerCtx, lowers
 from ..plan.opcodes import Op
-from .data import transpose_to, view
+from .data import slice_words, transpose_to, view
 from .elementwise import in_f32
 from .linalg import emit_matmul
 
@@ -54,6 +55,23 @@ def _reduce_to(ctx: LowerCtx, src: str, labels: str, keep: str) -> tuple[str, st
     return t, kept
 
 
+def _diagonal(ctx: LowerCtx, node: onnx.NodeProto, src: str, labels: str) -> tuple[str, str]:
+    """`src` with each label repeated within `labels` reduced to one axis, its diagonal; returns tensor and labels."""
+    while (c := next((c for c in labels if labels.count(c) > 1), None)) is not None:
+        i = labels.index(c)
+        j = labels.index(c, i + 1)
+        xs = ctx.shape(src)
+        if xs[i] != xs[j]:
+            raise ctx.unsupported(node, f"label {c!r} repeated with extents {xs[i]} and {xs[j]}")
+        others = [k for k in range(len(labels)) if k not in (i, j)]
+        n, rest = xs[i], [xs[k] for k in others]
+        flat = view(ctx, transpose_to(ctx, src, others + [i, j]), (*rest, n * n))
+        d = ctx.temp((*rest, n), np.float32, "einsum_diag")
+        ctx.emit(Op.SLICE, [flat], [d], slice_words(len(rest) + 1, [0], [n * n], [len(rest)], [n + 1]))
+        src, labels = d, "".join(labels[k] for k in others) + c
+    return src, labels
+
+
 @lowers("Einsum")
 def lower_einsum(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     if in_f32(ctx, node, lower_einsum):   # float16 / float64 contracted in float32, the result rounded back
@@ -64,12 +82,11 @@ def lower_einsum(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     if len(node.input) not in (1, 2):
         raise ctx.unsupported(node, f"{len(node.input)} operands: only one or two are supported")
     ops, out = _labels(ctx, node, eq)
-    for s in ops + [out]:
-        if len(set(s)) != len(s):
-            raise ctx.unsupported(node, f"equation {eq!r}: a label repeated within one term (diagonal/trace) "
-                                        "is not supported")
+    if len(set(out)) != len(out):
+        raise ctx.unsupported(node, f"equation {eq!r}: a label repeated in the output is not supported")
+    srcs, ops = map(list, zip(*(_diagonal(ctx, node, n, s) for n, s in zip(node.input, ops))))
     extent: dict[str, int] = {}
-    for s, name in zip(ops, node.input):
+    for s, name in zip(ops, srcs):
         for c, d in zip(s, ctx.shape(name)):
             if extent.setdefault(c, d) != d:
                 raise ctx.unsupported(node, f"label {c!r} has extents {extent[c]} and {d} (broadcasting is not supported)")
@@ -79,11 +96,11 @@ def lower_einsum(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     if tuple(ctx.shape(y)) != tuple(extent[c] for c in out):
         raise ctx.unsupported(node, f"output shape {ctx.shape(y)} differs from the equation's")
     if len(ops) == 1:
-        t, lab = _reduce_to(ctx, node.input[0], ops[0], out)
+        t, lab = _reduce_to(ctx, srcs[0], ops[0], out)
         transpose_to(ctx, t, [lab.index(c) for c in out], y)
         return
     (a, la), (b, lb) = (_reduce_to(ctx, n, s, out + t) for n, s, t in
-                        ((node.input[0], ops[0], ops[1]), (node.input[1], ops[1], ops[0])))
+                        ((srcs[0], ops[0], ops[1]), (srcs[1], ops[1], ops[0])))
     batch = [c for c in la if c in lb and c in out]
     contract = [c for c in la if c in lb and c not in out]
     am = [c for c in la if c not in lb]
