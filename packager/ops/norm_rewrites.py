@@ -106,9 +106,17 @@ def lower_lrn(ctx: LowerCtx, node: onnx.NodeProto) -> None:
     avg = ctx.temp((n, 1, c, sp), np.float32, "lrn_avg")
     ctx.emit(Op.POOL, [view(ctx, sq, (n, 1, c, sp))], [avg], [1, 2, 1, 0, size, 1, 1, lo, hi, 1, 1, 1, 0, 0, 0],
              scratch_bytes=4 * (sp + 8) * conv.THREAD_SLOTS)
-    t1, t2, t3 = (ctx.temp(xs, np.float32, "lrn_den") for _ in range(3))   # (bias + alpha * sum / size)^-beta
+    t1, t2 = (ctx.temp(xs, np.float32, "lrn_den") for _ in range(2))   # (bias + alpha * sum / size)^-beta
     ctx.emit(Op.BINARY, [view(ctx, avg, xs), ctx.weight(np.array(alpha, np.float32), "alpha")], [t1], [BinaryFn.MUL])
     ctx.emit(Op.BINARY, [t1, ctx.weight(np.array(bias, np.float32), "bias")], [t2], [BinaryFn.ADD])
+    if beta == 0.75:   # Caffe's LRN (AlexNet, GoogLeNet, ZFNet): x / (sqrt(t) * sqrt(sqrt(t))), vector square roots
+        r2, r4, r34 = (ctx.temp(xs, np.float32, "lrn_root") for _ in range(3))   # instead of a scalar powf each
+        ctx.emit(Op.UNARY, [t2], [r2], [UnaryFn.SQRT])
+        ctx.emit(Op.UNARY, [r2], [r4], [UnaryFn.SQRT])
+        ctx.emit(Op.BINARY, [r2, r4], [r34], [BinaryFn.MUL])
+        ctx.emit(Op.BINARY, [x, r34], [y], [BinaryFn.DIV])
+        return
+    t3 = ctx.temp(xs, np.float32, "lrn_den")
     ctx.emit(Op.UNARY, [t2], [t3], [UnaryFn.POW, -beta])
     ctx.emit(Op.BINARY, [x, t3], [y], [BinaryFn.MUL])
 
