@@ -35,9 +35,10 @@ AB = """async ({ index, bundle, inputs, seconds, rounds, slice }) => {
   const ep = await import(index);
   const ctors = { float32: Float32Array, int64: BigInt64Array, int32: Int32Array };
   const feeds = {};
-  for (const x of inputs) feeds[x.name] = { data: new ctors[x.dtype](x.data), dims: x.dims };
+  for (const x of inputs) feeds[x.name] = { data: x.dtype === 'int64' ? BigInt64Array.from(x.data, BigInt) : new ctors[x.dtype](x.data), dims: x.dims };
   const auto = await ep.load(bundle, { threads: 1, variant: 'relaxed', verify: false });
   const picked = auto.features.int8Dot;
+  const probe = (await import(index.replace(/index\.js$/, 'int8_dot_choice.js'))).measureInt8Dot(auto.ex);
   auto.destroy();
   const s = {};
   for (const form of ['pair', 'fused']) s[form] = await ep.load(bundle, { threads: 1, variant: 'relaxed', verify: false, int8Dot: form });
@@ -54,7 +55,7 @@ AB = """async ({ index, bundle, inputs, seconds, rounds, slice }) => {
       for (const [k, f] of i % 2 ? [...runners].reverse() : runners) { const t0 = performance.now(); await f(); round[k].push(performance.now() - t0); }
     out.push(round);
   }
-  const res = { picked, forms: { pair: s.pair.features.int8Dot, fused: s.fused.features.int8Dot }, notes: s.fused.notes, same, rounds: out };
+  const res = { picked, probe, forms: { pair: s.pair.features.int8Dot, fused: s.fused.features.int8Dot }, notes: s.fused.notes, same, rounds: out };
   s.pair.destroy(); s.fused.destroy();
   return res;
 }"""
@@ -83,7 +84,7 @@ def _summary(res: dict) -> str:
     fused = statistics.median(t for r in res["rounds"] for t in r["fused"])
     return (f"pair {pair:.2f} ms, fused {fused:.2f} ms, fused/pair {statistics.median(ratios):.3f} "
             f"(rounds {min(ratios):.3f}-{max(ratios):.3f}); runs {res['forms']}, auto picks {res['picked']}, "
-            f"same bytes {res['same']}" + (f"; notes {res['notes']}" if res["notes"] else ""))
+            f"same bytes {res['same']}; probe (ms pair, fused) {[round(t, 3) for t in res['probe']['ms']]}" + (f"; notes {res['notes']}" if res["notes"] else ""))
 
 
 def _node(arg: dict) -> dict:

@@ -7,15 +7,17 @@
 
 /** @typedef {'pair'|'fused'} Int8Dot */
 
-/** @type {{form: Int8Dot, exact: boolean} | null} what was measured in this engine (one per process / page) */
+/** @type {{form: Int8Dot, exact: boolean, ms: number[]} | null} what was measured in this engine (one per process / page) */
 let cached = null;
 
 const REPS = 8192;     // 4 x 8 tiles of 128 depths per timed call: 34 M multiply-adds, ~0.6 ms (timer steps: 0.1 ms)
 const ROUNDS = 10;     // interleaved calls per form; the fastest of each counts (after the engine's tier-up)
 
-/** Runs both forms ROUNDS times, interleaved (the same load and tier for both): the faster, and whether the fused
- * form's sums equalled the pair form's on every call, the first (before any tier-up) included.
- * @param {any} ex the instance's exports @param {() => number} now @returns {{form: Int8Dot, exact: boolean}} */
+/** Runs both forms ROUNDS times, interleaved (the same load and tier for both): the faster, whether the fused
+ * form's sums equalled the pair form's on every call, the first (before any tier-up) included, and each form's
+ * fastest call in ms ([pair, fused]).
+ * @param {any} ex the instance's exports @param {() => number} now
+ * @returns {{form: Int8Dot, exact: boolean, ms: number[]}} */
 export function measureInt8Dot(ex, now = () => performance.now()) {
   const best = [Infinity, Infinity], sums = [0, 0];
   // first two short calls, in the engine's first tier (each new module starts there): its sums count too
@@ -28,7 +30,7 @@ export function measureInt8Dot(ex, now = () => performance.now()) {
     }
     exact &&= sums[0] === sums[1];
   }
-  return { form: exact && best[1] < best[0] ? 'fused' : 'pair', exact };
+  return { form: exact && best[1] < best[0] ? 'fused' : 'pair', exact, ms: best };
 }
 
 /** Sets the instance's int8 dot form and returns it: 'auto' the faster on this engine (measured once, cached),
