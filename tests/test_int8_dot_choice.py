@@ -1,7 +1,7 @@
 """The relaxed build's int8 dot form, chosen per engine at load (web/src/int8_dot_choice.js): the pair form
 (i16x8 relaxed dot + dot_i16x8) and the fused i32x4 relaxed dot write the same bytes as the SIMD build on int8
 bundles (i7 strips and their fallback), 'auto' times both and reports the one it runs in session.features.int8Dot,
-and builds without a relaxed dot report null. Node here; Chromium in tests/test_browser.py."""
+and builds without a relaxed dot report null; in Node and in Chromium."""
 from __future__ import annotations
 
 from pathlib import Path
