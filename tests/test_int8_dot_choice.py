@@ -12,7 +12,7 @@ from onnx import TensorProto
 
 from packager import load_bundle, package
 
-from .browser_env import chromium, chromium_missing, serving
+from .browser_env import ISOLATED, chromium, chromium_missing, serving
 from .test_int8 import I7_FEEDS, _qdq_conv_model
 from .test_web_node import REPO, RELAXED_FLAG, _node_major, _node_run, _outputs
 
@@ -55,13 +55,13 @@ def test_no_choice_without_relaxed_dot_and_bad_option_refused(tmp_path: Path) ->
     assert not res["ok"] and res["error_name"] == "EdgepackError" and "unknown int8Dot 'vnni'" in res["error"], res
 
 
-CHROMIUM_RUN = """async ({ x, dims }) => {
+CHROMIUM_RUN = """async ({ x, dims, bundle }) => {
   const { load } = await import('/edgepack/index.js');
   const res = {};
-  for (const form of ['pair', 'fused', 'auto']) {
-    const s = await load('/b/', { variant: 'relaxed', threads: 1, int8Dot: form });
+  for (const [form, threads] of [['pair', 1], ['fused', 1], ['auto', 1], ['fused', 2]]) {
+    const s = await load(bundle, { variant: 'relaxed', threads, int8Dot: form });
     const out = await s.run({ x: { data: new Float32Array(x), dims } });
-    res[form] = { int8Dot: s.features.int8Dot, notes: [...s.notes], y: Array.from(out.y.data) };
+    res[`${form}${threads}`] = { form, threads: s.features.threads, int8Dot: s.features.int8Dot, notes: [...s.notes], y: Array.from(out.y.data) };
     s.destroy();
   }
   return res;
@@ -71,18 +71,20 @@ CHROMIUM_RUN = """async ({ x, dims }) => {
 @pytest.mark.skipif(chromium_missing() is not None, reason=str(chromium_missing()))
 def test_chromium_both_dot_forms_same_bytes(tmp_path: Path) -> None:
     """In Chromium (the engine whose fused relaxed dot maps to vpdpbusd where the CPU has it): each form asked for
-    runs (the fused one unless the engine's was not exact, said in a note) and gives the SIMD build's bytes; 'auto'
-    reports its choice."""
+    runs (the fused one unless the engine's was not exact, said in a note) and gives the SIMD build's bytes, on one
+    thread and on the threaded build's two; 'auto' reports its choice."""
     case = (1, 8, 16, 3, 1, 1, 1, "relu", TensorProto.INT8, 0)
     out = package(_qdq_conv_model(*case, hw=13), out=tmp_path / "b", verify=False)
     x = I7_FEEDS["mixed"](np.random.default_rng(5), (1, 8, 13, 13)).astype(np.float32)
     want = load_bundle(out, "simd").run({"x": x})["y"].ravel()
     with serving({"/": tmp_path, "/edgepack": REPO / "web" / "src"}) as url, chromium() as browser:
         page = browser.new_page()
-        page.goto(url + "/b/manifest.json")
-        res = page.evaluate(CHROMIUM_RUN, {"x": x.ravel().tolist(), "dims": list(x.shape)})
-    for form, r in res.items():
+        page.goto(url + ISOLATED + "/b/manifest.json")   # isolated: the threaded build can start its workers
+        res = page.evaluate(CHROMIUM_RUN, {"x": x.ravel().tolist(), "dims": list(x.shape), "bundle": ISOLATED + "/b/"})
+    assert res["fused2"]["threads"] == 2   # its workers read the form from the shared memory
+    for key, r in res.items():
+        form = r["form"]
         assert r["int8Dot"] == form or (form == "fused" and any("not used" in n for n in r["notes"])) or \
-            (form == "auto" and r["int8Dot"] in ("pair", "fused")), (form, r["int8Dot"], r["notes"])
-        assert np.array_equal(np.asarray(r["y"], np.float32), want), form
-    print("chromium int8Dot auto:", res["auto"]["int8Dot"], res["fused"]["notes"])
+            (form == "auto" and r["int8Dot"] in ("pair", "fused")), (key, r["int8Dot"], r["notes"])
+        assert np.array_equal(np.asarray(r["y"], np.float32), want), key
+    print("chromium int8Dot auto:", res["auto1"]["int8Dot"], res["fused1"]["notes"])
