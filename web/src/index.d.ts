@@ -99,6 +99,9 @@ export interface Features {
   webgpu: boolean;
   /** the WebGPU backend computes in float16 where the model allows */
   f16: boolean;
+  /** the relaxed build's int8 dot form on this engine (the faster of the two, timed once at load unless
+   * LoadOptions.int8Dot names one; the same results either way); null for the SIMD128 and scalar builds */
+  int8Dot: 'pair' | 'fused' | null;
 }
 
 export interface LoadOptions {
@@ -123,6 +126,8 @@ export interface LoadOptions {
    * stored there once the load has checked them. The cache is never refreshed: use a new name (or new URLs) for a
    * new bundle. Needs a secure context (https or localhost); elsewhere session.notes says it was not used. */
   cache?: string | boolean;
+  /** the relaxed build's int8 dot: 'auto' (default: the faster on this engine, timed once), 'pair' or 'fused' */
+  int8Dot?: 'auto' | 'pair' | 'fused';
   /** Ed25519 public key (64 hex characters or 32 bytes): the bundle must be signed by it (manifest.sig over
    * manifest.json's exact bytes) and every file the manifest lists must match its SHA-256; for a Node
    * directory, files the manifest does not list are refused too. Implies verify: true. Needs WebCrypto Ed25519

@@ -5,6 +5,7 @@
 import { Sha256 } from './sha256.js';
 import { isNode, node } from './platform.js';
 import { DTYPES } from './dtypes.js';
+import { chooseInt8Dot } from './int8_dot_choice.js';
 
 /** @typedef {'auto'|'simd'|'scalar'|'relaxed'} Variant */
 /** A dim of a manifest shape: a number (fixed), a symbol name (resolved at run time: version-2 plans), or null
@@ -379,8 +380,9 @@ export class Session {
     /** @type {'wasm'|'webgpu'} */
     this.backend = 'wasm';
     // What the core reports it was built with, not what was asked for.
-    /** @type {{simd: boolean, relaxed: boolean, threads: number, webgpu: boolean, f16: boolean}} */
-    this.features = { simd: this.vec.startsWith('wasm-simd128'), relaxed: this.vec.includes('relaxed'), threads: 1, webgpu: false, f16: false };
+    // int8Dot: the relaxed build's int8 dot form on this engine (set by load: int8_dot_choice.js), null elsewhere
+    /** @type {{simd: boolean, relaxed: boolean, threads: number, webgpu: boolean, f16: boolean, int8Dot: 'pair'|'fused'|null}} */
+    this.features = { simd: this.vec.startsWith('wasm-simd128'), relaxed: this.vec.includes('relaxed'), threads: 1, webgpu: false, f16: false, int8Dot: null };
     /** @type {string|undefined} the WebGPU adapter, when backend is 'webgpu' */
     this.adapter = undefined;
     /** Why a requested or 'auto' feature was not used (no threaded build, page not isolated, no WebGPU, ...).
@@ -644,17 +646,20 @@ async function compileWasm(wasm, name, hash) {
  * build that runs), hashed as it streams when verifying.
  * @param {string|URL|Record<string, string|URL>} source bundle directory (Node), URL (browser), or {file name: URL}
  * @param {{variant?: Variant, backend?: 'auto'|'wasm'|'webgpu', threads?: 'auto'|number, verify?: boolean,
- *   fetch?: typeof fetch, publicKey?: string|Uint8Array, onProgress?: (p: Progress) => void, cache?: string|boolean}} [options]
+ *   fetch?: typeof fetch, publicKey?: string|Uint8Array, onProgress?: (p: Progress) => void, cache?: string|boolean,
+ *   int8Dot?: 'auto'|'pair'|'fused'}} [options]
  * backend: 'auto' (default) is WebGPU only where a hardware adapter exists and this build has the WebGPU backend,
  * else wasm; 'webgpu' fails clearly when it cannot run. threads: 'auto' (default) uses the threaded build where the
  * bundle has one and the page is cross-origin isolated (always in Node), single-threaded otherwise (see session.notes).
  * publicKey: the bundle must be signed by this Ed25519 key (manifest.sig over manifest.json's exact bytes), and
  * every file loaded must match its SHA-256; in Node, a file the manifest does not list is refused too.
  * onProgress: called as bytes arrive. cache: a Cache API cache name (true: 'edgepack') to read the bundle from
- * and store it in, so that a later load needs no network.
+ * and store it in, so that a later load needs no network. int8Dot: the relaxed build's int8 dot form, 'auto'
+ * (default) timing both once on this engine (session.features.int8Dot says which runs; the same results either way).
  * @returns {Promise<Session>} */
 export async function load(source, options = {}) {
-  const { variant = 'auto', backend = 'auto', threads = 'auto', publicKey, onProgress } = options;
+  const { variant = 'auto', backend = 'auto', threads = 'auto', publicKey, onProgress, int8Dot = 'auto' } = options;
+  if (!['auto', 'pair', 'fused'].includes(int8Dot)) throw new EdgepackError(`unknown int8Dot '${int8Dot}' (choose from auto, pair, fused)`);
   if (!BACKENDS.includes(backend)) throw new EdgepackError(`unknown backend '${backend}' (choose from ${BACKENDS.join(', ')})`);
   if (threads !== 'auto' && !(Number.isInteger(threads) && threads >= 1 && threads <= 64))
     throw new EdgepackError(`threads must be 'auto' or an integer from 1 to 64, not ${JSON.stringify(threads)}`);
@@ -785,6 +790,7 @@ export async function load(source, options = {}) {
     const mod = await compileWasm(await readChecked(singleName), singleName, hashOf(singleName));
     session = new Session(await WebAssembly.instantiate(mod, {}), plan, manifest, v);
   }
+  session.features.int8Dot = chooseInt8Dot(session.ex, int8Dot, notes);
   await commit();   // everything read has been checked (and the plan opened): now it may be cached
 
   // WebGPU: on request (failing clearly), or for 'auto' where a hardware adapter exists. A version-2 plan (shapes

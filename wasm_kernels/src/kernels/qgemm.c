@@ -304,35 +304,70 @@ static int strip_to_i7(int16_t *s, uint64_t ld2, uint32_t K) {
   return 1;
 }
 
-/* lane i: the 4 products of a's and b's bytes 4i..4i+3, summed. Spelled as the i16x8 dot (pair sums, <= 32512 in
- * magnitude) + pairwise widening: engines without a native 4-way dot (x86 before VNNI: pmaddubsw + pmaddwd)
- * emit 3 instructions this way instead of the 5 of i32x4.relaxed_dot_i8x16_i7x16_add (it rebuilds its ones). */
-#define DOT4(a, b) wasm_i32x4_dot_i16x8(wasm_i16x8_relaxed_dot_i8x16_i7x16(a, b), one16)
+/* lane i of c += the 4 products of a's and b's bytes 4i..4i+3: two spellings, the same sums. The pair form, the
+ * i16x8 dot (pair sums, <= 32512 in magnitude) + pairwise widening, is 3 instructions on engines without a native
+ * 4-way dot (x86 before VNNI: pmaddubsw + pmaddwd), where the fused i32x4.relaxed_dot_i8x16_i7x16_add is 5 (it
+ * rebuilds its ones); the fused form is one vpdpbusd / sdot where the engine maps it. The engine, not the build,
+ * decides which is faster: the host times both (ep_qdot_probe) and sets one (ep_qdot_use), web/src/int8_dot_choice.js. */
+static int32_t qdot_fused;
+#define DOT4(c, a, b) (fused ? wasm_i32x4_relaxed_dot_i8x16_i7x16_add(a, b, c) \
+    : wasm_i32x4_add(c, wasm_i32x4_dot_i16x8(wasm_i16x8_relaxed_dot_i8x16_i7x16(a, b), one16)))
 /* A panel's pairs 2q, 2q+1 ([pair][row][2] bytes) -> [row][depths 4q..4q+3]; then row r in every lane. */
 #define ROWS(av) wasm_i8x16_shuffle(av, av, 0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15)
 #define DOT_ROW(av, r, c0, c1) { const v128_t s_ = wasm_i32x4_shuffle(av, av, r, r, r, r); \
-    c0 = wasm_i32x4_add(c0, DOT4(s_, b0)); c1 = wasm_i32x4_add(c1, DOT4(s_, b1)); }
+    c0 = DOT4(c0, s_, b0); c1 = DOT4(c1, s_, b1); }
 #define QUAD(raw) { const v128_t b0 = wasm_v128_load(bq), b1 = wasm_v128_load(bq + 16), av = ROWS(raw); \
     DOT_ROW(av, 0, c00, c01) DOT_ROW(av, 1, c10, c11) DOT_ROW(av, 2, c20, c21) DOT_ROW(av, 3, c30, c31) }
 
 /* acc[r][0..1] = sum over the quads of A'[r] . (B' + c) for one strip; 8 accumulators + 2 B + A + splat. */
-EP_AINLINE void micro_i7(uint32_t Kp, const int8_t *a, const int8_t *bq, uint64_t qstride, i32x4 acc[MR][2]) {
+EP_AINLINE void micro_i7_form(uint32_t Kp, const int8_t *a, const int8_t *bq, uint64_t qstride, i32x4 acc[MR][2],
+                              const int fused) {
   v128_t c00 = wasm_i32x4_splat(0), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00;
   const v128_t one16 = wasm_i16x8_splat(1);
-  uint32_t q = 0;
-  for (; q < Kp / 2; q++, bq += qstride) QUAD(wasm_v128_load(a + 16 * q))
-  if (Kp & 1) QUAD(wasm_v128_load64_zero(a + 16 * q))  /* an odd last pair ends the panel: the rest is 0 */
+  for (uint32_t q = 0; 2 * q < Kp; q++, bq += qstride)   /* an odd last pair ends the panel: the rest is 0 */
+    QUAD(2 * q + 1 < Kp ? wasm_v128_load(a + 16 * q) : wasm_v128_load64_zero(a + 16 * q))
   acc[0][0] = c00; acc[0][1] = c01; acc[1][0] = c10; acc[1][1] = c11;
   acc[2][0] = c20; acc[2][1] = c21; acc[3][0] = c30; acc[3][1] = c31;
 }
 
-/* Row sums of one A' panel: lane r = sum_k A'[r][k] (the ones vector is the 7-bit operand). */
+/* micro_i7_form in the form chosen: the test is per tile, outside the loop. */
+EP_NOINLINE static void micro_i7(uint32_t Kp, const int8_t *a, const int8_t *bq, uint64_t qstride, i32x4 acc[MR][2],
+                                 const int32_t fused) {
+  if (fused) micro_i7_form(Kp, a, bq, qstride, acc, 1);
+  else micro_i7_form(Kp, a, bq, qstride, acc, 0);
+}
+
+__attribute__((export_name("ep_qdot_use"))) void ep_qdot_use(const int32_t fused) { qdot_fused = fused != 0; }
+
+/* reps strips of 64 pairs in one form on fixed inputs, for the host to time and to check: returns a hash of the
+ * sums, the same in both forms where the engine computes the fused form exactly (Node 20's Liftoff does not). Each
+ * strip's input depends on the last result: nothing is hoisted out of the loop. */
+__attribute__((export_name("ep_qdot_probe"))) int32_t ep_qdot_probe(const int32_t fused, const uint32_t reps) {
+  static int8_t a[64 * 2 * MR], bq[32 * 32];
+  EP_COMPACT_LOOP
+  for (uint32_t i = 0; i < sizeof bq; i++) { a[i & 511] = (int8_t)(i * 37u + 11u); bq[i] = (int8_t)((i * 29u + 5u) & 127u); }
+  i32x4 acc[MR][2];
+  int32_t h = 0;
+  for (uint32_t r = 0; r < reps; r++) {
+    micro_i7(64, a, bq, 32, acc, fused);
+    int32_t t[4];
+    wasm_v128_store(t, acc[r & 3][r & 1]);
+    const int32_t v = t[r & 3];
+    h = h * 31 + v;
+    a[r & 255] = (int8_t)v;
+  }
+  return h;
+}
+
+/* Row sums of one A' panel: lane r = sum_k A'[r][k] (the ones vector is the 7-bit operand). In the pair form
+ * always: Node 20's baseline compiler (Liftoff) doubles the fused form's sums, until the function tiers up. */
 static v128_t panel_rowsum(uint32_t Kp, const int8_t *a) {
-  const v128_t ones = wasm_i8x16_splat(1);
+  const v128_t ones = wasm_i8x16_splat(1), one16 = wasm_i16x8_splat(1);
+  const int fused = 0;
   v128_t rs = wasm_i32x4_splat(0);
   for (uint32_t q = 0; q < (Kp + 1) / 2; q++) {
     const v128_t av = 2 * q + 1 < Kp ? wasm_v128_load(a + 16 * q) : wasm_v128_load64_zero(a + 16 * q);
-    rs = wasm_i32x4_relaxed_dot_i8x16_i7x16_add(ROWS(av), ones, rs);
+    rs = DOT4(rs, ROWS(av), ones);
   }
   return rs;
 }
@@ -359,7 +394,7 @@ static void qgemm_tiles(uint32_t M, uint32_t N, uint32_t K, const int8_t *a, int
       uint8_t *const yp = e->y + (uint64_t)m0 * e->rs + n_off;
       for (uint32_t n = 0; n < nq; n += NR) {
         const int16_t *s = b + 2 * (uint64_t)n;
-        micro_i7(Kp, ap, (const int8_t *)(const void *)s, 4 * ld2, acc);
+        micro_i7(Kp, ap, (const int8_t *)(const void *)s, 4 * ld2, acc, qdot_fused);
         const v128_t cl = wasm_v128_load(s + ld2), ch = wasm_v128_load(s + ld2 + 8);
         for (uint32_t r = 0; r < MR; r++) {
           const v128_t sr = wasm_i32x4_splat(rsum[r]);
