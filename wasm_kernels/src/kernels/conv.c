@@ -789,9 +789,9 @@ EP_NOINLINE static void dw_lanes_s2(const dw_win *k, float *yc, uint64_t ohw, co
   dw_lanes_plane((dw_win){3, 3, 2, 2, 1, 1}, yc, ohw, plane, wp, wt, bias, OH, OW, lo, hi);
 }
 
-/* minsize: clang would otherwise unswitch the plane's loop nest on the row loop's k.sw == k.dw test (a second copy
- * of the whole nest); the test once per kernel row costs nothing measurable. */
-__attribute__((minsize)) EP_NOINLINE static void dw_lanes_any(const dw_win *k, float *yc, uint64_t ohw, const float *plane, uint32_t wp,
+/* Hot, but EP_COLD for its minsize: clang would otherwise unswitch the plane's loop nest on the row loop's
+ * k.sw == k.dw test (a second copy of the whole nest); the test once per kernel row costs nothing measurable. */
+EP_COLD static void dw_lanes_any(const dw_win *k, float *yc, uint64_t ohw, const float *plane, uint32_t wp,
                                      const float *wt, f32x4 bias, uint32_t OH, uint32_t OW, f32x4 lo, f32x4 hi) {
   dw_lanes_plane(*k, yc, ohw, plane, wp, wt, bias, OH, OW, lo, hi);
 }
