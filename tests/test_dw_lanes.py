@@ -34,6 +34,7 @@ CASES = [
     ((1, 6, 13, 11), 2, (2, 2, 2, 2), 5),       # 5x5 stride 2, odd sizes, C % 4 = 2
     ((1, 8, 7, 7), 1, (3, 3, 3, 3), 7),         # 7x7 on a 7x7 plane (convnext)
     ((1, 4, 12, 9), 1, (2, 2, 2, 2), 3, 2),     # 3x3 dilation 2
+    ((1, 8, 17, 15), 2, (2, 2, 2, 2), 3, 2),    # 3x3 stride 2 dilation 2: column stride = dilation, as 5x5 stride 1
     ((1, 5, 10, 10), (2, 1), (1, 2, 1, 2), (3, 5)),   # 3x5, strides 2x1
     ((1, 4, 9, 9), 1, (0, 0, 0, 0), 9),         # 9x9: more taps than the lanes path holds: phased path
 ]

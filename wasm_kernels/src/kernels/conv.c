@@ -747,6 +747,20 @@ EP_AINLINE void dw_lanes_plane(const dw_win k, float *yc, uint64_t ohw, const fl
       EP_COMPACT_LOOP
       for (uint32_t i = 0; i < k.kh; i++, r += k.dh * rs) {
         const float *c = r;
+        if (k.sw == k.dw) {   /* pixel m + 1 at tap j reads what pixel m reads at tap j + 1: one new load per tap */
+          const uint32_t s = 4 * k.sw;
+          f32x4 x0 = f32x4_load(c), x1 = f32x4_load(c + s), x2 = f32x4_load(c + 2 * s);
+          c += 3 * s;
+          for (uint32_t j = 0; j < k.kw; j++, wk += 4, c += s) {
+            const f32x4 w = f32x4_load(wk), x3 = f32x4_load(c);
+            a0 = f32x4_fma(a0, x0, w);
+            a1 = f32x4_fma(a1, x1, w);
+            a2 = f32x4_fma(a2, x2, w);
+            a3 = f32x4_fma(a3, x3, w);
+            x0 = x1; x1 = x2; x2 = x3;
+          }
+          continue;
+        }
         for (uint32_t j = 0; j < k.kw; j++, wk += 4, c += 4 * k.dw) {
           const f32x4 w = f32x4_load(wk);
           a0 = f32x4_fma(a0, f32x4_load(c), w);
@@ -775,7 +789,9 @@ EP_NOINLINE static void dw_lanes_s2(const dw_win *k, float *yc, uint64_t ohw, co
   dw_lanes_plane((dw_win){3, 3, 2, 2, 1, 1}, yc, ohw, plane, wp, wt, bias, OH, OW, lo, hi);
 }
 
-EP_NOINLINE static void dw_lanes_any(const dw_win *k, float *yc, uint64_t ohw, const float *plane, uint32_t wp,
+/* Hot, but EP_COLD for its minsize: clang would otherwise unswitch the plane's loop nest on the row loop's
+ * k.sw == k.dw test (a second copy of the whole nest); the test once per kernel row costs nothing measurable. */
+EP_COLD static void dw_lanes_any(const dw_win *k, float *yc, uint64_t ohw, const float *plane, uint32_t wp,
                                      const float *wt, f32x4 bias, uint32_t OH, uint32_t OW, f32x4 lo, f32x4 hi) {
   dw_lanes_plane(*k, yc, ohw, plane, wp, wt, bias, OH, OW, lo, hi);
 }
@@ -831,8 +847,7 @@ static void dw_task(void *ctx, uint32_t t, uint32_t thread) {
       float *yc = y + bc * ohw;
       dw_lanes_fill(plane, x + bc * hw, hw, &g, wp);
       d->lanes(&d->win, yc, ohw, plane, wp, wt, bv, g.OH, g.OW, lo, hi);
-      if (!simple)
-        for (uint32_t l = 0; l < 4; l++) dw_post(yc + l * ohw, res ? res + (bc + l) * ohw : 0, ohw, act, p0, p1);
+      if (!simple) dw_post(yc, res ? res + bc * ohw : 0, 4 * ohw, act, p0, p1);   /* the 4 channels are contiguous */
       bc += 3;
       continue;
     }
