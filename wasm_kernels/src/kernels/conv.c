@@ -23,8 +23,8 @@
 #define MAXDIM 65535
 
 /* The grouped convolutions' path without im2col (gc_run, below): not in the scalar wasm build (no vectors for it to
- * use) nor the threaded wasm ones (their size budget); the host builds (ASan, fuzzing) and aarch64 keep it. */
-#if defined(__wasm__) && (!defined(__wasm_simd128__) || defined(EP_THREADS))
+ * use); every other build has it. */
+#if defined(__wasm__) && !defined(__wasm_simd128__)
 #define GC_DIRECT 0
 #else
 #define GC_DIRECT 1
