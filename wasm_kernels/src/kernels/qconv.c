@@ -165,7 +165,7 @@ typedef struct {
 
 /* Range `task` of the block: its columns gathered (or copied, for a 1x1 conv) as int16 pairs into its slice of the
  * panel, the tap rows and the column sums, then the GEMM on them. */
-EP_NOINLINE static void qconv_range(void *ctx, uint32_t task, uint32_t thread) {
+static void qconv_range(void *ctx, uint32_t task, uint32_t thread) {
   (void)thread;
   const qconv_block *j = (const qconv_block *)ctx;
   const ep_conv_geom *g = j->g;
@@ -198,7 +198,7 @@ EP_NOINLINE static void qconv_range(void *ctx, uint32_t task, uint32_t thread) {
   ep_qgemm(j->mg, cols, kg, j->a, panel, ldb, n0, &e);
 }
 
-EP_COLD ep_status ep_run_QCONV(const ep_node *n) {   /* the block loop: the time is in qconv_range */
+ep_status ep_run_QCONV(const ep_node *n) {
   const int32_t *p = n->params;
   ep_conv_geom g;
   (void)ep_conv_geom_of(n, p + 1, &g);

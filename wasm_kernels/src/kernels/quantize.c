@@ -424,8 +424,12 @@ EP_COLD_FILE_END
 
 /* QLUT's 16-byte path where swizzles and selects are single instructions (relaxed SIMD: pshufb / pblendvb; NEON:
  * tbl / bsl). The SIMD128 build's swizzle and bitselect are 2-3 instructions each in V8: 8 bytes at a time through
- * scalar lookups is faster there (docs/int8.md, QLUT). */
-#define QLUT_VEC (EP_ISA_WASM_RELAXED || EP_ISA_NEON)
+ * scalar lookups is faster there (docs/int8.md, QLUT). Not in the threads-relaxed build for now: its size budget. */
+#if (EP_ISA_WASM_RELAXED && !defined(EP_THREADS)) || EP_ISA_NEON
+#define QLUT_VEC 1
+#else
+#define QLUT_VEC 0
+#endif
 #if QLUT_VEC
 /* qlut_bit[b][h]: all ones where bit b of h is set, the select masks looked up by the high nibble (a compare of
  * shifted bytes is compiled to i8x16 shifts, several instructions each in V8). Not const: read in the loop,
