@@ -66,6 +66,13 @@ def _ort_unoptimized(m: onnx.ModelProto, feeds: dict) -> np.ndarray:
     return ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
 
 
+def _every_byte() -> dict[str, np.ndarray]:
+    """Every byte value of x (x_q spans the 8-bit range and beyond: saturation; so every 16-byte slice of the table
+    and every branch of the kernel's select tree is read) and a tail past the whole 16-byte vectors."""
+    x = (np.linspace(-7.0, 7.0, int(np.prod(SHAPE))) + np.random.default_rng(3).normal(0, 0.01, int(np.prod(SHAPE))))
+    return {"x": x.astype(np.float32).reshape(SHAPE)}
+
+
 def _ops(bundle: Path) -> list[int]:
     return [n.op for n in layout.decode((bundle / "model.plan").read_bytes()).nodes]
 
@@ -77,9 +84,7 @@ def test_region_is_one_table_with_onnxruntimes_bytes(kind: str, zdt: type, tmp_p
     out = package(m, out=tmp_path / "b", verify=False)
     ops = _ops(out)
     assert ops.count(Op.QLUT) == 1 and Op.UNARY not in ops and Op.BINARY not in ops, ops
-    # every byte value of x (x_q spans the 8-bit range and beyond: saturation) and a random tail
-    x = (np.linspace(-7.0, 7.0, int(np.prod(SHAPE))) + np.random.default_rng(3).normal(0, 0.01, int(np.prod(SHAPE))))
-    feeds = {"x": x.astype(np.float32).reshape(SHAPE)}
+    feeds = _every_byte()
     want = _ort_unoptimized(m, feeds)
     for variant in VARIANTS:
         np.testing.assert_array_equal(load_bundle(out, variant).run(feeds)["y"], want, err_msg=variant)
@@ -111,6 +116,6 @@ def test_qlut_on_pi5_under_qemu(tmp_path: Path) -> None:
     m = _model("silu", np.int8)
     b = package(m, target="pi5", out=tmp_path / "pi5", verify=False)
     assert Op.QLUT in _ops(b)
-    feeds = {"x": np.random.default_rng(5).normal(0, 3, SHAPE).astype(np.float32)}
+    feeds = _every_byte()
     got = E.run_cli(b, feeds, json.loads((b / "manifest.json").read_text())["outputs"], qemu=E.qemu_cmd("pi5"))
     np.testing.assert_array_equal(got["y"], _ort_unoptimized(m, feeds))

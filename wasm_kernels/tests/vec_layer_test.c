@@ -323,6 +323,25 @@ static void test_i16_i8(void) {
   }
 }
 
+/* The table-lookup operations (QLUT): nibbles of every byte value, a 16-entry lookup with in-range indices, a
+ * select by whole-lane masks. */
+static void test_i8_lut(void) {
+  int8_t t[16], x[16], m[16], o[16];
+  for (int i = 0; i < 16; i++) { t[i] = (int8_t)(100 - 13 * i); m[i] = (i % 3) ? -1 : 0; }
+  for (int base = 0; base < 256; base += 16) {
+    for (int i = 0; i < 16; i++) x[i] = (int8_t)(uint8_t)(base + (i * 7) % 16);
+    const i8x16 v = i8x16_load(x), lo = i8x16_lo_nibble(v), hi = i8x16_hi_nibble(v);
+    i8x16_store(o, lo);
+    for (int i = 0; i < 16; i++) check_i("i8x16_lo_nibble", i, o[i], (uint8_t)x[i] & 15);
+    i8x16_store(o, hi);
+    for (int i = 0; i < 16; i++) check_i("i8x16_hi_nibble", i, o[i], (uint8_t)x[i] >> 4);
+    i8x16_store(o, i8x16_lut16(i8x16_load(t), lo));
+    for (int i = 0; i < 16; i++) check_i("i8x16_lut16", i, o[i], t[(uint8_t)x[i] & 15]);
+    i8x16_store(o, i8x16_select(i8x16_load(m), v, i8x16_load(t)));
+    for (int i = 0; i < 16; i++) check_i("i8x16_select", i, o[i], m[i] ? x[i] : t[i]);
+  }
+}
+
 #if defined(__wasm__)
 #define EXPORT(name) __attribute__((export_name(#name)))
 #else
@@ -335,6 +354,7 @@ EXPORT(ep_vec_test) uint32_t ep_vec_test(void) {
   test_f32();
   test_i32();
   test_i16_i8();
+  test_i8_lut();
   return g_fail;
 }
 EXPORT(ep_vec_test_checks) uint32_t ep_vec_test_checks(void) { return g_checks; }

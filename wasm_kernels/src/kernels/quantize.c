@@ -422,15 +422,45 @@ ep_status ep_check_QLUT(const ep_node *n) {
 }
 EP_COLD_FILE_END
 
-/* Speed-compiled: a SiLU of a QDQ model runs here over whole activation maps. Y may be X (8 bytes are read before
- * they are written). The 8-byte steps (one load and one store each) are left out of the emscripten scalar fallback
- * (EP_FORCE_SCALAR) for its size. */
+/* QLUT's 16-byte path where swizzles and selects are single instructions (relaxed SIMD: pshufb / pblendvb; NEON:
+ * tbl / bsl). The SIMD128 build's swizzle and bitselect are 2-3 instructions each in V8: 8 bytes at a time through
+ * scalar lookups is faster there (docs/int8.md, QLUT). Not in the threads-relaxed build for now: its size budget. */
+#if (EP_ISA_WASM_RELAXED && !defined(EP_THREADS)) || EP_ISA_NEON
+#define QLUT_VEC 1
+#else
+#define QLUT_VEC 0
+#endif
+#if QLUT_VEC
+/* qlut_bit[b][h]: all ones where bit b of h is set, the select masks looked up by the high nibble (a compare of
+ * shifted bytes is compiled to i8x16 shifts, several instructions each in V8). Not const: read in the loop,
+ * not folded into constants. */
+static int8_t qlut_bit[4][16] = {
+    {0, -1, 0, -1, 0, -1, 0, -1, 0, -1, 0, -1, 0, -1, 0, -1}, {0, 0, -1, -1, 0, 0, -1, -1, 0, 0, -1, -1, 0, 0, -1, -1},
+    {0, 0, 0, 0, -1, -1, -1, -1, 0, 0, 0, 0, -1, -1, -1, -1}, {0, 0, 0, 0, 0, 0, 0, 0, -1, -1, -1, -1, -1, -1, -1, -1}};
+#endif
+
+/* Speed-compiled: a SiLU or HardSwish of a QDQ model runs here over whole activation maps. QLUT_VEC: 16 bytes per
+ * step, the table's 16 slices looked up by the low nibble (16 in-range swizzles: defined on every engine), then a
+ * select tree on the high nibble's bits (15 selects); the table is read in the loop (16 vectors held across it
+ * spill in V8). Y may be X (a step's bytes are read before they are written). Left out of the emscripten scalar
+ * fallback (EP_FORCE_SCALAR) for its size: the byte loop computes the same. */
 ep_status ep_run_QLUT(const ep_node *n) {
   const uint8_t *x = n->in[0]->data, *t = n->in[1]->data;
   uint8_t *y = n->out[0]->data;
   const uint64_t cnt = n->in[0]->numel;
   uint64_t i = 0;
-#if !defined(EP_FORCE_SCALAR)
+#if QLUT_VEC
+  for (; i + 16 <= cnt; i += 16) {
+    const i8x16 v = i8x16_load(x + i), lo = i8x16_lo_nibble(v), hi = i8x16_hi_nibble(v);
+    i8x16 r[8], m = i8x16_lut16(i8x16_load(qlut_bit[0]), hi);
+    for (uint32_t k = 0; k < 8; k++) r[k] = i8x16_select(m, i8x16_lut16(i8x16_load(t + 32 * k + 16), lo), i8x16_lut16(i8x16_load(t + 32 * k), lo));
+    for (uint32_t b = 1, w = 4; b < 4; b++, w /= 2) {
+      m = i8x16_lut16(i8x16_load(qlut_bit[b]), hi);
+      for (uint32_t k = 0; k < w; k++) r[k] = i8x16_select(m, r[2 * k + 1], r[2 * k]);
+    }
+    i8x16_store(y + i, r[0]);
+  }
+#elif !defined(EP_FORCE_SCALAR)
   for (; i + 8 <= cnt; i += 8) {
     uint64_t v, r = 0;
     __builtin_memcpy(&v, x + i, 8);

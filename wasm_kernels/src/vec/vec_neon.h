@@ -128,4 +128,14 @@ static inline i16x8 i16x8_zip32_lo(i16x8 a, i16x8 b) { return vreinterpretq_s16_
 static inline i16x8 i16x8_zip32_hi(i16x8 a, i16x8 b) { return vreinterpretq_s16_s32(vzip2q_s32(vreinterpretq_s32_s16(a), vreinterpretq_s32_s16(b))); }
 static inline void i8x16_store(void *p, i8x16 v) { vst1q_s8((int8_t *)p, v); }
 
+/* ---- table lookups (QLUT: kernels/quantize.c) ---- */
+static inline i8x16 i8x16_load(const void *p) { return vld1q_s8((const int8_t *)p); }
+/* Each byte's low and high 4 bits, as unsigned lanes in [0, 15]. */
+static inline i8x16 i8x16_lo_nibble(i8x16 x) { return vandq_s8(x, vdupq_n_s8(15)); }
+static inline i8x16 i8x16_hi_nibble(i8x16 x) { return vreinterpretq_s8_u8(vshrq_n_u8(vreinterpretq_u8_s8(x), 4)); }
+/* t[i] per lane, every lane of i in [0, 15]. */
+static inline i8x16 i8x16_lut16(i8x16 t, i8x16 i) { return vqtbl1q_s8(t, vreinterpretq_u8_s8(i)); }
+/* a where m's lane is all ones, b where it is 0. */
+static inline i8x16 i8x16_select(i8x16 m, i8x16 a, i8x16 b) { return vbslq_s8(vreinterpretq_u8_s8(m), a, b); }
+
 #endif

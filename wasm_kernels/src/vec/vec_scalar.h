@@ -159,4 +159,14 @@ static inline i16x8 i16x8_zip32_hi(i16x8 a, i16x8 b) {
 }
 static inline void i8x16_store(void *p, i8x16 a) { int8_t *d = (int8_t *)p; for (int i = 0; i < 16; i++) d[i] = a.v[i]; }
 
+/* ---- table lookups (QLUT: kernels/quantize.c) ---- */
+static inline i8x16 i8x16_load(const void *p) { i8x16 r; const int8_t *s = (const int8_t *)p; for (int i = 0; i < 16; i++) r.v[i] = s[i]; return r; }
+/* Each byte's low and high 4 bits, as unsigned lanes in [0, 15]. */
+static inline i8x16 i8x16_lo_nibble(i8x16 x) { i8x16 r; for (int i = 0; i < 16; i++) r.v[i] = (int8_t)(x.v[i] & 15); return r; }
+static inline i8x16 i8x16_hi_nibble(i8x16 x) { i8x16 r; for (int i = 0; i < 16; i++) r.v[i] = (int8_t)((uint8_t)x.v[i] >> 4); return r; }
+/* t[i] per lane, every lane of i in [0, 15]. */
+static inline i8x16 i8x16_lut16(i8x16 t, i8x16 i) { i8x16 r; for (int k = 0; k < 16; k++) r.v[k] = t.v[i.v[k] & 15]; return r; }
+/* a where m's lane is all ones, b where it is 0. */
+static inline i8x16 i8x16_select(i8x16 m, i8x16 a, i8x16 b) { i8x16 r; for (int i = 0; i < 16; i++) r.v[i] = m.v[i] ? a.v[i] : b.v[i]; return r; }
+
 #endif

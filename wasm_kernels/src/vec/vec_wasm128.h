@@ -132,4 +132,27 @@ static inline i16x8 i16x8_zip32_lo(i16x8 a, i16x8 b) { return wasm_i32x4_shuffle
 static inline i16x8 i16x8_zip32_hi(i16x8 a, i16x8 b) { return wasm_i32x4_shuffle(a, b, 2, 6, 3, 7); }
 static inline void i8x16_store(void *p, i8x16 v) { wasm_v128_store(p, v); }
 
+/* ---- table lookups (QLUT: kernels/quantize.c) ---- */
+static inline i8x16 i8x16_load(const void *p) { return wasm_v128_load(p); }
+/* Each byte's low and high 4 bits, as unsigned lanes in [0, 15]. */
+static inline i8x16 i8x16_lo_nibble(i8x16 x) { return wasm_v128_and(x, wasm_i8x16_splat(15)); }
+static inline i8x16 i8x16_hi_nibble(i8x16 x) { return wasm_u8x16_shr(x, 4); }
+/* t[i] per lane, every lane of i in [0, 15]: there the relaxed swizzle is defined (one pshufb / tbl). */
+static inline i8x16 i8x16_lut16(i8x16 t, i8x16 i) {
+#if defined(__wasm_relaxed_simd__)
+  return wasm_i8x16_relaxed_swizzle(t, i);
+#else
+  return wasm_i8x16_swizzle(t, i);
+#endif
+}
+/* a where m's lane is all ones, b where it is 0 (no other lanes: there the relaxed laneselect is defined, one
+ * pblendvb / bsl). */
+static inline i8x16 i8x16_select(i8x16 m, i8x16 a, i8x16 b) {
+#if defined(__wasm_relaxed_simd__)
+  return wasm_i8x16_relaxed_laneselect(a, b, m);
+#else
+  return wasm_v128_bitselect(a, b, m);
+#endif
+}
+
 #endif
