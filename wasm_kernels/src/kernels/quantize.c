@@ -424,8 +424,8 @@ EP_COLD_FILE_END
 
 /* QLUT's 16-byte path where swizzles and selects are single instructions (relaxed SIMD: pshufb / pblendvb; NEON:
  * tbl / bsl). The SIMD128 build's swizzle and bitselect are 2-3 instructions each in V8: 8 bytes at a time through
- * scalar lookups is faster there (docs/int8.md, QLUT). Not in the threads-relaxed build for now: its size budget. */
-#if (EP_ISA_WASM_RELAXED && !defined(EP_THREADS)) || EP_ISA_NEON
+ * scalar lookups is faster there (docs/int8.md, QLUT). */
+#if EP_ISA_WASM_RELAXED || EP_ISA_NEON
 #define QLUT_VEC 1
 #else
 #define QLUT_VEC 0
