@@ -116,7 +116,7 @@ def test_argmax_argmin(tmp_path: Path, op: str, nan_at: list[int], last: int) ->
 
 def test_softmax(tmp_path: Path) -> None:
     """A NaN (or +inf: inf - inf) in a row makes the row NaN, the other rows exact: rows of 19 put a NaN in the
-    8-wide exp body (ep_expf4_nonpos_body, which has no NaN select of its own) and in the scalar tail."""
+    8-wide exp body (ep_expf4_nonpos_body) and in the scalar tail."""
     x = _x((4, 19), [5, 19 + 17])
     x[2, 3] = np.inf
     want = _check(tmp_path, one_node("Softmax", {"x": x}, ["y"], opset=13, axis=-1), {"x": x}, ort_agrees=True)

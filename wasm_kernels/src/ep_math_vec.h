@@ -198,9 +198,7 @@ EP_AINLINE f32x4 ep_erff4_body(f32x4 x) {
 }
 /* expf4_body for x <= 0 or NaN (softmax's x - max): the same bits without what that range makes dead: no upper
  * clamp nor inf select; n = round(x*log2e) through 1.5*2^23 as in ep_expf4_neg16 (|n| <= 150 here), its integer
- * read from t's bits (no trunc_sat). The two-step scale stays: exp(-104 .. -87) is subnormal. No NaN select:
- * f32x4_max is pmax with x first, so a NaN x stays NaN in xc, t, the polynomial and both scalings (whatever
- * integer its bits give n, NaN times it is NaN; tests/test_nan_propagation.py's Softmax). */
+ * read from t's bits (no trunc_sat). The two-step scale stays: exp(-104 .. -87) is subnormal. */
 EP_AINLINE f32x4 ep_expf4_nonpos_body(f32x4 x) {
   const f32x4 magic = f32x4_splat(EXP_MAGIC);
   f32x4 xc = f32x4_max(x, f32x4_splat(EXP_LO));
@@ -208,7 +206,7 @@ EP_AINLINE f32x4 ep_expf4_nonpos_body(f32x4 x) {
   f32x4 n = f32x4_sub(t, magic);
   /* t = 1.5*2^23 + n exactly: its bits minus those of 1.5*2^23 are n */
   const i32x4 ni = i32x4_sub(f32x4_as_i32x4(t), i32x4_splat(0x4B400000));
-  return ep_exp_reduced(xc, n, ni);
+  return f32x4_select(f32x4_eq(x, x), ep_exp_reduced(xc, n, ni), x);   /* NaN in, NaN out */
 }
 #if EP_ISA_WASM128   /* src/vec/ep_isa.h */
 #define ep_expf4_hot ep_expf4_body

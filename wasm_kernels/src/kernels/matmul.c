@@ -299,16 +299,11 @@ typedef struct {
   const ep_gemm_epi *e;
 } gemv_job;
 
-/* Outputs of chunk t of a GEMV with B as [N, K] rows: one dot product over contiguous K per output. An out-of-line
- * activation (GELU...) runs once over the chunk's outputs, vectorized, as GEMM's tiles do (not per output). */
+/* Outputs of chunk t of a GEMV with B as [N, K] rows: one dot product over contiguous K per output. */
 static void gemv_task(void *ctx, uint32_t t, uint32_t thread) {
   (void)thread;
   const gemv_job *g = (const gemv_job *)ctx;
-  ep_gemm_epi tmp;
-  ep_gemm_post post;
-  const ep_gemm_epi *e = ep_gemm_post_split(g->e, &tmp, &post);
-  const uint32_t n0 = ep_chunk(g->N, g->parts, t), n1 = ep_chunk(g->N, g->parts, t + 1);
-  for (uint32_t n = n0; n < n1; n++) {
+  for (uint32_t n = ep_chunk(g->N, g->parts, t); n < ep_chunk(g->N, g->parts, t + 1); n++) {
     const float *a = g->a, *b = g->b + (uint64_t)n * g->K;
     f32x4 s0 = f32x4_zero(), s1 = s0, s2 = s0, s3 = s0;
     uint32_t k = 0;
@@ -321,9 +316,8 @@ static void gemv_task(void *ctx, uint32_t t, uint32_t thread) {
     for (; k + 4 <= g->K; k += 4) s0 = f32x4_fma(s0, f32x4_load(a + k), f32x4_load(b + k));
     float acc = f32x4_hsum(f32x4_add(f32x4_add(s0, s1), f32x4_add(s2, s3)));
     for (; k < g->K; k++) acc += a[k] * b[k];
-    g->y[n] = ep_gemm_epi_scalar(e, acc, 0, n);
+    g->y[n] = ep_gemm_epi_scalar(g->e, acc, 0, n);
   }
-  ep_gemm_post_rows(&post, g->y, g->N, 0, 1, n0, n1);
 }
 
 EP_COLD ep_status ep_run_GEMM(const ep_node *n) {   /* size: its hot loops are in the callees */
