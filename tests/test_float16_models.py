@@ -76,7 +76,8 @@ def _package(onnx_path: Path, out: Path, *args: str) -> Path:
     return out
 
 
-def _check(tmp: Path, onnx_path: Path, bundle: Path, feeds: dict[str, np.ndarray]) -> None:
+def _check(tmp: Path, onnx_path: Path, bundle: Path, feeds: dict[str, np.ndarray]) -> list[Op]:
+    """Checks the bundle's answer and plan; returns the kernels that run (prologue left out)."""
     model = onnx.load(onnx_path)
     assert all(t.data_type == onnx.TensorProto.FLOAT16 for t in model.graph.initializer if len(t.dims) > 1)
     want = reference_run(model, feeds)
@@ -97,6 +98,7 @@ def _check(tmp: Path, onnx_path: Path, bundle: Path, feeds: dict[str, np.ndarray
     edges = sum(v.type.tensor_type.elem_type == onnx.TensorProto.FLOAT16 for v in [*model.graph.input,
                                                                                    *model.graph.output])
     assert runs.count(Op.CAST) == own + edges, f"a CAST at each float16 edge, none between kernels: {runs}"
+    return runs
 
 
 @pytest.fixture(scope="module")
@@ -116,8 +118,11 @@ def test_float16_transformer(tmp_path: Path) -> None:
     rng = np.random.default_rng(2)
     mask = np.ones((2, 8), np.int64)
     mask[1, 5:] = 0   # padded keys: the float16 mask arithmetic ((1 - mask) * lowest) must stay finite
-    _check(tmp_path, onnx_path, bundle, {"input_ids": rng.integers(0, 100, (2, 8)).astype(np.int64),
-                                         "attention_mask": mask})
+    runs = _check(tmp_path, onnx_path, bundle, {"input_ids": rng.integers(0, 100, (2, 8)).astype(np.int64),
+                                                "attention_mask": mask})
+    # GELU's Erf chain (its sqrt(2) written as float16's 1.4140625) fuses into the FFN MatMul: no Erf UNARY and none
+    # of its 4 BINARY per layer (62 -> 52 kernels); the 4 BINARY left are the mask's arithmetic and the embeddings'.
+    assert Op.UNARY not in runs and runs.count(Op.BINARY) == 4, runs
 
 
 @pytest.mark.skipif(not qemu_available(), reason="needs qemu-aarch64")

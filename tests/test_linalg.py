@@ -12,6 +12,7 @@ from onnx import TensorProto, helper
 
 from packager import load_bundle, package
 from packager.analyze import analyze
+from packager.plan.opspec import ACT_GELU_TANH, ACT_RELU
 from packager.reference import reference_run
 from packager.errors import RuntimeFailure, UnsupportedError
 from packager.lower import lower
@@ -358,9 +359,11 @@ def test_matmul_tile_row_groups(m, tmp_path, monkeypatch):
     _run_all_variants(mod, {"x": a, "r": r, "c": c}, tmp_path, want={"y": ref(a @ w + c + r).astype(np.float32)})
 
 
-# One row by a constant B (a decoder's token step): GEMM's GEMV with B stored as [N, K], fused epilogues included;
-# a B that is the transpose of a stored table (GPT-2's tied embedding) is not stored a second time.
-@pytest.mark.parametrize("sa,fused", [((1, 1, 37), False), ((37,), False), ((1, 37), True), ((1, 1, 37), True)])
+# One row by a constant B (a decoder's token step): GEMM's GEMV with B stored as [N, K], fused epilogues included
+# (relu in the dot products' epilogue; GPT-2's tanh GELU out of line, once over each chunk of outputs); a B that
+# is the transpose of a stored table (GPT-2's tied embedding) is not stored a second time.
+@pytest.mark.parametrize("sa,fused", [((1, 1, 37), None), ((37,), None), ((1, 37), "relu"), ((1, 1, 37), "relu"),
+                                      ((1, 37), "gelu_tanh")])
 def test_matmul_one_row_gemv(sa, fused, tmp_path, monkeypatch):
     from packager.ops.linalg import emit_matmul
     rng = np.random.default_rng(8)
@@ -376,9 +379,11 @@ def test_matmul_one_row_gemv(sa, fused, tmp_path, monkeypatch):
                  [onnx.numpy_helper.from_array(table, "table"), onnx.numpy_helper.from_array(np.ascontiguousarray(table.T), "w")])
     want = a @ table.T
     if fused:
-        monkeypatch.setitem(REGISTRY, "MatMul", lambda ctx, nd: emit_matmul(ctx, nd, bias="c", activation=(1, ()),
+        code, act = {"relu": (ACT_RELU, lambda v: np.maximum(v, 0)),
+                     "gelu_tanh": (ACT_GELU_TANH, lambda v: 0.5 * v * (1 + np.tanh(np.sqrt(2 / np.pi) * (v + 0.044715 * v ** 3))))}[fused]
+        monkeypatch.setitem(REGISTRY, "MatMul", lambda ctx, nd: emit_matmul(ctx, nd, bias="c", activation=(code, ()),
                                                                                residual="r"))
-        want = np.maximum(want + c + r, 0)
+        want = act(want.astype(np.float64) + c + r)
     out = _run_all_variants(mod, {"a": a, "r": r, "c": c, "ids": ids}, tmp_path,
                             want={"y": want.astype(np.float32), "e": table[ids]})
     plan = layout.decode((out / "model.plan").read_bytes())

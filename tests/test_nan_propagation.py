@@ -114,6 +114,15 @@ def test_argmax_argmin(tmp_path: Path, op: str, nan_at: list[int], last: int) ->
     _check(tmp_path, m, {"x": x}, ort_agrees=last == 0 and nan_at[0] == 0)
 
 
+def test_softmax(tmp_path: Path) -> None:
+    """A NaN (or +inf: inf - inf) in a row makes the row NaN, the other rows exact: rows of 19 put a NaN in the
+    8-wide exp body (ep_expf4_nonpos_body) and in the scalar tail."""
+    x = _x((4, 19), [5, 19 + 17])
+    x[2, 3] = np.inf
+    want = _check(tmp_path, one_node("Softmax", {"x": x}, ["y"], opset=13, axis=-1), {"x": x}, ort_agrees=True)
+    assert np.isnan(want[0][:3]).all() and not np.isnan(want[0][3]).any()
+
+
 # ---- one bundle with every NaN-sensitive kernel: the NEON build under qemu, the threaded wasm builds in Node ---------
 
 def _nan_model() -> tuple[onnx.ModelProto, dict[str, np.ndarray], dict[str, np.ndarray]]:

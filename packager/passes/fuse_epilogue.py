@@ -79,6 +79,13 @@ def _other(node: onnx.NodeProto, x: str) -> str:
     return node.input[1] if node.input[0] == x else node.input[0]
 
 
+def _is_const(c: float, want: float) -> bool:
+    """c is want to float32 precision, or c is want's float16 rounding as a float16 graph writes it (GELU's sqrt(2)
+    as 1.4140625: 1e-4 off, which moves GELU by far less than a float16 step; packager/passes/float16.py widens such
+    graphs to float32 exactly, so the constant arrives as that float16 value)."""
+    return bool(np.isclose(c, want, rtol=1e-6)) or (float(np.float16(c)) == c and np.float16(c) == np.float16(want))
+
+
 def gelu_erf_chain(y: str, consumers_of, consts: dict[str, np.ndarray]) -> list[onnx.NodeProto] | None:
     """The nodes of x * 0.5 * (1 + erf(x / sqrt 2)) on x = y, as torch exports it (Div or Mul by the constant,
     Erf, Add 1, then Mul x and Mul 0.5 in either grouping), or None. consumers_of(v) lists v's consumers (empty
@@ -90,7 +97,7 @@ def gelu_erf_chain(y: str, consumers_of, consts: dict[str, np.ndarray]) -> list[
         if scale.op_type not in ("Div", "Mul") or scale.input[0] != y or len(scale.input) != 2:
             continue
         c = _scalar(consts, scale.input[1])
-        if c is None or not np.isclose(c if scale.op_type == "Div" else 1.0 / c, np.sqrt(2.0), rtol=1e-6):
+        if c is None or not _is_const(c, np.sqrt(2.0) if scale.op_type == "Div" else np.sqrt(0.5)):
             continue
         nxt = consumers_of(scale.output[0])
         if len(nxt) != 1 or nxt[0].op_type != "Erf":
