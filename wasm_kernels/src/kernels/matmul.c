@@ -47,7 +47,7 @@
 #define PW (2 * EP_GEMM_NR)
 static uint64_t packed_b_floats(uint64_t K, uint64_t N) { return (N + PW - 1) / PW * PW * K; }
 
-EP_NOINLINE static void pack_b(uint32_t K, uint32_t N, const float *b, float *dst) {
+EP_COLD static void pack_b(uint32_t K, uint32_t N, const float *b, float *dst) {
   for (uint32_t j = 0; j < N; j += PW) {
     const uint32_t w = N - j < PW ? N - j : PW;
     for (uint32_t k = 0; k < K; k++, dst += PW) {
