@@ -453,8 +453,34 @@ void ep_gemm_post_rows(const ep_gemm_post *p, float *c, uint32_t ldc, uint32_t m
   for (uint32_t m = m0; m < m1; m++) ep_apply_activation(c + (uint64_t)m * ldc + n0, n1 - n0, p->act, p->w);
 }
 
-float *ep_gemm_pack_group(uint32_t K, const float *a, uint64_t rs, uint64_t cs, uint32_t m0, uint32_t mr, float *dst) {
-  for (uint32_t k = 0; k < K; k++, dst += MR)
+#if !EP_ISA_SCALAR
+/* The groups the vector packer serves: the SIMD128 build's MATMUL and ATTENTION pack 4-row groups (matmul.c's PR),
+ * the others 6-row ones (the relaxed tiles' groups but the last, ep_gemm_pack_a's panels). */
+#define PACK4_ROWS (EP_GEMM_TWO_PASS && !EP_GEMM_ONE_PASS6 ? 4u : MR)
+/* Depths [0, K) (K a multiple of 4) of a PACK4_ROWS-row group of a row-major A (cs = 1): a 6 x 4 block at a time
+ * transposed in registers (a 4 x 4 transpose of rows 0-3; rows 4-5 interleaved, each pair stored twice, the stray
+ * lanes overwritten by the next depth's rows 0-3) instead of one float per load and store. Speed only. */
+EP_NOINLINE static void pack_group4(uint32_t K, const float *a, uint64_t rs, float *dst) {
+  const float *p0 = a, *p1 = p0 + rs, *p2 = p1 + rs, *p3 = p2 + rs, *p4 = p3 + rs, *p5 = p4 + rs;
+  EP_COMPACT_LOOP
+  for (uint32_t k = 0; k < K; k += 4, dst += 4 * MR) {
+    const f32x4 r0 = f32x4_load(p0 + k), r1 = f32x4_load(p1 + k), r2 = f32x4_load(p2 + k), r3 = f32x4_load(p3 + k);
+    const f32x4 v4 = PACK4_ROWS == MR ? f32x4_load(p4 + k) : f32x4_zero(), v5 = PACK4_ROWS == MR ? f32x4_load(p5 + k) : v4;
+    const f32x4 u = f32x4_zip_lo(v4, v5), h = f32x4_zip_hi(v4, v5);   /* rows 4-5 at depths 0, 1 | 2, 3 */
+    const f32x4 lo02 = f32x4_zip_lo(r0, r2), lo13 = f32x4_zip_lo(r1, r3), hi02 = f32x4_zip_hi(r0, r2), hi13 = f32x4_zip_hi(r1, r3);
+    f32x4_store(dst + 4, u); f32x4_store(dst + 8, u); f32x4_store(dst + 16, h); f32x4_store(dst + 20, h);
+    f32x4_store(dst, f32x4_zip_lo(lo02, lo13)); f32x4_store(dst + 6, f32x4_zip_hi(lo02, lo13));
+    f32x4_store(dst + 12, f32x4_zip_lo(hi02, hi13)); f32x4_store(dst + 18, f32x4_zip_hi(hi02, hi13));
+  }
+}
+#endif
+
+EP_COLD float *ep_gemm_pack_group(uint32_t K, const float *a, uint64_t rs, uint64_t cs, uint32_t m0, uint32_t mr, float *dst) {
+  uint32_t k = 0;
+#if !EP_ISA_SCALAR
+  if (cs == 1 && mr == PACK4_ROWS) { k = K & ~3u; pack_group4(k, a + (uint64_t)m0 * rs, rs, dst); dst += (uint64_t)k * MR; }
+#endif
+  for (; k < K; k++, dst += MR)
     for (uint32_t r = 0; r < MR; r++) dst[r] = r < mr ? a[(uint64_t)(m0 + r) * rs + (uint64_t)k * cs] : 0.0f;
   return dst;
 }

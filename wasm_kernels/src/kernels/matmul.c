@@ -47,15 +47,16 @@
 #define PW (2 * EP_GEMM_NR)
 static uint64_t packed_b_floats(uint64_t K, uint64_t N) { return (N + PW - 1) / PW * PW * K; }
 
-EP_NOINLINE static void pack_b(uint32_t K, uint32_t N, const float *b, float *dst) {
+EP_COLD static void pack_b(uint32_t K, uint32_t N, const float *b, float *dst) {
   for (uint32_t j = 0; j < N; j += PW) {
     const uint32_t w = N - j < PW ? N - j : PW;
     for (uint32_t k = 0; k < K; k++, dst += PW) {
       const float *src = b + (uint64_t)k * N + j;
-      uint32_t t = 0;
-      if (w == PW) for (; t < PW; t += 4) f32x4_store(dst + t, f32x4_load(src + t));
-      EP_COMPACT_LOOP   /* the last panel's edge only */
-      for (; t < PW; t++) dst[t] = t < w ? src[t] : 0.0f;
+      if (w == PW) {   /* written out: minsize would keep a loop of 4 */
+        f32x4_store(dst, f32x4_load(src)); f32x4_store(dst + 4, f32x4_load(src + 4));
+        f32x4_store(dst + 8, f32x4_load(src + 8)); f32x4_store(dst + 12, f32x4_load(src + 12));
+      } else
+        for (uint32_t t = 0; t < PW; t++) dst[t] = t < w ? src[t] : 0.0f;   /* the last panel's edge only */
     }
   }
 }
