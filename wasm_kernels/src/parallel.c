@@ -250,10 +250,10 @@ void ep_pool_hot(uint32_t on) {
     __atomic_fetch_sub(&g_hot, 1u, __ATOMIC_SEQ_CST);
     return;
   }
-  /* The first run to start wakes sleeping workers (a notify ends WAIT): they poll until its first job, their
-   * wake-up overlapping its first nodes, not the first split one's. */
+  /* The first run to start wakes sleeping workers (a notify ends WAIT) if any takes part: they poll until its first
+   * job, their wake-up overlapping its first nodes, not the first split one's. */
   __atomic_fetch_add(&g_runs, 1u, __ATOMIC_SEQ_CST);
-  if (__atomic_fetch_add(&g_hot, 1u, __ATOMIC_SEQ_CST) == 0u && LOAD(&g_sleepers)) NOTIFY(&g_wake);
+  if (__atomic_fetch_add(&g_hot, 1u, __ATOMIC_SEQ_CST) == 0u && LOAD(&g_threads) > 1u && LOAD(&g_sleepers)) NOTIFY(&g_wake);
 }
 
 /* 1: workers spin for the whole of each run; 0 (the default): in a run they sleep when no job comes within RUN_SPINS
