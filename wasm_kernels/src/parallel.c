@@ -85,7 +85,7 @@ static uint32_t g_running[EP_MAX_THREADS];     /* a worker is in ep_worker_main 
 #define LOAD(p) __atomic_load_n((p), __ATOMIC_SEQ_CST)
 #define STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_SEQ_CST)
 #ifndef SPINS
-#define SPINS 60000u            /* brief polling, then sleep: ~14 us in TurboFan (poll_wake); a spinning worker slows the caller (docs/benchmarks.md, sessions 16-18) */
+#define SPINS 60000u            /* brief polling, then sleep (poll_wake: TurboFan); a spinning worker slows the caller (docs/benchmarks.md, sessions 16-18) */
 #endif
 #ifndef HOT_SPINS
 #define HOT_SPINS (1u << 25)    /* spin mode: bounded, so a run cut short by a trap cannot keep a core */
@@ -206,7 +206,7 @@ EXPORT(ep_worker_stack_top) uint32_t ep_worker_stack_top(uint32_t index) {
 
 /* Polls `wake` up to `spins` times while it holds `seen`; returns its last value. A function of its own, entered
  * afresh: V8 compiles a wasm function with TurboFan for its later calls only (no on-stack replacement), so a loop
- * inside ep_worker_main, which never returns, would poll in Liftoff (3x slower per poll) for the worker's life. */
+ * inside ep_worker_main, which never returns, would poll in Liftoff, slower per poll, for the worker's life. */
 __attribute__((noinline)) static int32_t poll_wake(int32_t seen, uint32_t spins) {
   int32_t g = LOAD(&g_wake);
   for (uint32_t s = 0; g == seen && s < spins; s++) g = LOAD(&g_wake);
