@@ -4,7 +4,7 @@
 // process (Linux /proc: schedstat, status) the CPU it last ran on, its run and run-queue wait time, and its
 // voluntary (sleeps) and involuntary (preempted) context switches per run. A build with -DEP_POOL_STATS adds the
 // pool's counters per run: jobs, jobs worker 1 took a task of, notifies (a worker slept at publish), worker sleeps,
-// late arrivals (a worker found no task left) (wasm_kernels/src/parallel.c).
+// late arrivals (a worker found no task left), in-run polls that ran out (RUN_SPINS) (wasm_kernels/src/parallel.c).
 //
 //   THREADS=2 CHUNKS=10 node --experimental-wasm-relaxed-simd bench/pool_stats.mjs BUNDLE edgepack-threads-relaxed.wasm[+spin]
 //   counters: make -C wasm_kernels -B build/edgepack-threads-relaxed.wasm CWARN='-Wall -DEP_POOL_STATS' (then rebuild)
@@ -24,7 +24,7 @@ const pool = await instantiateThreaded(mod, { threads: Number(process.env.THREAD
 const s = new Session(pool.instance, plan, manifest, path.basename(wasm), pool.memory, pool.maxBytes);
 const ex = /** @type {any} */ (pool.instance.exports);
 const feeds = seededFeeds(manifest);
-const COUNTERS = ['jobs', 'joined', 'notifies', 'sleeps', 'late'];
+const COUNTERS = ['jobs', 'joined', 'notifies', 'sleeps', 'late', 'ran out'];
 const counters = () => (ex.ep_pool_stats ? COUNTERS.map((_, k) => ex.ep_pool_stats(k)) : []);
 
 /** Per OS thread: last CPU, run and wait ms (schedstat), voluntary and involuntary switches. */

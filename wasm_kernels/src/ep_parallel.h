@@ -23,8 +23,8 @@ typedef void (*ep_task_fn)(void *ctx, uint32_t task, uint32_t thread);
 #define EP_MAX_THREADS 16
 uint32_t ep_num_threads(void);
 void ep_parallel_for(uint32_t n_tasks, uint32_t max_threads, ep_task_fn fn, void *ctx);
-/* A run starts (1) / ends (0), from ep_run: in between, with ep_set_spin(1), idle workers spin instead of sleeping
- * (runs may overlap: counted). */
+/* A run starts (1) / ends (0), from ep_run: in between, idle workers poll for the next job (bounded; with
+ * ep_set_spin(1) for the whole run) instead of sleeping (runs may overlap: counted). */
 void ep_pool_hot(uint32_t on);
 /* The pool's host interface (wasm: exports; edge: ep_edge.h). */
 void ep_worker_main(uint32_t index);

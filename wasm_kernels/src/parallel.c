@@ -8,9 +8,12 @@
  * late worker can never run a task of one job with another job's function. A slot is rewritten only two
  * generations later, i.e. after every task of its job has finished (the caller waits for `done`).
  * Idle workers spin briefly, then sleep on `wake` (wasm: memory.atomic.wait32; native: a futex, raw system call,
- * so the Android library still links no libc). With ep_set_spin(1) (the host's choice) they spin for the whole of
- * a run instead (ep_pool_hot from ep_run): no wake-up latency per node, but a core kept busy, which on a loaded
- * machine the caller itself needs (docs/benchmarks.md, "Session 16 (helper par4)"). The caller notifies only
+ * so the Android library still links no libc). While a run is in flight (ep_pool_hot from ep_run) they poll for up
+ * to RUN_SPINS between jobs instead: a worker put to sleep at every job is woken by the next one, and the scheduler
+ * may place it on the caller's CPU, where the two take turns (docs/benchmarks.md, "Session 17 (helper thr5)"). If
+ * such a poll runs out (the caller lost its core, or a long serial stretch), the worker polls briefly for the rest
+ * of that run. ep_run wakes sleeping workers at its start. With ep_set_spin(1) (the host's choice) they spin for the
+ * whole of a run, unbounded by RUN_SPINS (docs/benchmarks.md, "Session 16 (helper par4)"). The caller notifies only
  * when a worker sleeps (a notify is a call into the engine) and never waits on an atomic (a browser's main
  * thread may not): it runs tasks and spins on `done`. Same tasks, same split, same sums in the same order
  * on every build: outputs do not depend on the thread count. */
@@ -68,6 +71,7 @@ static job_slot g_jobs[2];
 static LINE uint64_t g_ctr;     /* generation << 32 | next unclaimed task (atomic) */
 static LINE int32_t g_wake;     /* generation of the latest job, futex word of sleeping workers */
 static uint32_t g_hot;          /* runs in flight (ep_pool_hot) */
+static uint32_t g_runs;         /* runs started (ep_pool_hot) */
 static uint32_t g_spin;         /* set by the host (ep_set_spin): workers spin while a run is in flight */
 static uint32_t g_threads = 1;  /* caller + running workers, set by the host */
 static uint32_t g_quit;
@@ -81,18 +85,22 @@ static uint32_t g_running[EP_MAX_THREADS];     /* a worker is in ep_worker_main 
 #define LOAD(p) __atomic_load_n((p), __ATOMIC_SEQ_CST)
 #define STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_SEQ_CST)
 #ifndef SPINS
-#define SPINS 20000u            /* brief polling, then sleep: a spinning worker slows the caller (docs/benchmarks.md, sessions 16-17) */
+#define SPINS 60000u            /* brief polling, then sleep (poll_wake: TurboFan); a spinning worker slows the caller (docs/benchmarks.md, sessions 16-18) */
 #endif
 #ifndef HOT_SPINS
-#define HOT_SPINS (1u << 25)    /* while a run is in flight: bounded, so a run cut short by a trap cannot keep a core */
+#define HOT_SPINS (1u << 25)    /* spin mode: bounded, so a run cut short by a trap cannot keep a core */
 #endif
+#ifndef RUN_SPINS
+#define RUN_SPINS (1u << 19)    /* between the jobs of a run: covers a caller's last task and the serial gaps of small nets */
+#endif
+#define CHUNK 4096u             /* polls per poll_wake call: the run's end and the thread count are checked between */
 
 /* Diagnostic counters (bench/pool_stats.mjs), in a build with -DEP_POOL_STATS only: jobs, jobs a worker took a task
- * of, notifies, worker sleeps, worker arrivals with no task left. */
+ * of, notifies, worker sleeps, worker arrivals with no task left, RUN_SPINS polls that ran out. */
 #ifdef EP_POOL_STATS
-static uint32_t g_stats[5];
+static uint32_t g_stats[6];
 #define STAT(k) __atomic_fetch_add(&g_stats[k], 1u, __ATOMIC_RELAXED)
-EXPORT(ep_pool_stats) uint32_t ep_pool_stats(uint32_t k) { return k < 5 ? LOAD(&g_stats[k]) : 0u; }
+EXPORT(ep_pool_stats) uint32_t ep_pool_stats(uint32_t k) { return k < 6 ? LOAD(&g_stats[k]) : 0u; }
 #else
 #define STAT(k) ((void)0)
 #endif
@@ -196,6 +204,15 @@ EXPORT(ep_worker_stack_top) uint32_t ep_worker_stack_top(uint32_t index) {
 }
 #endif
 
+/* Polls `wake` up to `spins` times while it holds `seen`; returns its last value. A function of its own, entered
+ * afresh: V8 compiles a wasm function with TurboFan for its later calls only (no on-stack replacement), so a loop
+ * inside ep_worker_main, which never returns, would poll in Liftoff, slower per poll, for the worker's life. */
+__attribute__((noinline)) static int32_t poll_wake(int32_t seen, uint32_t spins) {
+  int32_t g = LOAD(&g_wake);
+  for (uint32_t s = 0; g == seen && s < spins; s++) g = LOAD(&g_wake);
+  return g;
+}
+
 /* A worker's life: wait for jobs, run their tasks, return when ep_threads_stop() is called. */
 EXPORT(ep_worker_main) void ep_worker_main(uint32_t index) {
   if (index == 0 || index >= EP_MAX_THREADS) return;
@@ -204,11 +221,15 @@ EXPORT(ep_worker_main) void ep_worker_main(uint32_t index) {
   if (!__atomic_compare_exchange_n(&g_running[index], &free_, 1u, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) return;
 #endif
   int32_t seen = LOAD(&g_wake);
+  uint32_t cold_run = ~0u;   /* the run in which a RUN_SPINS poll ran out: brief polls until it ends */
   while (!LOAD(&g_quit)) {
-    int32_t g = LOAD(&g_wake);
-    /* hot: spinning runs, this worker takes part (index < threads) and a run is in flight (polled: it may end) */
-    const uint32_t hot = LOAD(&g_spin) && index < LOAD(&g_threads);
-    for (uint32_t s = 0; g == seen && s < (hot && LOAD(&g_hot) ? HOT_SPINS : SPINS); s++) g = LOAD(&g_wake);
+    int32_t g = poll_wake(seen, SPINS);
+    /* in a run this worker takes part in (index < threads): keep polling, in chunks, while the run lasts */
+    const uint32_t spin = LOAD(&g_spin), chunks = (spin ? HOT_SPINS : RUN_SPINS) / CHUNK;
+    uint32_t k = 0;
+    for (; g == seen && k < chunks && LOAD(&g_hot) && index < LOAD(&g_threads) && (spin || LOAD(&g_runs) != cold_run); k++)
+      g = poll_wake(seen, CHUNK);
+    if (k == chunks && g == seen) { cold_run = LOAD(&g_runs); STAT(5); }
     if (g == seen) {
       __atomic_fetch_add(&g_sleepers, 1u, __ATOMIC_SEQ_CST);
       STAT(3);
@@ -229,11 +250,14 @@ void ep_pool_hot(uint32_t on) {
     __atomic_fetch_sub(&g_hot, 1u, __ATOMIC_SEQ_CST);
     return;
   }
-  /* The first run to start wakes sleeping workers (a notify ends WAIT): they spin until its first job. */
-  if (__atomic_fetch_add(&g_hot, 1u, __ATOMIC_SEQ_CST) == 0u && LOAD(&g_spin) && LOAD(&g_sleepers)) NOTIFY(&g_wake);
+  /* The first run to start wakes sleeping workers (a notify ends WAIT) if any takes part: they poll until its first
+   * job, their wake-up overlapping its first nodes, not the first split one's. */
+  __atomic_fetch_add(&g_runs, 1u, __ATOMIC_SEQ_CST);
+  if (__atomic_fetch_add(&g_hot, 1u, __ATOMIC_SEQ_CST) == 0u && LOAD(&g_threads) > 1u && LOAD(&g_sleepers)) NOTIFY(&g_wake);
 }
 
-/* 1: workers spin for the whole of each run; 0 (the default): they sleep when no job comes within SPINS polls. */
+/* 1: workers spin for the whole of each run; 0 (the default): in a run they sleep when no job comes within RUN_SPINS
+ * polls, between runs within SPINS. */
 EXPORT(ep_set_spin) void ep_set_spin(uint32_t on) { STORE(&g_spin, on ? 1u : 0u); }
 
 /* Threads taking part from now on: the caller + workers already in ep_worker_main (1..EP_MAX_THREADS). */

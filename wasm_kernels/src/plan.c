@@ -486,7 +486,7 @@ ep_status ep_run(ep_ctx *c) {
   const ep_status ok = runnable(c);
   if (ok) return ok;
   c->failed_node = c->n_nodes;
-  ep_pool_hot(1);   /* with spinning on (ep_set_spin), the pool's workers poll from node to node, not sleep */
+  ep_pool_hot(1);   /* the pool's workers poll between the jobs of the run, not sleep (parallel.c) */
   const ep_status s = ep_run_range(c, c->n_prologue, c->n_main, 0);
   ep_pool_hot(0);
   return s;

@@ -1,7 +1,7 @@
 // Threaded instantiation of edgepack-threads.wasm: one shared WebAssembly.Memory, the calling thread's
 // instance (which runs the plan, exactly like the single-threaded module) and one instance per worker
-// (browser Worker or Node worker_threads), each parked in the core's ep_worker_main loop, where it sleeps
-// in memory.atomic.wait32 until a kernel hands out tasks (wasm_kernels/src/parallel.c).
+// (browser Worker or Node worker_threads), each parked in the core's ep_worker_main loop, where it polls between
+// the jobs of a run and sleeps in memory.atomic.wait32 between runs (wasm_kernels/src/parallel.c).
 // Browsers need crossOriginIsolated (COOP + COEP headers) for SharedArrayBuffer; Node always has it.
 
 import { isNode, node } from './platform.js';
@@ -71,8 +71,8 @@ async function spawnWorker() {
  * run on it; kernels split their work across the workers while the caller runs the plan.
  * @param {WebAssembly.Module} wasmModule compiled edgepack-threads.wasm
  * @param {{threads?: number, spin?: boolean}} [options] threads: 1..16 (default: the machine's cores); spin: the
- *   workers spin for the whole of each run instead of sleeping when no task comes for a few tens of microseconds
- *   (no wake-up per node, but a core kept busy: slower on a loaded machine; default false)
+ *   workers spin for the whole of each run instead of sleeping when no task comes for a few hundred microseconds
+ *   (no wake-up in a long serial stretch, but a core kept busy: slower on a loaded machine; default false)
  * @returns {Promise<{instance: WebAssembly.Instance, memory: WebAssembly.Memory, maxBytes: number, threads: number, terminate: () => Promise<void>}>}
  */
 export async function instantiateThreaded(wasmModule, options = {}) {
