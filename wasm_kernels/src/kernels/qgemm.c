@@ -310,8 +310,8 @@ static int strip_to_i7(int16_t *s, uint64_t ld2, uint32_t K) {
  * rebuilds its ones); the fused form is one vpdpbusd / sdot where the engine maps it. The engine, not the build,
  * decides which is faster: the host times both (ep_qdot_probe) and sets one (ep_qdot_use), web/src/int8_dot_choice.js. */
 static int32_t qdot_fused;
-#define DOT4(c, a, b) (fused ? wasm_i32x4_relaxed_dot_i8x16_i7x16_add(a, b, c) \
-    : wasm_i32x4_add(c, wasm_i32x4_dot_i16x8(wasm_i16x8_relaxed_dot_i8x16_i7x16(a, b), one16)))
+#define DOT4_PAIR(c, a, b) wasm_i32x4_add(c, wasm_i32x4_dot_i16x8(wasm_i16x8_relaxed_dot_i8x16_i7x16(a, b), one16))
+#define DOT4(c, a, b) (fused ? wasm_i32x4_relaxed_dot_i8x16_i7x16_add(a, b, c) : DOT4_PAIR(c, a, b))
 /* A panel's pairs 2q, 2q+1 ([pair][row][2] bytes) -> [row][depths 4q..4q+3]; then row r in every lane. */
 #define ROWS(av) wasm_i8x16_shuffle(av, av, 0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15)
 #define DOT_ROW(av, r, c0, c1) { const v128_t s_ = wasm_i32x4_shuffle(av, av, r, r, r, r); \
@@ -363,11 +363,10 @@ __attribute__((export_name("ep_qdot_probe"))) int32_t ep_qdot_probe(const int32_
  * always: Node 20's baseline compiler (Liftoff) doubles the fused form's sums, until the function tiers up. */
 static v128_t panel_rowsum(uint32_t Kp, const int8_t *a) {
   const v128_t ones = wasm_i8x16_splat(1), one16 = wasm_i16x8_splat(1);
-  const int fused = 0;
   v128_t rs = wasm_i32x4_splat(0);
   for (uint32_t q = 0; q < (Kp + 1) / 2; q++) {
     const v128_t av = 2 * q + 1 < Kp ? wasm_v128_load(a + 16 * q) : wasm_v128_load64_zero(a + 16 * q);
-    rs = DOT4(rs, ROWS(av), ones);
+    rs = DOT4_PAIR(rs, ROWS(av), ones);
   }
   return rs;
 }
