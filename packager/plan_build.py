@@ -10,12 +10,12 @@ from typing import Any, Callable
 import numpy as np
 import onnx
 
+from .dynamic import smaller_probes
 from .errors import PackagerError
 from .front import Front
 from .lower import lower
 from .plan.opcodes import Op
 from .quantize import DEFAULT_BUDGET, ImageOptions, QuantResult, quantize_step
-from .dynamic import smaller_probes
 from .run_time_shapes import bounded, lower_run_time, ones, reason, run_time_symbols, run_time_io
 from .targets.base import Target
 
