@@ -87,6 +87,10 @@ CONV_CASES = [
     ((1, 16, 60, 60), (16, 8, 3, 3), dict(group=2, pads=[1, 1, 1, 1])),                  # grouped: 2 chunks of rows
     ((1, 16, 121, 117), (16, 8, 3, 3), dict(group=2, strides=[2, 2], pads=[0, 1, 1, 0])),  # grouped s2, 3 chunks
     ((2, 6, 25), (6, 3, 3), dict(group=2, pads=[1, 1])),                                 # 1-D grouped
+    # weights read in place from the 6-row panels in row pairs: a pair's second row the panel's zero row (7 and 13
+    # per group: the last pair starts a panel), a 4-row tile across two panels (13: rows 4-7)
+    ((1, 14, 9, 9), (14, 7, 3, 3), dict(group=2, pads=[1, 1, 1, 1])),                  # grouped, 7 per group
+    ((1, 26, 16, 15), (26, 13, 3, 3), dict(group=2, strides=[2, 2], pads=[1, 1, 1, 1])),  # grouped s2, 13 per group
     ((1, 128, 6, 6), (64, 64, 3, 3), dict(group=2, pads=[1, 1, 1, 1])),                  # grouped, weights too big: im2col
     ((1, 8, 9, 10), (8, 1, 3, 3), dict(group=8, pads=[1, 1, 1, 1])),                  # depthwise s1
     ((2, 5, 17, 19), (5, 1, 3, 3), dict(group=5, strides=[2, 2], pads=[1, 1, 1, 1])),  # depthwise s2

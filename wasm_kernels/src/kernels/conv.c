@@ -295,7 +295,7 @@ static void conv_tile(conv_tile_job *j, uint32_t threads) {
  * residual, activation). The planes and the block of R output rows at a time fit one thread's share of CONV's
  * scratch (the im2col panel it replaces). GC_DIRECT (top of this file) says which builds have it. */
 #if GC_DIRECT
-#define GC_A_FLOATS 4096u   /* a group's weights as 4-row blocks (K x 4 floats each), on the stack */
+#define GC_A_FLOATS 4096u   /* the largest group weights (K x mg rounded to 4) the path takes; off[] holds its K */
 
 static void dw_post(float *y, const float *res, uint64_t n, int32_t act, float p0, float p1);
 
@@ -314,26 +314,35 @@ EP_NOINLINE static void gc_row(float *y, f32x4 c0, f32x4 c1, float bias, f32x4 l
   f32x4_store(y + 4, f32x4_min(f32x4_max(f32x4_add(c1, bv), lo), hi));
 }
 
-/* rows (<= 4) output channels x 8 virtual columns at y (channel stride ld); a: 4 weights per depth. */
-EP_NOINLINE static void gc_tile(float *y, uint32_t ld, uint32_t rows, const float *a, const float *b,
-                                const uint32_t *off, uint32_t K, const float *bias, f32x4 lo, f32x4 hi) {
+/* rows (<= 4) output channels x 8 virtual columns at y (channel stride ld). The weights are read in place from
+ * the GEMM's packed panels (EP_GEMM_MR rows, k-major): rows 0-1 at a01, rows 2-3 at a23, each pair within one panel
+ * (MR is even and tiles start on even rows), so no per-group repacking; a pair's row past mg is a panel's zero row. */
+_Static_assert(EP_GEMM_MR % 2 == 0, "row pairs of a tile must not straddle two panels");
+EP_NOINLINE static void gc_tile(float *y, uint32_t ld, uint32_t rows, const float *a01, const float *a23,
+                                const float *b, const uint32_t *off, uint32_t K, const float *bias, f32x4 lo,
+                                f32x4 hi) {
   f32x4 c0 = f32x4_zero(), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0, c6 = c0, c7 = c0;
-  for (uint32_t k = 0; k < K; k++, a += 4) {
+  for (uint32_t k = 0; k < K; k++, a01 += EP_GEMM_MR, a23 += EP_GEMM_MR) {
     const float *p = b + off[k];
     const f32x4 b0 = f32x4_load(p), b1 = f32x4_load(p + 4);
-    f32x4 w = f32x4_load_splat(a);
+    f32x4 w = f32x4_load_splat(a01);
     c0 = f32x4_fma(c0, w, b0); c1 = f32x4_fma(c1, w, b1);
-    w = f32x4_load_splat(a + 1);
+    w = f32x4_load_splat(a01 + 1);
     c2 = f32x4_fma(c2, w, b0); c3 = f32x4_fma(c3, w, b1);
-    w = f32x4_load_splat(a + 2);
+    w = f32x4_load_splat(a23);
     c4 = f32x4_fma(c4, w, b0); c5 = f32x4_fma(c5, w, b1);
-    w = f32x4_load_splat(a + 3);
+    w = f32x4_load_splat(a23 + 1);
     c6 = f32x4_fma(c6, w, b0); c7 = f32x4_fma(c7, w, b1);
   }
   gc_row(y, c0, c1, bias ? bias[0] : 0.0f, lo, hi);
   if (rows > 1) gc_row(y + ld, c2, c3, bias ? bias[1] : 0.0f, lo, hi);
   if (rows > 2) gc_row(y + 2 * ld, c4, c5, bias ? bias[2] : 0.0f, lo, hi);
   if (rows > 3) gc_row(y + 3 * ld, c6, c7, bias ? bias[3] : 0.0f, lo, hi);
+}
+
+/* Row m (even) of a group's packed weights pa: its panel, its lane. */
+static inline const float *gc_rows(const float *pa, uint32_t m, uint32_t K) {
+  return pa + (uint64_t)(m / EP_GEMM_MR) * K * EP_GEMM_MR + m % EP_GEMM_MR;
 }
 
 /* Input row xr (W floats) into the phases of padded row base (column u = pl + iw to phase u % sw, index u / sw;
@@ -380,24 +389,12 @@ EP_COLD static void gc_task(void *ctx, uint32_t t, uint32_t thread) {
   const int simple = !res && (act == EP_ACT_NONE || act == EP_ACT_RELU || act == EP_ACT_CLIP);
   const f32x4 lo = f32x4_splat(simple && act == EP_ACT_RELU ? 0.0f : simple && act == EP_ACT_CLIP ? p0 : -inf);
   const f32x4 hi = f32x4_splat(simple && act == EP_ACT_CLIP ? p1 : inf);
-  float a4[GC_A_FLOATS];
-  uint32_t a_group = 0xFFFFFFFFu;
   /* the pads: written by no item when the whole plane is one chunk; else each chunk's are its own */
   if (j->nch == 1) zero_f32(planes, (uint32_t)(cs * j->cg));
   for (uint32_t it = ep_chunk(j->items, j->parts, t); it < ep_chunk(j->items, j->parts, t + 1); it++) {
     const uint32_t b = it / (j->G * j->nch), gi = it / j->nch % j->G, oh0 = it % j->nch * j->R;
     const uint32_t rows = g->OH - oh0 < j->R ? g->OH - oh0 : j->R, nv = (rows - 1) * pw + OW;
-    if (gi != a_group) {   /* the group's 6-row panels as 4-row blocks, rows past mg zero */
-      const float *pa = w + gi * ep_gemm_packed_a_floats(mg, K);
-      zero_f32(a4, (mg + 3) / 4 * 4 * K);
-      for (uint32_t m = 0; m < mg; m++) {
-        const float *src = pa + (uint64_t)(m / EP_GEMM_MR) * K * EP_GEMM_MR + m % EP_GEMM_MR;
-        float *dst = a4 + (uint64_t)(m / 4) * K * 4 + m % 4;
-        EP_COMPACT_LOOP
-        for (uint32_t k = 0; k < K; k++) dst[4 * k] = src[EP_GEMM_MR * k];
-      }
-      a_group = gi;
-    }
+    const float *pa = w + gi * ep_gemm_packed_a_floats(mg, K);
     if (j->nch > 1) zero_f32(planes, (uint32_t)(cs * j->cg));
     const float *xg = x + ((uint64_t)b * g->C + (uint64_t)gi * j->cg) * hw;
     EP_COMPACT_LOOP
@@ -411,8 +408,9 @@ EP_COLD static void gc_task(void *ctx, uint32_t t, uint32_t thread) {
     EP_COMPACT_LOOP
     for (uint32_t v = 0; v < nv; v += EP_GEMM_NR)
       for (uint32_t m = 0; m < mg; m += 4)
-        gc_tile(yv + (uint64_t)m * j->ldv + v, j->ldv, mg - m < 4 ? mg - m : 4, a4 + (uint64_t)m * K, planes + v,
-                j->off, K, bias ? bias + (uint64_t)gi * mg + m : 0, lo, hi);
+        gc_tile(yv + (uint64_t)m * j->ldv + v, j->ldv, mg - m < 4 ? mg - m : 4, gc_rows(pa, m, K),
+                gc_rows(pa, mg - m > 2 ? m + 2 : m, K), planes + v, j->off, K, bias ? bias + (uint64_t)gi * mg + m : 0,
+                lo, hi);
     const uint64_t yoff = ((uint64_t)b * g->Cout + (uint64_t)gi * mg) * ohw + (uint64_t)oh0 * OW;
     float *y = ep_f32(n->out[0]) + yoff;
     EP_COMPACT_LOOP
