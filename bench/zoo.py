@@ -253,7 +253,9 @@ def threads_table(rows: list[dict], threads: int, mach: str) -> str:
     tail = [f"{len(alone)} models alone" + (f", geometric-mean speed-up of {threads} threads over our best 1-thread build: "
                                             f"{geomean(alone):.2f}x" if alone else ""),
             f"{len(beside)} models beside onnxruntime" + (f": {geomean(beside):.2f}x" if beside else "")]
-    return "\n".join(out) + "\n\n" + "; ".join(tail) + f"; geometric mean of the Amdahl bounds: {geomean(bounds):.2f}x ({mach})"
+    if bounds:
+        tail.append(f"geometric mean of the Amdahl bounds: {geomean(bounds):.2f}x")
+    return "\n".join(out) + "\n\n" + "; ".join(tail) + f" ({mach})"
 
 
 def serial_table(rows: list[dict], threads: int) -> str:
@@ -288,6 +290,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--atol", type=float, default=1e-4)
     ap.add_argument("--rtol", type=float, default=1e-3)
     ap.add_argument("--no-profile", action="store_true", help="skip the per-kernel profile")
+    ap.add_argument("--no-serial", action="store_true", help="with --threads N: skip the serial profiles (they need no "
+                    "idle machine: bench/serial_profile.py or --serial-only take them at any load)")
     ap.add_argument("--no-bounds", action="store_true", help="skip the ceilings and bounds (bench/bounds.py)")
     ap.add_argument("--stream-mb", type=int, default=0,
                     help="buffer the memory ceiling streams (default: 4x the last-level cache, at least 256 MB)")
@@ -360,7 +364,7 @@ def main(argv: list[str] | None = None) -> int:
         rep["model"] = label
         if "error" not in rep and not a.no_profile and not a.serial_only and not alone_only:
             rep["kernels"] = kernel_shares(bundle, feeds=feeds)
-        if "error" not in rep and a.threads > 1:
+        if "error" not in rep and a.threads > 1 and not a.no_serial:
             from bench.serial_profile import serial_profile
             try:
                 rep["serial"] = serial_profile(bundle, a.threads)
