@@ -20,7 +20,10 @@ over the larger bound, and whether 0.5x of onnxruntime-web's time is under the b
 one thread and issue 19's rule is: within 1.15x of the bound).
 --threads N (N > 1) adds edgepack's threaded build with N threads (onnxruntime-web and native then run N threads
 too) and prints its speed-up over our best 1-thread build, with each model's serial profile (bench/serial_profile.py:
-the share of 1-thread time in nodes that run on one thread, and the Amdahl bound it sets).
+the share of 1-thread time in nodes that run on one thread, and the Amdahl bound it sets). The speed-up is timed
+twice: beside onnxruntime (in that process, whose onnxruntime pools spin-wait after their runs) and alone (a second
+Node process running edgepack only: what a user gets); --threads-run alone|beside takes one, --ort-spin off turns
+onnxruntime's spinning off (docs/threads.md, "Measuring the speed-up").
 Installs the zoo extra (torchvision, timm, transformers) when missing."""
 from __future__ import annotations
 
