@@ -8,6 +8,9 @@
 //        [--inputs DIR]    (the inputs from DIR/io.json, as --save-io writes them, instead of seeded random ones)
 //        [--threads N]     (adds edgepack-threads.wasm with N threads; onnxruntime-web and native then use N threads
 //                           too: ort-web reads numThreads once per process, so 1- and N-thread ort-web cannot be mixed)
+//        [--ort-spin on|off] (off: onnxruntime-web's and native's intra-op threads do not spin-wait after their runs,
+//                           session option session.intra_op.allow_spinning = 0; default on, onnxruntime's default)
+//        [--pause MS]      (an idle pause of MS before each runtime's slice: another runtime's spinning threads stop)
 //        [--ceilings DIR] [--stream-mb 256]   (adds the machine's ceilings, bench/ceilings.mjs, to every round: the
 //                           FMA peak and the memory streaming rate of one wasm thread; DIR holds fma_peak.py's builds)
 //
@@ -27,7 +30,7 @@ const RELAXED_FLAG = '--experimental-wasm-relaxed-simd';
 
 function parseArgs(argv) {
   const a = { seconds: 3, rounds: 10, slice: 0.5, variants: 'simd,relaxed', ortWeb: true, native: true,
-    atol: 1e-4, rtol: 1e-3, json: null, saveIo: null, inputs: null, seed: 1, threads: 0, ceilings: null, streamMB: 256, pos: [] };
+    atol: 1e-4, rtol: 1e-3, json: null, saveIo: null, inputs: null, seed: 1, threads: 0, ceilings: null, streamMB: 256, ortSpin: true, pauseMs: 0, pos: [] };
   for (let i = 0; i < argv.length; i++) {
     const k = argv[i];
     const val = () => { if (i + 1 >= argv.length) throw new Error(`${k} needs a value`); return argv[++i]; };
@@ -44,6 +47,11 @@ function parseArgs(argv) {
     else if (k === '--inputs') a.inputs = val();
     else if (k === '--ceilings') a.ceilings = val();
     else if (k === '--stream-mb') a.streamMB = Number(val());
+    else if (k === '--ort-spin') {
+      const v = val();
+      if (v !== 'on' && v !== 'off') throw new Error(`--ort-spin takes on or off, not ${v}`);
+      a.ortSpin = v === 'on';
+    } else if (k === '--pause') a.pauseMs = Number(val());
     else if (k === '--no-ort-web') a.ortWeb = false;
     else if (k === '--no-native') a.native = false;
     else if (k === '-h' || k === '--help') { console.log(usage()); process.exit(0); }
@@ -51,11 +59,12 @@ function parseArgs(argv) {
     else a.pos.push(k);
   }
   if (a.pos.length !== 2) throw new Error(usage());
+  if (!(Number.isFinite(a.pauseMs) && a.pauseMs >= 0)) throw new Error(`--pause takes milliseconds >= 0`);
   return a;
 }
 const usage = () => 'usage: node node_bench.mjs MODEL.onnx BUNDLE_DIR [--seconds S] [--rounds R] [--slice S] ' +
   '[--variants simd,relaxed,scalar] [--no-ort-web] [--no-native] [--atol A] [--rtol R] [--seed N] [--json OUT] [--save-io DIR] [--inputs DIR] [--threads N] ' +
-  '[--ceilings DIR] [--stream-mb MB]';
+  '[--ort-spin on|off] [--pause MS] [--ceilings DIR] [--stream-mb MB]';
 
 /** Node 20 hides relaxed SIMD behind a flag: re-run this script once with it (not if the flag is unknown). */
 function maybeReexec() {
@@ -116,7 +125,11 @@ async function ortModelBytes(modelPath) {
 
 const ORT_TYPES = { float32: 'float32', int64: 'int64', int32: 'int32', bool: 'bool' };
 
-async function ortWebRunner(modelPath, inputs, threads) {
+/** onnxruntime's session config entry that stops its intra-op pool spin-waiting for work after a run (both runtimes
+ * read `extra` as config entries); absent = onnxruntime's default, spinning. */
+const noSpin = (spin) => (spin ? {} : { extra: { session: { intra_op: { allow_spinning: '0' } } } });
+
+async function ortWebRunner(modelPath, inputs, threads, spin = true) {
   const ort = await import('onnxruntime-web').catch((e) => {
     throw new Error(`onnxruntime-web not installed (run \`npm install\` in bench/): ${e.message}`);
   });
@@ -125,13 +138,13 @@ async function ortWebRunner(modelPath, inputs, threads) {
   ort.env.wasm.proxy = false;
   ort.env.wasm.wasmPaths = pathToFileURL(path.join(HERE, 'node_modules/onnxruntime-web/dist/')).href;
   ort.env.logLevel = 'error';
-  const sess = await ort.InferenceSession.create(await ortModelBytes(modelPath), { executionProviders: ['wasm'], graphOptimizationLevel: 'all' });
+  const sess = await ort.InferenceSession.create(await ortModelBytes(modelPath), { executionProviders: ['wasm'], graphOptimizationLevel: 'all', ...noSpin(spin) });
   const feeds = Object.fromEntries(Object.entries(inputs).map(([k, t]) => [k, new ort.Tensor(ORT_TYPES[t.dtype], t.data, t.dims)]));
-  return { name: 'ort-web', version: ort.env.versions?.web, detail: `wasm backend, numThreads=${threads}, SIMD`,
+  return { name: 'ort-web', version: ort.env.versions?.web, detail: `wasm backend, numThreads=${threads}, SIMD${spin ? '' : ', no spinning'}`,
     run: () => sess.run(feeds), close: () => sess.release() };
 }
 
-async function nativeRunner(modelPath, inputs, threads) {
+async function nativeRunner(modelPath, inputs, threads, spin = true) {
   let ort;
   try {
     ort = createRequire(import.meta.url)('onnxruntime-node');
@@ -139,9 +152,9 @@ async function nativeRunner(modelPath, inputs, threads) {
     return { unavailable: `onnxruntime-node not loadable: ${String(e.message).split('\n')[0]}` };
   }
   const sess = await ort.InferenceSession.create(await ortModelBytes(modelPath), { executionProviders: ['cpu'], intraOpNumThreads: threads,
-    interOpNumThreads: 1, executionMode: 'sequential', graphOptimizationLevel: 'all' });
+    interOpNumThreads: 1, executionMode: 'sequential', graphOptimizationLevel: 'all', ...noSpin(spin) });
   const feeds = Object.fromEntries(Object.entries(inputs).map(([k, t]) => [k, new ort.Tensor(ORT_TYPES[t.dtype], t.data, t.dims)]));
-  return { name: 'native', version: ort.env?.versions?.node, detail: `onnxruntime-node CPU, intraOpNumThreads=${threads}`,
+  return { name: 'native', version: ort.env?.versions?.node, detail: `onnxruntime-node CPU, intraOpNumThreads=${threads}${spin ? '' : ', no spinning'}`,
     run: () => sess.run(feeds), close: () => sess.release() };
 }
 
@@ -232,9 +245,9 @@ async function main() {
   }
   if (a.threads > 0) runners.push(await edgepackRunner(bundle, 'threads', inputs, a.threads));
   const others = Math.max(1, a.threads);
-  if (a.ortWeb) runners.push(await ortWebRunner(modelPath, inputs, others));
+  if (a.ortWeb) runners.push(await ortWebRunner(modelPath, inputs, others, a.ortSpin));
   if (a.native) {
-    const r = await nativeRunner(modelPath, inputs, others);
+    const r = await nativeRunner(modelPath, inputs, others, a.ortSpin);
     if (r.unavailable) skipped.native = r.unavailable; else runners.push(r);
   }
 
@@ -275,6 +288,7 @@ async function main() {
     for (const r of timed) {
       const xs = [];
       const cs = [];
+      if (a.pauseMs) await new Promise((res) => setTimeout(res, a.pauseMs));
       await timeFor(r, a.slice, xs, cs);
       for (const x of xs) samples[r.name].push(x);
       for (const x of cs) cpuSamples[r.name].push(x);
@@ -332,7 +346,8 @@ async function main() {
     model: manifest.name, model_path: modelPath, bundle, inputs: manifest.inputs.map(({ name, dtype, shape }) => ({ name, dtype, shape })),
     reference: ref, max_abs_diff: maxDiff, runtimes: per, ratios, skipped,
     cpu_round_ms: Object.fromEntries(runners.map((r) => [r.name, cpuRoundMedians[r.name]])), ceilings,
-    settings: { warmup_s: a.seconds, rounds: a.rounds, slice_s: a.slice, seed: a.seed, threads: a.threads, ...(a.ceilings ? { stream_mb: a.streamMB } : {}) },
+    settings: { warmup_s: a.seconds, rounds: a.rounds, slice_s: a.slice, seed: a.seed, threads: a.threads, ort_spin: a.ortSpin, pause_ms: a.pauseMs,
+      runtimes: runners.map((r) => r.name), ...(a.ceilings ? { stream_mb: a.streamMB } : {}) },
     machine: { cpu: os.cpus()[0]?.model, cores: os.cpus().length, node: process.version, platform: `${os.platform()}-${os.arch()}`,
       wasm_best_variant: best },
   };

@@ -28,7 +28,7 @@ def amdahl(serial_share: float, threads: int) -> float:
 
 def serial_profile(bundle: Path, threads: int = 2, rounds: int = 9) -> dict:
     """{'serial_share', 'bound', 'serial_kinds': {kind: share of the 1-thread time}, 'total_ms', 'nodes': [...]}"""
-    r = subprocess.run(["node", str(REPO / "bench" / "serial_profile.mjs"), str(bundle), "--threads", str(threads),
+    r = subprocess.run(["node", str(REPO / "bench" / "serial_profile.mjs"), str(bundle.resolve()), "--threads", str(threads),
                         "--rounds", str(rounds)], capture_output=True, text=True, cwd=REPO / "bench", timeout=1800)
     if r.returncode != 0:
         raise RuntimeError(f"serial_profile.mjs failed: {(r.stderr.strip().splitlines() or ['?'])[-1]}")

@@ -20,7 +20,10 @@ over the larger bound, and whether 0.5x of onnxruntime-web's time is under the b
 one thread and issue 19's rule is: within 1.15x of the bound).
 --threads N (N > 1) adds edgepack's threaded build with N threads (onnxruntime-web and native then run N threads
 too) and prints its speed-up over our best 1-thread build, with each model's serial profile (bench/serial_profile.py:
-the share of 1-thread time in nodes that run on one thread, and the Amdahl bound it sets).
+the share of 1-thread time in nodes that run on one thread, and the Amdahl bound it sets). The speed-up is timed
+twice: beside onnxruntime (in that process, whose onnxruntime pools spin-wait after their runs) and alone (a second
+Node process running edgepack only: what a user gets); --threads-run alone|beside takes one, --ort-spin off turns
+onnxruntime's spinning off (docs/threads.md, "Measuring the speed-up").
 Installs the zoo extra (torchvision, timm, transformers) when missing."""
 from __future__ import annotations
 
@@ -119,6 +122,22 @@ def kernel_shares(bundle: Path, runs: int = 10, feeds: dict[str, np.ndarray] | N
     return {k: v / total for k, v in sorted(by.items(), key=lambda kv: -kv[1])}
 
 
+def alone_run(label: str, model: Path, bundle: Path, a: argparse.Namespace, flags: list[str], inputs: Path | None) -> dict:
+    """node_bench.mjs on `bundle` in a Node process of its own that runs edgepack only (its 1-thread builds and its
+    threaded build, interleaved; no onnxruntime, whose pools would share the cores): what a user running edgepack
+    gets. On `inputs` (a node_bench --save-io directory) if given. The threaded build is checked against the
+    1-thread SIMD build's outputs before timing."""
+    report = run.BUNDLES_DIR / f"zoo_{label}.alone.json"
+    cmd = ["node", *flags, str(BENCH / "node_bench.mjs"), str(model), str(bundle), "--seconds", str(a.seconds),
+           "--rounds", str(a.rounds), "--slice", str(a.slice), "--variants", a.variants, "--threads", str(a.threads),
+           "--no-ort-web", "--no-native", "--json", str(report), "--atol", str(a.atol), "--rtol", str(a.rtol)] \
+        + (["--inputs", str(inputs)] if inputs else [])
+    print("[zoo] " + " ".join(cmd), file=sys.stderr)
+    if subprocess.run(cmd, cwd=BENCH).returncode != 0:
+        return {"error": "node_bench.mjs (edgepack alone) failed"}
+    return json.loads(report.read_text())
+
+
 def geomean(xs: list[float]) -> float:
     return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else float("nan")
 
@@ -195,19 +214,51 @@ def bounds_row(rep: dict, model: Path, bundle: Path, cache_bytes: int) -> dict:
                                             cache_bytes)}
 
 
+def speedup(rep: dict | None) -> dict:
+    """The threaded build's paired speed-up over our best 1-thread build in one node_bench report ({} if none)."""
+    if not rep or "error" in rep:
+        return {}
+    one = run.best_edgepack(rep)
+    return {**rep["ratios"][f"{one}/edgepack-threads"], "one": one, "one_ms": rep["runtimes"][one]["median_ms"],
+            "threads_ms": rep["runtimes"]["edgepack-threads"]["median_ms"]} \
+        if one and f"{one}/edgepack-threads" in rep.get("ratios", {}) else {}
+
+
 def threads_table(rows: list[dict], threads: int, mach: str) -> str:
-    """bench/run.py's threaded table with the serial profile's columns; geometric mean of the speed-ups."""
-    prof = lambda r: r.get("serial") or {}  # noqa: E731
-    spread = lambda r: r["ratios"].get(f"{run.best_edgepack(r)}/edgepack-threads", {})  # noqa: E731
-    md = run.threads_table(rows, threads, mach, extra=("speed-up per round (min-max)", "serial share", "Amdahl bound", "serial kernels"), cells=lambda r: [
-        f"{spread(r)['paired_min']:.2f}-{spread(r)['paired_max']:.2f}" if "paired_min" in spread(r) else "",
-        f"{prof(r)['serial_share']:.1%}" if prof(r) else "", f"{prof(r)['bound']:.2f}" if prof(r) else "",
-        ", ".join(f"{k} {v:.1%}" for k, v in list(prof(r).get("serial_kinds", {}).items())[:3])])
-    ups = [r["ratios"][f"{run.best_edgepack(r)}/edgepack-threads"]["paired_median"] for r in rows
-           if f"{run.best_edgepack(r)}/edgepack-threads" in r.get("ratios", {})]
-    bounds = [prof(r)["bound"] for r in rows if prof(r)]
-    return md + (f"\n\n{len(ups)} models; geometric-mean speed-up of {threads} threads over our best 1-thread build: "
-                 f"{geomean(ups):.2f}x; geometric mean of the Amdahl bounds: {geomean(bounds):.2f}x ({mach})")
+    """Per model the threaded build's speed-up over our best 1-thread build measured twice: alone (a Node process
+    running edgepack only, as a user does) and beside onnxruntime (the process that also runs onnxruntime-web and
+    native with N threads, interleaved: their pools' threads spin-wait after their runs); each with its rounds'
+    min-max, the others' times at N threads and the serial profile; geometric means of both speed-ups."""
+    ms = lambda x: f"{x:.2f}"  # noqa: E731
+    spread = lambda u: f"{u['paired_min']:.2f}-{u['paired_max']:.2f}" if "paired_min" in u else ""  # noqa: E731
+    out = [f"| model | edgepack 1 thread ms | edgepack {threads} threads ms | speed-up alone | per round (min-max) | "
+           f"speed-up beside onnxruntime | per round (min-max) | ort-web {threads} threads ms | threads/ort-web | "
+           f"native {threads} threads ms | threads/native | serial share | Amdahl bound | serial kernels | machine |",
+           "|---" * 15 + "|"]
+    for r in rows:
+        alone, beside = speedup(r.get("alone")), speedup(r if "ratios" in r else None)
+        first = alone or beside
+        if "error" in r or not first:
+            out.append(f"| {r['model']} | {r.get('error', 'no threaded run')} |" + " |" * 12 + f" {mach} |")
+            continue
+        rt, ra, prof = r.get("runtimes", {}), r.get("ratios", {}), r.get("serial") or {}
+        f = lambda k: ms(rt[k]["median_ms"]) if k in rt else "n/a"  # noqa: E731
+        q = lambda k: f"{ra[k]['paired_median']:.2f}" if k in ra else "n/a"  # noqa: E731
+        out.append(f"| {r['model']} | {ms(first['one_ms'])} ({first['one'].removeprefix('edgepack-')}) | {ms(first['threads_ms'])} | "
+                   + (f"{alone['paired_median']:.2f} | {spread(alone)} | " if alone else "n/a | | ")
+                   + (f"{beside['paired_median']:.2f} | {spread(beside)} | " if beside else "n/a | | ")
+                   + f"{f('ort-web')} | {q('edgepack-threads/ort-web')} | {f('native')} | {q('edgepack-threads/native')} | "
+                   + (f"{prof['serial_share']:.1%} | {prof['bound']:.2f} | " if prof else " |  | ")
+                   + ", ".join(f"{k} {v:.1%}" for k, v in list(prof.get("serial_kinds", {}).items())[:3]) + f" | {mach} |")
+    geo = lambda key: [speedup(r.get("alone") if key == "alone" else r if "ratios" in r else None).get("paired_median") for r in rows]  # noqa: E731
+    alone, beside = ([x for x in geo(k) if x] for k in ("alone", "beside"))
+    bounds = [r["serial"]["bound"] for r in rows if r.get("serial")]
+    tail = [f"{len(alone)} models alone" + (f", geometric-mean speed-up of {threads} threads over our best 1-thread build: "
+                                            f"{geomean(alone):.2f}x" if alone else ""),
+            f"{len(beside)} models beside onnxruntime" + (f": {geomean(beside):.2f}x" if beside else "")]
+    if bounds:
+        tail.append(f"geometric mean of the Amdahl bounds: {geomean(bounds):.2f}x")
+    return "\n".join(out) + "\n\n" + "; ".join(tail) + f" ({mach})"
 
 
 def serial_table(rows: list[dict], threads: int) -> str:
@@ -233,9 +284,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--slice", type=float, default=0.3)
     ap.add_argument("--variants", default="simd,relaxed")
     ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--threads-run", choices=("both", "alone", "beside"), default="both",
+                    help="with --threads N: time the speed-up in a process running edgepack alone, beside onnxruntime "
+                         "(the process comparing with onnxruntime at N threads), or both (default)")
+    ap.add_argument("--ort-spin", choices=("on", "off"), default="on",
+                    help="onnxruntime's intra-op threads spin-wait after a run (on: its default) or not")
+    ap.add_argument("--pause", type=float, default=0.0, metavar="MS", help="idle pause before each runtime's slice")
     ap.add_argument("--atol", type=float, default=1e-4)
     ap.add_argument("--rtol", type=float, default=1e-3)
     ap.add_argument("--no-profile", action="store_true", help="skip the per-kernel profile")
+    ap.add_argument("--no-serial", action="store_true", help="with --threads N: skip the serial profiles (they need no "
+                    "idle machine: bench/serial_profile.py or --serial-only take them at any load)")
     ap.add_argument("--no-bounds", action="store_true", help="skip the ceilings and bounds (bench/bounds.py)")
     ap.add_argument("--stream-mb", type=int, default=0,
                     help="buffer the memory ceiling streams (default: 4x the last-level cache, at least 256 MB)")
@@ -244,6 +303,9 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     if a.serial_only and a.threads < 2:
         raise SystemExit("--serial-only profiles a threaded run: give --threads N (N > 1)")
+    if a.threads_run != "both" and a.threads < 2:
+        raise SystemExit("--threads-run chooses how the threaded build is timed: give --threads N (N > 1)")
+    alone_only = a.threads > 1 and a.threads_run == "alone"
     a.native = "node"
     ensure_deps()
     from bench.models.registry import ZOO_NAMES
@@ -281,26 +343,31 @@ def main(argv: list[str] | None = None) -> int:
             p = PUBLISHED[label]
             feeds, kw = p.feeds(path), {"input_shapes": p.input_shapes or None, "constants": p.constants or None}
         bundle = run.BUNDLES_DIR / f"zoo_{label}"
-        if a.serial_only:
+        if a.serial_only or alone_only:
             from packager import package
             try:
                 package(path, out=bundle, dynamic=False, verify=False, **kw)
                 rep = {"model": label}
             except Exception as e:  # noqa: BLE001 - a row, not the end of the run
                 rep = {"model": label, "error": f"packaging failed: {str(e).splitlines()[0][:120]}"}
+            if alone_only and "error" not in rep:
+                rep["alone"] = alone_run(label, path, bundle, opts, flags,
+                                         run.write_inputs(run.BUNDLES_DIR / f"zoo_{label}.in", feeds) if feeds else None)
         else:
             bounded = with_bounds and not label.endswith("_int8")   # the float32 ceiling does not bound int8 kernels
             rep = run.bench_model(f"zoo_{label}", opts, flags, model=path, package_kwargs=kw, inputs=feeds,
-                                  node_args=ceilings if bounded else None)
+                                  node_args=(ceilings if bounded else []) + ["--ort-spin", a.ort_spin, "--pause", str(a.pause)])
+            if a.threads > 1 and a.threads_run == "both" and "error" not in rep:   # the same bundle and inputs
+                rep["alone"] = alone_run(label, path, bundle, opts, flags, run.BUNDLES_DIR / f"zoo_{label}.io")
             if bounded and "error" not in rep:
                 try:
                     rep["bounds"] = bounds_row(rep, path, bundle, cache)
                 except Exception as e:  # noqa: BLE001 - a model whose work cannot be counted still has its timing row
                     rep["bounds_error"] = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
         rep["model"] = label
-        if "error" not in rep and not a.no_profile and not a.serial_only:
+        if "error" not in rep and not a.no_profile and not a.serial_only and not alone_only:
             rep["kernels"] = kernel_shares(bundle, feeds=feeds)
-        if "error" not in rep and a.threads > 1:
+        if "error" not in rep and a.threads > 1 and not a.no_serial:
             from bench.serial_profile import serial_profile
             try:
                 rep["serial"] = serial_profile(bundle, a.threads)
@@ -312,7 +379,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{label}: " + (summary(rep["serial"]) if "serial" in rep else rep.get("error") or rep["serial_error"]),
                   file=sys.stderr)
             continue
-        print(table(rows[-1:], mach).splitlines()[2], file=sys.stderr)
+        print((threads_table(rows[-1:], a.threads, mach.replace("1 thread", f"{a.threads} threads")) if a.threads > 1
+               else table(rows[-1:], mach)).splitlines()[2],
+              file=sys.stderr)
         if "bounds" in rep:
             print(bounds_table(rows[-1:], cache, mach).splitlines()[2], file=sys.stderr)
     # with N threads, onnxruntime-web and native ran N threads: the 1-thread table's ratios would compare unlike runs
