@@ -596,6 +596,35 @@ EP_COLD static void att_softmax(void *ctx, uint64_t b, uint64_t e) {
   }
 }
 
+/* out[0, N) = x[0, K) times B (K rows of N floats, ldb apart): each row of B scaled by its x and added, 32 columns
+ * (8 accumulators) at a time, then 4, then one. The same sums in the same order as the tiles' (over k, per column).
+ * One query row (a decoder's token step) against the KV cache needs no packing: B is read where it is. */
+static void row_times(const float *x, uint32_t K, const float *B, uint32_t ldb, uint32_t N, float *out) {
+  uint32_t j = 0;
+#if !EP_ISA_SCALAR   /* speed only (the scalar build's size): the element loop below does the same */
+  for (; j + 32 <= N; j += 32) {
+    f32x4 s[8];
+    for (uint32_t v = 0; v < 8; v++) s[v] = f32x4_zero();
+    for (uint32_t k = 0; k < K; k++) {
+      const float *b = B + (uint64_t)k * ldb + j;
+      const f32x4 xk = f32x4_splat(x[k]);
+      for (uint32_t v = 0; v < 8; v++) s[v] = f32x4_fma(s[v], xk, f32x4_load(b + 4 * v));
+    }
+    for (uint32_t v = 0; v < 8; v++) f32x4_store(out + j + 4 * v, s[v]);
+  }
+  for (; j + 4 <= N; j += 4) {
+    f32x4 s0 = f32x4_zero();
+    for (uint32_t k = 0; k < K; k++) s0 = f32x4_fma(s0, f32x4_splat(x[k]), f32x4_load(B + (uint64_t)k * ldb + j));
+    f32x4_store(out + j, s0);
+  }
+#endif
+  EP_COMPACT_LOOP for (; j < N; j++) {
+    float acc = 0.0f;
+    for (uint32_t k = 0; k < K; k++) acc += x[k] * B[(uint64_t)k * ldb + j];
+    out[j] = acc;
+  }
+}
+
 /* Per batch: Kt and V into panels once; per block of R query rows: scores = Q_block Kt into the scratch (R x Lk,
  * cache-resident where the unfused graph writes and rereads Lq x Lk per head), scale, mask + softmax, then
  * block x V straight into Y. Same tiles and sums as MATMUL, same softmax row as SOFTMAX. */
@@ -619,6 +648,14 @@ EP_COLD ep_status ep_run_ATTENTION(const ep_node *n) {   /* size: its loops are 
   for (uint64_t bi = 0; bi < batches; bi++) {
     const float *q = ep_f32(n->in[0]) + bi * Lq * D;
     float *y = ep_f32(ty) + bi * Lq * Dv;
+    if (Lq == 1) {   /* one query row: scores = q Kt, then P V, with Kt and V read in place */
+      row_times(q, D, ep_f32(n->in[1]) + bi * D * Lk, Lk, Lk, s);
+      rj.g = (uint32_t)bi;
+      rj.lim = lim;
+      att_softmax(&rj, 0, 1);
+      row_times(s, Lk, ep_f32(n->in[2]) + bi * Lk * Dv, Dv, Dv, y);
+      continue;
+    }
     pack_b(D, Lk, ep_f32(n->in[1]) + bi * D * Lk, kp);
     pack_b(Lk, Dv, ep_f32(n->in[2]) + bi * Lk * Dv, vp);
     for (uint32_t m0 = 0; m0 < Lq; m0 += R) {
