@@ -49,6 +49,10 @@ def _kernels(path) -> list[str]:
 
 @pytest.mark.parametrize("shape,scale", [((1, 3, 19, 23, 20, 9), "div"), ((2, 2, 30, 3000, 8, 16), "mul"),
                                          ((1, 2, 5, 7, 4, 5), "none"), ((1, 1, 13, 17, 6, 3), "mul_first"),
+                                         # one query row (matmul.c row_times): GPT-2's step; 32 + 4 + 1 keys and
+                                         # 32 + 3 values; 3 keys (element loop only)
+                                         ((1, 12, 1, 128, 64, 64), "div"), ((2, 3, 1, 37, 9, 35), "mul"),
+                                         ((1, 2, 1, 3, 5, 3), "none"),
                                          ((1, 1, 5000, 4, 8, 8), "div")])
 @pytest.mark.parametrize("optimize", [True, False])
 def test_attention_is_one_kernel(shape: tuple, scale: str, optimize: bool, tmp_path) -> None:
@@ -252,6 +256,19 @@ def test_mask_input(masks: list, mask_dims: list, tmp_path) -> None:
     node = next(n for n in plan.nodes if n.op == Op.ATTENTION)
     assert len(node.inputs) == 4 and list(plan.tensors[node.inputs[3]].dims) == mask_dims
     assert len(node.params) == (6 if any(k[1] == "tri" for k in masks) else 3)
+    _run_all(m, path)
+
+
+@pytest.mark.parametrize("masks", [
+    [("add", "pad", (2, 1, 1, 37))],                                      # a padding mask, fed
+    [("add", "tri", _tri(1, 37, -3, LOWEST)), ("add", "pad", (2, 1, 1, 37))],   # causal past the diagonal + padding
+    [("add", "tri", _tri(1, 37, -37, float("-inf")))],                    # every key masked: NaN, as onnxruntime
+])
+def test_one_query_row_masked(masks: list, tmp_path) -> None:
+    # a token step against a KV cache (Lq = 1: matmul.c row_times, no panels), with the masks it can carry
+    m = _graph_masked(masks, lq=1, lk=37)
+    path = package(m, target="web", out=tmp_path / "b", verify=False)
+    assert "SOFTMAX" not in _kernels(path) and "ATTENTION" in _kernels(path)
     _run_all(m, path)
 
 

@@ -397,6 +397,43 @@ def test_matmul_one_row_gemv(sa, fused, tmp_path, monkeypatch):
     assert gemm.params[1] == 1 and gemm.inputs[1] == gather.inputs[0]   # transB, and the table stored once
 
 
+# The GEMV's four streams (matmul.c gemv_task: rows i, i + Q, i + 2Q, i + 3Q of a chunk, Q = rows // 4, then the
+# chunk's last 0-3 rows one by one): fewer than four rows (no stream pass), N mod 4 = 0..3, K below one 8-float
+# step, K mod 8 in the 4-float and scalar tails; a column bias and relu through the epilogue.
+GEMV_SHAPES = [(1, 5), (3, 8), (4, 1), (5, 9), (8, 4), (13, 12), (66, 37), (67, 771), (300, 16)]
+
+
+def _gemv_model(n: int, k: int, seed: int = 11):
+    rng = np.random.default_rng(seed + n * 1000 + k)
+    a = rng.standard_normal((1, k)).astype(np.float32)
+    w = rng.standard_normal((k, n)).astype(np.float32)
+    c = rng.standard_normal(n).astype(np.float32)
+    nodes = [helper.make_node("Gemm", ["a", "w", "c"], ["g"]), helper.make_node("Relu", ["g"], ["y"])]
+    mod = _model(nodes, [_vi("a", a.shape)], [_vi("y", (1, n))],
+                 [onnx.numpy_helper.from_array(w, "w"), onnx.numpy_helper.from_array(c, "c")])
+    return mod, {"a": a}, {"y": np.maximum(a.astype(np.float64) @ w + c, 0).astype(np.float32)}
+
+
+@pytest.mark.parametrize("n,k", GEMV_SHAPES)
+def test_gemv_streams(n, k, tmp_path):
+    mod, feeds, want = _gemv_model(n, k)
+    out = _run_all_variants(mod, feeds, tmp_path, want=want)
+    (gemm,) = [nd for nd in layout.decode((out / "model.plan").read_bytes()).nodes if nd.op == Op.GEMM]
+    assert gemm.params[1] == 1   # B stored as [N, K]: the GEMV path
+
+
+def test_gemv_streams_threads(tmp_path):
+    # 2 threads: 8 chunks of N, each read as four streams of its own (chunks of 37-38 rows, K with a tail)
+    from .test_web_node import RELAXED_FLAG, _node_major, _node_run, _outputs
+    if _node_major() < 20:
+        pytest.skip("needs Node >= 20")
+    mod, feeds, want = _gemv_model(301, 45)
+    path = package(mod, target="web", out=tmp_path / "b", verify=False)
+    res = _node_run(tmp_path / "n", path, feeds, "auto", options={"threads": 2}, node_flags=(RELAXED_FLAG,))
+    assert res["variant"].startswith("threads")
+    np.testing.assert_allclose(_outputs(res)["y"], want["y"], rtol=TOL, atol=TOL)
+
+
 @pytest.mark.parametrize("sc,attrs", [((40,), dict(alpha=0.5, beta=2.0)), ((19, 1), dict(beta=-1.0)), ((19, 40), {}),
                                       ((1,), dict(alpha=-2.0))])
 def test_gemm_tile_epilogues(sc, attrs, tmp_path):

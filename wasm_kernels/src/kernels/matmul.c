@@ -300,23 +300,48 @@ typedef struct {
   const ep_gemm_epi *e;
 } gemv_job;
 
-/* Outputs of chunk t of a GEMV with B as [N, K] rows: one dot product over contiguous K per output. */
+/* Outputs of chunk t of a GEMV with B as [N, K] rows: one dot product over contiguous K per output. The chunk's
+ * rows are taken four at a time, one from each quarter of it, so four weight streams far apart are in flight: one
+ * wasm thread reads memory faster from four such streams than from one (and slower from adjacent rows, whose
+ * accesses interleave within a few pages): docs/transformer.md, session 19. Two accumulators per row. */
 static void gemv_task(void *ctx, uint32_t t, uint32_t thread) {
   (void)thread;
   const gemv_job *g = (const gemv_job *)ctx;
-  for (uint32_t n = ep_chunk(g->N, g->parts, t); n < ep_chunk(g->N, g->parts, t + 1); n++) {
-    const float *a = g->a, *b = g->b + (uint64_t)n * g->K;
-    f32x4 s0 = f32x4_zero(), s1 = s0, s2 = s0, s3 = s0;
+  const uint32_t n0 = ep_chunk(g->N, g->parts, t), n1 = ep_chunk(g->N, g->parts, t + 1), K = g->K;
+  const uint32_t Q = (n1 - n0) / 4u;
+  const uint64_t qs = (uint64_t)Q * K;   /* floats between the four streams */
+  const float *a = g->a;
+  for (uint32_t i = 0; i < Q; i++) {
+    const float *b = g->b + (uint64_t)(n0 + i) * K;
+    f32x4 s[8];
+    for (uint32_t j = 0; j < 8; j++) s[j] = f32x4_zero();
     uint32_t k = 0;
-    for (; k + 16 <= g->K; k += 16) {
-      s0 = f32x4_fma(s0, f32x4_load(a + k), f32x4_load(b + k));
-      s1 = f32x4_fma(s1, f32x4_load(a + k + 4), f32x4_load(b + k + 4));
-      s2 = f32x4_fma(s2, f32x4_load(a + k + 8), f32x4_load(b + k + 8));
-      s3 = f32x4_fma(s3, f32x4_load(a + k + 12), f32x4_load(b + k + 12));
+    for (; k + 8 <= K; k += 8) {
+      const f32x4 x0 = f32x4_load(a + k), x1 = f32x4_load(a + k + 4);
+      s[0] = f32x4_fma(s[0], x0, f32x4_load(b + k));
+      s[1] = f32x4_fma(s[1], x1, f32x4_load(b + k + 4));
+      s[2] = f32x4_fma(s[2], x0, f32x4_load(b + qs + k));
+      s[3] = f32x4_fma(s[3], x1, f32x4_load(b + qs + k + 4));
+      s[4] = f32x4_fma(s[4], x0, f32x4_load(b + 2 * qs + k));
+      s[5] = f32x4_fma(s[5], x1, f32x4_load(b + 2 * qs + k + 4));
+      s[6] = f32x4_fma(s[6], x0, f32x4_load(b + 3 * qs + k));
+      s[7] = f32x4_fma(s[7], x1, f32x4_load(b + 3 * qs + k + 4));
     }
-    for (; k + 4 <= g->K; k += 4) s0 = f32x4_fma(s0, f32x4_load(a + k), f32x4_load(b + k));
-    float acc = f32x4_hsum(f32x4_add(f32x4_add(s0, s1), f32x4_add(s2, s3)));
-    for (; k < g->K; k++) acc += a[k] * b[k];
+    for (uint32_t j = 0; j < 4; j++) {
+      const float *bj = b + j * qs;
+      float acc = f32x4_hsum(f32x4_add(s[2 * j], s[2 * j + 1]));
+      EP_COMPACT_LOOP for (uint32_t kk = k; kk < K; kk++) acc += a[kk] * bj[kk];
+      const uint32_t n = n0 + i + j * Q;
+      g->y[n] = ep_gemm_epi_scalar(g->e, acc, 0, n);
+    }
+  }
+  for (uint32_t n = n0 + 4 * Q; n < n1; n++) {   /* the chunk's last 0-3 rows */
+    const float *b = g->b + (uint64_t)n * K;
+    f32x4 s0 = f32x4_zero();
+    uint32_t k = 0;
+    for (; k + 4 <= K; k += 4) s0 = f32x4_fma(s0, f32x4_load(a + k), f32x4_load(b + k));
+    float acc = f32x4_hsum(s0);
+    EP_COMPACT_LOOP for (; k < K; k++) acc += a[k] * b[k];
     g->y[n] = ep_gemm_epi_scalar(g->e, acc, 0, n);
   }
 }
@@ -571,6 +596,35 @@ EP_COLD static void att_softmax(void *ctx, uint64_t b, uint64_t e) {
   }
 }
 
+/* out[0, N) = x[0, K) times B (K rows of N floats, ldb apart): each row of B scaled by its x and added, 32 columns
+ * (8 accumulators) at a time, then 4, then one. The same sums in the same order as the tiles' (over k, per column).
+ * One query row (a decoder's token step) against the KV cache needs no packing: B is read where it is. */
+static void row_times(const float *x, uint32_t K, const float *B, uint32_t ldb, uint32_t N, float *out) {
+  uint32_t j = 0;
+#if !EP_ISA_SCALAR   /* speed only (the scalar build's size): the element loop below does the same */
+  for (; j + 32 <= N; j += 32) {
+    f32x4 s[8];
+    for (uint32_t v = 0; v < 8; v++) s[v] = f32x4_zero();
+    for (uint32_t k = 0; k < K; k++) {
+      const float *b = B + (uint64_t)k * ldb + j;
+      const f32x4 xk = f32x4_splat(x[k]);
+      for (uint32_t v = 0; v < 8; v++) s[v] = f32x4_fma(s[v], xk, f32x4_load(b + 4 * v));
+    }
+    for (uint32_t v = 0; v < 8; v++) f32x4_store(out + j + 4 * v, s[v]);
+  }
+  for (; j + 4 <= N; j += 4) {
+    f32x4 s0 = f32x4_zero();
+    for (uint32_t k = 0; k < K; k++) s0 = f32x4_fma(s0, f32x4_splat(x[k]), f32x4_load(B + (uint64_t)k * ldb + j));
+    f32x4_store(out + j, s0);
+  }
+#endif
+  EP_COMPACT_LOOP for (; j < N; j++) {
+    float acc = 0.0f;
+    for (uint32_t k = 0; k < K; k++) acc += x[k] * B[(uint64_t)k * ldb + j];
+    out[j] = acc;
+  }
+}
+
 /* Per batch: Kt and V into panels once; per block of R query rows: scores = Q_block Kt into the scratch (R x Lk,
  * cache-resident where the unfused graph writes and rereads Lq x Lk per head), scale, mask + softmax, then
  * block x V straight into Y. Same tiles and sums as MATMUL, same softmax row as SOFTMAX. */
@@ -594,6 +648,14 @@ EP_COLD ep_status ep_run_ATTENTION(const ep_node *n) {   /* size: its loops are 
   for (uint64_t bi = 0; bi < batches; bi++) {
     const float *q = ep_f32(n->in[0]) + bi * Lq * D;
     float *y = ep_f32(ty) + bi * Lq * Dv;
+    if (Lq == 1) {   /* one query row: scores = q Kt, then P V, with Kt and V read in place */
+      row_times(q, D, ep_f32(n->in[1]) + bi * D * Lk, Lk, Lk, s);
+      rj.g = (uint32_t)bi;
+      rj.lim = lim;
+      att_softmax(&rj, 0, 1);
+      row_times(s, Lk, ep_f32(n->in[2]) + bi * Lk * Dv, Dv, Dv, y);
+      continue;
+    }
     pack_b(D, Lk, ep_f32(n->in[1]) + bi * D * Lk, kp);
     pack_b(Lk, Dv, ep_f32(n->in[2]) + bi * Lk * Dv, vp);
     for (uint32_t m0 = 0; m0 < Lq; m0 += R) {
