@@ -70,7 +70,7 @@ def test_conformance_int8_ops() -> None:
 # ----------------------------------------------------------------------------- small hand-made QDQ models
 
 def _qdq_conv_model(group: int, cin: int, cout: int, k: int, stride: int, dil: int, pad: int, act: str,
-                    x_dtype: int, x_zp: int, hw: int = 11, width: int | None = None) -> onnx.ModelProto:
+                    x_dtype: int, x_zp: int, hw: int = 11, width: int | None = None, bias: bool = True) -> onnx.ModelProto:
     """x [1, cin, hw, width (default hw)] -> Q -> DQ, DQ(w int8 per channel), DQ(b int32) -> Conv -> act -> Q -> DQ
     -> y."""
     rng = np.random.default_rng(cin * 7 + cout + k)
@@ -88,7 +88,7 @@ def _qdq_conv_model(group: int, cin: int, cout: int, k: int, stride: int, dil: i
              helper.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["xd"]),
              helper.make_node("DequantizeLinear", ["wq", "ws", "wz"], ["wd"], axis=0),
              helper.make_node("DequantizeLinear", ["bq", "bs"], ["bd"], axis=0),
-             helper.make_node("Conv", ["xd", "wd", "bd"], ["c"], group=group, kernel_shape=[k, k], strides=[stride] * 2,
+             helper.make_node("Conv", ["xd", "wd", "bd"] if bias else ["xd", "wd"], ["c"], group=group, kernel_shape=[k, k], strides=[stride] * 2,
                               dilations=[dil] * 2, pads=[pad] * 4)]
     last = "c"
     if act == "relu":
@@ -204,6 +204,29 @@ I7_CASES = [  # conv case, feed
     ((1, 2, 5, 1, 1, 1, 0, "none", TensorProto.INT8, 0), "nonneg"),      # K = 2: no room for offsets, fallback
     ((1, 24, 40, 3, 1, 1, 1, "leaky", TensorProto.UINT8, 20), "narrow"), # general epilogue, 10 row panels
 ]
+
+
+@pytest.mark.parametrize("case,feed", [
+    ((1, 16, 64, 1, 1, 1, 0, "none", TensorProto.INT8, -3), "nonneg"),   # mobilenet's K = 16 1x1: the i7 tiles
+    ((1, 16, 64, 1, 1, 1, 0, "none", TensorProto.INT8, -3), "wide"),     # the same on the dot_i16x8 tiles
+    ((1, 24, 12, 3, 1, 1, 1, "clip", TensorProto.UINT8, 128), "mixed"),  # both, uint8, a 12-row block: 4-row panels
+    ((1, 5, 7, 5, 3, 1, 0, "relu", TensorProto.INT8, 0), "wide"),        # odd K, a partial panel and tile
+], ids=["k16_i7", "k16_i16", "3x3_mixed", "odd"])
+def test_qconv_without_bias(case, feed: str, tmp_path: Path) -> None:
+    """A Conv without a bias (the GEMM's fast tile epilogue reads the zero row biases): every build's bytes are the
+    SIMD build's and within one output step of ONNX's QDQ semantics (onnxruntime unoptimized)."""
+    m = _qdq_conv_model(*case, hw=13, bias=False)
+    out = package(m, out=tmp_path / "b", verify=False)
+    assert Op.QCONV in [n.op for n in layout.decode((out / "model.plan").read_bytes()).nodes]
+    x = I7_FEEDS[feed](np.random.default_rng(7), (1, case[1], 13, 13)).astype(np.float32)
+    feeds = {"x": x}
+    want = _ort(m, feeds, optimized=False)["y"]
+    simd = load_bundle(out, "simd").run(feeds)["y"]
+    for variant in VARIANTS:
+        got = load_bundle(out, variant).run(feeds)["y"]
+        assert got.tobytes() == simd.tobytes(), variant
+        steps = np.abs(got.astype(np.float64) - want) / 0.05
+        assert steps.max() <= 1.0 + 1e-3 and (steps > 0.5).mean() < 0.01, (variant, steps.max())
 
 
 @pytest.mark.parametrize("case,feed", I7_CASES, ids=[f"{c[1]}x{c[2]}_k{c[3]}_{c[7]}_{f}" for c, f in I7_CASES])

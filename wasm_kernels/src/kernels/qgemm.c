@@ -199,15 +199,18 @@ void ep_qgemm_raw16(uint32_t Kp, const int16_t *a, const int16_t *b, uint32_t ld
 }
 
 /* The fast epilogue (ep_qepi_row's first path) of a whole 4 x 8 tile, inline: the accumulators stay in registers
- * (no call per row), and the panel's 4 biases and multipliers come in as vectors bv, mv loaded once per panel. Same
+ * (no call per row), and each row's bias and multiplier are load-splats from the panel's 4 (bv, mv): loads, where
+ * lane splats of vectors held across the panel were shuffles on the vector ALU the tile loop is bound by. Same
  * operations in the same order as ep_qepi_row: the same bits. */
-EP_AINLINE void epi_tile_fast(const ep_qepi_mode *f, i32x4 bv, f32x4 mv, uint8_t *dst, uint64_t rs, i32x4 acc[MR][2]) {
-  const f32x4 bvf = i32x4_as_f32x4(bv);   /* lane splats are spelled on f32x4 (bit moves only) */
+EP_AINLINE void epi_tile_fast(const ep_qepi_mode *f, const int32_t *bv, const float *mv, uint8_t *dst, uint64_t rs,
+                              i32x4 acc[MR][2]) {
 #define EP_QROW(r) i8x16_store_lo8(dst + (r) * rs, ep_qepi_fast8(f, acc[r][0], acc[r][1], \
-    f32x4_as_i32x4(f32x4_lane_splat(bvf, r)), f32x4_lane_splat(mv, r)));
+    f32x4_as_i32x4(f32x4_load_splat((const float *)(const void *)(bv + (r)))), f32x4_load_splat(mv + (r))));
   EP_QROW(0) EP_QROW(1) EP_QROW(2) EP_QROW(3)
 #undef EP_QROW
 }
+
+static const int32_t zero_bias[MR];
 
 /* The dot_i16x8 GEMM (every build; the relaxed build's fallback). */
 static void qgemm_i16(uint32_t M, uint32_t N, uint32_t K, const int8_t *a, const int16_t *b, uint32_t ldb, uint32_t n_off,
@@ -220,8 +223,8 @@ static void qgemm_i16(uint32_t M, uint32_t N, uint32_t K, const int8_t *a, const
     const int8_t *ap = a + (uint64_t)(m0 / MR) * Kp * 2 * MR;
     const uint32_t mr = M - m0 < MR ? M - m0 : MR;
     const int whole = f.fast && mr == MR;
-    const i32x4 bv = whole && e->bias ? i32x4_load(e->bias + m0) : i32x4_splat(0);
-    const f32x4 mv = whole ? f32x4_load(e->mult + m0) : f32x4_splat(0.0f);
+    const int32_t *const bv = e->bias ? e->bias + m0 : zero_bias;
+    const float *const mv = e->mult ? e->mult + m0 : 0;
     uint8_t *const yp = e->y + (uint64_t)m0 * e->rs + n_off;
     for (uint32_t n = 0; n < N; n += NR) {
       tile_sums(Kp, ap, aw, b, ldb, n, acc);
@@ -388,8 +391,8 @@ static void qgemm_tiles(uint32_t M, uint32_t N, uint32_t K, const int8_t *a, int
       int32_t rsum[MR];
       wasm_v128_store(rsum, panel_rowsum(Kp, ap));
       const int whole = f.fast && mr == MR;
-      const i32x4 bv = whole && e->bias ? i32x4_load(e->bias + m0) : i32x4_splat(0);
-      const f32x4 mv = whole ? f32x4_load(e->mult + m0) : f32x4_splat(0.0f);
+      const int32_t *const bv = e->bias ? e->bias + m0 : zero_bias;
+      const float *const mv = e->mult ? e->mult + m0 : 0;
       uint8_t *const yp = e->y + (uint64_t)m0 * e->rs + n_off;
       for (uint32_t n = 0; n < nq; n += NR) {
         const int16_t *s = b + 2 * (uint64_t)n;
