@@ -364,3 +364,41 @@ def test_int8_kernels_refuse_hostile_params(int8_plan, tmp_path: Path) -> None:
     """Hostile parameter words / dims of the int8 nodes: refused at open or run cleanly, under ASan + UBSan
     (host build) and without a wasm trap; the unmodified plans run clean."""
     check_hostile_params(int8_plan, tmp_path, seed=0)
+
+
+QMM_ACT_CASES = [  # batch, M, K, N, x zero point, w zero point, output dtype
+    (2, 13, 64, 24, 117, 140, TensorProto.UINT8),   # attention-like: whole 8-column tiles, a 1-row panel tail
+    (3, 5, 7, 16, 128, 3, TensorProto.UINT8),       # odd K, X's zero point 128 (no column-sum term)
+    (1, 1, 9, 21, 40, 201, TensorProto.UINT8),      # M = 1, N = 21: two tiles and 5 GEMV columns
+    (2, 8, 33, 13, 0, 77, TensorProto.INT8),        # int8 output, one tile and 5 GEMV columns
+]
+
+
+@pytest.mark.parametrize("case", QMM_ACT_CASES, ids=[f"b{c[0]}m{c[1]}k{c[2]}n{c[3]}" for c in QMM_ACT_CASES])
+def test_qmatmul_activations_column_epilogue(case, tmp_path: Path) -> None:
+    """DQ(a) x DQ(b) -> Q with both operands run-time tensors (attention's Q.K^T and P.V): QMATMUL's per-column
+    scale and X-zero-point term take the column epilogue on whole 8-column tiles (qgemm.c epi_tile) in the SIMD
+    builds, the per-row one in the scalar build: the same bytes, within one step of onnxruntime unoptimized."""
+    b, mm, k, n, xz, wz, odt = case
+    ys, yz = 0.37, (np.uint8(131) if odt == TensorProto.UINT8 else np.int8(-3))
+    inits = [numpy_helper.from_array(np.array(s, np.float32), nm) for s, nm in ((0.021, "as"), (0.013, "bs"), (ys, "ys"))]
+    inits += [numpy_helper.from_array(np.array(xz, np.uint8), "az"), numpy_helper.from_array(np.array(wz, np.uint8), "bz"),
+              numpy_helper.from_array(np.array(yz), "yz")]
+    nodes = [helper.make_node("QuantizeLinear", ["a", "as", "az"], ["aq"]), helper.make_node("DequantizeLinear", ["aq", "as", "az"], ["ad"]),
+             helper.make_node("QuantizeLinear", ["b", "bs", "bz"], ["bq"]), helper.make_node("DequantizeLinear", ["bq", "bs", "bz"], ["bd"]),
+             helper.make_node("MatMul", ["ad", "bd"], ["mm"]),
+             helper.make_node("QuantizeLinear", ["mm", "ys", "yz"], ["yq"]), helper.make_node("DequantizeLinear", ["yq", "ys", "yz"], ["y"])]
+    m = make_model(nodes, [helper.make_tensor_value_info("a", TensorProto.FLOAT, [b, mm, k]),
+                           helper.make_tensor_value_info("b", TensorProto.FLOAT, [b, k, n])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [b, mm, n])], inits)
+    out = package(m, out=tmp_path / "b", verify=False)
+    assert Op.QMATMUL in [nd.op for nd in layout.decode((out / "model.plan").read_bytes()).nodes]
+    rng = np.random.default_rng(sum(case[:4]))
+    feeds = {"a": rng.uniform(-2.6, 2.7, (b, mm, k)).astype(np.float32), "b": rng.uniform(-1.8, 1.5, (b, k, n)).astype(np.float32)}
+    want = _ort(m, feeds, optimized=False)["y"]
+    scalar = load_bundle(out, "scalar").run(feeds)["y"]
+    for variant in VARIANTS:
+        got = load_bundle(out, variant).run(feeds)["y"]
+        assert got.tobytes() == scalar.tobytes(), variant
+        steps = np.abs(got.astype(np.float64) - want) / ys
+        assert steps.max() <= 1.0 + 1e-3 and (steps > 0.5).mean() < 0.02, (variant, steps.max())

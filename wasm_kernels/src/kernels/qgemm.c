@@ -184,6 +184,23 @@ __attribute__((noinline)) void ep_qepi_row(const ep_qgemm_epi *e, const ep_qepi_
 /* Stores one tile's accumulators: rows m0..m0+mr, local columns n..n+cnt. */
 EP_AINLINE void epi_tile(const ep_qgemm_epi *e, const ep_qepi_mode *f, uint32_t m0, uint32_t mr, uint32_t n, uint32_t n_off,
                          uint32_t cnt, i32x4 acc[MR][2]) {
+#if !EP_ISA_SCALAR
+  if (f->col && cnt == NR) {   /* ep_qgemm_epi_row's arithmetic with the column terms once per tile: the same bits */
+    const uint32_t na = n_off + n;
+    i32x4 b0 = e->bias ? i32x4_load(e->bias + na) : i32x4_splat(0), b1 = e->bias ? i32x4_load(e->bias + na + 4) : b0;
+    if (e->colsum) {
+      const i32x4 z = i32x4_splat(e->za);
+      b0 = i32x4_sub(b0, i32x4_mul(z, i32x4_load(e->colsum + n)));
+      b1 = i32x4_sub(b1, i32x4_mul(z, i32x4_load(e->colsum + n + 4)));
+    }
+    const f32x4 s0 = f32x4_load(e->mult + na), s1 = f32x4_load(e->mult + na + 4);
+    for (uint32_t r = 0; r < mr; r++)
+      i8x16_store_lo8(e->y + (uint64_t)(m0 + r) * e->rs + na,
+                      ep_q8_pack(f32x4_mul(f32x4_from_i32x4(i32x4_add(acc[r][0], b0)), s0),
+                                 f32x4_mul(f32x4_from_i32x4(i32x4_add(acc[r][1], b1)), s1), f->lo, f->hi, f->zb, f->u8));
+    return;
+  }
+#endif
   for (uint32_t r = 0; r < mr; r++) ep_qepi_row(e, f, m0 + r, n, n_off, cnt, acc[r][0], acc[r][1]);
 }
 

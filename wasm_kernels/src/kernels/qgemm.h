@@ -108,14 +108,17 @@ void ep_q_store_bytes(uint8_t *dst, const void *src, uint32_t cnt, uint64_t cs, 
 
 /* Epilogue settings resolved once per call. The common QDQ case (fast) takes a short path: per-row
  * bias and mult, no A zero point, 8-bit output with none/relu/clip (a clamp), contiguous rows. */
-typedef struct { int fast, u8; f32x4 lo, hi; i32x4 zb; } ep_qepi_mode;
+/* col: the same with per-column bias and mult and a per-tensor A zero point (QMATMUL's activation x activation
+ * MatMuls), whole 8-column tiles only (qgemm.c epi_tile; not in the scalar build, for its size). */
+typedef struct { int fast, col, u8; f32x4 lo, hi; i32x4 zb; } ep_qepi_mode;
 
 EP_AINLINE ep_qepi_mode ep_qepi_mode_of(const ep_qgemm_epi *e) {
   ep_qepi_mode f;
-  f.fast = e->mult && !e->mult_col && !(e->bias && e->bias_col) && !e->colsum && e->cs == 1 &&
-           e->out_dtype != EP_F32 && e->act != EP_ACT_LEAKY_RELU;
+  const int q8 = e->mult && e->cs == 1 && e->out_dtype != EP_F32 && e->act != EP_ACT_LEAKY_RELU;
+  f.fast = q8 && !e->mult_col && !(e->bias && e->bias_col) && !e->colsum;
+  f.col = q8 && e->mult_col && !(e->bias && !e->bias_col) && !e->za_row;
   float lo = 0.0f, hi = 0.0f;
-  if (f.fast) ep_q_bounds(e, &lo, &hi);
+  if (f.fast || f.col) ep_q_bounds(e, &lo, &hi);
   f.lo = f32x4_splat(lo); f.hi = f32x4_splat(hi);
   f.zb = ep_q_zbits(e->yzp);
   f.u8 = e->out_dtype == EP_U8;
